@@ -1,0 +1,175 @@
+"""Conv2D algorithm choice: one pure function, run at compile time.
+
+``select_conv_algorithm(dims, requested, flags)`` returns a
+:class:`ConvAlgorithm`; eligibility lives in the named predicates below, each
+saying why.  Choosing is separate from doing: the choice is stored in the
+thunk and the executor never re-decides.
+"""
+import enum
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from . import _conv2d
+
+
+class ConvAlgorithm(enum.IntEnum):
+    REFERENCE = _conv2d.ALGO_REFERENCE
+    IM2COL = _conv2d.ALGO_IM2COL
+    GEMM_1X1 = _conv2d.ALGO_GEMM_1X1
+    DIRECT = _conv2d.ALGO_DIRECT
+    WINOGRAD = _conv2d.ALGO_WINOGRAD
+
+    @property
+    def label(self):
+        return self.name.lower()
+
+
+CONV_ALGORITHM_NAMES = ("auto", "reference", "im2col", "direct", "winograd")
+
+_ON = ("1", "on", "true", "yes")
+_OFF = ("0", "off", "false", "no")
+
+
+def _tristate(name):
+    raw = os.environ.get(name)
+    if raw is None:
+        return None
+    raw = raw.strip().lower()
+    if raw in _ON:
+        return True
+    if raw in _OFF:
+        return False
+    return None
+
+
+@dataclass(frozen=True)
+class ConvFlags:
+    """The environment switches, read when a plan is compiled.
+
+    fast      RLX_FAST_CONV: off (0/off/false/no) -> reference kernels everywhere.
+    winograd  RLX_WINOGRAD: on -> Winograd wherever eligible; off -> never under auto.
+    direct    RLX_DIRECT_CONV: on -> direct wherever eligible (after Winograd);
+              off -> never under auto.
+    """
+    fast: bool = True
+    winograd: Optional[bool] = None
+    direct: Optional[bool] = None
+
+    @classmethod
+    def from_env(cls):
+        fast = os.environ.get("RLX_FAST_CONV", "").strip().lower() not in _OFF
+        return cls(fast, _tristate("RLX_WINOGRAD"), _tristate("RLX_DIRECT_CONV"))
+
+
+# -- eligibility --------------------------------------------------------------
+
+def is_gemm_1x1(d):
+    """A 1x1 kernel at stride 1 without padding: the input is already the GEMM
+    operand (dilation is irrelevant for a 1-tap kernel)."""
+    return d.kh == 1 and d.kw == 1 and d.sh == 1 and d.sw == 1 and d.ph == 0 and d.pw == 0 \
+        and d.h_out == d.h and d.w_out == d.w
+
+
+def direct_ineligible_reason(d):
+    """Direct kernel: unit stride and dilation (any padding, any groups); it
+    checks every tap against the real output shape, so it never reads out of
+    bounds."""
+    if (d.sh, d.sw) != (1, 1):
+        return f"stride 1 (got {d.sh},{d.sw})"
+    if (d.dh, d.dw) != (1, 1):
+        return f"dilation 1 (got {d.dh},{d.dw})"
+    return None
+
+
+def winograd_ineligible_reason(d):
+    """Winograd F(2x2,3x3): 3x3 kernel, unit stride and dilation, groups 1."""
+    if (d.kh, d.kw) != (3, 3):
+        return f"a 3x3 kernel (got {d.kh}x{d.kw})"
+    if (d.sh, d.sw) != (1, 1):
+        return f"stride 1 (got {d.sh},{d.sw})"
+    if (d.dh, d.dw) != (1, 1):
+        return f"dilation 1 (got {d.dh},{d.dw})"
+    if d.groups != 1:
+        return f"groups 1 (got {d.groups})"
+    return None
+
+
+def im2col_col_floats(d):
+    return (d.c_in // d.groups) * d.kh * d.kw * d.h_out * d.w_out
+
+
+def im2col_ineligible_reason(d):
+    """im2col: the per-(image, group) patch matrix must stay under 2 GB."""
+    if im2col_col_floats(d) > _conv2d.IM2COL_MAX_COL_FLOATS:
+        return (f"a patch matrix of at most {_conv2d.IM2COL_MAX_COL_FLOATS} floats "
+                f"(this conv needs {im2col_col_floats(d)})")
+    return None
+
+
+def _prefers_winograd(d):
+    # The transforms cost O(c_in + c_out) per tile while the GEMMs save
+    # 2.25x on O(c_in * c_out): worth it once both channel counts are moderate.
+    return d.c_in >= 16 and d.c_out >= 16
+
+
+def _prefers_direct(d):
+    # Few taps per output (depthwise and tiny channel groups): a GEMM with a
+    # depth this small runs far below peak, the direct loop does not.
+    return (d.c_in // d.groups) * d.kh * d.kw < 32 and (d.c_out // d.groups) < 16
+
+
+# -- selection ----------------------------------------------------------------
+
+def select_conv_algorithm(dims, requested="auto", flags=None, op="conv2d"):
+    """Return the ConvAlgorithm for a conv of these dims.
+
+    `requested` is 'auto' or a forced algorithm ('reference', 'im2col',
+    'direct', 'winograd'); a forced algorithm overrides the environment flags
+    and raises ValueError on a shape it cannot run.  Under 'auto' or 'im2col'
+    a 1x1/stride-1/unpadded conv runs as a plain GEMM.
+    """
+    if flags is None:
+        flags = ConvFlags.from_env()
+    if isinstance(requested, ConvAlgorithm):
+        requested = requested.label
+    if requested not in CONV_ALGORITHM_NAMES:
+        raise ValueError(f"{op}: conv_algorithm must be one of {CONV_ALGORITHM_NAMES}, got {requested!r}")
+
+    if requested != "auto":
+        if requested == "reference":
+            return ConvAlgorithm.REFERENCE
+        if requested == "im2col":
+            if is_gemm_1x1(dims):
+                return ConvAlgorithm.GEMM_1X1
+            reason = im2col_ineligible_reason(dims)
+            algo = ConvAlgorithm.IM2COL
+        elif requested == "direct":
+            reason = direct_ineligible_reason(dims)
+            algo = ConvAlgorithm.DIRECT
+        else:
+            reason = winograd_ineligible_reason(dims)
+            algo = ConvAlgorithm.WINOGRAD
+        if reason is not None:
+            raise ValueError(f"{op}: conv_algorithm={requested!r} needs {reason}; conv is {dims!r}")
+        return algo
+
+    if not flags.fast:
+        return ConvAlgorithm.REFERENCE
+    winograd_ok = winograd_ineligible_reason(dims) is None
+    direct_ok = direct_ineligible_reason(dims) is None
+    if flags.winograd and winograd_ok:
+        return ConvAlgorithm.WINOGRAD
+    if flags.direct and direct_ok:
+        return ConvAlgorithm.DIRECT
+    if is_gemm_1x1(dims):
+        return ConvAlgorithm.GEMM_1X1
+    if winograd_ok and flags.winograd is not False and _prefers_winograd(dims):
+        return ConvAlgorithm.WINOGRAD
+    if direct_ok and flags.direct is not False and _prefers_direct(dims):
+        return ConvAlgorithm.DIRECT
+    if im2col_ineligible_reason(dims) is None:
+        return ConvAlgorithm.IM2COL
+    if direct_ok and flags.direct is not False:
+        return ConvAlgorithm.DIRECT
+    return ConvAlgorithm.REFERENCE

@@ -1,0 +1,242 @@
+"""Compile a Graph into a Plan: node -> thunks, then arena planning.
+
+Compilation happens once.  Rules (one per op kind, in ``RULES``) read the
+node's static shapes and attributes and emit thunk records whose slice fields
+are still symbolic :class:`Buf` handles; after every rule ran, the planner
+gives each handle a byte range and the records are finalised with real
+:class:`~rlx_cpu.thunks.Slice` values.
+"""
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _conv2d
+from .algorithms import ConvAlgorithm, ConvFlags, select_conv_algorithm
+from .arena import ALIGNMENT, BufferRequest, align_up, plan_arena
+from .ir import Graph
+from .threads import limit_blas_threads, resolve_num_threads
+from .thunks import Conv2D1x1Thunk, Conv2DDims, Conv2DThunk, Slice, WinogradFilterThunk
+
+
+@dataclass(frozen=True, eq=False)
+class Buf:
+    """A symbolic buffer: a node value, a derived constant, a temp or scratch."""
+    id: int
+    nbytes: int
+    role: str                 # 'input' | 'const' | 'temp' | 'scratch'
+    name: str
+
+    def __repr__(self):
+        return f"Buf#{self.id}({self.role} {self.name} {self.nbytes}B)"
+
+
+class CompileContext:
+    """What a compile rule may ask for: buffers of nodes, new buffers, options."""
+
+    def __init__(self, graph, conv_algorithm, num_threads, flags):
+        self.graph = graph
+        self.conv_algorithm = conv_algorithm
+        self.num_threads = num_threads
+        self.flags = flags
+        self.thunks = []
+        self.bufs = []
+        self.node_buf = {}
+        self.const_values = {}     # Buf -> float32 array
+
+    def _new(self, nbytes, role, name):
+        b = Buf(len(self.bufs), int(nbytes), role, name)
+        self.bufs.append(b)
+        return b
+
+    def buf(self, node_id):
+        """The buffer holding a node's value (created on first request)."""
+        b = self.node_buf.get(node_id)
+        if b is None:
+            node = self.graph.node(node_id)
+            nbytes = int(np.prod(node.shape, dtype=np.int64)) * 4
+            role = {"input": "input", "constant": "const"}.get(node.op, "temp")
+            b = self._new(nbytes, role, node.name)
+            if role == "const":
+                self.const_values[b] = node.value
+            self.node_buf[node_id] = b
+        return b
+
+    def constant(self, array, name):
+        arr = np.ascontiguousarray(array, dtype=np.float32)
+        b = self._new(arr.nbytes, "const", name)
+        self.const_values[b] = arr
+        return b
+
+    def is_constant(self, node_id):
+        return self.graph.node(node_id).op == "constant"
+
+    def temp(self, nbytes, name):
+        return self._new(nbytes, "temp", name)
+
+    def scratch(self, nbytes, name):
+        return self._new(nbytes, "scratch", name) if nbytes > 0 else None
+
+    def emit(self, thunk):
+        self.thunks.append(thunk)
+
+
+# ---------------------------------------------------------------------------
+# Rules
+# ---------------------------------------------------------------------------
+
+def conv_dims(node, graph):
+    """Conv2DDims for a 1-D or 2-D conv node.
+
+    A 1-D conv [N, C, L] is run as a 2-D conv on [N, C, 1, L] (same bytes):
+    the k taps, stride, padding and dilation all run along L, which is the
+    contiguous axis, so the kernels' inner loops stay unit-stride."""
+    a = node.attrs
+    xs = graph.node(node.inputs[0]).shape
+    if a.ndim == 1:
+        return Conv2DDims(xs[0], xs[1], 1, xs[2], node.shape[1], 1, node.shape[2],
+                          1, a.kernel[0], 1, a.stride[0], 0, a.pads_begin[0], 1, a.dilation[0], a.groups)
+    if a.ndim == 2:
+        return Conv2DDims(xs[0], xs[1], xs[2], xs[3], node.shape[1], node.shape[2], node.shape[3],
+                          a.kernel[0], a.kernel[1], a.stride[0], a.stride[1], a.pads_begin[0],
+                          a.pads_begin[1], a.dilation[0], a.dilation[1], a.groups)
+    raise NotImplementedError(f"conv with {a.ndim} spatial dims")
+
+
+def compile_conv(ctx, node):
+    dims = conv_dims(node, ctx.graph)
+    op = f"conv{node.attrs.ndim}d {node.name!r}"
+    algo = select_conv_algorithm(dims, ctx.conv_algorithm, ctx.flags, op=op)
+    x, w = ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1])
+    bias = ctx.buf(node.inputs[2]) if len(node.inputs) > 2 else None
+    y = ctx.buf(node.id)
+    t = ctx.num_threads
+    if algo == ConvAlgorithm.GEMM_1X1:
+        ctx.emit(Conv2D1x1Thunk(node.name, x, w, bias, y, dims.n, dims.c_in, dims.c_out,
+                                dims.h * dims.w, dims.groups, t))
+        return
+    tile_block = 0
+    if algo == ConvAlgorithm.WINOGRAD:
+        tile_block = _conv2d.winograd_tile_block(dims.as_tuple(), t)
+        wnode = node.inputs[1]
+        if ctx.is_constant(wnode):
+            # Transform once, now; runs only read U.
+            u = _conv2d.winograd_filter_transform(ctx.graph.node(wnode).value)
+            w = ctx.constant(u, node.name + ".winograd_U")
+        else:
+            u = ctx.temp(16 * dims.c_out * dims.c_in * 4, node.name + ".winograd_U")
+            ctx.emit(WinogradFilterThunk(node.name, w, u, dims.c_out, dims.c_in))
+            w = u
+    scratch_nbytes = 4 * _conv2d.scratch_floats(dims.as_tuple(), int(algo), t)
+    scratch = ctx.scratch(scratch_nbytes, node.name + ".scratch")
+    ctx.emit(Conv2DThunk(node.name, x, w, bias, y, scratch, dims, algo, t, tile_block))
+
+
+RULES = {
+    "conv": compile_conv,
+}
+
+
+# ---------------------------------------------------------------------------
+# Driver
+# ---------------------------------------------------------------------------
+
+def _live_nodes(graph):
+    live = set(graph.outputs)
+    for node in reversed(graph.nodes):
+        if node.id in live:
+            live.update(node.inputs)
+    return [n for n in graph.nodes if n.id in live]
+
+
+def _lifetimes(ctx, output_bufs):
+    """[first, last] thunk index per arena buffer (see arena.py)."""
+    end = len(ctx.thunks)
+    first, last = {}, {}
+    for i, th in enumerate(ctx.thunks):
+        for name in th.writes + th.scratch_fields:
+            b = getattr(th, name)
+            if isinstance(b, Buf):
+                first.setdefault(b, i)
+                last[b] = max(last.get(b, i), i)
+        for name in th.reads:
+            b = getattr(th, name)
+            if isinstance(b, Buf):
+                last[b] = max(last.get(b, i), i)
+    reqs = []
+    for b in ctx.bufs:
+        if b.role == "const":
+            continue
+        if b.role == "input":
+            f, l = -1, last.get(b, -1)
+        else:
+            if b not in first:
+                continue          # never written: unused
+            f, l = first[b], last[b]
+        if b in output_bufs:
+            l = end
+        reqs.append(BufferRequest(b, b.nbytes, f, l))
+    return reqs
+
+
+def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True):
+    """Compile `graph` into an executable :class:`~rlx_cpu.plan.Plan`.
+
+    conv_algorithm: 'auto' (choose per shape) or one of 'reference', 'im2col',
+        'direct', 'winograd' forced on every conv (ValueError where ineligible).
+    num_threads: OpenMP threads for this plan (default: get_num_threads()).
+    reuse_arena: share bytes between buffers with disjoint lifetimes.
+    """
+    from .plan import Plan
+
+    if not isinstance(graph, Graph):
+        raise TypeError(f"compile: expected a rlx_cpu.Graph, got {type(graph).__name__}")
+    if not graph.outputs:
+        raise ValueError("compile: the graph has no outputs; call graph.output(...) first")
+    if isinstance(conv_algorithm, ConvAlgorithm):
+        conv_algorithm = conv_algorithm.label
+    if conv_algorithm not in ("auto", "reference", "im2col", "direct", "winograd"):
+        raise ValueError("compile: conv_algorithm must be one of 'auto', 'reference', 'im2col', "
+                         f"'direct', 'winograd', got {conv_algorithm!r}")
+    nthreads = resolve_num_threads(num_threads)
+    limit_blas_threads()
+
+    ctx = CompileContext(graph, conv_algorithm, nthreads, ConvFlags.from_env())
+    input_nodes = []
+    for node in _live_nodes(graph):
+        if node.op == "input":
+            input_nodes.append(node)
+            ctx.buf(node.id)
+        elif node.op == "constant":
+            continue
+        else:
+            RULES[node.op](ctx, node)
+    # Every graph input is part of the contract, even one no output needs.
+    for node in graph.nodes:
+        if node.op == "input" and node not in input_nodes:
+            input_nodes.append(node)
+            ctx.buf(node.id)
+    output_bufs = {ctx.buf(i) for i in graph.outputs}
+
+    arena = plan_arena(_lifetimes(ctx, output_bufs), reuse=reuse_arena)
+    const_offsets, const_nbytes = {}, 0
+    for b in ctx.bufs:
+        if b.role == "const" and b in ctx.const_values:
+            const_offsets[b] = const_nbytes
+            const_nbytes += align_up(b.nbytes, ALIGNMENT)
+
+    def to_slice(b):
+        if b.role == "const":
+            return Slice("const", const_offsets[b], b.nbytes)
+        return Slice("arena", arena.offsets[b], b.nbytes)
+
+    thunks = []
+    for th in ctx.thunks:
+        repl = {f.name: to_slice(getattr(th, f.name)) for f in dataclasses.fields(th)
+                if isinstance(getattr(th, f.name), Buf)}
+        thunks.append(dataclasses.replace(th, **repl))
+
+    const_items = [(const_offsets[b], ctx.const_values[b]) for b in const_offsets]
+    inputs = [(n.name, n.shape, to_slice(ctx.buf(n.id))) for n in input_nodes]
+    outputs = [(graph.node(i).shape, to_slice(ctx.buf(i))) for i in graph.outputs]
+    return Plan(tuple(thunks), inputs, outputs, arena, const_nbytes, const_items, nthreads)

@@ -1,0 +1,149 @@
+"""The executor: an immutable compiled Plan and per-thread run contexts.
+
+Thread contract (as ONNX Runtime's session): everything expensive happens in
+:func:`rlx_cpu.compile`.  A Plan is immutable and may be run from many Python
+threads at once; each thread gets its own :class:`RunContext` (its own arena
+and bound launches), created on that thread's first run.  Constants live in
+one read-only buffer shared by all contexts.  Kernels release the GIL.
+"""
+import threading
+import time
+
+import numpy as np
+
+from . import _runtime
+from .arena import aligned_empty
+
+
+class RunContext:
+    """One arena plus the plan's thunks bound to it.  Not thread-safe: use one
+    per thread (Plan.run does this for you)."""
+
+    def __init__(self, plan):
+        self.plan = plan
+        self.arena = aligned_empty(max(plan.arena_nbytes, 64))
+        segments = {"arena": self.arena, "const": plan._const}
+
+        def view(s):
+            seg = segments[s.segment]
+            return seg[s.offset:s.offset + s.nbytes].view(np.float32)
+
+        self.launches = [t.bind(view) for t in plan.thunks]
+        self.inputs = [(name, shape, view(s).reshape(shape)) for name, shape, s in plan._inputs]
+        self.outputs = [view(s).reshape(shape) for shape, s in plan._outputs]
+
+    def load(self, feeds):
+        if not isinstance(feeds, dict):
+            raise TypeError(f"run: inputs must be a dict of name -> array, got {type(feeds).__name__}")
+        if len(feeds) != len(self.inputs):
+            self._check_names(feeds)
+        for name, shape, dst in self.inputs:
+            try:
+                src = feeds[name]
+            except KeyError:
+                self._check_names(feeds)
+                raise
+            src = np.asarray(src)
+            if src.shape != shape:
+                raise ValueError(f"run: input {name!r} must have shape {list(shape)}, got {list(src.shape)}")
+            if src.dtype.kind not in "fiu":
+                raise TypeError(f"run: input {name!r} must be a real numeric array, got dtype {src.dtype}")
+            np.copyto(dst, src, casting="unsafe")
+
+    def _check_names(self, feeds):
+        want = [n for n, _, _ in self.inputs]
+        missing = [n for n in want if n not in feeds]
+        extra = [n for n in feeds if n not in want]
+        raise ValueError(f"run: inputs must be exactly {want}; missing {missing}, unexpected {extra}")
+
+
+class Plan:
+    """A compiled graph: a flat list of thunks over one arena layout."""
+
+    def __init__(self, thunks, inputs, outputs, arena, const_nbytes, const_items, num_threads):
+        self.thunks = thunks
+        self._inputs = tuple(inputs)
+        self._outputs = tuple(outputs)
+        self._arena_plan = arena
+        self.num_threads = num_threads
+        const = aligned_empty(max(const_nbytes, 64))
+        for off, arr in const_items:
+            const[off:off + arr.nbytes] = arr.reshape(-1).view(np.uint8)
+        const.setflags(write=False)
+        self._const = const
+        self.const_nbytes = const_nbytes
+        self._local = threading.local()
+
+    # -- facts ---------------------------------------------------------------
+    @property
+    def arena_nbytes(self):
+        """Bytes of one run context's arena."""
+        return self._arena_plan.nbytes
+
+    @property
+    def arena_saved_nbytes(self):
+        """Bytes saved by letting buffers with disjoint lifetimes share."""
+        return self._arena_plan.saved_nbytes
+
+    @property
+    def input_names(self):
+        return [n for n, _, _ in self._inputs]
+
+    @property
+    def input_shapes(self):
+        return {n: s for n, s, _ in self._inputs}
+
+    @property
+    def output_shapes(self):
+        return [s for s, _ in self._outputs]
+
+    def __repr__(self):
+        lines = [f"Plan({len(self.thunks)} thunks, arena {self.arena_nbytes} B "
+                 f"(saved {self.arena_saved_nbytes} B), const {self.const_nbytes} B, "
+                 f"{self.num_threads} threads)"]
+        lines += [f"  {i}: {t!r}" for i, t in enumerate(self.thunks)]
+        return "\n".join(lines)
+
+    # -- running -------------------------------------------------------------
+    def new_context(self):
+        """A fresh RunContext (arena + bound launches) for explicit management."""
+        return RunContext(self)
+
+    def _context(self):
+        ctx = getattr(self._local, "ctx", None)
+        if ctx is None:
+            ctx = self._local.ctx = RunContext(self)
+        return ctx
+
+    def run(self, inputs, context=None):
+        """Run on a dict {input name: array}; returns new float32 arrays in the
+        graph's output order."""
+        ctx = context or self._context()
+        ctx.load(inputs)
+        _runtime.run_launches(ctx.launches, self.num_threads)
+        return [o.copy() for o in ctx.outputs]
+
+    def run_into(self, inputs, outputs, context=None):
+        """Run and write the outputs into caller-owned arrays (no allocation)."""
+        ctx = context or self._context()
+        if len(outputs) != len(ctx.outputs):
+            raise ValueError(f"run_into: expected {len(ctx.outputs)} output arrays, got {len(outputs)}")
+        for i, (dst, src) in enumerate(zip(outputs, ctx.outputs)):
+            if not isinstance(dst, np.ndarray) or dst.shape != src.shape or dst.dtype != np.float32:
+                raise ValueError(f"run_into: output {i} must be a float32 array of shape {list(src.shape)}")
+        ctx.load(inputs)
+        _runtime.run_launches(ctx.launches, self.num_threads)
+        for dst, src in zip(outputs, ctx.outputs):
+            np.copyto(dst, src)
+        return outputs
+
+    def profile(self, inputs, repeat=10, warmup=1):
+        """Median seconds per thunk over `repeat` runs: [(thunk, seconds)]."""
+        ctx = self._context()
+        ctx.load(inputs)
+        for _ in range(warmup):
+            _runtime.run_launches(ctx.launches, self.num_threads)
+        samples = [_runtime.run_launches_timed(ctx.launches, self.num_threads, time.perf_counter)
+                   for _ in range(max(1, repeat))]
+        med = np.median(np.array(samples), axis=0) if samples[0] else []
+        return list(zip(self.thunks, (float(v) for v in med)))

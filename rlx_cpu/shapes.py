@@ -1,0 +1,104 @@
+"""Shape arithmetic shared by the IR and the compiler: attribute
+normalisation (ints, tuples, PyTorch 'same'/'valid', ONNX pads and auto_pad)
+and output sizes."""
+import numbers
+
+
+def _is_int(v):
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def as_tuple(value, n, op, arg, minimum=1):
+    """An int or a length-n sequence of ints, each >= minimum, as a tuple."""
+    if _is_int(value):
+        out = (int(value),) * n
+    else:
+        try:
+            out = tuple(value)
+        except TypeError:
+            raise TypeError(f"{op}: {arg} must be an int or a sequence of {n} ints, got {value!r}") from None
+        if len(out) != n or not all(_is_int(v) for v in out):
+            raise ValueError(f"{op}: {arg} must be an int or a sequence of {n} ints, got {value!r}")
+        out = tuple(int(v) for v in out)
+    if any(v < minimum for v in out):
+        raise ValueError(f"{op}: {arg} must be >= {minimum}, got {value!r}")
+    return out
+
+
+def conv_out_size(size, k, stride, pad_begin, pad_end, dilation):
+    """floor((in + pads - d*(k-1) - 1) / s) + 1; may be <= 0 for invalid shapes."""
+    span = size + pad_begin + pad_end - dilation * (k - 1) - 1
+    if span < 0:
+        return 0
+    return span // stride + 1
+
+
+def resolve_padding(padding, in_sizes, kernel, stride, dilation, op):
+    """Return (pads_begin, pads_end) tuples.
+
+    Accepted forms, for n spatial axes:
+      * int p                            -> p on both sides of every axis
+      * (p1, ..., pn)                    -> symmetric per axis (PyTorch)
+      * (b1, ..., bn, e1, ..., en)       -> ONNX ``pads`` order
+      * ((b1, e1), ..., (bn, en))        -> explicit pairs
+      * "valid"                          -> no padding
+      * "same"                           -> PyTorch: stride 1 only, output size =
+                                            input size, odd total goes to the end
+      * "SAME_UPPER" / "SAME_LOWER"      -> ONNX auto_pad: output = ceil(in / s),
+                                            odd total at the end / beginning
+    """
+    n = len(in_sizes)
+    if isinstance(padding, str):
+        mode = padding
+        if mode.lower() == "valid":
+            return (0,) * n, (0,) * n
+        if mode.lower() == "same" and mode != "SAME_LOWER" and mode != "SAME_UPPER":
+            if any(s != 1 for s in stride):
+                raise ValueError(f"{op}: padding='same' requires stride 1 (as in PyTorch), got stride={stride}")
+            totals = [d * (k - 1) for k, d in zip(kernel, dilation)]
+            begin = tuple(t // 2 for t in totals)
+            return begin, tuple(t - b for t, b in zip(totals, begin))
+        if mode in ("SAME_UPPER", "SAME_LOWER"):
+            begin, end = [], []
+            for size, k, s, d in zip(in_sizes, kernel, stride, dilation):
+                out = -(-size // s)
+                total = max((out - 1) * s + d * (k - 1) + 1 - size, 0)
+                small = total // 2
+                if mode == "SAME_UPPER":
+                    begin.append(small)
+                    end.append(total - small)
+                else:
+                    begin.append(total - small)
+                    end.append(small)
+            return tuple(begin), tuple(end)
+        raise ValueError(f"{op}: padding string must be 'same', 'valid', 'SAME_UPPER' or 'SAME_LOWER', got {padding!r}")
+    if _is_int(padding):
+        p = int(padding)
+        if p < 0:
+            raise ValueError(f"{op}: padding must be >= 0, got {padding!r}")
+        return (p,) * n, (p,) * n
+    try:
+        items = tuple(padding)
+    except TypeError:
+        raise TypeError(f"{op}: padding must be an int, a sequence or a string, got {padding!r}") from None
+    if len(items) == n and all(not _is_int(v) for v in items):
+        pairs = []
+        for v in items:
+            pair = tuple(v)
+            if len(pair) != 2 or not all(_is_int(p) for p in pair):
+                raise ValueError(f"{op}: padding pairs must be (begin, end) ints, got {padding!r}")
+            pairs.append(pair)
+        begin = tuple(int(p[0]) for p in pairs)
+        end = tuple(int(p[1]) for p in pairs)
+    elif len(items) == n and all(_is_int(v) for v in items):
+        begin = end = tuple(int(v) for v in items)
+    elif len(items) == 2 * n and all(_is_int(v) for v in items):
+        begin = tuple(int(v) for v in items[:n])
+        end = tuple(int(v) for v in items[n:])
+    else:
+        raise ValueError(
+            f"{op}: padding must have {n} values (symmetric), {2 * n} values (ONNX begins then ends) "
+            f"or {n} (begin, end) pairs, got {padding!r}")
+    if any(v < 0 for v in begin + end):
+        raise ValueError(f"{op}: padding must be >= 0, got {padding!r}")
+    return begin, end

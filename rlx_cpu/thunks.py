@@ -1,0 +1,169 @@
+"""Thunk records: what one step of a compiled plan does, as plain data.
+
+A thunk holds the arena slices it reads and writes plus integer dims; it
+never holds arrays.  ``bind(view)`` turns it into a *launch*, a Cython object
+holding typed views over one run context's memory, whose ``execute(nthreads)``
+runs the kernel with the GIL released.  Binding happens once per context, so
+a run only loops over launches.
+
+Adding an op kind = one record here (with its ``reads``/``writes``/``scratch``
+field names, which the arena planner uses for liveness), one compile rule in
+``compiler.py`` and one kernel module in ``src/``.
+"""
+from dataclasses import dataclass, fields, astuple
+from typing import ClassVar, Optional
+
+from . import _conv2d
+from .algorithms import ConvAlgorithm
+
+
+@dataclass(frozen=True)
+class Slice:
+    """A byte range of one memory segment: 'arena' (per run context, mutable)
+    or 'const' (shared by all contexts, written at compile time, read-only)."""
+    segment: str
+    offset: int
+    nbytes: int
+
+    def __repr__(self):
+        return f"{self.segment}[{self.offset}:+{self.nbytes}]"
+
+
+@dataclass(frozen=True)
+class Thunk:
+    """Base record. Subclasses list their slice fields by role."""
+    op_name: str
+
+    kind: ClassVar[str] = "Thunk"
+    reads: ClassVar[tuple] = ()
+    writes: ClassVar[tuple] = ()
+    scratch_fields: ClassVar[tuple] = ()
+
+    def slices(self, roles=("reads", "writes", "scratch_fields")):
+        out = []
+        for role in roles:
+            for name in getattr(self, role):
+                s = getattr(self, name)
+                if s is not None:
+                    out.append(s)
+        return out
+
+    def bind(self, view):  # pragma: no cover - every kind overrides it
+        raise NotImplementedError(self.kind)
+
+    def __repr__(self):
+        parts = []
+        for f in fields(self):
+            if f.name == "op_name":
+                continue
+            v = getattr(self, f.name)
+            if v is None:
+                continue
+            parts.append(f"{f.name}={v!r}" if not isinstance(v, ConvAlgorithm) else f"{f.name}={v.label}")
+        return f"{self.kind}({self.op_name!r}, " + ", ".join(parts) + ")"
+
+
+@dataclass(frozen=True)
+class Conv2DDims:
+    """Canonical conv2d geometry.  Padding is the *begin* padding; the end
+    padding is implied by (h_out, w_out).  1-D convs use h = kh = 1."""
+    n: int
+    c_in: int
+    h: int
+    w: int
+    c_out: int
+    h_out: int
+    w_out: int
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    ph: int
+    pw: int
+    dh: int
+    dw: int
+    groups: int
+
+    def as_tuple(self):
+        return astuple(self)
+
+    @property
+    def flops(self):
+        return 2 * self.n * self.c_out * self.h_out * self.w_out * (self.c_in // self.groups) * self.kh * self.kw
+
+    def __repr__(self):
+        return (f"n={self.n} {self.c_in}->{self.c_out} {self.h}x{self.w}->{self.h_out}x{self.w_out} "
+                f"k={self.kh}x{self.kw} s={self.sh},{self.sw} p={self.ph},{self.pw} "
+                f"d={self.dh},{self.dw} g={self.groups}")
+
+
+@dataclass(frozen=True, repr=False)
+class Conv2DThunk(Thunk):
+    """Conv2D with fused bias; `algorithm` was chosen at compile time.  For
+    Winograd, `weight` is the transformed filter U[16, c_out, c_in]."""
+    x: Slice
+    weight: Slice
+    bias: Optional[Slice]
+    y: Slice
+    scratch: Optional[Slice]
+    dims: Conv2DDims
+    algorithm: ConvAlgorithm
+    max_threads: int
+    tile_block: int = 0
+
+    kind: ClassVar[str] = "Conv2D"
+    reads: ClassVar[tuple] = ("x", "weight", "bias")
+    writes: ClassVar[tuple] = ("y",)
+    scratch_fields: ClassVar[tuple] = ("scratch",)
+
+    def bind(self, view):
+        return _conv2d.Conv2DLaunch(
+            view(self.x), view(self.weight), view(self.bias) if self.bias else None, view(self.y),
+            view(self.scratch) if self.scratch else None, self.dims.as_tuple(), int(self.algorithm),
+            self.max_threads, self.tile_block)
+
+
+@dataclass(frozen=True, repr=False)
+class Conv2D1x1Thunk(Thunk):
+    """1x1, stride 1, unpadded conv: one GEMM per (image, group), fused bias."""
+    x: Slice
+    weight: Slice
+    bias: Optional[Slice]
+    y: Slice
+    n: int
+    c_in: int
+    c_out: int
+    hw: int
+    groups: int
+    max_threads: int
+
+    kind: ClassVar[str] = "Conv2D1x1"
+    reads: ClassVar[tuple] = ("x", "weight", "bias")
+    writes: ClassVar[tuple] = ("y",)
+
+    @property
+    def flops(self):
+        return 2 * self.n * self.c_out * self.hw * (self.c_in // self.groups)
+
+    def bind(self, view):
+        dims = (self.n, self.c_in, 1, self.hw, self.c_out, 1, self.hw, 1, 1, 1, 1, 0, 0, 1, 1, self.groups)
+        return _conv2d.Conv2DLaunch(
+            view(self.x), view(self.weight), view(self.bias) if self.bias else None, view(self.y), None,
+            dims, int(ConvAlgorithm.GEMM_1X1), self.max_threads, 0)
+
+
+@dataclass(frozen=True, repr=False)
+class WinogradFilterThunk(Thunk):
+    """U = G g G^T for a weight that is not a constant (e.g. a graph input);
+    constant weights are transformed at compile time instead."""
+    weight: Slice
+    u: Slice
+    c_out: int
+    c_in: int
+
+    kind: ClassVar[str] = "WinogradFilter"
+    reads: ClassVar[tuple] = ("weight",)
+    writes: ClassVar[tuple] = ("u",)
+
+    def bind(self, view):
+        return _conv2d.WinogradFilterLaunch(view(self.weight), view(self.u), self.c_out, self.c_in)

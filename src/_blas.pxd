@@ -1,0 +1,79 @@
+# Thin row-major BLAS layer over scipy's Fortran sgemm (cython_blas).
+#
+# Every kernel calls BLAS single-threaded: rlx_cpu owns all parallelism with
+# OpenMP, and when one GEMM must use every core (batch 1) it is split into
+# column or row panels here, each panel one single-threaded sgemm call.  BLAS
+# threads therefore never nest under OpenMP threads.
+from scipy.linalg.cython_blas cimport sgemm as _fortran_sgemm
+from cython.parallel cimport prange
+
+
+cdef inline void sgemm_rm(bint trans_a, bint trans_b,
+                          int m, int n, int k,
+                          float alpha, const float* a, int lda,
+                          const float* b, int ldb,
+                          float beta, float* c, int ldc) noexcept nogil:
+    """C[m,n] := alpha * op(A)[m,k] . op(B)[k,n] + beta * C  (row-major).
+
+    Row-major C is column-major C^T = op(B)^T op(A)^T, so A and B swap places
+    in the Fortran call.  K = 0 is handled here (C := beta * C) because some
+    BLAS builds reject lda < 1 in that case.
+    """
+    cdef char ta, tb
+    cdef int i, j
+    if m <= 0 or n <= 0:
+        return
+    if k <= 0:
+        for i in range(m):
+            for j in range(n):
+                c[i * ldc + j] = 0.0 if beta == 0.0 else beta * c[i * ldc + j]
+        return
+    ta = b'T' if trans_b else b'N'
+    tb = b'T' if trans_a else b'N'
+    _fortran_sgemm(&ta, &tb, &n, &m, &k, &alpha, <float*>b, &ldb,
+                   <float*>a, &lda, &beta, c, &ldc)
+
+
+cdef inline int _panel(int total, int parts, int align) noexcept nogil:
+    """Width of one of `parts` panels covering `total`, rounded up to `align`."""
+    cdef int w = (total + parts - 1) // parts
+    w = ((w + align - 1) // align) * align
+    return w if w > 0 else 1
+
+
+cdef inline void sgemm_rm_split(bint trans_a, bint trans_b,
+                                int m, int n, int k,
+                                float alpha, const float* a, int lda,
+                                const float* b, int ldb,
+                                float beta, float* c, int ldc,
+                                int nthreads) noexcept nogil:
+    """Same contract as sgemm_rm, with the output split into `nthreads` panels
+    computed in parallel (columns when n >= m, else rows).  Each panel is an
+    independent single-threaded sgemm, so the result does not depend on the
+    thread count for a given panel split."""
+    cdef int p, lo, hi, width, parts
+    if nthreads <= 1 or (m < 32 and n < 32):
+        sgemm_rm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return
+    if n >= m:
+        width = _panel(n, nthreads, 16)
+        parts = (n + width - 1) // width
+        for p in prange(parts, num_threads=nthreads, schedule='static'):
+            lo = p * width
+            hi = lo + width
+            if hi > n:
+                hi = n
+            sgemm_rm(trans_a, trans_b, m, hi - lo, k, alpha, a, lda,
+                     (b + lo * ldb) if trans_b else (b + lo), ldb,
+                     beta, c + lo, ldc)
+    else:
+        width = _panel(m, nthreads, 4)
+        parts = (m + width - 1) // width
+        for p in prange(parts, num_threads=nthreads, schedule='static'):
+            lo = p * width
+            hi = lo + width
+            if hi > m:
+                hi = m
+            sgemm_rm(trans_a, trans_b, hi - lo, n, k, alpha,
+                     (a + lo) if trans_a else (a + lo * lda), lda,
+                     b, ldb, beta, c + lo * ldc, ldc)

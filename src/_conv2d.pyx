@@ -1,0 +1,573 @@
+# Conv2D forward kernels (NCHW, float32) and their bound launches.
+#
+# Every algorithm reads the input, weight and bias and writes the output via
+# memoryviews over the plan's arena, so a debug build (RLX_CYTHON_DEBUG=1)
+# bounds-checks every access.  Scratch space comes from the arena too: the
+# compiler sizes it with `scratch_floats` below, so a run allocates nothing.
+#
+#   algorithm   eligibility (checked at compile time)      parallel over
+#   ---------   -----------------------------------------  ------------------------
+#   reference   any                                         (n, c_out) planes
+#   im2col      K*P <= IM2COL_MAX_COL_FLOATS                (n, group) items; at
+#                                                           small batch: col rows,
+#                                                           then GEMM panels
+#   gemm_1x1    1x1 kernel, stride 1, no padding            (n, group) items or
+#                                                           GEMM panels
+#   direct      stride 1, dilation 1                        (n, c_out) planes
+#   winograd    3x3, stride 1, dilation 1, groups 1         blocks of 2x2 tiles
+#
+# K = c_in/groups * kh * kw (GEMM depth), P = h_out * w_out (GEMM width).
+cimport cython
+from cython.parallel cimport prange, threadid
+from libc.string cimport memcpy, memset
+
+from _blas cimport sgemm_rm, sgemm_rm_split
+
+import numpy as np
+
+cdef extern from "rlx_omp.h":
+    int RLX_DEBUG_CHECKS
+
+# Algorithm codes; rlx_cpu.algorithms.ConvAlgorithm takes its values from here.
+ALGO_REFERENCE = 0
+ALGO_IM2COL = 1
+ALGO_GEMM_1X1 = 2
+ALGO_DIRECT = 3
+ALGO_WINOGRAD = 4
+
+# Past this many floats of patch matrix (2 GB) im2col is not eligible and the
+# constant-memory reference kernel runs instead (an ISTFT-as-conv head would
+# otherwise ask for ~150 GB).
+IM2COL_MAX_COL_FLOATS = 512 * 1024 * 1024
+
+cdef enum:
+    A_REFERENCE = 0
+    A_IM2COL = 1
+    A_GEMM_1X1 = 2
+    A_DIRECT = 3
+    A_WINOGRAD = 4
+
+
+cdef struct ConvGeom:
+    Py_ssize_t n, c_in, h, w, c_out, h_out, w_out
+    Py_ssize_t kh, kw, sh, sw, ph, pw, dh, dw, groups
+
+
+cdef ConvGeom _geom_from(tuple dims) except *:
+    cdef ConvGeom g
+    (g.n, g.c_in, g.h, g.w, g.c_out, g.h_out, g.w_out,
+     g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups) = dims
+    return g
+
+
+cdef inline Py_ssize_t _ceil_div_pos(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
+    """ceil(a / b) for b > 0, clamped below at 0."""
+    if a <= 0:
+        return 0
+    return (a + b - 1) // b
+
+
+# ---------------------------------------------------------------------------
+# Scratch sizing (one formula, used by the compiler and checked by kernels)
+# ---------------------------------------------------------------------------
+
+def winograd_tile_block(tuple dims, int nthreads):
+    """Tiles per Winograd block: enough blocks to feed every thread, at most
+    256 tiles so a block's transformed input stays cache-sized."""
+    cdef ConvGeom g = _geom_from(dims)
+    cdef Py_ssize_t nt = g.n * ((g.h_out + 1) // 2) * ((g.w_out + 1) // 2)
+    cdef Py_ssize_t tb = (nt + nthreads - 1) // max(nthreads, 1)
+    tb = min(max(tb, 1), 256)
+    if tb > 16:
+        tb = (tb + 3) // 4 * 4
+    return int(tb)
+
+
+cdef bint _im2col_batch_parallel(ConvGeom g, int nthreads):
+    return nthreads > 1 and g.n * g.groups >= nthreads
+
+
+def scratch_floats(tuple dims, int algorithm, int nthreads):
+    """Floats of arena scratch an algorithm needs for these dims and threads."""
+    cdef ConvGeom g = _geom_from(dims)
+    cdef Py_ssize_t k = (g.c_in // g.groups) * g.kh * g.kw
+    cdef Py_ssize_t p = g.h_out * g.w_out
+    cdef Py_ssize_t tb
+    if algorithm == A_IM2COL:
+        return int(k * p * (nthreads if _im2col_batch_parallel(g, nthreads) else 1))
+    if algorithm == A_WINOGRAD:
+        tb = winograd_tile_block(dims, nthreads)
+        return int(16 * (g.c_in + g.c_out) * tb * nthreads)
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# Shared pieces
+# ---------------------------------------------------------------------------
+
+cdef int _bias_epilogue(float[::1] y, Py_ssize_t y_off, const float[::1] bias,
+                        Py_ssize_t c0, Py_ssize_t nch, Py_ssize_t plane) except -1 nogil:
+    """y[c, :] += bias[c0 + c] for nch consecutive planes starting at y_off."""
+    cdef Py_ssize_t c, i, base
+    cdef float b
+    for c in range(nch):
+        b = bias[c0 + c]
+        base = y_off + c * plane
+        for i in range(plane):
+            y[base + i] += b
+    return 0
+
+
+cdef int _im2col_row(const float[::1] x, Py_ssize_t x_off, float[::1] col,
+                     Py_ssize_t col_off, const ConvGeom* g, Py_ssize_t r) except -1 nogil:
+    """Fill row r = (ci, ki, kj) of the [K, P] patch matrix of one (image, group).
+
+    x_off is the start of the group's first input channel; zeros in padding."""
+    cdef Py_ssize_t khw = g.kh * g.kw
+    cdef Py_ssize_t ci = r // khw
+    cdef Py_ssize_t ki = (r % khw) // g.kw
+    cdef Py_ssize_t kj = r % g.kw
+    cdef Py_ssize_t w_out = g.w_out
+    cdef Py_ssize_t dst0 = col_off + r * g.h_out * w_out
+    cdef Py_ssize_t shift = kj * g.dw - g.pw          # wi = wo * sw + shift
+    # Output columns whose tap lands inside the row: [wo_lo, wo_hi).
+    cdef Py_ssize_t wo_lo = _ceil_div_pos(-shift, g.sw)
+    cdef Py_ssize_t wo_hi = 0
+    cdef Py_ssize_t ho, hi, wo, dst, src
+    if g.w - 1 - shift >= 0:
+        wo_hi = (g.w - 1 - shift) // g.sw + 1
+    if wo_hi > w_out:
+        wo_hi = w_out
+    if wo_lo > wo_hi:
+        wo_lo = wo_hi
+    for ho in range(g.h_out):
+        dst = dst0 + ho * w_out
+        hi = ho * g.sh + ki * g.dh - g.ph
+        if hi < 0 or hi >= g.h or wo_hi == wo_lo:
+            memset(&col[dst], 0, w_out * sizeof(float))
+            continue
+        src = x_off + (ci * g.h + hi) * g.w + shift
+        if wo_lo > 0:
+            memset(&col[dst], 0, wo_lo * sizeof(float))
+        if g.sw == 1:
+            memcpy(&col[dst + wo_lo], &x[src + wo_lo], (wo_hi - wo_lo) * sizeof(float))
+        else:
+            for wo in range(wo_lo, wo_hi):
+                col[dst + wo] = x[src + wo * g.sw]
+        if wo_hi < w_out:
+            memset(&col[dst + wo_hi], 0, (w_out - wo_hi) * sizeof(float))
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# reference: plain loops, double accumulation, constant memory
+# ---------------------------------------------------------------------------
+
+cdef int _reference_plane(const float[::1] x, const float[::1] wt, float[::1] y,
+                          const ConvGeom* g, Py_ssize_t item) except -1 nogil:
+    cdef Py_ssize_t ni = item // g.c_out
+    cdef Py_ssize_t co = item % g.c_out
+    cdef Py_ssize_t cpg = g.c_in // g.groups
+    cdef Py_ssize_t ci0 = (co // (g.c_out // g.groups)) * cpg
+    cdef Py_ssize_t ho, wo, cil, ki, kj, hi, wi, xb, wb
+    cdef double acc
+    for ho in range(g.h_out):
+        for wo in range(g.w_out):
+            acc = 0.0
+            for cil in range(cpg):
+                xb = (ni * g.c_in + ci0 + cil) * g.h * g.w
+                wb = (co * cpg + cil) * g.kh * g.kw
+                for ki in range(g.kh):
+                    hi = ho * g.sh + ki * g.dh - g.ph
+                    if hi < 0 or hi >= g.h:
+                        continue
+                    for kj in range(g.kw):
+                        wi = wo * g.sw + kj * g.dw - g.pw
+                        if wi < 0 or wi >= g.w:
+                            continue
+                        acc += <double>x[xb + hi * g.w + wi] * <double>wt[wb + ki * g.kw + kj]
+            y[((ni * g.c_out + co) * g.h_out + ho) * g.w_out + wo] = <float>acc
+    return 0
+
+
+cdef int conv_reference(const float[::1] x, const float[::1] wt, float[::1] y,
+                        const ConvGeom* g, int nthreads) except -1 nogil:
+    cdef Py_ssize_t item
+    for item in prange(g.n * g.c_out, num_threads=nthreads, schedule='static'):
+        _reference_plane(x, wt, y, g, item)
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# im2col + GEMM
+# ---------------------------------------------------------------------------
+
+cdef int _im2col_item(const float[::1] x, const float[::1] wt, float[::1] y,
+                      float[::1] scratch, const ConvGeom* g, Py_ssize_t item,
+                      Py_ssize_t col_off) except -1 nogil:
+    """One (image, group): fill its patch matrix, then one single-threaded GEMM."""
+    cdef Py_ssize_t cpg = g.c_in // g.groups
+    cdef Py_ssize_t cog = g.c_out // g.groups
+    cdef Py_ssize_t k = cpg * g.kh * g.kw
+    cdef Py_ssize_t p = g.h_out * g.w_out
+    cdef Py_ssize_t ni = item // g.groups
+    cdef Py_ssize_t gi = item % g.groups
+    cdef Py_ssize_t x_off = (ni * g.c_in + gi * cpg) * g.h * g.w
+    cdef Py_ssize_t r
+    for r in range(k):
+        _im2col_row(x, x_off, scratch, col_off, g, r)
+    sgemm_rm(False, False, <int>cog, <int>p, <int>k, 1.0, &wt[gi * cog * k], <int>k,
+             &scratch[col_off], <int>p, 0.0, &y[(ni * g.c_out + gi * cog) * p], <int>p)
+    return 0
+
+
+cdef int conv_im2col(const float[::1] x, const float[::1] wt, float[::1] y,
+                     float[::1] scratch, const ConvGeom* g, int nthreads) except -1 nogil:
+    cdef Py_ssize_t cpg = g.c_in // g.groups
+    cdef Py_ssize_t cog = g.c_out // g.groups
+    cdef Py_ssize_t k = cpg * g.kh * g.kw
+    cdef Py_ssize_t p = g.h_out * g.w_out
+    cdef Py_ssize_t items = g.n * g.groups
+    cdef Py_ssize_t item, r, ni, gi, x_off
+    if nthreads > 1 and items >= nthreads:
+        # Enough independent (image, group) items: one per thread at a time,
+        # each with its own slab of scratch.
+        for item in prange(items, num_threads=nthreads, schedule='static'):
+            _im2col_item(x, wt, y, scratch, g, item, threadid() * k * p)
+        return 0
+    # Small batch: every thread fills rows of one shared patch matrix, then
+    # the GEMM is split into panels across the threads.
+    for item in range(items):
+        ni = item // g.groups
+        gi = item % g.groups
+        x_off = (ni * g.c_in + gi * cpg) * g.h * g.w
+        for r in prange(k, num_threads=nthreads, schedule='static'):
+            _im2col_row(x, x_off, scratch, 0, g, r)
+        sgemm_rm_split(False, False, <int>cog, <int>p, <int>k, 1.0, &wt[gi * cog * k], <int>k,
+                       &scratch[0], <int>p, 0.0, &y[(ni * g.c_out + gi * cog) * p], <int>p,
+                       nthreads)
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# 1x1 (stride 1, no padding): the input already is the patch matrix
+# ---------------------------------------------------------------------------
+
+cdef int conv_gemm_1x1(const float[::1] x, const float[::1] wt, float[::1] y,
+                       const ConvGeom* g, int nthreads) except -1 nogil:
+    cdef Py_ssize_t cpg = g.c_in // g.groups
+    cdef Py_ssize_t cog = g.c_out // g.groups
+    cdef Py_ssize_t p = g.h * g.w
+    cdef Py_ssize_t items = g.n * g.groups
+    cdef Py_ssize_t item, ni, gi
+    if nthreads > 1 and items >= nthreads:
+        for item in prange(items, num_threads=nthreads, schedule='static'):
+            ni = item // g.groups
+            gi = item % g.groups
+            sgemm_rm(False, False, <int>cog, <int>p, <int>cpg, 1.0, &wt[gi * cog * cpg], <int>cpg,
+                     &x[(ni * g.c_in + gi * cpg) * p], <int>p, 0.0,
+                     &y[(ni * g.c_out + gi * cog) * p], <int>p)
+        return 0
+    for item in range(items):
+        ni = item // g.groups
+        gi = item % g.groups
+        sgemm_rm_split(False, False, <int>cog, <int>p, <int>cpg, 1.0, &wt[gi * cog * cpg], <int>cpg,
+                       &x[(ni * g.c_in + gi * cpg) * p], <int>p, 0.0,
+                       &y[(ni * g.c_out + gi * cog) * p], <int>p, nthreads)
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# direct (stride 1, dilation 1, any padding): contiguous row updates
+# ---------------------------------------------------------------------------
+
+cdef int _direct_plane(const float[::1] x, const float[::1] wt, float[::1] y,
+                       const ConvGeom* g, Py_ssize_t item) except -1 nogil:
+    cdef Py_ssize_t ni = item // g.c_out
+    cdef Py_ssize_t co = item % g.c_out
+    cdef Py_ssize_t cpg = g.c_in // g.groups
+    cdef Py_ssize_t ci0 = (co // (g.c_out // g.groups)) * cpg
+    cdef Py_ssize_t w_out = g.w_out
+    cdef Py_ssize_t y0 = item * g.h_out * w_out
+    cdef Py_ssize_t cil, ki, kj, ho, wo, ho_lo, ho_hi, wo_lo, wo_hi, xb, wb, src, dst
+    cdef float wv
+    cdef float* yp
+    cdef const float* xp
+    memset(&y[y0], 0, g.h_out * w_out * sizeof(float))
+    for cil in range(cpg):
+        xb = (ni * g.c_in + ci0 + cil) * g.h * g.w
+        wb = (co * cpg + cil) * g.kh * g.kw
+        for ki in range(g.kh):
+            # rows where input row ho + ki - ph is inside [0, h)
+            ho_lo = g.ph - ki if g.ph > ki else 0
+            ho_hi = g.h + g.ph - ki
+            if ho_hi > g.h_out:
+                ho_hi = g.h_out
+            for kj in range(g.kw):
+                wv = wt[wb + ki * g.kw + kj]
+                wo_lo = g.pw - kj if g.pw > kj else 0
+                wo_hi = g.w + g.pw - kj
+                if wo_hi > w_out:
+                    wo_hi = w_out
+                if wo_hi <= wo_lo:
+                    continue
+                for ho in range(ho_lo, ho_hi):
+                    dst = y0 + ho * w_out
+                    src = xb + (ho + ki - g.ph) * g.w + kj - g.pw
+                    if RLX_DEBUG_CHECKS:
+                        for wo in range(wo_lo, wo_hi):
+                            y[dst + wo] += wv * x[src + wo]
+                    else:
+                        # raw pointers so the compiler can vectorise the row
+                        yp = &y[dst]
+                        xp = &x[src]
+                        for wo in range(wo_lo, wo_hi):
+                            yp[wo] += wv * xp[wo]
+    return 0
+
+
+cdef int conv_direct(const float[::1] x, const float[::1] wt, float[::1] y,
+                     const ConvGeom* g, int nthreads) except -1 nogil:
+    cdef Py_ssize_t item
+    for item in prange(g.n * g.c_out, num_threads=nthreads, schedule='static'):
+        _direct_plane(x, wt, y, g, item)
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# Winograd F(2x2, 3x3)
+#   Y = A^T [ (G g G^T) . (B^T d B) ] A on 4x4 input tiles d -> 2x2 outputs.
+#   The filter transform U[16, c_out, c_in] is computed once (at compile time
+#   for constant weights); a run transforms input tiles block by block, does 16
+#   GEMMs per block and scatters the inverse-transformed outputs.
+# ---------------------------------------------------------------------------
+
+cdef int _winograd_filter(const float[::1] w, float[::1] u, Py_ssize_t c_out,
+                          Py_ssize_t c_in, Py_ssize_t pair) except -1 nogil:
+    """u[:, co, ci] = G g G^T for the 3x3 filter g of pair = co * c_in + ci."""
+    cdef float t[12]
+    cdef float r0, r1, r2
+    cdef Py_ssize_t j, i, b = pair * 9, stride = c_out * c_in
+    for j in range(3):                       # t = G g  (4x3)
+        r0 = w[b + j]
+        r1 = w[b + 3 + j]
+        r2 = w[b + 6 + j]
+        t[j] = r0
+        t[3 + j] = 0.5 * (r0 + r1 + r2)
+        t[6 + j] = 0.5 * (r0 - r1 + r2)
+        t[9 + j] = r2
+    for i in range(4):                       # u = t G^T (4x4)
+        r0 = t[3 * i]
+        r1 = t[3 * i + 1]
+        r2 = t[3 * i + 2]
+        u[(4 * i + 0) * stride + pair] = r0
+        u[(4 * i + 1) * stride + pair] = 0.5 * (r0 + r1 + r2)
+        u[(4 * i + 2) * stride + pair] = 0.5 * (r0 - r1 + r2)
+        u[(4 * i + 3) * stride + pair] = r2
+    return 0
+
+
+cdef int winograd_filter_transform_into(const float[::1] w, float[::1] u, Py_ssize_t c_out,
+                                        Py_ssize_t c_in, int nthreads) except -1 nogil:
+    cdef Py_ssize_t pair
+    for pair in prange(c_out * c_in, num_threads=nthreads, schedule='static'):
+        _winograd_filter(w, u, c_out, c_in, pair)
+    return 0
+
+
+def winograd_filter_transform(weight):
+    """U[16, c_out, c_in] for a [c_out, c_in, 3, 3] float32 weight (compile-time use)."""
+    w = np.ascontiguousarray(weight, dtype=np.float32)
+    if w.ndim != 4 or w.shape[2:] != (3, 3):
+        raise ValueError(f"winograd_filter_transform: weight must be [C_out, C_in, 3, 3], got {w.shape}")
+    u = np.empty((16, w.shape[0], w.shape[1]), dtype=np.float32)
+    cdef const float[::1] wv = w.reshape(-1)
+    cdef float[::1] uv = u.reshape(-1)
+    cdef Py_ssize_t co = w.shape[0], ci = w.shape[1]
+    with nogil:
+        winograd_filter_transform_into(wv, uv, co, ci, 1)
+    return u
+
+
+cdef int _winograd_input_tile(const float[::1] x, float[::1] v, const ConvGeom* g,
+                              Py_ssize_t tile, Py_ssize_t tl, Py_ssize_t v_off,
+                              Py_ssize_t tb) except -1 nogil:
+    """Transform the 4x4 input tiles of every channel for one output tile."""
+    cdef Py_ssize_t tw = (g.w_out + 1) // 2
+    cdef Py_ssize_t tiles_img = ((g.h_out + 1) // 2) * tw
+    cdef Py_ssize_t ni = tile // tiles_img
+    cdef Py_ssize_t rem = tile % tiles_img
+    cdef Py_ssize_t h0 = 2 * (rem // tw) - g.ph
+    cdef Py_ssize_t w0 = 2 * (rem % tw) - g.pw
+    cdef bint inside = h0 >= 0 and w0 >= 0 and h0 + 4 <= g.h and w0 + 4 <= g.w
+    cdef float d[16]
+    cdef float t[16]
+    cdef Py_ssize_t ci, i, j, xb, hh, ww, plane = g.h * g.w, cstride = tb, pstride = g.c_in * tb
+    for ci in range(g.c_in):
+        xb = (ni * g.c_in + ci) * plane
+        if inside:
+            for i in range(4):
+                for j in range(4):
+                    d[4 * i + j] = x[xb + (h0 + i) * g.w + w0 + j]
+        else:
+            for i in range(4):
+                hh = h0 + i
+                for j in range(4):
+                    ww = w0 + j
+                    if hh >= 0 and hh < g.h and ww >= 0 and ww < g.w:
+                        d[4 * i + j] = x[xb + hh * g.w + ww]
+                    else:
+                        d[4 * i + j] = 0.0
+        for j in range(4):                   # t = B^T d  (columns)
+            t[j] = d[j] - d[8 + j]
+            t[4 + j] = d[4 + j] + d[8 + j]
+            t[8 + j] = d[8 + j] - d[4 + j]
+            t[12 + j] = d[4 + j] - d[12 + j]
+        for i in range(4):                   # v = t B  (rows)
+            v[v_off + (4 * i + 0) * pstride + ci * cstride + tl] = t[4 * i] - t[4 * i + 2]
+            v[v_off + (4 * i + 1) * pstride + ci * cstride + tl] = t[4 * i + 1] + t[4 * i + 2]
+            v[v_off + (4 * i + 2) * pstride + ci * cstride + tl] = t[4 * i + 2] - t[4 * i + 1]
+            v[v_off + (4 * i + 3) * pstride + ci * cstride + tl] = t[4 * i + 1] - t[4 * i + 3]
+    return 0
+
+
+cdef int _winograd_output_tile(const float[::1] m, float[::1] y, const float[::1] bias,
+                               bint has_bias, const ConvGeom* g, Py_ssize_t tile,
+                               Py_ssize_t tl, Py_ssize_t m_off, Py_ssize_t tb) except -1 nogil:
+    cdef Py_ssize_t tw = (g.w_out + 1) // 2
+    cdef Py_ssize_t tiles_img = ((g.h_out + 1) // 2) * tw
+    cdef Py_ssize_t ni = tile // tiles_img
+    cdef Py_ssize_t rem = tile % tiles_img
+    cdef Py_ssize_t ho0 = 2 * (rem // tw)
+    cdef Py_ssize_t wo0 = 2 * (rem % tw)
+    cdef Py_ssize_t co, p, pstride = g.c_out * tb, yb
+    cdef float a[16]
+    cdef float s[8]
+    cdef float o00, o01, o10, o11, b
+    for co in range(g.c_out):
+        for p in range(16):
+            a[p] = m[m_off + p * pstride + co * tb + tl]
+        for p in range(4):                   # s = A^T a  (2x4)
+            s[p] = a[p] + a[4 + p] + a[8 + p]
+            s[4 + p] = a[4 + p] - a[8 + p] - a[12 + p]
+        b = bias[co] if has_bias else 0.0
+        o00 = s[0] + s[1] + s[2] + b          # o = s A  (2x2)
+        o01 = s[1] - s[2] - s[3] + b
+        o10 = s[4] + s[5] + s[6] + b
+        o11 = s[5] - s[6] - s[7] + b
+        yb = ((ni * g.c_out + co) * g.h_out + ho0) * g.w_out + wo0
+        y[yb] = o00
+        if wo0 + 1 < g.w_out:
+            y[yb + 1] = o01
+        if ho0 + 1 < g.h_out:
+            y[yb + g.w_out] = o10
+            if wo0 + 1 < g.w_out:
+                y[yb + g.w_out + 1] = o11
+    return 0
+
+
+cdef int _winograd_block(const float[::1] x, const float[::1] u, const float[::1] bias,
+                         bint has_bias, float[::1] y, float[::1] scratch, const ConvGeom* g,
+                         Py_ssize_t blk, Py_ssize_t tb, Py_ssize_t nt,
+                         Py_ssize_t slab) except -1 nogil:
+    cdef Py_ssize_t t0 = blk * tb
+    cdef Py_ssize_t cnt = nt - t0 if nt - t0 < tb else tb
+    cdef Py_ssize_t v_off = slab
+    cdef Py_ssize_t m_off = slab + 16 * g.c_in * tb
+    cdef Py_ssize_t tl, p
+    for tl in range(cnt):
+        _winograd_input_tile(x, scratch, g, t0 + tl, tl, v_off, tb)
+    for p in range(16):
+        sgemm_rm(False, False, <int>g.c_out, <int>cnt, <int>g.c_in, 1.0,
+                 &u[p * g.c_out * g.c_in], <int>g.c_in,
+                 &scratch[v_off + p * g.c_in * tb], <int>tb, 0.0,
+                 &scratch[m_off + p * g.c_out * tb], <int>tb)
+    for tl in range(cnt):
+        _winograd_output_tile(scratch, y, bias, has_bias, g, t0 + tl, tl, m_off, tb)
+    return 0
+
+
+cdef int conv_winograd(const float[::1] x, const float[::1] u, const float[::1] bias,
+                       bint has_bias, float[::1] y, float[::1] scratch, const ConvGeom* g,
+                       Py_ssize_t tb, int nthreads) except -1 nogil:
+    cdef Py_ssize_t nt = g.n * ((g.h_out + 1) // 2) * ((g.w_out + 1) // 2)
+    cdef Py_ssize_t nblocks = (nt + tb - 1) // tb
+    cdef Py_ssize_t slab = 16 * (g.c_in + g.c_out) * tb
+    cdef Py_ssize_t blk
+    for blk in prange(nblocks, num_threads=nthreads, schedule='static'):
+        _winograd_block(x, u, bias, has_bias, y, scratch, g, blk, tb, nt, threadid() * slab)
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# Launches: a thunk bound to one arena's memory, run by the executor.
+# ---------------------------------------------------------------------------
+
+cdef class Conv2DLaunch:
+    """Conv2D (+ optional fused bias) bound to arena views.
+
+    `weight` holds the raw weight, or for Winograd the transformed U[16, c_out,
+    c_in].  `max_threads` is the thread count the scratch was sized for."""
+    cdef const float[::1] x
+    cdef const float[::1] weight
+    cdef const float[::1] bias
+    cdef float[::1] y
+    cdef float[::1] scratch
+    cdef ConvGeom g
+    cdef int algorithm
+    cdef bint has_bias
+    cdef Py_ssize_t tile_block
+    cdef int max_threads
+
+    def __init__(self, x, weight, bias, y, scratch, tuple dims, int algorithm,
+                 int max_threads, Py_ssize_t tile_block=0):
+        self.x = x
+        self.weight = weight
+        self.has_bias = bias is not None
+        self.bias = bias if bias is not None else np.zeros(1, np.float32)
+        self.y = y
+        self.scratch = scratch if scratch is not None else np.zeros(1, np.float32)
+        self.g = _geom_from(dims)
+        self.algorithm = algorithm
+        self.max_threads = max(1, max_threads)
+        self.tile_block = tile_block
+
+    cpdef execute(self, int nthreads):
+        cdef int t = nthreads if 0 < nthreads <= self.max_threads else self.max_threads
+        cdef Py_ssize_t plane = self.g.h_out * self.g.w_out
+        cdef Py_ssize_t item
+        with nogil:
+            if self.algorithm == A_WINOGRAD:     # bias fused in the output transform
+                conv_winograd(self.x, self.weight, self.bias, self.has_bias, self.y,
+                              self.scratch, &self.g, self.tile_block, t)
+            elif self.algorithm == A_IM2COL:
+                conv_im2col(self.x, self.weight, self.y, self.scratch, &self.g, t)
+            elif self.algorithm == A_GEMM_1X1:
+                conv_gemm_1x1(self.x, self.weight, self.y, &self.g, t)
+            elif self.algorithm == A_DIRECT:
+                conv_direct(self.x, self.weight, self.y, &self.g, t)
+            else:
+                conv_reference(self.x, self.weight, self.y, &self.g, t)
+            if self.has_bias and self.algorithm != A_WINOGRAD:
+                for item in prange(self.g.n * self.g.c_out, num_threads=t, schedule='static'):
+                    _bias_epilogue(self.y, item * plane, self.bias, item % self.g.c_out, 1, plane)
+        return None
+
+
+cdef class WinogradFilterLaunch:
+    """Runtime filter transform, used only when the weight is not a constant."""
+    cdef const float[::1] weight
+    cdef float[::1] u
+    cdef Py_ssize_t c_out, c_in
+
+    def __init__(self, weight, u, Py_ssize_t c_out, Py_ssize_t c_in):
+        self.weight = weight
+        self.u = u
+        self.c_out = c_out
+        self.c_in = c_in
+
+    cpdef execute(self, int nthreads):
+        with nogil:
+            winograd_filter_transform_into(self.weight, self.u, self.c_out, self.c_in,
+                                           nthreads if nthreads > 0 else 1)
+        return None
