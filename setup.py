@@ -22,7 +22,8 @@ import textwrap
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-KERNEL_MODULES = ["_runtime", "_conv2d"]
+# Every src/*.pyx is one extension module rlx_cpu.<name>.
+KERNEL_MODULES = sorted(os.path.splitext(f)[0] for f in os.listdir("src") if f.endswith(".pyx"))
 SRC_DIR = "src"
 
 

@@ -1,0 +1,57 @@
+"""Independent float64 numpy references, written plainly for reading, not speed.
+
+Nothing here imports rlx_cpu.  Each function documents its semantics; the
+kernels under test must match them.  Add new ops in their own section.
+"""
+import itertools
+
+import numpy as np
+
+
+def _tuple(v, n):
+    return (int(v),) * n if np.isscalar(v) else tuple(int(i) for i in v)
+
+
+# ---------------------------------------------------------------------------
+# Convolution (1-D, 2-D, 3-D)
+# ---------------------------------------------------------------------------
+
+def conv_nd(x, w, bias=None, stride=1, pads_begin=0, pads_end=0, dilation=1, groups=1):
+    """Cross-correlation as in PyTorch/ONNX Conv, float64.
+
+    x: [N, C_in, *spatial]; w: [C_out, C_in/groups, *kernel]; pads per axis at
+    the beginning and end; output size floor((in + pb + pe - d(k-1) - 1)/s) + 1.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    w = np.asarray(w, dtype=np.float64)
+    nsp = x.ndim - 2
+    s, d = _tuple(stride, nsp), _tuple(dilation, nsp)
+    pb, pe = _tuple(pads_begin, nsp), _tuple(pads_end, nsp)
+    xp = np.pad(x, [(0, 0), (0, 0)] + [(pb[i], pe[i]) for i in range(nsp)])
+    n, c_in = x.shape[:2]
+    c_out, cpg = w.shape[:2]
+    kernel = w.shape[2:]
+    out_sp = [(xp.shape[2 + i] - d[i] * (kernel[i] - 1) - 1) // s[i] + 1 for i in range(nsp)]
+    out = np.zeros((n, c_out, *out_sp))
+    cog = c_out // groups
+    for g in range(groups):
+        xg = xp[:, g * cpg:(g + 1) * cpg]
+        wg = w[g * cog:(g + 1) * cog]
+        for taps in itertools.product(*[range(k) for k in kernel]):
+            sl = tuple(slice(taps[i] * d[i], taps[i] * d[i] + s[i] * (out_sp[i] - 1) + 1, s[i])
+                       for i in range(nsp))
+            patch = xg[(slice(None), slice(None)) + sl]          # [N, cpg, *out]
+            wt = wg[(slice(None), slice(None)) + tuple(taps)]    # [cog, cpg]
+            out[:, g * cog:(g + 1) * cog] += np.einsum("nc...,oc->no...", patch, wt)
+    if bias is not None:
+        out += np.asarray(bias, dtype=np.float64).reshape((1, c_out) + (1,) * nsp)
+    return out
+
+
+def rel_error(got, want):
+    """max |got - want| relative to the magnitude of the result (the sum's scale)."""
+    got = np.asarray(got, dtype=np.float64)
+    want = np.asarray(want, dtype=np.float64)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    scale = max(np.abs(want).max(initial=0.0), 1e-30)
+    return float(np.abs(got - want).max(initial=0.0) / scale)
