@@ -77,7 +77,7 @@ def winograd_tile_block(tuple dims, int nthreads):
     cdef ConvGeom g = _geom_from(dims)
     cdef Py_ssize_t nt = g.n * ((g.h_out + 1) // 2) * ((g.w_out + 1) // 2)
     cdef Py_ssize_t tb = (nt + nthreads - 1) // max(nthreads, 1)
-    tb = min(max(tb, 1), 256)
+    tb = min(max(tb, 1), 128)
     if tb > 16:
         tb = (tb + 3) // 4 * 4
     return int(tb)
@@ -389,80 +389,85 @@ def winograd_filter_transform(weight):
     return u
 
 
-cdef int _winograd_input_tile(const float[::1] x, float[::1] v, const ConvGeom* g,
-                              Py_ssize_t tile, Py_ssize_t tl, Py_ssize_t v_off,
-                              Py_ssize_t tb) except -1 nogil:
-    """Transform the 4x4 input tiles of every channel for one output tile."""
+cdef int _winograd_input_block(const float[::1] x, float[::1] v, const ConvGeom* g,
+                               Py_ssize_t t0, Py_ssize_t cnt, Py_ssize_t v_off,
+                               Py_ssize_t tb) except -1 nogil:
+    """V[p, ci, tl] = (B^T d B)[p] for the 4x4 input tile d of every channel ci
+    and every output tile t0 + tl of the block.  Channel-outer order: writes
+    run contiguously along tl and reads stay within one input plane."""
     cdef Py_ssize_t tw = (g.w_out + 1) // 2
     cdef Py_ssize_t tiles_img = ((g.h_out + 1) // 2) * tw
-    cdef Py_ssize_t ni = tile // tiles_img
-    cdef Py_ssize_t rem = tile % tiles_img
-    cdef Py_ssize_t h0 = 2 * (rem // tw) - g.ph
-    cdef Py_ssize_t w0 = 2 * (rem % tw) - g.pw
-    cdef bint inside = h0 >= 0 and w0 >= 0 and h0 + 4 <= g.h and w0 + 4 <= g.w
+    cdef Py_ssize_t plane = g.h * g.w, pstride = g.c_in * tb
+    cdef Py_ssize_t ci, tl, tile, ni, rem, h0, w0, i, j, xb, hh, ww, vb
     cdef float d[16]
     cdef float t[16]
-    cdef Py_ssize_t ci, i, j, xb, hh, ww, plane = g.h * g.w, cstride = tb, pstride = g.c_in * tb
     for ci in range(g.c_in):
-        xb = (ni * g.c_in + ci) * plane
-        if inside:
-            for i in range(4):
-                for j in range(4):
-                    d[4 * i + j] = x[xb + (h0 + i) * g.w + w0 + j]
-        else:
-            for i in range(4):
-                hh = h0 + i
-                for j in range(4):
-                    ww = w0 + j
-                    if hh >= 0 and hh < g.h and ww >= 0 and ww < g.w:
-                        d[4 * i + j] = x[xb + hh * g.w + ww]
-                    else:
-                        d[4 * i + j] = 0.0
-        for j in range(4):                   # t = B^T d  (columns)
-            t[j] = d[j] - d[8 + j]
-            t[4 + j] = d[4 + j] + d[8 + j]
-            t[8 + j] = d[8 + j] - d[4 + j]
-            t[12 + j] = d[4 + j] - d[12 + j]
-        for i in range(4):                   # v = t B  (rows)
-            v[v_off + (4 * i + 0) * pstride + ci * cstride + tl] = t[4 * i] - t[4 * i + 2]
-            v[v_off + (4 * i + 1) * pstride + ci * cstride + tl] = t[4 * i + 1] + t[4 * i + 2]
-            v[v_off + (4 * i + 2) * pstride + ci * cstride + tl] = t[4 * i + 2] - t[4 * i + 1]
-            v[v_off + (4 * i + 3) * pstride + ci * cstride + tl] = t[4 * i + 1] - t[4 * i + 3]
+        vb = v_off + ci * tb
+        for tl in range(cnt):
+            tile = t0 + tl
+            ni = tile // tiles_img
+            rem = tile % tiles_img
+            h0 = 2 * (rem // tw) - g.ph
+            w0 = 2 * (rem % tw) - g.pw
+            xb = (ni * g.c_in + ci) * plane
+            if h0 >= 0 and w0 >= 0 and h0 + 4 <= g.h and w0 + 4 <= g.w:
+                for i in range(4):
+                    for j in range(4):
+                        d[4 * i + j] = x[xb + (h0 + i) * g.w + w0 + j]
+            else:
+                for i in range(4):
+                    hh = h0 + i
+                    for j in range(4):
+                        ww = w0 + j
+                        if hh >= 0 and hh < g.h and ww >= 0 and ww < g.w:
+                            d[4 * i + j] = x[xb + hh * g.w + ww]
+                        else:
+                            d[4 * i + j] = 0.0
+            for j in range(4):                   # t = B^T d  (columns)
+                t[j] = d[j] - d[8 + j]
+                t[4 + j] = d[4 + j] + d[8 + j]
+                t[8 + j] = d[8 + j] - d[4 + j]
+                t[12 + j] = d[4 + j] - d[12 + j]
+            for i in range(4):                   # v = t B  (rows)
+                v[vb + (4 * i + 0) * pstride + tl] = t[4 * i] - t[4 * i + 2]
+                v[vb + (4 * i + 1) * pstride + tl] = t[4 * i + 1] + t[4 * i + 2]
+                v[vb + (4 * i + 2) * pstride + tl] = t[4 * i + 2] - t[4 * i + 1]
+                v[vb + (4 * i + 3) * pstride + tl] = t[4 * i + 1] - t[4 * i + 3]
     return 0
 
 
-cdef int _winograd_output_tile(const float[::1] m, float[::1] y, const float[::1] bias,
-                               bint has_bias, const ConvGeom* g, Py_ssize_t tile,
-                               Py_ssize_t tl, Py_ssize_t m_off, Py_ssize_t tb) except -1 nogil:
+cdef int _winograd_output_block(const float[::1] m, float[::1] y, const float[::1] bias,
+                                bint has_bias, const ConvGeom* g, Py_ssize_t t0,
+                                Py_ssize_t cnt, Py_ssize_t m_off, Py_ssize_t tb) except -1 nogil:
+    """y tile = A^T M A (+ bias) for every output channel and tile of the block."""
     cdef Py_ssize_t tw = (g.w_out + 1) // 2
     cdef Py_ssize_t tiles_img = ((g.h_out + 1) // 2) * tw
-    cdef Py_ssize_t ni = tile // tiles_img
-    cdef Py_ssize_t rem = tile % tiles_img
-    cdef Py_ssize_t ho0 = 2 * (rem // tw)
-    cdef Py_ssize_t wo0 = 2 * (rem % tw)
-    cdef Py_ssize_t co, p, pstride = g.c_out * tb, yb
+    cdef Py_ssize_t co, p, tl, tile, ni, rem, ho0, wo0, yb, mb, pstride = g.c_out * tb
     cdef float a[16]
     cdef float s[8]
-    cdef float o00, o01, o10, o11, b
+    cdef float b
     for co in range(g.c_out):
-        for p in range(16):
-            a[p] = m[m_off + p * pstride + co * tb + tl]
-        for p in range(4):                   # s = A^T a  (2x4)
-            s[p] = a[p] + a[4 + p] + a[8 + p]
-            s[4 + p] = a[4 + p] - a[8 + p] - a[12 + p]
         b = bias[co] if has_bias else 0.0
-        o00 = s[0] + s[1] + s[2] + b          # o = s A  (2x2)
-        o01 = s[1] - s[2] - s[3] + b
-        o10 = s[4] + s[5] + s[6] + b
-        o11 = s[5] - s[6] - s[7] + b
-        yb = ((ni * g.c_out + co) * g.h_out + ho0) * g.w_out + wo0
-        y[yb] = o00
-        if wo0 + 1 < g.w_out:
-            y[yb + 1] = o01
-        if ho0 + 1 < g.h_out:
-            y[yb + g.w_out] = o10
+        mb = m_off + co * tb
+        for tl in range(cnt):
+            tile = t0 + tl
+            ni = tile // tiles_img
+            rem = tile % tiles_img
+            ho0 = 2 * (rem // tw)
+            wo0 = 2 * (rem % tw)
+            for p in range(16):
+                a[p] = m[mb + p * pstride + tl]
+            for p in range(4):                   # s = A^T a  (2x4)
+                s[p] = a[p] + a[4 + p] + a[8 + p]
+                s[4 + p] = a[4 + p] - a[8 + p] - a[12 + p]
+            yb = ((ni * g.c_out + co) * g.h_out + ho0) * g.w_out + wo0
+            y[yb] = s[0] + s[1] + s[2] + b       # y = s A  (2x2), clipped at the edge
             if wo0 + 1 < g.w_out:
-                y[yb + g.w_out + 1] = o11
+                y[yb + 1] = s[1] - s[2] - s[3] + b
+            if ho0 + 1 < g.h_out:
+                y[yb + g.w_out] = s[4] + s[5] + s[6] + b
+                if wo0 + 1 < g.w_out:
+                    y[yb + g.w_out + 1] = s[5] - s[6] - s[7] + b
     return 0
 
 
@@ -475,15 +480,13 @@ cdef int _winograd_block(const float[::1] x, const float[::1] u, const float[::1
     cdef Py_ssize_t v_off = slab
     cdef Py_ssize_t m_off = slab + 16 * g.c_in * tb
     cdef Py_ssize_t tl, p
-    for tl in range(cnt):
-        _winograd_input_tile(x, scratch, g, t0 + tl, tl, v_off, tb)
+    _winograd_input_block(x, scratch, g, t0, cnt, v_off, tb)
     for p in range(16):
         sgemm_rm(False, False, <int>g.c_out, <int>cnt, <int>g.c_in, 1.0,
                  &u[p * g.c_out * g.c_in], <int>g.c_in,
                  &scratch[v_off + p * g.c_in * tb], <int>tb, 0.0,
                  &scratch[m_off + p * g.c_out * tb], <int>tb)
-    for tl in range(cnt):
-        _winograd_output_tile(scratch, y, bias, has_bias, g, t0 + tl, tl, m_off, tb)
+    _winograd_output_block(scratch, y, bias, has_bias, g, t0, cnt, m_off, tb)
     return 0
 
 
