@@ -4,7 +4,7 @@ import sys
 
 import numpy as np
 
-from . import _runtime
+from . import _conv2d, _runtime
 from ._version import __version__
 from .threads import blas_info, get_num_threads
 
@@ -39,6 +39,7 @@ def config():
         "num_threads": get_num_threads(),
         "omp_max_threads": _runtime.omp_max_threads(),
         "cpu_features": _cpu_features(),
+        "kernel_simd": "avx2+fma" if _conv2d.simd_level() else "baseline",
         "blas": blas,
     }
 
