@@ -40,6 +40,8 @@ CASES_2D = [
     _case("pairs_stride2", 1, 4, 4, 1, (7, 9), (3, 3), 2, ((2, 0), (1, 3)), ((2, 1), (0, 3))),
     _case("same_dil2", 2, 3, 4, 1, (9, 10), (3, 3), 1, "same", ((2, 2), (2, 2)), 2),
     _case("same_even_kernel", 1, 3, 4, 1, (8, 7), (4, 2), 1, "same", ((1, 0), (2, 1))),
+    _case("SAME_UPPER_s2", 1, 3, 4, 1, (10, 7), (3, 3), 2, "SAME_UPPER", ((0, 1), (1, 1))),
+    _case("SAME_LOWER_s2", 2, 3, 4, 1, (10, 7), (3, 3), 2, "SAME_LOWER", ((1, 1), (0, 1))),
     _case("valid_nobias", 2, 3, 4, 1, (8, 9), (3, 3), 1, "valid", ((0, 0), (0, 0)), bias=False),
     _case("dil2", 1, 4, 4, 1, (12, 11), (3, 3), 1, 2, dilation=2),
     _case("dil3_stride2", 2, 3, 5, 1, (15, 13), (3, 3), 2, 1, dilation=3),
@@ -73,6 +75,8 @@ CASES_1D = [
     _case("1d_stride3_dil2_g2", 2, 4, 4, 2, (23,), (3,), 3, 1, dilation=2),
     _case("1d_depthwise_same", 1, 5, 5, 5, (19,), (7,), 1, "same", ((3,), (3,))),
     _case("1d_same_even_dil3", 1, 3, 2, 1, (10,), (4,), 1, "same", ((4,), (5,)), 3),
+    _case("1d_SAME_UPPER_k4", 2, 3, 4, 1, (12,), (4,), 1, "SAME_UPPER", ((1,), (2,))),
+    _case("1d_SAME_LOWER_k4_s3", 1, 3, 4, 1, (13,), (4,), 3, "SAME_LOWER", ((2,), (1,))),
     _case("1d_1x1", 3, 6, 4, 1, (9,), (1,)),
     _case("1d_hop4_k16", 1, 1, 8, 1, (64,), (16,), 4, bias=False),
     _case("1d_valid_dil4", 2, 3, 3, 1, (20,), (3,), 1, "valid", ((0,), (0,)), 4),
@@ -388,6 +392,10 @@ def conv_shapes(draw):
     dilation = tuple(draw(st.integers(1, 2)) for _ in range(nsp))
     pb = tuple(draw(st.integers(0, 2)) for _ in range(nsp))
     pe = tuple(draw(st.integers(0, 2)) for _ in range(nsp))
+    if draw(st.integers(0, 3)) == 0:          # a quarter of the cases Winograd-eligible
+        nsp, groups, cpg, cog = 2, 1, cpg * groups, cog * groups
+        kernel, stride, dilation = (3, 3), (1, 1), (1, 1)
+        pb, pe = (pb + pb)[:2], (pe + pe)[:2]
     spatial = tuple(max(1, d * (k - 1) + 1 - b - e) + draw(st.integers(0, 6))
                     for k, d, b, e in zip(kernel, dilation, pb, pe))
     return dict(n=draw(st.integers(1, 2)), groups=groups, c_in=cpg * groups, c_out=cog * groups,
@@ -409,3 +417,8 @@ def test_property_auto_matches_reference(c):
     check_parity(y_ref, want, "property reference")
     check_parity(y_auto, want, f"property auto->{chosen_algorithm(plan).label}")
     assert rel_error(y_auto, y_ref) <= TOL
+    # Every other algorithm that may run the shape agrees too.
+    for algo in ("im2col", "direct", "winograd"):
+        if expected_eligible(c, algo):
+            y, plan = run_one_conv(x, w, b, conv_algorithm=algo, **attrs)
+            check_parity(y, want, f"property {chosen_algorithm(plan).label}")
