@@ -108,7 +108,22 @@ class BuildExtWithOpenMP(build_ext):
                 ext.define_macros.append(("RLX_HAVE_OPENMP", "1"))
         self.announce("rlx_cpu: OpenMP %s" % ("ON " + " ".join(omp[0]) if omp else "OFF"), level=2)
         print("rlx_cpu build: OpenMP", "on" if omp else "off", "| debug checks", "on" if DEBUG else "off")
+        # The up-to-date check compares the C sources with the built module,
+        # not the mode: after switching between debug and normal builds,
+        # rebuild everything instead of keeping the other mode's module.
+        mode = "debug" if DEBUG else "release"
+        stamp = os.path.join(self.build_temp, "rlx_build_mode")
+        try:
+            with open(stamp) as fh:
+                previous = fh.read().strip()
+        except OSError:
+            previous = None
+        if previous != mode:
+            self.force = True
         super().build_extensions()
+        os.makedirs(self.build_temp, exist_ok=True)
+        with open(stamp, "w") as fh:
+            fh.write(mode)
 
 
 def _extensions():
@@ -133,11 +148,16 @@ def _extensions():
         )
         for name in KERNEL_MODULES
     ]
-    # A debug build must never reuse C files generated without the checks.
+    # Cython regenerates C only when a .pyx is newer than its .c; it does not
+    # notice changed directives.  So each mode keeps its generated C in its
+    # own directory: a normal build after a debug build (or the reverse) never
+    # compiles C generated with the other mode's checks (a normal build on
+    # debug C indexes with wraparound, which breaks the raw-pointer paths).
     return cythonize(
         exts,
         compiler_directives=directives,
         include_path=[SRC_DIR],
+        build_dir=os.path.join("build", "cython-debug" if DEBUG else "cython-release"),
         force=DEBUG or _env_on("RLX_FORCE_CYTHONIZE"),
     )
 

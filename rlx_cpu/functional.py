@@ -9,6 +9,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from .algorithms import ConvFlags
 from .compiler import compile as _compile
 from .ir import Graph
 from .threads import get_num_threads
@@ -59,8 +60,11 @@ def _conv(op, x, weight, bias, stride, padding, dilation, groups, conv_algorithm
     if bias is not None:
         bias = _as_real("bias", op, bias)
         feeds["bias"] = bias
+    # Everything compile() reads goes into the key, including the env flags
+    # (read at compile time), so a cached plan never hides a change of them.
     key = (op, x.shape, weight.shape, None if bias is None else bias.shape, _freeze(stride),
-           _freeze(padding), _freeze(dilation), _freeze(groups), conv_algorithm, get_num_threads())
+           _freeze(padding), _freeze(dilation), _freeze(groups), conv_algorithm, get_num_threads(),
+           ConvFlags.from_env())
 
     def build():
         g = Graph()

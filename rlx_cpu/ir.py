@@ -108,7 +108,12 @@ class Graph:
                 raise ValueError(f"{op}: {arg} belongs to another graph")
             return v
         if isinstance(v, np.ndarray) or np.isscalar(v) or isinstance(v, (list, tuple)):
-            return self.constant(v)
+            # Check here so the message names the op and argument, not an
+            # anonymous constant.
+            arr = np.asarray(v)
+            if arr.dtype.kind not in "biuf":
+                raise TypeError(f"{op}: {arg} must be a real numeric array, got dtype {arr.dtype}")
+            return self.constant(arr)
         raise TypeError(f"{op}: {arg} must be a graph node or a numpy array, got {type(v).__name__}")
 
     def output(self, *nodes):
