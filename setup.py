@@ -12,10 +12,10 @@ Environment switches read here:
 Switching between these modes in one tree is safe: debug and release C files
 are generated into separate directories (``build/cython-debug``,
 ``build/cython-release``), and a stamp in the build directory forces every
-extension to be recompiled when the mode (debug, OpenMP flags) changed since
-the last build.  Without this, ``build_ext --inplace`` after a debug build
-would keep the debug kernels, because setuptools and cythonize only compare
-file times.
+extension to be recompiled when the mode (debug, OpenMP and optimisation
+flags) changed since the last build.  Without this, ``build_ext --inplace``
+after a debug build would keep the debug kernels, because setuptools and
+cythonize only compare file times.
 
 OpenMP is detected by compiling a tiny probe with the flags each compiler
 family uses (gcc/clang ``-fopenmp``, Apple clang ``-Xpreprocessor -fopenmp``
@@ -108,7 +108,9 @@ class BuildExtWithOpenMP(build_ext):
         if ctype == "msvc":
             opt = ["/Od", "/Zi"] if DEBUG else ["/O2"]
         else:
-            opt = ["-O1", "-g"] if DEBUG else ["-O3"]
+            # -g0: Python's own CFLAGS often carry -g, which would make the
+            # release extensions five times larger.
+            opt = ["-O1", "-g"] if DEBUG else ["-O3", "-g0"]
             opt += ["-Wno-unused-function", "-Wno-unreachable-code"]
         for ext in self.extensions:
             ext.extra_compile_args = list(opt)
@@ -117,7 +119,8 @@ class BuildExtWithOpenMP(build_ext):
                 ext.extra_compile_args += omp[0]
                 ext.extra_link_args += omp[1]
                 ext.define_macros.append(("RLX_HAVE_OPENMP", "1"))
-        mode = "debug=%s openmp=%s" % ("on" if DEBUG else "off", " ".join(omp[0]) if omp else "off")
+        mode = "debug=%s openmp=%s flags=%s" % ("on" if DEBUG else "off", " ".join(omp[0]) if omp else "off",
+                                                " ".join(opt))
         print("rlx_cpu build:", mode)
         # setuptools only compares file times, so a mode change must force a
         # full recompile or the previous mode's objects would be reused.
