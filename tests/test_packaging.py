@@ -30,6 +30,10 @@ def _installed_distribution():
         dist = importlib.metadata.distribution("rlx-cpu")
     except importlib.metadata.PackageNotFoundError:
         return None
+    # Only an installed wheel has a RECORD; a source tree may hold a stale
+    # rlx_cpu.egg-info left by `python -m build`, which must not count.
+    if dist.read_text("RECORD") is None:
+        return None
     init = pathlib.Path(dist.locate_file("rlx_cpu/__init__.py")).resolve()
     return dist if init == PKG_DIR / "__init__.py" else None
 
