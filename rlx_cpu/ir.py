@@ -470,7 +470,9 @@ class Graph:
         if any(s < 1 for s in sizes):
             raise ValueError(f"{op}: output size must be >= 1 on every spatial axis, got {list(sizes)} "
                              f"for input {_fmt(xs)}")
-        tables = [torch_nearest_table(in_sp[i], sizes[i], scales[i], mode) for i in range(nsp)]
+        # PyTorch's 2-D nearest kernel (only) short-cuts out == in and out == 2 in.
+        tables = [torch_nearest_table(in_sp[i], sizes[i], scales[i], mode, shortcuts=nsp == 2)
+                  for i in range(nsp)]
         return self.resize_nearest(x, sizes, tables, name, op=op)
 
     # -- im2col / col2im ------------------------------------------------------
@@ -525,6 +527,8 @@ class Graph:
         if isinstance(output_size, (int, np.integer)) and not isinstance(output_size, bool):
             output_size = (int(output_size),) * 2
         try:
+            if isinstance(output_size, str):
+                raise TypeError
             image = tuple(output_size)
         except TypeError:
             raise TypeError(f"{op}: output_size must be an int or a sequence of ints, got {output_size!r}") from None

@@ -148,18 +148,19 @@ def torch_nearest_scale(in_size, out_size, scale_factor):
     return np.float32(np.float32(in_size) / np.float32(out_size))
 
 
-def torch_nearest_table(in_size, out_size, scale_factor=None, mode="nearest"):
+def torch_nearest_table(in_size, out_size, scale_factor=None, mode="nearest", shortcuts=False):
     """Source index of every output index along one axis, as PyTorch computes it.
 
-    'nearest' (legacy): min(floor(dst * scale), in - 1) with a float32 product
-    (and the exact shortcuts out == in and out == 2 in);
+    'nearest' (legacy): min(floor(dst * scale), in - 1) with a float32 product;
+    with `shortcuts` (PyTorch's 2-D kernel) out == in copies and out == 2 in
+    halves the index whatever the scale factor;
     'nearest-exact':    min(floor(float32((dst + 0.5) * scale)), in - 1)."""
     import numpy as np
     dst = np.arange(out_size, dtype=np.int64)
     if mode == "nearest":
-        if out_size == in_size:
+        if shortcuts and out_size == in_size:
             return dst
-        if out_size == 2 * in_size:
+        if shortcuts and out_size == 2 * in_size:
             return dst >> 1
         scale = torch_nearest_scale(in_size, out_size, scale_factor)
         src = np.floor(dst.astype(np.float32) * scale).astype(np.int64)
