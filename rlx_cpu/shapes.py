@@ -128,7 +128,12 @@ def pool_out_size(size, k, stride, pad_begin, pad_end, dilation, ceil_mode):
 def first_padding_only_window(size, out, k, stride, pad_begin, dilation):
     """Index of the first output whose window has no tap inside [0, size), or
     None.  (Such a window would have no maximum and a zero divisor.)"""
-    for o in range(out):
+    last = dilation * (k - 1)
+    # Only windows that start before the input or end past it can miss it:
+    # a prefix and a suffix of the outputs, so long inputs stay cheap.
+    head = min(out, -(-pad_begin // stride))                    # start < 0
+    tail = max(head, min(out, -(-(size - last + pad_begin) // stride)))   # start + last >= size
+    for o in list(range(head)) + list(range(tail, out)):
         start = o * stride - pad_begin
         if not any(0 <= start + j * dilation < size for j in range(k)):
             return o

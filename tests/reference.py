@@ -63,24 +63,23 @@ def rel_error(got, want):
 # ---------------------------------------------------------------------------
 
 def pool_out_size(size, k, s, pb, pe, d, ceil_mode):
-    """Count window positions o = 0, 1, ...: floor mode keeps windows whose last
-    tap fits in the padded input; ceil mode keeps every window whose first tap
-    is inside the padded input's first in + pb positions and whose span would
-    be counted by ceil((padded - extent) / s) + 1."""
+    """Count window positions o = 0, 1, ... (start o*s in padded coordinates):
+    floor mode keeps windows whose last tap fits in the padded input; ceil mode
+    also keeps one partial window past it (ceil((padded - extent) / s) + 1
+    windows), then drops the last window if it starts in the end padding or
+    beyond (once, as PyTorch and ONNX do)."""
     extent = d * (k - 1) + 1
     padded = size + pb + pe
+    if padded < extent:
+        return 0
     count = 0
-    o = 0
-    while True:
-        start = o * s                          # in padded coordinates
-        if not ceil_mode:
-            ok = start + extent <= padded
-        else:
-            ok = padded >= extent and start <= padded - extent + s - 1 and start < size + pb
-        if not ok:
-            break
+    while count * s + extent <= padded:
         count += 1
-        o += 1
+    if ceil_mode:
+        if (count - 1) * s + extent < padded:          # a partial window remains
+            count += 1
+        if (count - 1) * s >= size + pb:
+            count -= 1
     return count
 
 

@@ -401,3 +401,19 @@ def test_peer_onnx_max_pool_indices(case):
                                          indices_layout="onnx"), {"x": x})
     np.testing.assert_array_equal(y, want)
     np.testing.assert_array_equal(i, want_i)
+
+
+# --- shape arithmetic -----------------------------------------------------------
+
+def test_output_size_and_padding_only_windows_on_a_grid():
+    import itertools
+    from rlx_cpu.shapes import first_padding_only_window, pool_out_size
+    for size, k, s, pb, pe, d, ceil in itertools.product(range(1, 8), range(1, 4), range(1, 4), range(4),
+                                                          range(4), range(1, 3), (False, True)):
+        out = pool_out_size(size, k, s, pb, pe, d, ceil)
+        assert max(out, 0) == ref.pool_out_size(size, k, s, pb, pe, d, ceil), (size, k, s, pb, pe, d, ceil)
+        if out < 1:
+            continue
+        empty = [o for o in range(out)
+                 if not any(0 <= o * s - pb + j * d < size for j in range(k))]
+        assert first_padding_only_window(size, out, k, s, pb, d) == (empty[0] if empty else None)
