@@ -62,12 +62,6 @@ cdef enum:
 GLOBAL_CHUNK = G_CHUNK
 
 
-def pool_work_items(tuple dims, Py_ssize_t w_chunk):
-    """Number of work items (line chunks) of a window pool."""
-    cdef Win g = win_from(dims)
-    return int(g.n * g.c * g.out[0] * g.out[1] * ((g.out[2] + w_chunk - 1) // w_chunk))
-
-
 def scratch_floats(int kind, Py_ssize_t w_chunk, int nthreads):
     """Floats of arena scratch a window pool needs: a double line per thread (avg)."""
     if kind == K_AVG:
@@ -88,7 +82,8 @@ def global_scratch_floats(Py_ssize_t planes, Py_ssize_t spatial):
 # only; debug builds use the indexed loops in _max_line so bounds are
 # checked).  The update is a select, not a branch: on real data "v beats the
 # running max" is unpredictable.  Strides 1 and 2 get their own loops so the
-# compiler sees a constant stride and can vectorise.
+# compiler sees a constant stride and can vectorise.  The argmax run lives in
+# rlx_pool.h: written in Cython, gcc turned its selects back into branches.
 
 cdef inline void _max_run(float* yp, const float* xp, Py_ssize_t n, Py_ssize_t s) noexcept nogil:
     cdef Py_ssize_t i
