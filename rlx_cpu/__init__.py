@@ -9,6 +9,9 @@ from ._version import __version__
 from .algorithms import ConvAlgorithm, ConvFlags, select_conv_algorithm
 from .compiler import compile
 from .functional import conv1d, conv2d
+# --- pooling / resize / im2col ---
+from .functional import (avg_pool1d, avg_pool2d, avg_pool3d, col2im, fold, global_avg_pool, global_max_pool,
+                         im2col, interpolate, max_pool1d, max_pool2d, max_pool3d, unfold, upsample_nearest2x)
 from .ir import Graph, Node
 from .plan import Plan, RunContext
 from .threads import get_num_threads, set_num_threads
@@ -18,4 +21,8 @@ __all__ = [
     "__version__", "Graph", "Node", "Plan", "RunContext", "compile",
     "ConvAlgorithm", "ConvFlags", "select_conv_algorithm",
     "conv1d", "conv2d", "get_num_threads", "set_num_threads", "show_config",
+    # --- pooling / resize / im2col ---
+    "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+    "global_avg_pool", "global_max_pool", "upsample_nearest2x", "interpolate",
+    "im2col", "col2im", "unfold", "fold",
 ]
