@@ -98,6 +98,16 @@ class Plan:
         return [s for s, _, _ in self._outputs]
 
     @property
+    def input_slices(self):
+        """{input name: Slice} -- where run() copies each input."""
+        return {n: s for n, _, s in self._inputs}
+
+    @property
+    def output_slices(self):
+        """Slices run() copies the outputs from, in output order."""
+        return [s for _, s, _ in self._outputs]
+
+    @property
     def output_dtypes(self):
         """numpy dtype names of the outputs: 'float32', or 'int64' for index outputs."""
         return [d for _, _, d in self._outputs]

@@ -103,7 +103,7 @@ def _lifetimes_from_thunks(plan):
     end = len(plan.thunks)
     values = []
     current = {}
-    for name, _, s in plan._inputs:
+    for name, s in plan.input_slices.items():
         current[(s.offset, s.nbytes)] = len(values)
         values.append([s.offset, s.nbytes, -1, -1, f"input {name}"])
     for i, t in enumerate(plan.thunks):
@@ -119,7 +119,7 @@ def _lifetimes_from_thunks(plan):
             assert s.segment == "arena", "a thunk writes into the read-only constants"
             current[(s.offset, s.nbytes)] = len(values)
             values.append([s.offset, s.nbytes, i, i, f"output of {i}"])
-    for _, s in plan._outputs:
+    for s in plan.output_slices:
         if s.segment == "arena":
             values[current[(s.offset, s.nbytes)]][3] = end
     return values
