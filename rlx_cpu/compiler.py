@@ -321,9 +321,13 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True):
     output_bufs = {ctx.buf(i) for i in graph.outputs}
 
     arena = plan_arena(_lifetimes(ctx, output_bufs), reuse=reuse_arena)
+    # Lay out only the constants a thunk reads or an output returns: a weight
+    # replaced by its compile-time transform (Winograd U) is not kept.
+    used = {getattr(th, f.name) for th in ctx.thunks for f in dataclasses.fields(th)
+            if isinstance(getattr(th, f.name), Buf)} | output_bufs
     const_offsets, const_nbytes = {}, 0
     for b in ctx.bufs:
-        if b.role == "const" and b in ctx.const_values:
+        if b.role == "const" and b in ctx.const_values and b in used:
             const_offsets[b] = const_nbytes
             const_nbytes += align_up(b.nbytes, ALIGNMENT)
 

@@ -57,10 +57,11 @@ def get_num_threads():
 
 
 def set_num_threads(n):
-    """Set the default thread count for plans compiled from now on."""
+    """Set the default thread count for plans compiled from now on;
+    ``None`` restores the default (RLX_NUM_THREADS, OMP_NUM_THREADS, CPUs)."""
     global _explicit
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"set_num_threads: n must be a positive integer, got {n!r}")
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise ValueError(f"set_num_threads: n must be a positive integer or None, got {n!r}")
     with _lock:
         _explicit = n
 

@@ -251,14 +251,17 @@ cdef int _im2col_item(const float[::1] x, const float[::1] wt, float[::1] y,
 
 
 cdef int conv_im2col(const float[::1] x, const float[::1] wt, float[::1] y,
-                     float[::1] scratch, const ConvGeom* g, int nthreads) except -1 nogil:
+                     float[::1] scratch, const ConvGeom* g, int nthreads,
+                     bint batch_parallel) except -1 nogil:
+    """batch_parallel: the scratch holds one slab per planned thread (decided
+    at compile time by _im2col_batch_parallel, never re-decided here)."""
     cdef Py_ssize_t cpg = g.c_in // g.groups
     cdef Py_ssize_t cog = g.c_out // g.groups
     cdef Py_ssize_t k = cpg * g.kh * g.kw
     cdef Py_ssize_t p = g.h_out * g.w_out
     cdef Py_ssize_t items = g.n * g.groups
     cdef Py_ssize_t item, r, ni, gi, x_off
-    if nthreads > 1 and items >= nthreads:
+    if batch_parallel and nthreads > 1:
         # Enough independent (image, group) items: one per thread at a time,
         # each with its own slab of scratch.
         for item in prange(items, num_threads=nthreads, schedule='static'):
@@ -425,6 +428,7 @@ cdef class Conv2DLaunch:
     cdef bint has_bias
     cdef Py_ssize_t tile_block
     cdef int max_threads
+    cdef bint batch_parallel
 
     def __init__(self, x, weight, bias, y, scratch, tuple dims, int algorithm,
                  int max_threads, Py_ssize_t tile_block=0):
@@ -438,6 +442,7 @@ cdef class Conv2DLaunch:
         self.algorithm = algorithm
         self.max_threads = max(1, max_threads)
         self.tile_block = tile_block
+        self.batch_parallel = _im2col_batch_parallel(self.g, self.max_threads)
 
     cpdef execute(self, int nthreads):
         cdef int t = nthreads if 0 < nthreads <= self.max_threads else self.max_threads
@@ -448,7 +453,8 @@ cdef class Conv2DLaunch:
                 conv_winograd(self.x, self.weight, self.bias, self.has_bias, self.y,
                               self.scratch, &self.g, self.tile_block, t)
             elif self.algorithm == A_IM2COL:
-                conv_im2col(self.x, self.weight, self.y, self.scratch, &self.g, t)
+                conv_im2col(self.x, self.weight, self.y, self.scratch, &self.g, t,
+                            self.batch_parallel)
             elif self.algorithm == A_GEMM_1X1:
                 conv_gemm_1x1(self.x, self.weight, self.y, &self.g, t)
             elif self.algorithm == A_DIRECT:

@@ -95,9 +95,11 @@ RLX_INLINE void rlx_direct_plane_body(const float* restrict x, ptrdiff_t x_len,
                 if (wo_hi > w_out) wo_hi = w_out;
                 if (wo_hi <= wo_lo) continue;
                 for (ptrdiff_t ho = ho_lo; ho < ho_hi; ++ho) {
-                    float* restrict yr = yp + ho * w_out;
-                    const float* restrict xr = xp + (ho + ki - g->ph) * W + kj - g->pw;
-                    for (ptrdiff_t wo = wo_lo; wo < wo_hi; ++wo) yr[wo] += wv * xr[wo];
+                    /* both pointers start at wo_lo, so neither ever points
+                     * outside its buffer (kj - pw may be negative) */
+                    float* restrict yr = yp + ho * w_out + wo_lo;
+                    const float* restrict xr = xp + (ho + ki - g->ph) * W + wo_lo + kj - g->pw;
+                    for (ptrdiff_t i = 0; i < wo_hi - wo_lo; ++i) yr[i] += wv * xr[i];
                 }
             }
         }

@@ -298,9 +298,9 @@ def test_functional_errors():
 # Thread count settings
 # ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("bad", [0, -2, 1.5, True, "2", None])
+@pytest.mark.parametrize("bad", [0, -2, 1.5, True, "2"])
 def test_set_num_threads_rejects(bad):
-    with pytest.raises(ValueError, match=r"set_num_threads: n must be a positive integer, got " + re.escape(repr(bad))):
+    with pytest.raises(ValueError, match=r"set_num_threads: n must be a positive integer or None, got " + re.escape(repr(bad))):
         rlx_cpu.set_num_threads(bad)
 
 

@@ -200,3 +200,12 @@ def test_scipy_blas_is_single_threaded_after_compile():
                   and "numpy" not in os.path.dirname(lib["filepath"])]
     assert scipy_blas, threadpool_info()
     assert all(lib["num_threads"] == 1 for lib in scipy_blas), scipy_blas
+
+
+def test_set_num_threads_none_restores_default(monkeypatch):
+    monkeypatch.setenv("RLX_NUM_THREADS", "1")
+    before = rlx_cpu.get_num_threads()
+    rlx_cpu.set_num_threads(2)
+    assert rlx_cpu.get_num_threads() == (2 if rlx_cpu._runtime.openmp_enabled() else 1)
+    rlx_cpu.set_num_threads(None)
+    assert rlx_cpu.get_num_threads() == before == 1
