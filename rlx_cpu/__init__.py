@@ -3,12 +3,13 @@
 A :class:`Graph` of ops with static shapes is compiled once by
 :func:`compile` into a :class:`Plan` -- a flat list of thunks over one
 preallocated arena -- and run many times with ``plan.run({...})``.
-Functional forms (``conv1d``, ``conv2d``) compile and cache plans per shape.
+Functional forms (``conv1d``, ``conv2d``, ``conv3d``, ``conv_transpose1d/2d/3d``)
+compile and cache plans per shape.
 """
 from ._version import __version__
-from .algorithms import ConvAlgorithm, ConvFlags, select_conv_algorithm
+from .algorithms import ConvAlgorithm, ConvFlags, select_conv_algorithm, select_convnd_algorithm
 from .compiler import compile
-from .functional import conv1d, conv2d
+from .functional import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d
 from .ir import Graph, Node
 from .plan import Plan, RunContext
 from .threads import get_num_threads, set_num_threads
@@ -16,6 +17,7 @@ from .config import show_config
 
 __all__ = [
     "__version__", "Graph", "Node", "Plan", "RunContext", "compile",
-    "ConvAlgorithm", "ConvFlags", "select_conv_algorithm",
-    "conv1d", "conv2d", "get_num_threads", "set_num_threads", "show_config",
+    "ConvAlgorithm", "ConvFlags", "select_conv_algorithm", "select_convnd_algorithm",
+    "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+    "get_num_threads", "set_num_threads", "show_config",
 ]
