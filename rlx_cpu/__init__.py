@@ -10,6 +10,9 @@ from ._version import __version__
 from .algorithms import ConvAlgorithm, ConvFlags, select_conv_algorithm, select_convnd_algorithm
 from .compiler import compile
 from .functional import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d
+# --- pooling / resize / im2col ---
+from .functional import (avg_pool1d, avg_pool2d, avg_pool3d, col2im, fold, global_avg_pool, global_max_pool,
+                         im2col, interpolate, max_pool1d, max_pool2d, max_pool3d, unfold, upsample_nearest2x)
 from .ir import Graph, Node
 from .plan import Plan, RunContext
 from .threads import get_num_threads, set_num_threads
@@ -20,4 +23,8 @@ __all__ = [
     "ConvAlgorithm", "ConvFlags", "select_conv_algorithm", "select_convnd_algorithm",
     "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
     "get_num_threads", "set_num_threads", "show_config",
+    # --- pooling / resize / im2col ---
+    "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+    "global_avg_pool", "global_max_pool", "upsample_nearest2x", "interpolate",
+    "im2col", "col2im", "unfold", "fold",
 ]

@@ -11,13 +11,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _conv2d, _convnd
+from . import _conv2d, _convnd, _im2col, _pool
 from .algorithms import ConvAlgorithm, ConvFlags, select_conv_algorithm, select_convnd_algorithm
 from .arena import ALIGNMENT, BufferRequest, align_up, plan_arena
 from .ir import Graph
 from .threads import limit_blas_threads, resolve_num_threads
-from .thunks import (Conv2D1x1Thunk, Conv2DDims, Conv2DThunk, ConvNDDims, ConvNDThunk, ConvTransposeNDThunk,
-                     Slice, WinogradFilterThunk)
+from .thunks import (Col2ImThunk, Conv2D1x1Thunk, Conv2DDims, Conv2DThunk, ConvNDDims, ConvNDThunk,
+                     ConvTransposeNDThunk, GlobalPoolThunk, Im2ColThunk, PoolThunk, ResizeNearest2xThunk,
+                     ResizeNearestThunk, Slice, WindowDims, WinogradFilterThunk)
 
 
 @dataclass(frozen=True, eq=False)
@@ -44,6 +45,7 @@ class CompileContext:
         self.bufs = []
         self.node_buf = {}
         self.const_values = {}     # Buf -> float32 array
+        self.live = None           # ids of the nodes the outputs need (set by compile)
 
     def _new(self, nbytes, role, name):
         b = Buf(len(self.bufs), int(nbytes), role, name)
@@ -55,7 +57,7 @@ class CompileContext:
         b = self.node_buf.get(node_id)
         if b is None:
             node = self.graph.node(node_id)
-            nbytes = int(np.prod(node.shape, dtype=np.int64)) * 4
+            nbytes = int(np.prod(node.shape, dtype=np.int64)) * np.dtype(node.dtype).itemsize
             role = {"input": "input", "constant": "const"}.get(node.op, "temp")
             b = self._new(nbytes, role, node.name)
             if role == "const":
@@ -68,6 +70,15 @@ class CompileContext:
         b = self._new(arr.nbytes, "const", name)
         self.const_values[b] = arr
         return b
+
+    def int32_constant(self, array, name):
+        """An int32 constant (e.g. index tables), stored as its float32 bit
+        pattern; the kernel views the slice as int32."""
+        arr = np.ascontiguousarray(array, dtype=np.int32)
+        return self.constant(arr.view(np.float32), name)
+
+    def is_live(self, node_id):
+        return self.live is None or node_id in self.live
 
     def is_constant(self, node_id):
         return self.graph.node(node_id).op == "constant"
@@ -162,9 +173,97 @@ def compile_conv_transpose(ctx, node):
     _emit_conv_nd(ctx, node, ConvTransposeNDThunk, f"conv_transpose{node.attrs.ndim}d {node.name!r}")
 
 
+# --- pooling / resize / im2col ---
+
+def _window_dims(n, c, image, out, a):
+    return WindowDims.from_nd(n, c, image, out, a.kernel, a.stride, a.pads_begin, a.pads_end, a.dilation)
+
+
+def compile_pool(ctx, node):
+    a = node.attrs
+    xs = ctx.graph.node(node.inputs[0]).shape
+    dims = _window_dims(xs[0], xs[1], xs[2:], node.shape[2:], a)
+    kind = _pool.POOL_MAX if a.kind == "max" else _pool.POOL_AVG
+    w_chunk = min(_pool.W_CHUNK, dims.out[2])
+    t = ctx.num_threads
+    indices, mode = None, _pool.INDICES_NONE
+    if a.indices != "none":
+        # Graph.max_pool* appends the indices node right after its pool node.
+        inode = ctx.graph.node(node.id + 1)
+        assert inode.op == "pool_indices" and inode.inputs == (node.id,), inode
+        if ctx.is_live(inode.id):
+            indices = ctx.buf(inode.id)
+            mode = _pool.INDICES_ONNX if a.indices == "onnx" else _pool.INDICES_PLANE
+    scratch = ctx.scratch(4 * _pool.scratch_floats(kind, w_chunk, t), node.name + ".scratch")
+    ctx.emit(PoolThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), indices, scratch, dims, kind,
+                       a.count_include_pad, a.divisor_override, mode, w_chunk, t))
+
+
+def compile_pool_indices(ctx, node):
+    """Nothing to emit: the producing PoolThunk writes this buffer."""
+
+
+def compile_global_pool(ctx, node):
+    xs = ctx.graph.node(node.inputs[0]).shape
+    planes, spatial = xs[0] * xs[1], int(np.prod(xs[2:]))
+    kind = _pool.POOL_MAX if node.attrs.kind == "max" else _pool.POOL_AVG
+    scratch = ctx.scratch(4 * _pool.global_scratch_floats(planes, spatial), node.name + ".scratch")
+    ctx.emit(GlobalPoolThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), scratch, planes, spatial,
+                             kind))
+
+
+def is_nearest_2x(in_sizes, tables):
+    """True when a 2-D nearest resize is the exact 2x pixel duplication."""
+    return len(in_sizes) == 2 and all(
+        len(t) == 2 * s and np.array_equal(t, np.arange(2 * s) // 2) for s, t in zip(in_sizes, tables))
+
+
+def compile_resize_nearest(ctx, node):
+    xs = ctx.graph.node(node.inputs[0]).shape
+    tables = node.attrs.tables
+    x, y = ctx.buf(node.inputs[0]), ctx.buf(node.id)
+    planes = xs[0] * xs[1]
+    if is_nearest_2x(xs[2:], tables):
+        ctx.emit(ResizeNearest2xThunk(node.name, x, y, planes, xs[2], xs[3]))
+        return
+    pad = 3 - len(tables)
+    size = (1,) * pad + tuple(xs[2:])
+    out = (1,) * pad + tuple(node.shape[2:])
+    flat = np.concatenate([np.zeros(1, np.int32)] * pad + [np.asarray(t, np.int32) for t in tables])
+    tab = ctx.int32_constant(flat, node.name + ".index_tables")
+    ctx.emit(ResizeNearestThunk(node.name, x, y, tab, planes, size, out))
+
+
+def _layout_code(layout):
+    return _im2col.LAYOUT_ROWS if layout == "rows" else _im2col.LAYOUT_ONNX
+
+
+def compile_im2col(ctx, node):
+    a = node.attrs
+    xs = ctx.graph.node(node.inputs[0]).shape
+    dims = _window_dims(xs[0], xs[1], a.image, a.blocks, a)
+    ctx.emit(Im2ColThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), dims, _layout_code(a.layout)))
+
+
+def compile_col2im(ctx, node):
+    a = node.attrs
+    dims = _window_dims(node.shape[0], node.shape[1], a.image, a.blocks, a)
+    t = ctx.num_threads
+    scratch = ctx.scratch(4 * _im2col.col2im_scratch_floats(dims.as_tuple(), t), node.name + ".scratch")
+    ctx.emit(Col2ImThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), scratch, dims,
+                         _layout_code(a.layout), t))
+
+
 RULES = {
     "conv": compile_conv,
     "conv_transpose": compile_conv_transpose,
+    # --- pooling / resize / im2col ---
+    "pool": compile_pool,
+    "pool_indices": compile_pool_indices,
+    "global_pool": compile_global_pool,
+    "resize_nearest": compile_resize_nearest,
+    "im2col": compile_im2col,
+    "col2im": compile_col2im,
 }
 
 
@@ -235,8 +334,10 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True):
     limit_blas_threads()
 
     ctx = CompileContext(graph, conv_algorithm, nthreads, ConvFlags.from_env())
+    live_nodes = _live_nodes(graph)
+    ctx.live = {n.id for n in live_nodes}
     input_nodes = []
-    for node in _live_nodes(graph):
+    for node in live_nodes:
         if node.op == "input":
             input_nodes.append(node)
             ctx.buf(node.id)
@@ -271,5 +372,5 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True):
 
     const_items = [(const_offsets[b], ctx.const_values[b]) for b in const_offsets]
     inputs = [(n.name, n.shape, to_slice(ctx.buf(n.id))) for n in input_nodes]
-    outputs = [(graph.node(i).shape, to_slice(ctx.buf(i))) for i in graph.outputs]
+    outputs = [(graph.node(i).shape, to_slice(ctx.buf(i)), graph.node(i).dtype) for i in graph.outputs]
     return Plan(tuple(thunks), inputs, outputs, arena, const_nbytes, const_items, nthreads)

@@ -10,7 +10,8 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from .shapes import as_tuple, conv_out_size, conv_transpose_out_size, resolve_padding
+from .shapes import (as_tuple, conv_out_size, conv_transpose_out_size, first_padding_only_window, pool_out_size,
+                     resolve_padding, torch_nearest_table)
 
 Shape = Tuple[int, ...]
 
@@ -49,6 +50,64 @@ class ConvTransposeAttrs:
         return len(self.kernel)
 
 
+# --- pooling / resize / im2col attributes ---
+
+@dataclass(frozen=True)
+class PoolAttrs:
+    """Canonical window-pool attributes for n spatial axes (n = 1, 2, 3)."""
+    kind: str                 # 'max' | 'avg'
+    kernel: Shape
+    stride: Shape
+    pads_begin: Shape
+    pads_end: Shape
+    dilation: Shape
+    ceil_mode: bool
+    count_include_pad: bool   # avg: divide by the taps inside the padded input
+    divisor_override: int     # avg: fixed divisor, 0 = none
+    indices: str              # max: 'none' | 'plane' (PyTorch) | 'onnx' (flat over N, C, ...)
+
+    @property
+    def ndim(self):
+        return len(self.kernel)
+
+
+@dataclass(frozen=True)
+class GlobalPoolAttrs:
+    kind: str                 # 'max' | 'avg'
+
+
+@dataclass(frozen=True, eq=False)
+class ResizeNearestAttrs:
+    """tables[i][o] = source index of output index o on spatial axis i."""
+    tables: Tuple[np.ndarray, ...]
+
+
+@dataclass(frozen=True)
+class PatchAttrs:
+    """im2col / col2im geometry: image sizes and block counts per spatial axis."""
+    kernel: Shape
+    stride: Shape
+    pads_begin: Shape
+    pads_end: Shape
+    dilation: Shape
+    image: Shape              # spatial sizes of the image [N, C, *image]
+    blocks: Shape             # patch positions per axis (L = prod(blocks))
+    layout: str               # 'rows' [N*L, C*K] | 'onnx' [N, C*K, L]
+
+    @property
+    def ndim(self):
+        return len(self.kernel)
+
+
+POOL_AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+
+def _flag(v, op, arg):
+    if isinstance(v, (bool, np.bool_)) or (isinstance(v, (int, np.integer)) and v in (0, 1)):
+        return bool(v)
+    raise TypeError(f"{op}: {arg} must be a bool, got {v!r}")
+
+
 @dataclass(frozen=True, eq=False)
 class Node:
     """One value of the graph. `op` is 'input', 'constant' or an op kind."""
@@ -60,6 +119,7 @@ class Node:
     name: str
     attrs: object = None
     value: Optional[np.ndarray] = None   # constants only
+    dtype: str = "float32"               # 'int64' only for index outputs (max-pool indices)
 
     def __repr__(self):
         return f"Node(%{self.id} {self.op} {self.name!r} shape={list(self.shape)})"
@@ -94,9 +154,9 @@ class Graph:
         self._names.add(name)
         return name
 
-    def _add(self, op, inputs, shape, name, attrs=None, value=None):
+    def _add(self, op, inputs, shape, name, attrs=None, value=None, dtype="float32"):
         node = Node(self, len(self.nodes), op, tuple(n.id for n in inputs), tuple(int(d) for d in shape),
-                    self._unique_name(name, op), attrs, value)
+                    self._unique_name(name, op), attrs, value, dtype)
         self.nodes.append(node)
         return node
 
@@ -125,6 +185,8 @@ class Graph:
         if isinstance(v, Node):
             if v.graph is not self:
                 raise ValueError(f"{op}: {arg} belongs to another graph")
+            if v.dtype != "float32":
+                raise TypeError(f"{op}: {arg} must be a float32 value, got the {v.dtype} node {v.name!r}")
             return v
         if isinstance(v, np.ndarray) or np.isscalar(v) or isinstance(v, (list, tuple)):
             return self.constant(v)
@@ -357,3 +419,327 @@ class Graph:
         Arguments as conv_transpose1d."""
         return self._conv_transpose("conv_transpose3d", 3, x, weight, bias, stride, padding, output_padding,
                                     groups, dilation, output_size, output_shape, name)
+    # -- pooling ------------------------------------------------------------
+    def _pool(self, op, kind, nsp, x, kernel_size, stride, padding, dilation, ceil_mode,
+              count_include_pad=True, divisor_override=None, return_indices=False,
+              auto_pad="NOTSET", indices_layout="plane", name=None):
+        x = self._value(x, op, "input")
+        xs = x.shape
+        if nsp is None:
+            nsp = len(xs) - 2
+            if nsp not in (1, 2, 3):
+                raise ValueError(f"{op}: input must have rank 3, 4 or 5 (N, C, spatial...), got {_fmt(xs)}")
+        elif len(xs) != nsp + 2:
+            raise ValueError(f"{op}: input must have rank {nsp + 2} (N, C, {'spatial, ' * nsp}...), "
+                             f"got {_fmt(xs)}")
+        kernel = as_tuple(kernel_size, nsp, op, "kernel_size")
+        if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0):
+            stride = kernel                       # PyTorch: stride defaults to the kernel
+        stride = as_tuple(stride, nsp, op, "stride")
+        dilation = as_tuple(dilation, nsp, op, "dilation")
+        ceil_mode = _flag(ceil_mode, op, "ceil_mode")
+        count_include_pad = _flag(count_include_pad, op, "count_include_pad")
+        return_indices = _flag(return_indices, op, "return_indices")
+        if auto_pad not in POOL_AUTO_PADS:
+            raise ValueError(f"{op}: auto_pad must be one of {', '.join(POOL_AUTO_PADS)}, got {auto_pad!r}")
+        if auto_pad != "NOTSET":
+            if not (isinstance(padding, (int, np.integer)) and padding == 0):
+                raise ValueError(f"{op}: auto_pad={auto_pad!r} cannot be combined with padding={padding!r}")
+            padding = auto_pad
+        begin, end = resolve_padding(padding, xs[2:], kernel, stride, dilation, op)
+        if divisor_override is not None:
+            if kind != "avg":
+                raise ValueError(f"{op}: divisor_override applies to average pooling only")
+            if isinstance(divisor_override, bool) or not isinstance(divisor_override, (int, np.integer)) \
+                    or divisor_override < 1:
+                raise ValueError(f"{op}: divisor_override must be a positive integer or None, "
+                                 f"got {divisor_override!r}")
+        if indices_layout not in ("plane", "onnx"):
+            raise ValueError(f"{op}: indices_layout must be 'plane' or 'onnx', got {indices_layout!r}")
+        ctx = f"input {_fmt(xs)}, kernel {kernel}, stride {stride}, dilation {dilation}, pads {begin}/{end}"
+        out_sp = []
+        for i in range(nsp):
+            o = pool_out_size(xs[2 + i], kernel[i], stride[i], begin[i], end[i], dilation[i], ceil_mode)
+            if o < 1:
+                raise ValueError(
+                    f"{op}: window extent {dilation[i] * (kernel[i] - 1) + 1} is larger than padded input "
+                    f"{xs[2 + i] + begin[i] + end[i]} on spatial axis {i} ({ctx})")
+            bad = first_padding_only_window(xs[2 + i], o, kernel[i], stride[i], begin[i], dilation[i])
+            if bad is not None:
+                raise ValueError(
+                    f"{op}: output {bad} on spatial axis {i} has a window that covers only padding ({ctx}); "
+                    f"reduce the padding or the dilation")
+            out_sp.append(o)
+        attrs = PoolAttrs(kind, kernel, stride, begin, end, dilation, ceil_mode, count_include_pad,
+                          int(divisor_override or 0), indices_layout if return_indices else "none")
+        shape = (xs[0], xs[1], *out_sp)
+        y = self._add("pool", [x], shape, name, attrs)
+        if not return_indices:
+            return y
+        # The pool thunk writes both values and indices: the indices node is
+        # always the node right after its pool node (see compiler.compile_pool).
+        idx = self._add("pool_indices", [y], shape, None if name is None else name + ".indices",
+                        dtype="int64")
+        return y, idx
+
+    def max_pool(self, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                 return_indices=False, *, auto_pad="NOTSET", indices_layout="plane", name=None):
+        """Max pooling over the spatial axes of [N, C, *spatial] (1 to 3 axes).
+
+        padding: int, per-axis ints, ONNX pads (begins then ends) or
+        (begin, end) pairs; auto_pad: ONNX 'SAME_UPPER' / 'SAME_LOWER' / 'VALID'.
+        return_indices: also return an int64 indices node, flat within each
+        (n, c) plane (PyTorch) or, with indices_layout='onnx', flat over the
+        whole [N, C, *spatial] tensor (ONNX MaxPool, storage_order 0)."""
+        return self._pool("max_pool", "max", None, x, kernel_size, stride, padding, dilation, ceil_mode,
+                          return_indices=return_indices, auto_pad=auto_pad, indices_layout=indices_layout,
+                          name=name)
+
+    def avg_pool(self, x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                 divisor_override=None, *, dilation=1, auto_pad="NOTSET", name=None):
+        """Average pooling over the spatial axes of [N, C, *spatial] (1 to 3 axes).
+
+        The divisor is divisor_override if given, else with count_include_pad
+        the taps inside the padded input (not the ceil-mode overhang), else the
+        in-bounds taps.  dilation as in ONNX AveragePool-19."""
+        return self._pool("avg_pool", "avg", None, x, kernel_size, stride, padding, dilation, ceil_mode,
+                          count_include_pad, divisor_override, auto_pad=auto_pad, name=name)
+
+    def max_pool1d(self, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                   return_indices=False, *, auto_pad="NOTSET", indices_layout="plane", name=None):
+        """max_pool on [N, C, L]."""
+        return self._pool("max_pool1d", "max", 1, x, kernel_size, stride, padding, dilation, ceil_mode,
+                          return_indices=return_indices, auto_pad=auto_pad, indices_layout=indices_layout,
+                          name=name)
+
+    def max_pool2d(self, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                   return_indices=False, *, auto_pad="NOTSET", indices_layout="plane", name=None):
+        """max_pool on [N, C, H, W]."""
+        return self._pool("max_pool2d", "max", 2, x, kernel_size, stride, padding, dilation, ceil_mode,
+                          return_indices=return_indices, auto_pad=auto_pad, indices_layout=indices_layout,
+                          name=name)
+
+    def max_pool3d(self, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                   return_indices=False, *, auto_pad="NOTSET", indices_layout="plane", name=None):
+        """max_pool on [N, C, D, H, W]."""
+        return self._pool("max_pool3d", "max", 3, x, kernel_size, stride, padding, dilation, ceil_mode,
+                          return_indices=return_indices, auto_pad=auto_pad, indices_layout=indices_layout,
+                          name=name)
+
+    def avg_pool1d(self, x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                   divisor_override=None, *, dilation=1, auto_pad="NOTSET", name=None):
+        """avg_pool on [N, C, L]."""
+        return self._pool("avg_pool1d", "avg", 1, x, kernel_size, stride, padding, dilation, ceil_mode,
+                          count_include_pad, divisor_override, auto_pad=auto_pad, name=name)
+
+    def avg_pool2d(self, x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                   divisor_override=None, *, dilation=1, auto_pad="NOTSET", name=None):
+        """avg_pool on [N, C, H, W]."""
+        return self._pool("avg_pool2d", "avg", 2, x, kernel_size, stride, padding, dilation, ceil_mode,
+                          count_include_pad, divisor_override, auto_pad=auto_pad, name=name)
+
+    def avg_pool3d(self, x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                   divisor_override=None, *, dilation=1, auto_pad="NOTSET", name=None):
+        """avg_pool on [N, C, D, H, W]."""
+        return self._pool("avg_pool3d", "avg", 3, x, kernel_size, stride, padding, dilation, ceil_mode,
+                          count_include_pad, divisor_override, auto_pad=auto_pad, name=name)
+
+    def _global_pool(self, op, kind, x, name):
+        x = self._value(x, op, "input")
+        if len(x.shape) < 3:
+            raise ValueError(f"{op}: input must have rank >= 3 (N, C, spatial...), got {_fmt(x.shape)}")
+        shape = (x.shape[0], x.shape[1]) + (1,) * (len(x.shape) - 2)
+        return self._add("global_pool", [x], shape, name, GlobalPoolAttrs(kind))
+
+    def global_avg_pool(self, x, name=None):
+        """Mean over all spatial axes: [N, C, *spatial] -> [N, C, 1, ...]."""
+        return self._global_pool("global_avg_pool", "avg", x, name)
+
+    def global_max_pool(self, x, name=None):
+        """Maximum over all spatial axes: [N, C, *spatial] -> [N, C, 1, ...]."""
+        return self._global_pool("global_max_pool", "max", x, name)
+
+    # -- resize (nearest) ---------------------------------------------------
+    def resize_nearest(self, x, sizes, index_tables, name=None, *, op="resize_nearest"):
+        """Nearest resize of the spatial axes of [N, C, *spatial] (1 to 3 axes)
+        by explicit source-index tables: y[..., o1, o2] = x[..., t1[o1], t2[o2]].
+
+        sizes: output size per spatial axis; index_tables: one int sequence per
+        spatial axis, of that length, with values in [0, input size).  Any
+        coordinate convention (PyTorch, ONNX Resize modes) is a choice of tables."""
+        x = self._value(x, op, "input")
+        xs = x.shape
+        nsp = len(xs) - 2
+        if nsp not in (1, 2, 3):
+            raise ValueError(f"{op}: input must have rank 3, 4 or 5 (N, C, spatial...), got {_fmt(xs)}")
+        sizes = as_tuple(sizes, nsp, op, "sizes")
+        try:
+            tables = list(index_tables)
+        except TypeError:
+            raise TypeError(f"{op}: index_tables must be a sequence of {nsp} integer arrays") from None
+        if len(tables) != nsp:
+            raise ValueError(f"{op}: index_tables must have one table per spatial axis ({nsp}), got {len(tables)}")
+        out_tables = []
+        for i, t in enumerate(tables):
+            arr = np.asarray(t)
+            if arr.dtype.kind not in "iu":
+                raise TypeError(f"{op}: index_tables[{i}] must hold integers, got dtype {arr.dtype}")
+            if arr.shape != (sizes[i],):
+                raise ValueError(f"{op}: index_tables[{i}] must have shape [{sizes[i]}] (the output size), "
+                                 f"got {_fmt(arr.shape)}")
+            if arr.size and (arr.min() < 0 or arr.max() >= xs[2 + i]):
+                raise ValueError(f"{op}: index_tables[{i}] values must be in [0, {xs[2 + i]}) for input "
+                                 f"{_fmt(xs)}, got range [{arr.min()}, {arr.max()}]")
+            arr = np.array(arr, dtype=np.int32)
+            arr.setflags(write=False)
+            out_tables.append(arr)
+        return self._add("resize_nearest", [x], (xs[0], xs[1], *sizes), name, ResizeNearestAttrs(tuple(out_tables)))
+
+    def upsample_nearest2x(self, x, name=None):
+        """[N, C, H, W] -> [N, C, 2H, 2W], each pixel repeated 2x2."""
+        op = "upsample_nearest2x"
+        x = self._value(x, op, "input")
+        if len(x.shape) != 4:
+            raise ValueError(f"{op}: input must have rank 4 (N, C, H, W), got {_fmt(x.shape)}")
+        h, w = x.shape[2:]
+        tables = [np.arange(2 * h) // 2, np.arange(2 * w) // 2]
+        return self.resize_nearest(x, (2 * h, 2 * w), tables, name, op=op)
+
+    def interpolate(self, x, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                    recompute_scale_factor=None, antialias=False, name=None):
+        """torch.nn.functional.interpolate for mode 'nearest' (legacy) and
+        'nearest-exact' on [N, C, *spatial] (1 to 3 axes)."""
+        op = "interpolate"
+        x = self._value(x, op, "input")
+        xs = x.shape
+        nsp = len(xs) - 2
+        if nsp not in (1, 2, 3):
+            raise ValueError(f"{op}: input must have rank 3, 4 or 5 (N, C, spatial...), got {_fmt(xs)}")
+        if mode not in ("nearest", "nearest-exact"):
+            raise ValueError(f"{op}: mode must be 'nearest' or 'nearest-exact' (others are not implemented), "
+                             f"got {mode!r}")
+        if align_corners is not None:
+            raise ValueError(f"{op}: align_corners can only be set with the interpolating modes, not {mode!r}")
+        if antialias:
+            raise ValueError(f"{op}: antialias applies to bilinear/bicubic modes only, not {mode!r}")
+        if (size is None) == (scale_factor is None):
+            raise ValueError(f"{op}: exactly one of size and scale_factor must be given, got size={size!r}, "
+                             f"scale_factor={scale_factor!r}")
+        in_sp = xs[2:]
+        scales = [None] * nsp
+        if size is not None:
+            sizes = as_tuple(size, nsp, op, "size")
+        else:
+            if isinstance(scale_factor, (list, tuple)):
+                if len(scale_factor) != nsp:
+                    raise ValueError(f"{op}: scale_factor must have {nsp} values for input {_fmt(xs)}, "
+                                     f"got {scale_factor!r}")
+                factors = [float(f) for f in scale_factor]
+            else:
+                try:
+                    factors = [float(scale_factor)] * nsp
+                except (TypeError, ValueError):
+                    raise TypeError(f"{op}: scale_factor must be a number or a sequence of numbers, "
+                                    f"got {scale_factor!r}") from None
+            if any(not np.isfinite(f) or f <= 0 for f in factors):
+                raise ValueError(f"{op}: scale_factor must be positive and finite, got {scale_factor!r}")
+            # As PyTorch: out = floor(in * factor) in double; the factor itself
+            # reaches the kernel unless recompute_scale_factor is set.
+            sizes = tuple(int(np.floor(float(s) * f)) for s, f in zip(in_sp, factors))
+            if not recompute_scale_factor:
+                scales = factors
+        if any(s < 1 for s in sizes):
+            raise ValueError(f"{op}: output size must be >= 1 on every spatial axis, got {list(sizes)} "
+                             f"for input {_fmt(xs)}")
+        tables = [torch_nearest_table(in_sp[i], sizes[i], scales[i], mode) for i in range(nsp)]
+        return self.resize_nearest(x, sizes, tables, name, op=op)
+
+    # -- im2col / col2im ------------------------------------------------------
+    def _patch_geometry(self, op, image, kernel_size, stride, padding, dilation):
+        nsp = len(image)
+        kernel = as_tuple(kernel_size, nsp, op, "kernel_size")
+        stride = as_tuple(stride, nsp, op, "stride")
+        dilation = as_tuple(dilation, nsp, op, "dilation")
+        begin, end = resolve_padding(padding, image, kernel, stride, dilation, op)
+        blocks = []
+        for i in range(nsp):
+            o = conv_out_size(image[i], kernel[i], stride[i], begin[i], end[i], dilation[i])
+            if o < 1:
+                raise ValueError(
+                    f"{op}: kernel extent {dilation[i] * (kernel[i] - 1) + 1} is larger than padded image "
+                    f"{image[i] + begin[i] + end[i]} on spatial axis {i} (image {_fmt(image)}, kernel {kernel}, "
+                    f"dilation {dilation}, pads {begin}/{end})")
+            blocks.append(o)
+        return kernel, stride, begin, end, dilation, tuple(blocks)
+
+    def im2col(self, x, kernel_size, stride=1, padding=0, dilation=1, *, layout="rows", name=None):
+        """Patch matrix of [N, C, *spatial] (1 to 3 axes), zeros in the padding.
+
+        layout 'rows': [N*L, C*K], row (n, block position), column (c, k taps...);
+        layout 'onnx': [N, C*K, L] (torch.nn.functional.unfold).  K = prod(kernel),
+        L = number of block positions (the conv output size)."""
+        op = "im2col"
+        x = self._value(x, op, "input")
+        xs = x.shape
+        nsp = len(xs) - 2
+        if nsp not in (1, 2, 3):
+            raise ValueError(f"{op}: input must have rank 3, 4 or 5 (N, C, spatial...), got {_fmt(xs)}")
+        if layout not in ("rows", "onnx"):
+            raise ValueError(f"{op}: layout must be 'rows' or 'onnx', got {layout!r}")
+        kernel, stride, begin, end, dilation, blocks = self._patch_geometry(
+            op, xs[2:], kernel_size, stride, padding, dilation)
+        ck = xs[1] * int(np.prod(kernel))
+        nl = int(np.prod(blocks))
+        shape = (xs[0] * nl, ck) if layout == "rows" else (xs[0], ck, nl)
+        attrs = PatchAttrs(kernel, stride, begin, end, dilation, tuple(xs[2:]), blocks, layout)
+        return self._add("im2col", [x], shape, name, attrs)
+
+    def col2im(self, cols, output_size, kernel_size, stride=1, padding=0, dilation=1, *, layout="rows",
+               name=None, op="col2im"):
+        """Adjoint of im2col: sum patch entries back into [N, C, *output_size].
+
+        cols: [N*L, C*K] (layout 'rows') or [N, C*K, L] (layout 'onnx',
+        torch.nn.functional.fold / ONNX Col2Im).  output_size: the image's
+        spatial sizes (an int means a square 2-D image)."""
+        cols = self._value(cols, op, "input")
+        cs = cols.shape
+        if isinstance(output_size, (int, np.integer)) and not isinstance(output_size, bool):
+            output_size = (int(output_size),) * 2
+        try:
+            image = tuple(output_size)
+        except TypeError:
+            raise TypeError(f"{op}: output_size must be an int or a sequence of ints, got {output_size!r}") from None
+        image = as_tuple(image, len(image), op, "output_size")
+        nsp = len(image)
+        if nsp not in (1, 2, 3):
+            raise ValueError(f"{op}: output_size must have 1 to 3 spatial sizes, got {output_size!r}")
+        if layout not in ("rows", "onnx"):
+            raise ValueError(f"{op}: layout must be 'rows' or 'onnx', got {layout!r}")
+        kernel, stride, begin, end, dilation, blocks = self._patch_geometry(
+            op, image, kernel_size, stride, padding, dilation)
+        k = int(np.prod(kernel))
+        nl = int(np.prod(blocks))
+        ctx = f"input {_fmt(cs)}, output_size {_fmt(image)}, kernel {kernel}, {nl} block positions"
+        if layout == "rows":
+            if len(cs) != 2:
+                raise ValueError(f"{op}: input must have rank 2 [N*L, C*K] (layout 'rows'), got {ctx}")
+            rows, ck = cs
+            if rows % nl:
+                raise ValueError(f"{op}: input rows {rows} are not a multiple of the block positions L={nl} ({ctx})")
+            n = rows // nl
+        else:
+            if len(cs) != 3:
+                raise ValueError(f"{op}: input must have rank 3 [N, C*K, L] (layout 'onnx'), got {ctx}")
+            n, ck, l_in = cs
+            if l_in != nl:
+                raise ValueError(f"{op}: input has {l_in} block positions but the geometry gives L={nl} ({ctx})")
+        if ck % k:
+            raise ValueError(f"{op}: input columns {ck} are not a multiple of the kernel size K={k} ({ctx})")
+        attrs = PatchAttrs(kernel, stride, begin, end, dilation, image, blocks, layout)
+        return self._add("col2im", [cols], (n, ck // k, *image), name, attrs)
+
+    def col2im_onnx(self, x, image_shape, block_shape, dilations=1, pads=0, strides=1, name=None):
+        """ONNX Col2Im: [N, C*prod(block_shape), L] -> [N, C, *image_shape];
+        pads in ONNX order (begins then ends)."""
+        return self.col2im(x, tuple(image_shape), block_shape, strides, pads, dilations, layout="onnx",
+                           name=name, op="col2im_onnx")

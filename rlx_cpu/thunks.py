@@ -11,9 +11,11 @@ field names, which the arena planner uses for liveness), one compile rule in
 ``compiler.py`` and one kernel module in ``src/``.
 """
 from dataclasses import dataclass, fields, astuple
-from typing import ClassVar, Optional
+from typing import ClassVar, Optional, Tuple
 
-from . import _conv2d, _convnd
+import numpy as np
+
+from . import _conv2d, _convnd, _im2col, _pool, _resize
 from .algorithms import ConvAlgorithm
 
 
@@ -261,3 +263,169 @@ class ConvTransposeNDThunk(ConvNDThunk):
     REFERENCE is the scatter loop; IM2COL is col = W_g^T x_g then col2vol."""
     kind: ClassVar[str] = "ConvTransposeND"
     transposed: ClassVar[bool] = True
+
+
+# ---------------------------------------------------------------------------
+# --- pooling / resize / im2col ---
+# ---------------------------------------------------------------------------
+
+def _int64_view(view, s):
+    return view(s).view(np.int64)
+
+
+@dataclass(frozen=True)
+class WindowDims:
+    """Canonical sliding-window geometry shared by pooling, im2col and col2im:
+    N-d padded to 3 spatial axes (d, h, w); a missing leading axis has size,
+    out, kernel, stride and dilation 1 and no padding.  `out` is the number of
+    window positions per axis (pool output / im2col blocks)."""
+    n: int
+    c: int
+    size: Tuple[int, int, int]
+    out: Tuple[int, int, int]
+    kernel: Tuple[int, int, int]
+    stride: Tuple[int, int, int]
+    pads_begin: Tuple[int, int, int]
+    pads_end: Tuple[int, int, int]
+    dilation: Tuple[int, int, int]
+
+    @classmethod
+    def from_nd(cls, n, c, size, out, kernel, stride, pads_begin, pads_end, dilation):
+        def pad3(v, fill):
+            v = tuple(int(i) for i in v)
+            return (fill,) * (3 - len(v)) + v
+        return cls(int(n), int(c), pad3(size, 1), pad3(out, 1), pad3(kernel, 1), pad3(stride, 1),
+                   pad3(pads_begin, 0), pad3(pads_end, 0), pad3(dilation, 1))
+
+    def as_tuple(self):
+        """Flat (n, c, size*3, out*3, kernel*3, stride*3, pb*3, pe*3, dil*3), the kernels' Win."""
+        return (self.n, self.c, *self.size, *self.out, *self.kernel, *self.stride,
+                *self.pads_begin, *self.pads_end, *self.dilation)
+
+    def __repr__(self):
+        def ax(v):
+            return "x".join(str(i) for i in v)
+        return (f"n={self.n} c={self.c} {ax(self.size)}->{ax(self.out)} k={ax(self.kernel)} "
+                f"s={ax(self.stride)} p={ax(self.pads_begin)}/{ax(self.pads_end)} d={ax(self.dilation)}")
+
+
+@dataclass(frozen=True, repr=False)
+class PoolThunk(Thunk):
+    """Window max/avg pool.  `indices` (int64, optional) receives the argmax
+    per output: within the (n, c) plane (indices_mode 1, PyTorch) or over the
+    whole input (2, ONNX).  Avg scratch: one double line per thread."""
+    x: Slice
+    y: Slice
+    indices: Optional[Slice]
+    scratch: Optional[Slice]
+    dims: WindowDims
+    pool_kind: int            # _pool.POOL_MAX | POOL_AVG
+    count_include_pad: bool
+    divisor_override: int
+    indices_mode: int
+    w_chunk: int
+    max_threads: int
+
+    kind: ClassVar[str] = "Pool"
+    reads: ClassVar[tuple] = ("x",)
+    writes: ClassVar[tuple] = ("y", "indices")
+    scratch_fields: ClassVar[tuple] = ("scratch",)
+
+    def bind(self, view):
+        return _pool.PoolLaunch(
+            view(self.x), view(self.y), _int64_view(view, self.indices) if self.indices else None,
+            view(self.scratch) if self.scratch else None, self.dims.as_tuple(), self.pool_kind,
+            self.count_include_pad, self.divisor_override, self.indices_mode, self.w_chunk, self.max_threads)
+
+
+@dataclass(frozen=True, repr=False)
+class GlobalPoolThunk(Thunk):
+    """Global max/avg over `spatial` contiguous values of each of `planes`."""
+    x: Slice
+    y: Slice
+    scratch: Slice
+    planes: int
+    spatial: int
+    pool_kind: int            # _pool.POOL_MAX | POOL_AVG
+
+    kind: ClassVar[str] = "GlobalPool"
+    reads: ClassVar[tuple] = ("x",)
+    writes: ClassVar[tuple] = ("y",)
+    scratch_fields: ClassVar[tuple] = ("scratch",)
+
+    def bind(self, view):
+        return _pool.GlobalPoolLaunch(view(self.x), view(self.y), view(self.scratch), self.planes,
+                                      self.spatial, self.pool_kind)
+
+
+@dataclass(frozen=True, repr=False)
+class ResizeNearestThunk(Thunk):
+    """Nearest resize as a per-axis gather; `tables` is a constant of int32
+    source indices [td | th | tw] (axes padded to 3, missing ones [0])."""
+    x: Slice
+    y: Slice
+    tables: Slice
+    planes: int
+    size: Tuple[int, int, int]
+    out: Tuple[int, int, int]
+
+    kind: ClassVar[str] = "ResizeNearest"
+    reads: ClassVar[tuple] = ("x", "tables")
+    writes: ClassVar[tuple] = ("y",)
+
+    def bind(self, view):
+        return _resize.ResizeNearestLaunch(view(self.x), view(self.y), view(self.tables), self.planes,
+                                           self.size, self.out)
+
+
+@dataclass(frozen=True, repr=False)
+class ResizeNearest2xThunk(Thunk):
+    """[planes, h, w] -> [planes, 2h, 2w], each pixel repeated 2x2."""
+    x: Slice
+    y: Slice
+    planes: int
+    h: int
+    w: int
+
+    kind: ClassVar[str] = "ResizeNearest2x"
+    reads: ClassVar[tuple] = ("x",)
+    writes: ClassVar[tuple] = ("y",)
+
+    def bind(self, view):
+        return _resize.ResizeNearest2xLaunch(view(self.x), view(self.y), self.planes, self.h, self.w)
+
+
+@dataclass(frozen=True, repr=False)
+class Im2ColThunk(Thunk):
+    """Patch matrix of x, layout _im2col.LAYOUT_ROWS ([N*L, C*K]) or LAYOUT_ONNX ([N, C*K, L])."""
+    x: Slice
+    col: Slice
+    dims: WindowDims
+    layout: int
+
+    kind: ClassVar[str] = "Im2Col"
+    reads: ClassVar[tuple] = ("x",)
+    writes: ClassVar[tuple] = ("col",)
+
+    def bind(self, view):
+        return _im2col.Im2ColLaunch(view(self.x), view(self.col), self.dims.as_tuple(), self.layout)
+
+
+@dataclass(frozen=True, repr=False)
+class Col2ImThunk(Thunk):
+    """Adjoint of Im2Col: x[n, c, ...] = sum of the patch entries that read it."""
+    col: Slice
+    x: Slice
+    scratch: Slice
+    dims: WindowDims
+    layout: int
+    max_threads: int
+
+    kind: ClassVar[str] = "Col2Im"
+    reads: ClassVar[tuple] = ("col",)
+    writes: ClassVar[tuple] = ("x",)
+    scratch_fields: ClassVar[tuple] = ("scratch",)
+
+    def bind(self, view):
+        return _im2col.Col2ImLaunch(view(self.col), view(self.x), view(self.scratch), self.dims.as_tuple(),
+                                    self.layout, self.max_threads)
