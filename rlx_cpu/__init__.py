@@ -17,6 +17,8 @@ from .ir import Graph, Node
 from .plan import Plan, RunContext
 from .threads import get_num_threads, set_num_threads
 from .config import show_config
+# --- ONNX import (onnx itself is imported lazily, inside from_onnx) ---
+from .onnx_import import from_onnx, import_onnx
 
 __all__ = [
     "__version__", "Graph", "Node", "Plan", "RunContext", "compile",
@@ -27,4 +29,6 @@ __all__ = [
     "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
     "global_avg_pool", "global_max_pool", "upsample_nearest2x", "interpolate",
     "im2col", "col2im", "unfold", "fold",
+    # --- ONNX import ---
+    "from_onnx", "import_onnx",
 ]

@@ -60,14 +60,14 @@ def from_onnx(model, *, constants=None, input_shapes=None, conv_algorithm="auto"
     conv_algorithm, num_threads, reuse_arena: as :func:`rlx_cpu.compile`.
 
     ``plan.run`` takes the ONNX input names and returns the outputs in the
-    graph's order (float32; MaxPool ``Indices`` as int64).
+    order of the model's graph outputs (float32; MaxPool ``Indices`` int64).
+    :func:`import_onnx` gives the graph and the output names without compiling.
     """
     from .compiler import compile as _compile
 
     imported = import_onnx(model, constants=constants, input_shapes=input_shapes)
-    plan = _compile(imported.graph, conv_algorithm=conv_algorithm, num_threads=num_threads,
+    return _compile(imported.graph, conv_algorithm=conv_algorithm, num_threads=num_threads,
                     reuse_arena=reuse_arena)
-    return OnnxPlan(plan, imported.output_names, imported.output_dtypes)
 
 
 @dataclass
@@ -96,42 +96,6 @@ def load_model(model):
     if isinstance(model, (str, os.PathLike)):
         return onnx.load(os.fspath(model))
     raise TypeError(f"from_onnx: model must be a path, bytes or an onnx.ModelProto, got {type(model).__name__}")
-
-
-class OnnxPlan:
-    """A compiled ONNX model: a :class:`~rlx_cpu.Plan` plus the model's output
-    names and dtypes.  ``run`` and ``run_into`` behave as the Plan's; outputs
-    the model declares as integers (MaxPool ``Indices``) come back as int64."""
-
-    def __init__(self, plan, output_names, output_dtypes):
-        self.plan = plan
-        self.output_names = list(output_names)
-        self.output_dtypes = list(output_dtypes)
-
-    def __getattr__(self, name):          # facts and profile() come from the Plan
-        return getattr(self.plan, name)
-
-    def __repr__(self):
-        return f"OnnxPlan(outputs={self.output_names})\n{self.plan!r}"
-
-    def run(self, inputs, context=None):
-        outs = self.plan.run(inputs, context)
-        return [o if dt == np.float32 else _to_int(o, dt) for o, dt in zip(outs, self.output_dtypes)]
-
-    def run_into(self, inputs, outputs, context=None):
-        """As Plan.run_into; integer outputs are written into int64 arrays."""
-        staged = [o if dt == np.float32 else np.empty(o.shape, np.float32)
-                  for o, dt in zip(outputs, self.output_dtypes)]
-        self.plan.run_into(inputs, staged, context)
-        for dst, src, dt in zip(outputs, staged, self.output_dtypes):
-            if dst is not src:
-                np.copyto(dst, _to_int(src, dt))
-        return outputs
-
-
-def _to_int(a, dtype):
-    # Integer outputs (indices) are computed exactly in float32 (< 2**24).
-    return np.rint(a).astype(dtype)
 
 
 # ---------------------------------------------------------------------------
@@ -260,9 +224,11 @@ class _Importer:
             node = self._const_nodes[name] = self.graph.constant(v, name=self._fresh(name))
         return node
 
-    def _fresh(self, name):
+    def _fresh(self, name, suffixes=()):
+        """`name`, or name.1, name.2 ... if the graph already has it (or
+        name + any of the suffixes, for ops that add derived nodes)."""
         base, i = name, 0
-        while name in self.graph._names:
+        while any(n in self.graph._names for n in (name, *(name + sfx for sfx in suffixes))):
             i += 1
             name = f"{base}.{i}"
         return name
@@ -382,16 +348,11 @@ class _Importer:
 
     def _output_dtype(self, vi, node):
         declared = _elem_dtype(vi)
-        produced = self._int_outputs.get(vi.name, np.float32) if hasattr(self, "_int_outputs") else np.float32
+        produced = np.dtype(node.dtype)
         if declared is not None and declared != produced:
             raise NotImplementedError(f"from_onnx: graph output {vi.name!r} is declared {declared}, the op "
-                                      f"producing it gives {np.dtype(produced)}")
-        return np.dtype(produced)
-
-    def mark_int_output(self, name, dtype=np.int64):
-        if not hasattr(self, "_int_outputs"):
-            self._int_outputs = {}
-        self._int_outputs[name] = np.dtype(dtype)
+                                      f"producing it gives {produced}")
+        return produced
 
     def _convert(self, node):
         onnx = _onnx()
@@ -565,18 +526,138 @@ def _conv(nc):
     nc.imp.set_output(nc.out_name(), y)
 
 
-CONVERTERS = {
-    "Identity": _identity,
-    "Constant": _constant,
-    "Conv": _conv,
-}
+def _conv_transpose(nc):
+    nc.check_attrs(("auto_pad", "dilations", "group", "kernel_shape", "output_padding", "output_shape", "pads",
+                    "strides"))
+    x = nc.tensor(0, "X")
+    w = nc.tensor(1, "W")
+    b = nc.optional_tensor(2, "B")
+    nsp = _spatial_rank(nc, x)
+    if len(w.shape) != nsp + 2:
+        raise ValueError(f"{nc.where}: W must have rank {nsp + 2}, got {list(w.shape)} for X {list(x.shape)}")
+    kernel = nc.ints("kernel_shape", nsp, tuple(w.shape[2:]))
+    if kernel != tuple(w.shape[2:]):
+        raise ValueError(f"{nc.where}: kernel_shape {list(kernel)} does not match W {list(w.shape)}")
+    strides = nc.ints("strides", nsp, (1,) * nsp)
+    dilations = nc.ints("dilations", nsp, (1,) * nsp)
+    output_padding = nc.ints("output_padding", nsp, (0,) * nsp)
+    group = int(nc.attr("group", 1))
+    padding = _window_padding(nc, nsp)
+    output_shape = nc.attr("output_shape")
+    if output_shape is not None:
+        output_shape = tuple(int(v) for v in output_shape)
+        if not isinstance(padding, str) and any(p for pair in padding for p in pair):
+            # The spec derives the pads from output_shape (ignoring pads); the
+            # reference implementation crops with the given pads instead.
+            nc.unsupported("output_shape", list(output_shape),
+                           "together with non-zero pads: ONNX's spec and reference implementation disagree")
+        if not isinstance(padding, str):
+            padding = 0
+    method = _graph_method(nc, f"conv_transpose{nsp}d")
+    y = method(x, w, b, stride=strides, padding=padding, output_padding=output_padding, groups=group,
+               dilation=dilations, output_shape=output_shape, name=nc.imp._fresh(nc.out_name()))
+    nc.imp.set_output(nc.out_name(), y)
 
-# (lowest, highest) since_version each converter implements; None = any later.
-SUPPORTED_VERSIONS = {
-    "Identity": (1, None),
-    "Constant": (1, None),
-    "Conv": (1, 22),
-}
+
+def _pool_common(nc, nsp):
+    kernel = nc.attr("kernel_shape")
+    if kernel is None:
+        raise ValueError(f"{nc.where}: attribute kernel_shape is required")
+    kernel = nc.ints("kernel_shape", nsp, None)
+    strides = nc.ints("strides", nsp, (1,) * nsp)
+    dilations = nc.ints("dilations", nsp, (1,) * nsp)
+    ceil_mode = int(nc.attr("ceil_mode", 0))
+    if ceil_mode not in (0, 1):
+        raise ValueError(f"{nc.where}: attribute ceil_mode must be 0 or 1, got {ceil_mode}")
+    padding = _window_padding(nc, nsp)
+    if isinstance(padding, str):
+        auto_pad, padding = ("VALID" if padding == "valid" else padding), 0
+    else:
+        auto_pad = "NOTSET"
+    return kernel, strides, dilations, bool(ceil_mode), padding, auto_pad
+
+
+def _max_pool(nc):
+    allowed = ["auto_pad", "kernel_shape", "pads", "strides"]
+    if nc.version >= 8:
+        allowed.append("storage_order")
+    if nc.version >= 10:
+        allowed += ["ceil_mode", "dilations"]
+    nc.check_attrs(allowed)
+    x = nc.tensor(0, "X")
+    nsp = _spatial_rank(nc, x)
+    kernel, strides, dilations, ceil_mode, padding, auto_pad = _pool_common(nc, nsp)
+    want_indices = len(nc.node.output) > 1 and nc.node.output[1] != ""
+    storage_order = int(nc.attr("storage_order", 0))
+    if storage_order not in (0, 1):
+        raise ValueError(f"{nc.where}: attribute storage_order must be 0 or 1, got {storage_order}")
+    layout = "onnx" if storage_order == 0 else "onnx_colmajor"
+    name = nc.imp._fresh(nc.out_name(), suffixes=(".indices",))
+    res = nc.graph.max_pool(x, kernel, strides, padding, dilations, ceil_mode, return_indices=want_indices,
+                            auto_pad=auto_pad, indices_layout=layout, name=name)
+    if want_indices:
+        y, idx = res
+        nc.imp.set_output(nc.out_name(0), y)
+        nc.imp.set_output(nc.out_name(1), idx)
+    else:
+        nc.imp.set_output(nc.out_name(0), res)
+
+
+def _average_pool(nc):
+    allowed = ["auto_pad", "kernel_shape", "pads", "strides"]
+    if nc.version >= 7:
+        allowed.append("count_include_pad")
+    if nc.version >= 10:
+        allowed.append("ceil_mode")
+    if nc.version >= 19:
+        allowed.append("dilations")
+    nc.check_attrs(allowed)
+    x = nc.tensor(0, "X")
+    nsp = _spatial_rank(nc, x)
+    kernel, strides, dilations, ceil_mode, padding, auto_pad = _pool_common(nc, nsp)
+    include_pad = int(nc.attr("count_include_pad", 0))
+    if include_pad not in (0, 1):
+        raise ValueError(f"{nc.where}: attribute count_include_pad must be 0 or 1, got {include_pad}")
+    y = nc.graph.avg_pool(x, kernel, strides, padding, ceil_mode, bool(include_pad), dilation=dilations,
+                          auto_pad=auto_pad, name=nc.imp._fresh(nc.out_name()))
+    nc.imp.set_output(nc.out_name(), y)
+
+
+def _global_pool(method):
+    def convert(nc):
+        nc.check_attrs(())
+        x = nc.tensor(0, "X")
+        _spatial_rank(nc, x)
+        y = getattr(nc.graph, method)(x, name=nc.imp._fresh(nc.out_name()))
+        nc.imp.set_output(nc.out_name(), y)
+    return convert
+
+
+def _col2im(nc):
+    nc.check_attrs(("dilations", "pads", "strides"))
+    x = nc.tensor(0, "input")
+    image = nc.const(1, "image_shape")
+    block = nc.const(2, "block_shape")
+    if image is None or block is None:
+        raise ValueError(f"{nc.where}: inputs image_shape and block_shape are required")
+    image = tuple(int(v) for v in np.asarray(image).reshape(-1))
+    block = tuple(int(v) for v in np.asarray(block).reshape(-1))
+    nsp = len(image)
+    if len(block) != nsp:
+        raise ValueError(f"{nc.where}: image_shape {list(image)} and block_shape {list(block)} must have the "
+                         "same length")
+    if not 1 <= nsp <= 3:
+        raise NotImplementedError(f"{nc.where}: {nsp} spatial dims (image_shape {list(image)}) are not "
+                                  "supported; 1..3 are")
+    strides = nc.ints("strides", nsp, (1,) * nsp)
+    dilations = nc.ints("dilations", nsp, (1,) * nsp)
+    pads = nc.ints("pads", 2 * nsp, (0,) * (2 * nsp))
+    if any(p < 0 for p in pads):
+        nc.unsupported("pads", list(pads), "negative pads")
+    pairs = tuple((pads[i], pads[nsp + i]) for i in range(nsp))
+    y = nc.graph.col2im_onnx(x, image, block, dilations=dilations, pads=pairs, strides=strides,
+                             name=nc.imp._fresh(nc.out_name()))
+    nc.imp.set_output(nc.out_name(), y)
 
 
 # ---------------------------------------------------------------------------
@@ -626,13 +707,14 @@ def nearest_source_coords(mode, out_size, scale, in_size, roi=None):
 
 
 def nearest_index_table(in_size, out_size, scale, coordinate_mode="half_pixel",
-                        nearest_mode="round_prefer_floor", roi=None):
+                        nearest_mode="round_prefer_floor", roi=None, clamp=True):
     """Input index read by every output index along one axis (int64 array).
 
     -1 marks an output position outside the input, which tf_crop_and_resize
     fills with extrapolation_value; every other mode clamps to [0, in - 1].
     An integer coordinate is used as is; otherwise nearest_mode picks
-    floor(x) or floor(x) + 1 (at exactly .5 by the *_prefer_* rule)."""
+    floor(x) or floor(x) + 1 (at exactly .5 by the *_prefer_* rule).
+    clamp=False returns the raw neighbour index (may lie outside the input)."""
     if nearest_mode not in NEAREST_MODES:
         raise ValueError(f"nearest_mode must be one of {NEAREST_MODES}, got {nearest_mode!r}")
     half = Fraction(1, 2)
@@ -648,7 +730,9 @@ def nearest_index_table(in_size, out_size, scale, coordinate_mode="half_pixel",
             j = lo + (frac > half)
         else:
             j = lo + (frac >= half)
-        if coordinate_mode == "tf_crop_and_resize" and (x < 0 or x > in_size - 1):
+        if not clamp:
+            pass
+        elif coordinate_mode == "tf_crop_and_resize" and (x < 0 or x > in_size - 1):
             j = -1
         else:
             j = min(max(j, 0), in_size - 1)
@@ -667,7 +751,7 @@ def legacy_nearest_index_table(in_size, out_size, scale):
 
 
 def resize_plan(in_shape, *, scales=None, sizes=None, axes=None, keep_aspect_ratio_policy="stretch",
-                coordinate_mode="half_pixel", nearest_mode="round_prefer_floor", roi=None):
+                coordinate_mode="half_pixel", nearest_mode="round_prefer_floor", roi=None, clamp=True):
     """Output shape and per-axis index tables of ONNX Resize-11+ nearest.
 
     Returns (out_shape, tables): tables[d] is None where axis d is unchanged
@@ -735,5 +819,172 @@ def resize_plan(in_shape, *, scales=None, sizes=None, axes=None, keep_aspect_rat
             continue
         if coordinate_mode == "tf_crop_and_resize" and axis_roi is None:
             raise ValueError("coordinate_transformation_mode 'tf_crop_and_resize' needs roi")
-        tables[a] = nearest_index_table(in_shape[a], out[a], scale_f[a], coordinate_mode, nearest_mode, axis_roi)
+        tables[a] = nearest_index_table(in_shape[a], out[a], scale_f[a], coordinate_mode, nearest_mode, axis_roi,
+                                        clamp)
     return tuple(out), tables
+
+
+def _emit_resize(nc, x, out_shape, tables):
+    """Emit a nearest resize from full-rank tables (None = axis unchanged)."""
+    if tables[0] is not None or tables[1] is not None:
+        raise NotImplementedError(
+            f"{nc.where}: resizing the batch or channel axis (input {list(x.shape)} -> {list(out_shape)}) is not "
+            "supported; only spatial axes are")
+    if all(t is None for t in tables):
+        nc.imp.set_output(nc.out_name(), x)      # identity resize
+        return
+    sp = [np.arange(s) if t is None else t for s, t in zip(x.shape[2:], tables[2:])]
+    y = nc.graph.resize_nearest(x, out_shape[2:], sp, name=nc.imp._fresh(nc.out_name()))
+    nc.imp.set_output(nc.out_name(), y)
+
+
+def _nearest_mode_attr(nc):
+    mode = nc.attr("mode", "nearest")
+    if mode != "nearest":
+        nc.unsupported("mode", mode, "only 'nearest' is implemented")
+
+
+def _legacy_resize(nc, x, scales):
+    """Upsample-7/9 and Resize-10: output floor(in * scale) and tables as
+    legacy_nearest_index_table (float32 arithmetic, as ONNX Runtime)."""
+    scales = np.asarray(scales, dtype=np.float32).reshape(-1)
+    r = len(x.shape)
+    if scales.size != r:
+        raise ValueError(f"{nc.where}: scales must have one value per input axis ({r}), got {scales.tolist()}")
+    if np.any(~np.isfinite(scales)) or np.any(scales <= 0):
+        raise ValueError(f"{nc.where}: scales must be positive, got {scales.tolist()}")
+    out = tuple(int(np.float32(s) * np.float32(d)) for s, d in zip(scales, x.shape))
+    if any(o < 1 for o in out):
+        raise ValueError(f"{nc.where}: output shape {list(out)} is empty (input {list(x.shape)}, "
+                         f"scales {scales.tolist()})")
+    tables = [None if (s == 1 and o == d) else legacy_nearest_index_table(d, o, s)
+              for s, o, d in zip(scales, out, x.shape)]
+    _emit_resize(nc, x, out, tables)
+
+
+def _upsample(nc):
+    if nc.version == 1:
+        nc.check_attrs(("height_scale", "mode", "width_scale"))
+    elif nc.version == 7:
+        nc.check_attrs(("mode", "scales"))
+    else:
+        nc.check_attrs(("mode",))
+    _nearest_mode_attr(nc)
+    x = nc.tensor(0, "X")
+    if nc.version == 1:
+        if len(x.shape) != 4:
+            raise ValueError(f"{nc.where}: Upsample-1 takes a rank-4 input, got {list(x.shape)}")
+        scales = [1.0, 1.0, float(nc.attr("height_scale", 1.0)), float(nc.attr("width_scale", 1.0))]
+    elif nc.version == 7:
+        scales = nc.attr("scales")
+        if scales is None:
+            raise ValueError(f"{nc.where}: attribute scales is required")
+    else:
+        scales = nc.const(1, "scales")
+        if scales is None:
+            raise ValueError(f"{nc.where}: input scales is required")
+    if np.any(np.asarray(scales, dtype=np.float32) < 1):
+        raise ValueError(f"{nc.where}: Upsample scales must be >= 1, got {np.asarray(scales).tolist()}")
+    _legacy_resize(nc, x, scales)
+
+
+def _resize(nc):
+    if nc.version == 10:
+        nc.check_attrs(("mode",))
+        _nearest_mode_attr(nc)
+        x = nc.tensor(0, "X")
+        scales = nc.const(1, "scales")
+        if scales is None:
+            raise ValueError(f"{nc.where}: input scales is required")
+        _legacy_resize(nc, x, scales)
+        return
+    allowed = ["coordinate_transformation_mode", "cubic_coeff_a", "exclude_outside", "extrapolation_value",
+               "mode", "nearest_mode"]
+    if nc.version >= 18:
+        allowed += ["antialias", "axes", "keep_aspect_ratio_policy"]
+    nc.check_attrs(allowed)
+    _nearest_mode_attr(nc)
+    x = nc.tensor(0, "X")
+    r = len(x.shape)
+    ctm = nc.attr("coordinate_transformation_mode", "half_pixel")
+    modes = COORDINATE_MODES if nc.version >= 19 else tuple(m for m in COORDINATE_MODES
+                                                              if m != "half_pixel_symmetric")
+    if ctm not in modes:
+        raise ValueError(f"{nc.where}: coordinate_transformation_mode must be one of {list(modes)}, got {ctm!r}")
+    nearest_mode = nc.attr("nearest_mode", "round_prefer_floor")
+    if nearest_mode not in NEAREST_MODES:
+        raise ValueError(f"{nc.where}: nearest_mode must be one of {list(NEAREST_MODES)}, got {nearest_mode!r}")
+    if int(nc.attr("antialias", 0)):
+        nc.unsupported("antialias", 1, "antialiasing applies to linear and cubic modes only")
+    policy = nc.attr("keep_aspect_ratio_policy", "stretch")
+    axes = nc.attr("axes")
+    exclude_outside = int(nc.attr("exclude_outside", 0))
+    extrapolation_value = float(nc.attr("extrapolation_value", 0.0))
+    roi = nc.const(1, "roi")
+    scales = nc.const(2, "scales")
+    sizes = nc.const(3, "sizes")
+    if scales is not None and scales.size == 0:
+        scales = None                # Resize-11/13 exporters pass an empty scales with sizes
+    if sizes is not None and sizes.size == 0:
+        sizes = None
+    if (scales is None) == (sizes is None):
+        raise ValueError(f"{nc.where}: exactly one of the inputs scales and sizes must be given")
+    if ctm != "tf_crop_and_resize" or (roi is not None and roi.size == 0):
+        roi = None
+    try:
+        out, tables = resize_plan(x.shape, scales=scales, sizes=sizes, axes=axes,
+                                  keep_aspect_ratio_policy=policy if sizes is not None else "stretch",
+                                  coordinate_mode=ctm, nearest_mode=nearest_mode, roi=roi)
+    except ValueError as e:
+        raise ValueError(f"{nc.where}: {e}") from None
+    if any(t is not None and (t < 0).any() for t in tables):
+        nc.unsupported("coordinate_transformation_mode", ctm,
+                       f"output positions outside the roi {np.asarray(roi).tolist()} would need "
+                       f"extrapolation_value={extrapolation_value} filled in, which the resize kernel does not do")
+    if exclude_outside:
+        unclamped = resize_plan(x.shape, scales=scales, sizes=sizes, axes=axes,
+                                keep_aspect_ratio_policy=policy if sizes is not None else "stretch",
+                                coordinate_mode=ctm, nearest_mode=nearest_mode, roi=roi, clamp=False)[1]
+        if any(t is not None and ((t < 0) | (t >= d)).any() for t, d in zip(unclamped, x.shape)):
+            nc.unsupported("exclude_outside", exclude_outside,
+                           "some nearest neighbours fall outside the input, which ONNX then sets to 0")
+    _emit_resize(nc, x, out, tables)
+
+
+CONVERTERS = {
+    "Identity": _identity,
+    "Constant": _constant,
+    "Conv": _conv,
+    "ConvTranspose": _conv_transpose,
+    "MaxPool": _max_pool,
+    "AveragePool": _average_pool,
+    "GlobalAveragePool": _global_pool("global_avg_pool"),
+    "GlobalMaxPool": _global_pool("global_max_pool"),
+    "Resize": _resize,
+    "Upsample": _upsample,
+    "Col2Im": _col2im,
+}
+
+# (lowest, highest) since_version each converter implements; None = any later
+# version (ops whose later versions only add data types we do not run anyway).
+SUPPORTED_VERSIONS = {
+    "Identity": (1, None),
+    "Constant": (1, None),
+    "Conv": (1, 22),
+    "ConvTranspose": (1, 22),
+    "MaxPool": (1, 22),
+    "AveragePool": (1, 22),
+    "GlobalAveragePool": (1, 22),
+    "GlobalMaxPool": (1, 22),
+    "Resize": (10, 19),
+    "Upsample": (1, 10),
+    "Col2Im": (18, 18),
+}
+
+# Input positions whose values set shapes or index tables: they must be
+# compile-time arrays (initializers, Constant outputs or from_onnx constants).
+PARAMETER_INPUTS = {
+    "Resize": (1, 2, 3),        # Resize-10: scales; 11+: roi, scales, sizes
+    "Upsample": (1,),           # scales
+    "Col2Im": (1, 2),           # image_shape, block_shape
+}
