@@ -193,7 +193,8 @@ def compile_pool(ctx, node):
         assert inode.op == "pool_indices" and inode.inputs == (node.id,), inode
         if ctx.is_live(inode.id):
             indices = ctx.buf(inode.id)
-            mode = _pool.INDICES_ONNX if a.indices == "onnx" else _pool.INDICES_PLANE
+            mode = {"onnx": _pool.INDICES_ONNX, "onnx_colmajor": _pool.INDICES_ONNX_COL}.get(
+                a.indices, _pool.INDICES_PLANE)
     scratch = ctx.scratch(4 * _pool.scratch_floats(kind, w_chunk, t), node.name + ".scratch")
     ctx.emit(PoolThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), indices, scratch, dims, kind,
                        a.count_include_pad, a.divisor_override, mode, w_chunk, t))

@@ -64,7 +64,7 @@ class PoolAttrs:
     ceil_mode: bool
     count_include_pad: bool   # avg: divide by the taps inside the padded input
     divisor_override: int     # avg: fixed divisor, 0 = none
-    indices: str              # max: 'none' | 'plane' (PyTorch) | 'onnx' (flat over N, C, ...)
+    indices: str              # max: 'none' | 'plane' (PyTorch) | 'onnx' (flat over N, C, ...) | 'onnx_colmajor'
 
     @property
     def ndim(self):
@@ -454,8 +454,9 @@ class Graph:
                     or divisor_override < 1:
                 raise ValueError(f"{op}: divisor_override must be a positive integer or None, "
                                  f"got {divisor_override!r}")
-        if indices_layout not in ("plane", "onnx"):
-            raise ValueError(f"{op}: indices_layout must be 'plane' or 'onnx', got {indices_layout!r}")
+        if indices_layout not in ("plane", "onnx", "onnx_colmajor"):
+            raise ValueError(f"{op}: indices_layout must be 'plane', 'onnx' or 'onnx_colmajor', "
+                             f"got {indices_layout!r}")
         ctx = f"input {_fmt(xs)}, kernel {kernel}, stride {stride}, dilation {dilation}, pads {begin}/{end}"
         out_sp = []
         for i in range(nsp):
@@ -490,7 +491,9 @@ class Graph:
         (begin, end) pairs; auto_pad: ONNX 'SAME_UPPER' / 'SAME_LOWER' / 'VALID'.
         return_indices: also return an int64 indices node, flat within each
         (n, c) plane (PyTorch) or, with indices_layout='onnx', flat over the
-        whole [N, C, *spatial] tensor (ONNX MaxPool, storage_order 0)."""
+        whole [N, C, *spatial] tensor (ONNX MaxPool, storage_order 0);
+        'onnx_colmajor': plane offset plus the spatial index in column-major
+        order, first spatial axis fastest (ONNX storage_order 1)."""
         return self._pool("max_pool", "max", None, x, kernel_size, stride, padding, dilation, ceil_mode,
                           return_indices=return_indices, auto_pad=auto_pad, indices_layout=indices_layout,
                           name=name)

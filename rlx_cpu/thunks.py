@@ -313,7 +313,8 @@ class WindowDims:
 class PoolThunk(Thunk):
     """Window max/avg pool.  `indices` (int64, optional) receives the argmax
     per output: within the (n, c) plane (indices_mode 1, PyTorch) or over the
-    whole input (2, ONNX).  Avg scratch: one double line per thread."""
+    whole input (2, ONNX; 3, ONNX storage_order=1, column-major spatial index).
+    Avg scratch: one double line per thread."""
     x: Slice
     y: Slice
     indices: Optional[Slice]
