@@ -679,7 +679,7 @@ def nearest_source_coords(mode, out_size, scale, in_size, roi=None):
     Exact arithmetic decides rounding ties as the formulas mean them; float64
     can land an ulp off an integer (the reference then rounds the other way
     in rare half_pixel_symmetric cases, where ONNX Runtime agrees with us)."""
-    scale = Fraction(scale)
+    scale = scale if isinstance(scale, Fraction) else Fraction(float(scale))
     half = Fraction(1, 2)
     out_width = scale * in_size              # not always an integer
     ys = range(out_size)
@@ -690,7 +690,7 @@ def nearest_source_coords(mode, out_size, scale, in_size, roi=None):
     if mode == "asymmetric":
         return [y / scale for y in ys]
     if mode == "tf_crop_and_resize":
-        start, end = Fraction(roi[0]), Fraction(roi[1])
+        start, end = (v if isinstance(v, Fraction) else Fraction(float(v)) for v in roi)
         if out_width == 1:
             return [(end - start) * (in_size - 1) / 2 + start * (in_size - 1)] * out_size
         return [y * (end - start) * (in_size - 1) / (out_width - 1) + start * (in_size - 1) for y in ys]
