@@ -381,7 +381,14 @@ class _Importer:
             if name and name not in self.values:
                 raise ValueError(f"node {label!r} ({node.op_type}): input {i} {name!r} is not defined by any "
                                  "earlier node, initializer or graph input")
-        conv(NodeContext(self, node, version))
+        nc = NodeContext(self, node, version)
+        try:
+            conv(nc)
+        except (ValueError, TypeError) as e:
+            # Graph-method errors name the graph op; say which ONNX node it was.
+            if str(e).startswith(nc.where):
+                raise
+            raise type(e)(f"{nc.where}: {e}") from e
 
 
 # -- small helpers about ValueInfoProto ----------------------------------------
@@ -826,6 +833,8 @@ def resize_plan(in_shape, *, scales=None, sizes=None, axes=None, keep_aspect_rat
 
 def _emit_resize(nc, x, out_shape, tables):
     """Emit a nearest resize from full-rank tables (None = axis unchanged)."""
+    tables = [None if t is not None and len(t) == d and np.array_equal(t, np.arange(d)) else t
+              for t, d in zip(tables, x.shape)]
     if tables[0] is not None or tables[1] is not None:
         raise NotImplementedError(
             f"{nc.where}: resizing the batch or channel axis (input {list(x.shape)} -> {list(out_shape)}) is not "

@@ -759,6 +759,27 @@ def test_invalid_models_raise_value_errors():
         rlx_cpu.from_onnx(m)
 
 
+def test_graph_errors_name_the_onnx_node():
+    m = one_node_model("Conv", (1, 3, 5, 5), {}, extra_inputs=[("W", None)],
+                       initializers={"W": np.ones((2, 2, 3, 3), np.float32)})
+    with pytest.raises(ValueError, match=r"node 'y' \(Conv-22\): conv2d: channel mismatch"):
+        rlx_cpu.from_onnx(m)
+
+
+def test_outputs_may_alias_inputs_and_each_other():
+    nodes = [helper.make_node("Identity", ["x"], ["y"]), helper.make_node("GlobalMaxPool", ["x"], ["z"]),
+             helper.make_node("Resize", ["x", "", "s"], ["r"], mode="nearest")]
+    m = make_model(nodes, [("x", F32, [1, 2, 3, 3])], [("y", F32, None), ("z", F32, None), ("x", F32, None),
+                                                       ("r", F32, None)],
+                   {"s": np.ones(4, np.float32)}, opset=13)
+    x = _rng("alias").standard_normal((1, 2, 3, 3)).astype(np.float32)
+    y, z, x2, r = rlx_cpu.from_onnx(m).run({"x": x})
+    np.testing.assert_array_equal(y, x)
+    np.testing.assert_array_equal(x2, x)
+    np.testing.assert_array_equal(r, x)          # an identity Resize is an alias
+    np.testing.assert_array_equal(z, x.max(axis=(2, 3), keepdims=True))
+
+
 def test_missing_onnx_gives_import_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "onnx", None)
     with pytest.raises(ImportError, match=r"from_onnx needs the 'onnx' package"):
