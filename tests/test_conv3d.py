@@ -93,6 +93,25 @@ def test_conv3d_fast_vs_reference_and_threads(n, groups):
     assert R.rel_error(fast2, want) <= TOL
 
 
+@pytest.mark.parametrize("n", [1, 3])
+def test_conv3d_column_blocks(n):
+    """A patch matrix larger than one block is built block by block (blocks
+    cut grid lines at arbitrary places); every block count gives the result."""
+    rng = np.random.default_rng(60 + n)
+    x = _rand(rng, n, 8, 12, 26, 34)
+    w = _rand(rng, 5, 8, 3, 3, 3)
+    b = _rand(rng, 5)
+    want = R.conv_nd(x, w, b, pads_begin=(1, 0, 1), pads_end=(1, 2, 1))
+    for nthreads in (1, 2):
+        got, plan = _run(x, w, b, "im2col", nthreads, padding=(1, 0, 1, 1, 2, 1))
+        launch = plan.new_context().launches[0]
+        ncol = int(np.prod(got.shape[2:]))
+        assert 0 < launch.block_cols < ncol and ncol % launch.block_cols != 0
+        assert launch.block_cols % 34 != 0 and launch.block_cols % (28 * 34) != 0   # lines get cut
+        assert plan.thunks[0].scratch.nbytes < 4 * 8 * 27 * ncol                    # never the whole matrix
+        assert R.rel_error(got, want) <= TOL
+
+
 @pytest.mark.parametrize("n", [1, 2])
 def test_conv3d_pointwise_skips_scratch(n):
     rng = np.random.default_rng(7)

@@ -106,6 +106,22 @@ def test_conv_transpose_fast_vs_reference_and_threads(nsp, n, groups):
     assert R.rel_error(fast2, want) <= TOL
 
 
+def test_conv_transpose_column_blocks():
+    """A huge patch matrix is made block by block (each block: one GEMM, then
+    col2vol); the result does not change."""
+    rng = np.random.default_rng(70)
+    x = _rand(rng, 1, 4, 12, 28, 34)
+    w = _rand(rng, 4, 32, 3, 3, 3)
+    b = _rand(rng, 32)
+    want = R.conv_transpose_nd(x, w, b, stride=(1, 2, 1), pads_begin=(1, 0, 2), pads_end=(0, 1, 1))
+    for nthreads in (1, 2):
+        got, plan, _ = _run(3, x, w, b, "im2col", nthreads, stride=(1, 2, 1), padding=(1, 0, 2, 0, 1, 1))
+        launch = plan.new_context().launches[0]
+        ncol = 12 * 28 * 34
+        assert 0 < launch.block_cols < ncol and ncol % launch.block_cols != 0
+        assert R.rel_error(got, want) <= TOL
+
+
 @pytest.mark.parametrize("nsp,n", [(1, 1), (2, 1), (2, 3), (3, 1)])
 def test_conv_transpose_pointwise_writes_output_directly(nsp, n):
     rng = np.random.default_rng(nsp + n)
