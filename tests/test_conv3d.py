@@ -164,13 +164,19 @@ def test_select_convnd_algorithm_rules():
 
 
 def test_huge_patch_matrix_falls_back_to_reference():
-    # 64 * 27 * 600^3 floats of vol2col: far beyond the 512 Mi-float cap
-    big = _dims(c_in=64, sp=(602, 602, 602))
-    assert select_convnd_algorithm(big, flags=ConvFlags()) == ConvAlgorithm.REFERENCE
-    with pytest.raises(ValueError, match="patch matrix of at most"):
-        select_convnd_algorithm(big, "im2col", ConvFlags())
-    # and for conv-transpose the patch matrix is C_out/g * k^3 x input points
-    assert select_convnd_algorithm(big, flags=ConvFlags(), transposed=True) == ConvAlgorithm.REFERENCE
+    # A 600^3 volume is fine: the patch matrix is built in column blocks.
+    big_volume = _dims(c_in=64, sp=(602, 602, 602))
+    for transposed in (False, True):
+        assert select_convnd_algorithm(big_volume, flags=ConvFlags(), transposed=transposed) == \
+            ConvAlgorithm.IM2COL
+    # 2^20 channels x 27 taps = 28 M rows: even 64-column blocks exceed the
+    # 512 Mi-float scratch cap (the ISTFT-head lesson), so the reference runs.
+    many_rows = _dims(c_in=2 ** 20, c_out=2 ** 20, sp=(10, 10, 10))
+    for transposed in (False, True):
+        assert select_convnd_algorithm(many_rows, flags=ConvFlags(), transposed=transposed) == \
+            ConvAlgorithm.REFERENCE
+        with pytest.raises(ValueError, match="at most 536870912 floats of patch-matrix scratch"):
+            select_convnd_algorithm(many_rows, "im2col", ConvFlags(), transposed=transposed)
 
 
 def test_fast_conv_env_off_selects_reference(monkeypatch):
