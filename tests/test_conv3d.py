@@ -4,12 +4,15 @@ import numpy as np
 import pytest
 
 import rlx_cpu as rc
+from rlx_cpu import _runtime
 from rlx_cpu.algorithms import ConvAlgorithm, ConvFlags, select_convnd_algorithm
 from rlx_cpu.thunks import ConvNDDims
 
 import reference as R
 
 TOL = 1e-4
+# Thread-split assertions need a build with OpenMP (without it every plan has 1 thread).
+needs_openmp = pytest.mark.skipif(not _runtime.openmp_enabled(), reason="built without OpenMP")
 
 
 def _rand(rng, *shape):
@@ -73,6 +76,7 @@ def test_conv3d_matches_reference(seed, algo):
         assert R.rel_error(got, want) <= TOL, (seed, algo, nthreads)
 
 
+@needs_openmp
 @pytest.mark.parametrize("n,groups", [(1, 1), (1, 2), (4, 1), (3, 2)])
 def test_conv3d_fast_vs_reference_and_threads(n, groups):
     rng = np.random.default_rng(100 + n * 10 + groups)
