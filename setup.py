@@ -133,13 +133,25 @@ def _extensions():
         )
         for name in KERNEL_MODULES
     ]
-    # A debug build must never reuse C files generated without the checks.
-    return cythonize(
+    # Generated C files must never be reused across a debug/release switch
+    # (in either direction): a stamp records the mode they were made in.
+    stamp = os.path.join("build", "cython_mode")
+    mode = "debug" if DEBUG else "release"
+    try:
+        with open(stamp) as fh:
+            mode_changed = fh.read().strip() != mode
+    except OSError:
+        mode_changed = True
+    out = cythonize(
         exts,
         compiler_directives=directives,
         include_path=[SRC_DIR],
-        force=DEBUG or _env_on("RLX_FORCE_CYTHONIZE"),
+        force=DEBUG or mode_changed or _env_on("RLX_FORCE_CYTHONIZE"),
     )
+    os.makedirs("build", exist_ok=True)
+    with open(stamp, "w") as fh:
+        fh.write(mode)
+    return out
 
 
 setup(ext_modules=_extensions(), cmdclass={"build_ext": BuildExtWithOpenMP})

@@ -156,10 +156,11 @@ def convnd_dims(node, graph):
 def _emit_conv_nd(ctx, node, thunk_cls, op):
     dims = convnd_dims(node, ctx.graph)
     transposed = thunk_cls.transposed
-    algo = select_convnd_algorithm(dims, ctx.conv_algorithm, ctx.flags, op=op, transposed=transposed)
+    t = ctx.num_threads
+    algo = select_convnd_algorithm(dims, ctx.conv_algorithm, ctx.flags, op=op, transposed=transposed,
+                                   nthreads=t)
     x, w = ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1])
     bias = ctx.buf(node.inputs[2]) if len(node.inputs) > 2 else None
-    t = ctx.num_threads
     nfloats = _convnd.scratch_floats(dims.as_tuple(), transposed, algo == ConvAlgorithm.IM2COL, t)
     scratch = ctx.scratch(4 * nfloats, node.name + ".scratch")
     ctx.emit(thunk_cls(node.name, x, w, bias, ctx.buf(node.id), scratch, dims, algo, t))

@@ -401,8 +401,11 @@ class Graph:
 
         padding: as conv (int, per-axis, ONNX begins-then-ends, (begin, end)
         pairs) or an ONNX auto_pad string 'valid' / 'SAME_UPPER' / 'SAME_LOWER'
-        (output = input * stride).  output_size (PyTorch) picks output_padding;
-        output_shape (ONNX) derives the pads instead."""
+        (output = input * stride).  output_size (PyTorch) picks output_padding:
+        each spatial size may be min .. min + max(stride, dilation) - 1, min
+        being the size at output_padding 0 (the output_padding rule; PyTorch's
+        own check stops at min + stride - 1).  output_shape (ONNX) derives the
+        pads instead, as ONNX ConvTranspose does."""
         return self._conv_transpose("conv_transpose1d", 1, x, weight, bias, stride, padding, output_padding,
                                     groups, dilation, output_size, output_shape, name)
 

@@ -4,12 +4,15 @@ import numpy as np
 import pytest
 
 import rlx_cpu as rc
+from rlx_cpu import _runtime
 from rlx_cpu.algorithms import ConvAlgorithm, ConvFlags, select_convnd_algorithm
 from rlx_cpu.thunks import ConvNDDims
 
 import reference as R
 
 TOL = 1e-4
+# Thread-split assertions need a build with OpenMP (without it every plan has 1 thread).
+needs_openmp = pytest.mark.skipif(not _runtime.openmp_enabled(), reason="built without OpenMP")
 
 
 def _rand(rng, *shape):
@@ -73,6 +76,7 @@ def test_conv3d_matches_reference(seed, algo):
         assert R.rel_error(got, want) <= TOL, (seed, algo, nthreads)
 
 
+@needs_openmp
 @pytest.mark.parametrize("n,groups", [(1, 1), (1, 2), (4, 1), (3, 2)])
 def test_conv3d_fast_vs_reference_and_threads(n, groups):
     rng = np.random.default_rng(100 + n * 10 + groups)
@@ -91,6 +95,25 @@ def test_conv3d_fast_vs_reference_and_threads(n, groups):
     assert R.rel_error(fast2, fast1) <= TOL
     want = R.conv_nd(x, w, b, stride=(1, 2, 1), pads_begin=1, pads_end=1, dilation=(1, 1, 2), groups=groups)
     assert R.rel_error(fast2, want) <= TOL
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_conv3d_column_blocks(n):
+    """A patch matrix larger than one block is built block by block (blocks
+    cut grid lines at arbitrary places); every block count gives the result."""
+    rng = np.random.default_rng(60 + n)
+    x = _rand(rng, n, 8, 12, 26, 34)
+    w = _rand(rng, 5, 8, 3, 3, 3)
+    b = _rand(rng, 5)
+    want = R.conv_nd(x, w, b, pads_begin=(1, 0, 1), pads_end=(1, 2, 1))
+    for nthreads in (1, 2):
+        got, plan = _run(x, w, b, "im2col", nthreads, padding=(1, 0, 1, 1, 2, 1))
+        launch = plan.new_context().launches[0]
+        ncol = int(np.prod(got.shape[2:]))
+        assert 0 < launch.block_cols < ncol and ncol % launch.block_cols != 0
+        assert launch.block_cols % 34 != 0 and launch.block_cols % (28 * 34) != 0   # lines get cut
+        assert plan.thunks[0].scratch.nbytes < 4 * 8 * 27 * ncol                    # never the whole matrix
+        assert R.rel_error(got, want) <= TOL
 
 
 @pytest.mark.parametrize("n", [1, 2])
@@ -145,13 +168,19 @@ def test_select_convnd_algorithm_rules():
 
 
 def test_huge_patch_matrix_falls_back_to_reference():
-    # 64 * 27 * 600^3 floats of vol2col: far beyond the 512 Mi-float cap
-    big = _dims(c_in=64, sp=(602, 602, 602))
-    assert select_convnd_algorithm(big, flags=ConvFlags()) == ConvAlgorithm.REFERENCE
-    with pytest.raises(ValueError, match="patch matrix of at most"):
-        select_convnd_algorithm(big, "im2col", ConvFlags())
-    # and for conv-transpose the patch matrix is C_out/g * k^3 x input points
-    assert select_convnd_algorithm(big, flags=ConvFlags(), transposed=True) == ConvAlgorithm.REFERENCE
+    # A 600^3 volume is fine: the patch matrix is built in column blocks.
+    big_volume = _dims(c_in=64, sp=(602, 602, 602))
+    for transposed in (False, True):
+        assert select_convnd_algorithm(big_volume, flags=ConvFlags(), transposed=transposed) == \
+            ConvAlgorithm.IM2COL
+    # 2^20 channels x 27 taps = 28 M rows: even 64-column blocks exceed the
+    # 512 Mi-float scratch cap (the ISTFT-head lesson), so the reference runs.
+    many_rows = _dims(c_in=2 ** 20, c_out=2 ** 20, sp=(10, 10, 10))
+    for transposed in (False, True):
+        assert select_convnd_algorithm(many_rows, flags=ConvFlags(), transposed=transposed) == \
+            ConvAlgorithm.REFERENCE
+        with pytest.raises(ValueError, match="at most 536870912 floats of patch-matrix scratch"):
+            select_convnd_algorithm(many_rows, "im2col", ConvFlags(), transposed=transposed)
 
 
 def test_fast_conv_env_off_selects_reference(monkeypatch):

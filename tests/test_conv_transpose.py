@@ -5,11 +5,14 @@ import numpy as np
 import pytest
 
 import rlx_cpu as rc
+from rlx_cpu import _runtime
 from rlx_cpu.algorithms import ConvAlgorithm
 
 import reference as R
 
 TOL = 1e-4
+# Thread-split assertions need a build with OpenMP (without it every plan has 1 thread).
+needs_openmp = pytest.mark.skipif(not _runtime.openmp_enabled(), reason="built without OpenMP")
 OPS = {1: "conv_transpose1d", 2: "conv_transpose2d", 3: "conv_transpose3d"}
 
 
@@ -86,6 +89,7 @@ def test_conv_transpose_matches_reference(seed, algo):
         assert R.rel_error(got, want) <= TOL, (seed, algo, nthreads)
 
 
+@needs_openmp
 @pytest.mark.parametrize("nsp,n,groups", [(1, 1, 1), (2, 1, 1), (2, 1, 2), (2, 4, 1), (3, 1, 1), (3, 2, 3)])
 def test_conv_transpose_fast_vs_reference_and_threads(nsp, n, groups):
     rng = np.random.default_rng(200 + 10 * nsp + n + groups)
@@ -104,6 +108,22 @@ def test_conv_transpose_fast_vs_reference_and_threads(nsp, n, groups):
     assert R.rel_error(fast2, fast1) <= TOL
     want = R.conv_transpose_nd(x, w, b, stride=2, pads_begin=1, pads_end=1, groups=groups, output_padding=1)
     assert R.rel_error(fast2, want) <= TOL
+
+
+def test_conv_transpose_column_blocks():
+    """A huge patch matrix is made block by block (each block: one GEMM, then
+    col2vol); the result does not change."""
+    rng = np.random.default_rng(70)
+    x = _rand(rng, 1, 4, 12, 28, 34)
+    w = _rand(rng, 4, 32, 3, 3, 3)
+    b = _rand(rng, 32)
+    want = R.conv_transpose_nd(x, w, b, stride=(1, 2, 1), pads_begin=(1, 0, 2), pads_end=(0, 1, 1))
+    for nthreads in (1, 2):
+        got, plan, _ = _run(3, x, w, b, "im2col", nthreads, stride=(1, 2, 1), padding=(1, 0, 2, 0, 1, 1))
+        launch = plan.new_context().launches[0]
+        ncol = 12 * 28 * 34
+        assert 0 < launch.block_cols < ncol and ncol % launch.block_cols != 0
+        assert R.rel_error(got, want) <= TOL
 
 
 @pytest.mark.parametrize("nsp,n", [(1, 1), (2, 1), (2, 3), (3, 1)])
@@ -282,6 +302,7 @@ def test_regression_dilation_and_output_padding_not_dropped(nsp):
         assert R.rel_error(got[(Ellipsis,) + (slice(0, 9),) * nsp], plain) > 0.1
 
 
+@needs_openmp
 @pytest.mark.parametrize("nsp", [1, 2, 3])
 def test_regression_batch1_conv_transpose_uses_every_thread(nsp):
     """Upstream ran conv-transpose on one core at batch 1.  At batch 1 with
