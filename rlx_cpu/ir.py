@@ -477,13 +477,12 @@ class Graph:
         attrs = PoolAttrs(kind, kernel, stride, begin, end, dilation, ceil_mode, count_include_pad,
                           int(divisor_override or 0), indices_layout if return_indices else "none")
         shape = (xs[0], xs[1], *out_sp)
-        y = self._add("pool", [x], shape, name, attrs)
+        y = self._add("pool", [x], shape, name if name is not None else f"{op}_{len(self.nodes)}", attrs)
         if not return_indices:
             return y
         # The pool thunk writes both values and indices: the indices node is
         # always the node right after its pool node (see compiler.compile_pool).
-        idx = self._add("pool_indices", [y], shape, None if name is None else name + ".indices",
-                        dtype="int64")
+        idx = self._add("pool_indices", [y], shape, y.name + ".indices", dtype="int64")
         return y, idx
 
     def max_pool(self, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
@@ -555,6 +554,7 @@ class Graph:
         if len(x.shape) < 3:
             raise ValueError(f"{op}: input must have rank >= 3 (N, C, spatial...), got {_fmt(x.shape)}")
         shape = (x.shape[0], x.shape[1]) + (1,) * (len(x.shape) - 2)
+        name = name if name is not None else f"{op}_{len(self.nodes)}"
         return self._add("global_pool", [x], shape, name, GlobalPoolAttrs(kind))
 
     def global_avg_pool(self, x, name=None):
@@ -599,6 +599,7 @@ class Graph:
             arr = np.array(arr, dtype=np.int32)
             arr.setflags(write=False)
             out_tables.append(arr)
+        name = name if name is not None else f"{op}_{len(self.nodes)}"
         return self._add("resize_nearest", [x], (xs[0], xs[1], *sizes), name, ResizeNearestAttrs(tuple(out_tables)))
 
     def upsample_nearest2x(self, x, name=None):
@@ -657,7 +658,9 @@ class Graph:
         if any(s < 1 for s in sizes):
             raise ValueError(f"{op}: output size must be >= 1 on every spatial axis, got {list(sizes)} "
                              f"for input {_fmt(xs)}")
-        tables = [torch_nearest_table(in_sp[i], sizes[i], scales[i], mode) for i in range(nsp)]
+        # PyTorch's 2-D nearest kernel (only) short-cuts out == in and out == 2 in.
+        tables = [torch_nearest_table(in_sp[i], sizes[i], scales[i], mode, shortcuts=nsp == 2)
+                  for i in range(nsp)]
         return self.resize_nearest(x, sizes, tables, name, op=op)
 
     # -- im2col / col2im ------------------------------------------------------
@@ -712,6 +715,8 @@ class Graph:
         if isinstance(output_size, (int, np.integer)) and not isinstance(output_size, bool):
             output_size = (int(output_size),) * 2
         try:
+            if isinstance(output_size, str):
+                raise TypeError
             image = tuple(output_size)
         except TypeError:
             raise TypeError(f"{op}: output_size must be an int or a sequence of ints, got {output_size!r}") from None
@@ -742,6 +747,7 @@ class Graph:
         if ck % k:
             raise ValueError(f"{op}: input columns {ck} are not a multiple of the kernel size K={k} ({ctx})")
         attrs = PatchAttrs(kernel, stride, begin, end, dilation, image, blocks, layout)
+        name = name if name is not None else f"{op}_{len(self.nodes)}"
         return self._add("col2im", [cols], (n, ck // k, *image), name, attrs)
 
     def col2im_onnx(self, x, image_shape, block_shape, dilations=1, pads=0, strides=1, name=None):

@@ -133,7 +133,12 @@ def pool_out_size(size, k, stride, pad_begin, pad_end, dilation, ceil_mode):
 def first_padding_only_window(size, out, k, stride, pad_begin, dilation):
     """Index of the first output whose window has no tap inside [0, size), or
     None.  (Such a window would have no maximum and a zero divisor.)"""
-    for o in range(out):
+    last = dilation * (k - 1)
+    # Only windows that start before the input or end past it can miss it:
+    # a prefix and a suffix of the outputs, so long inputs stay cheap.
+    head = min(out, -(-pad_begin // stride))                    # start < 0
+    tail = max(head, min(out, -(-(size - last + pad_begin) // stride)))   # start + last >= size
+    for o in list(range(head)) + list(range(tail, out)):
         start = o * stride - pad_begin
         if not any(0 <= start + j * dilation < size for j in range(k)):
             return o
@@ -153,18 +158,19 @@ def torch_nearest_scale(in_size, out_size, scale_factor):
     return np.float32(np.float32(in_size) / np.float32(out_size))
 
 
-def torch_nearest_table(in_size, out_size, scale_factor=None, mode="nearest"):
+def torch_nearest_table(in_size, out_size, scale_factor=None, mode="nearest", shortcuts=False):
     """Source index of every output index along one axis, as PyTorch computes it.
 
-    'nearest' (legacy): min(floor(dst * scale), in - 1) with a float32 product
-    (and the exact shortcuts out == in and out == 2 in);
+    'nearest' (legacy): min(floor(dst * scale), in - 1) with a float32 product;
+    with `shortcuts` (PyTorch's 2-D kernel) out == in copies and out == 2 in
+    halves the index whatever the scale factor;
     'nearest-exact':    min(floor(float32((dst + 0.5) * scale)), in - 1)."""
     import numpy as np
     dst = np.arange(out_size, dtype=np.int64)
     if mode == "nearest":
-        if out_size == in_size:
+        if shortcuts and out_size == in_size:
             return dst
-        if out_size == 2 * in_size:
+        if shortcuts and out_size == 2 * in_size:
             return dst >> 1
         scale = torch_nearest_scale(in_size, out_size, scale_factor)
         src = np.floor(dst.astype(np.float32) * scale).astype(np.int64)

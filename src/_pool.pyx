@@ -33,6 +33,16 @@ from _window cimport Win, win_from, out_range, tap_range
 
 import numpy as np
 
+cdef extern from "rlx_omp.h":
+    int RLX_DEBUG_CHECKS
+
+cdef extern from "rlx_pool.h":
+    # y[i], ip[i] := x[i*s], i0 + i*s where x[i*s] beats y[i] (or is NaN); no branches
+    void rlx_argmax_run(float* y, int64_t* ip, const float* x, Py_ssize_t n, Py_ssize_t s,
+                        int64_t i0) noexcept nogil
+    # sum of x[0..n) in double, eight lanes in a fixed order
+    double rlx_sum_f64(const float* x, Py_ssize_t n) noexcept nogil
+
 POOL_MAX = 0
 POOL_AVG = 1
 INDICES_NONE = 0
@@ -54,12 +64,6 @@ cdef enum:
 GLOBAL_CHUNK = G_CHUNK
 
 
-def pool_work_items(tuple dims, Py_ssize_t w_chunk):
-    """Number of work items (line chunks) of a window pool."""
-    cdef Win g = win_from(dims)
-    return int(g.n * g.c * g.out[0] * g.out[1] * ((g.out[2] + w_chunk - 1) // w_chunk))
-
-
 def scratch_floats(int kind, Py_ssize_t w_chunk, int nthreads):
     """Floats of arena scratch a window pool needs: a double line per thread (avg)."""
     if kind == K_AVG:
@@ -75,6 +79,46 @@ def global_scratch_floats(Py_ssize_t planes, Py_ssize_t spatial):
 # ---------------------------------------------------------------------------
 # Window pooling
 # ---------------------------------------------------------------------------
+
+# Runs of one tap over consecutive outputs, on raw pointers (release builds
+# only; debug builds use the indexed loops in _max_line so bounds are
+# checked).  The update is a select, not a branch: on real data "v beats the
+# running max" is unpredictable.  Strides 1 and 2 get their own loops so the
+# compiler sees a constant stride and can vectorise.  The argmax run lives in
+# rlx_pool.h: written in Cython, gcc turned its selects back into branches.
+
+cdef inline void _max_run(float* yp, const float* xp, Py_ssize_t n, Py_ssize_t s) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef float v, cur
+    if s == 1:
+        for i in range(n):
+            v = xp[i]
+            cur = yp[i]
+            yp[i] = v if ((v > cur) | (v != v)) else cur
+    elif s == 2:
+        for i in range(n):
+            v = xp[2 * i]
+            cur = yp[i]
+            yp[i] = v if ((v > cur) | (v != v)) else cur
+    else:
+        for i in range(n):
+            v = xp[i * s]
+            cur = yp[i]
+            yp[i] = v if ((v > cur) | (v != v)) else cur
+
+
+cdef inline void _sum_run(double* ap, const float* xp, Py_ssize_t n, Py_ssize_t s) noexcept nogil:
+    cdef Py_ssize_t i
+    if s == 1:
+        for i in range(n):
+            ap[i] += xp[i]
+    elif s == 2:
+        for i in range(n):
+            ap[i] += xp[2 * i]
+    else:
+        for i in range(n):
+            ap[i] += xp[i * s]
+
 
 cdef int _max_line(const float[::1] x, float[::1] y, int64_t[::1] ind, bint with_ind,
                    const Win* g, Py_ssize_t plane, Py_ssize_t od, Py_ssize_t oh,
@@ -107,7 +151,15 @@ cdef int _max_line(const float[::1] x, float[::1] y, int64_t[::1] ind, bint with
                     lo = w0
                 if hi > w1:
                     hi = w1
-                if with_ind:
+                if hi <= lo:
+                    continue
+                if not RLX_DEBUG_CHECKS:
+                    if with_ind:
+                        rlx_argmax_run(&y[yb + lo], &ind[yb + lo], &x[xb + row + lo * sw + shift], hi - lo,
+                                       sw, ib + row + lo * sw + shift)
+                    else:
+                        _max_run(&y[yb + lo], &x[xb + row + lo * sw + shift], hi - lo, sw)
+                elif with_ind:
                     for ow in range(lo, hi):
                         iw = ow * sw + shift
                         v = x[xb + row + iw]
@@ -164,8 +216,13 @@ cdef int _avg_line(const float[::1] x, float[::1] y, double[::1] acc, Py_ssize_t
                     lo = w0
                 if hi > w1:
                     hi = w1
-                for ow in range(lo, hi):
-                    acc[acc_off + ow - w0] += x[row + ow * sw + shift]
+                if hi <= lo:
+                    continue
+                if not RLX_DEBUG_CHECKS:
+                    _sum_run(&acc[acc_off + lo - w0], &x[row + lo * sw + shift], hi - lo, sw)
+                else:
+                    for ow in range(lo, hi):
+                        acc[acc_off + ow - w0] += x[row + ow * sw + shift]
     if divisor_override > 0:
         div = <double>divisor_override
         for ow in range(w0, w1):
@@ -242,19 +299,24 @@ cdef class PoolLaunch:
 # ---------------------------------------------------------------------------
 
 cdef double _sum_range(const float[::1] x, Py_ssize_t lo, Py_ssize_t hi) except? -1 nogil:
-    """Sum in double with four interleaved accumulators (a fixed order)."""
-    cdef double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0
-    cdef Py_ssize_t i = lo
-    while i + 4 <= hi:
-        s0 += x[i]
-        s1 += x[i + 1]
-        s2 += x[i + 2]
-        s3 += x[i + 3]
-        i += 4
+    """Sum in double in a fixed order (rlx_sum_f64's eight lanes)."""
+    cdef double lane[8]
+    cdef Py_ssize_t i = lo, j
+    if hi <= lo:
+        return 0.0
+    if not RLX_DEBUG_CHECKS:
+        return rlx_sum_f64(&x[lo], hi - lo)
+    # same lanes and order, indexed so a debug build checks the bounds
+    for j in range(8):
+        lane[j] = 0.0
+    while i + 8 <= hi:
+        for j in range(8):
+            lane[j] += x[i + j]
+        i += 8
     while i < hi:
-        s0 += x[i]
+        lane[0] += x[i]
         i += 1
-    return (s0 + s1) + (s2 + s3)
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]))
 
 
 cdef float _max_range(const float[::1] x, Py_ssize_t lo, Py_ssize_t hi) except? -2 nogil:

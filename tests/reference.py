@@ -171,3 +171,190 @@ def rel_error(got, want):
     assert got.shape == want.shape, (got.shape, want.shape)
     scale = max(np.abs(want).max(initial=0.0), 1e-30)
     return float(np.abs(got - want).max(initial=0.0) / scale)
+
+
+# ---------------------------------------------------------------------------
+# --- pooling / resize / im2col ---
+# Plain loops over every output and every window tap; float64.
+# ---------------------------------------------------------------------------
+
+def pool_out_size(size, k, s, pb, pe, d, ceil_mode):
+    """Count window positions o = 0, 1, ... (start o*s in padded coordinates):
+    floor mode keeps windows whose last tap fits in the padded input; ceil mode
+    also keeps one partial window past it (ceil((padded - extent) / s) + 1
+    windows), then drops the last window if it starts in the end padding or
+    beyond (once, as PyTorch and ONNX do)."""
+    extent = d * (k - 1) + 1
+    padded = size + pb + pe
+    if padded < extent:
+        return 0
+    count = 0
+    while count * s + extent <= padded:
+        count += 1
+    if ceil_mode:
+        if (count - 1) * s + extent < padded:          # a partial window remains
+            count += 1
+        if (count - 1) * s >= size + pb:
+            count -= 1
+    return count
+
+
+def _window_taps(out_index, kernel, stride, pads_begin, dilation):
+    """Input coordinates of every tap of one window, in window order."""
+    axes = [[out_index[i] * stride[i] - pads_begin[i] + j * dilation[i] for j in range(kernel[i])]
+            for i in range(len(kernel))]
+    return list(itertools.product(*axes))
+
+
+def max_pool_nd(x, kernel, stride=None, pads_begin=0, pads_end=0, dilation=1, ceil_mode=False):
+    """Max pooling of x [N, C, *spatial]; returns (values, indices).
+
+    values start at -inf and take v when v > max or v is NaN, visiting taps in
+    window order and skipping taps outside the input (padding is never read);
+    indices are flat within the (n, c) plane; a window whose values never beat
+    -inf points at its first in-bounds tap."""
+    x = np.asarray(x, dtype=np.float64)
+    nsp = x.ndim - 2
+    k = _tuple(kernel, nsp)
+    s = k if stride is None else _tuple(stride, nsp)
+    pb, pe, d = _tuple(pads_begin, nsp), _tuple(pads_end, nsp), _tuple(dilation, nsp)
+    size = x.shape[2:]
+    out_sp = [pool_out_size(size[i], k[i], s[i], pb[i], pe[i], d[i], ceil_mode) for i in range(nsp)]
+    vals = np.zeros(x.shape[:2] + tuple(out_sp))
+    idx = np.zeros(x.shape[:2] + tuple(out_sp), dtype=np.int64)
+    for n in range(x.shape[0]):
+        for c in range(x.shape[1]):
+            for o in itertools.product(*[range(v) for v in out_sp]):
+                best, best_i = -np.inf, None
+                for tap in _window_taps(o, k, s, pb, d):
+                    if not all(0 <= tap[i] < size[i] for i in range(nsp)):
+                        continue
+                    flat = int(np.ravel_multi_index(tap, size))
+                    if best_i is None:
+                        best_i = flat
+                    v = x[(n, c) + tap]
+                    if v > best or np.isnan(v):
+                        best, best_i = v, flat
+                vals[(n, c) + o] = best
+                idx[(n, c) + o] = best_i
+    return vals, idx
+
+
+def avg_pool_nd(x, kernel, stride=None, pads_begin=0, pads_end=0, dilation=1, ceil_mode=False,
+                count_include_pad=True, divisor_override=None):
+    """Average pooling of x [N, C, *spatial].
+
+    Sum of the in-bounds taps divided by: divisor_override if given; else with
+    count_include_pad the number of taps inside the padded input
+    [-pad_begin, in + pad_end) (a ceil-mode window's overhang past the end
+    padding does not count); else the number of in-bounds taps."""
+    x = np.asarray(x, dtype=np.float64)
+    nsp = x.ndim - 2
+    k = _tuple(kernel, nsp)
+    s = k if stride is None else _tuple(stride, nsp)
+    pb, pe, d = _tuple(pads_begin, nsp), _tuple(pads_end, nsp), _tuple(dilation, nsp)
+    size = x.shape[2:]
+    out_sp = [pool_out_size(size[i], k[i], s[i], pb[i], pe[i], d[i], ceil_mode) for i in range(nsp)]
+    out = np.zeros(x.shape[:2] + tuple(out_sp))
+    for n in range(x.shape[0]):
+        for c in range(x.shape[1]):
+            for o in itertools.product(*[range(v) for v in out_sp]):
+                total, inside, padded = 0.0, 0, 0
+                for tap in _window_taps(o, k, s, pb, d):
+                    if all(-pb[i] <= tap[i] < size[i] + pe[i] for i in range(nsp)):
+                        padded += 1
+                    if all(0 <= tap[i] < size[i] for i in range(nsp)):
+                        inside += 1
+                        total += x[(n, c) + tap]
+                if divisor_override:
+                    div = divisor_override
+                else:
+                    div = padded if count_include_pad else inside
+                out[(n, c) + o] = total / div
+    return out
+
+
+def global_pool(x, kind):
+    """Mean or max over every spatial axis, keeping them as size 1."""
+    x = np.asarray(x, dtype=np.float64)
+    axes = tuple(range(2, x.ndim))
+    return x.mean(axis=axes, keepdims=True) if kind == "avg" else x.max(axis=axes, keepdims=True)
+
+
+def nearest_gather(x, tables):
+    """y[n, c, o1, ...] = x[n, c, t1[o1], ...] for per-spatial-axis source tables."""
+    y = np.asarray(x, dtype=np.float64)
+    for i, t in enumerate(tables):
+        y = np.take(y, np.asarray(t, dtype=np.int64), axis=2 + i)
+    return y
+
+
+def upsample_nearest2x(x):
+    """Each pixel of [N, C, H, W] repeated into a 2x2 block."""
+    x = np.asarray(x, dtype=np.float64)
+    return x.repeat(2, axis=2).repeat(2, axis=3)
+
+
+def torch_nearest_source(in_size, out_size, scale_factor=None, exact=False, shortcuts=False):
+    """PyTorch's nearest source indices, element by element: scale = 1/scale_factor
+    (if given) else in/out, rounded to float32; legacy src = floor(f32(dst) * scale),
+    exact src = floor(f32((dst + 0.5) * scale)); both clamped to in - 1.  With
+    `shortcuts` (PyTorch's 2-D legacy kernel) out == in is the identity and
+    out == 2 in is dst // 2, whatever the scale factor."""
+    if shortcuts and not exact and out_size == in_size:
+        return list(range(out_size))
+    if shortcuts and not exact and out_size == 2 * in_size:
+        return [dst // 2 for dst in range(out_size)]
+    if scale_factor is not None:
+        scale = np.float32(1.0 / scale_factor)
+    else:
+        scale = np.float32(in_size) / np.float32(out_size)
+    src = []
+    for dst in range(out_size):
+        if exact:
+            v = np.float32((dst + 0.5) * float(scale))
+        else:
+            v = np.float32(dst) * scale
+        src.append(min(int(np.floor(v)), in_size - 1))
+    return src
+
+
+def im2col_rows(x, kernel, stride=1, pads_begin=0, pads_end=0, dilation=1):
+    """Patch rows [N*L, C*K]: row (n, block position in C order), column
+    (c, kernel taps in C order); zeros where a tap is in the padding."""
+    x = np.asarray(x, dtype=np.float64)
+    nsp = x.ndim - 2
+    k, s, d = _tuple(kernel, nsp), _tuple(stride, nsp), _tuple(dilation, nsp)
+    pb, pe = _tuple(pads_begin, nsp), _tuple(pads_end, nsp)
+    size = x.shape[2:]
+    blocks = [(size[i] + pb[i] + pe[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(nsp)]
+    n, c = x.shape[:2]
+    nk = int(np.prod(k))
+    out = np.zeros((n * int(np.prod(blocks)), c * nk))
+    for b in range(n):
+        for li, o in enumerate(itertools.product(*[range(v) for v in blocks])):
+            row = b * int(np.prod(blocks)) + li
+            for ch in range(c):
+                for ti, tap in enumerate(_window_taps(o, k, s, pb, d)):
+                    if all(0 <= tap[i] < size[i] for i in range(nsp)):
+                        out[row, ch * nk + ti] = x[(b, ch) + tap]
+    return out
+
+
+def col2im_rows(cols, image, kernel, stride=1, pads_begin=0, pads_end=0, dilation=1):
+    """Adjoint of im2col_rows: scatter-add every patch entry back to its pixel."""
+    cols = np.asarray(cols, dtype=np.float64)
+    nsp = len(image)
+    k, s, d = _tuple(kernel, nsp), _tuple(stride, nsp), _tuple(dilation, nsp)
+    pb, pe = _tuple(pads_begin, nsp), _tuple(pads_end, nsp)
+    blocks = [(image[i] + pb[i] + pe[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(nsp)]
+    nl, nk = int(np.prod(blocks)), int(np.prod(k))
+    n, c = cols.shape[0] // nl, cols.shape[1] // nk
+    x = np.zeros((n, c) + tuple(image))
+    for b in range(n):
+        for li, o in enumerate(itertools.product(*[range(v) for v in blocks])):
+            for ch in range(c):
+                for ti, tap in enumerate(_window_taps(o, k, s, pb, d)):
+                    if all(0 <= tap[i] < image[i] for i in range(nsp)):
+                        x[(b, ch) + tap] += cols[b * nl + li, ch * nk + ti]
+    return x
