@@ -95,7 +95,7 @@ def conv_transpose_nd(x, w, bias=None, stride=1, pads_begin=0, pads_end=0, dilat
 
 
 # ---------------------------------------------------------------------------
-# ONNX window pooling (for the ONNX importer tests)
+# ONNX auto_pad (for the ONNX importer tests)
 # ---------------------------------------------------------------------------
 
 def onnx_auto_pads(in_sizes, kernel, stride, dilation, mode):
@@ -110,58 +110,6 @@ def onnx_auto_pads(in_sizes, kernel, stride, dilation, mode):
         begins.append(small if mode == "SAME_UPPER" else big)
         ends.append(big if mode == "SAME_UPPER" else small)
     return tuple(begins), tuple(ends)
-
-
-def onnx_pool(x, kind, kernel, stride, pads_begin, pads_end, dilation, ceil_mode=False, count_include_pad=False,
-              storage_order=0):
-    """ONNX MaxPool / AveragePool, float64; returns (y, indices or None).
-
-    Output size floor (or ceil) of (in + pb + pe - d(k-1) - 1)/s, plus 1; in
-    ceil mode a last window that starts at or beyond in + pb is dropped.
-    Window taps are at o*s - pb + j*d.  max: the largest in-bounds tap, the
-    first in window order on ties; its index is n*C*vol + c*vol + the spatial
-    offset, row-major (storage_order 0) or first axis fastest (1).  avg: the
-    in-bounds taps summed, divided by their count, or with count_include_pad
-    by the count of taps inside [-pb, in + pe).
-    """
-    x = np.asarray(x, dtype=np.float64)
-    nsp = x.ndim - 2
-    in_sp = x.shape[2:]
-    out_sp = []
-    for i in range(nsp):
-        span = in_sp[i] + pads_begin[i] + pads_end[i] - dilation[i] * (kernel[i] - 1) - 1
-        o = (-(-span // stride[i]) if ceil_mode else span // stride[i]) + 1
-        if ceil_mode and (o - 1) * stride[i] >= in_sp[i] + pads_begin[i]:
-            o -= 1
-        out_sp.append(o)
-    n, c = x.shape[:2]
-    vol = int(np.prod(in_sp))
-    y = np.zeros((n, c, *out_sp))
-    ind = np.zeros((n, c, *out_sp), dtype=np.int64)
-    for b, ch in itertools.product(range(n), range(c)):
-        for o in itertools.product(*[range(v) for v in out_sp]):
-            best, best_at, total, inside, padded = None, None, 0.0, 0, 0
-            for taps in itertools.product(*[range(k) for k in kernel]):
-                pos = [o[i] * stride[i] - pads_begin[i] + taps[i] * dilation[i] for i in range(nsp)]
-                if all(-pads_begin[i] <= pos[i] < in_sp[i] + pads_end[i] for i in range(nsp)):
-                    padded += 1
-                if not all(0 <= pos[i] < in_sp[i] for i in range(nsp)):
-                    continue
-                v = x[(b, ch, *pos)]
-                total += v
-                inside += 1
-                if best is None or v > best:
-                    best, best_at = v, pos
-            if kind == "max":
-                y[(b, ch, *o)] = best
-                if storage_order == 0:
-                    off = int(np.ravel_multi_index(best_at, in_sp))
-                else:
-                    off = int(np.ravel_multi_index(best_at, in_sp, order="F"))
-                ind[(b, ch, *o)] = (b * c + ch) * vol + off
-            else:
-                y[(b, ch, *o)] = total / (padded if count_include_pad else inside)
-    return y, (ind if kind == "max" else None)
 
 
 def rel_error(got, want):

@@ -18,7 +18,7 @@ from onnx import TensorProto, helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 
 import rlx_cpu  # noqa: E402
-from reference import conv_nd, conv_transpose_nd, onnx_auto_pads, onnx_pool  # noqa: E402
+from reference import avg_pool_nd, conv_nd, conv_transpose_nd, max_pool_nd, onnx_auto_pads  # noqa: E402
 from rlx_cpu import onnx_import  # noqa: E402
 from rlx_cpu.onnx_import import (COORDINATE_MODES, NEAREST_MODES, nearest_source_coords,  # noqa: E402
                                  resize_plan)
@@ -426,6 +426,17 @@ POOL_CASES = [
 ]
 
 
+def onnx_max_pool(x, kernel, stride, pads_begin, pads_end, dilation, ceil_mode, storage_order=0):
+    """ONNX MaxPool from the float64 reference: indices flat over the whole
+    tensor, the spatial part row-major (storage_order 0) or first axis fastest (1)."""
+    y, plane_idx = max_pool_nd(x, kernel, stride, pads_begin, pads_end, dilation, bool(ceil_mode))
+    sp = x.shape[2:]
+    if storage_order:
+        plane_idx = np.ravel_multi_index(np.unravel_index(plane_idx, sp), sp, order="F")
+    base = np.arange(x.shape[0] * x.shape[1]).reshape(x.shape[:2] + (1,) * len(sp)) * int(np.prod(sp))
+    return y, plane_idx + base
+
+
 @pytest.mark.parametrize("case", range(len(POOL_CASES)))
 @pytest.mark.parametrize("storage_order", [0, 1])
 def test_max_pool_with_indices(case, storage_order):
@@ -438,8 +449,8 @@ def test_max_pool_with_indices(case, storage_order):
     nsp = len(xs) - 2
     dil = attrs.get("dilations", [1] * nsp)
     pb, pe = _onnx_pads(attrs, xs[2:], attrs["kernel_shape"], dil)
-    want_y, want_i = onnx_pool(x, "max", attrs["kernel_shape"], attrs.get("strides", [1] * nsp), pb, pe, dil,
-                               attrs.get("ceil_mode", 0), storage_order=storage_order)
+    want_y, want_i = onnx_max_pool(x, attrs["kernel_shape"], attrs.get("strides", [1] * nsp), pb, pe, dil,
+                                   attrs.get("ceil_mode", 0), storage_order)
     np.testing.assert_array_equal(y, want_y.astype(np.float32))
     np.testing.assert_array_equal(i, want_i)
     # the indices address the maxima (column-major within each plane for storage_order 1)
@@ -459,8 +470,8 @@ def test_average_pool(case, count_include_pad):
     pb, pe = _onnx_pads(attrs, xs[2:], attrs["kernel_shape"], dil)
     if "dilations" in attrs:
         m.opset_import[0].version = 19       # AveragePool-19 added dilations
-    want, _ = onnx_pool(x, "avg", attrs["kernel_shape"], attrs.get("strides", [1] * nsp), pb, pe, dil,
-                        attrs.get("ceil_mode", 0), count_include_pad)
+    want = avg_pool_nd(x, attrs["kernel_shape"], attrs.get("strides", [1] * nsp), pb, pe, dil,
+                       bool(attrs.get("ceil_mode", 0)), bool(count_include_pad))
     assert rel_err(rlx_cpu.from_onnx(m).run({"x": x})[0], want) <= 1e-6
 
 
@@ -487,8 +498,9 @@ def test_average_pool_versions(opset, attrs):
     x = _rng("avgv", opset).standard_normal((1, 2, 7, 8)).astype(np.float32)
     got = rlx_cpu.from_onnx(one_node_model("AveragePool", x.shape, attrs, opset=opset)).run({"x": x})[0]
     pb, pe = _onnx_pads(attrs, x.shape[2:], attrs["kernel_shape"], attrs.get("dilations", [1, 1]))
-    want, _ = onnx_pool(x, "avg", attrs["kernel_shape"], attrs.get("strides", [1, 1]), pb, pe,
-                        attrs.get("dilations", [1, 1]), attrs.get("ceil_mode", 0), attrs.get("count_include_pad", 0))
+    want = avg_pool_nd(x, attrs["kernel_shape"], attrs.get("strides", [1, 1]), pb, pe,
+                       attrs.get("dilations", [1, 1]), bool(attrs.get("ceil_mode", 0)),
+                       bool(attrs.get("count_include_pad", 0)))
     assert rel_err(got, want) <= 1e-6
     if opset >= 7:
         assert rel_err(got, reference(one_node_model("AveragePool", x.shape, attrs, opset=opset), {"x": x})[0]) <= 1e-6
@@ -502,7 +514,7 @@ def test_max_pool_versions(opset):
     m = one_node_model("MaxPool", x.shape, attrs, opset=opset, outputs=outputs,
                        out_types=[F32, TensorProto.INT64])
     got = rlx_cpu.from_onnx(m).run({"x": x})
-    want = onnx_pool(x, "max", attrs["kernel_shape"], attrs["strides"], [1, 0], [0, 1], [1, 1])
+    want = onnx_max_pool(x, attrs["kernel_shape"], attrs["strides"], [1, 0], [0, 1], [1, 1], False)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w.astype(g.dtype))
     check_against_reference(m, {"x": x})
