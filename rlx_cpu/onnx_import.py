@@ -74,9 +74,9 @@ def from_onnx(model, *, constants=None, input_shapes=None, conv_algorithm="auto"
 class ImportedModel:
     """A converted model before compilation."""
     graph: Graph
-    input_names: list
+    input_names: list         # the plan's inputs (graph inputs that are neither initializers nor constants)
     output_names: list
-    output_dtypes: list       # numpy dtype per output, as the model declares it
+    output_dtypes: list       # numpy dtype per output (float32, int64 for MaxPool Indices)
     opset: int                # the default-domain opset version
 
 
@@ -125,7 +125,6 @@ class NodeContext:
         label = node.name or (node.output[0] if node.output else "?")
         self.where = f"node {label!r} ({node.op_type}-{version})"
         self.attrs = {a.name: a for a in node.attribute}
-        self._used = set()
 
     @property
     def graph(self):
@@ -190,9 +189,6 @@ class NodeContext:
                 f"determines a shape; it is a runtime value here")
         return v
 
-    def shape(self, i):
-        return self.imp.shape_of(self.node.input[i])
-
 
 class _Importer:
     def __init__(self, model, constants, input_shapes):
@@ -232,10 +228,6 @@ class _Importer:
             i += 1
             name = f"{base}.{i}"
         return name
-
-    def shape_of(self, name):
-        v = self.values[name]
-        return tuple(v.shape)
 
     def set_output(self, name, value):
         if not name:
