@@ -11,14 +11,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _conv2d, _im2col, _pool
-from .algorithms import ConvAlgorithm, ConvFlags, select_conv_algorithm
+from . import _conv2d, _convnd, _im2col, _pool
+from .algorithms import ConvAlgorithm, ConvFlags, select_conv_algorithm, select_convnd_algorithm
 from .arena import ALIGNMENT, BufferRequest, align_up, plan_arena
 from .ir import Graph
 from .threads import limit_blas_threads, resolve_num_threads
-from .thunks import (Col2ImThunk, Conv2D1x1Thunk, Conv2DDims, Conv2DThunk, GlobalPoolThunk, Im2ColThunk,
-                     PoolThunk, ResizeNearest2xThunk, ResizeNearestThunk, Slice, WindowDims,
-                     WinogradFilterThunk)
+from .thunks import (Col2ImThunk, Conv2D1x1Thunk, Conv2DDims, Conv2DThunk, ConvNDDims, ConvNDThunk,
+                     ConvTransposeNDThunk, GlobalPoolThunk, Im2ColThunk, PoolThunk, ResizeNearest2xThunk,
+                     ResizeNearestThunk, Slice, WindowDims, WinogradFilterThunk)
 
 
 @dataclass(frozen=True, eq=False)
@@ -116,6 +116,8 @@ def conv_dims(node, graph):
 
 
 def compile_conv(ctx, node):
+    if node.attrs.ndim == 3:
+        return compile_conv_nd(ctx, node)
     dims = conv_dims(node, ctx.graph)
     op = f"conv{node.attrs.ndim}d {node.name!r}"
     algo = select_conv_algorithm(dims, ctx.conv_algorithm, ctx.flags, op=op)
@@ -144,6 +146,34 @@ def compile_conv(ctx, node):
     ctx.emit(Conv2DThunk(node.name, x, w, bias, y, scratch, dims, algo, t, tile_block))
 
 
+# --- conv3d and conv-transpose (N-d, src/_convnd.pyx) ---
+
+def convnd_dims(node, graph):
+    """ConvNDDims of a conv3d or conv-transpose node (padded to three axes)."""
+    return ConvNDDims.from_attrs(graph.node(node.inputs[0]).shape, node.shape, node.attrs)
+
+
+def _emit_conv_nd(ctx, node, thunk_cls, op):
+    dims = convnd_dims(node, ctx.graph)
+    transposed = thunk_cls.transposed
+    t = ctx.num_threads
+    algo = select_convnd_algorithm(dims, ctx.conv_algorithm, ctx.flags, op=op, transposed=transposed,
+                                   nthreads=t)
+    x, w = ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1])
+    bias = ctx.buf(node.inputs[2]) if len(node.inputs) > 2 else None
+    nfloats = _convnd.scratch_floats(dims.as_tuple(), transposed, algo == ConvAlgorithm.IM2COL, t)
+    scratch = ctx.scratch(4 * nfloats, node.name + ".scratch")
+    ctx.emit(thunk_cls(node.name, x, w, bias, ctx.buf(node.id), scratch, dims, algo, t))
+
+
+def compile_conv_nd(ctx, node):
+    _emit_conv_nd(ctx, node, ConvNDThunk, f"conv3d {node.name!r}")
+
+
+def compile_conv_transpose(ctx, node):
+    _emit_conv_nd(ctx, node, ConvTransposeNDThunk, f"conv_transpose{node.attrs.ndim}d {node.name!r}")
+
+
 # --- pooling / resize / im2col ---
 
 def _window_dims(n, c, image, out, a):
@@ -164,7 +194,8 @@ def compile_pool(ctx, node):
         assert inode.op == "pool_indices" and inode.inputs == (node.id,), inode
         if ctx.is_live(inode.id):
             indices = ctx.buf(inode.id)
-            mode = _pool.INDICES_ONNX if a.indices == "onnx" else _pool.INDICES_PLANE
+            mode = {"onnx": _pool.INDICES_ONNX, "onnx_colmajor": _pool.INDICES_ONNX_COL}.get(
+                a.indices, _pool.INDICES_PLANE)
     scratch = ctx.scratch(4 * _pool.scratch_floats(kind, w_chunk, t), node.name + ".scratch")
     ctx.emit(PoolThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), indices, scratch, dims, kind,
                        a.count_include_pad, a.divisor_override, mode, w_chunk, t))
@@ -227,6 +258,7 @@ def compile_col2im(ctx, node):
 
 RULES = {
     "conv": compile_conv,
+    "conv_transpose": compile_conv_transpose,
     # --- pooling / resize / im2col ---
     "pool": compile_pool,
     "pool_indices": compile_pool_indices,
@@ -284,6 +316,8 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True):
 
     conv_algorithm: 'auto' (choose per shape) or one of 'reference', 'im2col',
         'direct', 'winograd' forced on every conv (ValueError where ineligible).
+        conv3d and conv-transpose know 'reference' and 'im2col' (their GEMM
+        path: vol2col + GEMM, or GEMM + col2vol).
     num_threads: OpenMP threads for this plan (default: get_num_threads()).
     reuse_arena: share bytes between buffers with disjoint lifetimes.
     """

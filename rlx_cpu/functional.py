@@ -88,6 +88,64 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     return _conv("conv2d", input, weight, bias, stride, padding, dilation, groups, conv_algorithm)
 
 
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, conv_algorithm="auto"):
+    """3-D convolution of [N, C_in, D, H, W] by [C_out, C_in/groups, kD, kH, kW]."""
+    return _conv("conv3d", input, weight, bias, stride, padding, dilation, groups, conv_algorithm)
+
+
+# --- conv-transpose ---
+
+def _conv_transpose(op, x, weight, bias, stride, padding, output_padding, groups, dilation, output_size,
+                    conv_algorithm):
+    x = _as_real("input", op, x)
+    weight = _as_real("weight", op, weight)
+    feeds = {"x": x, "weight": weight}
+    if bias is not None:
+        bias = _as_real("bias", op, bias)
+        feeds["bias"] = bias
+    key = (op, x.shape, weight.shape, None if bias is None else bias.shape, _freeze(stride),
+           _freeze(padding), _freeze(output_padding), _freeze(groups), _freeze(dilation),
+           _freeze(output_size), conv_algorithm, get_num_threads())
+
+    def build():
+        g = Graph()
+        xi = g.input("x", x.shape)
+        wi = g.input("weight", weight.shape)
+        bi = g.input("bias", bias.shape) if bias is not None else None
+        y = getattr(g, op)(xi, wi, bi, stride=stride, padding=padding, output_padding=output_padding,
+                           groups=groups, dilation=dilation, output_size=output_size)
+        g.output(y)
+        return _compile(g, conv_algorithm=conv_algorithm)
+
+    return _cached_plan(key, build).run(feeds)[0]
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1,
+                     *, output_size=None, conv_algorithm="auto"):
+    """1-D transposed convolution of [N, C_in, L] by [C_in, C_out/groups, k].
+
+    output_size (as nn.ConvTranspose1d's forward) picks output_padding so the
+    output has that length; ValueError when it is out of reach."""
+    return _conv_transpose("conv_transpose1d", input, weight, bias, stride, padding, output_padding, groups,
+                           dilation, output_size, conv_algorithm)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1,
+                     *, output_size=None, conv_algorithm="auto"):
+    """2-D transposed convolution of [N, C_in, H, W] by [C_in, C_out/groups, kH, kW]
+    (output_size as in conv_transpose1d)."""
+    return _conv_transpose("conv_transpose2d", input, weight, bias, stride, padding, output_padding, groups,
+                           dilation, output_size, conv_algorithm)
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1,
+                     *, output_size=None, conv_algorithm="auto"):
+    """3-D transposed convolution of [N, C_in, D, H, W] by [C_in, C_out/groups, kD, kH, kW]
+    (output_size as in conv_transpose1d)."""
+    return _conv_transpose("conv_transpose3d", input, weight, bias, stride, padding, output_padding, groups,
+                           dilation, output_size, conv_algorithm)
+
+
 # ---------------------------------------------------------------------------
 # --- pooling / resize / im2col ---
 # ---------------------------------------------------------------------------

@@ -10,8 +10,8 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from .shapes import (as_tuple, conv_out_size, first_padding_only_window, pool_out_size, resolve_padding,
-                     torch_nearest_table)
+from .shapes import (as_tuple, conv_out_size, conv_transpose_out_size, first_padding_only_window, pool_out_size,
+                     resolve_padding, torch_nearest_table)
 
 Shape = Tuple[int, ...]
 
@@ -24,6 +24,25 @@ class ConvAttrs:
     pads_begin: Shape
     pads_end: Shape
     dilation: Shape
+    groups: int
+
+    @property
+    def ndim(self):
+        return len(self.kernel)
+
+
+@dataclass(frozen=True)
+class ConvTransposeAttrs:
+    """Canonical conv-transpose attributes for n spatial axes (n = 1, 2, 3).
+
+    Output size per axis: (in - 1) * stride - pads_begin - pads_end
+    + dilation * (kernel - 1) + output_padding + 1."""
+    kernel: Shape
+    stride: Shape
+    pads_begin: Shape
+    pads_end: Shape
+    dilation: Shape
+    output_padding: Shape
     groups: int
 
     @property
@@ -45,7 +64,7 @@ class PoolAttrs:
     ceil_mode: bool
     count_include_pad: bool   # avg: divide by the taps inside the padded input
     divisor_override: int     # avg: fixed divisor, 0 = none
-    indices: str              # max: 'none' | 'plane' (PyTorch) | 'onnx' (flat over N, C, ...)
+    indices: str              # max: 'none' | 'plane' (PyTorch) | 'onnx' (flat over N, C, ...) | 'onnx_colmajor'
 
     @property
     def ndim(self):
@@ -243,6 +262,171 @@ class Graph:
         """2-D convolution on NCHW with weight [C_out, C_in/groups, kH, kW]."""
         return self._conv("conv2d", 2, x, weight, bias, stride, padding, dilation, groups, name)
 
+    def conv3d(self, x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, name=None):
+        """3-D convolution on NCDHW with weight [C_out, C_in/groups, kD, kH, kW]."""
+        return self._conv("conv3d", 3, x, weight, bias, stride, padding, dilation, groups, name)
+
+    # -- conv-transpose -------------------------------------------------------
+    def _conv_transpose(self, op, nsp, x, weight, bias, stride, padding, output_padding, groups,
+                        dilation, output_size, output_shape, name):
+        x = self._value(x, op, "input")
+        weight = self._value(weight, op, "weight")
+        xs, ws = x.shape, weight.shape
+        ctx = f"input {_fmt(xs)}, weight {_fmt(ws)}"
+        if len(xs) != nsp + 2:
+            raise ValueError(f"{op}: input must have rank {nsp + 2} [N, C_in, {nsp} spatial], got {ctx}")
+        if len(ws) != nsp + 2:
+            raise ValueError(f"{op}: weight must have rank {nsp + 2} [C_in, C_out/groups, k...], got {ctx}")
+        if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+            raise ValueError(f"{op}: groups must be a positive integer, got {groups!r}")
+        groups = int(groups)
+        n, c_in = xs[0], xs[1]
+        if ws[0] != c_in:
+            raise ValueError(f"{op}: channel mismatch: input has {c_in} channels but weight dim 0 "
+                             f"(C_in) is {ws[0]} ({ctx})")
+        if c_in % groups:
+            raise ValueError(f"{op}: groups={groups} does not divide in_channels={c_in} ({ctx})")
+        c_out = ws[1] * groups
+        in_sp = xs[2:]
+        kernel = tuple(ws[2:])
+        stride = as_tuple(stride, nsp, op, "stride")
+        dilation = as_tuple(dilation, nsp, op, "dilation")
+        out_pad = as_tuple(output_padding, nsp, op, "output_padding", minimum=0)
+        for i in range(nsp):
+            if out_pad[i] >= max(stride[i], dilation[i]):
+                raise ValueError(
+                    f"{op}: output_padding must be smaller than stride or dilation on every axis, got "
+                    f"output_padding={out_pad}, stride={stride}, dilation={dilation} ({ctx})")
+        if output_size is not None and output_shape is not None:
+            raise ValueError(f"{op}: pass output_size (PyTorch) or output_shape (ONNX), not both")
+
+        def full_extent(i):   # output size with no padding and no output_padding
+            return (in_sp[i] - 1) * stride[i] + dilation[i] * (kernel[i] - 1) + 1
+
+        mode = None
+        if isinstance(padding, str):
+            mode = padding.upper()
+            if mode not in ("VALID", "SAME_UPPER", "SAME_LOWER"):
+                raise ValueError(f"{op}: padding string must be 'valid', 'SAME_UPPER' or 'SAME_LOWER' "
+                                 f"(ONNX auto_pad), got {padding!r}")
+        targets = None
+        if output_shape is not None:
+            if mode is None and any(sum(resolve_padding(padding, in_sp, kernel, stride, dilation, op), ())):
+                raise ValueError(f"{op}: output_shape derives the pads (ONNX); pass padding=0 or an "
+                                 f"auto_pad string with it, got padding={padding!r}")
+            targets = self._spatial_target(op, "output_shape", output_shape, nsp, n, c_out, ctx)
+        elif mode in ("SAME_UPPER", "SAME_LOWER"):
+            targets = tuple(in_sp[i] * stride[i] for i in range(nsp))
+        if targets is not None:
+            # ONNX ConvTranspose: total = full extent + output_padding - target,
+            # odd total's extra at the end for SAME_UPPER, at the beginning
+            # otherwise.  A negative total (target beyond what the kernel
+            # reaches) becomes zero-padding of the output's tail (as ONNX Runtime).
+            begin, end, eff_pad = [], [], []
+            for i in range(nsp):
+                total = full_extent(i) + out_pad[i] - targets[i]
+                if total < 0:
+                    begin.append(0)
+                    end.append(0)
+                    eff_pad.append(out_pad[i] - total)
+                    continue
+                half = total // 2
+                if mode == "SAME_UPPER":
+                    begin.append(half)
+                    end.append(total - half)
+                else:
+                    begin.append(total - half)
+                    end.append(half)
+                eff_pad.append(out_pad[i])
+            begin, end, out_pad = tuple(begin), tuple(end), tuple(eff_pad)
+        elif mode == "VALID":
+            begin, end = (0,) * nsp, (0,) * nsp
+        else:
+            begin, end = resolve_padding(padding, in_sp, kernel, stride, dilation, op)
+        if output_size is not None:
+            if mode is not None and mode != "VALID":
+                raise ValueError(f"{op}: output_size cannot be combined with padding={padding!r}")
+            if any(out_pad):
+                raise ValueError(f"{op}: pass output_padding or output_size, not both "
+                                 f"(got output_padding={out_pad})")
+            sizes = self._spatial_target(op, "output_size", output_size, nsp, n, c_out, ctx)
+            picked = []
+            for i in range(nsp):
+                lo = conv_transpose_out_size(in_sp[i], kernel[i], stride[i], begin[i], end[i], dilation[i], 0)
+                hi = lo + max(stride[i], dilation[i]) - 1
+                if not lo <= sizes[i] <= hi:
+                    raise ValueError(
+                        f"{op}: output_size {list(sizes)} is not reachable: spatial axis {i} must be in "
+                        f"[{lo}, {hi}] for {ctx}, stride {stride}, pads {begin}/{end}, dilation {dilation}")
+                picked.append(sizes[i] - lo)
+            out_pad = tuple(picked)
+        out_sp = []
+        for i in range(nsp):
+            o = conv_transpose_out_size(in_sp[i], kernel[i], stride[i], begin[i], end[i], dilation[i],
+                                        out_pad[i])
+            if o < 1:
+                raise ValueError(
+                    f"{op}: output size {o} on spatial axis {i} is empty: the pads {begin[i]}+{end[i]} remove "
+                    f"the whole extent {full_extent(i) + out_pad[i]} ({ctx}, stride {stride}, "
+                    f"dilation {dilation}, output_padding {out_pad})")
+            out_sp.append(o)
+        inputs = [x, weight]
+        if bias is not None:
+            bias = self._value(bias, op, "bias")
+            if bias.shape != (c_out,):
+                raise ValueError(f"{op}: bias must have shape [{c_out}], got {_fmt(bias.shape)} ({ctx})")
+            inputs.append(bias)
+        attrs = ConvTransposeAttrs(kernel, stride, begin, end, dilation, out_pad, groups)
+        return self._add("conv_transpose", inputs, (n, c_out, *out_sp), name, attrs)
+
+    @staticmethod
+    def _spatial_target(op, arg, value, nsp, n, c_out, ctx):
+        """An output size given as nsp spatial ints or a full [N, C, ...] shape."""
+        try:
+            sizes = tuple(value)
+        except TypeError:
+            raise TypeError(f"{op}: {arg} must be a sequence of ints, got {value!r}") from None
+        if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in sizes):
+            raise TypeError(f"{op}: {arg} must be a sequence of ints, got {value!r}")
+        sizes = tuple(int(v) for v in sizes)
+        if len(sizes) == nsp + 2:
+            if sizes[:2] != (n, c_out):
+                raise ValueError(f"{op}: {arg} {list(sizes)} must start with [N, C_out] = [{n}, {c_out}] ({ctx})")
+            sizes = sizes[2:]
+        if len(sizes) != nsp:
+            raise ValueError(f"{op}: {arg} must have {nsp} spatial sizes (or {nsp + 2} with N, C), "
+                             f"got {value!r}")
+        if any(v < 1 for v in sizes):
+            raise ValueError(f"{op}: {arg} must be >= 1 on every axis, got {value!r}")
+        return sizes
+
+    def conv_transpose1d(self, x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                         dilation=1, output_size=None, output_shape=None, name=None):
+        """1-D transposed convolution on [N, C_in, L] with weight [C_in, C_out/groups, k].
+
+        padding: as conv (int, per-axis, ONNX begins-then-ends, (begin, end)
+        pairs) or an ONNX auto_pad string 'valid' / 'SAME_UPPER' / 'SAME_LOWER'
+        (output = input * stride).  output_size (PyTorch) picks output_padding:
+        each spatial size may be min .. min + max(stride, dilation) - 1, min
+        being the size at output_padding 0 (the output_padding rule; PyTorch's
+        own check stops at min + stride - 1).  output_shape (ONNX) derives the
+        pads instead, as ONNX ConvTranspose does."""
+        return self._conv_transpose("conv_transpose1d", 1, x, weight, bias, stride, padding, output_padding,
+                                    groups, dilation, output_size, output_shape, name)
+
+    def conv_transpose2d(self, x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                         dilation=1, output_size=None, output_shape=None, name=None):
+        """2-D transposed convolution on NCHW with weight [C_in, C_out/groups, kH, kW].
+        Arguments as conv_transpose1d."""
+        return self._conv_transpose("conv_transpose2d", 2, x, weight, bias, stride, padding, output_padding,
+                                    groups, dilation, output_size, output_shape, name)
+
+    def conv_transpose3d(self, x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                         dilation=1, output_size=None, output_shape=None, name=None):
+        """3-D transposed convolution on NCDHW with weight [C_in, C_out/groups, kD, kH, kW].
+        Arguments as conv_transpose1d."""
+        return self._conv_transpose("conv_transpose3d", 3, x, weight, bias, stride, padding, output_padding,
+                                    groups, dilation, output_size, output_shape, name)
     # -- pooling ------------------------------------------------------------
     def _pool(self, op, kind, nsp, x, kernel_size, stride, padding, dilation, ceil_mode,
               count_include_pad=True, divisor_override=None, return_indices=False,
@@ -278,8 +462,9 @@ class Graph:
                     or divisor_override < 1:
                 raise ValueError(f"{op}: divisor_override must be a positive integer or None, "
                                  f"got {divisor_override!r}")
-        if indices_layout not in ("plane", "onnx"):
-            raise ValueError(f"{op}: indices_layout must be 'plane' or 'onnx', got {indices_layout!r}")
+        if indices_layout not in ("plane", "onnx", "onnx_colmajor"):
+            raise ValueError(f"{op}: indices_layout must be 'plane', 'onnx' or 'onnx_colmajor', "
+                             f"got {indices_layout!r}")
         ctx = f"input {_fmt(xs)}, kernel {kernel}, stride {stride}, dilation {dilation}, pads {begin}/{end}"
         out_sp = []
         for i in range(nsp):
@@ -313,7 +498,9 @@ class Graph:
         (begin, end) pairs; auto_pad: ONNX 'SAME_UPPER' / 'SAME_LOWER' / 'VALID'.
         return_indices: also return an int64 indices node, flat within each
         (n, c) plane (PyTorch) or, with indices_layout='onnx', flat over the
-        whole [N, C, *spatial] tensor (ONNX MaxPool, storage_order 0)."""
+        whole [N, C, *spatial] tensor (ONNX MaxPool, storage_order 0);
+        'onnx_colmajor': plane offset plus the spatial index in column-major
+        order, first spatial axis fastest (ONNX storage_order 1)."""
         return self._pool("max_pool", "max", None, x, kernel_size, stride, padding, dilation, ceil_mode,
                           return_indices=return_indices, auto_pad=auto_pad, indices_layout=indices_layout,
                           name=name)

@@ -33,6 +33,11 @@ def conv_out_size(size, k, stride, pad_begin, pad_end, dilation):
     return span // stride + 1
 
 
+def conv_transpose_out_size(size, k, stride, pad_begin, pad_end, dilation, output_padding):
+    """(in - 1)*s - pads + d*(k-1) + output_padding + 1; may be <= 0 for invalid shapes."""
+    return (size - 1) * stride - pad_begin - pad_end + dilation * (k - 1) + output_padding + 1
+
+
 def resolve_padding(padding, in_sizes, kernel, stride, dilation, op):
     """Return (pads_begin, pads_end) tuples.
 

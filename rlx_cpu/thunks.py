@@ -11,13 +11,11 @@ field names, which the arena planner uses for liveness), one compile rule in
 ``compiler.py`` and one kernel module in ``src/``.
 """
 from dataclasses import dataclass, fields, astuple
-from typing import ClassVar, Optional
-
-from typing import Tuple
+from typing import ClassVar, Optional, Tuple
 
 import numpy as np
 
-from . import _conv2d, _im2col, _pool, _resize
+from . import _conv2d, _convnd, _im2col, _pool, _resize
 from .algorithms import ConvAlgorithm
 
 
@@ -173,6 +171,99 @@ class WinogradFilterThunk(Thunk):
         return _conv2d.WinogradFilterLaunch(view(self.weight), view(self.u), self.c_out, self.c_in)
 
 
+# ---------------------------------------------------------------------------
+# N-d conv (conv3d) and conv-transpose (1-D, 2-D, 3-D)
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ConvNDDims:
+    """Canonical geometry on three spatial axes (D, H, W) for conv3d and for
+    conv-transpose of every rank.  A 1-D or 2-D op has leading axes of size 1
+    (kernel 1, stride 1, pad 0, dilation 1), so W stays the contiguous axis.
+    `in_sp` is x's spatial size and `out_sp` y's (for conv-transpose too);
+    `pad` is the begin padding, the end padding being implied by `out_sp`."""
+    n: int
+    c_in: int
+    c_out: int
+    groups: int
+    in_sp: tuple
+    out_sp: tuple
+    kernel: tuple
+    stride: tuple
+    pad: tuple
+    dilation: tuple
+
+    def as_tuple(self):
+        return (self.n, self.c_in, self.c_out, self.groups, *self.in_sp, *self.out_sp,
+                *self.kernel, *self.stride, *self.pad, *self.dilation)
+
+    @classmethod
+    def from_attrs(cls, x_shape, y_shape, attrs):
+        """From NC+spatial shapes and ConvAttrs/ConvTransposeAttrs, padded to 3 axes."""
+        lead = 3 - attrs.ndim
+
+        def pad3(t, fill):
+            return (fill,) * lead + tuple(int(v) for v in t)
+
+        return cls(int(x_shape[0]), int(x_shape[1]), int(y_shape[1]), int(attrs.groups),
+                   pad3(x_shape[2:], 1), pad3(y_shape[2:], 1), pad3(attrs.kernel, 1),
+                   pad3(attrs.stride, 1), pad3(attrs.pads_begin, 0), pad3(attrs.dilation, 1))
+
+    def flops(self, transposed):
+        """2 * multiply-adds of the dense maths (every tap of every input for a
+        transposed conv, including taps that land in the cropped padding)."""
+        kk = self.kernel[0] * self.kernel[1] * self.kernel[2]
+        if transposed:
+            pts = self.in_sp[0] * self.in_sp[1] * self.in_sp[2]
+            return 2 * self.n * self.c_in * pts * (self.c_out // self.groups) * kk
+        pts = self.out_sp[0] * self.out_sp[1] * self.out_sp[2]
+        return 2 * self.n * self.c_out * pts * (self.c_in // self.groups) * kk
+
+    def __repr__(self):
+        def f(t):
+            return "x".join(str(v) for v in t)
+        return (f"n={self.n} {self.c_in}->{self.c_out} {f(self.in_sp)}->{f(self.out_sp)} "
+                f"k={f(self.kernel)} s={f(self.stride)} p={f(self.pad)} d={f(self.dilation)} "
+                f"g={self.groups}")
+
+
+@dataclass(frozen=True, repr=False)
+class ConvNDThunk(Thunk):
+    """conv3d with fused bias: `algorithm` is REFERENCE (gather loops) or
+    IM2COL (vol2col + GEMM)."""
+    x: Slice
+    weight: Slice
+    bias: Optional[Slice]
+    y: Slice
+    scratch: Optional[Slice]
+    dims: ConvNDDims
+    algorithm: ConvAlgorithm
+    max_threads: int
+
+    kind: ClassVar[str] = "ConvND"
+    reads: ClassVar[tuple] = ("x", "weight", "bias")
+    writes: ClassVar[tuple] = ("y",)
+    scratch_fields: ClassVar[tuple] = ("scratch",)
+    transposed: ClassVar[bool] = False
+
+    @property
+    def flops(self):
+        return self.dims.flops(self.transposed)
+
+    def bind(self, view):
+        return _convnd.ConvNDLaunch(
+            view(self.x), view(self.weight), view(self.bias) if self.bias else None, view(self.y),
+            view(self.scratch) if self.scratch else None, self.dims.as_tuple(), self.transposed,
+            self.algorithm == ConvAlgorithm.IM2COL, self.max_threads)
+
+
+@dataclass(frozen=True, repr=False)
+class ConvTransposeNDThunk(ConvNDThunk):
+    """conv-transpose (any rank) with fused bias; weight [C_in, C_out/g, k...].
+    REFERENCE is the scatter loop; IM2COL is col = W_g^T x_g then col2vol."""
+    kind: ClassVar[str] = "ConvTransposeND"
+    transposed: ClassVar[bool] = True
+
 
 # ---------------------------------------------------------------------------
 # --- pooling / resize / im2col ---
@@ -222,7 +313,8 @@ class WindowDims:
 class PoolThunk(Thunk):
     """Window max/avg pool.  `indices` (int64, optional) receives the argmax
     per output: within the (n, c) plane (indices_mode 1, PyTorch) or over the
-    whole input (2, ONNX).  Avg scratch: one double line per thread."""
+    whole input (2, ONNX; 3, ONNX storage_order=1, column-major spatial index).
+    Avg scratch: one double line per thread."""
     x: Slice
     y: Slice
     indices: Optional[Slice]

@@ -48,6 +48,7 @@ POOL_AVG = 1
 INDICES_NONE = 0
 INDICES_PLANE = 1     # PyTorch: flat index within the (n, c) plane
 INDICES_ONNX = 2      # ONNX MaxPool Indices: flat index over [N, C, *spatial]
+INDICES_ONNX_COL = 3  # ONNX storage_order=1: plane offset + column-major spatial index
 
 # Outputs per work item along the last axis: long 1-D lines are split so that
 # a few long planes still spread over the threads.
@@ -58,6 +59,7 @@ cdef enum:
     K_AVG = 1
     I_NONE = 0
     I_ONNX = 2
+    I_ONNX_COL = 3
 
 GLOBAL_CHUNK = G_CHUNK
 
@@ -124,7 +126,7 @@ cdef int _max_line(const float[::1] x, float[::1] y, int64_t[::1] ind, bint with
     cdef Py_ssize_t in_vol = g.size[0] * g.size[1] * g.size[2]
     cdef Py_ssize_t xb = plane * in_vol
     cdef Py_ssize_t yb = ((plane * g.out[0] + od) * g.out[1] + oh) * g.out[2]
-    cdef Py_ssize_t ib = plane * in_vol if indices_mode == I_ONNX else 0
+    cdef Py_ssize_t ib = plane * in_vol if indices_mode == I_ONNX or indices_mode == I_ONNX_COL else 0
     cdef Py_ssize_t sd = od * g.s[0] - g.pb[0]
     cdef Py_ssize_t sh = oh * g.s[1] - g.pb[1]
     cdef Py_ssize_t a0, a1, b0, b1, lo, hi, a, b, j, ow, row, shift, iw, j0, j1
@@ -177,6 +179,14 @@ cdef int _max_line(const float[::1] x, float[::1] y, int64_t[::1] ind, bint with
                 tap_range(ow * sw - g.pb[2], g.dil[2], g.k[2], 0, g.size[2], &j0, &j1)
                 if j0 < j1:
                     ind[yb + ow] = ib + row + ow * sw - g.pb[2] + j0 * g.dil[2]
+    if with_ind and indices_mode == I_ONNX_COL:
+        # Row-major (i0, i1, i2) offset -> column-major i0 + S0 * (i1 + S1 * i2)
+        # (ONNX storage_order=1: the first spatial axis varies fastest).
+        for ow in range(w0, w1):
+            row = ind[yb + ow] - ib
+            iw = row % g.size[2]
+            row = row // g.size[2]
+            ind[yb + ow] = ib + row // g.size[1] + g.size[0] * (row % g.size[1] + g.size[1] * iw)
     return 0
 
 

@@ -48,6 +48,70 @@ def conv_nd(x, w, bias=None, stride=1, pads_begin=0, pads_end=0, dilation=1, gro
     return out
 
 
+# ---------------------------------------------------------------------------
+# Transposed convolution (1-D, 2-D, 3-D)
+# ---------------------------------------------------------------------------
+
+def conv_transpose_nd(x, w, bias=None, stride=1, pads_begin=0, pads_end=0, dilation=1, groups=1,
+                      output_padding=0):
+    """Transposed convolution as in PyTorch ConvTranspose / ONNX ConvTranspose, float64.
+
+    x: [N, C_in, *in]; w: [C_in, C_out/groups, *kernel].  Scatter form: input
+    element i of channel ci (group g) adds x * w[ci, co_local, k] at output
+    position o = i*s + k*d - pads_begin along every axis, kept when
+    0 <= o < out, where out = (in-1)*s - pads_begin - pads_end + d*(k-1)
+    + output_padding + 1.  Positions no tap reaches hold 0 (plus bias).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    w = np.asarray(w, dtype=np.float64)
+    nsp = x.ndim - 2
+    s, d = _tuple(stride, nsp), _tuple(dilation, nsp)
+    pb, pe = _tuple(pads_begin, nsp), _tuple(pads_end, nsp)
+    op = _tuple(output_padding, nsp)
+    n, c_in = x.shape[:2]
+    cog = w.shape[1]
+    c_out = cog * groups
+    cig = c_in // groups
+    kernel = w.shape[2:]
+    in_sp = x.shape[2:]
+    out_sp = [(in_sp[i] - 1) * s[i] - pb[i] - pe[i] + d[i] * (kernel[i] - 1) + op[i] + 1 for i in range(nsp)]
+    # Uncropped canvas: every tap lands at o + pads_begin >= 0; wide enough
+    # for the cropped window [pb, pb + out) too.
+    full = [max((in_sp[i] - 1) * s[i] + d[i] * (kernel[i] - 1) + 1, pb[i] + out_sp[i]) for i in range(nsp)]
+    canvas = np.zeros((n, c_out, *full))
+    for g in range(groups):
+        xg = x[:, g * cig:(g + 1) * cig]
+        wg = w[g * cig:(g + 1) * cig]                                # [cig, cog, *kernel]
+        for taps in itertools.product(*[range(k) for k in kernel]):
+            sl = tuple(slice(taps[i] * d[i], taps[i] * d[i] + s[i] * (in_sp[i] - 1) + 1, s[i])
+                       for i in range(nsp))
+            wt = wg[(slice(None), slice(None)) + tuple(taps)]        # [cig, cog]
+            canvas[(slice(None), slice(g * cog, (g + 1) * cog)) + sl] += np.einsum("nc...,co->no...", xg, wt)
+    out = canvas[(slice(None), slice(None)) + tuple(slice(pb[i], pb[i] + out_sp[i]) for i in range(nsp))]
+    out = np.array(out)
+    if bias is not None:
+        out += np.asarray(bias, dtype=np.float64).reshape((1, c_out) + (1,) * nsp)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# ONNX auto_pad (for the ONNX importer tests)
+# ---------------------------------------------------------------------------
+
+def onnx_auto_pads(in_sizes, kernel, stride, dilation, mode):
+    """ONNX auto_pad SAME_UPPER / SAME_LOWER for conv and pools: output
+    ceil(in / s), total pad (out-1)*s + d*(k-1) + 1 - in (>= 0), the odd one
+    at the end (UPPER) or the beginning (LOWER).  Returns (begins, ends)."""
+    begins, ends = [], []
+    for n, k, s, d in zip(in_sizes, kernel, stride, dilation):
+        out = -(-n // s)
+        total = max((out - 1) * s + d * (k - 1) + 1 - n, 0)
+        small, big = total // 2, total - total // 2
+        begins.append(small if mode == "SAME_UPPER" else big)
+        ends.append(big if mode == "SAME_UPPER" else small)
+    return tuple(begins), tuple(ends)
+
+
 def rel_error(got, want):
     """max |got - want| relative to the magnitude of the result (the sum's scale)."""
     got = np.asarray(got, dtype=np.float64)

@@ -94,6 +94,21 @@ def test_onnx_indices_are_flat_over_the_whole_tensor():
     np.testing.assert_array_equal(x.reshape(-1)[idx], y)
 
 
+@pytest.mark.parametrize("shape,kernel", [((2, 3, 11), 3), ((3, 2, 7, 9), (3, 2)), ((1, 2, 5, 6, 7), (2, 3, 2))])
+def test_onnx_colmajor_indices(shape, kernel):
+    """ONNX MaxPool storage_order=1: plane offset plus the spatial index with
+    the first spatial axis varying fastest."""
+    x = _data(np.random.default_rng(14), shape, "ties")
+    y, idx = _run(lambda g, x: g.max_pool(x, kernel, 2, 1, ceil_mode=True, return_indices=True,
+                                          indices_layout="onnx_colmajor"), {"x": x})
+    _, plane_idx = ref.max_pool_nd(x, kernel, 2, 1, 1, 1, True)
+    sp = shape[2:]
+    col = np.ravel_multi_index(np.unravel_index(plane_idx, sp), sp, order="F")
+    planes = np.arange(shape[0] * shape[1]).reshape(shape[:2] + (1,) * len(sp))
+    np.testing.assert_array_equal(idx, col + planes * int(np.prod(sp)))
+    np.testing.assert_array_equal(x.transpose(0, 1, *range(len(shape) - 1, 1, -1)).reshape(-1)[idx], y)
+
+
 def test_max_pool_nan_propagates_and_minus_inf_windows_point_at_first_tap():
     x = np.full((1, 2, 5, 6), -np.inf, np.float32)
     x[0, 0, 1, 1] = np.nan
@@ -268,7 +283,7 @@ def _x(shape=(1, 2, 6, 6)):
      r"max_pool2d: auto_pad='VALID' cannot be combined with padding=1"),
     (lambda g, x: g.max_pool2d(x, 2, ceil_mode="yes"), TypeError, r"max_pool2d: ceil_mode must be a bool"),
     (lambda g, x: g.max_pool2d(x, 2, return_indices=True, indices_layout="hw"), ValueError,
-     r"max_pool2d: indices_layout must be 'plane' or 'onnx'"),
+     r"max_pool2d: indices_layout must be 'plane', 'onnx' or 'onnx_colmajor'"),
     (lambda g, x: g.avg_pool2d(x, 2, divisor_override=0), ValueError,
      r"avg_pool2d: divisor_override must be a positive integer"),
     (lambda g, x: g.global_avg_pool(g.input("v", (3, 4))), ValueError,
