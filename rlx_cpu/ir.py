@@ -760,3 +760,37 @@ class Graph:
         pads in ONNX order (begins then ends)."""
         return self.col2im(x, tuple(image_shape), block_shape, strides, pads, dilations, layout="onnx",
                            name=name, op="col2im_onnx")
+
+
+# ---------------------------------------------------------------------------
+# Error context: every op method names the shapes of its node inputs
+# ---------------------------------------------------------------------------
+
+_NOT_OPS = {"input", "constant", "output", "node"}
+
+
+def _with_input_shapes(method):
+    """Re-raise a ValueError/TypeError from an op method with the shapes of the
+    node arguments appended, so every build-time error names the op (the
+    message already starts with it), the argument and the shapes."""
+    import functools
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except (ValueError, TypeError) as exc:
+            nodes = [a for a in list(args) + list(kwargs.values()) if isinstance(a, Node)]
+            if not nodes or getattr(exc, "_rlx_shapes", False):
+                raise
+            shapes = ", ".join(f"{n.name} {_fmt(n.shape)}" for n in nodes)
+            new = type(exc)(f"{exc} [node inputs: {shapes}]")
+            new._rlx_shapes = True
+            raise new from None
+    return wrapper
+
+
+for _name, _fn in list(vars(Graph).items()):
+    if callable(_fn) and not _name.startswith("_") and _name not in _NOT_OPS:
+        setattr(Graph, _name, _with_input_shapes(_fn))
+del _name, _fn

@@ -316,3 +316,17 @@ def test_bad_RLX_NUM_THREADS(monkeypatch, raw):
         rlx_cpu.compile(_small_graph())
     # An explicit thread count does not consult the environment.
     assert rlx_cpu.compile(_small_graph(), num_threads=1).num_threads == 1
+
+
+@pytest.mark.parametrize("build", [
+    lambda g, x: g.conv2d(x, np.zeros((4, 3, 3, 3), np.float32), stride=0),
+    lambda g, x: g.conv2d(x, np.zeros((4, 3, 3, 3), np.float32), dilation=(1, -1)),
+    lambda g, x: g.conv2d(x, np.zeros((4, 3, 3, 3), np.float32), padding=-1),
+    lambda g, x: g.max_pool2d(x, 3, stride=(1, 2, 3)),
+    lambda g, x: g.avg_pool2d(x, 0),
+])
+def test_attribute_errors_name_the_input_shapes(build):
+    g = rlx_cpu.Graph()
+    x = g.input("img", (1, 3, 8, 8))
+    with pytest.raises(ValueError, match=r"^(conv2d|max_pool2d|avg_pool2d): .*\[node inputs: img \[1, 3, 8, 8\]\]$"):
+        build(g, x)
