@@ -11,12 +11,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _conv2d
-from .algorithms import ConvAlgorithm, ConvFlags, select_conv_algorithm
+from . import _backward, _conv2d, _pool2d_interim, _train
+from .algorithms import ConvAlgorithm, ConvFlags, select_conv_algorithm, select_conv_backward_algorithm
 from .arena import ALIGNMENT, BufferRequest, align_up, plan_arena
 from .ir import Graph
 from .threads import limit_blas_threads, resolve_num_threads
 from .thunks import Conv2D1x1Thunk, Conv2DDims, Conv2DThunk, Slice, WinogradFilterThunk
+from .thunks import (AddThunk, AvgPool2DBackwardThunk, BiasAddThunk, BiasGradThunk, ConvBackwardInputThunk,
+                     ConvBackwardWeightThunk, ConvNdDims, GemmThunk, InterimPool2DThunk, MaxPool2DBackwardThunk,
+                     Pool2DDims, ReluBackwardThunk, ReluThunk, SoftmaxCrossEntropyBackwardThunk,
+                     SoftmaxCrossEntropyThunk)
 
 
 @dataclass(frozen=True, eq=False)
@@ -80,6 +84,12 @@ class CompileContext:
     def emit(self, thunk):
         self.thunks.append(thunk)
 
+    def alias(self, node_id, src_node_id):
+        """Let node_id's value share src_node_id's buffer (a zero-copy reshape).
+        Sound because no thunk writes a buffer it also reads: the alias and its
+        source are the same bytes and one lifetime."""
+        self.node_buf[node_id] = self.buf(src_node_id)
+
 
 # ---------------------------------------------------------------------------
 # Rules
@@ -135,6 +145,151 @@ def compile_conv(ctx, node):
 RULES = {
     "conv": compile_conv,
 }
+
+
+# ===========================================================================
+# --- training: rules for gradient kernels and training-step ops ---
+# ===========================================================================
+
+def conv_nd_dims(attrs, x_shape, y_shape):
+    """ConvNdDims (three spatial axes, missing leading ones of size 1) of a conv
+    with input x_shape and output y_shape, for its gradient kernels."""
+    lead = 3 - attrs.ndim
+    one, zero = (1,) * lead, (0,) * lead
+    return ConvNdDims(x_shape[0], x_shape[1], y_shape[1], attrs.groups, one + tuple(x_shape[2:]),
+                      one + tuple(y_shape[2:]), one + attrs.kernel, one + attrs.stride,
+                      zero + attrs.pads_begin, one + attrs.dilation)
+
+
+def compile_conv_backward_input(ctx, node):
+    dy_node = ctx.graph.node(node.inputs[0])
+    dims = conv_nd_dims(node.attrs, node.shape, dy_node.shape)
+    algo = select_conv_backward_algorithm(dims, ctx.conv_algorithm, ctx.flags)
+    t = ctx.num_threads
+    nbytes = 4 * _backward.conv_backward_input_scratch_floats(dims.as_tuple(), int(algo), t)
+    ctx.emit(ConvBackwardInputThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]),
+                                    ctx.buf(node.id), ctx.scratch(nbytes, node.name + ".scratch"),
+                                    dims, algo, t))
+
+
+def compile_conv_backward_weight(ctx, node):
+    x_node, dy_node = ctx.graph.node(node.inputs[0]), ctx.graph.node(node.inputs[1])
+    dims = conv_nd_dims(node.attrs, x_node.shape, dy_node.shape)
+    algo = select_conv_backward_algorithm(dims, ctx.conv_algorithm, ctx.flags)
+    t = ctx.num_threads
+    nbytes = 4 * _backward.conv_backward_weight_scratch_floats(dims.as_tuple(), int(algo), t)
+    ctx.emit(ConvBackwardWeightThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]),
+                                     ctx.buf(node.id), ctx.scratch(nbytes, node.name + ".scratch"),
+                                     dims, algo, t))
+
+
+def pool2d_dims(attrs, x_shape, y_shape):
+    n, c, h, w = x_shape
+    return Pool2DDims(n, c, h, w, y_shape[2], y_shape[3], attrs.kernel[0], attrs.kernel[1],
+                      attrs.stride[0], attrs.stride[1], attrs.pads_begin[0], attrs.pads_begin[1],
+                      attrs.pads_end[0], attrs.pads_end[1], attrs.dilation[0], attrs.dilation[1])
+
+
+def compile_max_pool2d_backward(ctx, node):
+    dims = pool2d_dims(node.attrs, node.shape, ctx.graph.node(node.inputs[1]).shape)
+    ctx.emit(MaxPool2DBackwardThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]),
+                                    ctx.buf(node.id), dims, ctx.num_threads))
+
+
+def compile_avg_pool2d_backward(ctx, node):
+    dims = pool2d_dims(node.attrs, node.shape, ctx.graph.node(node.inputs[0]).shape)
+    ctx.emit(AvgPool2DBackwardThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), dims,
+                                    node.attrs.count_include_pad, ctx.num_threads))
+
+
+def compile_interim_pool2d(ctx, node):
+    """INTERIM forward pooling (the pooling branch's rule replaces it at merge)."""
+    dims = pool2d_dims(node.attrs, ctx.graph.node(node.inputs[0]).shape, node.shape)
+    mode = _pool2d_interim.POOL_MAX if node.op == "max_pool2d" else _pool2d_interim.POOL_AVG
+    ctx.emit(InterimPool2DThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), dims, mode,
+                                node.attrs.count_include_pad, ctx.num_threads))
+
+
+def _numel(shape):
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def compile_elementwise(ctx, node):
+    record, op = {"relu": (ReluThunk, _train.ELEM_RELU),
+                  "relu_backward": (ReluBackwardThunk, _train.ELEM_RELU_BACKWARD),
+                  "add": (AddThunk, _train.ELEM_ADD)}[node.op]
+    b = ctx.buf(node.inputs[1]) if len(node.inputs) > 1 else None
+    ctx.emit(record(node.name, ctx.buf(node.inputs[0]), b, ctx.buf(node.id), op, _numel(node.shape),
+                    ctx.num_threads))
+
+
+def compile_bias_add(ctx, node):
+    n, c = node.shape[:2]
+    ctx.emit(BiasAddThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]), ctx.buf(node.id),
+                          n, c, _numel(node.shape[2:]), ctx.num_threads))
+
+
+def compile_bias_grad(ctx, node):
+    dy_shape = ctx.graph.node(node.inputs[0]).shape
+    ctx.emit(BiasGradThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), dy_shape[0], dy_shape[1],
+                           _numel(dy_shape[2:]), ctx.num_threads))
+
+
+def compile_reshape(ctx, node):
+    ctx.alias(node.id, node.inputs[0])
+
+
+def compile_linear(ctx, node):
+    x_shape = ctx.graph.node(node.inputs[0]).shape
+    bias = ctx.buf(node.inputs[2]) if len(node.inputs) > 2 else None
+    n_rows, n_out = node.shape
+    ctx.emit(GemmThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]), bias, ctx.buf(node.id),
+                       n_rows, n_out, x_shape[1], False, True, ctx.num_threads))
+
+
+def compile_linear_backward_input(ctx, node):
+    dy_shape = ctx.graph.node(node.inputs[0]).shape          # dx = dy [N, out] . W [out, in]
+    ctx.emit(GemmThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]), None, ctx.buf(node.id),
+                       node.shape[0], node.shape[1], dy_shape[1], False, False, ctx.num_threads))
+
+
+def compile_linear_backward_weight(ctx, node):
+    x_shape = ctx.graph.node(node.inputs[0]).shape           # dW = dy^T [out, N] . x [N, in]
+    ctx.emit(GemmThunk(node.name, ctx.buf(node.inputs[1]), ctx.buf(node.inputs[0]), None, ctx.buf(node.id),
+                       node.shape[0], node.shape[1], x_shape[0], True, False, ctx.num_threads))
+
+
+def compile_softmax_cross_entropy(ctx, node):
+    n, k = ctx.graph.node(node.inputs[0]).shape
+    ctx.emit(SoftmaxCrossEntropyThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]),
+                                      ctx.buf(node.id), n, k))
+
+
+def compile_softmax_cross_entropy_backward(ctx, node):
+    n, k = node.shape
+    ctx.emit(SoftmaxCrossEntropyBackwardThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]),
+                                              ctx.buf(node.inputs[2]), ctx.buf(node.id), n, k))
+
+
+RULES.update({
+    "conv_backward_input": compile_conv_backward_input,
+    "conv_backward_weight": compile_conv_backward_weight,
+    "max_pool2d_backward": compile_max_pool2d_backward,
+    "avg_pool2d_backward": compile_avg_pool2d_backward,
+    "max_pool2d": compile_interim_pool2d,          # INTERIM (pooling branch wins)
+    "avg_pool2d": compile_interim_pool2d,          # INTERIM (pooling branch wins)
+    "relu": compile_elementwise,
+    "relu_backward": compile_elementwise,
+    "add": compile_elementwise,
+    "bias_add": compile_bias_add,
+    "bias_grad": compile_bias_grad,
+    "reshape": compile_reshape,
+    "linear": compile_linear,
+    "linear_backward_input": compile_linear_backward_input,
+    "linear_backward_weight": compile_linear_backward_weight,
+    "softmax_cross_entropy": compile_softmax_cross_entropy,
+    "softmax_cross_entropy_backward": compile_softmax_cross_entropy_backward,
+})
 
 
 # ---------------------------------------------------------------------------

@@ -175,3 +175,343 @@ class Graph:
     def conv2d(self, x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, name=None):
         """2-D convolution on NCHW with weight [C_out, C_in/groups, kH, kW]."""
         return self._conv("conv2d", 2, x, weight, bias, stride, padding, dilation, groups, name)
+
+    # =======================================================================
+    # --- training: gradients of the convolution family (train branch) ---
+    # Argument order follows the issue (grad first for input gradients); the
+    # functional module also offers torch.nn.grad's conv*_input/conv*_weight.
+    # =======================================================================
+    def conv1d_backward_input(self, grad_output, weight, input_shape, stride=1, padding=0, dilation=1,
+                              groups=1, name=None):
+        """Gradient of conv1d w.r.t. its input: [N, C_in, L] from dy [N, C_out, L_out]."""
+        return self._conv_backward_input("conv1d_backward_input", 1, grad_output, weight, input_shape,
+                                         stride, padding, dilation, groups, name)
+
+    def conv2d_backward_input(self, grad_output, weight, input_shape, stride=1, padding=0, dilation=1,
+                              groups=1, name=None):
+        """Gradient of conv2d w.r.t. its input (torch.nn.grad.conv2d_input)."""
+        return self._conv_backward_input("conv2d_backward_input", 2, grad_output, weight, input_shape,
+                                         stride, padding, dilation, groups, name)
+
+    def conv3d_backward_input(self, grad_output, weight, input_shape, stride=1, padding=0, dilation=1,
+                              groups=1, name=None):
+        """Gradient of conv3d w.r.t. its input: [N, C_in, D, H, W]."""
+        return self._conv_backward_input("conv3d_backward_input", 3, grad_output, weight, input_shape,
+                                         stride, padding, dilation, groups, name)
+
+    def conv1d_backward_weight(self, x, grad_output, weight_shape, stride=1, padding=0, dilation=1,
+                               groups=1, name=None):
+        """Gradient of conv1d w.r.t. its weight [C_out, C_in/groups, k]."""
+        return self._conv_backward_weight("conv1d_backward_weight", 1, x, grad_output, weight_shape,
+                                          stride, padding, dilation, groups, name)
+
+    def conv2d_backward_weight(self, x, grad_output, weight_shape, stride=1, padding=0, dilation=1,
+                               groups=1, name=None):
+        """Gradient of conv2d w.r.t. its weight (torch.nn.grad.conv2d_weight)."""
+        return self._conv_backward_weight("conv2d_backward_weight", 2, x, grad_output, weight_shape,
+                                          stride, padding, dilation, groups, name)
+
+    def conv3d_backward_weight(self, x, grad_output, weight_shape, stride=1, padding=0, dilation=1,
+                               groups=1, name=None):
+        """Gradient of conv3d w.r.t. its weight [C_out, C_in/groups, kD, kH, kW]."""
+        return self._conv_backward_weight("conv3d_backward_weight", 3, x, grad_output, weight_shape,
+                                          stride, padding, dilation, groups, name)
+
+    def _conv_backward_input(self, op, nsp, grad_output, weight, input_shape, stride, padding, dilation,
+                             groups, name):
+        dy = self._value(grad_output, op, "grad_output")
+        w = self._value(weight, op, "weight")
+        xs = _shape_arg(input_shape, op, "input_shape")
+        attrs = _conv_backward_attrs(op, nsp, xs, w.shape, dy.shape, stride, padding, dilation, groups)
+        return self._add("conv_backward_input", [dy, w], xs, name, attrs)
+
+    def _conv_backward_weight(self, op, nsp, x, grad_output, weight_shape, stride, padding, dilation,
+                              groups, name):
+        x = self._value(x, op, "input")
+        dy = self._value(grad_output, op, "grad_output")
+        ws = _shape_arg(weight_shape, op, "weight_shape")
+        attrs = _conv_backward_attrs(op, nsp, x.shape, ws, dy.shape, stride, padding, dilation, groups)
+        return self._add("conv_backward_weight", [x, dy], ws, name, attrs)
+
+    # -- pooling gradients (forward semantics: see the interim block below) --
+    def max_pool2d_backward(self, x, grad_output, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode=False, name=None):
+        """Gradient of max_pool2d w.r.t. its input x [N, C, H, W].  Each window's
+        gradient goes to its first maximum in window order; overlapping windows
+        accumulate; padded taps and ceil-mode overhang are never read."""
+        op = "max_pool2d_backward"
+        x = self._value(x, op, "input")
+        dy = self._value(grad_output, op, "grad_output")
+        attrs, out = _pool2d_attrs(op, x.shape, kernel_size, stride, padding, dilation, ceil_mode, True)
+        _check_grad_shape(op, dy.shape, out, f"max_pool2d of input {_fmt(x.shape)}")
+        return self._add(op, [x, dy], x.shape, name, attrs)
+
+    def avg_pool2d_backward(self, grad_output, input_shape, kernel_size, stride=None, padding=0,
+                            ceil_mode=False, count_include_pad=True, name=None):
+        """Gradient of avg_pool2d w.r.t. its input, of shape input_shape."""
+        op = "avg_pool2d_backward"
+        dy = self._value(grad_output, op, "grad_output")
+        xs = _shape_arg(input_shape, op, "input_shape")
+        attrs, out = _pool2d_attrs(op, xs, kernel_size, stride, padding, 1, ceil_mode, count_include_pad)
+        _check_grad_shape(op, dy.shape, out, f"avg_pool2d of input {_fmt(xs)}")
+        return self._add(op, [dy], xs, name, attrs)
+
+    # -- INTERIM forward pooling (the pooling branch's version wins at merge) --
+    def max_pool2d(self, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, name=None):
+        """Max pool 2-D on NCHW with torch.nn.functional.max_pool2d's arguments."""
+        op = "max_pool2d"
+        x = self._value(x, op, "input")
+        attrs, out = _pool2d_attrs(op, x.shape, kernel_size, stride, padding, dilation, ceil_mode, True)
+        return self._add(op, [x], out, name, attrs)
+
+    def avg_pool2d(self, x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                   name=None):
+        """Average pool 2-D on NCHW with torch.nn.functional.avg_pool2d's arguments."""
+        op = "avg_pool2d"
+        x = self._value(x, op, "input")
+        attrs, out = _pool2d_attrs(op, x.shape, kernel_size, stride, padding, 1, ceil_mode, count_include_pad)
+        return self._add(op, [x], out, name, attrs)
+
+    # -- the small pieces of a CNN training step -----------------------------
+    def relu(self, x, name=None):
+        """max(x, 0) elementwise (NaN stays NaN)."""
+        x = self._value(x, "relu", "input")
+        return self._add("relu", [x], x.shape, name)
+
+    def relu_backward(self, grad_output, y, name=None):
+        """grad_output where y > 0, else 0; y is the relu *output* (y > 0 iff x > 0),
+        which the next layer keeps alive anyway."""
+        op = "relu_backward"
+        dy = self._value(grad_output, op, "grad_output")
+        y = self._value(y, op, "y")
+        if dy.shape != y.shape:
+            raise ValueError(f"{op}: grad_output {_fmt(dy.shape)} and y {_fmt(y.shape)} must have the same shape")
+        return self._add(op, [dy, y], y.shape, name)
+
+    def add(self, a, b, name=None):
+        """a + b elementwise, same shapes (no broadcasting)."""
+        a = self._value(a, "add", "a")
+        b = self._value(b, "add", "b")
+        if a.shape != b.shape:
+            raise ValueError(f"add: a {_fmt(a.shape)} and b {_fmt(b.shape)} must have the same shape")
+        return self._add("add", [a, b], a.shape, name)
+
+    def bias_add(self, x, bias, name=None):
+        """x + bias broadcast over axis 1 (channels / features) of [N, C, ...]."""
+        op = "bias_add"
+        x = self._value(x, op, "input")
+        bias = self._value(bias, op, "bias")
+        if len(x.shape) < 2:
+            raise ValueError(f"{op}: input must have rank >= 2 (N, C, ...), got {_fmt(x.shape)}")
+        if bias.shape != (x.shape[1],):
+            raise ValueError(f"{op}: bias must have shape [{x.shape[1]}] for input {_fmt(x.shape)}, "
+                             f"got {_fmt(bias.shape)}")
+        return self._add(op, [x, bias], x.shape, name)
+
+    def bias_grad(self, grad_output, name=None):
+        """Sum of grad_output over every axis but 1: the gradient of a bias added
+        along axis 1 (conv channels, dense features)."""
+        op = "bias_grad"
+        dy = self._value(grad_output, op, "grad_output")
+        if len(dy.shape) < 2:
+            raise ValueError(f"{op}: grad_output must have rank >= 2 (N, C, ...), got {_fmt(dy.shape)}")
+        return self._add(op, [dy], (dy.shape[1],), name)
+
+    def reshape(self, x, shape, name=None):
+        """Same values, new static shape (one dim may be -1); no copy is made:
+        the compiled plan aliases the input's bytes."""
+        op = "reshape"
+        x = self._value(x, op, "input")
+        try:
+            dims = [int(d) for d in shape]
+        except TypeError:
+            raise TypeError(f"{op}: shape must be a sequence of ints, got {shape!r}") from None
+        size = int(np.prod(x.shape, dtype=np.int64))
+        if dims.count(-1) > 1 or any(d < 1 and d != -1 for d in dims):
+            raise ValueError(f"{op}: shape must be positive ints with at most one -1, got {list(dims)}")
+        if -1 in dims:
+            known = int(np.prod([d for d in dims if d != -1], dtype=np.int64))
+            if size % known:
+                raise ValueError(f"{op}: cannot reshape input {_fmt(x.shape)} ({size} values) to {list(dims)}")
+            dims[dims.index(-1)] = size // known
+        if int(np.prod(dims, dtype=np.int64)) != size:
+            raise ValueError(f"{op}: cannot reshape input {_fmt(x.shape)} ({size} values) to {list(dims)}")
+        return self._add(op, [x], tuple(dims), name)
+
+    def flatten(self, x, start_dim=1, end_dim=-1, name=None):
+        """torch.flatten: merge dims start_dim..end_dim (a zero-copy reshape)."""
+        x = self._value(x, "flatten", "input")
+        r = len(x.shape)
+        s = start_dim + r if start_dim < 0 else start_dim
+        e = end_dim + r if end_dim < 0 else end_dim
+        if not (0 <= s <= e < r):
+            raise ValueError(f"flatten: start_dim={start_dim}, end_dim={end_dim} invalid for input {_fmt(x.shape)}")
+        merged = int(np.prod(x.shape[s:e + 1], dtype=np.int64))
+        return self.reshape(x, x.shape[:s] + (merged,) + x.shape[e + 1:], name=name)
+
+    def linear(self, x, weight, bias=None, name=None):
+        """Dense layer as torch.nn.functional.linear: x [N, in] . weight[out, in]^T + bias[out]."""
+        op = "linear"
+        x = self._value(x, op, "input")
+        w = self._value(weight, op, "weight")
+        if len(x.shape) != 2 or len(w.shape) != 2 or x.shape[1] != w.shape[1]:
+            raise ValueError(f"{op}: expected input [N, in] and weight [out, in], got input {_fmt(x.shape)}, "
+                             f"weight {_fmt(w.shape)}")
+        inputs = [x, w]
+        if bias is not None:
+            bias = self._value(bias, op, "bias")
+            if bias.shape != (w.shape[0],):
+                raise ValueError(f"{op}: bias must have shape [{w.shape[0]}], got {_fmt(bias.shape)}")
+            inputs.append(bias)
+        return self._add(op, inputs, (x.shape[0], w.shape[0]), name)
+
+    def linear_backward_input(self, grad_output, weight, name=None):
+        """dx [N, in] = grad_output [N, out] . weight [out, in]."""
+        op = "linear_backward_input"
+        dy = self._value(grad_output, op, "grad_output")
+        w = self._value(weight, op, "weight")
+        if len(dy.shape) != 2 or len(w.shape) != 2 or dy.shape[1] != w.shape[0]:
+            raise ValueError(f"{op}: expected grad_output [N, out] and weight [out, in], got grad_output "
+                             f"{_fmt(dy.shape)}, weight {_fmt(w.shape)}")
+        return self._add(op, [dy, w], (dy.shape[0], w.shape[1]), name)
+
+    def linear_backward_weight(self, x, grad_output, name=None):
+        """dW [out, in] = grad_output^T [out, N] . x [N, in]."""
+        op = "linear_backward_weight"
+        x = self._value(x, op, "input")
+        dy = self._value(grad_output, op, "grad_output")
+        if len(dy.shape) != 2 or len(x.shape) != 2 or dy.shape[0] != x.shape[0]:
+            raise ValueError(f"{op}: expected input [N, in] and grad_output [N, out], got input "
+                             f"{_fmt(x.shape)}, grad_output {_fmt(dy.shape)}")
+        return self._add(op, [x, dy], (dy.shape[1], x.shape[1]), name)
+
+    def softmax_cross_entropy(self, logits, labels, name=None):
+        """Mean over the batch of -log softmax(logits)[label] (torch's cross_entropy
+        with class-index targets); labels [N] hold class indices as floats.  A
+        label outside [0, K) gives NaN.  The result has shape ()."""
+        op = "softmax_cross_entropy"
+        z = self._value(logits, op, "logits")
+        lab = self._value(labels, op, "labels")
+        _check_xent(op, z.shape, lab.shape)
+        return self._add(op, [z, lab], (), name)
+
+    def softmax_cross_entropy_backward(self, logits, labels, grad_loss, name=None):
+        """d loss / d logits = grad_loss / N * (softmax(logits) - onehot(labels))."""
+        op = "softmax_cross_entropy_backward"
+        z = self._value(logits, op, "logits")
+        lab = self._value(labels, op, "labels")
+        gl = self._value(grad_loss, op, "grad_loss")
+        _check_xent(op, z.shape, lab.shape)
+        if int(np.prod(gl.shape, dtype=np.int64)) != 1:
+            raise ValueError(f"{op}: grad_loss must hold one value, got shape {_fmt(gl.shape)}")
+        return self._add(op, [z, lab, gl], z.shape, name)
+
+
+# ---------------------------------------------------------------------------
+# --- training: attributes and build-time checks (train branch) ---
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PoolAttrs:
+    """Canonical 2-D pooling attributes (PyTorch semantics, ONNX-style pads)."""
+    kernel: Shape
+    stride: Shape
+    pads_begin: Shape
+    pads_end: Shape
+    dilation: Shape
+    ceil_mode: bool
+    count_include_pad: bool
+
+
+def _shape_arg(shape, op, arg):
+    try:
+        out = tuple(int(d) for d in shape)
+    except (TypeError, ValueError):
+        raise TypeError(f"{op}: {arg} must be a sequence of ints, got {shape!r}") from None
+    if any(d < 1 for d in out):
+        raise ValueError(f"{op}: every dim of {arg} must be >= 1, got {_fmt(out)}")
+    return out
+
+
+def _check_grad_shape(op, got, want, what):
+    if tuple(got) != tuple(want):
+        raise ValueError(f"{op}: grad_output must have the shape of the {what}, {_fmt(want)}, got {_fmt(got)}")
+
+
+def _conv_backward_attrs(op, nsp, xs, ws, dys, stride, padding, dilation, groups):
+    """Validate the forward conv these gradients belong to; return its ConvAttrs."""
+    ctx = f"input {_fmt(xs)}, weight {_fmt(ws)}, grad_output {_fmt(dys)}"
+    for arg, shape in (("input", xs), ("weight", ws), ("grad_output", dys)):
+        if len(shape) != nsp + 2:
+            raise ValueError(f"{op}: {arg} must have rank {nsp + 2}, got {ctx}")
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+        raise ValueError(f"{op}: groups must be a positive integer, got {groups!r}")
+    groups = int(groups)
+    c_in, c_out, cpg = xs[1], ws[0], ws[1]
+    if c_in % groups or c_out % groups:
+        raise ValueError(f"{op}: groups={groups} must divide in_channels={c_in} and out_channels={c_out} ({ctx})")
+    if cpg * groups != c_in:
+        raise ValueError(f"{op}: channel mismatch: input has {c_in} channels but weight expects "
+                         f"{cpg} x groups={groups} = {cpg * groups} ({ctx})")
+    kernel = tuple(ws[2:])
+    stride = as_tuple(stride, nsp, op, "stride")
+    dilation = as_tuple(dilation, nsp, op, "dilation")
+    begin, end = resolve_padding(padding, xs[2:], kernel, stride, dilation, op)
+    out = tuple(conv_out_size(xs[2 + i], kernel[i], stride[i], begin[i], end[i], dilation[i]) for i in range(nsp))
+    if any(o < 1 for o in out):
+        raise ValueError(f"{op}: the kernel does not fit the padded input ({ctx}, pads {begin}/{end}, "
+                         f"dilation {dilation})")
+    want = (xs[0], c_out) + out
+    if tuple(dys) != want:
+        raise ValueError(f"{op}: grad_output must have the conv's output shape {_fmt(want)} "
+                         f"(stride {stride}, pads {begin}/{end}, dilation {dilation}), got {ctx}")
+    return ConvAttrs(kernel, stride, begin, end, dilation, groups)
+
+
+def pool_out_size(size, k, stride, pad_begin, pad_end, dilation, ceil_mode):
+    """PyTorch's pooling output size; with ceil_mode the last window must start
+    inside the input or its begin padding, else it is dropped."""
+    span = size + pad_begin + pad_end - dilation * (k - 1) - 1
+    if span < 0:
+        return 0
+    out = (span + (stride - 1 if ceil_mode else 0)) // stride + 1
+    if ceil_mode and (out - 1) * stride >= size + pad_begin:
+        out -= 1
+    return out
+
+
+def _pool2d_attrs(op, xs, kernel_size, stride, padding, dilation, ceil_mode, count_include_pad):
+    """Validate 2-D pooling arguments for input shape xs; return (PoolAttrs, output shape)."""
+    if len(xs) != 4:
+        raise ValueError(f"{op}: input must have rank 4 (N, C, H, W), got {_fmt(xs)}")
+    kernel = as_tuple(kernel_size, 2, op, "kernel_size")
+    if stride is None or (isinstance(stride, (list, tuple)) and len(stride) == 0):
+        stride = kernel                     # torch: stride defaults to kernel_size
+    stride = as_tuple(stride, 2, op, "stride")
+    dilation = as_tuple(dilation, 2, op, "dilation")
+    for arg, v in (("ceil_mode", ceil_mode), ("count_include_pad", count_include_pad)):
+        if not isinstance(v, (bool, np.bool_)):
+            raise TypeError(f"{op}: {arg} must be a bool, got {v!r}")
+    begin, end = resolve_padding(padding, xs[2:], kernel, stride, dilation, op)
+    for i in range(2):
+        ext = dilation[i] * (kernel[i] - 1) + 1
+        if max(begin[i], end[i]) > ext // 2:
+            # as torch: a window must never lie entirely in the padding
+            raise ValueError(f"{op}: padding {begin[i]}/{end[i]} on spatial axis {i} must be at most half "
+                             f"the effective kernel size {ext} (input {_fmt(xs)}, kernel {kernel}, "
+                             f"dilation {dilation})")
+    out = tuple(pool_out_size(xs[2 + i], kernel[i], stride[i], begin[i], end[i], dilation[i], bool(ceil_mode))
+                for i in range(2))
+    if any(o < 1 for o in out):
+        raise ValueError(f"{op}: kernel {kernel} (dilation {dilation}) is larger than the padded input "
+                         f"{_fmt(xs)} (pads {begin}/{end})")
+    attrs = PoolAttrs(kernel, stride, begin, end, dilation, bool(ceil_mode), bool(count_include_pad))
+    return attrs, (xs[0], xs[1]) + out
+
+
+def _check_xent(op, zs, ls):
+    if len(zs) != 2:
+        raise ValueError(f"{op}: logits must have shape [N, classes], got {_fmt(zs)}")
+    if tuple(ls) != (zs[0],):
+        raise ValueError(f"{op}: labels must have shape [{zs[0]}] (one class index per row of logits "
+                         f"{_fmt(zs)}), got {_fmt(ls)}")

@@ -13,8 +13,8 @@ field names, which the arena planner uses for liveness), one compile rule in
 from dataclasses import dataclass, fields, astuple
 from typing import ClassVar, Optional
 
-from . import _conv2d
-from .algorithms import ConvAlgorithm
+from . import _backward, _conv2d, _pool2d_interim, _train
+from .algorithms import ConvAlgorithm, ConvBackwardAlgorithm
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,8 @@ class Thunk:
             v = getattr(self, f.name)
             if v is None:
                 continue
-            parts.append(f"{f.name}={v!r}" if not isinstance(v, ConvAlgorithm) else f"{f.name}={v.label}")
+            parts.append(f"{f.name}={v.label}" if isinstance(v, (ConvAlgorithm, ConvBackwardAlgorithm))
+                         else f"{f.name}={v!r}")
         return f"{self.kind}({self.op_name!r}, " + ", ".join(parts) + ")"
 
 
@@ -167,3 +168,305 @@ class WinogradFilterThunk(Thunk):
 
     def bind(self, view):
         return _conv2d.WinogradFilterLaunch(view(self.weight), view(self.u), self.c_out, self.c_in)
+
+
+# ===========================================================================
+# --- training: gradient kernels and the small ops of a training step ---
+# ===========================================================================
+
+def _view_or_none(view, s):
+    return view(s) if s is not None else None
+
+
+@dataclass(frozen=True)
+class ConvNdDims:
+    """Canonical geometry of a 1-, 2- or 3-D conv as three spatial axes (d, h, w);
+    missing leading axes have size, kernel, stride and dilation 1 and pad 0, so
+    one N-d kernel path serves every rank.  `pads` are the begin pads; the end
+    pads are implied by out_size."""
+    n: int
+    c_in: int
+    c_out: int
+    groups: int
+    in_size: tuple
+    out_size: tuple
+    kernel: tuple
+    stride: tuple
+    pads: tuple
+    dilation: tuple
+
+    def as_tuple(self):
+        return (self.n, self.c_in, self.c_out, self.groups, *self.in_size, *self.out_size, *self.kernel,
+                *self.stride, *self.pads, *self.dilation)
+
+    @property
+    def flops(self):
+        taps = self.kernel[0] * self.kernel[1] * self.kernel[2]
+        out = self.out_size[0] * self.out_size[1] * self.out_size[2]
+        return 2 * self.n * self.c_out * out * (self.c_in // self.groups) * taps
+
+    def __repr__(self):
+        sz = lambda t: "x".join(str(v) for v in t)
+        return (f"n={self.n} {self.c_in}->{self.c_out} {sz(self.in_size)}->{sz(self.out_size)} "
+                f"k={sz(self.kernel)} s={sz(self.stride)} p={sz(self.pads)} d={sz(self.dilation)} "
+                f"g={self.groups}")
+
+
+@dataclass(frozen=True, repr=False)
+class ConvBackwardInputThunk(Thunk):
+    """dx of a conv (any rank) from dy and the weight."""
+    dy: Slice
+    weight: Slice
+    dx: Slice
+    scratch: Optional[Slice]
+    dims: ConvNdDims
+    algorithm: ConvBackwardAlgorithm
+    max_threads: int
+
+    kind: ClassVar[str] = "ConvBackwardInput"
+    reads: ClassVar[tuple] = ("dy", "weight")
+    writes: ClassVar[tuple] = ("dx",)
+    scratch_fields: ClassVar[tuple] = ("scratch",)
+
+    def bind(self, view):
+        return _backward.ConvBackwardInputLaunch(view(self.dy), view(self.weight), view(self.dx),
+                                                 _view_or_none(view, self.scratch), self.dims.as_tuple(),
+                                                 int(self.algorithm), self.max_threads)
+
+
+@dataclass(frozen=True, repr=False)
+class ConvBackwardWeightThunk(Thunk):
+    """dW of a conv (any rank) from x and dy; per-thread partial sums live in
+    `scratch` and are reduced in a fixed order."""
+    x: Slice
+    dy: Slice
+    dw: Slice
+    scratch: Optional[Slice]
+    dims: ConvNdDims
+    algorithm: ConvBackwardAlgorithm
+    max_threads: int
+
+    kind: ClassVar[str] = "ConvBackwardWeight"
+    reads: ClassVar[tuple] = ("x", "dy")
+    writes: ClassVar[tuple] = ("dw",)
+    scratch_fields: ClassVar[tuple] = ("scratch",)
+
+    def bind(self, view):
+        return _backward.ConvBackwardWeightLaunch(view(self.x), view(self.dy), view(self.dw),
+                                                  _view_or_none(view, self.scratch), self.dims.as_tuple(),
+                                                  int(self.algorithm), self.max_threads)
+
+
+@dataclass(frozen=True)
+class Pool2DDims:
+    """2-D pooling geometry: begin pads plus end pads (the avg divisor with
+    count_include_pad needs the end of the padded input)."""
+    n: int
+    c: int
+    h: int
+    w: int
+    h_out: int
+    w_out: int
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    ph: int
+    pw: int
+    ph_end: int
+    pw_end: int
+    dh: int
+    dw: int
+
+    def as_tuple(self):
+        return astuple(self)
+
+
+@dataclass(frozen=True, repr=False)
+class MaxPool2DBackwardThunk(Thunk):
+    x: Slice
+    dy: Slice
+    dx: Slice
+    dims: Pool2DDims
+    max_threads: int
+
+    kind: ClassVar[str] = "MaxPool2DBackward"
+    reads: ClassVar[tuple] = ("x", "dy")
+    writes: ClassVar[tuple] = ("dx",)
+
+    def bind(self, view):
+        return _backward.MaxPool2DBackwardLaunch(view(self.x), view(self.dy), view(self.dx),
+                                                 self.dims.as_tuple(), self.max_threads)
+
+
+@dataclass(frozen=True, repr=False)
+class AvgPool2DBackwardThunk(Thunk):
+    dy: Slice
+    dx: Slice
+    dims: Pool2DDims
+    count_include_pad: bool
+    max_threads: int
+
+    kind: ClassVar[str] = "AvgPool2DBackward"
+    reads: ClassVar[tuple] = ("dy",)
+    writes: ClassVar[tuple] = ("dx",)
+
+    def bind(self, view):
+        return _backward.AvgPool2DBackwardLaunch(view(self.dy), view(self.dx), self.dims.as_tuple(),
+                                                 self.count_include_pad, self.max_threads)
+
+
+@dataclass(frozen=True, repr=False)
+class InterimPool2DThunk(Thunk):
+    """INTERIM forward max/avg pool 2-D (replaced by the pooling branch at merge)."""
+    x: Slice
+    y: Slice
+    dims: Pool2DDims
+    mode: int                 # _pool2d_interim.POOL_MAX / POOL_AVG
+    count_include_pad: bool
+    max_threads: int
+
+    kind: ClassVar[str] = "Pool2D"
+    reads: ClassVar[tuple] = ("x",)
+    writes: ClassVar[tuple] = ("y",)
+
+    def bind(self, view):
+        return _pool2d_interim.Pool2DLaunch(view(self.x), view(self.y), self.dims.as_tuple(), self.mode,
+                                            self.count_include_pad, self.max_threads)
+
+
+@dataclass(frozen=True, repr=False)
+class BiasAddThunk(Thunk):
+    """y[n, c, s] = x[n, c, s] + bias[c]."""
+    x: Slice
+    bias: Slice
+    y: Slice
+    n: int
+    c: int
+    s: int
+    max_threads: int
+
+    kind: ClassVar[str] = "BiasAdd"
+    reads: ClassVar[tuple] = ("x", "bias")
+    writes: ClassVar[tuple] = ("y",)
+
+    def bind(self, view):
+        return _train.BiasAddLaunch(view(self.x), view(self.bias), view(self.y), self.n, self.c, self.s,
+                                    self.max_threads)
+
+
+@dataclass(frozen=True, repr=False)
+class BiasGradThunk(Thunk):
+    """db[c] = sum over n, s of dy[n, c, s]."""
+    dy: Slice
+    db: Slice
+    n: int
+    c: int
+    s: int
+    max_threads: int
+
+    kind: ClassVar[str] = "BiasGrad"
+    reads: ClassVar[tuple] = ("dy",)
+    writes: ClassVar[tuple] = ("db",)
+
+    def bind(self, view):
+        return _train.BiasGradLaunch(view(self.dy), view(self.db), self.n, self.c, self.s, self.max_threads)
+
+
+@dataclass(frozen=True, repr=False)
+class ElementwiseThunk(Thunk):
+    """out = f(a[, b]) elementwise; `op` is one of the _train.ELEM_* codes
+    (relu, relu backward mask, add).  The kind names the op for profiles."""
+    a: Slice
+    b: Optional[Slice]
+    out: Slice
+    op: int
+    size: int
+    max_threads: int
+
+    kind: ClassVar[str] = "Elementwise"
+    reads: ClassVar[tuple] = ("a", "b")
+    writes: ClassVar[tuple] = ("out",)
+
+    def bind(self, view):
+        return _train.ElementwiseLaunch(self.op, view(self.a), _view_or_none(view, self.b), view(self.out),
+                                        self.size, self.max_threads)
+
+
+@dataclass(frozen=True, repr=False)
+class ReluThunk(ElementwiseThunk):
+    kind: ClassVar[str] = "Relu"
+
+
+@dataclass(frozen=True, repr=False)
+class ReluBackwardThunk(ElementwiseThunk):
+    kind: ClassVar[str] = "ReluBackward"
+
+
+@dataclass(frozen=True, repr=False)
+class AddThunk(ElementwiseThunk):
+    kind: ClassVar[str] = "Add"
+
+
+@dataclass(frozen=True, repr=False)
+class GemmThunk(Thunk):
+    """c[m, n] = op(a) . op(b) (+ bias[n] per row): the dense layer and its two
+    gradients, one GEMM split into panels over the threads."""
+    a: Slice
+    b: Slice
+    bias: Optional[Slice]
+    c: Slice
+    m: int
+    n: int
+    k: int
+    trans_a: bool
+    trans_b: bool
+    max_threads: int
+
+    kind: ClassVar[str] = "Gemm"
+    reads: ClassVar[tuple] = ("a", "b", "bias")
+    writes: ClassVar[tuple] = ("c",)
+
+    @property
+    def flops(self):
+        return 2 * self.m * self.n * self.k
+
+    def bind(self, view):
+        return _train.GemmLaunch(view(self.a), view(self.b), _view_or_none(view, self.bias), view(self.c),
+                                 self.m, self.n, self.k, self.trans_a, self.trans_b, self.max_threads)
+
+
+@dataclass(frozen=True, repr=False)
+class SoftmaxCrossEntropyThunk(Thunk):
+    logits: Slice
+    labels: Slice
+    loss: Slice
+    n: int
+    k: int
+
+    kind: ClassVar[str] = "SoftmaxCrossEntropy"
+    reads: ClassVar[tuple] = ("logits", "labels")
+    writes: ClassVar[tuple] = ("loss",)
+
+    def bind(self, view):
+        return _train.SoftmaxCrossEntropyLaunch(view(self.logits), view(self.labels), view(self.loss),
+                                                self.n, self.k)
+
+
+@dataclass(frozen=True, repr=False)
+class SoftmaxCrossEntropyBackwardThunk(Thunk):
+    logits: Slice
+    labels: Slice
+    grad_loss: Slice
+    dlogits: Slice
+    n: int
+    k: int
+
+    kind: ClassVar[str] = "SoftmaxCrossEntropyBackward"
+    reads: ClassVar[tuple] = ("logits", "labels", "grad_loss")
+    writes: ClassVar[tuple] = ("dlogits",)
+
+    def bind(self, view):
+        return _train.SoftmaxCrossEntropyBackwardLaunch(view(self.logits), view(self.labels),
+                                                        view(self.grad_loss), view(self.dlogits),
+                                                        self.n, self.k)
