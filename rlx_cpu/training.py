@@ -159,7 +159,7 @@ _SEGMENTS = {0: "abcdef", 1: "bc", 2: "abdeg", 3: "abcdg", 4: "bcfg",
              5: "acdfg", 6: "acdefg", 7: "abc", 8: "abcdefg", 9: "abcdfg"}
 
 
-def synthetic_digits(n, size=28, seed=0, noise=0.35, classes=10):
+def synthetic_digits(n, size=28, seed=0, noise=0.25, classes=10):
     """n grayscale images [n, 1, size, size] of seven-segment digits 0..classes-1
     with random box size, stroke width, position and intensity plus Gaussian
     noise; labels [n] as float32 class indices.  Deterministic in `seed`."""
@@ -255,13 +255,15 @@ def evaluate(plan, params, x, labels, batch_size):
     return correct / max(total, 1)
 
 
-def train_cnn(epochs=4, batch_size=32, train_size=4096, test_size=1024, lr=0.05, momentum=0.9,
-              num_threads=None, seed=0, log=print):
-    """Train the example CNN on synthetic digits; returns a dict of results per epoch."""
-    x_train, y_train = synthetic_digits(train_size, seed=seed)
-    x_test, y_test = synthetic_digits(test_size, seed=seed + 1)
-    trainer = build_cnn_training(batch_size, lr=lr, momentum=momentum, num_threads=num_threads, seed=seed)
-    eval_plan = build_cnn_eval(batch_size, num_threads=num_threads)
+def train_cnn(epochs=5, batch_size=32, train_size=4096, test_size=1024, lr=0.05, momentum=0.9,
+              num_threads=None, seed=0, classes=10, noise=0.25, channels=(8, 16), log=print):
+    """Train the example CNN on synthetic digits; returns {"history": [per-epoch
+    dict], "trainer": Trainer, "batch": the last batch}."""
+    x_train, y_train = synthetic_digits(train_size, seed=seed, noise=noise, classes=classes)
+    x_test, y_test = synthetic_digits(test_size, seed=seed + 1, noise=noise, classes=classes)
+    trainer = build_cnn_training(batch_size, classes=classes, channels=channels, lr=lr, momentum=momentum,
+                                 num_threads=num_threads, seed=seed)
+    eval_plan = build_cnn_eval(batch_size, classes=classes, channels=channels, num_threads=num_threads)
     rng = np.random.default_rng(seed)
     history = []
     batch = {}

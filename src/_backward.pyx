@@ -148,6 +148,20 @@ def conv_backward_weight_scratch_floats(tuple dims, int algorithm, int nthreads)
     return int(best)
 
 
+def parallel_strategy(str kernel, tuple dims, int nthreads):
+    """How a conv backward kernel spreads its work over nthreads (for tests and
+    reports): 'input' -> 'items' (one (image, group) per thread) or 'split'
+    (GEMM panels + col2im rows); 'weight' -> 'serial', 'groups', 'batch'
+    (image ranges with per-thread partial sums) or 'split' (im2col rows +
+    GEMM panels).  Every strategy but 'serial' keeps all threads busy."""
+    cdef BwdGeom g = _bgeom(dims)
+    if kernel == "input":
+        return "items" if _bi_items_parallel(&g, nthreads) else "split"
+    if kernel == "weight":
+        return ("serial", "groups", "batch", "split")[_bw_mode(&g, nthreads)]
+    raise ValueError(f"parallel_strategy: kernel must be 'input' or 'weight', got {kernel!r}")
+
+
 def col_floats(tuple dims):
     """K x P: the floats of one patch-matrix slab."""
     cdef BwdGeom g = _bgeom(dims)

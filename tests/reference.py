@@ -251,3 +251,33 @@ def softmax_cross_entropy_backward(logits, labels, grad_loss=1.0):
     p /= p.sum(axis=1, keepdims=True)
     p[np.arange(len(lab)), lab] -= 1.0
     return grad_loss * p / len(lab)
+
+
+# ---------------------------------------------------------------------------
+# Central finite differences  [training]
+# ---------------------------------------------------------------------------
+
+def numeric_grad(f, x, indices, eps=1e-3):
+    """(f(x + eps e_i) - f(x - eps e_i)) / (2 eps) for each flat index i, in
+    float64; f maps a float64 array shaped like x to a scalar."""
+    x = np.array(x, dtype=np.float64)
+    flat = x.reshape(-1)
+    out = []
+    for i in indices:
+        old = flat[i]
+        flat[i] = old + eps
+        fp = f(x)
+        flat[i] = old - eps
+        fm = f(x)
+        flat[i] = old
+        out.append((fp - fm) / (2 * eps))
+    return np.array(out)
+
+
+def sample_indices(size, count, rng):
+    """`count` distinct flat indices of an array of `size` values, always
+    including the first and the last (border taps meet the padding)."""
+    if size <= count:
+        return np.arange(size)
+    mid = rng.choice(np.arange(1, size - 1), size=count - 2, replace=False)
+    return np.concatenate([[0], np.sort(mid), [size - 1]])
