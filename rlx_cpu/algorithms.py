@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-from . import _conv2d
+from . import _backward, _conv2d
 
 
 class ConvAlgorithm(enum.IntEnum):
@@ -178,8 +178,6 @@ def select_conv_algorithm(dims, requested="auto", flags=None, op="conv2d"):
 # =============================================================================
 # --- training: conv backward algorithm (train branch) ---
 # =============================================================================
-
-from . import _backward  # noqa: E402  (kept with its section for an easy merge)
 
 
 class ConvBackwardAlgorithm(enum.IntEnum):

@@ -10,7 +10,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from .shapes import as_tuple, conv_out_size, resolve_padding
+from .shapes import as_tuple, conv_out_size, pool_out_size, resolve_padding
 
 Shape = Tuple[int, ...]
 
@@ -466,18 +466,6 @@ def _conv_backward_attrs(op, nsp, xs, ws, dys, stride, padding, dilation, groups
         raise ValueError(f"{op}: grad_output must have the conv's output shape {_fmt(want)} "
                          f"(stride {stride}, pads {begin}/{end}, dilation {dilation}), got {ctx}")
     return ConvAttrs(kernel, stride, begin, end, dilation, groups)
-
-
-def pool_out_size(size, k, stride, pad_begin, pad_end, dilation, ceil_mode):
-    """PyTorch's pooling output size; with ceil_mode the last window must start
-    inside the input or its begin padding, else it is dropped."""
-    span = size + pad_begin + pad_end - dilation * (k - 1) - 1
-    if span < 0:
-        return 0
-    out = (span + (stride - 1 if ceil_mode else 0)) // stride + 1
-    if ceil_mode and (out - 1) * stride >= size + pad_begin:
-        out -= 1
-    return out
 
 
 def _pool2d_attrs(op, xs, kernel_size, stride, padding, dilation, ceil_mode, count_include_pad):

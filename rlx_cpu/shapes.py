@@ -102,3 +102,17 @@ def resolve_padding(padding, in_sizes, kernel, stride, dilation, op):
     if any(v < 0 for v in begin + end):
         raise ValueError(f"{op}: padding must be >= 0, got {padding!r}")
     return begin, end
+
+
+# --- pooling output size (train branch; the pooling branch may own this) ---
+
+def pool_out_size(size, k, stride, pad_begin, pad_end, dilation, ceil_mode):
+    """PyTorch's pooling output size; with ceil_mode the last window must start
+    inside the input or its begin padding, else it is dropped."""
+    span = size + pad_begin + pad_end - dilation * (k - 1) - 1
+    if span < 0:
+        return 0
+    out = (span + (stride - 1 if ceil_mode else 0)) // stride + 1
+    if ceil_mode and (out - 1) * stride >= size + pad_begin:
+        out -= 1
+    return out
