@@ -30,7 +30,7 @@ from .autograd import grads
 from .compiler import compile as _compile
 from .ir import Graph
 
-__all__ = ["Trainer", "synthetic_digits", "cnn_parameter_shapes", "cnn_forward", "init_cnn_parameters",
+__all__ = ["Trainer", "time_by_kind", "synthetic_digits", "cnn_parameter_shapes", "cnn_forward", "init_cnn_parameters",
            "build_cnn_training", "main"]
 
 
