@@ -7,6 +7,15 @@ Environment switches read here:
   suite can be run against checked kernels.
 * ``RLX_DISABLE_OPENMP=1`` builds without OpenMP even when the compiler has it
   (kernels then run single-threaded; useful to test that configuration).
+* ``RLX_FORCE_CYTHONIZE=1`` regenerates every C file.
+
+Switching between these modes in one tree is safe: debug and release C files
+are generated into separate directories (``build/cython-debug``,
+``build/cython-release``), and a stamp in the build directory forces every
+extension to be recompiled when the mode (debug, OpenMP and optimisation
+flags) changed since the last build.  Without this, ``build_ext --inplace``
+after a debug build would keep the debug kernels, because setuptools and
+cythonize only compare file times.
 
 OpenMP is detected by compiling a tiny probe with the flags each compiler
 family uses (gcc/clang ``-fopenmp``, Apple clang ``-Xpreprocessor -fopenmp``
@@ -32,6 +41,8 @@ def _env_on(name):
 
 
 DEBUG = _env_on("RLX_CYTHON_DEBUG")
+# Generated C depends on the Cython directives, so each mode keeps its own.
+CYTHON_BUILD_DIR = os.path.join("build", "cython-debug" if DEBUG else "cython-release")
 
 _OMP_PROBE = textwrap.dedent(
     """
@@ -97,7 +108,9 @@ class BuildExtWithOpenMP(build_ext):
         if ctype == "msvc":
             opt = ["/Od", "/Zi"] if DEBUG else ["/O2"]
         else:
-            opt = ["-O1", "-g"] if DEBUG else ["-O3"]
+            # -g0: Python's own CFLAGS often carry -g, which would make the
+            # release extensions five times larger.
+            opt = ["-O1", "-g"] if DEBUG else ["-O3", "-g0"]
             opt += ["-Wno-unused-function", "-Wno-unreachable-code"]
         for ext in self.extensions:
             ext.extra_compile_args = list(opt)
@@ -106,9 +119,25 @@ class BuildExtWithOpenMP(build_ext):
                 ext.extra_compile_args += omp[0]
                 ext.extra_link_args += omp[1]
                 ext.define_macros.append(("RLX_HAVE_OPENMP", "1"))
-        self.announce("rlx_cpu: OpenMP %s" % ("ON " + " ".join(omp[0]) if omp else "OFF"), level=2)
-        print("rlx_cpu build: OpenMP", "on" if omp else "off", "| debug checks", "on" if DEBUG else "off")
+        mode = "debug=%s openmp=%s flags=%s" % ("on" if DEBUG else "off", " ".join(omp[0]) if omp else "off",
+                                                " ".join(opt))
+        print("rlx_cpu build:", mode)
+        # setuptools only compares file times, so a mode change must force a
+        # full recompile or the previous mode's objects would be reused.
+        stamp = os.path.join(self.build_temp, "rlx_build_mode.txt")
+        try:
+            with open(stamp) as fh:
+                previous = fh.read().strip()
+        except OSError:
+            previous = None
+        if previous != mode:
+            if previous is not None:
+                print("rlx_cpu build: mode changed from %r, recompiling every extension" % previous)
+            self.force = True
         super().build_extensions()
+        os.makedirs(self.build_temp, exist_ok=True)
+        with open(stamp, "w") as fh:
+            fh.write(mode + "\n")
 
 
 def _extensions():
@@ -133,12 +162,12 @@ def _extensions():
         )
         for name in KERNEL_MODULES
     ]
-    # A debug build must never reuse C files generated without the checks.
     return cythonize(
         exts,
         compiler_directives=directives,
         include_path=[SRC_DIR],
-        force=DEBUG or _env_on("RLX_FORCE_CYTHONIZE"),
+        build_dir=CYTHON_BUILD_DIR,
+        force=_env_on("RLX_FORCE_CYTHONIZE"),
     )
 
 

@@ -49,18 +49,18 @@ def main():
     for spec in TP.CASES:
         c = TP.PoolCase(spec)
         dx = c.max_plan(2).run(c.feeds())[0]
-        note("max_pool2d_backward", "ref", R.rel_error(dx, c.ref_max_backward()))
+        note(f"max_pool{c.nsp}d_backward", "ref", R.rel_error(dx, c.ref_max_backward()))
         x = (rng.permutation(int(np.prod(c.shape))).reshape(c.shape) * 0.01).astype(np.float32)
         c2 = TP.PoolCase(spec, x=x, seed=3)
         dx = c2.max_plan(2).run(c2.feeds())[0]
         idx = np.union1d(R.sample_indices(dx.size, 40, rng), np.flatnonzero(dx)[:20])
-        note("max_pool2d_backward", "fd", fd_err(dx, lambda v: float((c2.ref_max(v) * c2.dy).sum()), c2.x, idx, 1e-3))
+        note(f"max_pool{c.nsp}d_backward", "fd", fd_err(dx, lambda v: float((c2.ref_max(v) * c2.dy).sum()), c2.x, idx, 1e-3))
     for spec in TP.AVG_CASES:
         for cip in (True, False):
             c = TP.PoolCase(spec)
             dx = c.avg_plan(2, cip).run(c.feeds())[0]
-            note("avg_pool2d_backward", "ref", R.rel_error(dx, c.ref_avg_backward(cip)))
-            note("avg_pool2d_backward", "fd", fd_err(dx, lambda v: float((c.ref_avg(v, cip) * c.dy).sum()), c.x,
+            note(f"avg_pool{c.nsp}d_backward", "ref", R.rel_error(dx, c.ref_avg_backward(cip)))
+            note(f"avg_pool{c.nsp}d_backward", "fd", fd_err(dx, lambda v: float((c.ref_avg(v, cip) * c.dy).sum()), c.x,
                                                      R.sample_indices(dx.size, 40, rng), 1e-3))
     params, x, labels = TA.gradcheck_problem.__wrapped__()
     _, ours = TA._our_grads(params, x, labels, 2)

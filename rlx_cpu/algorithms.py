@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-from . import _backward, _conv2d
+from . import _backward, _conv2d, _convnd
 
 
 class ConvAlgorithm(enum.IntEnum):
@@ -175,6 +175,58 @@ def select_conv_algorithm(dims, requested="auto", flags=None, op="conv2d"):
     return ConvAlgorithm.REFERENCE
 
 
+# -- N-d conv (conv3d) and conv-transpose (1-D, 2-D, 3-D) -----------------------
+#
+# Two algorithms: REFERENCE (plain loops; gather for conv3d, scatter for
+# conv-transpose) and IM2COL (vol2col + GEMM, or GEMM + col2vol for
+# conv-transpose).  `dims` is a thunks.ConvNDDims.
+
+def convnd_scratch_floats(dims, transposed, nthreads=1):
+    """Floats of scratch the GEMM path needs: patch-matrix column blocks, one
+    per thread when (image, group) items run in parallel (src/_convnd.pyx)."""
+    return _convnd.scratch_floats(dims.as_tuple(), transposed, True, nthreads)
+
+
+def convnd_ineligible_reason(dims, transposed, nthreads=1):
+    """The GEMM path: its scratch must stay under 2 GB, the same cap as
+    conv2d's im2col.  The patch matrix is built in column blocks of at least
+    64 columns, so only a gigantic number of rows (channels x taps) hits it."""
+    need = convnd_scratch_floats(dims, transposed, nthreads)
+    if need > _conv2d.IM2COL_MAX_COL_FLOATS:
+        return (f"at most {_conv2d.IM2COL_MAX_COL_FLOATS} floats of patch-matrix scratch "
+                f"(this op needs {need} with {nthreads} threads)")
+    return None
+
+
+def select_convnd_algorithm(dims, requested="auto", flags=None, op="conv3d", transposed=False,
+                            nthreads=1):
+    """REFERENCE or IM2COL for a conv3d (transposed=False) or conv-transpose
+    compiled for `nthreads` threads.
+
+    'auto' takes the GEMM path unless RLX_FAST_CONV is off or its scratch
+    would be too large; 'reference' and 'im2col' force one (ValueError when im2col
+    cannot run); 'direct' and 'winograd' exist for conv1d/conv2d only."""
+    if flags is None:
+        flags = ConvFlags.from_env()
+    if isinstance(requested, ConvAlgorithm):
+        requested = requested.label
+    if requested not in CONV_ALGORITHM_NAMES:
+        raise ValueError(f"{op}: conv_algorithm must be one of {CONV_ALGORITHM_NAMES}, got {requested!r}")
+    if requested in ("direct", "winograd"):
+        raise ValueError(f"{op}: conv_algorithm={requested!r} exists for conv1d/conv2d only; "
+                         f"use 'auto', 'reference' or 'im2col' ({dims!r})")
+    if requested == "reference":
+        return ConvAlgorithm.REFERENCE
+    reason = convnd_ineligible_reason(dims, transposed, nthreads)
+    if requested == "im2col":
+        if reason is not None:
+            raise ValueError(f"{op}: conv_algorithm='im2col' needs {reason}; op is {dims!r}")
+        return ConvAlgorithm.IM2COL
+    if not flags.fast or reason is not None:
+        return ConvAlgorithm.REFERENCE
+    return ConvAlgorithm.IM2COL
+
+
 # =============================================================================
 # --- training: conv backward algorithm (train branch) ---
 # =============================================================================
@@ -194,12 +246,12 @@ class ConvBackwardAlgorithm(enum.IntEnum):
 def is_backward_1x1(d):
     """One tap, unit stride, no padding: the patch matrix is the input itself,
     so the GEMMs read x / write dx directly (no im2col, no col2im)."""
-    return d.kernel == (1, 1, 1) and d.stride == (1, 1, 1) and d.pads == (0, 0, 0) \
-        and d.in_size == d.out_size
+    return d.kernel == (1, 1, 1) and d.stride == (1, 1, 1) and d.pad == (0, 0, 0) \
+        and d.in_sp == d.out_sp
 
 
 def select_conv_backward_algorithm(dims, requested="auto", flags=None):
-    """ConvBackwardAlgorithm for a ConvNdDims.
+    """ConvBackwardAlgorithm for a ConvNDDims.
 
     'reference' (or RLX_FAST_CONV off) -> the constant-memory reference loops;
     otherwise GEMM_1X1 where eligible, GEMM while one patch-matrix slab stays

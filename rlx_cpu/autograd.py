@@ -46,17 +46,47 @@ def _vjp_conv(g, node, dy, needs):
     return out
 
 
-def _vjp_max_pool2d(g, node, dy, needs):
-    a = node.attrs
-    x = g.node(node.inputs[0])
-    return [g.max_pool2d_backward(x, dy, a.kernel, a.stride, _pads(a), a.dilation, a.ceil_mode)]
+_POOL_OPS = {("max", 1): "max_pool1d", ("max", 2): "max_pool2d", ("max", 3): "max_pool3d",
+             ("avg", 1): "avg_pool1d", ("avg", 2): "avg_pool2d", ("avg", 3): "avg_pool3d"}
 
 
-def _vjp_avg_pool2d(g, node, dy, needs):
+def _vjp_pool(g, node, dy, needs):
     a = node.attrs
+    op = _POOL_OPS[a.kind, a.ndim]
+    if a.ndim == 3:
+        raise NotImplementedError(f"grads: {op} (node {node.name!r}) is not differentiable: pooling "
+                                  f"gradients exist for 1-D and 2-D pools only")
     x = g.node(node.inputs[0])
-    return [g.avg_pool2d_backward(dy, x.shape, a.kernel, a.stride, _pads(a), a.ceil_mode,
-                                  a.count_include_pad)]
+    geo = dict(stride=a.stride, padding=_pads(a), ceil_mode=a.ceil_mode)
+    if a.kind == "max":
+        return [getattr(g, f"{op}_backward")(x, dy, a.kernel, dilation=a.dilation, **geo)]
+    return [getattr(g, f"{op}_backward")(dy, x.shape, a.kernel, count_include_pad=a.count_include_pad,
+                                         divisor_override=a.divisor_override or None, dilation=a.dilation,
+                                         **geo)]
+
+
+def _vjp_conv_transpose(g, node, dy, needs):
+    """y = conv_transpose(x, W) is the adjoint of a conv from y's space to x's
+    with the same weight, so dx = conv(dy, W) and dW is that conv's weight
+    gradient with the roles of input and output swapped."""
+    a = node.attrs
+    nd = a.ndim
+    op = f"conv_transpose{nd}d"
+    x, w = g.node(node.inputs[0]), g.node(node.inputs[1])
+    geo = dict(stride=a.stride, padding=_pads(a), dilation=a.dilation, groups=a.groups)
+    # The conv of dy has floor((out_sp + pads - d(k-1) - 1) / s) + 1 outputs,
+    # which is x's size only while output_padding < stride.
+    if any(p >= s for p, s in zip(a.output_padding, a.stride)):
+        raise NotImplementedError(f"grads: {op} (node {node.name!r}) with output_padding {a.output_padding} "
+                                  f">= stride {a.stride} is not differentiable")
+    out = [None] * len(node.inputs)
+    if needs[0]:
+        out[0] = getattr(g, f"conv{nd}d")(dy, w, **geo)
+    if needs[1]:
+        out[1] = getattr(g, f"conv{nd}d_backward_weight")(dy, x, w.shape, **geo)
+    if len(node.inputs) > 2 and needs[2]:
+        out[2] = g.bias_grad(dy)
+    return out
 
 
 def _vjp_relu(g, node, dy, needs):
@@ -96,8 +126,8 @@ def _vjp_softmax_cross_entropy(g, node, dy, needs):
 
 VJP = {
     "conv": _vjp_conv,
-    "max_pool2d": _vjp_max_pool2d,
-    "avg_pool2d": _vjp_avg_pool2d,
+    "conv_transpose": _vjp_conv_transpose,
+    "pool": _vjp_pool,
     "relu": _vjp_relu,
     "add": _vjp_add,
     "bias_add": _vjp_bias_add,

@@ -11,16 +11,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _backward, _conv2d, _pool2d_interim, _train
-from .algorithms import ConvAlgorithm, ConvFlags, select_conv_algorithm, select_conv_backward_algorithm
+from . import _backward, _conv2d, _convnd, _im2col, _pool, _train
+from .algorithms import (ConvAlgorithm, ConvFlags, select_conv_algorithm, select_conv_backward_algorithm,
+                         select_convnd_algorithm)
 from .arena import ALIGNMENT, BufferRequest, align_up, plan_arena
 from .ir import Graph
 from .threads import limit_blas_threads, resolve_num_threads
-from .thunks import Conv2D1x1Thunk, Conv2DDims, Conv2DThunk, Slice, WinogradFilterThunk
+from .thunks import (Col2ImThunk, Conv2D1x1Thunk, Conv2DDims, Conv2DThunk, ConvNDDims, ConvNDThunk,
+                     ConvTransposeNDThunk, GlobalPoolThunk, Im2ColThunk, PoolThunk, ResizeNearest2xThunk,
+                     ResizeNearestThunk, Slice, WindowDims, WinogradFilterThunk)
 from .thunks import (AddThunk, AvgPool2DBackwardThunk, BiasAddThunk, BiasGradThunk, ConvBackwardInputThunk,
-                     ConvBackwardWeightThunk, ConvNdDims, GemmThunk, InterimPool2DThunk, MaxPool2DBackwardThunk,
-                     Pool2DDims, ReluBackwardThunk, ReluThunk, SoftmaxCrossEntropyBackwardThunk,
-                     SoftmaxCrossEntropyThunk)
+                     ConvBackwardWeightThunk, GemmThunk, MaxPool2DBackwardThunk, ReluBackwardThunk, ReluThunk,
+                     SoftmaxCrossEntropyBackwardThunk, SoftmaxCrossEntropyThunk)
 
 
 @dataclass(frozen=True, eq=False)
@@ -47,6 +49,7 @@ class CompileContext:
         self.bufs = []
         self.node_buf = {}
         self.const_values = {}     # Buf -> float32 array
+        self.live = None           # ids of the nodes the outputs need (set by compile)
 
     def _new(self, nbytes, role, name):
         b = Buf(len(self.bufs), int(nbytes), role, name)
@@ -58,7 +61,7 @@ class CompileContext:
         b = self.node_buf.get(node_id)
         if b is None:
             node = self.graph.node(node_id)
-            nbytes = int(np.prod(node.shape, dtype=np.int64)) * 4
+            nbytes = int(np.prod(node.shape, dtype=np.int64)) * np.dtype(node.dtype).itemsize
             role = {"input": "input", "constant": "const"}.get(node.op, "temp")
             b = self._new(nbytes, role, node.name)
             if role == "const":
@@ -71,6 +74,15 @@ class CompileContext:
         b = self._new(arr.nbytes, "const", name)
         self.const_values[b] = arr
         return b
+
+    def int32_constant(self, array, name):
+        """An int32 constant (e.g. index tables), stored as its float32 bit
+        pattern; the kernel views the slice as int32."""
+        arr = np.ascontiguousarray(array, dtype=np.int32)
+        return self.constant(arr.view(np.float32), name)
+
+    def is_live(self, node_id):
+        return self.live is None or node_id in self.live
 
     def is_constant(self, node_id):
         return self.graph.node(node_id).op == "constant"
@@ -114,6 +126,8 @@ def conv_dims(node, graph):
 
 
 def compile_conv(ctx, node):
+    if node.attrs.ndim == 3:
+        return compile_conv_nd(ctx, node)
     dims = conv_dims(node, ctx.graph)
     op = f"conv{node.attrs.ndim}d {node.name!r}"
     algo = select_conv_algorithm(dims, ctx.conv_algorithm, ctx.flags, op=op)
@@ -142,8 +156,126 @@ def compile_conv(ctx, node):
     ctx.emit(Conv2DThunk(node.name, x, w, bias, y, scratch, dims, algo, t, tile_block))
 
 
+# --- conv3d and conv-transpose (N-d, src/_convnd.pyx) ---
+
+def convnd_dims(node, graph):
+    """ConvNDDims of a conv3d or conv-transpose node (padded to three axes)."""
+    return ConvNDDims.from_attrs(graph.node(node.inputs[0]).shape, node.shape, node.attrs)
+
+
+def _emit_conv_nd(ctx, node, thunk_cls, op):
+    dims = convnd_dims(node, ctx.graph)
+    transposed = thunk_cls.transposed
+    t = ctx.num_threads
+    algo = select_convnd_algorithm(dims, ctx.conv_algorithm, ctx.flags, op=op, transposed=transposed,
+                                   nthreads=t)
+    x, w = ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1])
+    bias = ctx.buf(node.inputs[2]) if len(node.inputs) > 2 else None
+    nfloats = _convnd.scratch_floats(dims.as_tuple(), transposed, algo == ConvAlgorithm.IM2COL, t)
+    scratch = ctx.scratch(4 * nfloats, node.name + ".scratch")
+    ctx.emit(thunk_cls(node.name, x, w, bias, ctx.buf(node.id), scratch, dims, algo, t))
+
+
+def compile_conv_nd(ctx, node):
+    _emit_conv_nd(ctx, node, ConvNDThunk, f"conv3d {node.name!r}")
+
+
+def compile_conv_transpose(ctx, node):
+    _emit_conv_nd(ctx, node, ConvTransposeNDThunk, f"conv_transpose{node.attrs.ndim}d {node.name!r}")
+
+
+# --- pooling / resize / im2col ---
+
+def _window_dims(n, c, image, out, a):
+    return WindowDims.from_nd(n, c, image, out, a.kernel, a.stride, a.pads_begin, a.pads_end, a.dilation)
+
+
+def compile_pool(ctx, node):
+    a = node.attrs
+    xs = ctx.graph.node(node.inputs[0]).shape
+    dims = _window_dims(xs[0], xs[1], xs[2:], node.shape[2:], a)
+    kind = _pool.POOL_MAX if a.kind == "max" else _pool.POOL_AVG
+    w_chunk = min(_pool.W_CHUNK, dims.out[2])
+    t = ctx.num_threads
+    indices, mode = None, _pool.INDICES_NONE
+    if a.indices != "none":
+        # Graph.max_pool* appends the indices node right after its pool node.
+        inode = ctx.graph.node(node.id + 1)
+        assert inode.op == "pool_indices" and inode.inputs == (node.id,), inode
+        if ctx.is_live(inode.id):
+            indices = ctx.buf(inode.id)
+            mode = {"onnx": _pool.INDICES_ONNX, "onnx_colmajor": _pool.INDICES_ONNX_COL}.get(
+                a.indices, _pool.INDICES_PLANE)
+    scratch = ctx.scratch(4 * _pool.scratch_floats(kind, w_chunk, t), node.name + ".scratch")
+    ctx.emit(PoolThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), indices, scratch, dims, kind,
+                       a.count_include_pad, a.divisor_override, mode, w_chunk, t))
+
+
+def compile_pool_indices(ctx, node):
+    """Nothing to emit: the producing PoolThunk writes this buffer."""
+
+
+def compile_global_pool(ctx, node):
+    xs = ctx.graph.node(node.inputs[0]).shape
+    planes, spatial = xs[0] * xs[1], int(np.prod(xs[2:]))
+    kind = _pool.POOL_MAX if node.attrs.kind == "max" else _pool.POOL_AVG
+    scratch = ctx.scratch(4 * _pool.global_scratch_floats(planes, spatial), node.name + ".scratch")
+    ctx.emit(GlobalPoolThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), scratch, planes, spatial,
+                             kind))
+
+
+def is_nearest_2x(in_sizes, tables):
+    """True when a 2-D nearest resize is the exact 2x pixel duplication."""
+    return len(in_sizes) == 2 and all(
+        len(t) == 2 * s and np.array_equal(t, np.arange(2 * s) // 2) for s, t in zip(in_sizes, tables))
+
+
+def compile_resize_nearest(ctx, node):
+    xs = ctx.graph.node(node.inputs[0]).shape
+    tables = node.attrs.tables
+    x, y = ctx.buf(node.inputs[0]), ctx.buf(node.id)
+    planes = xs[0] * xs[1]
+    if is_nearest_2x(xs[2:], tables):
+        ctx.emit(ResizeNearest2xThunk(node.name, x, y, planes, xs[2], xs[3]))
+        return
+    pad = 3 - len(tables)
+    size = (1,) * pad + tuple(xs[2:])
+    out = (1,) * pad + tuple(node.shape[2:])
+    flat = np.concatenate([np.zeros(1, np.int32)] * pad + [np.asarray(t, np.int32) for t in tables])
+    tab = ctx.int32_constant(flat, node.name + ".index_tables")
+    ctx.emit(ResizeNearestThunk(node.name, x, y, tab, planes, size, out))
+
+
+def _layout_code(layout):
+    return _im2col.LAYOUT_ROWS if layout == "rows" else _im2col.LAYOUT_ONNX
+
+
+def compile_im2col(ctx, node):
+    a = node.attrs
+    xs = ctx.graph.node(node.inputs[0]).shape
+    dims = _window_dims(xs[0], xs[1], a.image, a.blocks, a)
+    ctx.emit(Im2ColThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), dims, _layout_code(a.layout)))
+
+
+def compile_col2im(ctx, node):
+    a = node.attrs
+    dims = _window_dims(node.shape[0], node.shape[1], a.image, a.blocks, a)
+    t = ctx.num_threads
+    scratch = ctx.scratch(4 * _im2col.col2im_scratch_floats(dims.as_tuple(), t), node.name + ".scratch")
+    ctx.emit(Col2ImThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), scratch, dims,
+                         _layout_code(a.layout), t))
+
+
 RULES = {
     "conv": compile_conv,
+    "conv_transpose": compile_conv_transpose,
+    # --- pooling / resize / im2col ---
+    "pool": compile_pool,
+    "pool_indices": compile_pool_indices,
+    "global_pool": compile_global_pool,
+    "resize_nearest": compile_resize_nearest,
+    "im2col": compile_im2col,
+    "col2im": compile_col2im,
 }
 
 
@@ -151,19 +283,9 @@ RULES = {
 # --- training: rules for gradient kernels and training-step ops ---
 # ===========================================================================
 
-def conv_nd_dims(attrs, x_shape, y_shape):
-    """ConvNdDims (three spatial axes, missing leading ones of size 1) of a conv
-    with input x_shape and output y_shape, for its gradient kernels."""
-    lead = 3 - attrs.ndim
-    one, zero = (1,) * lead, (0,) * lead
-    return ConvNdDims(x_shape[0], x_shape[1], y_shape[1], attrs.groups, one + tuple(x_shape[2:]),
-                      one + tuple(y_shape[2:]), one + attrs.kernel, one + attrs.stride,
-                      zero + attrs.pads_begin, one + attrs.dilation)
-
-
 def compile_conv_backward_input(ctx, node):
     dy_node = ctx.graph.node(node.inputs[0])
-    dims = conv_nd_dims(node.attrs, node.shape, dy_node.shape)
+    dims = ConvNDDims.from_attrs(node.shape, dy_node.shape, node.attrs)
     algo = select_conv_backward_algorithm(dims, ctx.conv_algorithm, ctx.flags)
     t = ctx.num_threads
     nbytes = 4 * _backward.conv_backward_input_scratch_floats(dims.as_tuple(), int(algo), t)
@@ -174,7 +296,7 @@ def compile_conv_backward_input(ctx, node):
 
 def compile_conv_backward_weight(ctx, node):
     x_node, dy_node = ctx.graph.node(node.inputs[0]), ctx.graph.node(node.inputs[1])
-    dims = conv_nd_dims(node.attrs, x_node.shape, dy_node.shape)
+    dims = ConvNDDims.from_attrs(x_node.shape, dy_node.shape, node.attrs)
     algo = select_conv_backward_algorithm(dims, ctx.conv_algorithm, ctx.flags)
     t = ctx.num_threads
     nbytes = 4 * _backward.conv_backward_weight_scratch_floats(dims.as_tuple(), int(algo), t)
@@ -183,31 +305,23 @@ def compile_conv_backward_weight(ctx, node):
                                      dims, algo, t))
 
 
-def pool2d_dims(attrs, x_shape, y_shape):
-    n, c, h, w = x_shape
-    return Pool2DDims(n, c, h, w, y_shape[2], y_shape[3], attrs.kernel[0], attrs.kernel[1],
-                      attrs.stride[0], attrs.stride[1], attrs.pads_begin[0], attrs.pads_begin[1],
-                      attrs.pads_end[0], attrs.pads_end[1], attrs.dilation[0], attrs.dilation[1])
+def _pool_backward_dims(node, x_shape, dy_shape):
+    """WindowDims of a pool gradient; the kernels take 1-D and 2-D pools (the
+    graph methods exist for those only), so the depth axis is trivial."""
+    assert node.attrs.ndim in (1, 2), node
+    return _window_dims(x_shape[0], x_shape[1], x_shape[2:], dy_shape[2:], node.attrs)
 
 
-def compile_max_pool2d_backward(ctx, node):
-    dims = pool2d_dims(node.attrs, node.shape, ctx.graph.node(node.inputs[1]).shape)
+def compile_max_pool_backward(ctx, node):
+    dims = _pool_backward_dims(node, node.shape, ctx.graph.node(node.inputs[1]).shape)
     ctx.emit(MaxPool2DBackwardThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]),
                                     ctx.buf(node.id), dims, ctx.num_threads))
 
 
-def compile_avg_pool2d_backward(ctx, node):
-    dims = pool2d_dims(node.attrs, node.shape, ctx.graph.node(node.inputs[0]).shape)
+def compile_avg_pool_backward(ctx, node):
+    dims = _pool_backward_dims(node, node.shape, ctx.graph.node(node.inputs[0]).shape)
     ctx.emit(AvgPool2DBackwardThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), dims,
-                                    node.attrs.count_include_pad, ctx.num_threads))
-
-
-def compile_interim_pool2d(ctx, node):
-    """INTERIM forward pooling (the pooling branch's rule replaces it at merge)."""
-    dims = pool2d_dims(node.attrs, ctx.graph.node(node.inputs[0]).shape, node.shape)
-    mode = _pool2d_interim.POOL_MAX if node.op == "max_pool2d" else _pool2d_interim.POOL_AVG
-    ctx.emit(InterimPool2DThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), dims, mode,
-                                node.attrs.count_include_pad, ctx.num_threads))
+                                    node.attrs.count_include_pad, node.attrs.divisor_override, ctx.num_threads))
 
 
 def _numel(shape):
@@ -274,10 +388,8 @@ def compile_softmax_cross_entropy_backward(ctx, node):
 RULES.update({
     "conv_backward_input": compile_conv_backward_input,
     "conv_backward_weight": compile_conv_backward_weight,
-    "max_pool2d_backward": compile_max_pool2d_backward,
-    "avg_pool2d_backward": compile_avg_pool2d_backward,
-    "max_pool2d": compile_interim_pool2d,          # INTERIM (pooling branch wins)
-    "avg_pool2d": compile_interim_pool2d,          # INTERIM (pooling branch wins)
+    "max_pool_backward": compile_max_pool_backward,
+    "avg_pool_backward": compile_avg_pool_backward,
     "relu": compile_elementwise,
     "relu_backward": compile_elementwise,
     "add": compile_elementwise,
@@ -339,6 +451,8 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True):
 
     conv_algorithm: 'auto' (choose per shape) or one of 'reference', 'im2col',
         'direct', 'winograd' forced on every conv (ValueError where ineligible).
+        conv3d and conv-transpose know 'reference' and 'im2col' (their GEMM
+        path: vol2col + GEMM, or GEMM + col2vol).
     num_threads: OpenMP threads for this plan (default: get_num_threads()).
     reuse_arena: share bytes between buffers with disjoint lifetimes.
     """
@@ -357,8 +471,10 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True):
     limit_blas_threads()
 
     ctx = CompileContext(graph, conv_algorithm, nthreads, ConvFlags.from_env())
+    live_nodes = _live_nodes(graph)
+    ctx.live = {n.id for n in live_nodes}
     input_nodes = []
-    for node in _live_nodes(graph):
+    for node in live_nodes:
         if node.op == "input":
             input_nodes.append(node)
             ctx.buf(node.id)
@@ -374,9 +490,13 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True):
     output_bufs = {ctx.buf(i) for i in graph.outputs}
 
     arena = plan_arena(_lifetimes(ctx, output_bufs), reuse=reuse_arena)
+    # Lay out only the constants a thunk reads or an output returns: a weight
+    # replaced by its compile-time transform (Winograd U) is not kept.
+    used = {getattr(th, f.name) for th in ctx.thunks for f in dataclasses.fields(th)
+            if isinstance(getattr(th, f.name), Buf)} | output_bufs
     const_offsets, const_nbytes = {}, 0
     for b in ctx.bufs:
-        if b.role == "const" and b in ctx.const_values:
+        if b.role == "const" and b in ctx.const_values and b in used:
             const_offsets[b] = const_nbytes
             const_nbytes += align_up(b.nbytes, ALIGNMENT)
 
@@ -393,5 +513,5 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True):
 
     const_items = [(const_offsets[b], ctx.const_values[b]) for b in const_offsets]
     inputs = [(n.name, n.shape, to_slice(ctx.buf(n.id))) for n in input_nodes]
-    outputs = [(graph.node(i).shape, to_slice(ctx.buf(i))) for i in graph.outputs]
+    outputs = [(graph.node(i).shape, to_slice(ctx.buf(i)), graph.node(i).dtype) for i in graph.outputs]
     return Plan(tuple(thunks), inputs, outputs, arena, const_nbytes, const_items, nthreads)

@@ -9,6 +9,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from .algorithms import ConvFlags
 from .compiler import compile as _compile
 from .ir import Graph
 from .threads import get_num_threads
@@ -59,8 +60,11 @@ def _conv(op, x, weight, bias, stride, padding, dilation, groups, conv_algorithm
     if bias is not None:
         bias = _as_real("bias", op, bias)
         feeds["bias"] = bias
+    # Everything compile() reads goes into the key, including the env flags
+    # (read at compile time), so a cached plan never hides a change of them.
     key = (op, x.shape, weight.shape, None if bias is None else bias.shape, _freeze(stride),
-           _freeze(padding), _freeze(dilation), _freeze(groups), conv_algorithm, get_num_threads())
+           _freeze(padding), _freeze(dilation), _freeze(groups), conv_algorithm, get_num_threads(),
+           ConvFlags.from_env())
 
     def build():
         g = Graph()
@@ -82,6 +86,180 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, conv_algorithm="auto"):
     """2-D convolution of [N, C_in, H, W] by [C_out, C_in/groups, kH, kW]."""
     return _conv("conv2d", input, weight, bias, stride, padding, dilation, groups, conv_algorithm)
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, conv_algorithm="auto"):
+    """3-D convolution of [N, C_in, D, H, W] by [C_out, C_in/groups, kD, kH, kW]."""
+    return _conv("conv3d", input, weight, bias, stride, padding, dilation, groups, conv_algorithm)
+
+
+# --- conv-transpose ---
+
+def _conv_transpose(op, x, weight, bias, stride, padding, output_padding, groups, dilation, output_size,
+                    conv_algorithm):
+    x = _as_real("input", op, x)
+    weight = _as_real("weight", op, weight)
+    feeds = {"x": x, "weight": weight}
+    if bias is not None:
+        bias = _as_real("bias", op, bias)
+        feeds["bias"] = bias
+    key = (op, x.shape, weight.shape, None if bias is None else bias.shape, _freeze(stride),
+           _freeze(padding), _freeze(output_padding), _freeze(groups), _freeze(dilation),
+           _freeze(output_size), conv_algorithm, get_num_threads())
+
+    def build():
+        g = Graph()
+        xi = g.input("x", x.shape)
+        wi = g.input("weight", weight.shape)
+        bi = g.input("bias", bias.shape) if bias is not None else None
+        y = getattr(g, op)(xi, wi, bi, stride=stride, padding=padding, output_padding=output_padding,
+                           groups=groups, dilation=dilation, output_size=output_size)
+        g.output(y)
+        return _compile(g, conv_algorithm=conv_algorithm)
+
+    return _cached_plan(key, build).run(feeds)[0]
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1,
+                     *, output_size=None, conv_algorithm="auto"):
+    """1-D transposed convolution of [N, C_in, L] by [C_in, C_out/groups, k].
+
+    output_size (as nn.ConvTranspose1d's forward) picks output_padding so the
+    output has that length; ValueError when it is out of reach."""
+    return _conv_transpose("conv_transpose1d", input, weight, bias, stride, padding, output_padding, groups,
+                           dilation, output_size, conv_algorithm)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1,
+                     *, output_size=None, conv_algorithm="auto"):
+    """2-D transposed convolution of [N, C_in, H, W] by [C_in, C_out/groups, kH, kW]
+    (output_size as in conv_transpose1d)."""
+    return _conv_transpose("conv_transpose2d", input, weight, bias, stride, padding, output_padding, groups,
+                           dilation, output_size, conv_algorithm)
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1,
+                     *, output_size=None, conv_algorithm="auto"):
+    """3-D transposed convolution of [N, C_in, D, H, W] by [C_in, C_out/groups, kD, kH, kW]
+    (output_size as in conv_transpose1d)."""
+    return _conv_transpose("conv_transpose3d", input, weight, bias, stride, padding, output_padding, groups,
+                           dilation, output_size, conv_algorithm)
+
+
+# ---------------------------------------------------------------------------
+# --- pooling / resize / im2col ---
+# ---------------------------------------------------------------------------
+
+def _unary(op, x, args, make):
+    """Run the one-input graph `make(graph, x_node) -> node or tuple of nodes`,
+    compiled once per (op, shape, args, threads).  Returns one array or a tuple."""
+    x = _as_real("input", op, x)
+    key = (op, x.shape, _freeze(args), get_num_threads())
+
+    def build():
+        g = Graph()
+        out = make(g, g.input("x", x.shape))
+        g.output(*(out if isinstance(out, tuple) else (out,)))
+        return _compile(g)
+
+    res = _cached_plan(key, build).run({"x": x})
+    return tuple(res) if len(res) > 1 else res[0]
+
+
+def _max_pool(op, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
+    args = (kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+    return _unary(op, input, args, lambda g, x: getattr(g, op)(
+        x, kernel_size, stride, padding, dilation, ceil_mode, return_indices))
+
+
+def _avg_pool(op, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    args = (kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    return _unary(op, input, args, lambda g, x: getattr(g, op)(
+        x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override))
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """Max pooling of [N, C, L]; with return_indices also int64 indices (as PyTorch)."""
+    return _max_pool("max_pool1d", input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """Max pooling of [N, C, H, W]; with return_indices also int64 indices h*W + w (as PyTorch)."""
+    return _max_pool("max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """Max pooling of [N, C, D, H, W]; with return_indices also int64 indices (as PyTorch)."""
+    return _max_pool("max_pool3d", input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    """Average pooling of [N, C, L]."""
+    return _avg_pool("avg_pool1d", input, kernel_size, stride, padding, ceil_mode, count_include_pad, None)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """Average pooling of [N, C, H, W]."""
+    return _avg_pool("avg_pool2d", input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override)
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """Average pooling of [N, C, D, H, W]."""
+    return _avg_pool("avg_pool3d", input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override)
+
+
+def global_avg_pool(input):
+    """Mean over the spatial axes: [N, C, *spatial] -> [N, C, 1, ...]."""
+    return _unary("global_avg_pool", input, (), lambda g, x: g.global_avg_pool(x))
+
+
+def global_max_pool(input):
+    """Maximum over the spatial axes: [N, C, *spatial] -> [N, C, 1, ...]."""
+    return _unary("global_max_pool", input, (), lambda g, x: g.global_max_pool(x))
+
+
+def upsample_nearest2x(input):
+    """[N, C, H, W] -> [N, C, 2H, 2W], each pixel repeated 2x2."""
+    return _unary("upsample_nearest2x", input, (), lambda g, x: g.upsample_nearest2x(x))
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """torch.nn.functional.interpolate for mode 'nearest' / 'nearest-exact'."""
+    args = (size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
+    return _unary("interpolate", input, args, lambda g, x: g.interpolate(
+        x, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias))
+
+
+def im2col(input, kernel_size, stride=1, padding=0, dilation=1):
+    """Patch rows of [N, C, *spatial]: [N*L, C*K], columns ordered (c, kernel taps)."""
+    args = (kernel_size, stride, padding, dilation)
+    return _unary("im2col", input, args, lambda g, x: g.im2col(x, kernel_size, stride, padding, dilation))
+
+
+def col2im(cols, output_size, kernel_size, stride=1, padding=0, dilation=1):
+    """Adjoint of im2col: [N*L, C*K] patch rows summed back into [N, C, *output_size]."""
+    args = (output_size, kernel_size, stride, padding, dilation)
+    return _unary("col2im", cols, args, lambda g, x: g.col2im(x, output_size, kernel_size, stride, padding,
+                                                               dilation))
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """torch.nn.functional.unfold: [N, C, *spatial] -> [N, C*K, L]."""
+    args = (kernel_size, dilation, padding, stride)
+    return _unary("unfold", input, args, lambda g, x: g.im2col(x, kernel_size, stride, padding, dilation,
+                                                                layout="onnx"))
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """torch.nn.functional.fold: [N, C*K, L] -> [N, C, *output_size] (sums overlaps)."""
+    args = (output_size, kernel_size, dilation, padding, stride)
+    return _unary("fold", input, args, lambda g, x: g.col2im(x, output_size, kernel_size, stride, padding,
+                                                              dilation, layout="onnx"))
 
 
 # ===========================================================================
@@ -226,18 +404,18 @@ def max_pool2d_backward(input, grad_output, kernel_size, stride=None, padding=0,
 
 
 def avg_pool2d_backward(grad_output, input_shape, kernel_size, stride=None, padding=0, ceil_mode=False,
-                        count_include_pad=True):
+                        count_include_pad=True, divisor_override=None):
     """Gradient of avg_pool2d w.r.t. its input, shape input_shape."""
     op = "avg_pool2d_backward"
     dy = _as_real("grad_output", op, grad_output)
     xs = _shape_key(input_shape)
     key = (op, dy.shape, xs, _freeze(kernel_size), _freeze(stride), _freeze(padding), ceil_mode,
-           count_include_pad, get_num_threads())
+           count_include_pad, divisor_override, get_num_threads())
 
     def build():
         g = Graph()
         dx = g.avg_pool2d_backward(g.input("grad_output", dy.shape), xs, kernel_size, stride, padding,
-                                   ceil_mode, count_include_pad)
+                                   ceil_mode, count_include_pad, divisor_override)
         g.output(dx)
         return _compile(g)
 

@@ -30,7 +30,7 @@ class RunContext:
 
         self.launches = [t.bind(view) for t in plan.thunks]
         self.inputs = [(name, shape, view(s).reshape(shape)) for name, shape, s in plan._inputs]
-        self.outputs = [view(s).reshape(shape) for shape, s in plan._outputs]
+        self.outputs = [view(s).view(dtype).reshape(shape) for shape, s, dtype in plan._outputs]
 
     def load(self, feeds):
         if not isinstance(feeds, dict):
@@ -95,7 +95,22 @@ class Plan:
 
     @property
     def output_shapes(self):
-        return [s for s, _ in self._outputs]
+        return [s for s, _, _ in self._outputs]
+
+    @property
+    def input_slices(self):
+        """{input name: Slice} -- where run() copies each input."""
+        return {n: s for n, _, s in self._inputs}
+
+    @property
+    def output_slices(self):
+        """Slices run() copies the outputs from, in output order."""
+        return [s for _, s, _ in self._outputs]
+
+    @property
+    def output_dtypes(self):
+        """numpy dtype names of the outputs: 'float32', or 'int64' for index outputs."""
+        return [d for _, _, d in self._outputs]
 
     def __repr__(self):
         lines = [f"Plan({len(self.thunks)} thunks, arena {self.arena_nbytes} B "
@@ -116,8 +131,8 @@ class Plan:
         return ctx
 
     def run(self, inputs, context=None):
-        """Run on a dict {input name: array}; returns new float32 arrays in the
-        graph's output order."""
+        """Run on a dict {input name: array}; returns new arrays in the graph's
+        output order (float32, int64 for index outputs)."""
         ctx = context or self._context()
         ctx.load(inputs)
         _runtime.run_launches(ctx.launches, self.num_threads)
@@ -129,8 +144,8 @@ class Plan:
         if len(outputs) != len(ctx.outputs):
             raise ValueError(f"run_into: expected {len(ctx.outputs)} output arrays, got {len(outputs)}")
         for i, (dst, src) in enumerate(zip(outputs, ctx.outputs)):
-            if not isinstance(dst, np.ndarray) or dst.shape != src.shape or dst.dtype != np.float32:
-                raise ValueError(f"run_into: output {i} must be a float32 array of shape {list(src.shape)}")
+            if not isinstance(dst, np.ndarray) or dst.shape != src.shape or dst.dtype != src.dtype:
+                raise ValueError(f"run_into: output {i} must be a {src.dtype} array of shape {list(src.shape)}")
         ctx.load(inputs)
         _runtime.run_launches(ctx.launches, self.num_threads)
         for dst, src in zip(outputs, ctx.outputs):

@@ -33,6 +33,11 @@ def conv_out_size(size, k, stride, pad_begin, pad_end, dilation):
     return span // stride + 1
 
 
+def conv_transpose_out_size(size, k, stride, pad_begin, pad_end, dilation, output_padding):
+    """(in - 1)*s - pads + d*(k-1) + output_padding + 1; may be <= 0 for invalid shapes."""
+    return (size - 1) * stride - pad_begin - pad_end + dilation * (k - 1) + output_padding + 1
+
+
 def resolve_padding(padding, in_sizes, kernel, stride, dilation, op):
     """Return (pads_begin, pads_end) tuples.
 
@@ -104,15 +109,74 @@ def resolve_padding(padding, in_sizes, kernel, stride, dilation, op):
     return begin, end
 
 
-# --- pooling output size (train branch; the pooling branch may own this) ---
+# ---------------------------------------------------------------------------
+# --- pooling ---
+# ---------------------------------------------------------------------------
 
 def pool_out_size(size, k, stride, pad_begin, pad_end, dilation, ceil_mode):
-    """PyTorch's pooling output size; with ceil_mode the last window must start
-    inside the input or its begin padding, else it is dropped."""
+    """Pooling output size (PyTorch / ONNX rule); may be <= 0 for invalid shapes.
+
+    floor or ceil of (in + pb + pe - d*(k-1) - 1)/s, plus 1.  In ceil mode a
+    last window that would *start* in the end padding or beyond the input
+    (start = (out-1)*s - pb >= in) is dropped."""
     span = size + pad_begin + pad_end - dilation * (k - 1) - 1
     if span < 0:
         return 0
-    out = (span + (stride - 1 if ceil_mode else 0)) // stride + 1
-    if ceil_mode and (out - 1) * stride >= size + pad_begin:
+    if not ceil_mode:
+        return span // stride + 1
+    out = -(-span // stride) + 1
+    if (out - 1) * stride >= size + pad_begin:
         out -= 1
     return out
+
+
+def first_padding_only_window(size, out, k, stride, pad_begin, dilation):
+    """Index of the first output whose window has no tap inside [0, size), or
+    None.  (Such a window would have no maximum and a zero divisor.)"""
+    last = dilation * (k - 1)
+    # Only windows that start before the input or end past it can miss it:
+    # a prefix and a suffix of the outputs, so long inputs stay cheap.
+    head = min(out, -(-pad_begin // stride))                    # start < 0
+    tail = max(head, min(out, -(-(size - last + pad_begin) // stride)))   # start + last >= size
+    for o in list(range(head)) + list(range(tail, out)):
+        start = o * stride - pad_begin
+        if not any(0 <= start + j * dilation < size for j in range(k)):
+            return o
+    return None
+
+
+# ---------------------------------------------------------------------------
+# --- resize (nearest) ---
+# ---------------------------------------------------------------------------
+
+def torch_nearest_scale(in_size, out_size, scale_factor):
+    """PyTorch's compute_scales_value in float32: 1/scale_factor when a scale
+    factor reaches the kernel, else in/out."""
+    import numpy as np
+    if scale_factor is not None and scale_factor > 0:
+        return np.float32(1.0 / float(scale_factor))
+    return np.float32(np.float32(in_size) / np.float32(out_size))
+
+
+def torch_nearest_table(in_size, out_size, scale_factor=None, mode="nearest", shortcuts=False):
+    """Source index of every output index along one axis, as PyTorch computes it.
+
+    'nearest' (legacy): min(floor(dst * scale), in - 1) with a float32 product;
+    with `shortcuts` (PyTorch's 2-D kernel) out == in copies and out == 2 in
+    halves the index whatever the scale factor;
+    'nearest-exact':    min(floor(float32((dst + 0.5) * scale)), in - 1)."""
+    import numpy as np
+    dst = np.arange(out_size, dtype=np.int64)
+    if mode == "nearest":
+        if shortcuts and out_size == in_size:
+            return dst
+        if shortcuts and out_size == 2 * in_size:
+            return dst >> 1
+        scale = torch_nearest_scale(in_size, out_size, scale_factor)
+        src = np.floor(dst.astype(np.float32) * scale).astype(np.int64)
+    elif mode == "nearest-exact":
+        scale = torch_nearest_scale(in_size, out_size, scale_factor)
+        src = np.floor(((dst + 0.5) * np.float64(scale)).astype(np.float32)).astype(np.int64)
+    else:
+        raise ValueError(f"unknown nearest mode {mode!r}")
+    return np.minimum(src, in_size - 1)

@@ -9,7 +9,8 @@
   into panels itself.  So OpenMP threads and BLAS threads never nest.  rlx_cpu
   limits only scipy's BLAS library, not numpy's.
 * Default thread count: ``set_num_threads(n)`` if called, else the environment
-  variable ``RLX_NUM_THREADS``, else the CPUs this process may run on.
+  variable ``RLX_NUM_THREADS``, else ``OMP_NUM_THREADS``, else the CPUs this
+  process may run on.
 """
 import os
 import threading
@@ -48,14 +49,19 @@ def get_num_threads():
     if _explicit is not None:
         return _explicit
     env = _env_threads()
-    return env if env is not None else available_cpus()
+    if env is not None:
+        return env
+    if os.environ.get("OMP_NUM_THREADS", "").strip():
+        return _runtime.omp_max_threads()   # OpenMP's reading of OMP_NUM_THREADS
+    return available_cpus()
 
 
 def set_num_threads(n):
-    """Set the default thread count for plans compiled from now on."""
+    """Set the default thread count for plans compiled from now on;
+    ``None`` restores the default (RLX_NUM_THREADS, OMP_NUM_THREADS, CPUs)."""
     global _explicit
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"set_num_threads: n must be a positive integer, got {n!r}")
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise ValueError(f"set_num_threads: n must be a positive integer or None, got {n!r}")
     with _lock:
         _explicit = n
 
@@ -66,6 +72,15 @@ def resolve_num_threads(num_threads, where="compile"):
     if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
         raise ValueError(f"{where}: num_threads must be a positive integer or None, got {num_threads!r}")
     return num_threads if _runtime.openmp_enabled() else 1
+
+
+def _is_scipy_blas(user_api, filepath):
+    """True for a BLAS library that lives in scipy's install tree (scipy.libs/,
+    scipy/.dylibs, ...) -- the one cython_blas calls.  A BLAS shared by numpy
+    and scipy from one system or conda directory matches neither name and is
+    left alone (limiting it would also throttle the user's numpy)."""
+    d = os.path.dirname(filepath or "")
+    return user_api == "blas" and "scipy" in d and "numpy" not in d
 
 
 def limit_blas_threads():
@@ -80,11 +95,9 @@ def limit_blas_threads():
             from threadpoolctl import ThreadpoolController
 
             ctl = ThreadpoolController()
-            scipy_blas = [lib for lib in ctl.lib_controllers
-                          if lib.user_api == "blas" and "scipy" in os.path.dirname(lib.filepath)
-                          and "numpy" not in os.path.dirname(lib.filepath)]
-            for lib in scipy_blas:
-                lib.set_num_threads(1)
+            for lib in ctl.lib_controllers:
+                if _is_scipy_blas(lib.user_api, lib.filepath):
+                    lib.set_num_threads(1)
         except Exception:  # threadpoolctl missing or unknown BLAS: leave it
             pass
         _blas_limited = True
@@ -99,3 +112,28 @@ def blas_info():
         return threadpool_info()
     except Exception as exc:
         return [{"error": repr(exc)}]
+
+
+def scipy_blas_info():
+    """The BLAS that scipy (and so every rlx_cpu GEMM) links.
+
+    ``name``/``version`` come from scipy's build configuration; ``libraries``
+    are the matching libraries threadpoolctl finds loaded, with the kernel
+    architecture the BLAS selected for this CPU and its current thread count
+    (1 once a plan was compiled).  Empty ``libraries`` means threadpoolctl
+    could not tell scipy's BLAS apart (e.g. one shared conda library, or
+    Accelerate on macOS).
+    """
+    out = {"name": None, "version": None, "libraries": []}
+    try:
+        import scipy
+
+        dep = scipy.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        out["name"], out["version"] = dep.get("name"), dep.get("version")
+    except Exception:  # older scipy or a build without that record
+        pass
+    for lib in blas_info():
+        if _is_scipy_blas(lib.get("user_api"), lib.get("filepath")):
+            out["libraries"].append({k: lib.get(k) for k in
+                                     ("internal_api", "version", "architecture", "num_threads", "filepath")})
+    return out

@@ -561,18 +561,21 @@ cdef class ConvBackwardWeightLaunch:
 
 
 # ---------------------------------------------------------------------------
-# Pool 2-D backward
+# Pool backward, 1-D and 2-D (the forward pools are src/_pool.pyx)
 #
 # Window of output (oh, ow): rows oh*sh - ph + a*dh (a < kh), columns
 # ow*sw - pw + b*dw (b < kw); taps outside the input (padding, ceil-mode
-# overhang) are never read.
-#   max: the gradient goes to the first maximum in window order (a, then b),
-#        over in-bounds taps; a NaN counts as the maximum (first NaN wins).
-#   avg: each in-bounds tap gets dy / divisor, divisor = in-bounds taps, or
-#        with count_include_pad the window clipped to the padded input
-#        [-ph, h + ph_end) x [-pw, w + pw_end) (taps in ceil overhang beyond
-#        the end padding never count), as in PyTorch.
-# Overlapping windows accumulate.
+# overhang) are never read.  Same choices as the forward kernels:
+#   max: the gradient goes to the tap the forward's indices name: the first
+#        maximum in window order over in-bounds taps, or, when the window
+#        holds a NaN, its last NaN (the forward takes v when v > max or v is
+#        NaN); all -inf -> the first in-bounds tap.
+#   avg: each in-bounds tap gets dy / divisor, divisor = divisor_override if
+#        set, else with count_include_pad the taps inside the padded input
+#        [-ph, h + ph_end) x [-pw, w + pw_end) (ceil-mode overhang past the end
+#        padding never counts), else the in-bounds taps.
+# Overlapping windows accumulate.  Every window has an in-bounds tap (checked
+# when the graph is built).
 # ---------------------------------------------------------------------------
 
 cdef struct PoolGeom:
@@ -581,10 +584,20 @@ cdef struct PoolGeom:
 
 
 cdef PoolGeom _pgeom(tuple dims) except *:
-    """Dims as Pool2DDims.as_tuple()."""
+    """The (h, w) axes of WindowDims.as_tuple() (n, c, then 3 values each of
+    size, out, kernel, stride, pads_begin, pads_end, dilation); the depth
+    axis must be trivial (1-D and 2-D pools)."""
     cdef PoolGeom g
-    (g.n, g.c, g.h, g.w, g.h_out, g.w_out, g.kh, g.kw, g.sh, g.sw,
-     g.ph, g.pw, g.ph_end, g.pw_end, g.dh, g.dw) = dims
+    if dims[2] != 1 or dims[5] != 1 or dims[8] != 1:
+        raise ValueError(f"pool backward: 1-D and 2-D pools only, got window dims {dims}")
+    g.n, g.c = dims[0], dims[1]
+    g.h, g.w = dims[3], dims[4]
+    g.h_out, g.w_out = dims[6], dims[7]
+    g.kh, g.kw = dims[9], dims[10]
+    g.sh, g.sw = dims[12], dims[13]
+    g.ph, g.pw = dims[15], dims[16]
+    g.ph_end, g.pw_end = dims[18], dims[19]
+    g.dh, g.dw = dims[21], dims[22]
     return g
 
 
@@ -630,48 +643,60 @@ cdef int _max_pool_backward_plane(const float[::1] x, const float[::1] dy, float
                     v = x[row + b * g.dw]
                     best = v if v > best else best
                     has_nan = has_nan | (v != v)
-            # Pass 2, taps in reverse with an integer select: the last hit is
-            # the first maximum in window order (the first NaN if any).  Selects
-            # instead of an early exit: the hit position is data-dependent.
+            # Pass 2 with an integer select (the hit position is data-dependent,
+            # so no early exit): without NaN the taps run in reverse and the last
+            # hit is the first maximum; with NaN they run forward and the last
+            # hit is the last NaN.
             best_i = 0
-            for a in range(a_hi - 1, a_lo - 1, -1):
-                row = (hs + a * g.dh) * g.w + ws
-                for b in range(b_hi - 1, b_lo - 1, -1):
-                    idx = row + b * g.dw
-                    v = x[xb + idx]
-                    hit = (v != v) if has_nan else (v == best)
-                    best_i = idx if hit else best_i
+            if not has_nan:
+                for a in range(a_hi - 1, a_lo - 1, -1):
+                    row = (hs + a * g.dh) * g.w + ws
+                    for b in range(b_hi - 1, b_lo - 1, -1):
+                        idx = row + b * g.dw
+                        hit = x[xb + idx] == best
+                        best_i = idx if hit else best_i
+            else:
+                for a in range(a_lo, a_hi):
+                    row = (hs + a * g.dh) * g.w + ws
+                    for b in range(b_lo, b_hi):
+                        idx = row + b * g.dw
+                        v = x[xb + idx]
+                        best_i = idx if v != v else best_i
             dx[xb + best_i] += dy[yb + oh * g.w_out + ow]
     return 0
 
 
 cdef int _avg_pool_backward_plane(const float[::1] dy, float[::1] dx, const PoolGeom* g,
-                                  bint count_include_pad, Py_ssize_t plane) except -1 nogil:
+                                  bint count_include_pad, Py_ssize_t divisor_override,
+                                  Py_ssize_t plane) except -1 nogil:
     cdef Py_ssize_t xb = plane * g.h * g.w
     cdef Py_ssize_t yb = plane * g.h_out * g.w_out
-    cdef Py_ssize_t oh, ow, hs, he, ws, we, h0, h1, w0, w1, hi, wi, pool
+    cdef Py_ssize_t oh, ow, hs, ws, a0, a1, b0, b1, pa0, pa1, pb0, pb1, a, b, row, div
     cdef float gv
     memset(&dx[xb], 0, g.h * g.w * sizeof(float))
     for oh in range(g.h_out):
-        hs = oh * g.sh - g.ph                    # window rows [hs, he) in padded coords
-        he = min(hs + g.kh, g.h + g.ph_end)
-        h0 = max(hs, 0)                          # in-bounds rows [h0, h1)
-        h1 = min(he, g.h)
+        hs = oh * g.sh - g.ph
+        _tap_range(hs, g.kh, g.dh, g.h, &a0, &a1)                             # in-bounds rows
+        _tap_range(hs + g.ph, g.kh, g.dh, g.h + g.ph + g.ph_end, &pa0, &pa1)  # rows in the padded input
+        if a0 >= a1:
+            continue
         for ow in range(g.w_out):
             ws = ow * g.sw - g.pw
-            we = min(ws + g.kw, g.w + g.pw_end)
-            w0 = max(ws, 0)
-            w1 = min(we, g.w)
-            if h0 >= h1 or w0 >= w1:
+            _tap_range(ws, g.kw, g.dw, g.w, &b0, &b1)
+            if b0 >= b1:
                 continue
-            if count_include_pad:
-                pool = (he - hs) * (we - ws)
+            if divisor_override > 0:
+                div = divisor_override
+            elif count_include_pad:
+                _tap_range(ws + g.pw, g.kw, g.dw, g.w + g.pw + g.pw_end, &pb0, &pb1)
+                div = (pa1 - pa0) * (pb1 - pb0)
             else:
-                pool = (h1 - h0) * (w1 - w0)
-            gv = dy[yb + oh * g.w_out + ow] / <float>pool
-            for hi in range(h0, h1):
-                for wi in range(w0, w1):
-                    dx[xb + hi * g.w + wi] += gv
+                div = (a1 - a0) * (b1 - b0)
+            gv = dy[yb + oh * g.w_out + ow] / <float>div
+            for a in range(a0, a1):
+                row = xb + (hs + a * g.dh) * g.w + ws
+                for b in range(b0, b1):
+                    dx[row + b * g.dw] += gv
     return 0
 
 
@@ -704,13 +729,15 @@ cdef class AvgPool2DBackwardLaunch:
     cdef float[::1] dx
     cdef PoolGeom g
     cdef bint count_include_pad
+    cdef Py_ssize_t divisor_override
     cdef int max_threads
 
-    def __init__(self, dy, dx, tuple dims, bint count_include_pad, int max_threads):
+    def __init__(self, dy, dx, tuple dims, bint count_include_pad, Py_ssize_t divisor_override, int max_threads):
         self.dy = dy
         self.dx = dx
         self.g = _pgeom(dims)
         self.count_include_pad = count_include_pad
+        self.divisor_override = divisor_override
         self.max_threads = max(1, max_threads)
 
     cpdef execute(self, int nthreads):
@@ -718,6 +745,7 @@ cdef class AvgPool2DBackwardLaunch:
         cdef Py_ssize_t plane
         with nogil:
             for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
-                _avg_pool_backward_plane(self.dy, self.dx, &self.g, self.count_include_pad, plane)
+                _avg_pool_backward_plane(self.dy, self.dx, &self.g, self.count_include_pad,
+                                         self.divisor_override, plane)
             # end: prange
         return None

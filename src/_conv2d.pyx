@@ -25,8 +25,6 @@ from _blas cimport sgemm_rm, sgemm_rm_split
 
 import numpy as np
 
-cdef extern from "rlx_omp.h":
-    int RLX_DEBUG_CHECKS
 
 # Algorithm codes; rlx_cpu.algorithms.ConvAlgorithm takes its values from here.
 ALGO_REFERENCE = 0
@@ -48,9 +46,23 @@ cdef enum:
     A_WINOGRAD = 4
 
 
-cdef struct ConvGeom:
-    Py_ssize_t n, c_in, h, w, c_out, h_out, w_out
-    Py_ssize_t kh, kw, sh, sw, ph, pw, dh, dw, groups
+cdef extern from "rlx_simd.h":
+    ctypedef struct ConvGeom "rlx_conv_geom":
+        Py_ssize_t n, c_in, h, w, c_out, h_out, w_out
+        Py_ssize_t kh, kw, sh, sw, ph, pw, dh, dw, groups
+    int rlx_simd_level() nogil
+    void rlx_direct_plane(const float* x, Py_ssize_t x_len, const float* wt, float* y,
+                          Py_ssize_t y_len, const ConvGeom* g, Py_ssize_t item) nogil
+    void rlx_wino_input(const float* x, Py_ssize_t x_len, float* v, const ConvGeom* g,
+                        Py_ssize_t t0, Py_ssize_t cnt, Py_ssize_t tb, Py_ssize_t pstride) nogil
+    void rlx_wino_output(const float* m, float* y, Py_ssize_t y_len, const float* bias,
+                         const ConvGeom* g, Py_ssize_t t0, Py_ssize_t cnt, Py_ssize_t tb,
+                         Py_ssize_t pstride) nogil
+
+
+def simd_level():
+    """1 when the AVX2+FMA variants of the hot loops run, 0 for the baseline."""
+    return rlx_simd_level()
 
 
 cdef ConvGeom _geom_from(tuple dims) except *:
@@ -71,15 +83,32 @@ cdef inline Py_ssize_t _ceil_div_pos(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
 # Scratch sizing (one formula, used by the compiler and checked by kernels)
 # ---------------------------------------------------------------------------
 
+# The 16 transform planes of V and M sit 16 floats further apart than
+# their size: with power-of-two channel counts a plain c*tb stride is a
+# multiple of 4 KiB and the 16 write streams would fight over the same L1 sets.
+cdef inline Py_ssize_t _wino_v_stride(const ConvGeom* g, Py_ssize_t tb) noexcept nogil:
+    return g.c_in * tb + 16
+
+cdef inline Py_ssize_t _wino_m_stride(const ConvGeom* g, Py_ssize_t tb) noexcept nogil:
+    return g.c_out * tb + 16
+
+cdef inline Py_ssize_t _winograd_slab(const ConvGeom* g, Py_ssize_t tb) noexcept nogil:
+    """Floats of per-thread Winograd scratch: V[16, c_in, tb] then M[16, c_out, tb]."""
+    return 16 * (_wino_v_stride(g, tb) + _wino_m_stride(g, tb))
+
+
 def winograd_tile_block(tuple dims, int nthreads):
-    """Tiles per Winograd block: enough blocks to feed every thread, at most
-    256 tiles so a block's transformed input stays cache-sized."""
+    """Tiles per Winograd block.  Large blocks make the 16 GEMMs wide enough
+    for BLAS to run near peak; the cap keeps one block's V and M (16 planes
+    each) within ~4 MiB, and there are enough blocks to feed every thread."""
     cdef ConvGeom g = _geom_from(dims)
     cdef Py_ssize_t nt = g.n * ((g.h_out + 1) // 2) * ((g.w_out + 1) // 2)
-    cdef Py_ssize_t tb = (nt + nthreads - 1) // max(nthreads, 1)
-    tb = min(max(tb, 1), 256)
-    if tb > 16:
-        tb = (tb + 3) // 4 * 4
+    cdef Py_ssize_t per_thread = (nt + nthreads - 1) // max(nthreads, 1)
+    cdef Py_ssize_t cap = (4 * 1024 * 1024) // (4 * 16 * (g.c_in + g.c_out))
+    cap = min(max(cap, 16), 1024)
+    cdef Py_ssize_t tb = min(max(per_thread, 1), cap)
+    if tb > 8:
+        tb = (tb + 7) // 8 * 8
     return int(tb)
 
 
@@ -97,7 +126,7 @@ def scratch_floats(tuple dims, int algorithm, int nthreads):
         return int(k * p * (nthreads if _im2col_batch_parallel(g, nthreads) else 1))
     if algorithm == A_WINOGRAD:
         tb = winograd_tile_block(dims, nthreads)
-        return int(16 * (g.c_in + g.c_out) * tb * nthreads)
+        return int(_winograd_slab(&g, tb) * nthreads)
     return 0
 
 
@@ -222,14 +251,17 @@ cdef int _im2col_item(const float[::1] x, const float[::1] wt, float[::1] y,
 
 
 cdef int conv_im2col(const float[::1] x, const float[::1] wt, float[::1] y,
-                     float[::1] scratch, const ConvGeom* g, int nthreads) except -1 nogil:
+                     float[::1] scratch, const ConvGeom* g, int nthreads,
+                     bint batch_parallel) except -1 nogil:
+    """batch_parallel: the scratch holds one slab per planned thread (decided
+    at compile time by _im2col_batch_parallel, never re-decided here)."""
     cdef Py_ssize_t cpg = g.c_in // g.groups
     cdef Py_ssize_t cog = g.c_out // g.groups
     cdef Py_ssize_t k = cpg * g.kh * g.kw
     cdef Py_ssize_t p = g.h_out * g.w_out
     cdef Py_ssize_t items = g.n * g.groups
     cdef Py_ssize_t item, r, ni, gi, x_off
-    if nthreads > 1 and items >= nthreads:
+    if batch_parallel and nthreads > 1:
         # Enough independent (image, group) items: one per thread at a time,
         # each with its own slab of scratch.
         for item in prange(items, num_threads=nthreads, schedule='static'):
@@ -281,56 +313,11 @@ cdef int conv_gemm_1x1(const float[::1] x, const float[::1] wt, float[::1] y,
 # direct (stride 1, dilation 1, any padding): contiguous row updates
 # ---------------------------------------------------------------------------
 
-cdef int _direct_plane(const float[::1] x, const float[::1] wt, float[::1] y,
-                       const ConvGeom* g, Py_ssize_t item) except -1 nogil:
-    cdef Py_ssize_t ni = item // g.c_out
-    cdef Py_ssize_t co = item % g.c_out
-    cdef Py_ssize_t cpg = g.c_in // g.groups
-    cdef Py_ssize_t ci0 = (co // (g.c_out // g.groups)) * cpg
-    cdef Py_ssize_t w_out = g.w_out
-    cdef Py_ssize_t y0 = item * g.h_out * w_out
-    cdef Py_ssize_t cil, ki, kj, ho, wo, ho_lo, ho_hi, wo_lo, wo_hi, xb, wb, src, dst
-    cdef float wv
-    cdef float* yp
-    cdef const float* xp
-    memset(&y[y0], 0, g.h_out * w_out * sizeof(float))
-    for cil in range(cpg):
-        xb = (ni * g.c_in + ci0 + cil) * g.h * g.w
-        wb = (co * cpg + cil) * g.kh * g.kw
-        for ki in range(g.kh):
-            # rows where input row ho + ki - ph is inside [0, h)
-            ho_lo = g.ph - ki if g.ph > ki else 0
-            ho_hi = g.h + g.ph - ki
-            if ho_hi > g.h_out:
-                ho_hi = g.h_out
-            for kj in range(g.kw):
-                wv = wt[wb + ki * g.kw + kj]
-                wo_lo = g.pw - kj if g.pw > kj else 0
-                wo_hi = g.w + g.pw - kj
-                if wo_hi > w_out:
-                    wo_hi = w_out
-                if wo_hi <= wo_lo:
-                    continue
-                for ho in range(ho_lo, ho_hi):
-                    dst = y0 + ho * w_out
-                    src = xb + (ho + ki - g.ph) * g.w + kj - g.pw
-                    if RLX_DEBUG_CHECKS:
-                        for wo in range(wo_lo, wo_hi):
-                            y[dst + wo] += wv * x[src + wo]
-                    else:
-                        # raw pointers so the compiler can vectorise the row
-                        yp = &y[dst]
-                        xp = &x[src]
-                        for wo in range(wo_lo, wo_hi):
-                            yp[wo] += wv * xp[wo]
-    return 0
-
-
 cdef int conv_direct(const float[::1] x, const float[::1] wt, float[::1] y,
                      const ConvGeom* g, int nthreads) except -1 nogil:
     cdef Py_ssize_t item
     for item in prange(g.n * g.c_out, num_threads=nthreads, schedule='static'):
-        _direct_plane(x, wt, y, g, item)
+        rlx_direct_plane(&x[0], x.shape[0], &wt[0], &y[0], y.shape[0], g, item)
     return 0
 
 
@@ -389,101 +376,24 @@ def winograd_filter_transform(weight):
     return u
 
 
-cdef int _winograd_input_tile(const float[::1] x, float[::1] v, const ConvGeom* g,
-                              Py_ssize_t tile, Py_ssize_t tl, Py_ssize_t v_off,
-                              Py_ssize_t tb) except -1 nogil:
-    """Transform the 4x4 input tiles of every channel for one output tile."""
-    cdef Py_ssize_t tw = (g.w_out + 1) // 2
-    cdef Py_ssize_t tiles_img = ((g.h_out + 1) // 2) * tw
-    cdef Py_ssize_t ni = tile // tiles_img
-    cdef Py_ssize_t rem = tile % tiles_img
-    cdef Py_ssize_t h0 = 2 * (rem // tw) - g.ph
-    cdef Py_ssize_t w0 = 2 * (rem % tw) - g.pw
-    cdef bint inside = h0 >= 0 and w0 >= 0 and h0 + 4 <= g.h and w0 + 4 <= g.w
-    cdef float d[16]
-    cdef float t[16]
-    cdef Py_ssize_t ci, i, j, xb, hh, ww, plane = g.h * g.w, cstride = tb, pstride = g.c_in * tb
-    for ci in range(g.c_in):
-        xb = (ni * g.c_in + ci) * plane
-        if inside:
-            for i in range(4):
-                for j in range(4):
-                    d[4 * i + j] = x[xb + (h0 + i) * g.w + w0 + j]
-        else:
-            for i in range(4):
-                hh = h0 + i
-                for j in range(4):
-                    ww = w0 + j
-                    if hh >= 0 and hh < g.h and ww >= 0 and ww < g.w:
-                        d[4 * i + j] = x[xb + hh * g.w + ww]
-                    else:
-                        d[4 * i + j] = 0.0
-        for j in range(4):                   # t = B^T d  (columns)
-            t[j] = d[j] - d[8 + j]
-            t[4 + j] = d[4 + j] + d[8 + j]
-            t[8 + j] = d[8 + j] - d[4 + j]
-            t[12 + j] = d[4 + j] - d[12 + j]
-        for i in range(4):                   # v = t B  (rows)
-            v[v_off + (4 * i + 0) * pstride + ci * cstride + tl] = t[4 * i] - t[4 * i + 2]
-            v[v_off + (4 * i + 1) * pstride + ci * cstride + tl] = t[4 * i + 1] + t[4 * i + 2]
-            v[v_off + (4 * i + 2) * pstride + ci * cstride + tl] = t[4 * i + 2] - t[4 * i + 1]
-            v[v_off + (4 * i + 3) * pstride + ci * cstride + tl] = t[4 * i + 1] - t[4 * i + 3]
-    return 0
-
-
-cdef int _winograd_output_tile(const float[::1] m, float[::1] y, const float[::1] bias,
-                               bint has_bias, const ConvGeom* g, Py_ssize_t tile,
-                               Py_ssize_t tl, Py_ssize_t m_off, Py_ssize_t tb) except -1 nogil:
-    cdef Py_ssize_t tw = (g.w_out + 1) // 2
-    cdef Py_ssize_t tiles_img = ((g.h_out + 1) // 2) * tw
-    cdef Py_ssize_t ni = tile // tiles_img
-    cdef Py_ssize_t rem = tile % tiles_img
-    cdef Py_ssize_t ho0 = 2 * (rem // tw)
-    cdef Py_ssize_t wo0 = 2 * (rem % tw)
-    cdef Py_ssize_t co, p, pstride = g.c_out * tb, yb
-    cdef float a[16]
-    cdef float s[8]
-    cdef float o00, o01, o10, o11, b
-    for co in range(g.c_out):
-        for p in range(16):
-            a[p] = m[m_off + p * pstride + co * tb + tl]
-        for p in range(4):                   # s = A^T a  (2x4)
-            s[p] = a[p] + a[4 + p] + a[8 + p]
-            s[4 + p] = a[4 + p] - a[8 + p] - a[12 + p]
-        b = bias[co] if has_bias else 0.0
-        o00 = s[0] + s[1] + s[2] + b          # o = s A  (2x2)
-        o01 = s[1] - s[2] - s[3] + b
-        o10 = s[4] + s[5] + s[6] + b
-        o11 = s[5] - s[6] - s[7] + b
-        yb = ((ni * g.c_out + co) * g.h_out + ho0) * g.w_out + wo0
-        y[yb] = o00
-        if wo0 + 1 < g.w_out:
-            y[yb + 1] = o01
-        if ho0 + 1 < g.h_out:
-            y[yb + g.w_out] = o10
-            if wo0 + 1 < g.w_out:
-                y[yb + g.w_out + 1] = o11
-    return 0
-
-
 cdef int _winograd_block(const float[::1] x, const float[::1] u, const float[::1] bias,
                          bint has_bias, float[::1] y, float[::1] scratch, const ConvGeom* g,
                          Py_ssize_t blk, Py_ssize_t tb, Py_ssize_t nt,
                          Py_ssize_t slab) except -1 nogil:
     cdef Py_ssize_t t0 = blk * tb
     cdef Py_ssize_t cnt = nt - t0 if nt - t0 < tb else tb
+    cdef Py_ssize_t vps = _wino_v_stride(g, tb), mps = _wino_m_stride(g, tb)
     cdef Py_ssize_t v_off = slab
-    cdef Py_ssize_t m_off = slab + 16 * g.c_in * tb
-    cdef Py_ssize_t tl, p
-    for tl in range(cnt):
-        _winograd_input_tile(x, scratch, g, t0 + tl, tl, v_off, tb)
+    cdef Py_ssize_t m_off = slab + 16 * vps
+    cdef Py_ssize_t p
+    rlx_wino_input(&x[0], x.shape[0], &scratch[v_off], g, t0, cnt, tb, vps)
     for p in range(16):
         sgemm_rm(False, False, <int>g.c_out, <int>cnt, <int>g.c_in, 1.0,
                  &u[p * g.c_out * g.c_in], <int>g.c_in,
-                 &scratch[v_off + p * g.c_in * tb], <int>tb, 0.0,
-                 &scratch[m_off + p * g.c_out * tb], <int>tb)
-    for tl in range(cnt):
-        _winograd_output_tile(scratch, y, bias, has_bias, g, t0 + tl, tl, m_off, tb)
+                 &scratch[v_off + p * vps], <int>tb, 0.0,
+                 &scratch[m_off + p * mps], <int>tb)
+    rlx_wino_output(&scratch[m_off], &y[0], y.shape[0], &bias[0] if has_bias else NULL,
+                    g, t0, cnt, tb, mps)
     return 0
 
 
@@ -492,7 +402,7 @@ cdef int conv_winograd(const float[::1] x, const float[::1] u, const float[::1] 
                        Py_ssize_t tb, int nthreads) except -1 nogil:
     cdef Py_ssize_t nt = g.n * ((g.h_out + 1) // 2) * ((g.w_out + 1) // 2)
     cdef Py_ssize_t nblocks = (nt + tb - 1) // tb
-    cdef Py_ssize_t slab = 16 * (g.c_in + g.c_out) * tb
+    cdef Py_ssize_t slab = _winograd_slab(g, tb)
     cdef Py_ssize_t blk
     for blk in prange(nblocks, num_threads=nthreads, schedule='static'):
         _winograd_block(x, u, bias, has_bias, y, scratch, g, blk, tb, nt, threadid() * slab)
@@ -518,6 +428,7 @@ cdef class Conv2DLaunch:
     cdef bint has_bias
     cdef Py_ssize_t tile_block
     cdef int max_threads
+    cdef bint batch_parallel
 
     def __init__(self, x, weight, bias, y, scratch, tuple dims, int algorithm,
                  int max_threads, Py_ssize_t tile_block=0):
@@ -531,6 +442,7 @@ cdef class Conv2DLaunch:
         self.algorithm = algorithm
         self.max_threads = max(1, max_threads)
         self.tile_block = tile_block
+        self.batch_parallel = _im2col_batch_parallel(self.g, self.max_threads)
 
     cpdef execute(self, int nthreads):
         cdef int t = nthreads if 0 < nthreads <= self.max_threads else self.max_threads
@@ -541,7 +453,8 @@ cdef class Conv2DLaunch:
                 conv_winograd(self.x, self.weight, self.bias, self.has_bias, self.y,
                               self.scratch, &self.g, self.tile_block, t)
             elif self.algorithm == A_IM2COL:
-                conv_im2col(self.x, self.weight, self.y, self.scratch, &self.g, t)
+                conv_im2col(self.x, self.weight, self.y, self.scratch, &self.g, t,
+                            self.batch_parallel)
             elif self.algorithm == A_GEMM_1X1:
                 conv_gemm_1x1(self.x, self.weight, self.y, &self.g, t)
             elif self.algorithm == A_DIRECT:

@@ -7,6 +7,41 @@ cdef extern from "rlx_omp.h":
     int RLX_DEBUG_CHECKS
     int rlx_omp_max_threads() nogil
 
+# Instruction-set extensions the C compiler was allowed to use for this build
+# (its predefined macros).  Wheels target the baseline of each platform, so
+# this is usually SSE2 or NEON: the speed-critical GEMMs run in scipy's BLAS,
+# which picks its kernels for the running CPU itself.
+cdef extern from *:
+    """
+    static const char rlx_build_isa_str[] = ""
+    #if defined(__SSE2__) || defined(_M_X64) || (defined(_M_IX86_FP) && _M_IX86_FP >= 2)
+        "SSE2 "
+    #endif
+    #if defined(__SSE4_2__)
+        "SSE42 "
+    #endif
+    #if defined(__AVX__)
+        "AVX "
+    #endif
+    #if defined(__FMA__)
+        "FMA3 "
+    #endif
+    #if defined(__AVX2__)
+        "AVX2 "
+    #endif
+    #if defined(__AVX512F__)
+        "AVX512F "
+    #endif
+    #if defined(__ARM_NEON) || defined(_M_ARM64)
+        "NEON "
+    #endif
+    #if defined(__ARM_FEATURE_SVE)
+        "SVE "
+    #endif
+    ;
+    """
+    const char* rlx_build_isa_str
+
 
 def openmp_enabled():
     """True when this build was compiled with OpenMP."""
@@ -16,6 +51,11 @@ def openmp_enabled():
 def debug_checks_enabled():
     """True when kernels were compiled with boundscheck/wraparound/initializedcheck."""
     return bool(RLX_DEBUG_CHECKS)
+
+
+def build_isa():
+    """Instruction-set extensions this build was compiled for, e.g. ['SSE2']."""
+    return rlx_build_isa_str.decode("ascii").split()
 
 
 def omp_max_threads():

@@ -31,12 +31,14 @@ class Guarded:
 
     def run(self, feeds, nthreads=None):
         """Run every thunk of the plan in order on guarded buffers; return outputs."""
-        for name, shape, s in self.plan._inputs:
+        for name, s in self.plan.input_slices.items():
             self.view(s)[:] = np.asarray(feeds[name], np.float32).reshape(-1)
         launches = [t.bind(self.view) for t in self.plan.thunks]
         for launch in launches:
             launch.execute(nthreads or self.plan.num_threads)
-        return [self.view(s).reshape(shape).copy() for shape, s in self.plan._outputs]
+        p = self.plan
+        return [self.view(s).view(d).reshape(shape).copy()
+                for shape, s, d in zip(p.output_shapes, p.output_slices, p.output_dtypes)]
 
     def guards_intact(self):
         for big in self.bufs.values():

@@ -48,6 +48,70 @@ def conv_nd(x, w, bias=None, stride=1, pads_begin=0, pads_end=0, dilation=1, gro
     return out
 
 
+# ---------------------------------------------------------------------------
+# Transposed convolution (1-D, 2-D, 3-D)
+# ---------------------------------------------------------------------------
+
+def conv_transpose_nd(x, w, bias=None, stride=1, pads_begin=0, pads_end=0, dilation=1, groups=1,
+                      output_padding=0):
+    """Transposed convolution as in PyTorch ConvTranspose / ONNX ConvTranspose, float64.
+
+    x: [N, C_in, *in]; w: [C_in, C_out/groups, *kernel].  Scatter form: input
+    element i of channel ci (group g) adds x * w[ci, co_local, k] at output
+    position o = i*s + k*d - pads_begin along every axis, kept when
+    0 <= o < out, where out = (in-1)*s - pads_begin - pads_end + d*(k-1)
+    + output_padding + 1.  Positions no tap reaches hold 0 (plus bias).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    w = np.asarray(w, dtype=np.float64)
+    nsp = x.ndim - 2
+    s, d = _tuple(stride, nsp), _tuple(dilation, nsp)
+    pb, pe = _tuple(pads_begin, nsp), _tuple(pads_end, nsp)
+    op = _tuple(output_padding, nsp)
+    n, c_in = x.shape[:2]
+    cog = w.shape[1]
+    c_out = cog * groups
+    cig = c_in // groups
+    kernel = w.shape[2:]
+    in_sp = x.shape[2:]
+    out_sp = [(in_sp[i] - 1) * s[i] - pb[i] - pe[i] + d[i] * (kernel[i] - 1) + op[i] + 1 for i in range(nsp)]
+    # Uncropped canvas: every tap lands at o + pads_begin >= 0; wide enough
+    # for the cropped window [pb, pb + out) too.
+    full = [max((in_sp[i] - 1) * s[i] + d[i] * (kernel[i] - 1) + 1, pb[i] + out_sp[i]) for i in range(nsp)]
+    canvas = np.zeros((n, c_out, *full))
+    for g in range(groups):
+        xg = x[:, g * cig:(g + 1) * cig]
+        wg = w[g * cig:(g + 1) * cig]                                # [cig, cog, *kernel]
+        for taps in itertools.product(*[range(k) for k in kernel]):
+            sl = tuple(slice(taps[i] * d[i], taps[i] * d[i] + s[i] * (in_sp[i] - 1) + 1, s[i])
+                       for i in range(nsp))
+            wt = wg[(slice(None), slice(None)) + tuple(taps)]        # [cig, cog]
+            canvas[(slice(None), slice(g * cog, (g + 1) * cog)) + sl] += np.einsum("nc...,co->no...", xg, wt)
+    out = canvas[(slice(None), slice(None)) + tuple(slice(pb[i], pb[i] + out_sp[i]) for i in range(nsp))]
+    out = np.array(out)
+    if bias is not None:
+        out += np.asarray(bias, dtype=np.float64).reshape((1, c_out) + (1,) * nsp)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# ONNX auto_pad (for the ONNX importer tests)
+# ---------------------------------------------------------------------------
+
+def onnx_auto_pads(in_sizes, kernel, stride, dilation, mode):
+    """ONNX auto_pad SAME_UPPER / SAME_LOWER for conv and pools: output
+    ceil(in / s), total pad (out-1)*s + d*(k-1) + 1 - in (>= 0), the odd one
+    at the end (UPPER) or the beginning (LOWER).  Returns (begins, ends)."""
+    begins, ends = [], []
+    for n, k, s, d in zip(in_sizes, kernel, stride, dilation):
+        out = -(-n // s)
+        total = max((out - 1) * s + d * (k - 1) + 1 - n, 0)
+        small, big = total // 2, total - total // 2
+        begins.append(small if mode == "SAME_UPPER" else big)
+        ends.append(big if mode == "SAME_UPPER" else small)
+    return tuple(begins), tuple(ends)
+
+
 def rel_error(got, want):
     """max |got - want| relative to the magnitude of the result (the sum's scale)."""
     got = np.asarray(got, dtype=np.float64)
@@ -58,6 +122,192 @@ def rel_error(got, want):
 
 
 # ---------------------------------------------------------------------------
+# --- pooling / resize / im2col ---
+# Plain loops over every output and every window tap; float64.
+# ---------------------------------------------------------------------------
+
+def pool_out_size(size, k, s, pb, pe, d, ceil_mode):
+    """Count window positions o = 0, 1, ... (start o*s in padded coordinates):
+    floor mode keeps windows whose last tap fits in the padded input; ceil mode
+    also keeps one partial window past it (ceil((padded - extent) / s) + 1
+    windows), then drops the last window if it starts in the end padding or
+    beyond (once, as PyTorch and ONNX do)."""
+    extent = d * (k - 1) + 1
+    padded = size + pb + pe
+    if padded < extent:
+        return 0
+    count = 0
+    while count * s + extent <= padded:
+        count += 1
+    if ceil_mode:
+        if (count - 1) * s + extent < padded:          # a partial window remains
+            count += 1
+        if (count - 1) * s >= size + pb:
+            count -= 1
+    return count
+
+
+def _window_taps(out_index, kernel, stride, pads_begin, dilation):
+    """Input coordinates of every tap of one window, in window order."""
+    axes = [[out_index[i] * stride[i] - pads_begin[i] + j * dilation[i] for j in range(kernel[i])]
+            for i in range(len(kernel))]
+    return list(itertools.product(*axes))
+
+
+def max_pool_nd(x, kernel, stride=None, pads_begin=0, pads_end=0, dilation=1, ceil_mode=False):
+    """Max pooling of x [N, C, *spatial]; returns (values, indices).
+
+    values start at -inf and take v when v > max or v is NaN, visiting taps in
+    window order and skipping taps outside the input (padding is never read);
+    indices are flat within the (n, c) plane; a window whose values never beat
+    -inf points at its first in-bounds tap."""
+    x = np.asarray(x, dtype=np.float64)
+    nsp = x.ndim - 2
+    k = _tuple(kernel, nsp)
+    s = k if stride is None else _tuple(stride, nsp)
+    pb, pe, d = _tuple(pads_begin, nsp), _tuple(pads_end, nsp), _tuple(dilation, nsp)
+    size = x.shape[2:]
+    out_sp = [pool_out_size(size[i], k[i], s[i], pb[i], pe[i], d[i], ceil_mode) for i in range(nsp)]
+    vals = np.zeros(x.shape[:2] + tuple(out_sp))
+    idx = np.zeros(x.shape[:2] + tuple(out_sp), dtype=np.int64)
+    for n in range(x.shape[0]):
+        for c in range(x.shape[1]):
+            for o in itertools.product(*[range(v) for v in out_sp]):
+                best, best_i = -np.inf, None
+                for tap in _window_taps(o, k, s, pb, d):
+                    if not all(0 <= tap[i] < size[i] for i in range(nsp)):
+                        continue
+                    flat = int(np.ravel_multi_index(tap, size))
+                    if best_i is None:
+                        best_i = flat
+                    v = x[(n, c) + tap]
+                    if v > best or np.isnan(v):
+                        best, best_i = v, flat
+                vals[(n, c) + o] = best
+                idx[(n, c) + o] = best_i
+    return vals, idx
+
+
+def avg_pool_nd(x, kernel, stride=None, pads_begin=0, pads_end=0, dilation=1, ceil_mode=False,
+                count_include_pad=True, divisor_override=None):
+    """Average pooling of x [N, C, *spatial].
+
+    Sum of the in-bounds taps divided by: divisor_override if given; else with
+    count_include_pad the number of taps inside the padded input
+    [-pad_begin, in + pad_end) (a ceil-mode window's overhang past the end
+    padding does not count); else the number of in-bounds taps."""
+    x = np.asarray(x, dtype=np.float64)
+    nsp = x.ndim - 2
+    k = _tuple(kernel, nsp)
+    s = k if stride is None else _tuple(stride, nsp)
+    pb, pe, d = _tuple(pads_begin, nsp), _tuple(pads_end, nsp), _tuple(dilation, nsp)
+    size = x.shape[2:]
+    out_sp = [pool_out_size(size[i], k[i], s[i], pb[i], pe[i], d[i], ceil_mode) for i in range(nsp)]
+    out = np.zeros(x.shape[:2] + tuple(out_sp))
+    for n in range(x.shape[0]):
+        for c in range(x.shape[1]):
+            for o in itertools.product(*[range(v) for v in out_sp]):
+                total, inside, padded = 0.0, 0, 0
+                for tap in _window_taps(o, k, s, pb, d):
+                    if all(-pb[i] <= tap[i] < size[i] + pe[i] for i in range(nsp)):
+                        padded += 1
+                    if all(0 <= tap[i] < size[i] for i in range(nsp)):
+                        inside += 1
+                        total += x[(n, c) + tap]
+                if divisor_override:
+                    div = divisor_override
+                else:
+                    div = padded if count_include_pad else inside
+                out[(n, c) + o] = total / div
+    return out
+
+
+def global_pool(x, kind):
+    """Mean or max over every spatial axis, keeping them as size 1."""
+    x = np.asarray(x, dtype=np.float64)
+    axes = tuple(range(2, x.ndim))
+    return x.mean(axis=axes, keepdims=True) if kind == "avg" else x.max(axis=axes, keepdims=True)
+
+
+def nearest_gather(x, tables):
+    """y[n, c, o1, ...] = x[n, c, t1[o1], ...] for per-spatial-axis source tables."""
+    y = np.asarray(x, dtype=np.float64)
+    for i, t in enumerate(tables):
+        y = np.take(y, np.asarray(t, dtype=np.int64), axis=2 + i)
+    return y
+
+
+def upsample_nearest2x(x):
+    """Each pixel of [N, C, H, W] repeated into a 2x2 block."""
+    x = np.asarray(x, dtype=np.float64)
+    return x.repeat(2, axis=2).repeat(2, axis=3)
+
+
+def torch_nearest_source(in_size, out_size, scale_factor=None, exact=False, shortcuts=False):
+    """PyTorch's nearest source indices, element by element: scale = 1/scale_factor
+    (if given) else in/out, rounded to float32; legacy src = floor(f32(dst) * scale),
+    exact src = floor(f32((dst + 0.5) * scale)); both clamped to in - 1.  With
+    `shortcuts` (PyTorch's 2-D legacy kernel) out == in is the identity and
+    out == 2 in is dst // 2, whatever the scale factor."""
+    if shortcuts and not exact and out_size == in_size:
+        return list(range(out_size))
+    if shortcuts and not exact and out_size == 2 * in_size:
+        return [dst // 2 for dst in range(out_size)]
+    if scale_factor is not None:
+        scale = np.float32(1.0 / scale_factor)
+    else:
+        scale = np.float32(in_size) / np.float32(out_size)
+    src = []
+    for dst in range(out_size):
+        if exact:
+            v = np.float32((dst + 0.5) * float(scale))
+        else:
+            v = np.float32(dst) * scale
+        src.append(min(int(np.floor(v)), in_size - 1))
+    return src
+
+
+def im2col_rows(x, kernel, stride=1, pads_begin=0, pads_end=0, dilation=1):
+    """Patch rows [N*L, C*K]: row (n, block position in C order), column
+    (c, kernel taps in C order); zeros where a tap is in the padding."""
+    x = np.asarray(x, dtype=np.float64)
+    nsp = x.ndim - 2
+    k, s, d = _tuple(kernel, nsp), _tuple(stride, nsp), _tuple(dilation, nsp)
+    pb, pe = _tuple(pads_begin, nsp), _tuple(pads_end, nsp)
+    size = x.shape[2:]
+    blocks = [(size[i] + pb[i] + pe[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(nsp)]
+    n, c = x.shape[:2]
+    nk = int(np.prod(k))
+    out = np.zeros((n * int(np.prod(blocks)), c * nk))
+    for b in range(n):
+        for li, o in enumerate(itertools.product(*[range(v) for v in blocks])):
+            row = b * int(np.prod(blocks)) + li
+            for ch in range(c):
+                for ti, tap in enumerate(_window_taps(o, k, s, pb, d)):
+                    if all(0 <= tap[i] < size[i] for i in range(nsp)):
+                        out[row, ch * nk + ti] = x[(b, ch) + tap]
+    return out
+
+
+def col2im_rows(cols, image, kernel, stride=1, pads_begin=0, pads_end=0, dilation=1):
+    """Adjoint of im2col_rows: scatter-add every patch entry back to its pixel."""
+    cols = np.asarray(cols, dtype=np.float64)
+    nsp = len(image)
+    k, s, d = _tuple(kernel, nsp), _tuple(stride, nsp), _tuple(dilation, nsp)
+    pb, pe = _tuple(pads_begin, nsp), _tuple(pads_end, nsp)
+    blocks = [(image[i] + pb[i] + pe[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(nsp)]
+    nl, nk = int(np.prod(blocks)), int(np.prod(k))
+    n, c = cols.shape[0] // nl, cols.shape[1] // nk
+    x = np.zeros((n, c) + tuple(image))
+    for b in range(n):
+        for li, o in enumerate(itertools.product(*[range(v) for v in blocks])):
+            for ch in range(c):
+                for ti, tap in enumerate(_window_taps(o, k, s, pb, d)):
+                    if all(0 <= tap[i] < image[i] for i in range(nsp)):
+                        x[(b, ch) + tap] += cols[b * nl + li, ch * nk + ti]
+    return x
+
+
 # Convolution gradients (1-D, 2-D, 3-D)  [training]
 # ---------------------------------------------------------------------------
 
@@ -121,102 +371,44 @@ def conv_nd_backward_weight(x, dy, weight_shape, stride=1, pads_begin=0, pads_en
 
 
 # ---------------------------------------------------------------------------
-# Pooling 2-D forward and backward  [training]
-#
-# PyTorch semantics: window of output (oh, ow) covers rows oh*sh - pb_h + a*dh,
-# columns ow*sw - pb_w + b*dw; taps outside the input are skipped.  With
-# ceil_mode the size rounds up but the last window must start inside the
-# input or its begin padding.
+# Pooling gradients (N-d)  [training]
+# The adjoints of max_pool_nd / avg_pool_nd above, same window rules.
 # ---------------------------------------------------------------------------
 
-def pool_out_size(size, k, stride, pad_begin, pad_end, dilation, ceil_mode):
-    span = size + pad_begin + pad_end - dilation * (k - 1) - 1
-    if ceil_mode:
-        out = -(-span // stride) + 1
-        if (out - 1) * stride >= size + pad_begin:
-            out -= 1
-    else:
-        out = span // stride + 1
-    return out
-
-
-def _pool_args(x_shape, kernel, stride, pads_begin, pads_end, dilation, ceil_mode):
-    k = _tuple(kernel, 2)
-    s = k if stride is None else _tuple(stride, 2)
-    pb, pe, d = _tuple(pads_begin, 2), _tuple(pads_end, 2), _tuple(dilation, 2)
-    out = [pool_out_size(x_shape[2 + i], k[i], s[i], pb[i], pe[i], d[i], ceil_mode) for i in range(2)]
-    return k, s, pb, pe, d, out
-
-
-def _max_window(plane, oh, ow, k, s, pb, d):
-    """(value, (row, col)) of the first maximum in window order; NaN wins."""
-    best, where = None, None
-    for a in range(k[0]):
-        for b in range(k[1]):
-            r, c = oh * s[0] - pb[0] + a * d[0], ow * s[1] - pb[1] + b * d[1]
-            if 0 <= r < plane.shape[0] and 0 <= c < plane.shape[1]:
-                v = plane[r, c]
-                if best is None or v > best or (np.isnan(v) and not np.isnan(best)):
-                    best, where = v, (r, c)
-    return best, where
-
-
-def max_pool2d(x, kernel, stride=None, pads_begin=0, pads_end=0, dilation=1, ceil_mode=False):
-    x = np.asarray(x, dtype=np.float64)
-    k, s, pb, pe, d, out = _pool_args(x.shape, kernel, stride, pads_begin, pads_end, dilation, ceil_mode)
-    y = np.zeros(x.shape[:2] + tuple(out))
-    for n, c, oh, ow in itertools.product(range(x.shape[0]), range(x.shape[1]), range(out[0]), range(out[1])):
-        y[n, c, oh, ow] = _max_window(x[n, c], oh, ow, k, s, pb, d)[0]
-    return y
-
-
-def max_pool2d_backward(x, dy, kernel, stride=None, pads_begin=0, pads_end=0, dilation=1, ceil_mode=False):
-    """dx: each output's gradient added at its window's first maximum."""
+def max_pool_nd_backward(x, dy, kernel, stride=None, pads_begin=0, pads_end=0, dilation=1, ceil_mode=False):
+    """dx of max_pool_nd: each output's gradient added at the input its index
+    names (overlapping windows accumulate)."""
     x = np.asarray(x, dtype=np.float64)
     dy = np.asarray(dy, dtype=np.float64)
-    k, s, pb, pe, d, out = _pool_args(x.shape, kernel, stride, pads_begin, pads_end, dilation, ceil_mode)
-    assert dy.shape == x.shape[:2] + tuple(out), (dy.shape, out)
-    dx = np.zeros_like(x)
-    for n, c, oh, ow in itertools.product(range(x.shape[0]), range(x.shape[1]), range(out[0]), range(out[1])):
-        r, col = _max_window(x[n, c], oh, ow, k, s, pb, d)[1]
-        dx[n, c, r, col] += dy[n, c, oh, ow]
-    return dx
+    _, idx = max_pool_nd(x, kernel, stride, pads_begin, pads_end, dilation, ceil_mode)
+    assert dy.shape == idx.shape, (dy.shape, idx.shape)
+    dx = np.zeros(x.shape[:2] + (int(np.prod(x.shape[2:])),))
+    for n in range(x.shape[0]):
+        for c in range(x.shape[1]):
+            np.add.at(dx[n, c], idx[n, c].ravel(), dy[n, c].ravel())
+    return dx.reshape(x.shape)
 
 
-def _avg_window(shape_hw, oh, ow, k, s, pb, pe, count_include_pad):
-    """(rows, cols, divisor): in-bounds taps, and the divisor (the window
-    clipped to the padded input when count_include_pad, else in-bounds taps)."""
-    h, w = shape_hw
-    r0, c0 = oh * s[0] - pb[0], ow * s[1] - pb[1]
-    r1, c1 = min(r0 + k[0], h + pe[0]), min(c0 + k[1], w + pe[1])
-    rows = [r for r in range(r0, r1) if 0 <= r < h]
-    cols = [c for c in range(c0, c1) if 0 <= c < w]
-    div = (r1 - r0) * (c1 - c0) if count_include_pad else len(rows) * len(cols)
-    return rows, cols, div
-
-
-def avg_pool2d(x, kernel, stride=None, pads_begin=0, pads_end=0, ceil_mode=False, count_include_pad=True):
-    x = np.asarray(x, dtype=np.float64)
-    k, s, pb, pe, d, out = _pool_args(x.shape, kernel, stride, pads_begin, pads_end, 1, ceil_mode)
-    y = np.zeros(x.shape[:2] + tuple(out))
-    for oh, ow in itertools.product(range(out[0]), range(out[1])):
-        rows, cols, div = _avg_window(x.shape[2:], oh, ow, k, s, pb, pe, count_include_pad)
-        if rows and cols:
-            y[:, :, oh, ow] = x[:, :, rows][:, :, :, cols].sum(axis=(2, 3)) / div
-    return y
-
-
-def avg_pool2d_backward(dy, input_shape, kernel, stride=None, pads_begin=0, pads_end=0, ceil_mode=False,
-                        count_include_pad=True):
+def avg_pool_nd_backward(dy, input_shape, kernel, stride=None, pads_begin=0, pads_end=0, dilation=1,
+                         ceil_mode=False, count_include_pad=True, divisor_override=None):
+    """dx of avg_pool_nd: each in-bounds tap of a window gets the window's
+    gradient over the divisor avg_pool_nd used."""
     dy = np.asarray(dy, dtype=np.float64)
-    k, s, pb, pe, d, out = _pool_args(input_shape, kernel, stride, pads_begin, pads_end, 1, ceil_mode)
-    assert dy.shape == tuple(input_shape[:2]) + tuple(out), (dy.shape, out)
+    nsp = len(input_shape) - 2
+    k = _tuple(kernel, nsp)
+    s = k if stride is None else _tuple(stride, nsp)
+    pb, pe, d = _tuple(pads_begin, nsp), _tuple(pads_end, nsp), _tuple(dilation, nsp)
+    size = tuple(input_shape[2:])
+    out_sp = [pool_out_size(size[i], k[i], s[i], pb[i], pe[i], d[i], ceil_mode) for i in range(nsp)]
+    assert dy.shape == tuple(input_shape[:2]) + tuple(out_sp), (dy.shape, out_sp)
     dx = np.zeros(tuple(input_shape))
-    for oh, ow in itertools.product(range(out[0]), range(out[1])):
-        rows, cols, div = _avg_window(input_shape[2:], oh, ow, k, s, pb, pe, count_include_pad)
-        for r in rows:
-            for c in cols:
-                dx[:, :, r, c] += dy[:, :, oh, ow] / div
+    for o in itertools.product(*[range(v) for v in out_sp]):
+        taps = _window_taps(o, k, s, pb, d)
+        inside = [t for t in taps if all(0 <= t[i] < size[i] for i in range(nsp))]
+        padded = sum(all(-pb[i] <= t[i] < size[i] + pe[i] for i in range(nsp)) for t in taps)
+        div = divisor_override or (padded if count_include_pad else len(inside))
+        for t in inside:
+            dx[(slice(None), slice(None)) + t] += dy[(slice(None), slice(None)) + o] / div
     return dx
 
 

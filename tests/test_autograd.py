@@ -37,10 +37,10 @@ def _ref_forward(p, x, labels, keep=None):
     z1 = R.conv_nd(x, p["w1"], p["b1"], 1, pb1, pe1)
     r1 = R.relu(z1)
     h = r1 + r1
-    p1 = R.max_pool2d(h, 3, 2, 1, 1, 1, True)
+    p1 = R.max_pool_nd(h, 3, 2, 1, 1, 1, True)[0]
     z2 = R.conv_nd(p1, p["w2"], None, 1, 0, 0, (1, 2), 2) + np.asarray(p["b2"], np.float64).reshape(1, -1, 1, 1)
     r2 = R.relu(z2)
-    p2 = R.avg_pool2d(r2, 2, None, 0, 0, True, False)
+    p2 = R.avg_pool_nd(r2, 2, None, 0, 0, 1, True, False)
     f = p2.reshape(len(p2), -1)
     logits = R.linear(f, p["w3"], p["b3"])
     if keep is not None:
@@ -55,13 +55,13 @@ def _ref_backward(p, x, labels):
     d = {}
     dlog = R.softmax_cross_entropy_backward(s["logits"], labels)
     d["w3"], d["b3"] = dlog.T @ s["f"], dlog.sum(0)
-    dr2 = R.avg_pool2d_backward((dlog @ np.asarray(p["w3"], np.float64)).reshape(s["p2"].shape), s["r2"].shape,
-                                2, None, 0, 0, True, False)
+    dr2 = R.avg_pool_nd_backward((dlog @ np.asarray(p["w3"], np.float64)).reshape(s["p2"].shape),
+                                 s["r2"].shape, 2, None, 0, 0, 1, True, False)
     dz2 = dr2 * (s["z2"] > 0)
     d["b2"] = dz2.sum(axis=(0, 2, 3))
     d["w2"] = R.conv_nd_backward_weight(s["p1"], dz2, SHAPES["w2"], 1, 0, 0, (1, 2), 2)
     dp1 = R.conv_nd_backward_input(dz2, p["w2"], s["p1"].shape, 1, 0, 0, (1, 2), 2)
-    dz1 = 2 * R.max_pool2d_backward(s["h"], dp1, 3, 2, 1, 1, 1, True) * (s["z1"] > 0)
+    dz1 = 2 * R.max_pool_nd_backward(s["h"], dp1, 3, 2, 1, 1, 1, True) * (s["z1"] > 0)
     d["b1"] = dz1.sum(axis=(0, 2, 3))
     d["w1"] = R.conv_nd_backward_weight(x, dz1, SHAPES["w1"], 1, (1, 1), (0, 1))
     d["x"] = R.conv_nd_backward_input(dz1, p["w1"], X_SHAPE, 1, (1, 1), (0, 1))
@@ -178,6 +178,119 @@ def test_grads_errors():
 
 
 # ---------------------------------------------------------------------------
+# Per-op gradient checks through grads(): conv3d, conv-transpose, 1-D and
+# dilated / divisor_override pools.  Each op feeds flatten -> linear ->
+# softmax cross-entropy; grads w.r.t. every input of the op are compared
+# with central differences of the float64 reference forward.
+# ---------------------------------------------------------------------------
+
+def _check_op_grads(x_shape, params, build, ref, seed, eps=1e-6):
+    """build(g, x, p) -> node; ref(x, p) -> float64 array.  Checks d loss /
+    d (x and every param) against central differences, threads 1 and 2."""
+    rng = np.random.default_rng(seed)
+    vals = {"x": rng.standard_normal(x_shape).astype(np.float32)}
+    vals.update({k: (0.5 * rng.standard_normal(s)).astype(np.float32) for k, s in params.items()})
+    g0 = rlx_cpu.Graph()
+    feat = int(np.prod(build(g0, g0.input("x", x_shape), {k: g0.input(k, s) for k, s in params.items()}).shape[1:]))
+    n, classes = x_shape[0], 3
+    vals["fc"] = (rng.standard_normal((classes, feat)) / np.sqrt(feat)).astype(np.float32)
+    labels = rng.integers(0, classes, n).astype(np.float32)
+
+    def f64(v):
+        y = ref(v["x"], v).reshape(n, -1)
+        return R.softmax_cross_entropy(R.linear(y, v["fc"]), labels)
+
+    results = []
+    for threads in (1, 2):
+        g = rlx_cpu.Graph()
+        nodes = {"x": g.input("x", x_shape), **{k: g.input(k, s) for k, s in params.items()}}
+        nodes["fc"] = g.input("fc", vals["fc"].shape)
+        li = g.input("labels", (n,))
+        loss = g.softmax_cross_entropy(g.linear(g.flatten(build(g, nodes["x"], nodes)), nodes["fc"]), li)
+        names = ["x"] + list(params)
+        g.output(*grads(g, loss, [nodes[k] for k in names]))
+        out = rlx_cpu.compile(g, num_threads=threads).run({**vals, "labels": labels})
+        results.append(out)
+        for k, got in zip(names, out):
+            idx = R.sample_indices(got.size, 16, rng)
+            fd = R.numeric_grad(lambda v, k=k: f64({**vals, k: v}), vals[k], idx, eps=eps)
+            assert np.abs(got.reshape(-1)[idx] - fd).max() <= 1e-4 * max(np.abs(got).max(), 1e-6), (k, threads)
+    for a, b in zip(*results):
+        assert R.rel_error(a, b) <= 1e-5
+
+
+@pytest.mark.parametrize("groups,stride,pads,dilation", [
+    (1, 1, ((1, 0), (0, 1), (1, 1)), 1),
+    (2, (2, 1, 2), ((0, 1), (1, 0), (0, 0)), (1, 2, 1)),
+], ids=["asym-pads", "groups-stride-dilation"])
+def test_conv3d_gradcheck(groups, stride, pads, dilation):
+    cin, cout, k = 2, 4, (2, 3, 2)
+    pb, pe = tuple(p[0] for p in pads), tuple(p[1] for p in pads)
+    params = {"w": (cout, cin // groups) + k, "b": (cout,)}
+    _check_op_grads(
+        (2, cin, 4, 5, 5), params,
+        lambda g, x, p: g.conv3d(x, p["w"], p["b"], stride=stride, padding=pads, dilation=dilation, groups=groups),
+        lambda x, p: R.conv_nd(x, p["w"], p["b"], stride, pb, pe, dilation, groups), seed=11)
+
+
+@pytest.mark.parametrize("nsp,groups,stride,pads,dilation,out_pad", [
+    (1, 1, 2, ((1, 0),), 1, (1,)),
+    (2, 2, (2, 1), ((1, 0), (0, 1)), (1, 2), (1, 0)),
+    (3, 1, (1, 2, 1), ((0, 0), (1, 1), (0, 1)), 1, (0, 1, 0)),
+], ids=["1d", "2d-groups-dilation", "3d"])
+def test_conv_transpose_gradcheck(nsp, groups, stride, pads, dilation, out_pad):
+    cin, cout = 2, 4
+    k = (3, 2, 2)[:nsp]
+    pb, pe = tuple(p[0] for p in pads), tuple(p[1] for p in pads)
+    params = {"w": (cin, cout // groups) + k, "b": (cout,)}
+    x_shape = (2, cin) + (4, 3, 3)[:nsp]
+    _check_op_grads(
+        x_shape, params,
+        lambda g, x, p: getattr(g, f"conv_transpose{nsp}d")(x, p["w"], p["b"], stride=stride, padding=pads,
+                                                            output_padding=out_pad, groups=groups,
+                                                            dilation=dilation),
+        lambda x, p: R.conv_transpose_nd(x, p["w"], p["b"], stride, pb, pe, dilation, groups, out_pad), seed=12)
+
+
+@pytest.mark.parametrize("kind", ["max", "avg"])
+def test_pool1d_gradcheck(kind):
+    """1-D pools differentiate through the 2-D kernels (height 1)."""
+    if kind == "max":
+        build = lambda g, x, p: g.max_pool1d(x, 3, 2, ((1, 0),), dilation=2, ceil_mode=True)   # noqa: E731
+        ref = lambda x, p: R.max_pool_nd(x, 3, 2, 1, 0, 2, True)[0]                               # noqa: E731
+    else:
+        build = lambda g, x, p: g.avg_pool1d(x, 3, 2, ((1, 1),), ceil_mode=True,                  # noqa: E731
+                                             count_include_pad=True)
+        ref = lambda x, p: R.avg_pool_nd(x, 3, 2, 1, 1, 1, True, True)                            # noqa: E731
+    _check_op_grads((2, 3, 11), {}, build, ref, seed=13)
+
+
+@pytest.mark.parametrize("divisor,cip", [(None, True), (None, False), (5, True)],
+                         ids=["include-pad", "exclude-pad", "divisor-override"])
+def test_avg_pool2d_dilated_gradcheck(divisor, cip):
+    _check_op_grads(
+        (2, 2, 7, 8), {},
+        lambda g, x, p: g.avg_pool2d(x, (2, 3), (2, 1), ((1, 0), (1, 1)), ceil_mode=True, count_include_pad=cip,
+                                     divisor_override=divisor, dilation=(2, 1)),
+        lambda x, p: R.avg_pool_nd(x, (2, 3), (2, 1), (1, 1), (0, 1), (2, 1), True, cip, divisor), seed=14)
+
+
+def test_not_differentiable_ops_raise_naming_the_op():
+    g = rlx_cpu.Graph()
+    x, labels = g.input("x", (1, 2, 4, 4, 4)), g.input("labels", (1,))
+    y = g.max_pool3d(x, 2)
+    loss = g.softmax_cross_entropy(g.flatten(y), labels)
+    with pytest.raises(NotImplementedError, match=r"grads: max_pool3d .* is not differentiable"):
+        grads(g, loss, [x])
+    g = rlx_cpu.Graph()
+    x, w, labels = g.input("x", (1, 2, 4)), g.input("w", (2, 1, 3)), g.input("labels", (1,))
+    y = g.conv_transpose1d(x, w, stride=1, output_padding=1, dilation=2)     # output_padding >= stride
+    loss = g.softmax_cross_entropy(g.flatten(y), labels)
+    with pytest.raises(NotImplementedError, match=r"grads: conv_transpose1d .* output_padding \(1,\) >= stride"):
+        grads(g, loss, [w])
+
+
+# ---------------------------------------------------------------------------
 # Trainer
 # ---------------------------------------------------------------------------
 
@@ -278,4 +391,6 @@ def test_training_example_loss_falls():
 def test_cli_runs():
     from rlx_cpu.__main__ import main
     assert main(["train", "--epochs", "1", "--train-size", "128", "--test-size", "64", "--target", "0"]) == 0
-    assert main(["nonsense"]) == 2
+    with pytest.raises(SystemExit) as e:
+        main(["nonsense"])
+    assert e.value.code == 2

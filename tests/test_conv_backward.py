@@ -179,7 +179,7 @@ def test_weight_scratch_holds_per_thread_partials():
     tw = _thunks(case.plan(2))[1]
     d = tw.dims
     k = d.c_in // d.groups * int(np.prod(d.kernel))
-    p = int(np.prod(d.out_size))
+    p = int(np.prod(d.out_sp))
     assert tw.scratch.nbytes == 4 * 2 * (d.c_out * k + k * p)
     assert _thunks(case.plan(1))[1].scratch.nbytes == 4 * k * p
 

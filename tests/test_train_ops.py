@@ -65,8 +65,8 @@ def test_reshape_is_a_zero_copy_alias():
     assert r.shape == (12, 10)
     assert [t.kind for t in plan.thunks] == ["Relu"]        # reshapes emit no thunk
     # the flatten and reshape outputs are the input's own bytes
-    x_slice = plan._inputs[0][2]
-    assert plan._outputs[0][1] == x_slice == plan._outputs[2][1]
+    x_slice = plan.input_slices["x"]
+    assert plan.output_slices[0] == x_slice == plan.output_slices[2]
 
 
 def test_flatten_dims_and_errors():

@@ -1,0 +1,123 @@
+"""Conv2D throughput per algorithm and thread count, side by side with PyTorch.
+
+    python benchmarks/bench_conv2d.py [--repeat 30] [--threads 1,2] [--shapes resnet,1x1]
+
+For each shape, algorithm and thread count it prints the median ms over
+`repeat` runs of the kernel (plan.profile: the thunk alone, no input copy) and
+GFLOP/s; with torch installed it times torch.nn.functional.conv2d in the same
+process (torch.set_num_threads to the same count, inference mode) and prints
+torch_ms / rlx_ms (> 1 means rlx_cpu is faster).  Also reports the per-run
+overhead of a one-thunk plan (plan.run on a tiny conv, end to end).
+"""
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+import rlx_cpu
+
+SHAPES = {
+    # name: (N, C_in, H, W, C_out, k, stride, pad, groups)
+    "resnet": (1, 64, 56, 56, 64, 3, 1, 1, 1),
+    "1x1": (1, 256, 56, 56, 64, 1, 1, 0, 1),
+    "resnet_b8": (8, 64, 56, 56, 64, 3, 1, 1, 1),
+    "stem": (1, 3, 224, 224, 64, 7, 2, 3, 1),
+    "deep": (1, 256, 14, 14, 256, 3, 1, 1, 1),
+    "depthwise": (1, 128, 56, 56, 128, 3, 1, 1, 128),
+}
+ALGOS = ["im2col", "direct", "winograd", "reference"]
+
+
+def _median_ms(fn, repeat, warmup=2):
+    for _ in range(warmup):
+        fn()
+    ts = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return 1e3 * statistics.median(ts)
+
+
+def bench_shape(name, spec, threads, repeat, algos, torch):
+    n, c, h, w, co, k, s, p, g = spec
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((co, c // g, k, k)).astype(np.float32)
+    graph = rlx_cpu.Graph()
+    xi = graph.input("x", x.shape)
+    graph.output(graph.conv2d(xi, wt, stride=s, padding=p, groups=g))
+    ho = (h + 2 * p - k) // s + 1
+    wo = (w + 2 * p - k) // s + 1
+    flops = 2 * n * co * ho * wo * (c // g) * k * k
+    rows = []
+    for t in threads:
+        torch_ms = None
+        if torch is not None:
+            torch.set_num_threads(t)
+            tx, tw = torch.from_numpy(x), torch.from_numpy(wt)
+            with torch.inference_mode():
+                torch_ms = _median_ms(lambda: torch.nn.functional.conv2d(tx, tw, None, s, p, 1, g), repeat)
+        for algo in algos:
+            try:
+                plan = rlx_cpu.compile(graph, conv_algorithm=algo, num_threads=t)
+            except ValueError:
+                continue
+            if algo == "reference" and flops > 5e8:
+                continue
+            th = plan.thunks[-1]
+            label = getattr(th, "algorithm", None)
+            label = label.label if label is not None else "gemm_1x1"
+            r = max(3, repeat // 5) if algo == "reference" else repeat
+            prof = [plan.profile({"x": x}, repeat=1, warmup=0)[-1][1] for _ in range(r + 2)][2:]
+            ms = 1e3 * statistics.median(prof)
+            rows.append((name, t, algo, label, ms, flops / ms / 1e6, torch_ms))
+    return rows
+
+
+def per_run_overhead(repeat):
+    g = rlx_cpu.Graph()
+    x = g.input("x", (1, 1, 4, 4))
+    g.output(g.conv2d(x, np.ones((1, 1, 1, 1), np.float32)))
+    plan = rlx_cpu.compile(g, num_threads=1)
+    feeds = {"x": np.ones((1, 1, 4, 4), np.float32)}
+    out = [np.empty((1, 1, 4, 4), np.float32)]
+    run_us = 1e3 * _median_ms(lambda: plan.run(feeds), repeat * 50)
+    into_us = 1e3 * _median_ms(lambda: plan.run_into(feeds, out), repeat * 50)
+    kernel_us = 1e6 * statistics.median(plan.profile(feeds, repeat=repeat * 50)[i][1] for i in [0])
+    return run_us, into_us, kernel_us
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeat", type=int, default=30)
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--shapes", default="resnet,1x1")
+    ap.add_argument("--algos", default=",".join(ALGOS))
+    ap.add_argument("--no-torch", action="store_true")
+    args = ap.parse_args()
+    torch = None
+    if not args.no_torch:
+        try:
+            import torch  # noqa: F811
+        except ImportError:
+            torch = None
+    threads = [int(t) for t in args.threads.split(",")]
+    print(f"rlx_cpu {rlx_cpu.__version__}; torch {torch.__version__ if torch else 'not installed'}; "
+          f"median of {args.repeat}")
+    print(f"{'shape':<10} {'thr':>3} {'requested':<10} {'ran':<10} {'ms':>9} {'GFLOP/s':>8} "
+          f"{'torch ms':>9} {'torch/rlx':>9}")
+    for name in args.shapes.split(","):
+        for row in bench_shape(name, SHAPES[name], threads, args.repeat, args.algos.split(","), torch):
+            name_, t, algo, label, ms, gf, tms = row
+            ratio = f"{tms / ms:9.2f}" if tms else f"{'-':>9}"
+            tcol = f"{tms:9.3f}" if tms else f"{'-':>9}"
+            print(f"{name_:<10} {t:>3} {algo:<10} {label:<10} {ms:9.3f} {gf:8.1f} {tcol} {ratio}")
+    run_us, into_us, kernel_us = per_run_overhead(args.repeat)
+    print(f"one-thunk plan (1x1x4x4 conv): run {run_us:.1f} us, run_into {into_us:.1f} us, "
+          f"kernel alone {kernel_us:.1f} us")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+# im2col / col2im (float32, N-d as 3-d) and their bound launches.
+#
+# The patch matrix holds, for every image n, block position l = (od, oh, ow)
+# and column ck = (c, kd, kh, kw), the input value under that tap (0 in the
+# padding).  Two layouts share one kernel through element strides:
+#
+#   layout   shape               stride of n    of l    of ck
+#   rows     [N*L, C*K]          L*C*K          C*K     1       (spec's Im2Col)
+#   onnx     [N, C*K, L]         C*K*L          1       L       (ONNX Col2Im,
+#                                                               torch unfold/fold)
+#
+# col2im is the exact adjoint of im2col: x[n, c, i] = sum of every patch entry
+# that im2col would read from x[n, c, i].  It is computed as a gather per input
+# line (n, c, id, ih) -- the outputs whose window covers that line are found
+# by division -- so items write disjoint memory, no thread races, and each
+# element's sum has a fixed order (double accumulation) for any thread count.
+#
+# Work items (prange, static): im2col one output line (n, c, od, oh); col2im
+# one input line.  Both give batch 1 / few channels enough items.
+cimport cython
+from cython.parallel cimport prange, threadid
+
+from _window cimport Win, win_from, out_range
+
+import numpy as np
+
+LAYOUT_ROWS = 0
+LAYOUT_ONNX = 1
+
+cdef enum:
+    L_ROWS = 0
+
+
+cdef struct ColStrides:
+    Py_ssize_t n, l, ck
+
+
+cdef ColStrides _strides(const Win* g, int layout) noexcept nogil:
+    cdef ColStrides st
+    cdef Py_ssize_t nl = g.out[0] * g.out[1] * g.out[2]
+    cdef Py_ssize_t nck = g.c * g.k[0] * g.k[1] * g.k[2]
+    st.n = nl * nck
+    if layout == L_ROWS:
+        st.l = nck
+        st.ck = 1
+    else:
+        st.l = 1
+        st.ck = nl
+    return st
+
+
+def col2im_scratch_floats(tuple dims, int nthreads):
+    """Floats of arena scratch col2im needs: one double input row per thread."""
+    cdef Win g = win_from(dims)
+    return int(2 * g.size[2] * nthreads)
+
+
+cdef int _im2col_line(const float[::1] x, float[::1] col, const Win* g, const ColStrides* st,
+                      Py_ssize_t item) except -1 nogil:
+    """Patch entries of output line item = (n, c, od, oh), all taps and ow."""
+    cdef Py_ssize_t oh = item % g.out[1]
+    cdef Py_ssize_t od = (item // g.out[1]) % g.out[0]
+    cdef Py_ssize_t c = (item // (g.out[1] * g.out[0])) % g.c
+    cdef Py_ssize_t n = item // (g.out[1] * g.out[0] * g.c)
+    cdef Py_ssize_t xb = (n * g.c + c) * g.size[0] * g.size[1] * g.size[2]
+    cdef Py_ssize_t lbase = (od * g.out[1] + oh) * g.out[2]
+    cdef Py_ssize_t a, b, j, i_d, i_h, ck, base, shift, lo, hi, ow, row
+    cdef Py_ssize_t ow_n = g.out[2]
+    cdef Py_ssize_t sw = g.s[2]
+    cdef bint inside
+    for a in range(g.k[0]):
+        i_d = od * g.s[0] - g.pb[0] + a * g.dil[0]
+        for b in range(g.k[1]):
+            i_h = oh * g.s[1] - g.pb[1] + b * g.dil[1]
+            inside = 0 <= i_d < g.size[0] and 0 <= i_h < g.size[1]
+            row = xb + (i_d * g.size[1] + i_h) * g.size[2]
+            for j in range(g.k[2]):
+                ck = ((c * g.k[0] + a) * g.k[1] + b) * g.k[2] + j
+                base = n * st.n + ck * st.ck + lbase * st.l
+                if not inside:
+                    for ow in range(ow_n):
+                        col[base + ow * st.l] = 0.0
+                    continue
+                shift = j * g.dil[2] - g.pb[2]
+                out_range(shift, sw, g.size[2], ow_n, &lo, &hi)
+                for ow in range(lo):
+                    col[base + ow * st.l] = 0.0
+                for ow in range(lo, hi):
+                    col[base + ow * st.l] = x[row + ow * sw + shift]
+                for ow in range(hi, ow_n):
+                    col[base + ow * st.l] = 0.0
+    return 0
+
+
+cdef int _col2im_line(const float[::1] col, float[::1] x, double[::1] acc, Py_ssize_t acc_off,
+                      const Win* g, const ColStrides* st, Py_ssize_t item) except -1 nogil:
+    """Input line item = (n, c, id, ih): sum every patch entry that reads it."""
+    cdef Py_ssize_t i_h = item % g.size[1]
+    cdef Py_ssize_t i_d = (item // g.size[1]) % g.size[0]
+    cdef Py_ssize_t c = (item // (g.size[1] * g.size[0])) % g.c
+    cdef Py_ssize_t n = item // (g.size[1] * g.size[0] * g.c)
+    cdef Py_ssize_t w = g.size[2]
+    cdef Py_ssize_t sw = g.s[2]
+    cdef Py_ssize_t a, b, j, t, od, oh, ck, base, shift, lo, hi, ow, i
+    for i in range(w):
+        acc[acc_off + i] = 0.0
+    for a in range(g.k[0]):
+        # the output od whose tap a lands on i_d: od*s - pb + a*dil == i_d
+        t = i_d + g.pb[0] - a * g.dil[0]
+        if t < 0 or t % g.s[0] != 0 or t // g.s[0] >= g.out[0]:
+            continue
+        od = t // g.s[0]
+        for b in range(g.k[1]):
+            t = i_h + g.pb[1] - b * g.dil[1]
+            if t < 0 or t % g.s[1] != 0 or t // g.s[1] >= g.out[1]:
+                continue
+            oh = t // g.s[1]
+            for j in range(g.k[2]):
+                ck = ((c * g.k[0] + a) * g.k[1] + b) * g.k[2] + j
+                base = n * st.n + ck * st.ck + ((od * g.out[1] + oh) * g.out[2]) * st.l
+                shift = j * g.dil[2] - g.pb[2]
+                out_range(shift, sw, w, g.out[2], &lo, &hi)
+                for ow in range(lo, hi):
+                    acc[acc_off + ow * sw + shift] += col[base + ow * st.l]
+    t = item * w
+    for i in range(w):
+        x[t + i] = <float>acc[acc_off + i]
+    return 0
+
+
+cdef class Im2ColLaunch:
+    """x [N, C, *spatial] -> patch matrix in `layout`."""
+    cdef const float[::1] x
+    cdef float[::1] col
+    cdef Win g
+    cdef ColStrides st
+
+    def __init__(self, x, col, tuple dims, int layout):
+        self.x = x
+        self.col = col
+        self.g = win_from(dims)
+        self.st = _strides(&self.g, layout)
+
+    cpdef execute(self, int nthreads):
+        cdef int t = nthreads if nthreads > 0 else 1
+        cdef Py_ssize_t items = self.g.n * self.g.c * self.g.out[0] * self.g.out[1]
+        cdef Py_ssize_t item
+        with nogil:
+            for item in prange(items, num_threads=t, schedule='static'):
+                _im2col_line(self.x, self.col, &self.g, &self.st, item)
+            # end: prange
+        return None
+
+
+cdef class Col2ImLaunch:
+    """Patch matrix in `layout` -> x [N, C, *spatial] (adjoint of im2col)."""
+    cdef const float[::1] col
+    cdef float[::1] x
+    cdef double[::1] acc
+    cdef Win g
+    cdef ColStrides st
+    cdef int max_threads
+
+    def __init__(self, col, x, scratch, tuple dims, int layout, int max_threads):
+        self.col = col
+        self.x = x
+        self.acc = scratch.view(np.float64)
+        self.g = win_from(dims)
+        self.st = _strides(&self.g, layout)
+        self.max_threads = max(1, max_threads)
+
+    cpdef execute(self, int nthreads):
+        cdef int t = nthreads if 0 < nthreads <= self.max_threads else self.max_threads
+        cdef Py_ssize_t items = self.g.n * self.g.c * self.g.size[0] * self.g.size[1]
+        cdef Py_ssize_t item
+        with nogil:
+            for item in prange(items, num_threads=t, schedule='static'):
+                _col2im_line(self.col, self.x, self.acc, threadid() * self.g.size[2],
+                             &self.g, &self.st, item)
+            # end: prange
+        return None

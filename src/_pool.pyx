@@ -1,0 +1,382 @@
+# Pooling kernels (float32, N-d as 3-d): windowed max / average and global
+# max / average, with their bound launches.
+#
+#   kernel        work item (prange, static)             scratch (arena)
+#   ------------  -------------------------------------  ----------------------------
+#   window pool   one output line chunk:                 avg: one double line of
+#                 (plane, od, oh, block of <= w_chunk    w_chunk per thread
+#                 outputs along w)
+#   global pool   (plane, chunk of GLOBAL_CHUNK inputs), one partial per item
+#                 then one combine per plane             (doubles)
+#
+# Work items never depend on the thread count, and each output is computed
+# by one item in a fixed order, so results are identical for any thread
+# count.  Lines (not planes) are the unit so that batch 1 with few channels
+# still feeds every core.
+#
+# Semantics (PyTorch / ONNX):
+#   * window taps are visited in (kd, kh, kw) order; padded taps are never read;
+#   * max starts at -inf and takes v when v > max or v is NaN (NaN propagates);
+#     ties keep the first maximum in window order; the index is that of the
+#     first in-bounds tap when no value beats -inf;
+#   * average sums in double and divides by: divisor_override if set, else
+#     (count_include_pad) the taps inside the *padded* input [-pb, in + pe) --
+#     ceil-mode overhang beyond the end padding is not counted -- else the
+#     in-bounds taps.
+# Every window has at least one in-bounds tap (checked when the graph is built).
+cimport cython
+from cython.parallel cimport prange, threadid
+from libc.stdint cimport int64_t
+from libc.math cimport INFINITY
+
+from _window cimport Win, win_from, out_range, tap_range
+
+import numpy as np
+
+cdef extern from "rlx_omp.h":
+    int RLX_DEBUG_CHECKS
+
+cdef extern from "rlx_pool.h":
+    # y[i], ip[i] := x[i*s], i0 + i*s where x[i*s] beats y[i] (or is NaN); no branches
+    void rlx_argmax_run(float* y, int64_t* ip, const float* x, Py_ssize_t n, Py_ssize_t s,
+                        int64_t i0) noexcept nogil
+    # sum of x[0..n) in double, eight lanes in a fixed order
+    double rlx_sum_f64(const float* x, Py_ssize_t n) noexcept nogil
+
+POOL_MAX = 0
+POOL_AVG = 1
+INDICES_NONE = 0
+INDICES_PLANE = 1     # PyTorch: flat index within the (n, c) plane
+INDICES_ONNX = 2      # ONNX MaxPool Indices: flat index over [N, C, *spatial]
+INDICES_ONNX_COL = 3  # ONNX storage_order=1: plane offset + column-major spatial index
+
+# Outputs per work item along the last axis: long 1-D lines are split so that
+# a few long planes still spread over the threads.
+W_CHUNK = 512
+cdef enum:
+    G_CHUNK = 4096      # inputs per partial of a global pool
+    K_MAX = 0
+    K_AVG = 1
+    I_NONE = 0
+    I_ONNX = 2
+    I_ONNX_COL = 3
+
+GLOBAL_CHUNK = G_CHUNK
+
+
+def scratch_floats(int kind, Py_ssize_t w_chunk, int nthreads):
+    """Floats of arena scratch a window pool needs: a double line per thread (avg)."""
+    if kind == K_AVG:
+        return int(2 * w_chunk * nthreads)
+    return 0
+
+
+def global_scratch_floats(Py_ssize_t planes, Py_ssize_t spatial):
+    """Floats of arena scratch a global pool needs: one double per partial."""
+    return int(2 * planes * ((spatial + GLOBAL_CHUNK - 1) // GLOBAL_CHUNK))
+
+
+# ---------------------------------------------------------------------------
+# Window pooling
+# ---------------------------------------------------------------------------
+
+# Runs of one tap over consecutive outputs, on raw pointers (release builds
+# only; debug builds use the indexed loops in _max_line so bounds are
+# checked).  The update is a select, not a branch: on real data "v beats the
+# running max" is unpredictable.  Strides 1 and 2 get their own loops so the
+# compiler sees a constant stride and can vectorise.  The argmax run lives in
+# rlx_pool.h: written in Cython, gcc turned its selects back into branches.
+
+cdef inline void _max_run(float* yp, const float* xp, Py_ssize_t n, Py_ssize_t s) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef float v, cur
+    if s == 1:
+        for i in range(n):
+            v = xp[i]
+            cur = yp[i]
+            yp[i] = v if ((v > cur) | (v != v)) else cur
+    elif s == 2:
+        for i in range(n):
+            v = xp[2 * i]
+            cur = yp[i]
+            yp[i] = v if ((v > cur) | (v != v)) else cur
+    else:
+        for i in range(n):
+            v = xp[i * s]
+            cur = yp[i]
+            yp[i] = v if ((v > cur) | (v != v)) else cur
+
+
+cdef inline void _sum_run(double* ap, const float* xp, Py_ssize_t n, Py_ssize_t s) noexcept nogil:
+    cdef Py_ssize_t i
+    if s == 1:
+        for i in range(n):
+            ap[i] += xp[i]
+    elif s == 2:
+        for i in range(n):
+            ap[i] += xp[2 * i]
+    else:
+        for i in range(n):
+            ap[i] += xp[i * s]
+
+
+cdef int _max_line(const float[::1] x, float[::1] y, int64_t[::1] ind, bint with_ind,
+                   const Win* g, Py_ssize_t plane, Py_ssize_t od, Py_ssize_t oh,
+                   Py_ssize_t w0, Py_ssize_t w1, int indices_mode) except -1 nogil:
+    cdef Py_ssize_t in_vol = g.size[0] * g.size[1] * g.size[2]
+    cdef Py_ssize_t xb = plane * in_vol
+    cdef Py_ssize_t yb = ((plane * g.out[0] + od) * g.out[1] + oh) * g.out[2]
+    cdef Py_ssize_t ib = plane * in_vol if indices_mode == I_ONNX or indices_mode == I_ONNX_COL else 0
+    cdef Py_ssize_t sd = od * g.s[0] - g.pb[0]
+    cdef Py_ssize_t sh = oh * g.s[1] - g.pb[1]
+    cdef Py_ssize_t a0, a1, b0, b1, lo, hi, a, b, j, ow, row, shift, iw, j0, j1
+    cdef Py_ssize_t sw = g.s[2]
+    cdef float v
+    tap_range(sd, g.dil[0], g.k[0], 0, g.size[0], &a0, &a1)
+    tap_range(sh, g.dil[1], g.k[1], 0, g.size[1], &b0, &b1)
+    for ow in range(w0, w1):
+        y[yb + ow] = -INFINITY
+    if with_ind:
+        for ow in range(w0, w1):
+            ind[yb + ow] = -1
+    # Tap-major: for each tap, a contiguous run of outputs.  Each output still
+    # sees its taps in window order, so ties and NaNs resolve as in PyTorch.
+    for a in range(a0, a1):
+        for b in range(b0, b1):
+            row = ((sd + a * g.dil[0]) * g.size[1] + sh + b * g.dil[1]) * g.size[2]
+            for j in range(g.k[2]):
+                shift = j * g.dil[2] - g.pb[2]
+                out_range(shift, sw, g.size[2], g.out[2], &lo, &hi)
+                if lo < w0:
+                    lo = w0
+                if hi > w1:
+                    hi = w1
+                if hi <= lo:
+                    continue
+                if not RLX_DEBUG_CHECKS:
+                    if with_ind:
+                        rlx_argmax_run(&y[yb + lo], &ind[yb + lo], &x[xb + row + lo * sw + shift], hi - lo,
+                                       sw, ib + row + lo * sw + shift)
+                    else:
+                        _max_run(&y[yb + lo], &x[xb + row + lo * sw + shift], hi - lo, sw)
+                elif with_ind:
+                    for ow in range(lo, hi):
+                        iw = ow * sw + shift
+                        v = x[xb + row + iw]
+                        if v > y[yb + ow] or v != v:
+                            y[yb + ow] = v
+                            ind[yb + ow] = ib + row + iw
+                else:
+                    for ow in range(lo, hi):
+                        v = x[xb + row + ow * sw + shift]
+                        if v > y[yb + ow] or v != v:
+                            y[yb + ow] = v
+    if with_ind and a0 < a1 and b0 < b1:
+        # Windows whose values never beat -inf point at their first in-bounds tap.
+        row = ((sd + a0 * g.dil[0]) * g.size[1] + sh + b0 * g.dil[1]) * g.size[2]
+        for ow in range(w0, w1):
+            if ind[yb + ow] < 0:
+                tap_range(ow * sw - g.pb[2], g.dil[2], g.k[2], 0, g.size[2], &j0, &j1)
+                if j0 < j1:
+                    ind[yb + ow] = ib + row + ow * sw - g.pb[2] + j0 * g.dil[2]
+    if with_ind and indices_mode == I_ONNX_COL:
+        # Row-major (i0, i1, i2) offset -> column-major i0 + S0 * (i1 + S1 * i2)
+        # (ONNX storage_order=1: the first spatial axis varies fastest).
+        for ow in range(w0, w1):
+            row = ind[yb + ow] - ib
+            iw = row % g.size[2]
+            row = row // g.size[2]
+            ind[yb + ow] = ib + row // g.size[1] + g.size[0] * (row % g.size[1] + g.size[1] * iw)
+    return 0
+
+
+cdef int _avg_line(const float[::1] x, float[::1] y, double[::1] acc, Py_ssize_t acc_off,
+                   const Win* g, Py_ssize_t plane, Py_ssize_t od, Py_ssize_t oh,
+                   Py_ssize_t w0, Py_ssize_t w1, bint include_pad,
+                   Py_ssize_t divisor_override) except -1 nogil:
+    cdef Py_ssize_t in_vol = g.size[0] * g.size[1] * g.size[2]
+    cdef Py_ssize_t xb = plane * in_vol
+    cdef Py_ssize_t yb = ((plane * g.out[0] + od) * g.out[1] + oh) * g.out[2]
+    cdef Py_ssize_t sd = od * g.s[0] - g.pb[0]
+    cdef Py_ssize_t sh = oh * g.s[1] - g.pb[1]
+    cdef Py_ssize_t a0, a1, b0, b1, lo, hi, a, b, j, ow, row, shift, j0, j1, count_dh
+    cdef Py_ssize_t sw = g.s[2]
+    cdef double div
+    tap_range(sd, g.dil[0], g.k[0], 0, g.size[0], &a0, &a1)
+    tap_range(sh, g.dil[1], g.k[1], 0, g.size[1], &b0, &b1)
+    for ow in range(w0, w1):
+        acc[acc_off + ow - w0] = 0.0
+    for a in range(a0, a1):
+        for b in range(b0, b1):
+            row = xb + ((sd + a * g.dil[0]) * g.size[1] + sh + b * g.dil[1]) * g.size[2]
+            for j in range(g.k[2]):
+                shift = j * g.dil[2] - g.pb[2]
+                out_range(shift, sw, g.size[2], g.out[2], &lo, &hi)
+                if lo < w0:
+                    lo = w0
+                if hi > w1:
+                    hi = w1
+                if hi <= lo:
+                    continue
+                if not RLX_DEBUG_CHECKS:
+                    _sum_run(&acc[acc_off + lo - w0], &x[row + lo * sw + shift], hi - lo, sw)
+                else:
+                    for ow in range(lo, hi):
+                        acc[acc_off + ow - w0] += x[row + ow * sw + shift]
+    if divisor_override > 0:
+        div = <double>divisor_override
+        for ow in range(w0, w1):
+            y[yb + ow] = <float>(acc[acc_off + ow - w0] / div)
+        return 0
+    if include_pad:
+        tap_range(sd, g.dil[0], g.k[0], -g.pb[0], g.size[0] + g.pe[0], &a0, &a1)
+        tap_range(sh, g.dil[1], g.k[1], -g.pb[1], g.size[1] + g.pe[1], &b0, &b1)
+    count_dh = (a1 - a0) * (b1 - b0)
+    for ow in range(w0, w1):
+        if include_pad:
+            tap_range(ow * sw - g.pb[2], g.dil[2], g.k[2], -g.pb[2], g.size[2] + g.pe[2], &j0, &j1)
+        else:
+            tap_range(ow * sw - g.pb[2], g.dil[2], g.k[2], 0, g.size[2], &j0, &j1)
+        div = <double>(count_dh * (j1 - j0))
+        y[yb + ow] = <float>(acc[acc_off + ow - w0] / div)
+    return 0
+
+
+cdef class PoolLaunch:
+    """Window max/avg pool bound to arena views (indices optional)."""
+    cdef const float[::1] x
+    cdef float[::1] y
+    cdef int64_t[::1] ind
+    cdef double[::1] acc
+    cdef Win g
+    cdef int kind, indices_mode, max_threads
+    cdef bint include_pad
+    cdef Py_ssize_t divisor_override, w_chunk
+
+    def __init__(self, x, y, indices, scratch, tuple dims, int kind, bint include_pad,
+                 Py_ssize_t divisor_override, int indices_mode, Py_ssize_t w_chunk, int max_threads):
+        self.x = x
+        self.y = y
+        self.ind = indices.view(np.int64) if indices is not None else np.zeros(1, np.int64)
+        self.acc = scratch.view(np.float64) if scratch is not None else np.zeros(1, np.float64)
+        self.g = win_from(dims)
+        self.kind = kind
+        self.include_pad = include_pad
+        self.divisor_override = divisor_override
+        self.indices_mode = indices_mode if indices is not None else I_NONE
+        self.w_chunk = w_chunk
+        self.max_threads = max(1, max_threads)
+
+    cpdef execute(self, int nthreads):
+        cdef int t = nthreads if 0 < nthreads <= self.max_threads else self.max_threads
+        cdef Py_ssize_t nwc = (self.g.out[2] + self.w_chunk - 1) // self.w_chunk
+        cdef Py_ssize_t items = self.g.n * self.g.c * self.g.out[0] * self.g.out[1] * nwc
+        cdef Py_ssize_t item, line, wc, w0, w1, oh, od, plane
+        cdef bint with_ind = self.indices_mode != I_NONE
+        with nogil:
+            for item in prange(items, num_threads=t, schedule='static'):
+                line = item // nwc
+                wc = item % nwc
+                w0 = wc * self.w_chunk
+                w1 = w0 + self.w_chunk
+                if w1 > self.g.out[2]:
+                    w1 = self.g.out[2]
+                oh = line % self.g.out[1]
+                od = (line // self.g.out[1]) % self.g.out[0]
+                plane = line // (self.g.out[1] * self.g.out[0])
+                if self.kind == K_MAX:
+                    _max_line(self.x, self.y, self.ind, with_ind, &self.g, plane, od, oh, w0, w1,
+                              self.indices_mode)
+                else:
+                    _avg_line(self.x, self.y, self.acc, threadid() * self.w_chunk, &self.g, plane,
+                              od, oh, w0, w1, self.include_pad, self.divisor_override)
+            # end: prange
+        return None
+
+
+# ---------------------------------------------------------------------------
+# Global pooling: [planes, spatial] -> [planes]
+# ---------------------------------------------------------------------------
+
+cdef double _sum_range(const float[::1] x, Py_ssize_t lo, Py_ssize_t hi) except? -1 nogil:
+    """Sum in double in a fixed order (rlx_sum_f64's eight lanes)."""
+    cdef double lane[8]
+    cdef Py_ssize_t i = lo, j
+    if hi <= lo:
+        return 0.0
+    if not RLX_DEBUG_CHECKS:
+        return rlx_sum_f64(&x[lo], hi - lo)
+    # same lanes and order, indexed so a debug build checks the bounds
+    for j in range(8):
+        lane[j] = 0.0
+    while i + 8 <= hi:
+        for j in range(8):
+            lane[j] += x[i + j]
+        i += 8
+    while i < hi:
+        lane[0] += x[i]
+        i += 1
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]))
+
+
+cdef float _max_range(const float[::1] x, Py_ssize_t lo, Py_ssize_t hi) except? -2 nogil:
+    cdef float m = -INFINITY
+    cdef float v
+    cdef Py_ssize_t i
+    for i in range(lo, hi):
+        v = x[i]
+        if v > m or v != v:
+            m = v
+    return m
+
+
+cdef class GlobalPoolLaunch:
+    """Global max/avg over the spatial axes of each (n, c) plane."""
+    cdef const float[::1] x
+    cdef float[::1] y
+    cdef double[::1] part
+    cdef Py_ssize_t planes, spatial
+    cdef int kind
+
+    def __init__(self, x, y, scratch, Py_ssize_t planes, Py_ssize_t spatial, int kind):
+        self.x = x
+        self.y = y
+        self.part = scratch.view(np.float64)
+        self.planes = planes
+        self.spatial = spatial
+        self.kind = kind
+
+    cpdef execute(self, int nthreads):
+        cdef int t = nthreads if nthreads > 0 else 1
+        cdef Py_ssize_t nch = (self.spatial + G_CHUNK - 1) // G_CHUNK
+        cdef Py_ssize_t item, p, lo, hi, c
+        cdef double acc
+        cdef float m, v
+        with nogil:
+            # Partials over fixed chunks (so any thread count sums identically).
+            for item in prange(self.planes * nch, num_threads=t, schedule='static'):
+                p = item // nch
+                lo = p * self.spatial + (item % nch) * G_CHUNK
+                hi = lo + G_CHUNK
+                if hi > (p + 1) * self.spatial:
+                    hi = (p + 1) * self.spatial
+                if self.kind == K_MAX:
+                    self.part[item] = _max_range(self.x, lo, hi)
+                else:
+                    self.part[item] = _sum_range(self.x, lo, hi)
+            # end: prange
+            for p in prange(self.planes, num_threads=t, schedule='static'):
+                if self.kind == K_MAX:
+                    m = -INFINITY
+                    for c in range(nch):
+                        v = <float>self.part[p * nch + c]
+                        if v > m or v != v:
+                            m = v
+                    self.y[p] = m
+                else:
+                    acc = 0.0
+                    for c in range(nch):
+                        acc = acc + self.part[p * nch + c]
+                    self.y[p] = <float>(acc / <double>self.spatial)
+            # end: prange
+        return None

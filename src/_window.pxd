@@ -1,0 +1,79 @@
+# Sliding-window index arithmetic shared by the pooling, im2col/col2im
+# kernels (and the same maths as _conv2d's patch-row filler).
+#
+# Along one axis, output o's window starts at input index  o*s - pad_begin
+# and tap j reads  o*s - pad_begin + j*d.  Two questions come up everywhere:
+#   * for a fixed tap (shift = j*d - pad_begin): which outputs o read inside
+#     [0, size)?                                  -> out_range
+#   * for a fixed output (start = o*s - pad_begin): which taps j land inside
+#     [lo_bound, hi_bound)?                        -> tap_range
+# Both return half-open ranges, empty as (x, x); kernels loop over them and
+# never test bounds per element.
+
+cdef struct Win:
+    # Canonical N-d window geometry, padded to 3 spatial axes (d, h, w);
+    # a missing axis has size = out = k = s = d = 1 and no padding.
+    Py_ssize_t n, c
+    Py_ssize_t size[3]
+    Py_ssize_t out[3]
+    Py_ssize_t k[3]
+    Py_ssize_t s[3]
+    Py_ssize_t pb[3]
+    Py_ssize_t pe[3]
+    Py_ssize_t dil[3]
+
+
+cdef inline Win win_from(tuple dims) except *:
+    """Win from WindowDims.as_tuple(): (n, c, then 3 values each of size, out,
+    k, s, pb, pe, dil)."""
+    cdef Win g
+    cdef int a
+    g.n = dims[0]
+    g.c = dims[1]
+    for a in range(3):
+        g.size[a] = dims[2 + a]
+        g.out[a] = dims[5 + a]
+        g.k[a] = dims[8 + a]
+        g.s[a] = dims[11 + a]
+        g.pb[a] = dims[14 + a]
+        g.pe[a] = dims[17 + a]
+        g.dil[a] = dims[20 + a]
+    return g
+
+
+cdef inline Py_ssize_t ceil_div_nonneg(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
+    """ceil(a / b) for b > 0, clamped below at 0."""
+    if a <= 0:
+        return 0
+    return (a + b - 1) // b
+
+
+cdef inline void out_range(Py_ssize_t shift, Py_ssize_t s, Py_ssize_t size,
+                           Py_ssize_t n_out, Py_ssize_t* lo, Py_ssize_t* hi) noexcept nogil:
+    """[lo, hi): outputs o in [0, n_out) with 0 <= o*s + shift < size."""
+    cdef Py_ssize_t a = ceil_div_nonneg(-shift, s)
+    cdef Py_ssize_t b = 0
+    if size - 1 - shift >= 0:
+        b = (size - 1 - shift) // s + 1
+    if b > n_out:
+        b = n_out
+    if a > b:
+        a = b
+    lo[0] = a
+    hi[0] = b
+
+
+cdef inline void tap_range(Py_ssize_t start, Py_ssize_t d, Py_ssize_t k,
+                           Py_ssize_t lo_bound, Py_ssize_t hi_bound,
+                           Py_ssize_t* j0, Py_ssize_t* j1) noexcept nogil:
+    """[j0, j1): taps j in [0, k) with lo_bound <= start + j*d < hi_bound."""
+    cdef Py_ssize_t a = ceil_div_nonneg(lo_bound - start, d)
+    cdef Py_ssize_t b = 0
+    if hi_bound - 1 - start >= 0:
+        b = (hi_bound - 1 - start) // d + 1
+    if b > k:
+        b = k
+    if a > b:
+        a = b
+    j0[0] = a
+    j1[0] = b

@@ -1,0 +1,393 @@
+/* Hot loops of the conv2d kernels, compiled twice: once for the portable
+ * baseline and once with AVX2+FMA, chosen at run time by CPUID.  The bodies
+ * are plain C that the compiler auto-vectorises; the trick is that an
+ * always-inline body inlined into a target("avx2,fma") wrapper is compiled for
+ * that target, so wheels stay portable (no -march) and still use AVX2.
+ *
+ * Debug builds (RLX_DEBUG_CHECKS=1) check every index against the buffer
+ * length and abort with a message: the Cython bounds checks cannot see into
+ * these pointer loops. */
+#ifndef RLX_SIMD_H
+#define RLX_SIMD_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "rlx_omp.h"
+
+#if RLX_DEBUG_CHECKS
+#define RLX_CHECK_RANGE(lo, hi, len, what)                                          \
+    do {                                                                            \
+        if ((lo) < 0 || (hi) > (len)) {                                             \
+            fprintf(stderr, "rlx_cpu: %s out of bounds [%td, %td) of %td\n", what,  \
+                    (ptrdiff_t)(lo), (ptrdiff_t)(hi), (ptrdiff_t)(len));            \
+            abort();                                                                \
+        }                                                                           \
+    } while (0)
+#else
+#define RLX_CHECK_RANGE(lo, hi, len, what) ((void)0)
+#endif
+
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+#define RLX_X86_DISPATCH 1
+#define RLX_INLINE static inline __attribute__((always_inline))
+#define RLX_TARGET_AVX2 __attribute__((target("avx2,fma")))
+#include <immintrin.h>
+static int rlx_cpu_has_avx2_fma(void) {
+    static int cached = -1;
+    if (cached < 0) {
+        __builtin_cpu_init();
+        cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    }
+    return cached;
+}
+#else
+#define RLX_X86_DISPATCH 0
+#define RLX_INLINE static inline
+#define RLX_TARGET_AVX2
+static int rlx_cpu_has_avx2_fma(void) { return 0; }
+#endif
+
+/* Which variant runs: 1 = AVX2+FMA, 0 = baseline.  RLX_SIMD=baseline forces 0
+ * (read once) so both variants can be tested on one machine. */
+static int rlx_simd_level(void) {
+    static int level = -1;
+    if (level < 0) {
+        const char* env = getenv("RLX_SIMD");
+        level = (env && strcmp(env, "baseline") == 0) ? 0 : rlx_cpu_has_avx2_fma();
+    }
+    return level;
+}
+
+typedef struct {
+    ptrdiff_t n, c_in, h, w, c_out, h_out, w_out;
+    ptrdiff_t kh, kw, sh, sw, ph, pw, dh, dw, groups;
+} rlx_conv_geom;
+
+/* ------------------------------------------------------------------------- */
+/* direct conv: one (image, out-channel) plane, stride 1, dilation 1.        */
+/* ------------------------------------------------------------------------- */
+RLX_INLINE void rlx_direct_plane_body(const float* restrict x, ptrdiff_t x_len,
+                                      const float* restrict wt, float* restrict y,
+                                      ptrdiff_t y_len, const rlx_conv_geom* g, ptrdiff_t item) {
+    const ptrdiff_t ni = item / g->c_out, co = item % g->c_out;
+    const ptrdiff_t cpg = g->c_in / g->groups;
+    const ptrdiff_t ci0 = (co / (g->c_out / g->groups)) * cpg;
+    const ptrdiff_t w_out = g->w_out, h_out = g->h_out, W = g->w;
+    float* restrict yp = y + item * h_out * w_out;
+    RLX_CHECK_RANGE(item * h_out * w_out, (item + 1) * h_out * w_out, y_len, "direct y");
+    memset(yp, 0, (size_t)(h_out * w_out) * sizeof(float));
+    for (ptrdiff_t cil = 0; cil < cpg; ++cil) {
+        const float* restrict xp = x + (ni * g->c_in + ci0 + cil) * g->h * W;
+        const float* restrict wp = wt + (co * cpg + cil) * g->kh * g->kw;
+        RLX_CHECK_RANGE((ni * g->c_in + ci0 + cil) * g->h * W, (ni * g->c_in + ci0 + cil + 1) * g->h * W,
+                        x_len, "direct x");
+        for (ptrdiff_t ki = 0; ki < g->kh; ++ki) {
+            /* output rows whose input row ho + ki - ph is inside [0, h) */
+            ptrdiff_t ho_lo = g->ph > ki ? g->ph - ki : 0;
+            ptrdiff_t ho_hi = g->h + g->ph - ki;
+            if (ho_hi > h_out) ho_hi = h_out;
+            for (ptrdiff_t kj = 0; kj < g->kw; ++kj) {
+                const float wv = wp[ki * g->kw + kj];
+                ptrdiff_t wo_lo = g->pw > kj ? g->pw - kj : 0;
+                ptrdiff_t wo_hi = W + g->pw - kj;
+                if (wo_hi > w_out) wo_hi = w_out;
+                if (wo_hi <= wo_lo) continue;
+                for (ptrdiff_t ho = ho_lo; ho < ho_hi; ++ho) {
+                    /* both pointers start at wo_lo, so neither ever points
+                     * outside its buffer (kj - pw may be negative) */
+                    float* restrict yr = yp + ho * w_out + wo_lo;
+                    const float* restrict xr = xp + (ho + ki - g->ph) * W + wo_lo + kj - g->pw;
+                    for (ptrdiff_t i = 0; i < wo_hi - wo_lo; ++i) yr[i] += wv * xr[i];
+                }
+            }
+        }
+    }
+}
+
+static void rlx_direct_plane_base(const float* x, ptrdiff_t x_len, const float* wt, float* y,
+                                  ptrdiff_t y_len, const rlx_conv_geom* g, ptrdiff_t item) {
+    rlx_direct_plane_body(x, x_len, wt, y, y_len, g, item);
+}
+RLX_TARGET_AVX2 static void rlx_direct_plane_avx2(const float* x, ptrdiff_t x_len, const float* wt,
+                                                  float* y, ptrdiff_t y_len, const rlx_conv_geom* g,
+                                                  ptrdiff_t item) {
+    rlx_direct_plane_body(x, x_len, wt, y, y_len, g, item);
+}
+static void rlx_direct_plane(const float* x, ptrdiff_t x_len, const float* wt, float* y,
+                             ptrdiff_t y_len, const rlx_conv_geom* g, ptrdiff_t item) {
+    if (rlx_simd_level()) rlx_direct_plane_avx2(x, x_len, wt, y, y_len, g, item);
+    else rlx_direct_plane_base(x, x_len, wt, y, y_len, g, item);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Winograd F(2x2,3x3) transforms over one block of output tiles.            */
+/*   V[p, ci, tl] (p = 0..15, stride c_in*tb between p) from 4x4 input tiles  */
+/*   y tiles from M[p, co, tl]                                               */
+/* Tiles are numbered image-major, then tile row, then tile column; a block   */
+/* is processed in runs of tiles sharing a tile row, whose interior part is a */
+/* unit-stride loop over tile columns the compiler vectorises.                */
+/* ------------------------------------------------------------------------- */
+RLX_INLINE void rlx_wino_in_tile(const float* restrict xp, const rlx_conv_geom* g, ptrdiff_t h0,
+                                 ptrdiff_t w0, int inside, float d[16]) {
+    if (inside) {
+        for (int i = 0; i < 4; ++i)
+            for (int j = 0; j < 4; ++j) d[4 * i + j] = xp[(h0 + i) * g->w + w0 + j];
+    } else {
+        for (int i = 0; i < 4; ++i)
+            for (int j = 0; j < 4; ++j) {
+                ptrdiff_t hh = h0 + i, ww = w0 + j;
+                d[4 * i + j] = (hh >= 0 && hh < g->h && ww >= 0 && ww < g->w) ? xp[hh * g->w + ww] : 0.0f;
+            }
+    }
+}
+
+RLX_INLINE void rlx_wino_in_store(const float d[16], float* restrict vb, ptrdiff_t pstride) {
+    float t[16];
+    for (int j = 0; j < 4; ++j) {            /* t = B^T d */
+        t[j] = d[j] - d[8 + j];
+        t[4 + j] = d[4 + j] + d[8 + j];
+        t[8 + j] = d[8 + j] - d[4 + j];
+        t[12 + j] = d[4 + j] - d[12 + j];
+    }
+    for (int i = 0; i < 4; ++i) {            /* v = t B */
+        vb[(4 * i + 0) * pstride] = t[4 * i] - t[4 * i + 2];
+        vb[(4 * i + 1) * pstride] = t[4 * i + 1] + t[4 * i + 2];
+        vb[(4 * i + 2) * pstride] = t[4 * i + 2] - t[4 * i + 1];
+        vb[(4 * i + 3) * pstride] = t[4 * i + 1] - t[4 * i + 3];
+    }
+}
+
+RLX_INLINE void rlx_wino_in_interior(const float* restrict r0, ptrdiff_t W, float* restrict o,
+                                     ptrdiff_t pstride, ptrdiff_t a, ptrdiff_t b) {
+    /* Tiles a..b-1 of one tile row, all fully inside: o[p*pstride + tx] = V_p. */
+    const float* restrict r1 = r0 + W;
+    const float* restrict r2 = r1 + W;
+    const float* restrict r3 = r2 + W;
+    for (ptrdiff_t tx = a; tx < b; ++tx) {
+        const ptrdiff_t c = 2 * tx;
+        float t00 = r0[c] - r2[c], t01 = r0[c + 1] - r2[c + 1], t02 = r0[c + 2] - r2[c + 2], t03 = r0[c + 3] - r2[c + 3];
+        float t10 = r1[c] + r2[c], t11 = r1[c + 1] + r2[c + 1], t12 = r1[c + 2] + r2[c + 2], t13 = r1[c + 3] + r2[c + 3];
+        float t20 = r2[c] - r1[c], t21 = r2[c + 1] - r1[c + 1], t22 = r2[c + 2] - r1[c + 2], t23 = r2[c + 3] - r1[c + 3];
+        float t30 = r1[c] - r3[c], t31 = r1[c + 1] - r3[c + 1], t32 = r1[c + 2] - r3[c + 2], t33 = r1[c + 3] - r3[c + 3];
+        o[0 * pstride + tx] = t00 - t02;  o[1 * pstride + tx] = t01 + t02;
+        o[2 * pstride + tx] = t02 - t01;  o[3 * pstride + tx] = t01 - t03;
+        o[4 * pstride + tx] = t10 - t12;  o[5 * pstride + tx] = t11 + t12;
+        o[6 * pstride + tx] = t12 - t11;  o[7 * pstride + tx] = t11 - t13;
+        o[8 * pstride + tx] = t20 - t22;  o[9 * pstride + tx] = t21 + t22;
+        o[10 * pstride + tx] = t22 - t21; o[11 * pstride + tx] = t21 - t23;
+        o[12 * pstride + tx] = t30 - t32; o[13 * pstride + tx] = t31 + t32;
+        o[14 * pstride + tx] = t32 - t31; o[15 * pstride + tx] = t31 - t33;
+    }
+}
+
+#if RLX_X86_DISPATCH
+/* 8 tiles at a time: each row's columns 2tx+j (j = 0..3) for 8 consecutive
+ * tiles are the even/odd lanes of two 16-float windows, one shifted by 2. */
+RLX_TARGET_AVX2 static inline void rlx_deinterleave8(const float* p, __m256* even, __m256* odd) {
+    __m256 lo = _mm256_loadu_ps(p), hi = _mm256_loadu_ps(p + 8);
+    __m256 e = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+    __m256 o = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+    *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+    *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+RLX_TARGET_AVX2 static ptrdiff_t rlx_wino_in_wide_avx2(const float* r0, ptrdiff_t W, float* o,
+                                                       ptrdiff_t pstride, ptrdiff_t a, ptrdiff_t b) {
+    const float* r[4] = {r0, r0 + W, r0 + 2 * W, r0 + 3 * W};
+    ptrdiff_t tx = a;
+    for (; tx + 8 <= b; tx += 8) {
+        __m256 d[4][4];
+        for (int i = 0; i < 4; ++i) {
+            rlx_deinterleave8(r[i] + 2 * tx, &d[i][0], &d[i][1]);
+            rlx_deinterleave8(r[i] + 2 * tx + 2, &d[i][2], &d[i][3]);
+        }
+        __m256 t[4][4];
+        for (int j = 0; j < 4; ++j) {
+            t[0][j] = _mm256_sub_ps(d[0][j], d[2][j]);
+            t[1][j] = _mm256_add_ps(d[1][j], d[2][j]);
+            t[2][j] = _mm256_sub_ps(d[2][j], d[1][j]);
+            t[3][j] = _mm256_sub_ps(d[1][j], d[3][j]);
+        }
+        for (int i = 0; i < 4; ++i) {
+            float* q = o + (4 * i) * pstride + tx;
+            _mm256_storeu_ps(q, _mm256_sub_ps(t[i][0], t[i][2]));
+            _mm256_storeu_ps(q + pstride, _mm256_add_ps(t[i][1], t[i][2]));
+            _mm256_storeu_ps(q + 2 * pstride, _mm256_sub_ps(t[i][2], t[i][1]));
+            _mm256_storeu_ps(q + 3 * pstride, _mm256_sub_ps(t[i][1], t[i][3]));
+        }
+    }
+    return tx;
+}
+
+RLX_TARGET_AVX2 static ptrdiff_t rlx_wino_out_wide_avx2(const float* a, ptrdiff_t pstride, float* y0,
+                                                        float* y1, float b, ptrdiff_t tx0, ptrdiff_t full) {
+    const __m256 vb = _mm256_set1_ps(b);
+    ptrdiff_t tx = tx0;
+    for (; tx + 8 <= full; tx += 8) {
+        __m256 m[16];
+        for (int k = 0; k < 16; ++k) m[k] = _mm256_loadu_ps(a + k * pstride + tx);
+        __m256 s[4], u[4];
+        for (int p = 0; p < 4; ++p) {
+            s[p] = _mm256_add_ps(_mm256_add_ps(m[p], m[4 + p]), m[8 + p]);
+            u[p] = _mm256_sub_ps(_mm256_sub_ps(m[4 + p], m[8 + p]), m[12 + p]);
+        }
+        __m256 e0 = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(s[0], s[1]), s[2]), vb);
+        __m256 o0 = _mm256_add_ps(_mm256_sub_ps(_mm256_sub_ps(s[1], s[2]), s[3]), vb);
+        __m256 e1 = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(u[0], u[1]), u[2]), vb);
+        __m256 o1 = _mm256_add_ps(_mm256_sub_ps(_mm256_sub_ps(u[1], u[2]), u[3]), vb);
+        __m256 lo = _mm256_unpacklo_ps(e0, o0), hi = _mm256_unpackhi_ps(e0, o0);
+        _mm256_storeu_ps(y0 + 2 * tx, _mm256_permute2f128_ps(lo, hi, 0x20));
+        _mm256_storeu_ps(y0 + 2 * tx + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+        lo = _mm256_unpacklo_ps(e1, o1);
+        hi = _mm256_unpackhi_ps(e1, o1);
+        _mm256_storeu_ps(y1 + 2 * tx, _mm256_permute2f128_ps(lo, hi, 0x20));
+        _mm256_storeu_ps(y1 + 2 * tx + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+    }
+    return tx;
+}
+#define RLX_WINO_IN_WIDE(r0, W, o, ps, a, b) (rlx_simd_level() ? rlx_wino_in_wide_avx2(r0, W, o, ps, a, b) : (a))
+#define RLX_WINO_OUT_WIDE(a, ps, y0, y1, bias, tx0, full) \
+    (rlx_simd_level() ? rlx_wino_out_wide_avx2(a, ps, y0, y1, bias, tx0, full) : (tx0))
+#else
+#define RLX_WINO_IN_WIDE(r0, W, o, ps, a, b) (a)
+#define RLX_WINO_OUT_WIDE(a, ps, y0, y1, bias, tx0, full) (tx0)
+#endif
+
+RLX_INLINE void rlx_wino_input_body(const float* restrict x, ptrdiff_t x_len, float* restrict v,
+                                    const rlx_conv_geom* g, ptrdiff_t t0, ptrdiff_t cnt, ptrdiff_t tb,
+                                    ptrdiff_t pstride) {
+    const ptrdiff_t tw = (g->w_out + 1) / 2;
+    const ptrdiff_t tiles_img = ((g->h_out + 1) / 2) * tw;
+    const ptrdiff_t plane = g->h * g->w, W = g->w;
+    (void)x_len;
+    for (ptrdiff_t ci = 0; ci < g->c_in; ++ci) {
+        float* restrict vc = v + ci * tb;
+        ptrdiff_t tl = 0;
+        while (tl < cnt) {
+            const ptrdiff_t tile = t0 + tl, ni = tile / tiles_img, rem = tile % tiles_img;
+            const ptrdiff_t ty = rem / tw, tx0 = rem % tw;
+            ptrdiff_t run = tw - tx0;
+            if (run > cnt - tl) run = cnt - tl;
+            const float* restrict xp = x + (ni * g->c_in + ci) * plane;
+            RLX_CHECK_RANGE((ni * g->c_in + ci) * plane, (ni * g->c_in + ci + 1) * plane, x_len, "winograd x");
+            const ptrdiff_t h0 = 2 * ty - g->ph;
+            /* tile columns [a, b) whose 4x4 patch is fully inside the image */
+            ptrdiff_t a = tx0 + run, b = tx0 + run;
+            if (h0 >= 0 && h0 + 4 <= g->h && W >= 4) {
+                a = (g->pw + 1) / 2;
+                b = (W - 4 + g->pw) / 2 + 1;
+                if (a < tx0) a = tx0;
+                if (b > tx0 + run) b = tx0 + run;
+                if (b < a) b = a;
+            }
+            float d[16];
+            for (ptrdiff_t tx = tx0; tx < a; ++tx) {
+                rlx_wino_in_tile(xp, g, h0, 2 * tx - g->pw, 0, d);
+                rlx_wino_in_store(d, vc + tl + tx - tx0, pstride);
+            }
+            {
+                const float* r0 = xp + h0 * W - g->pw;
+                ptrdiff_t tx = RLX_WINO_IN_WIDE(r0, W, vc + tl - tx0, pstride, a, b);
+                rlx_wino_in_interior(r0, W, vc + tl - tx0, pstride, tx, b);
+            }
+            for (ptrdiff_t tx = b; tx < tx0 + run; ++tx) {
+                rlx_wino_in_tile(xp, g, h0, 2 * tx - g->pw, 0, d);
+                rlx_wino_in_store(d, vc + tl + tx - tx0, pstride);
+            }
+            tl += run;
+        }
+    }
+}
+
+RLX_INLINE void rlx_wino_output_body(const float* restrict m, float* restrict y, ptrdiff_t y_len,
+                                     const float* restrict bias, const rlx_conv_geom* g,
+                                     ptrdiff_t t0, ptrdiff_t cnt, ptrdiff_t tb, ptrdiff_t pstride) {
+    const ptrdiff_t tw = (g->w_out + 1) / 2;
+    const ptrdiff_t tiles_img = ((g->h_out + 1) / 2) * tw;
+    const ptrdiff_t Wo = g->w_out, Ho = g->h_out;
+    (void)y_len;
+    for (ptrdiff_t co = 0; co < g->c_out; ++co) {
+        const float b = bias ? bias[co] : 0.0f;
+        const float* restrict mc = m + co * tb;
+        ptrdiff_t tl = 0;
+        while (tl < cnt) {
+            const ptrdiff_t tile = t0 + tl, ni = tile / tiles_img, rem = tile % tiles_img;
+            const ptrdiff_t ty = rem / tw, tx0 = rem % tw;
+            ptrdiff_t run = tw - tx0;
+            if (run > cnt - tl) run = cnt - tl;
+            const ptrdiff_t ho0 = 2 * ty;
+            float* restrict y0 = y + ((ni * g->c_out + co) * Ho + ho0) * Wo;
+            RLX_CHECK_RANGE(((ni * g->c_out + co) * Ho + ho0) * Wo, ((ni * g->c_out + co) * Ho + ho0 + (ho0 + 1 < Ho ? 2 : 1)) * Wo,
+                            y_len, "winograd y");
+            const float* restrict a = mc + tl - tx0;
+            /* full 2x2 tiles: columns tx with 2*tx + 1 < Wo, and a second row */
+            ptrdiff_t full = (ho0 + 1 < Ho) ? Wo / 2 : 0;
+            if (full > tx0 + run) full = tx0 + run;
+            if (full < tx0) full = tx0;
+            float* restrict y1 = y0 + Wo;
+            for (ptrdiff_t tx = RLX_WINO_OUT_WIDE(a, pstride, y0, y1, b, tx0, full); tx < full; ++tx) {
+                float s0 = a[0 * pstride + tx] + a[4 * pstride + tx] + a[8 * pstride + tx];
+                float s1 = a[1 * pstride + tx] + a[5 * pstride + tx] + a[9 * pstride + tx];
+                float s2 = a[2 * pstride + tx] + a[6 * pstride + tx] + a[10 * pstride + tx];
+                float s3 = a[3 * pstride + tx] + a[7 * pstride + tx] + a[11 * pstride + tx];
+                float u0 = a[4 * pstride + tx] - a[8 * pstride + tx] - a[12 * pstride + tx];
+                float u1 = a[5 * pstride + tx] - a[9 * pstride + tx] - a[13 * pstride + tx];
+                float u2 = a[6 * pstride + tx] - a[10 * pstride + tx] - a[14 * pstride + tx];
+                float u3 = a[7 * pstride + tx] - a[11 * pstride + tx] - a[15 * pstride + tx];
+                y0[2 * tx] = s0 + s1 + s2 + b;
+                y0[2 * tx + 1] = s1 - s2 - s3 + b;
+                y1[2 * tx] = u0 + u1 + u2 + b;
+                y1[2 * tx + 1] = u1 - u2 - u3 + b;
+            }
+            for (ptrdiff_t tx = full; tx < tx0 + run; ++tx) {   /* clipped edge tiles */
+                float s[8];
+                for (int p = 0; p < 4; ++p) {
+                    s[p] = a[p * pstride + tx] + a[(4 + p) * pstride + tx] + a[(8 + p) * pstride + tx];
+                    s[4 + p] = a[(4 + p) * pstride + tx] - a[(8 + p) * pstride + tx] - a[(12 + p) * pstride + tx];
+                }
+                const ptrdiff_t wo0 = 2 * tx;
+                y0[wo0] = s[0] + s[1] + s[2] + b;
+                if (wo0 + 1 < Wo) y0[wo0 + 1] = s[1] - s[2] - s[3] + b;
+                if (ho0 + 1 < Ho) {
+                    y1[wo0] = s[4] + s[5] + s[6] + b;
+                    if (wo0 + 1 < Wo) y1[wo0 + 1] = s[5] - s[6] - s[7] + b;
+                }
+            }
+            tl += run;
+        }
+    }
+}
+
+static void rlx_wino_input_base(const float* x, ptrdiff_t x_len, float* v, const rlx_conv_geom* g,
+                                ptrdiff_t t0, ptrdiff_t cnt, ptrdiff_t tb, ptrdiff_t ps) {
+    rlx_wino_input_body(x, x_len, v, g, t0, cnt, tb, ps);
+}
+RLX_TARGET_AVX2 static void rlx_wino_input_avx2(const float* x, ptrdiff_t x_len, float* v,
+                                                const rlx_conv_geom* g, ptrdiff_t t0, ptrdiff_t cnt,
+                                                ptrdiff_t tb, ptrdiff_t ps) {
+    rlx_wino_input_body(x, x_len, v, g, t0, cnt, tb, ps);
+}
+static void rlx_wino_input(const float* x, ptrdiff_t x_len, float* v, const rlx_conv_geom* g,
+                           ptrdiff_t t0, ptrdiff_t cnt, ptrdiff_t tb, ptrdiff_t ps) {
+    if (rlx_simd_level()) rlx_wino_input_avx2(x, x_len, v, g, t0, cnt, tb, ps);
+    else rlx_wino_input_base(x, x_len, v, g, t0, cnt, tb, ps);
+}
+
+static void rlx_wino_output_base(const float* m, float* y, ptrdiff_t y_len, const float* bias,
+                                 const rlx_conv_geom* g, ptrdiff_t t0, ptrdiff_t cnt, ptrdiff_t tb, ptrdiff_t ps) {
+    rlx_wino_output_body(m, y, y_len, bias, g, t0, cnt, tb, ps);
+}
+RLX_TARGET_AVX2 static void rlx_wino_output_avx2(const float* m, float* y, ptrdiff_t y_len,
+                                                 const float* bias, const rlx_conv_geom* g,
+                                                 ptrdiff_t t0, ptrdiff_t cnt, ptrdiff_t tb, ptrdiff_t ps) {
+    rlx_wino_output_body(m, y, y_len, bias, g, t0, cnt, tb, ps);
+}
+static void rlx_wino_output(const float* m, float* y, ptrdiff_t y_len, const float* bias,
+                            const rlx_conv_geom* g, ptrdiff_t t0, ptrdiff_t cnt, ptrdiff_t tb, ptrdiff_t ps) {
+    if (rlx_simd_level()) rlx_wino_output_avx2(m, y, y_len, bias, g, t0, cnt, tb, ps);
+    else rlx_wino_output_base(m, y, y_len, bias, g, t0, cnt, tb, ps);
+}
+
+#endif
