@@ -5,6 +5,9 @@ A :class:`Graph` of ops with static shapes is compiled once by
 preallocated arena -- and run many times with ``plan.run({...})``.
 Functional forms (``conv1d``, ``conv2d``, ``conv3d``, ``conv_transpose1d/2d/3d``)
 compile and cache plans per shape.
+Training: gradient ops (``conv2d_backward_input`` ...), reverse-mode
+:func:`grads` over a graph, and an SGD :class:`Trainer`
+(``python -m rlx_cpu train`` runs the example CNN).
 """
 from ._version import __version__
 from .algorithms import ConvAlgorithm, ConvFlags, select_conv_algorithm, select_convnd_algorithm
@@ -13,6 +16,12 @@ from .functional import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose
 # --- pooling / resize / im2col ---
 from .functional import (avg_pool1d, avg_pool2d, avg_pool3d, col2im, fold, global_avg_pool, global_max_pool,
                          im2col, interpolate, max_pool1d, max_pool2d, max_pool3d, unfold, upsample_nearest2x)
+# --- training ---
+from .functional import (avg_pool2d_backward, conv1d_backward_input, conv1d_backward_weight,
+                         conv2d_backward_input, conv2d_backward_weight, conv3d_backward_input,
+                         conv3d_backward_weight, max_pool2d_backward)
+from .autograd import grads
+from .training import Trainer
 from .ir import Graph, Node
 from .plan import Plan, RunContext
 from .threads import get_num_threads, set_num_threads
@@ -31,4 +40,8 @@ __all__ = [
     "im2col", "col2im", "unfold", "fold",
     # --- ONNX import ---
     "from_onnx", "import_onnx",
+    # --- training ---
+    "conv1d_backward_input", "conv1d_backward_weight", "conv2d_backward_input", "conv2d_backward_weight",
+    "conv3d_backward_input", "conv3d_backward_weight", "max_pool2d_backward", "avg_pool2d_backward",
+    "grads", "Trainer",
 ]

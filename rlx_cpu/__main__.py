@@ -3,6 +3,8 @@
 demo (default)  builds a small CNN-like conv stack with random weights,
                 compiles it, checks every layer against the reference kernels
                 and prints a per-layer table (shape, algorithm, ms, GFLOP/s).
+train           trains the example CNN on synthetic digits with SGD
+                (``python -m rlx_cpu train --help``).
 config          prints show_config().
 """
 import argparse
@@ -153,6 +155,11 @@ def run_demo(batch=1, threads=None, repeat=20, algorithm="auto", out=sys.stdout)
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "train":
+        # train has its own parser (python -m rlx_cpu train --help)
+        from .training import main as train_main
+        return train_main(argv[1:])
     p = argparse.ArgumentParser(prog="python -m rlx_cpu", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd")
@@ -163,6 +170,7 @@ def main(argv=None):
         q.add_argument("--repeat", type=int, default=20)
         q.add_argument("--algorithm", default="auto",
                        choices=["auto", "reference", "im2col", "direct", "winograd"])
+    sub.add_parser("train", help="train the example CNN (train --help for its options)")
     sub.add_parser("config", help="print build and runtime configuration")
     args = p.parse_args(argv)
     if args.cmd == "config":

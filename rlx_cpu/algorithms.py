@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-from . import _conv2d, _convnd
+from . import _backward, _conv2d, _convnd
 
 
 class ConvAlgorithm(enum.IntEnum):
@@ -225,3 +225,46 @@ def select_convnd_algorithm(dims, requested="auto", flags=None, op="conv3d", tra
     if not flags.fast or reason is not None:
         return ConvAlgorithm.REFERENCE
     return ConvAlgorithm.IM2COL
+
+
+# =============================================================================
+# --- training: conv backward algorithm (train branch) ---
+# =============================================================================
+
+
+class ConvBackwardAlgorithm(enum.IntEnum):
+    """How a conv gradient (w.r.t. input or weight, any rank) is computed."""
+    REFERENCE = _backward.BWD_REFERENCE
+    GEMM = _backward.BWD_GEMM
+    GEMM_1X1 = _backward.BWD_GEMM_1X1
+
+    @property
+    def label(self):
+        return self.name.lower()
+
+
+def is_backward_1x1(d):
+    """One tap, unit stride, no padding: the patch matrix is the input itself,
+    so the GEMMs read x / write dx directly (no im2col, no col2im)."""
+    return d.kernel == (1, 1, 1) and d.stride == (1, 1, 1) and d.pad == (0, 0, 0) \
+        and d.in_sp == d.out_sp
+
+
+def select_conv_backward_algorithm(dims, requested="auto", flags=None):
+    """ConvBackwardAlgorithm for a ConvNDDims.
+
+    'reference' (or RLX_FAST_CONV off) -> the constant-memory reference loops;
+    otherwise GEMM_1X1 where eligible, GEMM while one patch-matrix slab stays
+    under the forward im2col bound, else the reference loops.  The forward-only
+    choices ('direct', 'winograd') mean 'auto' here."""
+    if flags is None:
+        flags = ConvFlags.from_env()
+    if isinstance(requested, ConvAlgorithm):
+        requested = requested.label
+    if requested == "reference" or not flags.fast:
+        return ConvBackwardAlgorithm.REFERENCE
+    if is_backward_1x1(dims):
+        return ConvBackwardAlgorithm.GEMM_1X1
+    if _backward.col_floats(dims.as_tuple()) > _backward.BWD_MAX_COL_FLOATS:
+        return ConvBackwardAlgorithm.REFERENCE
+    return ConvBackwardAlgorithm.GEMM

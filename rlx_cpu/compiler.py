@@ -11,14 +11,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _conv2d, _convnd, _im2col, _pool
-from .algorithms import ConvAlgorithm, ConvFlags, select_conv_algorithm, select_convnd_algorithm
+from . import _backward, _conv2d, _convnd, _im2col, _pool, _train
+from .algorithms import (ConvAlgorithm, ConvFlags, select_conv_algorithm, select_conv_backward_algorithm,
+                         select_convnd_algorithm)
 from .arena import ALIGNMENT, BufferRequest, align_up, plan_arena
 from .ir import Graph
 from .threads import limit_blas_threads, resolve_num_threads
 from .thunks import (Col2ImThunk, Conv2D1x1Thunk, Conv2DDims, Conv2DThunk, ConvNDDims, ConvNDThunk,
                      ConvTransposeNDThunk, GlobalPoolThunk, Im2ColThunk, PoolThunk, ResizeNearest2xThunk,
                      ResizeNearestThunk, Slice, WindowDims, WinogradFilterThunk)
+from .thunks import (AddThunk, AvgPool2DBackwardThunk, BiasAddThunk, BiasGradThunk, ConvBackwardInputThunk,
+                     ConvBackwardWeightThunk, GemmThunk, MaxPool2DBackwardThunk, ReluBackwardThunk, ReluThunk,
+                     SoftmaxCrossEntropyBackwardThunk, SoftmaxCrossEntropyThunk)
 
 
 @dataclass(frozen=True, eq=False)
@@ -91,6 +95,12 @@ class CompileContext:
 
     def emit(self, thunk):
         self.thunks.append(thunk)
+
+    def alias(self, node_id, src_node_id):
+        """Let node_id's value share src_node_id's buffer (a zero-copy reshape).
+        Sound because no thunk writes a buffer it also reads: the alias and its
+        source are the same bytes and one lifetime."""
+        self.node_buf[node_id] = self.buf(src_node_id)
 
 
 # ---------------------------------------------------------------------------
@@ -267,6 +277,131 @@ RULES = {
     "im2col": compile_im2col,
     "col2im": compile_col2im,
 }
+
+
+# ===========================================================================
+# --- training: rules for gradient kernels and training-step ops ---
+# ===========================================================================
+
+def compile_conv_backward_input(ctx, node):
+    dy_node = ctx.graph.node(node.inputs[0])
+    dims = ConvNDDims.from_attrs(node.shape, dy_node.shape, node.attrs)
+    algo = select_conv_backward_algorithm(dims, ctx.conv_algorithm, ctx.flags)
+    t = ctx.num_threads
+    nbytes = 4 * _backward.conv_backward_input_scratch_floats(dims.as_tuple(), int(algo), t)
+    ctx.emit(ConvBackwardInputThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]),
+                                    ctx.buf(node.id), ctx.scratch(nbytes, node.name + ".scratch"),
+                                    dims, algo, t))
+
+
+def compile_conv_backward_weight(ctx, node):
+    x_node, dy_node = ctx.graph.node(node.inputs[0]), ctx.graph.node(node.inputs[1])
+    dims = ConvNDDims.from_attrs(x_node.shape, dy_node.shape, node.attrs)
+    algo = select_conv_backward_algorithm(dims, ctx.conv_algorithm, ctx.flags)
+    t = ctx.num_threads
+    nbytes = 4 * _backward.conv_backward_weight_scratch_floats(dims.as_tuple(), int(algo), t)
+    ctx.emit(ConvBackwardWeightThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]),
+                                     ctx.buf(node.id), ctx.scratch(nbytes, node.name + ".scratch"),
+                                     dims, algo, t))
+
+
+def _pool_backward_dims(node, x_shape, dy_shape):
+    """WindowDims of a pool gradient; the kernels take 1-D and 2-D pools (the
+    graph methods exist for those only), so the depth axis is trivial."""
+    assert node.attrs.ndim in (1, 2), node
+    return _window_dims(x_shape[0], x_shape[1], x_shape[2:], dy_shape[2:], node.attrs)
+
+
+def compile_max_pool_backward(ctx, node):
+    dims = _pool_backward_dims(node, node.shape, ctx.graph.node(node.inputs[1]).shape)
+    ctx.emit(MaxPool2DBackwardThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]),
+                                    ctx.buf(node.id), dims, ctx.num_threads))
+
+
+def compile_avg_pool_backward(ctx, node):
+    dims = _pool_backward_dims(node, node.shape, ctx.graph.node(node.inputs[0]).shape)
+    ctx.emit(AvgPool2DBackwardThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), dims,
+                                    node.attrs.count_include_pad, node.attrs.divisor_override, ctx.num_threads))
+
+
+def _numel(shape):
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def compile_elementwise(ctx, node):
+    record, op = {"relu": (ReluThunk, _train.ELEM_RELU),
+                  "relu_backward": (ReluBackwardThunk, _train.ELEM_RELU_BACKWARD),
+                  "add": (AddThunk, _train.ELEM_ADD)}[node.op]
+    b = ctx.buf(node.inputs[1]) if len(node.inputs) > 1 else None
+    ctx.emit(record(node.name, ctx.buf(node.inputs[0]), b, ctx.buf(node.id), op, _numel(node.shape),
+                    ctx.num_threads))
+
+
+def compile_bias_add(ctx, node):
+    n, c = node.shape[:2]
+    ctx.emit(BiasAddThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]), ctx.buf(node.id),
+                          n, c, _numel(node.shape[2:]), ctx.num_threads))
+
+
+def compile_bias_grad(ctx, node):
+    dy_shape = ctx.graph.node(node.inputs[0]).shape
+    ctx.emit(BiasGradThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), dy_shape[0], dy_shape[1],
+                           _numel(dy_shape[2:]), ctx.num_threads))
+
+
+def compile_reshape(ctx, node):
+    ctx.alias(node.id, node.inputs[0])
+
+
+def compile_linear(ctx, node):
+    x_shape = ctx.graph.node(node.inputs[0]).shape
+    bias = ctx.buf(node.inputs[2]) if len(node.inputs) > 2 else None
+    n_rows, n_out = node.shape
+    ctx.emit(GemmThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]), bias, ctx.buf(node.id),
+                       n_rows, n_out, x_shape[1], False, True, ctx.num_threads))
+
+
+def compile_linear_backward_input(ctx, node):
+    dy_shape = ctx.graph.node(node.inputs[0]).shape          # dx = dy [N, out] . W [out, in]
+    ctx.emit(GemmThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]), None, ctx.buf(node.id),
+                       node.shape[0], node.shape[1], dy_shape[1], False, False, ctx.num_threads))
+
+
+def compile_linear_backward_weight(ctx, node):
+    x_shape = ctx.graph.node(node.inputs[0]).shape           # dW = dy^T [out, N] . x [N, in]
+    ctx.emit(GemmThunk(node.name, ctx.buf(node.inputs[1]), ctx.buf(node.inputs[0]), None, ctx.buf(node.id),
+                       node.shape[0], node.shape[1], x_shape[0], True, False, ctx.num_threads))
+
+
+def compile_softmax_cross_entropy(ctx, node):
+    n, k = ctx.graph.node(node.inputs[0]).shape
+    ctx.emit(SoftmaxCrossEntropyThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]),
+                                      ctx.buf(node.id), n, k))
+
+
+def compile_softmax_cross_entropy_backward(ctx, node):
+    n, k = node.shape
+    ctx.emit(SoftmaxCrossEntropyBackwardThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]),
+                                              ctx.buf(node.inputs[2]), ctx.buf(node.id), n, k))
+
+
+RULES.update({
+    "conv_backward_input": compile_conv_backward_input,
+    "conv_backward_weight": compile_conv_backward_weight,
+    "max_pool_backward": compile_max_pool_backward,
+    "avg_pool_backward": compile_avg_pool_backward,
+    "relu": compile_elementwise,
+    "relu_backward": compile_elementwise,
+    "add": compile_elementwise,
+    "bias_add": compile_bias_add,
+    "bias_grad": compile_bias_grad,
+    "reshape": compile_reshape,
+    "linear": compile_linear,
+    "linear_backward_input": compile_linear_backward_input,
+    "linear_backward_weight": compile_linear_backward_weight,
+    "softmax_cross_entropy": compile_softmax_cross_entropy,
+    "softmax_cross_entropy_backward": compile_softmax_cross_entropy_backward,
+})
 
 
 # ---------------------------------------------------------------------------

@@ -260,3 +260,163 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     args = (output_size, kernel_size, dilation, padding, stride)
     return _unary("fold", input, args, lambda g, x: g.col2im(x, output_size, kernel_size, stride, padding,
                                                               dilation, layout="onnx"))
+
+
+# ===========================================================================
+# --- training: gradients of the convolution family (train branch) ---
+# ===========================================================================
+
+def _shape_key(shape):
+    try:
+        return tuple(int(d) for d in shape)
+    except TypeError:
+        return shape            # let the graph method raise its TypeError
+
+
+def _conv_backward_input(nsp, grad_output, weight, input_shape, stride, padding, dilation, groups,
+                         conv_algorithm):
+    op = f"conv{nsp}d_backward_input"
+    dy = _as_real("grad_output", op, grad_output)
+    w = _as_real("weight", op, weight)
+    xs = _shape_key(input_shape)
+    key = (op, dy.shape, w.shape, xs, _freeze(stride), _freeze(padding), _freeze(dilation), _freeze(groups),
+           conv_algorithm, get_num_threads())
+
+    def build():
+        g = Graph()
+        dx = getattr(g, op)(g.input("grad_output", dy.shape), g.input("weight", w.shape), xs, stride=stride,
+                            padding=padding, dilation=dilation, groups=groups)
+        g.output(dx)
+        return _compile(g, conv_algorithm=conv_algorithm)
+
+    return _cached_plan(key, build).run({"grad_output": dy, "weight": w})[0]
+
+
+def _conv_backward_weight(nsp, input, grad_output, weight_shape, stride, padding, dilation, groups,
+                          conv_algorithm):
+    op = f"conv{nsp}d_backward_weight"
+    x = _as_real("input", op, input)
+    dy = _as_real("grad_output", op, grad_output)
+    ws = _shape_key(weight_shape)
+    key = (op, x.shape, dy.shape, ws, _freeze(stride), _freeze(padding), _freeze(dilation), _freeze(groups),
+           conv_algorithm, get_num_threads())
+
+    def build():
+        g = Graph()
+        dw = getattr(g, op)(g.input("input", x.shape), g.input("grad_output", dy.shape), ws, stride=stride,
+                            padding=padding, dilation=dilation, groups=groups)
+        g.output(dw)
+        return _compile(g, conv_algorithm=conv_algorithm)
+
+    return _cached_plan(key, build).run({"input": x, "grad_output": dy})[0]
+
+
+def conv1d_backward_input(grad_output, weight, input_shape, stride=1, padding=0, dilation=1, groups=1, *,
+                          conv_algorithm="auto"):
+    """Gradient of conv1d w.r.t. its input, shape input_shape [N, C_in, L]."""
+    return _conv_backward_input(1, grad_output, weight, input_shape, stride, padding, dilation, groups,
+                                conv_algorithm)
+
+
+def conv2d_backward_input(grad_output, weight, input_shape, stride=1, padding=0, dilation=1, groups=1, *,
+                          conv_algorithm="auto"):
+    """Gradient of conv2d w.r.t. its input, shape input_shape [N, C_in, H, W]."""
+    return _conv_backward_input(2, grad_output, weight, input_shape, stride, padding, dilation, groups,
+                                conv_algorithm)
+
+
+def conv3d_backward_input(grad_output, weight, input_shape, stride=1, padding=0, dilation=1, groups=1, *,
+                          conv_algorithm="auto"):
+    """Gradient of conv3d w.r.t. its input, shape input_shape [N, C_in, D, H, W]."""
+    return _conv_backward_input(3, grad_output, weight, input_shape, stride, padding, dilation, groups,
+                                conv_algorithm)
+
+
+def conv1d_backward_weight(input, grad_output, weight_shape, stride=1, padding=0, dilation=1, groups=1, *,
+                           conv_algorithm="auto"):
+    """Gradient of conv1d w.r.t. its weight, shape weight_shape [C_out, C_in/groups, k]."""
+    return _conv_backward_weight(1, input, grad_output, weight_shape, stride, padding, dilation, groups,
+                                 conv_algorithm)
+
+
+def conv2d_backward_weight(input, grad_output, weight_shape, stride=1, padding=0, dilation=1, groups=1, *,
+                           conv_algorithm="auto"):
+    """Gradient of conv2d w.r.t. its weight, shape weight_shape [C_out, C_in/groups, kH, kW]."""
+    return _conv_backward_weight(2, input, grad_output, weight_shape, stride, padding, dilation, groups,
+                                 conv_algorithm)
+
+
+def conv3d_backward_weight(input, grad_output, weight_shape, stride=1, padding=0, dilation=1, groups=1, *,
+                           conv_algorithm="auto"):
+    """Gradient of conv3d w.r.t. its weight, shape weight_shape [C_out, C_in/groups, kD, kH, kW]."""
+    return _conv_backward_weight(3, input, grad_output, weight_shape, stride, padding, dilation, groups,
+                                 conv_algorithm)
+
+
+# torch.nn.grad's names and argument order (input_size / weight_size first).
+def conv1d_input(input_size, weight, grad_output, stride=1, padding=0, dilation=1, groups=1):
+    """As torch.nn.grad.conv1d_input."""
+    return conv1d_backward_input(grad_output, weight, input_size, stride, padding, dilation, groups)
+
+
+def conv2d_input(input_size, weight, grad_output, stride=1, padding=0, dilation=1, groups=1):
+    """As torch.nn.grad.conv2d_input."""
+    return conv2d_backward_input(grad_output, weight, input_size, stride, padding, dilation, groups)
+
+
+def conv3d_input(input_size, weight, grad_output, stride=1, padding=0, dilation=1, groups=1):
+    """As torch.nn.grad.conv3d_input."""
+    return conv3d_backward_input(grad_output, weight, input_size, stride, padding, dilation, groups)
+
+
+def conv1d_weight(input, weight_size, grad_output, stride=1, padding=0, dilation=1, groups=1):
+    """As torch.nn.grad.conv1d_weight."""
+    return conv1d_backward_weight(input, grad_output, weight_size, stride, padding, dilation, groups)
+
+
+def conv2d_weight(input, weight_size, grad_output, stride=1, padding=0, dilation=1, groups=1):
+    """As torch.nn.grad.conv2d_weight."""
+    return conv2d_backward_weight(input, grad_output, weight_size, stride, padding, dilation, groups)
+
+
+def conv3d_weight(input, weight_size, grad_output, stride=1, padding=0, dilation=1, groups=1):
+    """As torch.nn.grad.conv3d_weight."""
+    return conv3d_backward_weight(input, grad_output, weight_size, stride, padding, dilation, groups)
+
+
+def max_pool2d_backward(input, grad_output, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    """Gradient of max_pool2d w.r.t. its input: each window's gradient goes to its
+    first maximum in window order; overlapping windows accumulate."""
+    op = "max_pool2d_backward"
+    x = _as_real("input", op, input)
+    dy = _as_real("grad_output", op, grad_output)
+    key = (op, x.shape, dy.shape, _freeze(kernel_size), _freeze(stride), _freeze(padding), _freeze(dilation),
+           ceil_mode, get_num_threads())
+
+    def build():
+        g = Graph()
+        dx = g.max_pool2d_backward(g.input("input", x.shape), g.input("grad_output", dy.shape), kernel_size,
+                                   stride, padding, dilation, ceil_mode)
+        g.output(dx)
+        return _compile(g)
+
+    return _cached_plan(key, build).run({"input": x, "grad_output": dy})[0]
+
+
+def avg_pool2d_backward(grad_output, input_shape, kernel_size, stride=None, padding=0, ceil_mode=False,
+                        count_include_pad=True, divisor_override=None):
+    """Gradient of avg_pool2d w.r.t. its input, shape input_shape."""
+    op = "avg_pool2d_backward"
+    dy = _as_real("grad_output", op, grad_output)
+    xs = _shape_key(input_shape)
+    key = (op, dy.shape, xs, _freeze(kernel_size), _freeze(stride), _freeze(padding), ceil_mode,
+           count_include_pad, divisor_override, get_num_threads())
+
+    def build():
+        g = Graph()
+        dx = g.avg_pool2d_backward(g.input("grad_output", dy.shape), xs, kernel_size, stride, padding,
+                                   ceil_mode, count_include_pad, divisor_override)
+        g.output(dx)
+        return _compile(g)
+
+    return _cached_plan(key, build).run({"grad_output": dy})[0]

@@ -432,58 +432,10 @@ class Graph:
               count_include_pad=True, divisor_override=None, return_indices=False,
               auto_pad="NOTSET", indices_layout="plane", name=None):
         x = self._value(x, op, "input")
-        xs = x.shape
-        if nsp is None:
-            nsp = len(xs) - 2
-            if nsp not in (1, 2, 3):
-                raise ValueError(f"{op}: input must have rank 3, 4 or 5 (N, C, spatial...), got {_fmt(xs)}")
-        elif len(xs) != nsp + 2:
-            raise ValueError(f"{op}: input must have rank {nsp + 2} (N, C, {'spatial, ' * nsp}...), "
-                             f"got {_fmt(xs)}")
-        kernel = as_tuple(kernel_size, nsp, op, "kernel_size")
-        if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0):
-            stride = kernel                       # PyTorch: stride defaults to the kernel
-        stride = as_tuple(stride, nsp, op, "stride")
-        dilation = as_tuple(dilation, nsp, op, "dilation")
-        ceil_mode = _flag(ceil_mode, op, "ceil_mode")
-        count_include_pad = _flag(count_include_pad, op, "count_include_pad")
-        return_indices = _flag(return_indices, op, "return_indices")
-        if auto_pad not in POOL_AUTO_PADS:
-            raise ValueError(f"{op}: auto_pad must be one of {', '.join(POOL_AUTO_PADS)}, got {auto_pad!r}")
-        if auto_pad != "NOTSET":
-            if not (isinstance(padding, (int, np.integer)) and padding == 0):
-                raise ValueError(f"{op}: auto_pad={auto_pad!r} cannot be combined with padding={padding!r}")
-            padding = auto_pad
-        begin, end = resolve_padding(padding, xs[2:], kernel, stride, dilation, op)
-        if divisor_override is not None:
-            if kind != "avg":
-                raise ValueError(f"{op}: divisor_override applies to average pooling only")
-            if isinstance(divisor_override, bool) or not isinstance(divisor_override, (int, np.integer)) \
-                    or divisor_override < 1:
-                raise ValueError(f"{op}: divisor_override must be a positive integer or None, "
-                                 f"got {divisor_override!r}")
-        if indices_layout not in ("plane", "onnx", "onnx_colmajor"):
-            raise ValueError(f"{op}: indices_layout must be 'plane', 'onnx' or 'onnx_colmajor', "
-                             f"got {indices_layout!r}")
-        ctx = f"input {_fmt(xs)}, kernel {kernel}, stride {stride}, dilation {dilation}, pads {begin}/{end}"
-        out_sp = []
-        for i in range(nsp):
-            o = pool_out_size(xs[2 + i], kernel[i], stride[i], begin[i], end[i], dilation[i], ceil_mode)
-            if o < 1:
-                raise ValueError(
-                    f"{op}: window extent {dilation[i] * (kernel[i] - 1) + 1} is larger than padded input "
-                    f"{xs[2 + i] + begin[i] + end[i]} on spatial axis {i} ({ctx})")
-            bad = first_padding_only_window(xs[2 + i], o, kernel[i], stride[i], begin[i], dilation[i])
-            if bad is not None:
-                raise ValueError(
-                    f"{op}: output {bad} on spatial axis {i} has a window that covers only padding ({ctx}); "
-                    f"reduce the padding or the dilation")
-            out_sp.append(o)
-        attrs = PoolAttrs(kind, kernel, stride, begin, end, dilation, ceil_mode, count_include_pad,
-                          int(divisor_override or 0), indices_layout if return_indices else "none")
-        shape = (xs[0], xs[1], *out_sp)
+        attrs, shape = _pool_attrs(op, kind, nsp, x.shape, kernel_size, stride, padding, dilation, ceil_mode,
+                                   count_include_pad, divisor_override, return_indices, auto_pad, indices_layout)
         y = self._add("pool", [x], shape, name if name is not None else f"{op}_{len(self.nodes)}", attrs)
-        if not return_indices:
+        if attrs.indices == "none":
             return y
         # The pool thunk writes both values and indices: the indices node is
         # always the node right after its pool node (see compiler.compile_pool).
@@ -760,6 +712,365 @@ class Graph:
         pads in ONNX order (begins then ends)."""
         return self.col2im(x, tuple(image_shape), block_shape, strides, pads, dilations, layout="onnx",
                            name=name, op="col2im_onnx")
+
+    # =======================================================================
+    # --- training: gradients of the convolution family (train branch) ---
+    # Argument order follows the issue (grad first for input gradients); the
+    # functional module also offers torch.nn.grad's conv*_input/conv*_weight.
+    # =======================================================================
+    def conv1d_backward_input(self, grad_output, weight, input_shape, stride=1, padding=0, dilation=1,
+                              groups=1, name=None):
+        """Gradient of conv1d w.r.t. its input: [N, C_in, L] from dy [N, C_out, L_out]."""
+        return self._conv_backward_input("conv1d_backward_input", 1, grad_output, weight, input_shape,
+                                         stride, padding, dilation, groups, name)
+
+    def conv2d_backward_input(self, grad_output, weight, input_shape, stride=1, padding=0, dilation=1,
+                              groups=1, name=None):
+        """Gradient of conv2d w.r.t. its input (torch.nn.grad.conv2d_input)."""
+        return self._conv_backward_input("conv2d_backward_input", 2, grad_output, weight, input_shape,
+                                         stride, padding, dilation, groups, name)
+
+    def conv3d_backward_input(self, grad_output, weight, input_shape, stride=1, padding=0, dilation=1,
+                              groups=1, name=None):
+        """Gradient of conv3d w.r.t. its input: [N, C_in, D, H, W]."""
+        return self._conv_backward_input("conv3d_backward_input", 3, grad_output, weight, input_shape,
+                                         stride, padding, dilation, groups, name)
+
+    def conv1d_backward_weight(self, x, grad_output, weight_shape, stride=1, padding=0, dilation=1,
+                               groups=1, name=None):
+        """Gradient of conv1d w.r.t. its weight [C_out, C_in/groups, k]."""
+        return self._conv_backward_weight("conv1d_backward_weight", 1, x, grad_output, weight_shape,
+                                          stride, padding, dilation, groups, name)
+
+    def conv2d_backward_weight(self, x, grad_output, weight_shape, stride=1, padding=0, dilation=1,
+                               groups=1, name=None):
+        """Gradient of conv2d w.r.t. its weight (torch.nn.grad.conv2d_weight)."""
+        return self._conv_backward_weight("conv2d_backward_weight", 2, x, grad_output, weight_shape,
+                                          stride, padding, dilation, groups, name)
+
+    def conv3d_backward_weight(self, x, grad_output, weight_shape, stride=1, padding=0, dilation=1,
+                               groups=1, name=None):
+        """Gradient of conv3d w.r.t. its weight [C_out, C_in/groups, kD, kH, kW]."""
+        return self._conv_backward_weight("conv3d_backward_weight", 3, x, grad_output, weight_shape,
+                                          stride, padding, dilation, groups, name)
+
+    def _conv_backward_input(self, op, nsp, grad_output, weight, input_shape, stride, padding, dilation,
+                             groups, name):
+        dy = self._value(grad_output, op, "grad_output")
+        w = self._value(weight, op, "weight")
+        xs = _shape_arg(input_shape, op, "input_shape")
+        attrs = _conv_backward_attrs(op, nsp, xs, w.shape, dy.shape, stride, padding, dilation, groups)
+        return self._add("conv_backward_input", [dy, w], xs, name, attrs)
+
+    def _conv_backward_weight(self, op, nsp, x, grad_output, weight_shape, stride, padding, dilation,
+                              groups, name):
+        x = self._value(x, op, "input")
+        dy = self._value(grad_output, op, "grad_output")
+        ws = _shape_arg(weight_shape, op, "weight_shape")
+        attrs = _conv_backward_attrs(op, nsp, x.shape, ws, dy.shape, stride, padding, dilation, groups)
+        return self._add("conv_backward_weight", [x, dy], ws, name, attrs)
+
+    # -- pooling gradients: 1-D and 2-D, forward semantics as g.max_pool / g.avg_pool --
+    def max_pool1d_backward(self, x, grad_output, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode=False, *, auto_pad="NOTSET", name=None):
+        """Gradient of max_pool1d w.r.t. its input x [N, C, L] (see max_pool2d_backward)."""
+        return self._max_pool_backward("max_pool1d_backward", 1, x, grad_output, kernel_size, stride, padding,
+                                       dilation, ceil_mode, auto_pad, name)
+
+    def max_pool2d_backward(self, x, grad_output, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode=False, *, auto_pad="NOTSET", name=None):
+        """Gradient of max_pool2d w.r.t. its input x [N, C, H, W].  Each window's
+        gradient goes to the tap g.max_pool2d's indices name: the first maximum
+        in window order, or the last NaN; overlapping windows accumulate;
+        padded taps and ceil-mode overhang are never read."""
+        return self._max_pool_backward("max_pool2d_backward", 2, x, grad_output, kernel_size, stride, padding,
+                                       dilation, ceil_mode, auto_pad, name)
+
+    def avg_pool1d_backward(self, grad_output, input_shape, kernel_size, stride=None, padding=0,
+                            ceil_mode=False, count_include_pad=True, divisor_override=None, *, dilation=1,
+                            auto_pad="NOTSET", name=None):
+        """Gradient of avg_pool1d w.r.t. its input, of shape input_shape [N, C, L]."""
+        return self._avg_pool_backward("avg_pool1d_backward", 1, grad_output, input_shape, kernel_size, stride,
+                                       padding, ceil_mode, count_include_pad, divisor_override, dilation,
+                                       auto_pad, name)
+
+    def avg_pool2d_backward(self, grad_output, input_shape, kernel_size, stride=None, padding=0,
+                            ceil_mode=False, count_include_pad=True, divisor_override=None, *, dilation=1,
+                            auto_pad="NOTSET", name=None):
+        """Gradient of avg_pool2d w.r.t. its input, of shape input_shape: each
+        in-bounds tap of a window gets the window's gradient over its divisor."""
+        return self._avg_pool_backward("avg_pool2d_backward", 2, grad_output, input_shape, kernel_size, stride,
+                                       padding, ceil_mode, count_include_pad, divisor_override, dilation,
+                                       auto_pad, name)
+
+    def _max_pool_backward(self, op, nsp, x, grad_output, kernel_size, stride, padding, dilation, ceil_mode,
+                           auto_pad, name):
+        x = self._value(x, op, "input")
+        dy = self._value(grad_output, op, "grad_output")
+        attrs, out = _pool_attrs(op, "max", nsp, x.shape, kernel_size, stride, padding, dilation, ceil_mode,
+                                 auto_pad=auto_pad)
+        _check_grad_shape(op, dy.shape, out, f"max_pool{nsp}d of input {_fmt(x.shape)}")
+        return self._add("max_pool_backward", [x, dy], x.shape, name, attrs)
+
+    def _avg_pool_backward(self, op, nsp, grad_output, input_shape, kernel_size, stride, padding, ceil_mode,
+                           count_include_pad, divisor_override, dilation, auto_pad, name):
+        dy = self._value(grad_output, op, "grad_output")
+        xs = _shape_arg(input_shape, op, "input_shape")
+        attrs, out = _pool_attrs(op, "avg", nsp, xs, kernel_size, stride, padding, dilation, ceil_mode,
+                                 count_include_pad, divisor_override, auto_pad=auto_pad)
+        _check_grad_shape(op, dy.shape, out, f"avg_pool{nsp}d of input {_fmt(xs)}")
+        return self._add("avg_pool_backward", [dy], xs, name, attrs)
+
+    # -- the small pieces of a CNN training step -----------------------------
+    def relu(self, x, name=None):
+        """max(x, 0) elementwise (NaN stays NaN)."""
+        x = self._value(x, "relu", "input")
+        return self._add("relu", [x], x.shape, name)
+
+    def relu_backward(self, grad_output, y, name=None):
+        """grad_output where y > 0, else 0; y is the relu *output* (y > 0 iff x > 0),
+        which the next layer keeps alive anyway."""
+        op = "relu_backward"
+        dy = self._value(grad_output, op, "grad_output")
+        y = self._value(y, op, "y")
+        if dy.shape != y.shape:
+            raise ValueError(f"{op}: grad_output {_fmt(dy.shape)} and y {_fmt(y.shape)} must have the same shape")
+        return self._add(op, [dy, y], y.shape, name)
+
+    def add(self, a, b, name=None):
+        """a + b elementwise, same shapes (no broadcasting)."""
+        a = self._value(a, "add", "a")
+        b = self._value(b, "add", "b")
+        if a.shape != b.shape:
+            raise ValueError(f"add: a {_fmt(a.shape)} and b {_fmt(b.shape)} must have the same shape")
+        return self._add("add", [a, b], a.shape, name)
+
+    def bias_add(self, x, bias, name=None):
+        """x + bias broadcast over axis 1 (channels / features) of [N, C, ...]."""
+        op = "bias_add"
+        x = self._value(x, op, "input")
+        bias = self._value(bias, op, "bias")
+        if len(x.shape) < 2:
+            raise ValueError(f"{op}: input must have rank >= 2 (N, C, ...), got {_fmt(x.shape)}")
+        if bias.shape != (x.shape[1],):
+            raise ValueError(f"{op}: bias must have shape [{x.shape[1]}] for input {_fmt(x.shape)}, "
+                             f"got {_fmt(bias.shape)}")
+        return self._add(op, [x, bias], x.shape, name)
+
+    def bias_grad(self, grad_output, name=None):
+        """Sum of grad_output over every axis but 1: the gradient of a bias added
+        along axis 1 (conv channels, dense features)."""
+        op = "bias_grad"
+        dy = self._value(grad_output, op, "grad_output")
+        if len(dy.shape) < 2:
+            raise ValueError(f"{op}: grad_output must have rank >= 2 (N, C, ...), got {_fmt(dy.shape)}")
+        return self._add(op, [dy], (dy.shape[1],), name)
+
+    def reshape(self, x, shape, name=None):
+        """Same values, new static shape (one dim may be -1); no copy is made:
+        the compiled plan aliases the input's bytes."""
+        op = "reshape"
+        x = self._value(x, op, "input")
+        try:
+            dims = [int(d) for d in shape]
+        except TypeError:
+            raise TypeError(f"{op}: shape must be a sequence of ints, got {shape!r}") from None
+        size = int(np.prod(x.shape, dtype=np.int64))
+        if dims.count(-1) > 1 or any(d < 1 and d != -1 for d in dims):
+            raise ValueError(f"{op}: shape must be positive ints with at most one -1, got {list(dims)}")
+        if -1 in dims:
+            known = int(np.prod([d for d in dims if d != -1], dtype=np.int64))
+            if size % known:
+                raise ValueError(f"{op}: cannot reshape input {_fmt(x.shape)} ({size} values) to {list(dims)}")
+            dims[dims.index(-1)] = size // known
+        if int(np.prod(dims, dtype=np.int64)) != size:
+            raise ValueError(f"{op}: cannot reshape input {_fmt(x.shape)} ({size} values) to {list(dims)}")
+        return self._add(op, [x], tuple(dims), name)
+
+    def flatten(self, x, start_dim=1, end_dim=-1, name=None):
+        """torch.flatten: merge dims start_dim..end_dim (a zero-copy reshape)."""
+        x = self._value(x, "flatten", "input")
+        r = len(x.shape)
+        s = start_dim + r if start_dim < 0 else start_dim
+        e = end_dim + r if end_dim < 0 else end_dim
+        if not (0 <= s <= e < r):
+            raise ValueError(f"flatten: start_dim={start_dim}, end_dim={end_dim} invalid for input {_fmt(x.shape)}")
+        merged = int(np.prod(x.shape[s:e + 1], dtype=np.int64))
+        return self.reshape(x, x.shape[:s] + (merged,) + x.shape[e + 1:], name=name)
+
+    def linear(self, x, weight, bias=None, name=None):
+        """Dense layer as torch.nn.functional.linear: x [N, in] . weight[out, in]^T + bias[out]."""
+        op = "linear"
+        x = self._value(x, op, "input")
+        w = self._value(weight, op, "weight")
+        if len(x.shape) != 2 or len(w.shape) != 2 or x.shape[1] != w.shape[1]:
+            raise ValueError(f"{op}: expected input [N, in] and weight [out, in], got input {_fmt(x.shape)}, "
+                             f"weight {_fmt(w.shape)}")
+        inputs = [x, w]
+        if bias is not None:
+            bias = self._value(bias, op, "bias")
+            if bias.shape != (w.shape[0],):
+                raise ValueError(f"{op}: bias must have shape [{w.shape[0]}], got {_fmt(bias.shape)}")
+            inputs.append(bias)
+        return self._add(op, inputs, (x.shape[0], w.shape[0]), name)
+
+    def linear_backward_input(self, grad_output, weight, name=None):
+        """dx [N, in] = grad_output [N, out] . weight [out, in]."""
+        op = "linear_backward_input"
+        dy = self._value(grad_output, op, "grad_output")
+        w = self._value(weight, op, "weight")
+        if len(dy.shape) != 2 or len(w.shape) != 2 or dy.shape[1] != w.shape[0]:
+            raise ValueError(f"{op}: expected grad_output [N, out] and weight [out, in], got grad_output "
+                             f"{_fmt(dy.shape)}, weight {_fmt(w.shape)}")
+        return self._add(op, [dy, w], (dy.shape[0], w.shape[1]), name)
+
+    def linear_backward_weight(self, x, grad_output, name=None):
+        """dW [out, in] = grad_output^T [out, N] . x [N, in]."""
+        op = "linear_backward_weight"
+        x = self._value(x, op, "input")
+        dy = self._value(grad_output, op, "grad_output")
+        if len(dy.shape) != 2 or len(x.shape) != 2 or dy.shape[0] != x.shape[0]:
+            raise ValueError(f"{op}: expected input [N, in] and grad_output [N, out], got input "
+                             f"{_fmt(x.shape)}, grad_output {_fmt(dy.shape)}")
+        return self._add(op, [x, dy], (dy.shape[1], x.shape[1]), name)
+
+    def softmax_cross_entropy(self, logits, labels, name=None):
+        """Mean over the batch of -log softmax(logits)[label] (torch's cross_entropy
+        with class-index targets); labels [N] hold class indices as floats.  A
+        label outside [0, K) gives NaN.  The result has shape ()."""
+        op = "softmax_cross_entropy"
+        z = self._value(logits, op, "logits")
+        lab = self._value(labels, op, "labels")
+        _check_xent(op, z.shape, lab.shape)
+        return self._add(op, [z, lab], (), name)
+
+    def softmax_cross_entropy_backward(self, logits, labels, grad_loss, name=None):
+        """d loss / d logits = grad_loss / N * (softmax(logits) - onehot(labels))."""
+        op = "softmax_cross_entropy_backward"
+        z = self._value(logits, op, "logits")
+        lab = self._value(labels, op, "labels")
+        gl = self._value(grad_loss, op, "grad_loss")
+        _check_xent(op, z.shape, lab.shape)
+        if int(np.prod(gl.shape, dtype=np.int64)) != 1:
+            raise ValueError(f"{op}: grad_loss must hold one value, got shape {_fmt(gl.shape)}")
+        return self._add(op, [z, lab, gl], z.shape, name)
+
+
+# ---------------------------------------------------------------------------
+# --- pooling: argument validation (forward pools and their gradients) ---
+# ---------------------------------------------------------------------------
+
+def _pool_attrs(op, kind, nsp, xs, kernel_size, stride, padding, dilation, ceil_mode, count_include_pad=True,
+                divisor_override=None, return_indices=False, auto_pad="NOTSET", indices_layout="plane"):
+    """Validate window-pool arguments for input shape xs (nsp spatial axes, or
+    None: from the rank); return (PoolAttrs, output shape).  Shared by the
+    forward pools and their gradients."""
+    if nsp is None:
+        nsp = len(xs) - 2
+        if nsp not in (1, 2, 3):
+            raise ValueError(f"{op}: input must have rank 3, 4 or 5 (N, C, spatial...), got {_fmt(xs)}")
+    elif len(xs) != nsp + 2:
+        raise ValueError(f"{op}: input must have rank {nsp + 2} (N, C, {'spatial, ' * nsp}...), "
+                         f"got {_fmt(xs)}")
+    kernel = as_tuple(kernel_size, nsp, op, "kernel_size")
+    if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0):
+        stride = kernel                       # PyTorch: stride defaults to the kernel
+    stride = as_tuple(stride, nsp, op, "stride")
+    dilation = as_tuple(dilation, nsp, op, "dilation")
+    ceil_mode = _flag(ceil_mode, op, "ceil_mode")
+    count_include_pad = _flag(count_include_pad, op, "count_include_pad")
+    return_indices = _flag(return_indices, op, "return_indices")
+    if auto_pad not in POOL_AUTO_PADS:
+        raise ValueError(f"{op}: auto_pad must be one of {', '.join(POOL_AUTO_PADS)}, got {auto_pad!r}")
+    if auto_pad != "NOTSET":
+        if not (isinstance(padding, (int, np.integer)) and padding == 0):
+            raise ValueError(f"{op}: auto_pad={auto_pad!r} cannot be combined with padding={padding!r}")
+        padding = auto_pad
+    begin, end = resolve_padding(padding, xs[2:], kernel, stride, dilation, op)
+    if divisor_override is not None:
+        if kind != "avg":
+            raise ValueError(f"{op}: divisor_override applies to average pooling only")
+        if isinstance(divisor_override, bool) or not isinstance(divisor_override, (int, np.integer)) \
+                or divisor_override < 1:
+            raise ValueError(f"{op}: divisor_override must be a positive integer or None, "
+                             f"got {divisor_override!r}")
+    if indices_layout not in ("plane", "onnx", "onnx_colmajor"):
+        raise ValueError(f"{op}: indices_layout must be 'plane', 'onnx' or 'onnx_colmajor', "
+                         f"got {indices_layout!r}")
+    ctx = f"input {_fmt(xs)}, kernel {kernel}, stride {stride}, dilation {dilation}, pads {begin}/{end}"
+    out_sp = []
+    for i in range(nsp):
+        o = pool_out_size(xs[2 + i], kernel[i], stride[i], begin[i], end[i], dilation[i], ceil_mode)
+        if o < 1:
+            raise ValueError(
+                f"{op}: window extent {dilation[i] * (kernel[i] - 1) + 1} is larger than padded input "
+                f"{xs[2 + i] + begin[i] + end[i]} on spatial axis {i} ({ctx})")
+        bad = first_padding_only_window(xs[2 + i], o, kernel[i], stride[i], begin[i], dilation[i])
+        if bad is not None:
+            raise ValueError(
+                f"{op}: output {bad} on spatial axis {i} has a window that covers only padding ({ctx}); "
+                f"reduce the padding or the dilation")
+        out_sp.append(o)
+    attrs = PoolAttrs(kind, kernel, stride, begin, end, dilation, ceil_mode, count_include_pad,
+                      int(divisor_override or 0), indices_layout if return_indices else "none")
+    return attrs, (xs[0], xs[1], *out_sp)
+
+
+# ---------------------------------------------------------------------------
+# --- training: attributes and build-time checks (train branch) ---
+# ---------------------------------------------------------------------------
+
+def _shape_arg(shape, op, arg):
+    try:
+        out = tuple(int(d) for d in shape)
+    except (TypeError, ValueError):
+        raise TypeError(f"{op}: {arg} must be a sequence of ints, got {shape!r}") from None
+    if any(d < 1 for d in out):
+        raise ValueError(f"{op}: every dim of {arg} must be >= 1, got {_fmt(out)}")
+    return out
+
+
+def _check_grad_shape(op, got, want, what):
+    if tuple(got) != tuple(want):
+        raise ValueError(f"{op}: grad_output must have the shape of the {what}, {_fmt(want)}, got {_fmt(got)}")
+
+
+def _conv_backward_attrs(op, nsp, xs, ws, dys, stride, padding, dilation, groups):
+    """Validate the forward conv these gradients belong to; return its ConvAttrs."""
+    ctx = f"input {_fmt(xs)}, weight {_fmt(ws)}, grad_output {_fmt(dys)}"
+    for arg, shape in (("input", xs), ("weight", ws), ("grad_output", dys)):
+        if len(shape) != nsp + 2:
+            raise ValueError(f"{op}: {arg} must have rank {nsp + 2}, got {ctx}")
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+        raise ValueError(f"{op}: groups must be a positive integer, got {groups!r}")
+    groups = int(groups)
+    c_in, c_out, cpg = xs[1], ws[0], ws[1]
+    if c_in % groups or c_out % groups:
+        raise ValueError(f"{op}: groups={groups} must divide in_channels={c_in} and out_channels={c_out} ({ctx})")
+    if cpg * groups != c_in:
+        raise ValueError(f"{op}: channel mismatch: input has {c_in} channels but weight expects "
+                         f"{cpg} x groups={groups} = {cpg * groups} ({ctx})")
+    kernel = tuple(ws[2:])
+    stride = as_tuple(stride, nsp, op, "stride")
+    dilation = as_tuple(dilation, nsp, op, "dilation")
+    begin, end = resolve_padding(padding, xs[2:], kernel, stride, dilation, op)
+    out = tuple(conv_out_size(xs[2 + i], kernel[i], stride[i], begin[i], end[i], dilation[i]) for i in range(nsp))
+    if any(o < 1 for o in out):
+        raise ValueError(f"{op}: the kernel does not fit the padded input ({ctx}, pads {begin}/{end}, "
+                         f"dilation {dilation})")
+    want = (xs[0], c_out) + out
+    if tuple(dys) != want:
+        raise ValueError(f"{op}: grad_output must have the conv's output shape {_fmt(want)} "
+                         f"(stride {stride}, pads {begin}/{end}, dilation {dilation}), got {ctx}")
+    return ConvAttrs(kernel, stride, begin, end, dilation, groups)
+
+
+def _check_xent(op, zs, ls):
+    if len(zs) != 2:
+        raise ValueError(f"{op}: logits must have shape [N, classes], got {_fmt(zs)}")
+    if tuple(ls) != (zs[0],):
+        raise ValueError(f"{op}: labels must have shape [{zs[0]}] (one class index per row of logits "
+                         f"{_fmt(zs)}), got {_fmt(ls)}")
 
 
 # ---------------------------------------------------------------------------

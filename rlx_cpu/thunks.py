@@ -15,8 +15,8 @@ from typing import ClassVar, Optional, Tuple
 
 import numpy as np
 
-from . import _conv2d, _convnd, _im2col, _pool, _resize
-from .algorithms import ConvAlgorithm
+from . import _backward, _conv2d, _convnd, _im2col, _pool, _resize, _train
+from .algorithms import ConvAlgorithm, ConvBackwardAlgorithm
 
 
 @dataclass(frozen=True)
@@ -430,3 +430,238 @@ class Col2ImThunk(Thunk):
     def bind(self, view):
         return _im2col.Col2ImLaunch(view(self.col), view(self.x), view(self.scratch), self.dims.as_tuple(),
                                     self.layout, self.max_threads)
+
+
+# ===========================================================================
+# --- training: gradient kernels and the small ops of a training step ---
+# ===========================================================================
+
+def _view_or_none(view, s):
+    return view(s) if s is not None else None
+
+
+@dataclass(frozen=True, repr=False)
+class ConvBackwardInputThunk(Thunk):
+    """dx of a conv (any rank) from dy and the weight."""
+    dy: Slice
+    weight: Slice
+    dx: Slice
+    scratch: Optional[Slice]
+    dims: ConvNDDims
+    algorithm: ConvBackwardAlgorithm
+    max_threads: int
+
+    kind: ClassVar[str] = "ConvBackwardInput"
+    reads: ClassVar[tuple] = ("dy", "weight")
+    writes: ClassVar[tuple] = ("dx",)
+    scratch_fields: ClassVar[tuple] = ("scratch",)
+
+    @property
+    def flops(self):
+        return self.dims.flops(False)      # the same multiply-adds as the forward conv
+
+    def bind(self, view):
+        return _backward.ConvBackwardInputLaunch(view(self.dy), view(self.weight), view(self.dx),
+                                                 _view_or_none(view, self.scratch), self.dims.as_tuple(),
+                                                 int(self.algorithm), self.max_threads)
+
+
+@dataclass(frozen=True, repr=False)
+class ConvBackwardWeightThunk(Thunk):
+    """dW of a conv (any rank) from x and dy; per-thread partial sums live in
+    `scratch` and are reduced in a fixed order."""
+    x: Slice
+    dy: Slice
+    dw: Slice
+    scratch: Optional[Slice]
+    dims: ConvNDDims
+    algorithm: ConvBackwardAlgorithm
+    max_threads: int
+
+    kind: ClassVar[str] = "ConvBackwardWeight"
+    reads: ClassVar[tuple] = ("x", "dy")
+    writes: ClassVar[tuple] = ("dw",)
+    scratch_fields: ClassVar[tuple] = ("scratch",)
+
+    @property
+    def flops(self):
+        return self.dims.flops(False)      # the same multiply-adds as the forward conv
+
+    def bind(self, view):
+        return _backward.ConvBackwardWeightLaunch(view(self.x), view(self.dy), view(self.dw),
+                                                  _view_or_none(view, self.scratch), self.dims.as_tuple(),
+                                                  int(self.algorithm), self.max_threads)
+
+
+@dataclass(frozen=True, repr=False)
+class MaxPool2DBackwardThunk(Thunk):
+    """dx of a 1-D / 2-D max pool (WindowDims with a trivial depth axis)."""
+    x: Slice
+    dy: Slice
+    dx: Slice
+    dims: WindowDims
+    max_threads: int
+
+    kind: ClassVar[str] = "MaxPool2DBackward"
+    reads: ClassVar[tuple] = ("x", "dy")
+    writes: ClassVar[tuple] = ("dx",)
+
+    def bind(self, view):
+        return _backward.MaxPool2DBackwardLaunch(view(self.x), view(self.dy), view(self.dx),
+                                                 self.dims.as_tuple(), self.max_threads)
+
+
+@dataclass(frozen=True, repr=False)
+class AvgPool2DBackwardThunk(Thunk):
+    """dx of a 1-D / 2-D average pool; divisor as PoolThunk's."""
+    dy: Slice
+    dx: Slice
+    dims: WindowDims
+    count_include_pad: bool
+    divisor_override: int
+    max_threads: int
+
+    kind: ClassVar[str] = "AvgPool2DBackward"
+    reads: ClassVar[tuple] = ("dy",)
+    writes: ClassVar[tuple] = ("dx",)
+
+    def bind(self, view):
+        return _backward.AvgPool2DBackwardLaunch(view(self.dy), view(self.dx), self.dims.as_tuple(),
+                                                 self.count_include_pad, self.divisor_override, self.max_threads)
+
+
+@dataclass(frozen=True, repr=False)
+class BiasAddThunk(Thunk):
+    """y[n, c, s] = x[n, c, s] + bias[c]."""
+    x: Slice
+    bias: Slice
+    y: Slice
+    n: int
+    c: int
+    s: int
+    max_threads: int
+
+    kind: ClassVar[str] = "BiasAdd"
+    reads: ClassVar[tuple] = ("x", "bias")
+    writes: ClassVar[tuple] = ("y",)
+
+    def bind(self, view):
+        return _train.BiasAddLaunch(view(self.x), view(self.bias), view(self.y), self.n, self.c, self.s,
+                                    self.max_threads)
+
+
+@dataclass(frozen=True, repr=False)
+class BiasGradThunk(Thunk):
+    """db[c] = sum over n, s of dy[n, c, s]."""
+    dy: Slice
+    db: Slice
+    n: int
+    c: int
+    s: int
+    max_threads: int
+
+    kind: ClassVar[str] = "BiasGrad"
+    reads: ClassVar[tuple] = ("dy",)
+    writes: ClassVar[tuple] = ("db",)
+
+    def bind(self, view):
+        return _train.BiasGradLaunch(view(self.dy), view(self.db), self.n, self.c, self.s, self.max_threads)
+
+
+@dataclass(frozen=True, repr=False)
+class ElementwiseThunk(Thunk):
+    """out = f(a[, b]) elementwise; `op` is one of the _train.ELEM_* codes
+    (relu, relu backward mask, add).  The kind names the op for profiles."""
+    a: Slice
+    b: Optional[Slice]
+    out: Slice
+    op: int
+    size: int
+    max_threads: int
+
+    kind: ClassVar[str] = "Elementwise"
+    reads: ClassVar[tuple] = ("a", "b")
+    writes: ClassVar[tuple] = ("out",)
+
+    def bind(self, view):
+        return _train.ElementwiseLaunch(self.op, view(self.a), _view_or_none(view, self.b), view(self.out),
+                                        self.size, self.max_threads)
+
+
+@dataclass(frozen=True, repr=False)
+class ReluThunk(ElementwiseThunk):
+    kind: ClassVar[str] = "Relu"
+
+
+@dataclass(frozen=True, repr=False)
+class ReluBackwardThunk(ElementwiseThunk):
+    kind: ClassVar[str] = "ReluBackward"
+
+
+@dataclass(frozen=True, repr=False)
+class AddThunk(ElementwiseThunk):
+    kind: ClassVar[str] = "Add"
+
+
+@dataclass(frozen=True, repr=False)
+class GemmThunk(Thunk):
+    """c[m, n] = op(a) . op(b) (+ bias[n] per row): the dense layer and its two
+    gradients, one GEMM split into panels over the threads."""
+    a: Slice
+    b: Slice
+    bias: Optional[Slice]
+    c: Slice
+    m: int
+    n: int
+    k: int
+    trans_a: bool
+    trans_b: bool
+    max_threads: int
+
+    kind: ClassVar[str] = "Gemm"
+    reads: ClassVar[tuple] = ("a", "b", "bias")
+    writes: ClassVar[tuple] = ("c",)
+
+    @property
+    def flops(self):
+        return 2 * self.m * self.n * self.k
+
+    def bind(self, view):
+        return _train.GemmLaunch(view(self.a), view(self.b), _view_or_none(view, self.bias), view(self.c),
+                                 self.m, self.n, self.k, self.trans_a, self.trans_b, self.max_threads)
+
+
+@dataclass(frozen=True, repr=False)
+class SoftmaxCrossEntropyThunk(Thunk):
+    logits: Slice
+    labels: Slice
+    loss: Slice
+    n: int
+    k: int
+
+    kind: ClassVar[str] = "SoftmaxCrossEntropy"
+    reads: ClassVar[tuple] = ("logits", "labels")
+    writes: ClassVar[tuple] = ("loss",)
+
+    def bind(self, view):
+        return _train.SoftmaxCrossEntropyLaunch(view(self.logits), view(self.labels), view(self.loss),
+                                                self.n, self.k)
+
+
+@dataclass(frozen=True, repr=False)
+class SoftmaxCrossEntropyBackwardThunk(Thunk):
+    logits: Slice
+    labels: Slice
+    grad_loss: Slice
+    dlogits: Slice
+    n: int
+    k: int
+
+    kind: ClassVar[str] = "SoftmaxCrossEntropyBackward"
+    reads: ClassVar[tuple] = ("logits", "labels", "grad_loss")
+    writes: ClassVar[tuple] = ("dlogits",)
+
+    def bind(self, view):
+        return _train.SoftmaxCrossEntropyBackwardLaunch(view(self.logits), view(self.labels),
+                                                        view(self.grad_loss), view(self.dlogits),
+                                                        self.n, self.k)

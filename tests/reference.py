@@ -306,3 +306,170 @@ def col2im_rows(cols, image, kernel, stride=1, pads_begin=0, pads_end=0, dilatio
                     if all(0 <= tap[i] < image[i] for i in range(nsp)):
                         x[(b, ch) + tap] += cols[b * nl + li, ch * nk + ti]
     return x
+
+
+# Convolution gradients (1-D, 2-D, 3-D)  [training]
+# ---------------------------------------------------------------------------
+
+def _conv_geometry(nsp, stride, pads_begin, pads_end, dilation):
+    return _tuple(stride, nsp), _tuple(pads_begin, nsp), _tuple(pads_end, nsp), _tuple(dilation, nsp)
+
+
+def _tap_slices(taps, s, d, out_sp):
+    """The strided window of the padded input that kernel tap `taps` reads."""
+    return tuple(slice(taps[i] * d[i], taps[i] * d[i] + s[i] * (out_sp[i] - 1) + 1, s[i])
+                 for i in range(len(taps)))
+
+
+def conv_nd_backward_input(dy, w, input_shape, stride=1, pads_begin=0, pads_end=0, dilation=1, groups=1):
+    """d/dx of sum(conv_nd(x, w) * dy), float64: the adjoint of conv_nd.
+
+    Every kernel tap's strided window of the *padded* input receives
+    W_tap^T . dy; the padding is cut away at the end (gradient flowing into
+    padding is dropped; input positions no window reaches get 0)."""
+    dy = np.asarray(dy, dtype=np.float64)
+    w = np.asarray(w, dtype=np.float64)
+    nsp = len(input_shape) - 2
+    s, pb, pe, d = _conv_geometry(nsp, stride, pads_begin, pads_end, dilation)
+    n, c_in = input_shape[:2]
+    c_out, cpg = w.shape[:2]
+    cog = c_out // groups
+    out_sp = dy.shape[2:]
+    dxp = np.zeros((n, c_in) + tuple(input_shape[2 + i] + pb[i] + pe[i] for i in range(nsp)))
+    for g in range(groups):
+        wg = w[g * cog:(g + 1) * cog]
+        dyg = dy[:, g * cog:(g + 1) * cog]
+        for taps in itertools.product(*[range(k) for k in w.shape[2:]]):
+            wt = wg[(slice(None), slice(None)) + tuple(taps)]        # [cog, cpg]
+            window = (slice(None), slice(g * cpg, (g + 1) * cpg)) + _tap_slices(taps, s, d, out_sp)
+            dxp[window] += np.einsum("no...,oc->nc...", dyg, wt)
+    crop = tuple(slice(pb[i], pb[i] + input_shape[2 + i]) for i in range(nsp))
+    return dxp[(slice(None), slice(None)) + crop]
+
+
+def conv_nd_backward_weight(x, dy, weight_shape, stride=1, pads_begin=0, pads_end=0, dilation=1, groups=1):
+    """d/dw of sum(conv_nd(x, w) * dy), float64: for every tap, the window it
+    reads correlated with dy over batch and positions."""
+    x = np.asarray(x, dtype=np.float64)
+    dy = np.asarray(dy, dtype=np.float64)
+    nsp = x.ndim - 2
+    s, pb, pe, d = _conv_geometry(nsp, stride, pads_begin, pads_end, dilation)
+    xp = np.pad(x, [(0, 0), (0, 0)] + [(pb[i], pe[i]) for i in range(nsp)])
+    c_out, cpg = weight_shape[:2]
+    cog = c_out // groups
+    out_sp = dy.shape[2:]
+    dw = np.zeros(tuple(weight_shape))
+    for g in range(groups):
+        xg = xp[:, g * cpg:(g + 1) * cpg]
+        dyg = dy[:, g * cog:(g + 1) * cog]
+        for taps in itertools.product(*[range(k) for k in weight_shape[2:]]):
+            patch = xg[(slice(None), slice(None)) + _tap_slices(taps, s, d, out_sp)]   # [N, cpg, *out]
+            sp = "xyz"[:nsp]
+            dw[(slice(g * cog, (g + 1) * cog), slice(None)) + tuple(taps)] = \
+                np.einsum(f"nc{sp},no{sp}->oc", patch, dyg)
+    return dw
+
+
+# ---------------------------------------------------------------------------
+# Pooling gradients (N-d)  [training]
+# The adjoints of max_pool_nd / avg_pool_nd above, same window rules.
+# ---------------------------------------------------------------------------
+
+def max_pool_nd_backward(x, dy, kernel, stride=None, pads_begin=0, pads_end=0, dilation=1, ceil_mode=False):
+    """dx of max_pool_nd: each output's gradient added at the input its index
+    names (overlapping windows accumulate)."""
+    x = np.asarray(x, dtype=np.float64)
+    dy = np.asarray(dy, dtype=np.float64)
+    _, idx = max_pool_nd(x, kernel, stride, pads_begin, pads_end, dilation, ceil_mode)
+    assert dy.shape == idx.shape, (dy.shape, idx.shape)
+    dx = np.zeros(x.shape[:2] + (int(np.prod(x.shape[2:])),))
+    for n in range(x.shape[0]):
+        for c in range(x.shape[1]):
+            np.add.at(dx[n, c], idx[n, c].ravel(), dy[n, c].ravel())
+    return dx.reshape(x.shape)
+
+
+def avg_pool_nd_backward(dy, input_shape, kernel, stride=None, pads_begin=0, pads_end=0, dilation=1,
+                         ceil_mode=False, count_include_pad=True, divisor_override=None):
+    """dx of avg_pool_nd: each in-bounds tap of a window gets the window's
+    gradient over the divisor avg_pool_nd used."""
+    dy = np.asarray(dy, dtype=np.float64)
+    nsp = len(input_shape) - 2
+    k = _tuple(kernel, nsp)
+    s = k if stride is None else _tuple(stride, nsp)
+    pb, pe, d = _tuple(pads_begin, nsp), _tuple(pads_end, nsp), _tuple(dilation, nsp)
+    size = tuple(input_shape[2:])
+    out_sp = [pool_out_size(size[i], k[i], s[i], pb[i], pe[i], d[i], ceil_mode) for i in range(nsp)]
+    assert dy.shape == tuple(input_shape[:2]) + tuple(out_sp), (dy.shape, out_sp)
+    dx = np.zeros(tuple(input_shape))
+    for o in itertools.product(*[range(v) for v in out_sp]):
+        taps = _window_taps(o, k, s, pb, d)
+        inside = [t for t in taps if all(0 <= t[i] < size[i] for i in range(nsp))]
+        padded = sum(all(-pb[i] <= t[i] < size[i] + pe[i] for i in range(nsp)) for t in taps)
+        div = divisor_override or (padded if count_include_pad else len(inside))
+        for t in inside:
+            dx[(slice(None), slice(None)) + t] += dy[(slice(None), slice(None)) + o] / div
+    return dx
+
+
+# ---------------------------------------------------------------------------
+# Dense layer, ReLU, softmax cross-entropy  [training]
+# ---------------------------------------------------------------------------
+
+def relu(x):
+    x = np.asarray(x, dtype=np.float64)
+    return np.where(x > 0, x, 0.0)
+
+
+def linear(x, w, b=None):
+    """x [N, in] . w[out, in]^T + b."""
+    y = np.asarray(x, dtype=np.float64) @ np.asarray(w, dtype=np.float64).T
+    return y if b is None else y + np.asarray(b, dtype=np.float64)
+
+
+def softmax_cross_entropy(logits, labels):
+    """mean_n(log sum_j exp z_nj - z_n,label_n)."""
+    z = np.asarray(logits, dtype=np.float64)
+    lab = np.asarray(labels).astype(np.int64)
+    zmax = z.max(axis=1, keepdims=True)
+    lse = zmax[:, 0] + np.log(np.exp(z - zmax).sum(axis=1))
+    return float(np.mean(lse - z[np.arange(len(lab)), lab]))
+
+
+def softmax_cross_entropy_backward(logits, labels, grad_loss=1.0):
+    z = np.asarray(logits, dtype=np.float64)
+    lab = np.asarray(labels).astype(np.int64)
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    p[np.arange(len(lab)), lab] -= 1.0
+    return grad_loss * p / len(lab)
+
+
+# ---------------------------------------------------------------------------
+# Central finite differences  [training]
+# ---------------------------------------------------------------------------
+
+def numeric_grad(f, x, indices, eps=1e-3):
+    """(f(x + eps e_i) - f(x - eps e_i)) / (2 eps) for each flat index i, in
+    float64; f maps a float64 array shaped like x to a scalar."""
+    x = np.array(x, dtype=np.float64)
+    flat = x.reshape(-1)
+    out = []
+    for i in indices:
+        old = flat[i]
+        flat[i] = old + eps
+        fp = f(x)
+        flat[i] = old - eps
+        fm = f(x)
+        flat[i] = old
+        out.append((fp - fm) / (2 * eps))
+    return np.array(out)
+
+
+def sample_indices(size, count, rng):
+    """`count` distinct flat indices of an array of `size` values, always
+    including the first and the last (border taps meet the padding)."""
+    if size <= count:
+        return np.arange(size)
+    mid = rng.choice(np.arange(1, size - 1), size=count - 2, replace=False)
+    return np.concatenate([[0], np.sort(mid), [size - 1]])

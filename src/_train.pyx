@@ -1,0 +1,286 @@
+# The small non-convolution kernels a CNN training step needs, float32:
+# bias add and its reduction, ReLU and its mask, elementwise add (gradient
+# accumulation), a dense layer as one GEMM, softmax cross-entropy and its
+# gradient.  Flatten/reshape has no kernel: the compiler aliases the buffer.
+#
+# Each launch writes its whole output (nothing accumulates across runs), so
+# the planner may reuse output bytes.  Work below PARALLEL_MIN elements runs
+# on one thread: a fork/join costs more than it saves there.
+cimport cython
+from cython.parallel cimport prange
+from libc.math cimport exp, log, NAN
+
+from _blas cimport sgemm_rm_split
+
+import numpy as np
+
+cdef Py_ssize_t PARALLEL_MIN = 32768
+cdef Py_ssize_t BLOCK = 4096
+
+
+cdef inline int _threads_for(Py_ssize_t work, int t) noexcept nogil:
+    return t if work >= PARALLEL_MIN else 1
+
+
+cdef inline int _clamp_threads(int nthreads, int max_threads) noexcept nogil:
+    return nthreads if 0 < nthreads <= max_threads else max_threads
+
+
+# ---------------------------------------------------------------------------
+# bias add / bias gradient over the channel axis (axis 1) of [N, C, S...]
+# ---------------------------------------------------------------------------
+
+cdef class BiasAddLaunch:
+    """y[n, c, s] = x[n, c, s] + bias[c]."""
+    cdef const float[::1] x
+    cdef const float[::1] bias
+    cdef float[::1] y
+    cdef Py_ssize_t n, c, s
+    cdef int max_threads
+
+    def __init__(self, x, bias, y, Py_ssize_t n, Py_ssize_t c, Py_ssize_t s, int max_threads):
+        self.x, self.bias, self.y = x, bias, y
+        self.n, self.c, self.s = n, c, s
+        self.max_threads = max(1, max_threads)
+
+    cpdef execute(self, int nthreads):
+        cdef int t = _threads_for(self.n * self.c * self.s, _clamp_threads(nthreads, self.max_threads))
+        cdef Py_ssize_t plane, i, base
+        cdef float b
+        with nogil:
+            for plane in prange(self.n * self.c, num_threads=t, schedule='static'):
+                b = self.bias[plane % self.c]
+                base = plane * self.s
+                for i in range(self.s):
+                    self.y[base + i] = self.x[base + i] + b
+            # end: prange
+        return None
+
+
+cdef class BiasGradLaunch:
+    """db[c] = sum over n and s of dy[n, c, s] (double accumulation, fixed order)."""
+    cdef const float[::1] dy
+    cdef float[::1] db
+    cdef Py_ssize_t n, c, s
+    cdef int max_threads
+
+    def __init__(self, dy, db, Py_ssize_t n, Py_ssize_t c, Py_ssize_t s, int max_threads):
+        self.dy, self.db = dy, db
+        self.n, self.c, self.s = n, c, s
+        self.max_threads = max(1, max_threads)
+
+    cpdef execute(self, int nthreads):
+        cdef int t = _threads_for(self.n * self.c * self.s, _clamp_threads(nthreads, self.max_threads))
+        cdef Py_ssize_t ch
+        with nogil:
+            # one channel per iteration: each db[c] is summed by one thread in
+            # one order, so the result does not depend on the thread count
+            for ch in prange(self.c, num_threads=t, schedule='static'):
+                _bias_grad_channel(self.dy, self.db, self.n, self.c, self.s, ch)
+            # end: prange
+        return None
+
+
+cdef int _bias_grad_channel(const float[::1] dy, float[::1] db, Py_ssize_t n, Py_ssize_t c,
+                            Py_ssize_t s, Py_ssize_t ch) except -1 nogil:
+    # four independent double accumulators: a single chain is add-latency bound
+    cdef double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0
+    cdef Py_ssize_t ni, i, base
+    for ni in range(n):
+        base = (ni * c + ch) * s
+        i = 0
+        while i + 4 <= s:
+            a0 += dy[base + i]
+            a1 += dy[base + i + 1]
+            a2 += dy[base + i + 2]
+            a3 += dy[base + i + 3]
+            i += 4
+        while i < s:
+            a0 += dy[base + i]
+            i += 1
+    db[ch] = <float>((a0 + a1) + (a2 + a3))
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# elementwise
+# ---------------------------------------------------------------------------
+
+cdef enum:
+    E_RELU = 0            # out = a > 0 ? a : 0   (NaN stays NaN, as torch.relu)
+    E_RELU_BACKWARD = 1   # out = b <= 0 ? 0 : a  (a = dy, b = relu output; torch's threshold_backward)
+    E_ADD = 2             # out = a + b
+
+ELEM_RELU = E_RELU
+ELEM_RELU_BACKWARD = E_RELU_BACKWARD
+ELEM_ADD = E_ADD
+
+
+cdef int _elementwise_block(int op, const float[::1] a, const float[::1] b, float[::1] out,
+                            Py_ssize_t lo, Py_ssize_t hi) except -1 nogil:
+    cdef Py_ssize_t i
+    cdef float v, m
+    if op == E_RELU:
+        for i in range(lo, hi):
+            v = a[i]
+            out[i] = 0.0 if v <= 0.0 else v
+    elif op == E_RELU_BACKWARD:
+        for i in range(lo, hi):
+            # load both first so the select compiles branch-free (the mask is
+            # data-dependent and would mispredict half the time)
+            v = a[i]
+            m = b[i]
+            out[i] = 0.0 if m <= 0.0 else v
+    else:
+        for i in range(lo, hi):
+            out[i] = a[i] + b[i]
+    return 0
+
+
+cdef class ElementwiseLaunch:
+    cdef const float[::1] a
+    cdef const float[::1] b
+    cdef float[::1] out
+    cdef int op
+    cdef Py_ssize_t size
+    cdef int max_threads
+
+    def __init__(self, int op, a, b, out, Py_ssize_t size, int max_threads):
+        self.op = op
+        self.a = a
+        self.b = b if b is not None else a
+        self.out = out
+        self.size = size
+        self.max_threads = max(1, max_threads)
+
+    cpdef execute(self, int nthreads):
+        cdef int t = _threads_for(self.size, _clamp_threads(nthreads, self.max_threads))
+        cdef Py_ssize_t nblk = (self.size + BLOCK - 1) // BLOCK
+        cdef Py_ssize_t blk
+        with nogil:
+            for blk in prange(nblk, num_threads=t, schedule='static'):
+                _elementwise_block(self.op, self.a, self.b, self.out, blk * BLOCK,
+                                   min((blk + 1) * BLOCK, self.size))
+            # end: prange
+        return None
+
+
+# ---------------------------------------------------------------------------
+# dense layer pieces: C[m, n] = op(A) . op(B) (+ bias[n] on every row)
+# ---------------------------------------------------------------------------
+
+cdef class GemmLaunch:
+    """One GEMM split into panels over the threads (never nested BLAS threads).
+    A is [m, k] (or [k, m] when trans_a), B is [k, n] (or [n, k] when trans_b)."""
+    cdef const float[::1] a
+    cdef const float[::1] b
+    cdef const float[::1] bias
+    cdef float[::1] c
+    cdef bint trans_a, trans_b, has_bias
+    cdef int m, n, k
+    cdef int max_threads
+
+    def __init__(self, a, b, bias, c, int m, int n, int k, bint trans_a, bint trans_b,
+                 int max_threads):
+        self.a, self.b, self.c = a, b, c
+        self.has_bias = bias is not None
+        self.bias = bias if bias is not None else np.zeros(1, np.float32)
+        self.m, self.n, self.k = m, n, k
+        self.trans_a, self.trans_b = trans_a, trans_b
+        self.max_threads = max(1, max_threads)
+
+    cpdef execute(self, int nthreads):
+        cdef int t = _clamp_threads(nthreads, self.max_threads)
+        cdef int lda = self.m if self.trans_a else self.k
+        cdef int ldb = self.k if self.trans_b else self.n
+        cdef Py_ssize_t i, j
+        with nogil:
+            sgemm_rm_split(self.trans_a, self.trans_b, self.m, self.n, self.k, 1.0,
+                           &self.a[0], lda, &self.b[0], ldb, 0.0, &self.c[0], self.n, t)
+            if self.has_bias:
+                for i in range(self.m):
+                    for j in range(self.n):
+                        self.c[i * self.n + j] += self.bias[j]
+        return None
+
+
+# ---------------------------------------------------------------------------
+# softmax cross-entropy over the last axis of [N, K] logits, class-index labels
+#   loss = mean_n (logsumexp(z_n) - z_n[label_n])
+#   dz   = g / N * (softmax(z_n) - onehot(label_n))
+# A label that is not an integer in [0, K) makes that sample's loss and
+# gradient NaN (never an out-of-bounds read).
+# ---------------------------------------------------------------------------
+
+cdef inline Py_ssize_t _label(float v, Py_ssize_t k) noexcept nogil:
+    cdef Py_ssize_t i
+    if not (v >= 0.0 and v < <float>k):
+        return -1
+    i = <Py_ssize_t>v
+    return i if <float>i == v else -1
+
+
+cdef double _logsumexp_row(const float[::1] z, Py_ssize_t base, Py_ssize_t k) noexcept nogil:
+    cdef double m = z[base]
+    cdef double acc = 0.0
+    cdef Py_ssize_t j
+    for j in range(1, k):
+        if z[base + j] > m:
+            m = z[base + j]
+    for j in range(k):
+        acc += exp(<double>z[base + j] - m)
+    return m + log(acc)
+
+
+cdef class SoftmaxCrossEntropyLaunch:
+    cdef const float[::1] logits
+    cdef const float[::1] labels
+    cdef float[::1] loss
+    cdef Py_ssize_t n, k
+
+    def __init__(self, logits, labels, loss, Py_ssize_t n, Py_ssize_t k):
+        self.logits, self.labels, self.loss = logits, labels, loss
+        self.n, self.k = n, k
+
+    cpdef execute(self, int nthreads):
+        cdef Py_ssize_t i, lab
+        cdef double total = 0.0
+        with nogil:
+            for i in range(self.n):
+                lab = _label(self.labels[i], self.k)
+                if lab < 0:
+                    total = NAN
+                    break
+                total += _logsumexp_row(self.logits, i * self.k, self.k) - self.logits[i * self.k + lab]
+            self.loss[0] = <float>(total / self.n)
+        return None
+
+
+cdef class SoftmaxCrossEntropyBackwardLaunch:
+    cdef const float[::1] logits
+    cdef const float[::1] labels
+    cdef const float[::1] grad_loss
+    cdef float[::1] dlogits
+    cdef Py_ssize_t n, k
+
+    def __init__(self, logits, labels, grad_loss, dlogits, Py_ssize_t n, Py_ssize_t k):
+        self.logits, self.labels, self.grad_loss, self.dlogits = logits, labels, grad_loss, dlogits
+        self.n, self.k = n, k
+
+    cpdef execute(self, int nthreads):
+        cdef Py_ssize_t i, j, lab, base
+        cdef double lse, scale
+        with nogil:
+            scale = <double>self.grad_loss[0] / self.n
+            for i in range(self.n):
+                base = i * self.k
+                lab = _label(self.labels[i], self.k)
+                if lab < 0:
+                    for j in range(self.k):
+                        self.dlogits[base + j] = NAN
+                    continue
+                lse = _logsumexp_row(self.logits, base, self.k)
+                for j in range(self.k):
+                    self.dlogits[base + j] = <float>(scale * (exp(<double>self.logits[base + j] - lse)
+                                                              - (1.0 if j == lab else 0.0)))
+        return None

@@ -1,0 +1,293 @@
+"""Conv backward (input and weight gradients) for 1-D, 2-D and 3-D convs.
+
+Checked against the float64 adjoint in reference.py, against central finite
+differences of the float64 forward reference (conv_nd), for thread-count
+invariance and run-to-run determinism, against NaN guards around every
+buffer, and for build-time errors."""
+import numpy as np
+import pytest
+
+import reference as R
+from guarded import Guarded
+import rlx_cpu
+from rlx_cpu import _backward, functional as F
+from rlx_cpu.algorithms import ConvBackwardAlgorithm, ConvFlags, select_conv_backward_algorithm
+from rlx_cpu.thunks import ConvBackwardInputThunk, ConvBackwardWeightThunk
+
+# id, n, c_in, c_out, groups, spatial, kernel, stride, pads_begin, pads_end, dilation
+CASES = [
+    ("2d-basic", 2, 3, 4, 1, (7, 8), (3, 3), 1, 1, 1, 1),
+    ("2d-stride-asym-pad-grouped", 3, 4, 6, 2, (9, 7), (3, 2), (2, 1), (1, 0), (0, 2), (1, 2)),
+    ("2d-dilated-b1", 1, 4, 4, 1, (9, 10), (3, 3), (1, 2), (2, 1), (1, 2), (2, 2)),
+    ("2d-depthwise", 2, 6, 6, 6, (6, 7), (3, 3), 2, 1, 1, 1),
+    ("2d-depthwise-b1", 1, 4, 8, 4, (5, 6), (3, 3), 1, (1, 0), (0, 1), 1),
+    ("2d-1x1", 3, 5, 4, 1, (5, 6), (1, 1), 1, 0, 0, 1),
+    ("2d-1x1-b1", 1, 5, 4, 1, (5, 6), (1, 1), 1, 0, 0, 1),
+    ("2d-1x1-grouped", 2, 4, 6, 2, (4, 5), (1, 1), 1, 0, 0, 1),
+    ("2d-1x1-strided", 2, 3, 4, 1, (7, 7), (1, 1), 2, 0, 0, 1),
+    ("2d-uncovered-tail", 2, 2, 3, 1, (8, 8), (3, 3), 3, 0, 0, 1),
+    ("2d-batch5", 5, 3, 4, 1, (6, 6), (3, 3), 1, (0, 1), (1, 0), 1),
+    ("2d-kernel-wider-than-stride", 2, 2, 2, 1, (6, 11), (2, 5), (1, 3), (1, 2), (0, 2), (1, 1)),
+    ("1d", 3, 4, 6, 2, (17,), (5,), 2, 2, 3, 2),
+    ("1d-b1", 1, 2, 3, 1, (12,), (3,), 1, 1, 1, 1),
+    ("3d", 2, 2, 4, 2, (4, 5, 6), (2, 3, 2), (1, 2, 1), (1, 0, 1), (0, 1, 1), (2, 1, 1)),
+    ("3d-b1", 1, 3, 2, 1, (5, 4, 4), (3, 2, 2), (2, 1, 1), 1, (1, 0, 0), 1),
+]
+IDS = [c[0] for c in CASES]
+
+
+def _tup(v, n):
+    return (v,) * n if isinstance(v, int) else tuple(v)
+
+
+class Case:
+    def __init__(self, spec, seed=0):
+        (self.name, n, c_in, c_out, self.groups, sp, self.kernel, stride, pb, pe, dil) = spec
+        self.nsp = len(sp)
+        self.stride, self.dilation = _tup(stride, self.nsp), _tup(dil, self.nsp)
+        self.pb, self.pe = _tup(pb, self.nsp), _tup(pe, self.nsp)
+        self.padding = tuple(zip(self.pb, self.pe))
+        self.x_shape = (n, c_in) + sp
+        self.w_shape = (c_out, c_in // self.groups) + self.kernel
+        rng = np.random.default_rng(seed)
+        self.x = rng.standard_normal(self.x_shape).astype(np.float32)
+        self.w = rng.standard_normal(self.w_shape).astype(np.float32)
+        y = self.forward(self.x, self.w)
+        self.dy = rng.standard_normal(y.shape).astype(np.float32)
+
+    def forward(self, x, w):
+        return R.conv_nd(x, w, None, self.stride, self.pb, self.pe, self.dilation, self.groups)
+
+    def ref_dx(self):
+        return R.conv_nd_backward_input(self.dy, self.w, self.x_shape, self.stride, self.pb, self.pe,
+                                        self.dilation, self.groups)
+
+    def ref_dw(self):
+        return R.conv_nd_backward_weight(self.x, self.dy, self.w_shape, self.stride, self.pb, self.pe,
+                                         self.dilation, self.groups)
+
+    def graph(self):
+        g = rlx_cpu.Graph()
+        dy, w, x = g.input("dy", self.dy.shape), g.input("w", self.w_shape), g.input("x", self.x_shape)
+        geo = dict(stride=self.stride, padding=self.padding, dilation=self.dilation, groups=self.groups)
+        dx = getattr(g, f"conv{self.nsp}d_backward_input")(dy, w, self.x_shape, **geo)
+        dw = getattr(g, f"conv{self.nsp}d_backward_weight")(x, dy, self.w_shape, **geo)
+        g.output(dx, dw)
+        return g
+
+    def feeds(self):
+        return {"dy": self.dy, "w": self.w, "x": self.x}
+
+    def plan(self, threads, algorithm="auto"):
+        return rlx_cpu.compile(self.graph(), conv_algorithm=algorithm, num_threads=threads)
+
+
+@pytest.fixture(params=CASES, ids=IDS)
+def case(request):
+    return Case(request.param)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("algorithm", ["auto", "reference"])
+def test_matches_float64_reference(case, algorithm, threads):
+    dx, dw = case.plan(threads, algorithm).run(case.feeds())
+    tol = 1e-4 if algorithm == "auto" else 1e-5      # GEMM in float32; reference loops in double
+    assert R.rel_error(dx, case.ref_dx()) <= tol
+    assert R.rel_error(dw, case.ref_dw()) <= tol
+
+
+def test_matches_central_differences_of_forward(case):
+    """d/dx and d/dw of L = sum(conv_nd(x, w) * dy), by central differences of
+    the float64 forward reference (eps 1e-3) at sampled entries."""
+    rng = np.random.default_rng(1)
+    dx, dw = case.plan(2).run(case.feeds())
+    dy = case.dy.astype(np.float64)
+    ix = R.sample_indices(dx.size, 20, rng)
+    iw = R.sample_indices(dw.size, 20, rng)
+    fd_x = R.numeric_grad(lambda x: float((case.forward(x, case.w) * dy).sum()), case.x, ix)
+    fd_w = R.numeric_grad(lambda w: float((case.forward(case.x, w) * dy).sum()), case.w, iw)
+    assert np.abs(dx.reshape(-1)[ix] - fd_x).max() <= 1e-4 * max(np.abs(dx).max(), 1e-30)
+    assert np.abs(dw.reshape(-1)[iw] - fd_w).max() <= 1e-4 * max(np.abs(dw).max(), 1e-30)
+
+
+def test_deterministic_and_thread_invariant(case):
+    p2 = case.plan(2)
+    first = p2.run(case.feeds())
+    again = p2.run(case.feeds())
+    for a, b in zip(first, again):
+        assert np.array_equal(a, b)                  # fixed thread count: bitwise the same
+    for a, b in zip(first, case.plan(1).run(case.feeds())):
+        assert R.rel_error(a, b) <= 1e-6
+
+
+def test_no_access_outside_buffers(case):
+    """NaN guards around every slice stay untouched and never leak into results."""
+    for threads in (1, 2):
+        gp = Guarded(case.plan(threads))
+        dx, dw = gp.run(case.feeds())
+        assert gp.guards_intact()
+        assert R.rel_error(dx, case.ref_dx()) <= 1e-4
+        assert R.rel_error(dw, case.ref_dw()) <= 1e-4
+
+
+def test_runs_with_fewer_threads_than_compiled_for(case):
+    """Scratch is sized for every thread count up to the plan's."""
+    plan = case.plan(2)
+    ctx = plan.new_context()
+    ctx.load(case.feeds())
+    for launch in ctx.launches:
+        launch.execute(1)
+    assert R.rel_error(ctx.outputs[0], case.ref_dx()) <= 1e-4
+    assert R.rel_error(ctx.outputs[1], case.ref_dw()) <= 1e-4
+
+
+def test_output_buffers_are_overwritten_not_accumulated():
+    """A second run with different data gives the new gradients (kernels write,
+    never add to, their outputs)."""
+    c1, c2 = Case(CASES[1], seed=3), Case(CASES[1], seed=4)
+    plan = c1.plan(2)
+    plan.run(c1.feeds())
+    dx, dw = plan.run(c2.feeds())
+    assert R.rel_error(dx, c2.ref_dx()) <= 1e-4
+    assert R.rel_error(dw, c2.ref_dw()) <= 1e-4
+
+
+# -- algorithm choice and scratch ------------------------------------------------
+
+def _thunks(plan):
+    return [t for t in plan.thunks if isinstance(t, (ConvBackwardInputThunk, ConvBackwardWeightThunk))]
+
+
+@pytest.mark.parametrize("name, want", [("2d-1x1", "gemm_1x1"), ("2d-1x1-strided", "gemm"),
+                                        ("3d", "gemm"), ("1d", "gemm")])
+def test_algorithm_choice(name, want):
+    case = Case(CASES[IDS.index(name)])
+    assert [t.algorithm.label for t in _thunks(case.plan(2))] == [want, want]
+    assert [t.algorithm.label for t in _thunks(case.plan(2, "reference"))] == ["reference"] * 2
+
+
+def test_fast_conv_off_selects_reference():
+    dims = _thunks(Case(CASES[0]).plan(1))[0].dims
+    assert select_conv_backward_algorithm(dims, "auto", ConvFlags(fast=False)) == ConvBackwardAlgorithm.REFERENCE
+    assert select_conv_backward_algorithm(dims, "auto", ConvFlags(fast=True)) == ConvBackwardAlgorithm.GEMM
+
+
+def test_weight_scratch_holds_per_thread_partials():
+    """Batch >= threads and few groups: one partial dW plus one patch slab per
+    thread, sized at compile time for the plan's thread count."""
+    case = Case(CASES[IDS.index("2d-batch5")])
+    tw = _thunks(case.plan(2))[1]
+    d = tw.dims
+    k = d.c_in // d.groups * int(np.prod(d.kernel))
+    p = int(np.prod(d.out_sp))
+    assert tw.scratch.nbytes == 4 * 2 * (d.c_out * k + k * p)
+    assert _thunks(case.plan(1))[1].scratch.nbytes == 4 * k * p
+
+
+def test_1x1_needs_no_scratch():
+    case = Case(CASES[IDS.index("2d-1x1-b1")])
+    ti, tw = _thunks(case.plan(2))
+    assert ti.scratch is None and tw.scratch is None
+
+
+def test_scratch_function_covers_every_thread_count():
+    dims = _thunks(Case(CASES[IDS.index("2d-batch5")]).plan(1))[1].dims.as_tuple()
+    for algo in (_backward.BWD_GEMM, _backward.BWD_GEMM_1X1):
+        sizes = [_backward.conv_backward_weight_scratch_floats(dims, algo, t) for t in range(1, 9)]
+        assert sizes == sorted(sizes)       # a plan for t threads covers any run with fewer
+
+
+# -- functional API -------------------------------------------------------------
+
+def test_functional_matches_torch_nn_grad_signature():
+    case = Case(CASES[1])
+    geo = (case.stride, case.padding, case.dilation, case.groups)
+    dx = F.conv2d_input(case.x_shape, case.w, case.dy, *geo)
+    dw = F.conv2d_weight(case.x, case.w_shape, case.dy, *geo)
+    assert R.rel_error(dx, case.ref_dx()) <= 1e-4
+    assert R.rel_error(dw, case.ref_dw()) <= 1e-4
+    assert np.array_equal(dx, rlx_cpu.conv2d_backward_input(case.dy, case.w, case.x_shape, *geo))
+    assert np.array_equal(dw, rlx_cpu.conv2d_backward_weight(case.x, case.dy, case.w_shape, *geo))
+
+
+@pytest.mark.parametrize("name", ["1d", "3d"])
+def test_functional_other_ranks(name):
+    case = Case(CASES[IDS.index(name)])
+    nd = case.nsp
+    geo = dict(stride=case.stride, padding=case.padding, dilation=case.dilation, groups=case.groups)
+    dx = getattr(F, f"conv{nd}d_input")(case.x_shape, case.w, case.dy, **geo)
+    dw = getattr(F, f"conv{nd}d_weight")(case.x, case.w_shape, case.dy, **geo)
+    assert R.rel_error(dx, case.ref_dx()) <= 1e-4
+    assert R.rel_error(dw, case.ref_dw()) <= 1e-4
+
+
+def test_symmetric_int_padding_as_torch():
+    """padding=p means p on both sides of every axis, as torch.nn.grad."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 3, 9, 8)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    dy = rng.standard_normal(R.conv_nd(x, w, None, 2, 1, 1).shape).astype(np.float32)
+    assert R.rel_error(F.conv2d_input(x.shape, w, dy, stride=2, padding=1),
+                       R.conv_nd_backward_input(dy, w, x.shape, 2, 1, 1)) <= 1e-4
+    assert R.rel_error(F.conv2d_weight(x, w.shape, dy, stride=2, padding=1),
+                       R.conv_nd_backward_weight(x, dy, w.shape, 2, 1, 1)) <= 1e-4
+
+
+# -- build-time errors ------------------------------------------------------------
+
+def _g():
+    g = rlx_cpu.Graph()
+    return g, g.input("dy", (1, 4, 6, 6)), g.input("w", (4, 3, 3, 3)), g.input("x", (1, 3, 8, 8))
+
+
+def test_error_grad_output_shape():
+    g, dy, w, x = _g()
+    with pytest.raises(ValueError, match=r"conv2d_backward_input: grad_output must have the conv's output "
+                                         r"shape \[1, 4, 3, 3\].*grad_output \[1, 4, 6, 6\]"):
+        g.conv2d_backward_input(dy, w, (1, 3, 8, 8), stride=2)
+    with pytest.raises(ValueError, match=r"conv2d_backward_weight: grad_output must have .*\[1, 4, 7, 7\]"):
+        g.conv2d_backward_weight(x, dy, (4, 3, 2, 2))
+
+
+def test_error_channels_and_groups():
+    g, dy, w, x = _g()
+    with pytest.raises(ValueError, match=r"conv2d_backward_input: channel mismatch: input has 6 channels "
+                                         r"but weight expects 3"):
+        g.conv2d_backward_input(dy, w, (1, 6, 8, 8))
+    with pytest.raises(ValueError, match=r"conv2d_backward_weight: groups=2 must divide in_channels=3"):
+        g.conv2d_backward_weight(x, dy, (4, 3, 3, 3), groups=2)
+    with pytest.raises(ValueError, match=r"groups must be a positive integer"):
+        g.conv2d_backward_input(dy, w, (1, 3, 8, 8), groups=0)
+
+
+def test_error_ranks_and_shape_arguments():
+    g, dy, w, x = _g()
+    with pytest.raises(ValueError, match=r"conv2d_backward_input: input must have rank 4, got input \[1, 3, 8\]"):
+        g.conv2d_backward_input(dy, w, (1, 3, 8))
+    with pytest.raises(ValueError, match=r"conv3d_backward_weight: input must have rank 5"):
+        g.conv3d_backward_weight(x, dy, (4, 3, 3, 3, 3))
+    with pytest.raises(TypeError, match=r"conv2d_backward_input: input_shape must be a sequence of ints"):
+        g.conv2d_backward_input(dy, w, 8)
+    with pytest.raises(ValueError, match=r"conv2d_backward_weight: every dim of weight_shape must be >= 1"):
+        g.conv2d_backward_weight(x, dy, (4, 3, 0, 3))
+
+
+def test_error_kernel_larger_than_input():
+    g = rlx_cpu.Graph()
+    dy = g.input("dy", (1, 2, 1, 1))
+    with pytest.raises(ValueError, match=r"conv2d_backward_input: the kernel does not fit the padded input"):
+        g.conv2d_backward_input(dy, np.zeros((2, 1, 5, 5), np.float32), (1, 1, 3, 3))
+
+
+@pytest.mark.parametrize("name, input_way, weight_way", [
+    ("2d-dilated-b1", "split", "split"),          # batch 1: GEMM panels and rows over both threads
+    ("3d-b1", "split", "split"),
+    ("2d-1x1-b1", "split", "split"),
+    ("2d-batch5", "items", "batch"),              # batch >= threads: per-thread partial dW
+    ("2d-depthwise-b1", "items", "groups"),       # groups >= threads: one group per thread
+])
+def test_every_core_is_used_even_at_batch_1(name, input_way, weight_way):
+    dims = _thunks(Case(CASES[IDS.index(name)]).plan(2))[0].dims.as_tuple()
+    assert _backward.parallel_strategy("input", dims, 2) == input_way
+    assert _backward.parallel_strategy("weight", dims, 2) == weight_way
+    assert _backward.parallel_strategy("weight", dims, 1) == "serial"
