@@ -146,7 +146,8 @@ def test_winograd_filters_are_transformed_once_at_compile_time(rng):
 
 
 @pytest.mark.skipif(not _runtime.openmp_enabled(), reason="single-threaded build (no OpenMP)")
-@pytest.mark.parametrize("build", ["conv1x1", "conv_transpose2d", "im2col_conv"])
+@pytest.mark.parametrize("build", ["conv1x1", "conv_transpose2d", "im2col_conv", "backward_input",
+                                   "backward_weight"])
 def test_batch_one_kernels_use_every_core(rng, build):
     # upstream ran Conv2D1x1, conv-transpose and the backward kernels on one
     # core at batch 1.  With 2 threads the process must burn clearly more CPU
@@ -160,9 +161,15 @@ def test_batch_one_kernels_use_every_core(rng, build):
     elif build == "conv_transpose2d":
         w = rng.standard_normal((128, 32, 4, 4)).astype(np.float32)
         fn = lambda g, x: g.conv_transpose2d(x, w, stride=2, padding=1)  # noqa: E731
-    else:
+    elif build == "im2col_conv":
         w = rng.standard_normal((64, 128, 3, 3)).astype(np.float32)
         fn = lambda g, x: g.conv2d(x, w, stride=2, padding=1)   # noqa: E731
+    elif build == "backward_input":    # x plays dy [1, 128, 56, 56]; dx is [1, 64, 56, 56]
+        w = rng.standard_normal((128, 64, 3, 3)).astype(np.float32)
+        fn = lambda g, x: g.conv2d_backward_input(x, w, (1, 64, 56, 56), padding=1)  # noqa: E731
+    else:                              # dW of a 3x3 128->64 conv from x and dy
+        dy = rng.standard_normal((1, 64, 56, 56)).astype(np.float32)
+        fn = lambda g, x: g.conv2d_backward_weight(x, dy, (64, 128, 3, 3), padding=1)  # noqa: E731
     plan, _ = _run(fn, {"x": x}, num_threads=2)
     best = 0.0
     for _ in range(5):
