@@ -44,11 +44,11 @@ def available_cpus():
 
 def get_num_threads():
     """Threads a newly compiled plan will use (1 when built without OpenMP)."""
+    env = _env_threads()          # validated even where it cannot take effect
     if not _runtime.openmp_enabled():
         return 1
     if _explicit is not None:
         return _explicit
-    env = _env_threads()
     if env is not None:
         return env
     if os.environ.get("OMP_NUM_THREADS", "").strip():
