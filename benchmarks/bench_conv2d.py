@@ -16,6 +16,7 @@ import time
 import numpy as np
 
 import rlx_cpu
+from _harness import median_ms, optional_torch
 
 SHAPES = {
     # name: (N, C_in, H, W, C_out, k, stride, pad, groups)
@@ -27,17 +28,6 @@ SHAPES = {
     "depthwise": (1, 128, 56, 56, 128, 3, 1, 1, 128),
 }
 ALGOS = ["im2col", "direct", "winograd", "reference"]
-
-
-def _median_ms(fn, repeat, warmup=2):
-    for _ in range(warmup):
-        fn()
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(ts)
 
 
 def bench_shape(name, spec, threads, repeat, algos, torch):
@@ -58,7 +48,7 @@ def bench_shape(name, spec, threads, repeat, algos, torch):
             torch.set_num_threads(t)
             tx, tw = torch.from_numpy(x), torch.from_numpy(wt)
             with torch.inference_mode():
-                torch_ms = _median_ms(lambda: torch.nn.functional.conv2d(tx, tw, None, s, p, 1, g), repeat)
+                torch_ms = median_ms(lambda: torch.nn.functional.conv2d(tx, tw, None, s, p, 1, g), repeat)
         for algo in algos:
             try:
                 plan = rlx_cpu.compile(graph, conv_algorithm=algo, num_threads=t)
@@ -83,8 +73,8 @@ def per_run_overhead(repeat):
     plan = rlx_cpu.compile(g, num_threads=1)
     feeds = {"x": np.ones((1, 1, 4, 4), np.float32)}
     out = [np.empty((1, 1, 4, 4), np.float32)]
-    run_us = 1e3 * _median_ms(lambda: plan.run(feeds), repeat * 50)
-    into_us = 1e3 * _median_ms(lambda: plan.run_into(feeds, out), repeat * 50)
+    run_us = 1e3 * median_ms(lambda: plan.run(feeds), repeat * 50)
+    into_us = 1e3 * median_ms(lambda: plan.run_into(feeds, out), repeat * 50)
     kernel_us = 1e6 * statistics.median(plan.profile(feeds, repeat=repeat * 50)[i][1] for i in [0])
     return run_us, into_us, kernel_us
 
@@ -97,12 +87,7 @@ def main():
     ap.add_argument("--algos", default=",".join(ALGOS))
     ap.add_argument("--no-torch", action="store_true")
     args = ap.parse_args()
-    torch = None
-    if not args.no_torch:
-        try:
-            import torch  # noqa: F811
-        except ImportError:
-            torch = None
+    torch = optional_torch(args.no_torch)
     threads = [int(t) for t in args.threads.split(",")]
     print(f"rlx_cpu {rlx_cpu.__version__}; torch {torch.__version__ if torch else 'not installed'}; "
           f"median of {args.repeat}")

@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 import rlx_cpu
+from _harness import median_ms, optional_torch
 
 # name: (op, N, C_in, spatial, C_out, kernel, stride, pad, output_padding, groups)
 SHAPES = {
@@ -29,17 +30,6 @@ SHAPES = {
     "ct3d": ("conv_transpose3d", 1, 32, (8, 16, 16), 16, 4, 2, 1, 0, 1),
 }
 ALGOS = ["im2col", "reference"]
-
-
-def _median_ms(fn, repeat, warmup=2):
-    for _ in range(warmup):
-        fn()
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(ts)
 
 
 def _torch_fn(torch, op, x, w, s, p, op_pad, g):
@@ -71,7 +61,7 @@ def bench_shape(name, spec, threads, repeat, algos, torch):
         if torch is not None:
             torch.set_num_threads(t)
             with torch.inference_mode():
-                torch_ms = _median_ms(_torch_fn(torch, op, x, wt, s, p, op_pad, g), repeat)
+                torch_ms = median_ms(_torch_fn(torch, op, x, wt, s, p, op_pad, g), repeat)
         for algo in algos:
             plan = rlx_cpu.compile(graph, conv_algorithm=algo, num_threads=t)
             th = plan.thunks[-1]
@@ -94,12 +84,7 @@ def main():
     ap.add_argument("--algos", default=",".join(ALGOS))
     ap.add_argument("--no-torch", action="store_true")
     args = ap.parse_args()
-    torch = None
-    if not args.no_torch:
-        try:
-            import torch  # noqa: F811
-        except ImportError:
-            torch = None
+    torch = optional_torch(args.no_torch)
     threads = [int(t) for t in args.threads.split(",")]
     print(f"rlx_cpu {rlx_cpu.__version__}; torch {torch.__version__ if torch else 'not installed'}; "
           f"median of {args.repeat}")

@@ -2,10 +2,9 @@
 
     python benchmarks/bench_pool.py [--repeat 30] [--threads 1,2] [--shapes mp2d,ap2d]
 
-For each shape and thread count it prints the best-of-`repeat` ms of the kernel
-alone (launches run directly: no input copy, no output allocation; the
-minimum, because on a shared machine the median mostly measures other
-processes' scheduling), the effective bandwidth
+For each shape and thread count it prints the median ms over `repeat` runs of
+the kernel alone (launches run directly: no input copy, no output
+allocation), the effective bandwidth
 GB/s (input bytes read once + output bytes written, the memory-bound lower
 bound on traffic) and Gtap/s (window taps visited per second: outputs x
 kernel volume).  With torch installed it times the matching
@@ -19,6 +18,7 @@ import time
 import numpy as np
 
 import rlx_cpu
+from _harness import median_ms, optional_torch
 from rlx_cpu import _runtime
 
 # name: (description, input shape, graph builder, torch call, taps per output)
@@ -53,17 +53,6 @@ SHAPES = {
 }
 
 
-def _best_ms(fn, repeat, warmup=2):
-    for _ in range(warmup):
-        fn()
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return 1e3 * min(ts)
-
-
 def bench_shape(name, spec, threads, repeat, torch):
     desc, shape, build, torch_call, taps = spec
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
@@ -76,7 +65,7 @@ def bench_shape(name, spec, threads, repeat, torch):
         plan = rlx_cpu.compile(g, num_threads=t)
         ctx = plan.new_context()
         ctx.load({"x": x})
-        ms = _best_ms(lambda: _runtime.run_launches(ctx.launches, t), repeat)
+        ms = median_ms(lambda: _runtime.run_launches(ctx.launches, t), repeat)
         out_bytes = sum(int(np.prod(s)) * np.dtype(d).itemsize
                         for s, d in zip(plan.output_shapes, plan.output_dtypes))
         gbs = (x.nbytes + out_bytes) / (ms * 1e-3) / 1e9
@@ -87,7 +76,7 @@ def bench_shape(name, spec, threads, repeat, torch):
             torch.set_num_threads(t)
             tx = torch.from_numpy(x)
             with torch.inference_mode():
-                torch_ms = _best_ms(lambda: torch_call(torch.nn.functional, tx), repeat)
+                torch_ms = median_ms(lambda: torch_call(torch.nn.functional, tx), repeat)
         rows.append((name, desc, t, ms, gbs, gtaps, torch_ms))
     return rows
 
@@ -97,12 +86,10 @@ def main():
     ap.add_argument("--repeat", type=int, default=50)
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--shapes", default=",".join(SHAPES))
+    ap.add_argument("--no-torch", action="store_true")
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
-    try:
-        import torch
-    except ImportError:
-        torch = None
+    torch = optional_torch(args.no_torch)
     print(f"{'shape':10} {'op':32} {'thr':>3} {'ms':>8} {'GB/s':>7} {'Gtap/s':>7} {'torch ms':>9} {'torch/rlx':>9}")
     for name in args.shapes.split(","):
         for row in bench_shape(name, SHAPES[name], threads, args.repeat, torch):

@@ -22,6 +22,7 @@ from cython.parallel cimport prange, threadid
 from libc.string cimport memcpy, memset
 
 from _blas cimport sgemm_rm, sgemm_rm_split
+from _epilogue cimport add_bias_planes
 
 import numpy as np
 
@@ -133,19 +134,6 @@ def scratch_floats(tuple dims, int algorithm, int nthreads):
 # ---------------------------------------------------------------------------
 # Shared pieces
 # ---------------------------------------------------------------------------
-
-cdef int _bias_epilogue(float[::1] y, Py_ssize_t y_off, const float[::1] bias,
-                        Py_ssize_t c0, Py_ssize_t nch, Py_ssize_t plane) except -1 nogil:
-    """y[c, :] += bias[c0 + c] for nch consecutive planes starting at y_off."""
-    cdef Py_ssize_t c, i, base
-    cdef float b
-    for c in range(nch):
-        b = bias[c0 + c]
-        base = y_off + c * plane
-        for i in range(plane):
-            y[base + i] += b
-    return 0
-
 
 cdef int _im2col_row(const float[::1] x, Py_ssize_t x_off, float[::1] col,
                      Py_ssize_t col_off, const ConvGeom* g, Py_ssize_t r) except -1 nogil:
@@ -463,7 +451,7 @@ cdef class Conv2DLaunch:
                 conv_reference(self.x, self.weight, self.y, &self.g, t)
             if self.has_bias and self.algorithm != A_WINOGRAD:
                 for item in prange(self.g.n * self.g.c_out, num_threads=t, schedule='static'):
-                    _bias_epilogue(self.y, item * plane, self.bias, item % self.g.c_out, 1, plane)
+                    add_bias_planes(self.y, item * plane, self.bias, item % self.g.c_out, 1, plane)
         return None
 
 

@@ -30,6 +30,7 @@ from cython.parallel cimport prange, threadid
 from libc.string cimport memcpy, memset
 
 from _blas cimport sgemm_rm, sgemm_rm_split
+from _epilogue cimport add_bias_planes, fill_bias_planes
 
 import numpy as np
 
@@ -296,35 +297,6 @@ cdef int _col2vol_row(const float[::1] col, Py_ssize_t col_off, float[::1] v, Py
     return 0
 
 
-cdef int _fill_planes(float[::1] y, Py_ssize_t y_off, const float[::1] bias, bint has_bias,
-                      Py_ssize_t c0, Py_ssize_t nch, Py_ssize_t plane) except -1 nogil:
-    """y[c] = bias[c0 + c] (or 0) for nch consecutive planes from y_off."""
-    cdef Py_ssize_t c, i, base
-    cdef float b
-    for c in range(nch):
-        base = y_off + c * plane
-        if not has_bias:
-            memset(&y[base], 0, plane * sizeof(float))
-            continue
-        b = bias[c0 + c]
-        for i in range(plane):
-            y[base + i] = b
-    return 0
-
-
-cdef int _add_bias(float[::1] y, Py_ssize_t y_off, const float[::1] bias,
-                   Py_ssize_t c0, Py_ssize_t nch, Py_ssize_t plane) except -1 nogil:
-    """y[c] += bias[c0 + c] for nch consecutive planes from y_off."""
-    cdef Py_ssize_t c, i, base
-    cdef float b
-    for c in range(nch):
-        b = bias[c0 + c]
-        base = y_off + c * plane
-        for i in range(plane):
-            y[base + i] += b
-    return 0
-
-
 # ---------------------------------------------------------------------------
 # Reference kernels: plain loops, constant memory
 # ---------------------------------------------------------------------------
@@ -384,7 +356,7 @@ cdef int _transpose_reference_plane(const float[::1] x, const float[::1] w, cons
     cdef Py_ssize_t yb = item * osz
     cdef Py_ssize_t cil, ci, i0, i1, i2, k0, k1, k2, a0, a1, a2, xb, wb
     cdef float xv
-    _fill_planes(y, yb, bias, has_bias, co, 1, osz)
+    fill_bias_planes(y, yb, bias, has_bias, co, 1, osz)
     for cil in range(cig):
         ci = gi * cig + cil
         xb = (ni * g.c_in + ci) * isz
@@ -440,7 +412,7 @@ cdef int _conv_item(const float[::1] x, const float[::1] w, const float[::1] bia
             sgemm_rm(False, False, <int>cog, <int>cnt, <int>kdim, 1.0, &w[gi * cog * kdim], <int>kdim,
                      &scratch[col_off], <int>cnt, 0.0, &y[y_off + j0], <int>ncol)
     if has_bias:
-        _add_bias(y, y_off, bias, gi * cog, cog, ncol)
+        add_bias_planes(y, y_off, bias, gi * cog, cog, ncol)
     return 0
 
 
@@ -483,7 +455,7 @@ cdef int conv_nd_fast(const float[::1] x, const float[::1] w, const float[::1] b
                                nthreads)
         if has_bias:
             for c in prange(cog, num_threads=nthreads, schedule='static'):
-                _add_bias(y, y_off + c * ncol, bias, gi * cog + c, 1, ncol)
+                add_bias_planes(y, y_off + c * ncol, bias, gi * cog + c, 1, ncol)
             # end: prange
     return 0
 
@@ -508,7 +480,7 @@ cdef int _transpose_item(const float[::1] x, const float[::1] w, const float[::1
     cdef Py_ssize_t x_off = (ni * g.c_in + gi * cig) * ncol
     cdef Py_ssize_t y_off = (ni * g.c_out + gi * cog) * pt.vol_size
     cdef Py_ssize_t r, blk, j0, cnt
-    _fill_planes(y, y_off, bias, has_bias, gi * cog, cog, pt.vol_size)
+    fill_bias_planes(y, y_off, bias, has_bias, gi * cog, cog, pt.vol_size)
     if identity:
         # y_g += W_g^T x_g straight into the output (beta 1 keeps the bias)
         sgemm_rm(True, False, <int>mdim, <int>ncol, <int>cig, 1.0, &w[gi * cig * mdim], <int>mdim,
@@ -557,7 +529,7 @@ cdef int conv_transpose_nd_fast(const float[::1] x, const float[::1] w, const fl
         x_off = (ni * g.c_in + gi * cig) * ncol
         y_off = (ni * g.c_out + gi * cog) * pt.vol_size
         for c in prange(cog, num_threads=nthreads, schedule='static'):
-            _fill_planes(y, y_off + c * pt.vol_size, bias, has_bias, gi * cog + c, 1, pt.vol_size)
+            fill_bias_planes(y, y_off + c * pt.vol_size, bias, has_bias, gi * cog + c, 1, pt.vol_size)
         # end: prange
         if identity:
             sgemm_rm_split(True, False, <int>mdim, <int>ncol, <int>cig, 1.0, &w[gi * cig * mdim],
