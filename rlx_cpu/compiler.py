@@ -139,9 +139,11 @@ def compile_conv(ctx, node):
         ctx.emit(Conv2D1x1Thunk(node.name, x, w, bias, y, dims.n, dims.c_in, dims.c_out,
                                 dims.h * dims.w, dims.groups, t))
         return
-    tile_block = 0
+    block = 0
+    if algo == ConvAlgorithm.IM2COL:
+        block = _conv2d.im2col_col_block(dims.as_tuple(), t)
     if algo == ConvAlgorithm.WINOGRAD:
-        tile_block = _conv2d.winograd_tile_block(dims.as_tuple(), t)
+        block = _conv2d.winograd_tile_block(dims.as_tuple(), t)
         wnode = node.inputs[1]
         if ctx.is_constant(wnode):
             # Transform once, now; runs only read U.
@@ -153,7 +155,7 @@ def compile_conv(ctx, node):
             w = u
     scratch_nbytes = 4 * _conv2d.scratch_floats(dims.as_tuple(), int(algo), t)
     scratch = ctx.scratch(scratch_nbytes, node.name + ".scratch")
-    ctx.emit(Conv2DThunk(node.name, x, w, bias, y, scratch, dims, algo, t, tile_block))
+    ctx.emit(Conv2DThunk(node.name, x, w, bias, y, scratch, dims, algo, t, block))
 
 
 # --- conv3d and conv-transpose (N-d, src/_convnd.pyx) ---

@@ -111,7 +111,7 @@ class Conv2DThunk(Thunk):
     dims: Conv2DDims
     algorithm: ConvAlgorithm
     max_threads: int
-    tile_block: int = 0
+    block: int = 0
 
     kind: ClassVar[str] = "Conv2D"
     reads: ClassVar[tuple] = ("x", "weight", "bias")
@@ -122,7 +122,7 @@ class Conv2DThunk(Thunk):
         return _conv2d.Conv2DLaunch(
             view(self.x), view(self.weight), view(self.bias) if self.bias else None, view(self.y),
             view(self.scratch) if self.scratch else None, self.dims.as_tuple(), int(self.algorithm),
-            self.max_threads, self.tile_block)
+            self.max_threads, self.block)
 
 
 @dataclass(frozen=True, repr=False)

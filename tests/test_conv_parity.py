@@ -422,3 +422,25 @@ def test_property_auto_matches_reference(c):
         if expected_eligible(c, algo):
             y, plan = run_one_conv(x, w, b, conv_algorithm=algo, **attrs)
             check_parity(y, want, f"property {chosen_algorithm(plan).label}")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("c_in, spatial, stride, pads, dilation", [
+    (1200, (23, 19), 1, (1, 0, 2, 1), 1),     # K = 10800 -> 96-column blocks cutting output rows
+    (1500, (31, 19), 2, (2, 1, 0, 2), 2),     # K = 13500 -> 64-column blocks, strided + dilated
+])
+def test_im2col_column_blocks_cut_output_rows(rng, threads, c_in, spatial, stride, pads, dilation):
+    from rlx_cpu import _conv2d
+    x = rng.standard_normal((2, c_in) + spatial).astype(np.float32)
+    w = (rng.standard_normal((5, c_in, 3, 3)) / np.sqrt(c_in * 9)).astype(np.float32)
+    g = rlx_cpu.Graph()
+    xi = g.input("x", x.shape)
+    g.output(g.conv2d(xi, w, stride=stride, padding=pads, dilation=dilation))
+    plan = rlx_cpu.compile(g, conv_algorithm="im2col", num_threads=threads)
+    (t,) = plan.thunks
+    p = t.dims.h_out * t.dims.w_out
+    assert t.block == _conv2d.im2col_col_block(t.dims.as_tuple(), threads) and p > t.block
+    assert t.block % t.dims.w_out != 0
+    y = plan.run({"x": x})[0]
+    want = conv_nd(x, w, stride=stride, pads_begin=pads[:2], pads_end=pads[2:], dilation=dilation)
+    check_parity(y, want, "im2col column blocks")
