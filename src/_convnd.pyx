@@ -25,7 +25,6 @@
 # cache-sized block of columns at a time (see _block_cols).
 # A patch matrix that is the volume itself (kernel 1, stride 1, no padding,
 # same size) skips the scratch: the GEMM reads x or writes y directly.
-cimport cython
 from cython.parallel cimport prange, threadid
 from libc.string cimport memcpy, memset
 
