@@ -32,6 +32,7 @@ from cython.parallel cimport prange, threadid
 from libc.string cimport memset
 
 from _blas cimport sgemm_rm, sgemm_rm_split
+from _window cimport ceil_div_nonneg, out_range
 
 import numpy as np
 
@@ -79,13 +80,6 @@ cdef BwdGeom _bgeom(tuple dims) except *:
     g.p = g.out_d * g.out_h * g.out_w
     g.s = g.in_d * g.in_h * g.in_w
     return g
-
-
-cdef inline Py_ssize_t _ceil_div_pos(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
-    """ceil(a / b) for b > 0, clamped below at 0."""
-    if a <= 0:
-        return 0
-    return (a + b - 1) // b
 
 
 # ---------------------------------------------------------------------------
@@ -197,14 +191,7 @@ cdef int _im2col_out_row(const float[::1] x, Py_ssize_t x_off, float[::1] col,
                 for c in range(g.kw):
                     shift = c * g.dw - g.pw          # xi = xo * sw + shift
                     # positions whose tap lands inside the row: [lo, hi)
-                    lo = _ceil_div_pos(-shift, g.sw)
-                    hi = 0
-                    if g.in_w - 1 - shift >= 0:
-                        hi = (g.in_w - 1 - shift) // g.sw + 1
-                    if hi > g.out_w:
-                        hi = g.out_w
-                    if lo > hi:
-                        lo = hi
+                    out_range(shift, g.sw, g.in_w, g.out_w, &lo, &hi)
                     for xo in range(lo):
                         col[r + xo * g.k + c] = 0.0
                     for xo in range(lo, hi):
@@ -246,12 +233,7 @@ cdef int _col2im_row(const float[::1] dcol, Py_ssize_t col_off, float[::1] dx,
                 continue
             for c in range(g.kw):
                 shift = c * g.dw - g.pw      # xi = xo * sw + shift
-                xo_lo = _ceil_div_pos(-shift, g.sw)
-                xo_hi = 0
-                if g.in_w - 1 - shift >= 0:
-                    xo_hi = (g.in_w - 1 - shift) // g.sw + 1
-                if xo_hi > g.out_w:
-                    xo_hi = g.out_w
+                out_range(shift, g.sw, g.in_w, g.out_w, &xo_lo, &xo_hi)
                 src = col_off + (ci * g.taps + (a * g.kh + b) * g.kw + c) * g.p \
                     + (zo * g.out_h + yo) * g.out_w
                 for xo in range(xo_lo, xo_hi):
@@ -608,7 +590,7 @@ cdef inline void _tap_range(Py_ssize_t start, Py_ssize_t k, Py_ssize_t d, Py_ssi
         lo[0] = -start if start < 0 else 0
         hi[0] = size - start
     else:
-        lo[0] = _ceil_div_pos(-start, d)
+        lo[0] = ceil_div_nonneg(-start, d)
         hi[0] = 0
         if size - 1 - start >= 0:
             hi[0] = (size - 1 - start) // d + 1

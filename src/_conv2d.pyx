@@ -22,6 +22,7 @@ from libc.string cimport memcpy, memset
 
 from _blas cimport sgemm_rm, sgemm_rm_split
 from _epilogue cimport add_bias_planes
+from _window cimport out_range
 
 import numpy as np
 
@@ -71,13 +72,6 @@ cdef ConvGeom _geom_from(tuple dims) except *:
     (g.n, g.c_in, g.h, g.w, g.c_out, g.h_out, g.w_out,
      g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups) = dims
     return g
-
-
-cdef inline Py_ssize_t _ceil_div_pos(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
-    """ceil(a / b) for b > 0, clamped below at 0."""
-    if a <= 0:
-        return 0
-    return (a + b - 1) // b
 
 
 # ---------------------------------------------------------------------------
@@ -199,13 +193,9 @@ cdef int _im2col_block_row(const float[::1] x, Py_ssize_t x_off, float[::1] col,
     cdef Py_ssize_t kj = r % g.kw
     cdef Py_ssize_t w_out = g.w_out
     cdef Py_ssize_t shift = kj * g.dw - g.pw          # wi = wo * sw + shift
-    cdef Py_ssize_t wo_lo = _ceil_div_pos(-shift, g.sw)
-    cdef Py_ssize_t wo_hi = 0
+    cdef Py_ssize_t wo_lo, wo_hi
     cdef Py_ssize_t p = p0, ho, ws, we, a, b, hi, dst, src, wo
-    if g.w - 1 - shift >= 0:
-        wo_hi = (g.w - 1 - shift) // g.sw + 1
-    if wo_hi > w_out:
-        wo_hi = w_out
+    out_range(shift, g.sw, g.w, w_out, &wo_lo, &wo_hi)   # columns whose tap is inside the row
     while p < p1:
         ho = p // w_out
         ws = p - ho * w_out

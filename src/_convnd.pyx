@@ -30,6 +30,7 @@ from libc.string cimport memcpy, memset
 
 from _blas cimport sgemm_rm, sgemm_rm_split
 from _epilogue cimport add_bias_planes, fill_bias_planes
+from _window cimport out_range
 
 import numpy as np
 
@@ -103,13 +104,6 @@ cdef bint _is_identity(const Patch* pt) noexcept nogil:
         if pt.k[a] != 1 or pt.s[a] != 1 or pt.p[a] != 0 or pt.vol[a] != pt.grid[a]:
             return False
     return True
-
-
-cdef inline Py_ssize_t _ceil_div_pos(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
-    """ceil(a / b) for b > 0, clamped below at 0."""
-    if a <= 0:
-        return 0
-    return (a + b - 1) // b
 
 
 # ---------------------------------------------------------------------------
@@ -197,14 +191,7 @@ cdef inline void _inner_range(const Patch* pt, Py_ssize_t t2, Py_ssize_t* shift,
                               Py_ssize_t* lo, Py_ssize_t* hi) noexcept nogil:
     """Grid columns q2 whose tap v2 = q2*s2 + shift lands inside [0, vol2)."""
     shift[0] = t2 * pt.d[2] - pt.p[2]
-    lo[0] = _ceil_div_pos(-shift[0], pt.s[2])
-    hi[0] = 0
-    if pt.vol[2] - 1 - shift[0] >= 0:
-        hi[0] = (pt.vol[2] - 1 - shift[0]) // pt.s[2] + 1
-    if hi[0] > pt.grid[2]:
-        hi[0] = pt.grid[2]
-    if lo[0] > hi[0]:
-        lo[0] = hi[0]
+    out_range(shift[0], pt.s[2], pt.vol[2], pt.grid[2], lo, hi)
 
 
 cdef int _vol2col_row(const float[::1] v, Py_ssize_t v_off, float[::1] col, Py_ssize_t col_off,

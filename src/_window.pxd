@@ -1,5 +1,5 @@
-# Sliding-window index arithmetic shared by the pooling, im2col/col2im
-# kernels (and the same maths as _conv2d's patch-row filler).
+# Sliding-window index arithmetic shared by every kernel family (conv,
+# conv-transpose, backward, pooling, im2col/col2im).
 #
 # Along one axis, output o's window starts at input index  o*s - pad_begin
 # and tap j reads  o*s - pad_begin + j*d.  Two questions come up everywhere:
