@@ -22,6 +22,7 @@ differentiable (no double backward).
 import numpy as np
 
 from .ir import Graph, Node
+from .registry import GRADIENTS, gradient
 
 __all__ = ["grads", "VJP"]
 
@@ -136,6 +137,11 @@ VJP = {
     "softmax_cross_entropy": _vjp_softmax_cross_entropy,
 }
 
+# Rules not yet moved into their op family register here.
+for _op, _fn in VJP.items():
+    gradient(_op)(_fn)
+del _op, _fn
+
 
 def grads(graph, loss, wrt):
     """Append d loss / d w for every w in `wrt` to `graph`; return those nodes.
@@ -175,10 +181,10 @@ def grads(graph, loss, wrt):
         dy = cotangent.get(node.id)
         if dy is None or node.op in ("input", "constant"):
             continue
-        rule = VJP.get(node.op)
+        rule = GRADIENTS.get(node.op)
         if rule is None:
             raise ValueError(f"grads: op {node.op!r} (node {node.name!r}) has no gradient rule; "
-                             f"differentiable ops: {sorted(VJP)}")
+                             f"differentiable ops: {sorted(GRADIENTS)}")
         needs = [i in active for i in node.inputs]
         for i, gi in zip(node.inputs, rule(graph, node, dy, needs)):
             if gi is None or i not in active:

@@ -16,6 +16,7 @@ from .algorithms import (ConvAlgorithm, ConvFlags, select_conv_algorithm, select
                          select_convnd_algorithm)
 from .arena import ALIGNMENT, BufferRequest, align_up, plan_arena
 from .ir import Graph
+from .registry import COMPILE_RULES, compile_rule
 from .threads import limit_blas_threads, resolve_num_threads
 from .thunks import (Col2ImThunk, Conv2D1x1Thunk, Conv2DDims, Conv2DThunk, ConvNDDims, ConvNDThunk,
                      ConvTransposeNDThunk, GlobalPoolThunk, Im2ColThunk, PoolThunk, ResizeNearest2xThunk,
@@ -406,6 +407,12 @@ RULES.update({
 })
 
 
+# Rules not yet moved into their op family register here.
+for _op, _fn in RULES.items():
+    compile_rule(_op)(_fn)
+del _op, _fn
+
+
 # ---------------------------------------------------------------------------
 # Driver
 # ---------------------------------------------------------------------------
@@ -483,7 +490,7 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True):
         elif node.op == "constant":
             continue
         else:
-            RULES[node.op](ctx, node)
+            COMPILE_RULES[node.op](ctx, node)
     # Every graph input is part of the contract, even one no output needs.
     for node in graph.nodes:
         if node.op == "input" and node not in input_nodes:

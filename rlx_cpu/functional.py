@@ -12,6 +12,7 @@ import numpy as np
 from .algorithms import ConvFlags
 from .compiler import compile as _compile
 from .ir import Graph
+from .registry import FUNCTIONS, functional
 from .threads import get_num_threads
 
 _CACHE_SIZE = 128
@@ -420,3 +421,24 @@ def avg_pool2d_backward(grad_output, input_shape, kernel_size, stride=None, padd
         return _compile(g)
 
     return _cached_plan(key, build).run({"grad_output": dy})[0]
+
+
+# Wrappers not yet moved into their op family register here.
+for _name in ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+              "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+              "global_avg_pool", "global_max_pool", "upsample_nearest2x", "interpolate",
+              "im2col", "col2im", "unfold", "fold",
+              "conv1d_backward_input", "conv2d_backward_input", "conv3d_backward_input",
+              "conv1d_backward_weight", "conv2d_backward_weight", "conv3d_backward_weight",
+              "conv1d_input", "conv2d_input", "conv3d_input", "conv1d_weight", "conv2d_weight", "conv3d_weight",
+              "max_pool2d_backward", "avg_pool2d_backward"):
+    functional(_name)(globals()[_name])
+del _name
+
+
+def __getattr__(name):
+    """Functions registered by the op families (rlx_cpu.functional.<name>)."""
+    try:
+        return FUNCTIONS[name]
+    except KeyError:
+        raise AttributeError(f"module 'rlx_cpu.functional' has no attribute {name!r}") from None

@@ -1080,7 +1080,7 @@ def _check_xent(op, zs, ls):
 _NOT_OPS = {"input", "constant", "output", "node"}
 
 
-def _with_input_shapes(method):
+def with_input_shapes(method):
     """Re-raise a ValueError/TypeError from an op method with the shapes of the
     node arguments appended, so every build-time error names the op (the
     message already starts with it), the argument and the shapes."""
@@ -1103,5 +1103,5 @@ def _with_input_shapes(method):
 
 for _name, _fn in list(vars(Graph).items()):
     if callable(_fn) and not _name.startswith("_") and _name not in _NOT_OPS:
-        setattr(Graph, _name, _with_input_shapes(_fn))
+        setattr(Graph, _name, with_input_shapes(_fn))
 del _name, _fn

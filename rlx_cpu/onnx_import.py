@@ -3,7 +3,7 @@
     plan = rlx_cpu.from_onnx("model.onnx")
     (y,) = plan.run({"input": x})          # keyed by the ONNX input names
 
-Only ops of the convolution family are supported (see ``CONVERTERS``); every
+Only ops of the convolution family are supported (see ``rlx_cpu.registry.ONNX_OPS``); every
 node is converted into graph ops with the same semantics, never into an
 approximation.  An op, attribute or attribute value we do not implement
 raises ``NotImplementedError`` naming the node, the op (with the version the
@@ -32,6 +32,7 @@ from fractions import Fraction
 import numpy as np
 
 from .ir import Graph, Node
+from .registry import ONNX_OPS, onnx_op
 
 
 def _onnx():
@@ -360,12 +361,12 @@ class _Importer:
             raise NotImplementedError(f"node {label!r}: op {node.op_type!r} is not an ONNX op at opset {opset}") \
                 from None
         version = schema.since_version
-        conv = CONVERTERS.get(node.op_type)
-        if conv is None:
+        entry = ONNX_OPS.get(node.op_type)
+        if entry is None:
             raise NotImplementedError(
                 f"node {label!r}: op {node.op_type}-{version} is not supported by rlx_cpu "
-                f"(supported: {', '.join(sorted(CONVERTERS))})")
-        lo, hi = SUPPORTED_VERSIONS.get(node.op_type, (1, None))
+                f"(supported: {', '.join(sorted(ONNX_OPS))})")
+        lo, hi = entry.versions
         if version < lo or (hi is not None and version > hi):
             raise NotImplementedError(f"node {label!r}: {node.op_type}-{version} (opset {opset}) is not "
                                       f"supported; versions {lo}..{hi or 'latest'} are")
@@ -375,7 +376,7 @@ class _Importer:
                                  "earlier node, initializer or graph input")
         nc = NodeContext(self, node, version)
         try:
-            conv(nc)
+            entry.convert(nc)
         except (ValueError, TypeError) as e:
             # Graph-method errors name the graph op; say which ONNX node it was.
             if str(e).startswith(nc.where):
@@ -989,3 +990,9 @@ PARAMETER_INPUTS = {
     "Upsample": (1,),           # scales
     "Col2Im": (1, 2),           # image_shape, block_shape
 }
+
+
+# Converters not yet moved into their op family register here.
+for _op, _fn in CONVERTERS.items():
+    onnx_op(_op, SUPPORTED_VERSIONS[_op], PARAMETER_INPUTS.get(_op, ()))(_fn)
+del _op, _fn

@@ -28,7 +28,7 @@ onnx = pytest.importorskip("onnx", reason="onnx is not installed (pip install on
 from onnx import numpy_helper  # noqa: E402
 
 import rlx_cpu  # noqa: E402
-from rlx_cpu.onnx_import import CONVERTERS, PARAMETER_INPUTS  # noqa: E402
+from rlx_cpu.registry import ONNX_OPS  # noqa: E402
 
 CASE_PATTERNS = ("test_conv*", "test_basic_conv*", "test_convtranspose*", "test_maxpool*", "test_averagepool*",
                  "test_globalaveragepool*", "test_globalmaxpool*", "test_resize_*nearest*",
@@ -73,13 +73,13 @@ def _data_sets(case_dir, model):
 def out_of_scope_reason(model):
     """Why a case is outside the conformance scope, or None."""
     ops = sorted({n.op_type for n in model.graph.node if n.op_type not in ("Identity", "Constant")})
-    foreign = [op for op in ops if op not in CONVERTERS]
+    foreign = [op for op in ops if op not in ONNX_OPS]
     if foreign:
         return f"op {', '.join(foreign)} is outside the imported conv family"
     f32 = onnx.TensorProto.FLOAT
     data_inputs = set()
     for n in model.graph.node:
-        params = PARAMETER_INPUTS.get(n.op_type, ())
+        params = (ONNX_OPS[n.op_type].parameter_inputs if n.op_type in ONNX_OPS else ())
         data_inputs.update(name for i, name in enumerate(n.input) if name and i not in params)
     for vi in list(model.graph.input) + list(model.graph.output):
         if vi.name in data_inputs or vi in model.graph.output:
@@ -95,7 +95,7 @@ def parameter_graph_inputs(model):
     graph_inputs = {i.name for i in model.graph.input}
     names = set()
     for n in model.graph.node:
-        for i in PARAMETER_INPUTS.get(n.op_type, ()):
+        for i in (ONNX_OPS[n.op_type].parameter_inputs if n.op_type in ONNX_OPS else ()):
             if i < len(n.input) and n.input[i] in graph_inputs:
                 names.add(n.input[i])
     return names
