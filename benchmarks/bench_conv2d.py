@@ -4,10 +4,15 @@
 
 For each shape, algorithm and thread count it prints the median ms over
 `repeat` runs of the kernel (plan.profile: the thunk alone, no input copy) and
-GFLOP/s; with torch installed it times torch.nn.functional.conv2d in the same
-process (torch.set_num_threads to the same count, inference mode) and prints
-torch_ms / rlx_ms (> 1 means rlx_cpu is faster).  Also reports the per-run
-overhead of a one-thunk plan (plan.run on a tiny conv, end to end).
+GFLOP/s.  The peers, when installed, run in the same process on the same
+thread count: torch.nn.functional.conv2d (inference mode) and ONNX Runtime on a
+one-node Conv model with the weight as an initializer.  They are timed
+round-robin with rlx_cpu's whole `plan.run_into` (input copy included), and
+the ratios peer_ms / run_ms are printed (> 1 means rlx_cpu is faster); `best`
+is the faster peer.  `%peak` is GFLOP/s over the FMA peak given by --peak
+(default 115 GFLOP/s per core: 2 FMA pipes x 16 float32 lanes x 3.6 GHz on
+this Zen 4; a core count of threads).  Also reports the per-run overhead of a
+one-thunk plan (plan.run on a tiny conv, end to end).
 """
 import argparse
 import statistics
@@ -16,7 +21,8 @@ import time
 import numpy as np
 
 import rlx_cpu
-from _harness import median_ms, optional_torch
+from _harness import (fmt_ms, fmt_ratio, interleaved_medians, median_ms, optional_ort, optional_torch,
+                      ort_session, ort_single_node)
 
 SHAPES = {
     # name: (N, C_in, H, W, C_out, k, stride, pad, groups)
@@ -30,7 +36,7 @@ SHAPES = {
 ALGOS = ["im2col", "direct", "winograd", "reference"]
 
 
-def bench_shape(name, spec, threads, repeat, algos, torch):
+def bench_shape(name, spec, threads, repeat, algos, torch, ort):
     n, c, h, w, co, k, s, p, g = spec
     rng = np.random.default_rng(0)
     x = rng.standard_normal((n, c, h, w)).astype(np.float32)
@@ -43,12 +49,21 @@ def bench_shape(name, spec, threads, repeat, algos, torch):
     flops = 2 * n * co * ho * wo * (c // g) * k * k
     rows = []
     for t in threads:
-        torch_ms = None
+        peers = {}
         if torch is not None:
             torch.set_num_threads(t)
             tx, tw = torch.from_numpy(x), torch.from_numpy(wt)
-            with torch.inference_mode():
-                torch_ms = median_ms(lambda: torch.nn.functional.conv2d(tx, tw, None, s, p, 1, g), repeat)
+
+            def torch_call():
+                with torch.inference_mode():
+                    torch.nn.functional.conv2d(tx, tw, None, s, p, 1, g)
+            peers["torch"] = torch_call
+        if ort is not None:
+            model = ort_single_node(ort, "Conv", x.shape, initializers=[("w", wt)], kernel_shape=[k, k],
+                                    strides=[s, s], pads=[p] * 4, group=g)
+            sess = ort_session(ort, model, t)
+            if sess is not None:
+                peers["ort"] = lambda: sess.run(None, {"x": x})
         for algo in algos:
             try:
                 plan = rlx_cpu.compile(graph, conv_algorithm=algo, num_threads=t)
@@ -62,7 +77,9 @@ def bench_shape(name, spec, threads, repeat, algos, torch):
             r = max(3, repeat // 5) if algo == "reference" else repeat
             prof = [plan.profile({"x": x}, repeat=1, warmup=0)[-1][1] for _ in range(r + 2)][2:]
             ms = 1e3 * statistics.median(prof)
-            rows.append((name, t, algo, label, ms, flops / ms / 1e6, torch_ms))
+            out = [np.empty(plan.output_shapes[0], np.float32)]
+            timed = interleaved_medians({"rlx": lambda: plan.run_into({"x": x}, out), **peers}, r)
+            rows.append((name, t, algo, label, ms, flops / ms / 1e6, timed.pop("rlx"), timed))
     return rows
 
 
@@ -86,19 +103,24 @@ def main():
     ap.add_argument("--shapes", default="resnet,1x1")
     ap.add_argument("--algos", default=",".join(ALGOS))
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--no-ort", action="store_true")
+    ap.add_argument("--peak", type=float, default=115.0, help="FMA peak GFLOP/s of one core")
     args = ap.parse_args()
     torch = optional_torch(args.no_torch)
+    ort = optional_ort(args.no_ort)
     threads = [int(t) for t in args.threads.split(",")]
     print(f"rlx_cpu {rlx_cpu.__version__}; torch {torch.__version__ if torch else 'not installed'}; "
-          f"median of {args.repeat}")
-    print(f"{'shape':<10} {'thr':>3} {'requested':<10} {'ran':<10} {'ms':>9} {'GFLOP/s':>8} "
-          f"{'torch ms':>9} {'torch/rlx':>9}")
+          f"onnxruntime {ort[1].__version__ if ort else 'not installed'}; median of {args.repeat}")
+    print(f"{'shape':<10} {'thr':>3} {'requested':<10} {'ran':<10} {'kernel ms':>9} {'GFLOP/s':>8} {'%peak':>6} "
+          f"{'run ms':>9} {'torch ms':>9} {'ort ms':>9} {'torch/':>7} {'ort/':>7} {'best/':>7}")
     for name in args.shapes.split(","):
-        for row in bench_shape(name, SHAPES[name], threads, args.repeat, args.algos.split(","), torch):
-            name_, t, algo, label, ms, gf, tms = row
-            ratio = f"{tms / ms:9.2f}" if tms else f"{'-':>9}"
-            tcol = f"{tms:9.3f}" if tms else f"{'-':>9}"
-            print(f"{name_:<10} {t:>3} {algo:<10} {label:<10} {ms:9.3f} {gf:8.1f} {tcol} {ratio}")
+        for row in bench_shape(name, SHAPES[name], threads, args.repeat, args.algos.split(","), torch, ort):
+            name_, t, algo, label, ms, gf, run_ms, peers = row
+            tms, oms = peers.get("torch"), peers.get("ort")
+            best = min(peers.values()) if peers else None
+            print(f"{name_:<10} {t:>3} {algo:<10} {label:<10} {ms:9.3f} {gf:8.1f} {100 * gf / (args.peak * t):5.0f}% "
+                  f"{run_ms:9.3f} {fmt_ms(tms)} {fmt_ms(oms)} {fmt_ratio(tms, run_ms)} {fmt_ratio(oms, run_ms)} "
+                  f"{fmt_ratio(best, run_ms)}")
     run_us, into_us, kernel_us = per_run_overhead(args.repeat)
     print(f"one-thunk plan (1x1x4x4 conv): run {run_us:.1f} us, run_into {into_us:.1f} us, "
           f"kernel alone {kernel_us:.1f} us")
