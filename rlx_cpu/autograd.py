@@ -47,25 +47,6 @@ def _vjp_conv(g, node, dy, needs):
     return out
 
 
-_POOL_OPS = {("max", 1): "max_pool1d", ("max", 2): "max_pool2d", ("max", 3): "max_pool3d",
-             ("avg", 1): "avg_pool1d", ("avg", 2): "avg_pool2d", ("avg", 3): "avg_pool3d"}
-
-
-def _vjp_pool(g, node, dy, needs):
-    a = node.attrs
-    op = _POOL_OPS[a.kind, a.ndim]
-    if a.ndim == 3:
-        raise NotImplementedError(f"grads: {op} (node {node.name!r}) is not differentiable: pooling "
-                                  f"gradients exist for 1-D and 2-D pools only")
-    x = g.node(node.inputs[0])
-    geo = dict(stride=a.stride, padding=_pads(a), ceil_mode=a.ceil_mode)
-    if a.kind == "max":
-        return [getattr(g, f"{op}_backward")(x, dy, a.kernel, dilation=a.dilation, **geo)]
-    return [getattr(g, f"{op}_backward")(dy, x.shape, a.kernel, count_include_pad=a.count_include_pad,
-                                         divisor_override=a.divisor_override or None, dilation=a.dilation,
-                                         **geo)]
-
-
 def _vjp_conv_transpose(g, node, dy, needs):
     """y = conv_transpose(x, W) is the adjoint of a conv from y's space to x's
     with the same weight, so dx = conv(dy, W) and dW is that conv's weight
@@ -128,7 +109,6 @@ def _vjp_softmax_cross_entropy(g, node, dy, needs):
 VJP = {
     "conv": _vjp_conv,
     "conv_transpose": _vjp_conv_transpose,
-    "pool": _vjp_pool,
     "relu": _vjp_relu,
     "add": _vjp_add,
     "bias_add": _vjp_bias_add,

@@ -11,19 +11,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _backward, _conv2d, _convnd, _im2col, _pool, _train
+from . import _backward, _conv2d, _convnd, _train
 from .algorithms import (ConvAlgorithm, ConvFlags, select_conv_algorithm, select_conv_backward_algorithm,
                          select_convnd_algorithm)
 from .arena import ALIGNMENT, BufferRequest, align_up, plan_arena
 from .ir import Graph
 from .registry import COMPILE_RULES, compile_rule
 from .threads import limit_blas_threads, resolve_num_threads
-from .thunks import (Col2ImThunk, Conv2D1x1Thunk, Conv2DDims, Conv2DThunk, ConvNDDims, ConvNDThunk,
-                     ConvTransposeNDThunk, GlobalPoolThunk, Im2ColThunk, PoolThunk, ResizeNearest2xThunk,
-                     ResizeNearestThunk, Slice, WindowDims, WinogradFilterThunk)
-from .thunks import (AddThunk, AvgPool2DBackwardThunk, BiasAddThunk, BiasGradThunk, ConvBackwardInputThunk,
-                     ConvBackwardWeightThunk, GemmThunk, MaxPool2DBackwardThunk, ReluBackwardThunk, ReluThunk,
-                     SoftmaxCrossEntropyBackwardThunk, SoftmaxCrossEntropyThunk)
+from .thunks import (Conv2D1x1Thunk, Conv2DDims, Conv2DThunk, ConvNDDims, ConvNDThunk, ConvTransposeNDThunk,
+                     Slice, WindowDims, WinogradFilterThunk)
+from .thunks import (AddThunk, BiasAddThunk, BiasGradThunk, ConvBackwardInputThunk, ConvBackwardWeightThunk,
+                     GemmThunk, ReluBackwardThunk, ReluThunk, SoftmaxCrossEntropyBackwardThunk,
+                     SoftmaxCrossEntropyThunk)
 
 
 @dataclass(frozen=True, eq=False)
@@ -193,92 +192,9 @@ def _window_dims(n, c, image, out, a):
     return WindowDims.from_nd(n, c, image, out, a.kernel, a.stride, a.pads_begin, a.pads_end, a.dilation)
 
 
-def compile_pool(ctx, node):
-    a = node.attrs
-    xs = ctx.graph.node(node.inputs[0]).shape
-    dims = _window_dims(xs[0], xs[1], xs[2:], node.shape[2:], a)
-    kind = _pool.POOL_MAX if a.kind == "max" else _pool.POOL_AVG
-    w_chunk = min(_pool.W_CHUNK, dims.out[2])
-    t = ctx.num_threads
-    indices, mode = None, _pool.INDICES_NONE
-    if a.indices != "none":
-        # Graph.max_pool* appends the indices node right after its pool node.
-        inode = ctx.graph.node(node.id + 1)
-        assert inode.op == "pool_indices" and inode.inputs == (node.id,), inode
-        if ctx.is_live(inode.id):
-            indices = ctx.buf(inode.id)
-            mode = {"onnx": _pool.INDICES_ONNX, "onnx_colmajor": _pool.INDICES_ONNX_COL}.get(
-                a.indices, _pool.INDICES_PLANE)
-    scratch = ctx.scratch(4 * _pool.scratch_floats(kind, w_chunk, t), node.name + ".scratch")
-    ctx.emit(PoolThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), indices, scratch, dims, kind,
-                       a.count_include_pad, a.divisor_override, mode, w_chunk, t))
-
-
-def compile_pool_indices(ctx, node):
-    """Nothing to emit: the producing PoolThunk writes this buffer."""
-
-
-def compile_global_pool(ctx, node):
-    xs = ctx.graph.node(node.inputs[0]).shape
-    planes, spatial = xs[0] * xs[1], int(np.prod(xs[2:]))
-    kind = _pool.POOL_MAX if node.attrs.kind == "max" else _pool.POOL_AVG
-    scratch = ctx.scratch(4 * _pool.global_scratch_floats(planes, spatial), node.name + ".scratch")
-    ctx.emit(GlobalPoolThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), scratch, planes, spatial,
-                             kind))
-
-
-def is_nearest_2x(in_sizes, tables):
-    """True when a 2-D nearest resize is the exact 2x pixel duplication."""
-    return len(in_sizes) == 2 and all(
-        len(t) == 2 * s and np.array_equal(t, np.arange(2 * s) // 2) for s, t in zip(in_sizes, tables))
-
-
-def compile_resize_nearest(ctx, node):
-    xs = ctx.graph.node(node.inputs[0]).shape
-    tables = node.attrs.tables
-    x, y = ctx.buf(node.inputs[0]), ctx.buf(node.id)
-    planes = xs[0] * xs[1]
-    if is_nearest_2x(xs[2:], tables):
-        ctx.emit(ResizeNearest2xThunk(node.name, x, y, planes, xs[2], xs[3]))
-        return
-    pad = 3 - len(tables)
-    size = (1,) * pad + tuple(xs[2:])
-    out = (1,) * pad + tuple(node.shape[2:])
-    flat = np.concatenate([np.zeros(1, np.int32)] * pad + [np.asarray(t, np.int32) for t in tables])
-    tab = ctx.int32_constant(flat, node.name + ".index_tables")
-    ctx.emit(ResizeNearestThunk(node.name, x, y, tab, planes, size, out))
-
-
-def _layout_code(layout):
-    return _im2col.LAYOUT_ROWS if layout == "rows" else _im2col.LAYOUT_ONNX
-
-
-def compile_im2col(ctx, node):
-    a = node.attrs
-    xs = ctx.graph.node(node.inputs[0]).shape
-    dims = _window_dims(xs[0], xs[1], a.image, a.blocks, a)
-    ctx.emit(Im2ColThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), dims, _layout_code(a.layout)))
-
-
-def compile_col2im(ctx, node):
-    a = node.attrs
-    dims = _window_dims(node.shape[0], node.shape[1], a.image, a.blocks, a)
-    t = ctx.num_threads
-    scratch = ctx.scratch(4 * _im2col.col2im_scratch_floats(dims.as_tuple(), t), node.name + ".scratch")
-    ctx.emit(Col2ImThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), scratch, dims,
-                         _layout_code(a.layout), t))
-
-
 RULES = {
     "conv": compile_conv,
     "conv_transpose": compile_conv_transpose,
-    # --- pooling / resize / im2col ---
-    "pool": compile_pool,
-    "pool_indices": compile_pool_indices,
-    "global_pool": compile_global_pool,
-    "resize_nearest": compile_resize_nearest,
-    "im2col": compile_im2col,
-    "col2im": compile_col2im,
 }
 
 
@@ -306,25 +222,6 @@ def compile_conv_backward_weight(ctx, node):
     ctx.emit(ConvBackwardWeightThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]),
                                      ctx.buf(node.id), ctx.scratch(nbytes, node.name + ".scratch"),
                                      dims, algo, t))
-
-
-def _pool_backward_dims(node, x_shape, dy_shape):
-    """WindowDims of a pool gradient; the kernels take 1-D and 2-D pools (the
-    graph methods exist for those only), so the depth axis is trivial."""
-    assert node.attrs.ndim in (1, 2), node
-    return _window_dims(x_shape[0], x_shape[1], x_shape[2:], dy_shape[2:], node.attrs)
-
-
-def compile_max_pool_backward(ctx, node):
-    dims = _pool_backward_dims(node, node.shape, ctx.graph.node(node.inputs[1]).shape)
-    ctx.emit(MaxPool2DBackwardThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]),
-                                    ctx.buf(node.id), dims, ctx.num_threads))
-
-
-def compile_avg_pool_backward(ctx, node):
-    dims = _pool_backward_dims(node, node.shape, ctx.graph.node(node.inputs[0]).shape)
-    ctx.emit(AvgPool2DBackwardThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), dims,
-                                    node.attrs.count_include_pad, node.attrs.divisor_override, ctx.num_threads))
 
 
 def _numel(shape):
@@ -391,8 +288,6 @@ def compile_softmax_cross_entropy_backward(ctx, node):
 RULES.update({
     "conv_backward_input": compile_conv_backward_input,
     "conv_backward_weight": compile_conv_backward_weight,
-    "max_pool_backward": compile_max_pool_backward,
-    "avg_pool_backward": compile_avg_pool_backward,
     "relu": compile_elementwise,
     "relu_backward": compile_elementwise,
     "add": compile_elementwise,

@@ -13,9 +13,7 @@ field names, which the arena planner uses for liveness), one compile rule in
 from dataclasses import dataclass, fields, astuple
 from typing import ClassVar, Optional, Tuple
 
-import numpy as np
-
-from . import _backward, _conv2d, _convnd, _im2col, _pool, _resize, _train
+from . import _backward, _conv2d, _convnd, _train
 from .algorithms import ConvAlgorithm, ConvBackwardAlgorithm
 
 
@@ -269,10 +267,6 @@ class ConvTransposeNDThunk(ConvNDThunk):
 # --- pooling / resize / im2col ---
 # ---------------------------------------------------------------------------
 
-def _int64_view(view, s):
-    return view(s).view(np.int64)
-
-
 @dataclass(frozen=True)
 class WindowDims:
     """Canonical sliding-window geometry shared by pooling, im2col and col2im:
@@ -307,129 +301,6 @@ class WindowDims:
             return "x".join(str(i) for i in v)
         return (f"n={self.n} c={self.c} {ax(self.size)}->{ax(self.out)} k={ax(self.kernel)} "
                 f"s={ax(self.stride)} p={ax(self.pads_begin)}/{ax(self.pads_end)} d={ax(self.dilation)}")
-
-
-@dataclass(frozen=True, repr=False)
-class PoolThunk(Thunk):
-    """Window max/avg pool.  `indices` (int64, optional) receives the argmax
-    per output: within the (n, c) plane (indices_mode 1, PyTorch) or over the
-    whole input (2, ONNX; 3, ONNX storage_order=1, column-major spatial index).
-    Avg scratch: one double line per thread."""
-    x: Slice
-    y: Slice
-    indices: Optional[Slice]
-    scratch: Optional[Slice]
-    dims: WindowDims
-    pool_kind: int            # _pool.POOL_MAX | POOL_AVG
-    count_include_pad: bool
-    divisor_override: int
-    indices_mode: int
-    w_chunk: int
-    max_threads: int
-
-    kind: ClassVar[str] = "Pool"
-    reads: ClassVar[tuple] = ("x",)
-    writes: ClassVar[tuple] = ("y", "indices")
-    scratch_fields: ClassVar[tuple] = ("scratch",)
-
-    def bind(self, view):
-        return _pool.PoolLaunch(
-            view(self.x), view(self.y), _int64_view(view, self.indices) if self.indices else None,
-            view(self.scratch) if self.scratch else None, self.dims.as_tuple(), self.pool_kind,
-            self.count_include_pad, self.divisor_override, self.indices_mode, self.w_chunk, self.max_threads)
-
-
-@dataclass(frozen=True, repr=False)
-class GlobalPoolThunk(Thunk):
-    """Global max/avg over `spatial` contiguous values of each of `planes`."""
-    x: Slice
-    y: Slice
-    scratch: Slice
-    planes: int
-    spatial: int
-    pool_kind: int            # _pool.POOL_MAX | POOL_AVG
-
-    kind: ClassVar[str] = "GlobalPool"
-    reads: ClassVar[tuple] = ("x",)
-    writes: ClassVar[tuple] = ("y",)
-    scratch_fields: ClassVar[tuple] = ("scratch",)
-
-    def bind(self, view):
-        return _pool.GlobalPoolLaunch(view(self.x), view(self.y), view(self.scratch), self.planes,
-                                      self.spatial, self.pool_kind)
-
-
-@dataclass(frozen=True, repr=False)
-class ResizeNearestThunk(Thunk):
-    """Nearest resize as a per-axis gather; `tables` is a constant of int32
-    source indices [td | th | tw] (axes padded to 3, missing ones [0])."""
-    x: Slice
-    y: Slice
-    tables: Slice
-    planes: int
-    size: Tuple[int, int, int]
-    out: Tuple[int, int, int]
-
-    kind: ClassVar[str] = "ResizeNearest"
-    reads: ClassVar[tuple] = ("x", "tables")
-    writes: ClassVar[tuple] = ("y",)
-
-    def bind(self, view):
-        return _resize.ResizeNearestLaunch(view(self.x), view(self.y), view(self.tables), self.planes,
-                                           self.size, self.out)
-
-
-@dataclass(frozen=True, repr=False)
-class ResizeNearest2xThunk(Thunk):
-    """[planes, h, w] -> [planes, 2h, 2w], each pixel repeated 2x2."""
-    x: Slice
-    y: Slice
-    planes: int
-    h: int
-    w: int
-
-    kind: ClassVar[str] = "ResizeNearest2x"
-    reads: ClassVar[tuple] = ("x",)
-    writes: ClassVar[tuple] = ("y",)
-
-    def bind(self, view):
-        return _resize.ResizeNearest2xLaunch(view(self.x), view(self.y), self.planes, self.h, self.w)
-
-
-@dataclass(frozen=True, repr=False)
-class Im2ColThunk(Thunk):
-    """Patch matrix of x, layout _im2col.LAYOUT_ROWS ([N*L, C*K]) or LAYOUT_ONNX ([N, C*K, L])."""
-    x: Slice
-    col: Slice
-    dims: WindowDims
-    layout: int
-
-    kind: ClassVar[str] = "Im2Col"
-    reads: ClassVar[tuple] = ("x",)
-    writes: ClassVar[tuple] = ("col",)
-
-    def bind(self, view):
-        return _im2col.Im2ColLaunch(view(self.x), view(self.col), self.dims.as_tuple(), self.layout)
-
-
-@dataclass(frozen=True, repr=False)
-class Col2ImThunk(Thunk):
-    """Adjoint of Im2Col: x[n, c, ...] = sum of the patch entries that read it."""
-    col: Slice
-    x: Slice
-    scratch: Slice
-    dims: WindowDims
-    layout: int
-    max_threads: int
-
-    kind: ClassVar[str] = "Col2Im"
-    reads: ClassVar[tuple] = ("col",)
-    writes: ClassVar[tuple] = ("x",)
-    scratch_fields: ClassVar[tuple] = ("scratch",)
-
-    def bind(self, view):
-        return _im2col.Col2ImLaunch(view(self.col), view(self.x), view(self.scratch), self.dims.as_tuple(),
-                                    self.layout, self.max_threads)
 
 
 # ===========================================================================
@@ -491,43 +362,6 @@ class ConvBackwardWeightThunk(Thunk):
         return _backward.ConvBackwardWeightLaunch(view(self.x), view(self.dy), view(self.dw),
                                                   _view_or_none(view, self.scratch), self.dims.as_tuple(),
                                                   int(self.algorithm), self.max_threads)
-
-
-@dataclass(frozen=True, repr=False)
-class MaxPool2DBackwardThunk(Thunk):
-    """dx of a 1-D / 2-D max pool (WindowDims with a trivial depth axis)."""
-    x: Slice
-    dy: Slice
-    dx: Slice
-    dims: WindowDims
-    max_threads: int
-
-    kind: ClassVar[str] = "MaxPool2DBackward"
-    reads: ClassVar[tuple] = ("x", "dy")
-    writes: ClassVar[tuple] = ("dx",)
-
-    def bind(self, view):
-        return _backward.MaxPool2DBackwardLaunch(view(self.x), view(self.dy), view(self.dx),
-                                                 self.dims.as_tuple(), self.max_threads)
-
-
-@dataclass(frozen=True, repr=False)
-class AvgPool2DBackwardThunk(Thunk):
-    """dx of a 1-D / 2-D average pool; divisor as PoolThunk's."""
-    dy: Slice
-    dx: Slice
-    dims: WindowDims
-    count_include_pad: bool
-    divisor_override: int
-    max_threads: int
-
-    kind: ClassVar[str] = "AvgPool2DBackward"
-    reads: ClassVar[tuple] = ("dy",)
-    writes: ClassVar[tuple] = ("dx",)
-
-    def bind(self, view):
-        return _backward.AvgPool2DBackwardLaunch(view(self.dy), view(self.dx), self.dims.as_tuple(),
-                                                 self.count_include_pad, self.divisor_override, self.max_threads)
 
 
 @dataclass(frozen=True, repr=False)

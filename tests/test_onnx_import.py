@@ -20,8 +20,8 @@ from onnx.reference import ReferenceEvaluator  # noqa: E402
 import rlx_cpu  # noqa: E402
 from reference import avg_pool_nd, conv_nd, conv_transpose_nd, max_pool_nd, onnx_auto_pads  # noqa: E402
 from rlx_cpu import onnx_import  # noqa: E402
-from rlx_cpu.onnx_import import (COORDINATE_MODES, NEAREST_MODES, nearest_source_coords,  # noqa: E402
-                                 resize_plan)
+from rlx_cpu.ops import resize as resize_ops  # noqa: E402
+from rlx_cpu.ops.resize import COORDINATE_MODES, NEAREST_MODES, nearest_source_coords, resize_plan  # noqa: E402
 
 F32 = TensorProto.FLOAT
 
@@ -254,7 +254,7 @@ def test_resize_2x_uses_fast_kernel():
                            extra_inputs=[("", None), ("scales", None)],
                            initializers={"scales": np.array([1, 1, 2, 2], np.float32)})
         plan, _ = check_against_reference(m, {"x": x}, exact=True)
-        assert [t.kind for t in plan.thunks] == ["ResizeNearest2x"]
+        assert [t.kind for t in plan.thunks] == ["resize_nearest2x"]
 
 
 def test_resize_axes_sizes_keep_aspect_and_scales_as_constant_node():
@@ -313,7 +313,7 @@ def test_upsample_1_height_width_scale():
 def test_legacy_tables_floor_up_ceil_down():
     """Upsample / Resize-10 (as ONNX Runtime): x = y / scale in float32,
     floor when the axis grows, ceil when it shrinks."""
-    t = onnx_import.legacy_nearest_index_table
+    t = resize_ops.legacy_nearest_index_table
     assert t(7, 10, 1.5).tolist() == [0, 0, 1, 2, 2, 3, 4, 4, 5, 6]
     assert t(7, 4, 0.6).tolist() == [0, 2, 4, 5]
     assert t(7, 2, 0.3).tolist() == [0, 4]

@@ -22,7 +22,7 @@ def _x(shape, seed=0):
 @pytest.mark.parametrize("shape", [(1, 1, 1, 1), (3, 2, 5, 7), (2, 3, 8, 1), (1, 4, 33, 65)])
 def test_upsample_nearest2x_matches_reference_on_the_fast_kernel(shape):
     plan = _plan(lambda g, x: g.upsample_nearest2x(x), shape)
-    assert [t.kind for t in plan.thunks] == ["ResizeNearest2x"]
+    assert [t.kind for t in plan.thunks] == ["resize_nearest2x"]
     x = _x(shape)
     (y,) = plan.run({"x": x})
     np.testing.assert_array_equal(y, ref.upsample_nearest2x(x).astype(np.float32))
@@ -46,7 +46,7 @@ def test_resize_nearest_with_explicit_tables(shape, sizes):
     rng = np.random.default_rng(sum(shape))
     tables = [rng.integers(0, shape[2 + i], size=s) for i, s in enumerate(sizes)]
     plan = _plan(lambda g, x: g.resize_nearest(x, sizes, tables), shape)
-    assert [t.kind for t in plan.thunks] == ["ResizeNearest"]
+    assert [t.kind for t in plan.thunks] == ["resize_nearest"]
     x = _x(shape, 1)
     (y,) = plan.run({"x": x})
     np.testing.assert_array_equal(y, ref.nearest_gather(x, tables).astype(np.float32))
@@ -56,7 +56,7 @@ def test_explicit_2x_tables_use_the_fast_kernel():
     h, w = 5, 6
     plan = _plan(lambda g, x: g.resize_nearest(x, (2 * h, 2 * w), [np.arange(2 * h) // 2, np.arange(2 * w) // 2]),
                  (2, 3, h, w))
-    assert [t.kind for t in plan.thunks] == ["ResizeNearest2x"]
+    assert [t.kind for t in plan.thunks] == ["resize_nearest2x"]
 
 
 INTERP_CASES = [
