@@ -15,7 +15,7 @@ import numpy as np
 
 from . import Graph, compile, show_config
 from .config import config
-from .thunks import Conv2DThunk, Conv2D1x1Thunk
+from .ops.conv import Conv1x1Thunk, ConvThunk
 
 
 class Progress:
@@ -128,11 +128,11 @@ def run_demo(batch=1, threads=None, repeat=20, algorithm="auto", out=sys.stdout)
     print("-" * len(header), file=out)
     total_ms, total_flops = 0.0, 0
     for th, secs in zip(plan.thunks, med):
-        if isinstance(th, Conv2DThunk):
+        if isinstance(th, ConvThunk):
             d = th.dims
             flops, algo = d.flops, th.algorithm.label
             shape = f"{d.n}x{d.c_in}x{d.h}x{d.w} -> {d.c_out}x{d.h_out}x{d.w_out}"
-        elif isinstance(th, Conv2D1x1Thunk):
+        elif isinstance(th, Conv1x1Thunk):
             flops, algo = th.flops, "gemm_1x1"
             shape = f"{th.n}x{th.c_in}x{th.hw} -> {th.c_out}x{th.hw}"
         else:

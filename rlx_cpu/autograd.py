@@ -32,43 +32,6 @@ def _pads(attrs):
     return tuple(zip(attrs.pads_begin, attrs.pads_end))
 
 
-def _vjp_conv(g, node, dy, needs):
-    a = node.attrs
-    nd = a.ndim
-    x, w = g.node(node.inputs[0]), g.node(node.inputs[1])
-    geo = dict(stride=a.stride, padding=_pads(a), dilation=a.dilation, groups=a.groups)
-    out = [None] * len(node.inputs)
-    if needs[0]:
-        out[0] = getattr(g, f"conv{nd}d_backward_input")(dy, w, x.shape, **geo)
-    if needs[1]:
-        out[1] = getattr(g, f"conv{nd}d_backward_weight")(x, dy, w.shape, **geo)
-    if len(node.inputs) > 2 and needs[2]:
-        out[2] = g.bias_grad(dy)
-    return out
-
-
-def _vjp_conv_transpose(g, node, dy, needs):
-    """y = conv_transpose(x, W) is the adjoint of a conv from y's space to x's
-    with the same weight, so dx = conv(dy, W) and dW is that conv's weight
-    gradient with the roles of input and output swapped."""
-    a = node.attrs
-    nd = a.ndim
-    op = f"conv_transpose{nd}d"
-    x, w = g.node(node.inputs[0]), g.node(node.inputs[1])
-    geo = dict(stride=a.stride, padding=_pads(a), dilation=a.dilation, groups=a.groups)
-    # The conv of dy has floor((out_sp + pads - d(k-1) - 1) / s) + 1 outputs,
-    # which is x's size only while output_padding < stride.
-    if any(p >= s for p, s in zip(a.output_padding, a.stride)):
-        raise NotImplementedError(f"grads: {op} (node {node.name!r}) with output_padding {a.output_padding} "
-                                  f">= stride {a.stride} is not differentiable")
-    out = [None] * len(node.inputs)
-    if needs[0]:
-        out[0] = getattr(g, f"conv{nd}d")(dy, w, **geo)
-    if needs[1]:
-        out[1] = getattr(g, f"conv{nd}d_backward_weight")(dy, x, w.shape, **geo)
-    if len(node.inputs) > 2 and needs[2]:
-        out[2] = g.bias_grad(dy)
-    return out
 
 
 def _vjp_relu(g, node, dy, needs):
@@ -107,8 +70,6 @@ def _vjp_softmax_cross_entropy(g, node, dy, needs):
 
 
 VJP = {
-    "conv": _vjp_conv,
-    "conv_transpose": _vjp_conv_transpose,
     "relu": _vjp_relu,
     "add": _vjp_add,
     "bias_add": _vjp_bias_add,

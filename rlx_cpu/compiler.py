@@ -11,18 +11,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _backward, _conv2d, _convnd, _train
-from .algorithms import (ConvAlgorithm, ConvFlags, select_conv_algorithm, select_conv_backward_algorithm,
-                         select_convnd_algorithm)
+from .algorithms import ConvAlgorithm, ConvFlags
 from .arena import ALIGNMENT, BufferRequest, align_up, plan_arena
 from .ir import Graph
 from .registry import COMPILE_RULES, compile_rule
 from .threads import limit_blas_threads, resolve_num_threads
-from .thunks import (Conv2D1x1Thunk, Conv2DDims, Conv2DThunk, ConvNDDims, ConvNDThunk, ConvTransposeNDThunk,
-                     Slice, WindowDims, WinogradFilterThunk)
-from .thunks import (AddThunk, BiasAddThunk, BiasGradThunk, ConvBackwardInputThunk, ConvBackwardWeightThunk,
-                     GemmThunk, ReluBackwardThunk, ReluThunk, SoftmaxCrossEntropyBackwardThunk,
-                     SoftmaxCrossEntropyThunk)
+from . import _train
+from .thunks import Slice, WindowDims
+from .thunks import (AddThunk, BiasAddThunk, BiasGradThunk, GemmThunk, ReluBackwardThunk, ReluThunk,
+                     SoftmaxCrossEntropyBackwardThunk, SoftmaxCrossEntropyThunk)
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,85 +104,6 @@ class CompileContext:
 # Rules
 # ---------------------------------------------------------------------------
 
-def conv_dims(node, graph):
-    """Conv2DDims for a 1-D or 2-D conv node.
-
-    A 1-D conv [N, C, L] is run as a 2-D conv on [N, C, 1, L] (same bytes):
-    the k taps, stride, padding and dilation all run along L, which is the
-    contiguous axis, so the kernels' inner loops stay unit-stride."""
-    a = node.attrs
-    xs = graph.node(node.inputs[0]).shape
-    if a.ndim == 1:
-        return Conv2DDims(xs[0], xs[1], 1, xs[2], node.shape[1], 1, node.shape[2],
-                          1, a.kernel[0], 1, a.stride[0], 0, a.pads_begin[0], 1, a.dilation[0], a.groups)
-    if a.ndim == 2:
-        return Conv2DDims(xs[0], xs[1], xs[2], xs[3], node.shape[1], node.shape[2], node.shape[3],
-                          a.kernel[0], a.kernel[1], a.stride[0], a.stride[1], a.pads_begin[0],
-                          a.pads_begin[1], a.dilation[0], a.dilation[1], a.groups)
-    raise NotImplementedError(f"conv with {a.ndim} spatial dims")
-
-
-def compile_conv(ctx, node):
-    if node.attrs.ndim == 3:
-        return compile_conv_nd(ctx, node)
-    dims = conv_dims(node, ctx.graph)
-    op = f"conv{node.attrs.ndim}d {node.name!r}"
-    algo = select_conv_algorithm(dims, ctx.conv_algorithm, ctx.flags, op=op)
-    x, w = ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1])
-    bias = ctx.buf(node.inputs[2]) if len(node.inputs) > 2 else None
-    y = ctx.buf(node.id)
-    t = ctx.num_threads
-    if algo == ConvAlgorithm.GEMM_1X1:
-        ctx.emit(Conv2D1x1Thunk(node.name, x, w, bias, y, dims.n, dims.c_in, dims.c_out,
-                                dims.h * dims.w, dims.groups, t))
-        return
-    block = 0
-    if algo == ConvAlgorithm.IM2COL:
-        block = _conv2d.im2col_col_block(dims.as_tuple(), t)
-    if algo == ConvAlgorithm.WINOGRAD:
-        block = _conv2d.winograd_tile_block(dims.as_tuple(), t)
-        wnode = node.inputs[1]
-        if ctx.is_constant(wnode):
-            # Transform once, now; runs only read U.
-            u = _conv2d.winograd_filter_transform(ctx.graph.node(wnode).value)
-            w = ctx.constant(u, node.name + ".winograd_U")
-        else:
-            u = ctx.temp(16 * dims.c_out * dims.c_in * 4, node.name + ".winograd_U")
-            ctx.emit(WinogradFilterThunk(node.name, w, u, dims.c_out, dims.c_in))
-            w = u
-    scratch_nbytes = 4 * _conv2d.scratch_floats(dims.as_tuple(), int(algo), t)
-    scratch = ctx.scratch(scratch_nbytes, node.name + ".scratch")
-    ctx.emit(Conv2DThunk(node.name, x, w, bias, y, scratch, dims, algo, t, block))
-
-
-# --- conv3d and conv-transpose (N-d, src/_convnd.pyx) ---
-
-def convnd_dims(node, graph):
-    """ConvNDDims of a conv3d or conv-transpose node (padded to three axes)."""
-    return ConvNDDims.from_attrs(graph.node(node.inputs[0]).shape, node.shape, node.attrs)
-
-
-def _emit_conv_nd(ctx, node, thunk_cls, op):
-    dims = convnd_dims(node, ctx.graph)
-    transposed = thunk_cls.transposed
-    t = ctx.num_threads
-    algo = select_convnd_algorithm(dims, ctx.conv_algorithm, ctx.flags, op=op, transposed=transposed,
-                                   nthreads=t)
-    x, w = ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1])
-    bias = ctx.buf(node.inputs[2]) if len(node.inputs) > 2 else None
-    nfloats = _convnd.scratch_floats(dims.as_tuple(), transposed, algo == ConvAlgorithm.IM2COL, t)
-    scratch = ctx.scratch(4 * nfloats, node.name + ".scratch")
-    ctx.emit(thunk_cls(node.name, x, w, bias, ctx.buf(node.id), scratch, dims, algo, t))
-
-
-def compile_conv_nd(ctx, node):
-    _emit_conv_nd(ctx, node, ConvNDThunk, f"conv3d {node.name!r}")
-
-
-def compile_conv_transpose(ctx, node):
-    _emit_conv_nd(ctx, node, ConvTransposeNDThunk, f"conv_transpose{node.attrs.ndim}d {node.name!r}")
-
-
 # --- pooling / resize / im2col ---
 
 def _window_dims(n, c, image, out, a):
@@ -193,36 +111,12 @@ def _window_dims(n, c, image, out, a):
 
 
 RULES = {
-    "conv": compile_conv,
-    "conv_transpose": compile_conv_transpose,
 }
 
 
 # ===========================================================================
 # --- training: rules for gradient kernels and training-step ops ---
 # ===========================================================================
-
-def compile_conv_backward_input(ctx, node):
-    dy_node = ctx.graph.node(node.inputs[0])
-    dims = ConvNDDims.from_attrs(node.shape, dy_node.shape, node.attrs)
-    algo = select_conv_backward_algorithm(dims, ctx.conv_algorithm, ctx.flags)
-    t = ctx.num_threads
-    nbytes = 4 * _backward.conv_backward_input_scratch_floats(dims.as_tuple(), int(algo), t)
-    ctx.emit(ConvBackwardInputThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]),
-                                    ctx.buf(node.id), ctx.scratch(nbytes, node.name + ".scratch"),
-                                    dims, algo, t))
-
-
-def compile_conv_backward_weight(ctx, node):
-    x_node, dy_node = ctx.graph.node(node.inputs[0]), ctx.graph.node(node.inputs[1])
-    dims = ConvNDDims.from_attrs(x_node.shape, dy_node.shape, node.attrs)
-    algo = select_conv_backward_algorithm(dims, ctx.conv_algorithm, ctx.flags)
-    t = ctx.num_threads
-    nbytes = 4 * _backward.conv_backward_weight_scratch_floats(dims.as_tuple(), int(algo), t)
-    ctx.emit(ConvBackwardWeightThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]),
-                                     ctx.buf(node.id), ctx.scratch(nbytes, node.name + ".scratch"),
-                                     dims, algo, t))
-
 
 def _numel(shape):
     return int(np.prod(shape, dtype=np.int64))
@@ -286,8 +180,6 @@ def compile_softmax_cross_entropy_backward(ctx, node):
 
 
 RULES.update({
-    "conv_backward_input": compile_conv_backward_input,
-    "conv_backward_weight": compile_conv_backward_weight,
     "relu": compile_elementwise,
     "relu_backward": compile_elementwise,
     "add": compile_elementwise,

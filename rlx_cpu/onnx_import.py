@@ -503,65 +503,9 @@ def _constant(nc):
     nc.imp.set_output(nc.out_name(), arr)
 
 
-def _conv(nc):
-    nc.check_attrs(("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"))
-    x = nc.tensor(0, "X")
-    w = nc.tensor(1, "W")
-    b = nc.optional_tensor(2, "B")
-    nsp = _spatial_rank(nc, x)
-    if len(w.shape) != nsp + 2:
-        raise ValueError(f"{nc.where}: W must have rank {nsp + 2}, got {list(w.shape)} for X {list(x.shape)}")
-    kernel = nc.ints("kernel_shape", nsp, tuple(w.shape[2:]))
-    if kernel != tuple(w.shape[2:]):
-        raise ValueError(f"{nc.where}: kernel_shape {list(kernel)} does not match W {list(w.shape)}")
-    strides = nc.ints("strides", nsp, (1,) * nsp)
-    dilations = nc.ints("dilations", nsp, (1,) * nsp)
-    group = int(nc.attr("group", 1))
-    padding = _window_padding(nc, nsp)
-    method = _graph_method(nc, f"conv{nsp}d")
-    y = method(x, w, b, stride=strides, padding=padding, dilation=dilations, groups=group,
-               name=nc.imp._fresh(nc.out_name()))
-    nc.imp.set_output(nc.out_name(), y)
-
-
-def _conv_transpose(nc):
-    nc.check_attrs(("auto_pad", "dilations", "group", "kernel_shape", "output_padding", "output_shape", "pads",
-                    "strides"))
-    x = nc.tensor(0, "X")
-    w = nc.tensor(1, "W")
-    b = nc.optional_tensor(2, "B")
-    nsp = _spatial_rank(nc, x)
-    if len(w.shape) != nsp + 2:
-        raise ValueError(f"{nc.where}: W must have rank {nsp + 2}, got {list(w.shape)} for X {list(x.shape)}")
-    kernel = nc.ints("kernel_shape", nsp, tuple(w.shape[2:]))
-    if kernel != tuple(w.shape[2:]):
-        raise ValueError(f"{nc.where}: kernel_shape {list(kernel)} does not match W {list(w.shape)}")
-    strides = nc.ints("strides", nsp, (1,) * nsp)
-    dilations = nc.ints("dilations", nsp, (1,) * nsp)
-    output_padding = nc.ints("output_padding", nsp, (0,) * nsp)
-    group = int(nc.attr("group", 1))
-    padding = _window_padding(nc, nsp)
-    output_shape = nc.attr("output_shape")
-    if output_shape is not None:
-        output_shape = tuple(int(v) for v in output_shape)
-        if not isinstance(padding, str) and any(p for pair in padding for p in pair):
-            # The spec derives the pads from output_shape (ignoring pads); the
-            # reference implementation crops with the given pads instead.
-            nc.unsupported("output_shape", list(output_shape),
-                           "together with non-zero pads: ONNX's spec and reference implementation disagree")
-        if not isinstance(padding, str):
-            padding = 0
-    method = _graph_method(nc, f"conv_transpose{nsp}d")
-    y = method(x, w, b, stride=strides, padding=padding, output_padding=output_padding, groups=group,
-               dilation=dilations, output_shape=output_shape, name=nc.imp._fresh(nc.out_name()))
-    nc.imp.set_output(nc.out_name(), y)
-
-
 CONVERTERS = {
     "Identity": _identity,
     "Constant": _constant,
-    "Conv": _conv,
-    "ConvTranspose": _conv_transpose,
 }
 
 # (lowest, highest) since_version each converter implements; None = any later
@@ -569,8 +513,6 @@ CONVERTERS = {
 SUPPORTED_VERSIONS = {
     "Identity": (1, None),
     "Constant": (1, None),
-    "Conv": (1, 22),
-    "ConvTranspose": (1, 22),
 }
 
 # Input positions whose values set shapes or index tables: they must be

@@ -92,7 +92,7 @@ def run_one_conv(x, w, b=None, *, conv_algorithm="auto", num_threads=None, weigh
 
 def conv_thunk(plan):
     """The (last) conv thunk of a plan."""
-    convs = [t for t in plan.thunks if t.kind in ("Conv2D", "Conv2D1x1")]
+    convs = [t for t in plan.thunks if t.kind in ("conv", "conv_1x1")]
     assert convs, plan
     return convs[-1]
 
@@ -100,7 +100,7 @@ def conv_thunk(plan):
 def chosen_algorithm(plan):
     """The ConvAlgorithm a plan's conv runs with (Conv2D1x1 -> GEMM_1X1)."""
     t = conv_thunk(plan)
-    return rlx_cpu.ConvAlgorithm.GEMM_1X1 if t.kind == "Conv2D1x1" else t.algorithm
+    return rlx_cpu.ConvAlgorithm.GEMM_1X1 if t.kind == "conv_1x1" else t.algorithm
 
 
 # ---------------------------------------------------------------------------

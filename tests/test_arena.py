@@ -212,7 +212,7 @@ def test_layout_with_branches_winograd_and_scratch(rng):
     g.output(c, d, a)
     plan = rlx_cpu.compile(g)
     kinds = [t.kind for t in plan.thunks]
-    assert "WinogradFilter" in kinds
+    assert "winograd_filter" in kinds
     assert any(t.slices(("scratch_fields",)) for t in plan.thunks)
     assert_plan_layout(plan)
     xv = rng.standard_normal((1, 16, 10, 10)).astype(np.float32)

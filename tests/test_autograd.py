@@ -137,9 +137,9 @@ def test_only_needed_gradients_are_built():
     g, x, labels, w, b, fc, loss = _small()
     grads(g, loss, [w])
     ops = [n.op for n in g.nodes]
-    assert "conv_backward_input" not in ops          # the image needs no gradient
+    assert "conv2d_backward_input" not in ops          # the image needs no gradient
     assert "linear_backward_weight" not in ops       # fc is not asked for
-    assert ops.count("conv_backward_weight") == 1
+    assert ops.count("conv2d_backward_weight") == 1
     assert "bias_grad" not in ops
 
 
@@ -173,7 +173,7 @@ def test_grads_errors():
     dy, wi = g2.input("dy", (1, 2, 4, 4)), g2.input("w", (2, 1, 3, 3))
     dx = g2.conv2d_backward_input(dy, wi, (1, 1, 6, 6))
     loss2 = g2.softmax_cross_entropy(g2.reshape(dx, (1, 36)), np.zeros(1))
-    with pytest.raises(ValueError, match=r"grads: op 'conv_backward_input' .* has no gradient rule"):
+    with pytest.raises(ValueError, match=r"grads: op 'conv2d_backward_input' .* has no gradient rule"):
         grads(g2, loss2, [wi])
 
 

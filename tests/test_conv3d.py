@@ -6,7 +6,7 @@ import pytest
 import rlx_cpu as rc
 from rlx_cpu import _runtime
 from rlx_cpu.algorithms import ConvAlgorithm, ConvFlags, select_convnd_algorithm
-from rlx_cpu.thunks import ConvNDDims
+from rlx_cpu.ops.conv import ConvNDDims
 
 import reference as R
 
@@ -69,7 +69,7 @@ def test_conv3d_matches_reference(seed, algo):
                      groups=kw["groups"])
     for nthreads in (1, 2):
         got, plan = _run(x, w, b, algo, nthreads, weights_as_inputs=bool(seed % 2), **kw)
-        assert plan.thunks[-1].kind == "ConvND"
+        assert plan.thunks[-1].kind == "conv3d"
         assert plan.thunks[-1].algorithm == ConvAlgorithm(ConvAlgorithm.REFERENCE if algo == "reference"
                                                           else ConvAlgorithm.IM2COL)
         assert got.shape == want.shape
@@ -146,7 +146,7 @@ def test_conv1d_conv2d_stay_on_conv2d_path():
     y2 = g.conv2d(x2, np.ones((3, 2, 3, 3), np.float32))
     g.output(y1, y2)
     kinds = {t.kind for t in rc.compile(g, num_threads=1).thunks}
-    assert "ConvND" not in kinds and kinds <= {"Conv2D", "Conv2D1x1", "WinogradFilter"}
+    assert "conv3d" not in kinds and kinds <= {"conv", "conv_1x1", "winograd_filter"}
 
 
 # -- algorithm selection -----------------------------------------------------------

@@ -12,7 +12,7 @@ from guarded import Guarded
 import rlx_cpu
 from rlx_cpu import _backward, functional as F
 from rlx_cpu.algorithms import ConvBackwardAlgorithm, ConvFlags, select_conv_backward_algorithm
-from rlx_cpu.thunks import ConvBackwardInputThunk, ConvBackwardWeightThunk
+from rlx_cpu.ops.conv_backward import ConvBackwardInputThunk, ConvBackwardWeightThunk
 
 # id, n, c_in, c_out, groups, spatial, kernel, stride, pads_begin, pads_end, dilation
 CASES = [

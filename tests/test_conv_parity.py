@@ -137,7 +137,7 @@ def test_parity_grid(case, algo):
     plan = rlx_cpu.compile(g, conv_algorithm=algo)
     if algo == "im2col" and chosen_algorithm(plan) == ConvAlgorithm.GEMM_1X1:
         # 1x1/stride 1/unpadded under im2col is documented to run as a GEMM.
-        assert case["kernel"] in ((1, 1), (1,)) and conv_thunk(plan).kind == "Conv2D1x1"
+        assert case["kernel"] in ((1, 1), (1,)) and conv_thunk(plan).kind == "conv_1x1"
     elif algo != "auto":
         assert chosen_algorithm(plan).label == algo
     got = plan.run({"x": x})[0]
@@ -290,8 +290,8 @@ def test_winograd_weight_input_vs_constant(rng, bias_as_input):
                                              bias_as_input=bias_as_input, padding=1),
                               conv_algorithm="winograd")
     # A constant weight is transformed once at compile time, never per run.
-    assert [t.kind for t in p_const.thunks] == ["Conv2D"]
-    assert [t.kind for t in p_input.thunks] == ["WinogradFilter", "Conv2D"]
+    assert [t.kind for t in p_const.thunks] == ["conv"]
+    assert [t.kind for t in p_input.thunks] == ["winograd_filter", "conv"]
     y_const = p_const.run({"x": x})[0]
     check_parity(y_const, conv_nd(x, w, b, 1, 1, 1), "winograd const weight")
     # Same transform arithmetic and tile block: equal up to rounding.

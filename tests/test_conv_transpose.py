@@ -83,7 +83,7 @@ def test_conv_transpose_matches_reference(seed, algo):
     for nthreads in (1, 2):
         got, plan, _ = _run(nsp, x, w, b, algo, nthreads, weights_as_inputs=bool(seed % 2), **kw)
         th = plan.thunks[-1]
-        assert th.kind == "ConvTransposeND"
+        assert th.kind == "conv_transpose"
         assert th.algorithm == (ConvAlgorithm.REFERENCE if algo == "reference" else ConvAlgorithm.IM2COL)
         assert got.shape == want.shape
         assert R.rel_error(got, want) <= TOL, (seed, algo, nthreads)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import rlx_cpu
-from rlx_cpu.thunks import Conv2DDims
+from rlx_cpu.ops.conv import Conv2DDims
 
 from conftest import one_conv_graph
 

@@ -10,7 +10,7 @@ import pytest
 import rlx_cpu
 from rlx_cpu import ConvAlgorithm as A, ConvFlags, select_conv_algorithm
 from rlx_cpu import _conv2d
-from rlx_cpu.thunks import Conv2DDims
+from rlx_cpu.ops.conv import Conv2DDims
 
 from conftest import chosen_algorithm, conv_thunk, one_conv_graph
 
@@ -198,21 +198,21 @@ def test_flags_are_read_at_compile_time_not_at_run(monkeypatch):
 def test_1x1_runs_as_gemm(x_shape, w_shape, attrs, algo):
     g = one_conv_graph(x_shape, np.ones(w_shape, np.float32), **attrs)
     plan = rlx_cpu.compile(g, conv_algorithm=algo)
-    assert [t.kind for t in plan.thunks] == ["Conv2D1x1"]
+    assert [t.kind for t in plan.thunks] == ["conv_1x1"]
     assert not plan.thunks[0].slices(("scratch_fields",))       # no patch matrix
 
 
 @pytest.mark.parametrize("attrs", [dict(stride=2), dict(padding=1), dict(padding=(0, 0, 1, 0))])
 def test_1x1_with_stride_or_padding_is_not_plain_gemm(attrs):
     g = one_conv_graph((1, 16, 6, 6), np.ones((8, 16, 1, 1), np.float32), **attrs)
-    assert conv_thunk(rlx_cpu.compile(g, conv_algorithm="im2col")).kind == "Conv2D"
+    assert conv_thunk(rlx_cpu.compile(g, conv_algorithm="im2col")).kind == "conv"
 
 
 @pytest.mark.parametrize("algo", ["reference", "direct"])
 def test_1x1_forced_other_algorithms(algo):
     g = one_conv_graph((1, 16, 6, 6), np.ones((8, 16, 1, 1), np.float32))
     t = conv_thunk(rlx_cpu.compile(g, conv_algorithm=algo))
-    assert t.kind == "Conv2D" and t.algorithm.label == algo
+    assert t.kind == "conv" and t.algorithm.label == algo
 
 
 # ---------------------------------------------------------------------------

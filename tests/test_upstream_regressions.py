@@ -11,7 +11,7 @@ import pytest
 
 import rlx_cpu
 from rlx_cpu import _runtime
-from rlx_cpu.thunks import Conv2DThunk, WinogradFilterThunk
+from rlx_cpu.ops.conv import ConvThunk, WinogradFilterThunk
 
 from reference import (avg_pool_nd, conv_nd, conv_transpose_nd, global_pool, max_pool_nd, rel_error,
                        upsample_nearest2x)
@@ -139,7 +139,7 @@ def test_winograd_filters_are_transformed_once_at_compile_time(rng):
     plan, (y,) = _run(lambda g, x: g.conv2d(x, w, padding=1), {"x": x}, conv_algorithm="winograd")
     assert not any(isinstance(t, WinogradFilterThunk) for t in plan.thunks)
     (t,) = plan.thunks
-    assert isinstance(t, Conv2DThunk) and t.weight.segment == "const"
+    assert isinstance(t, ConvThunk) and t.weight.segment == "const"
     assert t.weight.nbytes == 16 * 8 * 8 * 4          # U, not the raw 3x3 weight
     assert plan.const_nbytes == 16 * 8 * 8 * 4        # and the raw weight is not kept
     assert rel_error(y, conv_nd(x, w, pads_begin=1, pads_end=1)) <= TOL

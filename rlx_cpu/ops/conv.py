@@ -1,0 +1,511 @@
+"""Convolution: conv1d, conv2d, conv3d (cross-correlation, as PyTorch and ONNX).
+
+For x [N, C_in, *in], weight [C_out, C_in/g, *k] in g groups, output point p
+on n spatial axes (n = 1, 2, 3)::
+
+    y[b, o, p] = bias[o] + sum_{c, t} x[b, G(o) + c, p * s + t * d - pad_begin] * W[o, c, t]
+
+with G(o) the first input channel of o's group, t running over the kernel
+taps and out-of-range reads being zero (padding).  Per axis the output size is
+floor((in + pads - d * (k - 1) - 1) / s) + 1.
+
+conv1d and conv2d run on the 2-D kernels (src/_conv2d.pyx: reference,
+im2col, direct, Winograd F(2x2, 3x3), 1x1 GEMM) over :class:`Conv2DDims`; a
+1-D conv is a 2-D conv with H = 1.  conv3d runs on the N-d kernels
+(src/_convnd.pyx) over :class:`ConvNDDims`, the canonical three-axis geometry
+that conv-transpose and the conv gradients share.
+
+The gradients (see ``_vjp_conv``) are the ops of ``conv_backward``.
+"""
+from dataclasses import astuple, dataclass
+from typing import ClassVar, Optional, Tuple
+
+import numpy as np
+
+from .. import _conv2d, _convnd
+from ..algorithms import ConvAlgorithm, ConvFlags, select_conv_algorithm, select_convnd_algorithm
+from ..autograd import _pads
+from ..compiler import compile as _compile
+from ..functional import _as_real, _cached_plan, _freeze
+from ..ir import Graph, _fmt
+from ..onnx_import import _graph_method, _spatial_rank, _window_padding
+from ..registry import compile_rule, functional, gradient, graph_method, onnx_op, per_rank
+from ..shapes import as_tuple, conv_out_size, resolve_padding
+from ..threads import get_num_threads
+from ..thunks import Slice, Thunk
+
+Shape = Tuple[int, ...]
+
+RANKS = (1, 2, 3)
+CONV_OPS = per_rank("conv{}d")            # rank -> graph method / node op / function name
+CONV = {}                                 # rank -> Graph.conv{rank}d, filled at registration
+_LAYOUT = {1: ("[N, C, L]", "k"), 2: ("[N, C, H, W]", "kH, kW"), 3: ("[N, C, D, H, W]", "kD, kH, kW")}
+
+
+# ---------------------------------------------------------------------------
+# Attributes
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ConvAttrs:
+    """Canonical convolution attributes for n spatial axes (n = 1, 2, 3)."""
+    kernel: Shape
+    stride: Shape
+    pads_begin: Shape
+    pads_end: Shape
+    dilation: Shape
+    groups: int
+
+    @property
+    def ndim(self):
+        return len(self.kernel)
+
+
+# ---------------------------------------------------------------------------
+# Graph builders
+# ---------------------------------------------------------------------------
+
+def check_groups(op, groups):
+    """groups as a positive int (conv, conv-transpose and conv gradients)."""
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+        raise ValueError(f"{op}: groups must be a positive integer, got {groups!r}")
+    return int(groups)
+
+
+def _conv(graph, op, nsp, x, weight, bias, stride, padding, dilation, groups, name):
+    x = graph._value(x, op, "input")
+    weight = graph._value(weight, op, "weight")
+    xs, ws = x.shape, weight.shape
+    ctx = f"input {_fmt(xs)}, weight {_fmt(ws)}"
+    if len(xs) != nsp + 2:
+        raise ValueError(f"{op}: input must have rank {nsp + 2} (N, C, {'spatial, ' * nsp}...), got {ctx}")
+    if len(ws) != nsp + 2:
+        raise ValueError(f"{op}: weight must have rank {nsp + 2} [C_out, C_in/groups, k...], got {ctx}")
+    groups = check_groups(op, groups)
+    n, c_in = xs[0], xs[1]
+    c_out, cpg = ws[0], ws[1]
+    if c_in % groups:
+        raise ValueError(f"{op}: groups={groups} does not divide in_channels={c_in} ({ctx})")
+    if c_out % groups:
+        raise ValueError(f"{op}: groups={groups} does not divide out_channels={c_out} ({ctx})")
+    if cpg * groups != c_in:
+        raise ValueError(
+            f"{op}: channel mismatch: input has {c_in} channels but weight expects "
+            f"{cpg} x groups={groups} = {cpg * groups} ({ctx})")
+    kernel = tuple(ws[2:])
+    stride = as_tuple(stride, nsp, op, "stride")
+    dilation = as_tuple(dilation, nsp, op, "dilation")
+    begin, end = resolve_padding(padding, xs[2:], kernel, stride, dilation, op)
+    out_sp = []
+    for i in range(nsp):
+        o = conv_out_size(xs[2 + i], kernel[i], stride[i], begin[i], end[i], dilation[i])
+        if o < 1:
+            raise ValueError(
+                f"{op}: kernel extent {dilation[i] * (kernel[i] - 1) + 1} (kernel {kernel[i]}, dilation "
+                f"{dilation[i]}) is larger than padded input {xs[2 + i] + begin[i] + end[i]} on spatial "
+                f"axis {i} ({ctx}, pads {begin}/{end})")
+        out_sp.append(o)
+    inputs = [x, weight]
+    if bias is not None:
+        bias = graph._value(bias, op, "bias")
+        if bias.shape != (c_out,):
+            raise ValueError(f"{op}: bias must have shape [{c_out}], got {_fmt(bias.shape)} ({ctx})")
+        inputs.append(bias)
+    attrs = ConvAttrs(kernel, stride, begin, end, dilation, groups)
+    return graph._add(op, inputs, (n, c_out, *out_sp), name, attrs)
+
+
+def _conv_builder(nd):
+    op = CONV_OPS[nd]
+
+    def conv(graph, x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, name=None):
+        return _conv(graph, op, nd, x, weight, bias, stride, padding, dilation, groups, name)
+
+    layout, taps = _LAYOUT[nd]
+    doc = f"{nd}-D convolution on {layout} with weight [C_out, C_in/groups, {taps}]."
+    return op, conv, doc
+
+
+# ---------------------------------------------------------------------------
+# Thunk records
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Conv2DDims:
+    """Canonical conv2d geometry.  Padding is the *begin* padding; the end
+    padding is implied by (h_out, w_out).  1-D convs use h = kh = 1."""
+    n: int
+    c_in: int
+    h: int
+    w: int
+    c_out: int
+    h_out: int
+    w_out: int
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    ph: int
+    pw: int
+    dh: int
+    dw: int
+    groups: int
+
+    def as_tuple(self):
+        return astuple(self)
+
+    @property
+    def flops(self):
+        return 2 * self.n * self.c_out * self.h_out * self.w_out * (self.c_in // self.groups) * self.kh * self.kw
+
+    def __repr__(self):
+        return (f"n={self.n} {self.c_in}->{self.c_out} {self.h}x{self.w}->{self.h_out}x{self.w_out} "
+                f"k={self.kh}x{self.kw} s={self.sh},{self.sw} p={self.ph},{self.pw} "
+                f"d={self.dh},{self.dw} g={self.groups}")
+
+
+@dataclass(frozen=True, repr=False)
+class ConvThunk(Thunk):
+    """conv1d / conv2d with fused bias; `algorithm` was chosen at compile
+    time.  For Winograd, `weight` is the transformed filter U[16, c_out, c_in]."""
+    x: Slice
+    weight: Slice
+    bias: Optional[Slice]
+    y: Slice
+    scratch: Optional[Slice]
+    dims: Conv2DDims
+    algorithm: ConvAlgorithm
+    max_threads: int
+    block: int = 0
+
+    kind: ClassVar[str] = "conv"
+    reads: ClassVar[tuple] = ("x", "weight", "bias")
+    writes: ClassVar[tuple] = ("y",)
+    scratch_fields: ClassVar[tuple] = ("scratch",)
+
+    def bind(self, view):
+        return _conv2d.Conv2DLaunch(
+            view(self.x), view(self.weight), view(self.bias) if self.bias else None, view(self.y),
+            view(self.scratch) if self.scratch else None, self.dims.as_tuple(), int(self.algorithm),
+            self.max_threads, self.block)
+
+
+@dataclass(frozen=True, repr=False)
+class Conv1x1Thunk(Thunk):
+    """1x1, stride 1, unpadded conv1d / conv2d: one GEMM per (image, group), fused bias."""
+    x: Slice
+    weight: Slice
+    bias: Optional[Slice]
+    y: Slice
+    n: int
+    c_in: int
+    c_out: int
+    hw: int
+    groups: int
+    max_threads: int
+
+    kind: ClassVar[str] = "conv_1x1"
+    reads: ClassVar[tuple] = ("x", "weight", "bias")
+    writes: ClassVar[tuple] = ("y",)
+
+    @property
+    def flops(self):
+        return 2 * self.n * self.c_out * self.hw * (self.c_in // self.groups)
+
+    def bind(self, view):
+        dims = (self.n, self.c_in, 1, self.hw, self.c_out, 1, self.hw, 1, 1, 1, 1, 0, 0, 1, 1, self.groups)
+        return _conv2d.Conv2DLaunch(
+            view(self.x), view(self.weight), view(self.bias) if self.bias else None, view(self.y), None,
+            dims, int(ConvAlgorithm.GEMM_1X1), self.max_threads, 0)
+
+
+@dataclass(frozen=True, repr=False)
+class WinogradFilterThunk(Thunk):
+    """U = G g G^T for a weight that is not a constant (e.g. a graph input);
+    constant weights are transformed at compile time instead."""
+    weight: Slice
+    u: Slice
+    c_out: int
+    c_in: int
+
+    kind: ClassVar[str] = "winograd_filter"
+    reads: ClassVar[tuple] = ("weight",)
+    writes: ClassVar[tuple] = ("u",)
+
+    def bind(self, view):
+        return _conv2d.WinogradFilterLaunch(view(self.weight), view(self.u), self.c_out, self.c_in)
+
+
+@dataclass(frozen=True)
+class ConvNDDims:
+    """Canonical geometry on three spatial axes (D, H, W) for conv3d, for
+    conv-transpose of every rank and for the conv gradients.  A 1-D or 2-D op
+    has leading axes of size 1 (kernel 1, stride 1, pad 0, dilation 1), so W
+    stays the contiguous axis.  `in_sp` is x's spatial size and `out_sp` y's
+    (for conv-transpose too); `pad` is the begin padding, the end padding
+    being implied by `out_sp`."""
+    n: int
+    c_in: int
+    c_out: int
+    groups: int
+    in_sp: tuple
+    out_sp: tuple
+    kernel: tuple
+    stride: tuple
+    pad: tuple
+    dilation: tuple
+
+    def as_tuple(self):
+        return (self.n, self.c_in, self.c_out, self.groups, *self.in_sp, *self.out_sp,
+                *self.kernel, *self.stride, *self.pad, *self.dilation)
+
+    @classmethod
+    def from_attrs(cls, x_shape, y_shape, attrs):
+        """From NC+spatial shapes and ConvAttrs/ConvTransposeAttrs, padded to 3 axes."""
+        lead = 3 - attrs.ndim
+
+        def pad3(t, fill):
+            return (fill,) * lead + tuple(int(v) for v in t)
+
+        return cls(int(x_shape[0]), int(x_shape[1]), int(y_shape[1]), int(attrs.groups),
+                   pad3(x_shape[2:], 1), pad3(y_shape[2:], 1), pad3(attrs.kernel, 1),
+                   pad3(attrs.stride, 1), pad3(attrs.pads_begin, 0), pad3(attrs.dilation, 1))
+
+    def flops(self, transposed):
+        """2 * multiply-adds of the dense maths (every tap of every input for a
+        transposed conv, including taps that land in the cropped padding)."""
+        kk = self.kernel[0] * self.kernel[1] * self.kernel[2]
+        if transposed:
+            pts = self.in_sp[0] * self.in_sp[1] * self.in_sp[2]
+            return 2 * self.n * self.c_in * pts * (self.c_out // self.groups) * kk
+        pts = self.out_sp[0] * self.out_sp[1] * self.out_sp[2]
+        return 2 * self.n * self.c_out * pts * (self.c_in // self.groups) * kk
+
+    def __repr__(self):
+        def f(t):
+            return "x".join(str(v) for v in t)
+        return (f"n={self.n} {self.c_in}->{self.c_out} {f(self.in_sp)}->{f(self.out_sp)} "
+                f"k={f(self.kernel)} s={f(self.stride)} p={f(self.pad)} d={f(self.dilation)} "
+                f"g={self.groups}")
+
+
+@dataclass(frozen=True, repr=False)
+class ConvNDKernelThunk(Thunk):
+    """Base of the records the N-d kernel (_convnd.ConvNDLaunch) runs, with
+    fused bias: conv3d here and conv-transpose (``transposed``).  `algorithm`
+    is REFERENCE (loops) or IM2COL (vol2col + GEMM, or GEMM + col2vol)."""
+    x: Slice
+    weight: Slice
+    bias: Optional[Slice]
+    y: Slice
+    scratch: Optional[Slice]
+    dims: ConvNDDims
+    algorithm: ConvAlgorithm
+    max_threads: int
+
+    reads: ClassVar[tuple] = ("x", "weight", "bias")
+    writes: ClassVar[tuple] = ("y",)
+    scratch_fields: ClassVar[tuple] = ("scratch",)
+    transposed: ClassVar[bool] = False
+
+    @property
+    def flops(self):
+        return self.dims.flops(self.transposed)
+
+    def bind(self, view):
+        return _convnd.ConvNDLaunch(
+            view(self.x), view(self.weight), view(self.bias) if self.bias else None, view(self.y),
+            view(self.scratch) if self.scratch else None, self.dims.as_tuple(), self.transposed,
+            self.algorithm == ConvAlgorithm.IM2COL, self.max_threads)
+
+
+@dataclass(frozen=True, repr=False)
+class Conv3DThunk(ConvNDKernelThunk):
+    """conv3d with fused bias: REFERENCE is the gather loop, IM2COL vol2col + GEMM."""
+    kind: ClassVar[str] = "conv3d"
+
+
+# ---------------------------------------------------------------------------
+# Compile rules
+# ---------------------------------------------------------------------------
+
+def conv_dims(node, graph):
+    """Conv2DDims for a conv1d or conv2d node.
+
+    A 1-D conv [N, C, L] is run as a 2-D conv on [N, C, 1, L] (same bytes):
+    the k taps, stride, padding and dilation all run along L, which is the
+    contiguous axis, so the kernels' inner loops stay unit-stride."""
+    a = node.attrs
+    xs = graph.node(node.inputs[0]).shape
+    if a.ndim == 1:
+        return Conv2DDims(xs[0], xs[1], 1, xs[2], node.shape[1], 1, node.shape[2],
+                          1, a.kernel[0], 1, a.stride[0], 0, a.pads_begin[0], 1, a.dilation[0], a.groups)
+    if a.ndim == 2:
+        return Conv2DDims(xs[0], xs[1], xs[2], xs[3], node.shape[1], node.shape[2], node.shape[3],
+                          a.kernel[0], a.kernel[1], a.stride[0], a.stride[1], a.pads_begin[0],
+                          a.pads_begin[1], a.dilation[0], a.dilation[1], a.groups)
+    raise NotImplementedError(f"conv with {a.ndim} spatial dims")
+
+
+@compile_rule(CONV_OPS[1], CONV_OPS[2])
+def compile_conv(ctx, node):
+    dims = conv_dims(node, ctx.graph)
+    op = f"{node.op} {node.name!r}"
+    algo = select_conv_algorithm(dims, ctx.conv_algorithm, ctx.flags, op=op)
+    x, w = ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1])
+    bias = ctx.buf(node.inputs[2]) if len(node.inputs) > 2 else None
+    y = ctx.buf(node.id)
+    t = ctx.num_threads
+    if algo == ConvAlgorithm.GEMM_1X1:
+        ctx.emit(Conv1x1Thunk(node.name, x, w, bias, y, dims.n, dims.c_in, dims.c_out,
+                              dims.h * dims.w, dims.groups, t))
+        return
+    block = 0
+    if algo == ConvAlgorithm.IM2COL:
+        block = _conv2d.im2col_col_block(dims.as_tuple(), t)
+    if algo == ConvAlgorithm.WINOGRAD:
+        block = _conv2d.winograd_tile_block(dims.as_tuple(), t)
+        wnode = node.inputs[1]
+        if ctx.is_constant(wnode):
+            # Transform once, now; runs only read U.
+            u = _conv2d.winograd_filter_transform(ctx.graph.node(wnode).value)
+            w = ctx.constant(u, node.name + ".winograd_U")
+        else:
+            u = ctx.temp(16 * dims.c_out * dims.c_in * 4, node.name + ".winograd_U")
+            ctx.emit(WinogradFilterThunk(node.name, w, u, dims.c_out, dims.c_in))
+            w = u
+    scratch_nbytes = 4 * _conv2d.scratch_floats(dims.as_tuple(), int(algo), t)
+    scratch = ctx.scratch(scratch_nbytes, node.name + ".scratch")
+    ctx.emit(ConvThunk(node.name, x, w, bias, y, scratch, dims, algo, t, block))
+
+
+def emit_conv_nd(ctx, node, thunk_cls):
+    """Emit a ConvNDKernelThunk subclass for a conv3d or conv-transpose node."""
+    dims = ConvNDDims.from_attrs(ctx.graph.node(node.inputs[0]).shape, node.shape, node.attrs)
+    transposed = thunk_cls.transposed
+    t = ctx.num_threads
+    algo = select_convnd_algorithm(dims, ctx.conv_algorithm, ctx.flags, op=f"{node.op} {node.name!r}",
+                                   transposed=transposed, nthreads=t)
+    x, w = ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1])
+    bias = ctx.buf(node.inputs[2]) if len(node.inputs) > 2 else None
+    nfloats = _convnd.scratch_floats(dims.as_tuple(), transposed, algo == ConvAlgorithm.IM2COL, t)
+    scratch = ctx.scratch(4 * nfloats, node.name + ".scratch")
+    ctx.emit(thunk_cls(node.name, x, w, bias, ctx.buf(node.id), scratch, dims, algo, t))
+
+
+@compile_rule(CONV_OPS[3])
+def compile_conv3d(ctx, node):
+    emit_conv_nd(ctx, node, Conv3DThunk)
+
+
+# ---------------------------------------------------------------------------
+# Gradient
+# ---------------------------------------------------------------------------
+
+# y = conv(x, W) is linear in x and in W: dx = conv_backward_input(dy, W)
+# (the transposed conv of dy), dW = conv_backward_weight(x, dy) (the
+# correlation of x with dy), db = dy summed over every axis but channels.
+@gradient(*CONV_OPS.values())
+def _vjp_conv(g, node, dy, needs):
+    # conv_backward imports this module, so its builder tables are read here.
+    from .conv_backward import BACKWARD_INPUT, BACKWARD_WEIGHT
+    a = node.attrs
+    x, w = g.node(node.inputs[0]), g.node(node.inputs[1])
+    geo = dict(stride=a.stride, padding=_pads(a), dilation=a.dilation, groups=a.groups)
+    out = [None] * len(node.inputs)
+    if needs[0]:
+        out[0] = BACKWARD_INPUT[a.ndim](g, dy, w, x.shape, **geo)
+    if needs[1]:
+        out[1] = BACKWARD_WEIGHT[a.ndim](g, x, dy, w.shape, **geo)
+    if len(node.inputs) > 2 and needs[2]:
+        out[2] = g.bias_grad(dy)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# ONNX
+# ---------------------------------------------------------------------------
+
+def onnx_conv_geometry(nc, x, w):
+    """Spatial rank, strides and dilations of an ONNX Conv / ConvTranspose
+    node, after checking W's rank and kernel_shape."""
+    nsp = _spatial_rank(nc, x)
+    if len(w.shape) != nsp + 2:
+        raise ValueError(f"{nc.where}: W must have rank {nsp + 2}, got {list(w.shape)} for X {list(x.shape)}")
+    kernel = nc.ints("kernel_shape", nsp, tuple(w.shape[2:]))
+    if kernel != tuple(w.shape[2:]):
+        raise ValueError(f"{nc.where}: kernel_shape {list(kernel)} does not match W {list(w.shape)}")
+    return nsp, nc.ints("strides", nsp, (1,) * nsp), nc.ints("dilations", nsp, (1,) * nsp)
+
+
+@onnx_op("Conv", versions=(1, 22))
+def _onnx_conv(nc):
+    nc.check_attrs(("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"))
+    x = nc.tensor(0, "X")
+    w = nc.tensor(1, "W")
+    b = nc.optional_tensor(2, "B")
+    nsp, strides, dilations = onnx_conv_geometry(nc, x, w)
+    group = int(nc.attr("group", 1))
+    padding = _window_padding(nc, nsp)
+    method = _graph_method(nc, CONV_OPS[nsp])
+    y = method(x, w, b, stride=strides, padding=padding, dilation=dilations, groups=group,
+               name=nc.imp._fresh(nc.out_name()))
+    nc.imp.set_output(nc.out_name(), y)
+
+
+# ---------------------------------------------------------------------------
+# Functional
+# ---------------------------------------------------------------------------
+
+def _run_conv(op, x, weight, bias, stride, padding, dilation, groups, conv_algorithm):
+    x = _as_real("input", op, x)
+    weight = _as_real("weight", op, weight)
+    feeds = {"x": x, "weight": weight}
+    if bias is not None:
+        bias = _as_real("bias", op, bias)
+        feeds["bias"] = bias
+    # Everything compile() reads goes into the key, including the env flags
+    # (read at compile time), so a cached plan never hides a change of them.
+    key = (op, x.shape, weight.shape, None if bias is None else bias.shape, _freeze(stride),
+           _freeze(padding), _freeze(dilation), _freeze(groups), conv_algorithm, get_num_threads(),
+           ConvFlags.from_env())
+
+    def build():
+        g = Graph()
+        xi = g.input("x", x.shape)
+        wi = g.input("weight", weight.shape)
+        bi = g.input("bias", bias.shape) if bias is not None else None
+        y = getattr(g, op)(xi, wi, bi, stride=stride, padding=padding, dilation=dilation, groups=groups)
+        g.output(y)
+        return _compile(g, conv_algorithm=conv_algorithm)
+
+    return _cached_plan(key, build).run(feeds)[0]
+
+
+def _conv_function(nd):
+    op = CONV_OPS[nd]
+
+    def conv(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, conv_algorithm="auto"):
+        return _run_conv(op, input, weight, bias, stride, padding, dilation, groups, conv_algorithm)
+
+    layout, taps = _LAYOUT[nd]
+    conv.__doc__ = f"{nd}-D convolution of {layout.replace('C', 'C_in')} by [C_out, C_in/groups, {taps}]."
+    return conv
+
+
+# ---------------------------------------------------------------------------
+# Registration: one definition, three ranks
+# ---------------------------------------------------------------------------
+
+def named(fn, name):
+    """fn renamed to the op it implements (a rank-generated function)."""
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
+for _nd in RANKS:
+    _op, _builder, _doc = _conv_builder(_nd)
+    graph_method(_op, doc=_doc)(named(_builder, _op))
+    CONV[_nd] = getattr(Graph, _op)
+    functional(_op)(named(_conv_function(_nd), _op))
+del _nd, _op, _builder, _doc

@@ -1,0 +1,260 @@
+"""Conv gradients: conv{1,2,3}d_backward_input and conv{1,2,3}d_backward_weight.
+
+For y = conv(x, W) with stride s, dilation d and begin padding p (see ops/conv.py)::
+
+    dx[b, G(o) + c, i] = sum_{o, t : i = q * s + t * d - p} dy[b, o, q] * W[o, c, t]
+    dW[o, c, t]        = sum_{b, q} dy[b, o, q] * x[b, G(o) + c, q * s + t * d - p]
+
+dx is the transposed conv of dy (scattered back through the same windows);
+dW correlates x with dy.  Both run on the kernels of src/_backward.pyx over
+the canonical three-axis :class:`~rlx_cpu.ops.conv.ConvNDDims` of the forward
+conv.  The functional module also offers torch.nn.grad's names and argument
+order (``conv2d_input(input_size, weight, grad_output, ...)``).  Gradient ops
+are not themselves differentiable.
+"""
+from dataclasses import dataclass
+from typing import ClassVar, Optional
+
+from .. import _backward
+from ..algorithms import ConvBackwardAlgorithm, select_conv_backward_algorithm
+from ..compiler import compile as _compile
+from ..functional import _as_real, _cached_plan, _freeze, _shape_key
+from ..ir import Graph, _fmt, _shape_arg
+from ..registry import compile_rule, functional, graph_method, per_rank
+from ..shapes import as_tuple, conv_out_size, resolve_padding
+from ..threads import get_num_threads
+from ..thunks import Slice, Thunk, _view_or_none
+from .conv import RANKS, ConvAttrs, ConvNDDims, check_groups, named
+
+BACKWARD_INPUT_OPS = per_rank("conv{}d_backward_input")
+BACKWARD_WEIGHT_OPS = per_rank("conv{}d_backward_weight")
+BACKWARD_INPUT = {}      # rank -> Graph.conv{rank}d_backward_input, filled at registration
+BACKWARD_WEIGHT = {}     # rank -> Graph.conv{rank}d_backward_weight
+_INPUT_LAYOUT = {1: "[N, C_in, L]", 2: "[N, C_in, H, W]", 3: "[N, C_in, D, H, W]"}
+_WEIGHT_LAYOUT = {1: "[C_out, C_in/groups, k]", 2: "[C_out, C_in/groups, kH, kW]",
+                  3: "[C_out, C_in/groups, kD, kH, kW]"}
+
+
+# ---------------------------------------------------------------------------
+# Graph builders
+# ---------------------------------------------------------------------------
+
+def _conv_backward_attrs(op, nsp, xs, ws, dys, stride, padding, dilation, groups):
+    """Validate the forward conv these gradients belong to; return its ConvAttrs."""
+    ctx = f"input {_fmt(xs)}, weight {_fmt(ws)}, grad_output {_fmt(dys)}"
+    for arg, shape in (("input", xs), ("weight", ws), ("grad_output", dys)):
+        if len(shape) != nsp + 2:
+            raise ValueError(f"{op}: {arg} must have rank {nsp + 2}, got {ctx}")
+    groups = check_groups(op, groups)
+    c_in, c_out, cpg = xs[1], ws[0], ws[1]
+    if c_in % groups or c_out % groups:
+        raise ValueError(f"{op}: groups={groups} must divide in_channels={c_in} and out_channels={c_out} ({ctx})")
+    if cpg * groups != c_in:
+        raise ValueError(f"{op}: channel mismatch: input has {c_in} channels but weight expects "
+                         f"{cpg} x groups={groups} = {cpg * groups} ({ctx})")
+    kernel = tuple(ws[2:])
+    stride = as_tuple(stride, nsp, op, "stride")
+    dilation = as_tuple(dilation, nsp, op, "dilation")
+    begin, end = resolve_padding(padding, xs[2:], kernel, stride, dilation, op)
+    out = tuple(conv_out_size(xs[2 + i], kernel[i], stride[i], begin[i], end[i], dilation[i]) for i in range(nsp))
+    if any(o < 1 for o in out):
+        raise ValueError(f"{op}: the kernel does not fit the padded input ({ctx}, pads {begin}/{end}, "
+                         f"dilation {dilation})")
+    want = (xs[0], c_out) + out
+    if tuple(dys) != want:
+        raise ValueError(f"{op}: grad_output must have the conv's output shape {_fmt(want)} "
+                         f"(stride {stride}, pads {begin}/{end}, dilation {dilation}), got {ctx}")
+    return ConvAttrs(kernel, stride, begin, end, dilation, groups)
+
+
+def _backward_input_builder(nd):
+    op = BACKWARD_INPUT_OPS[nd]
+
+    def backward_input(graph, grad_output, weight, input_shape, stride=1, padding=0, dilation=1, groups=1,
+                       name=None):
+        dy = graph._value(grad_output, op, "grad_output")
+        w = graph._value(weight, op, "weight")
+        xs = _shape_arg(input_shape, op, "input_shape")
+        attrs = _conv_backward_attrs(op, nd, xs, w.shape, dy.shape, stride, padding, dilation, groups)
+        return graph._add(op, [dy, w], xs, name, attrs)
+
+    doc = (f"Gradient of conv{nd}d w.r.t. its input: {_INPUT_LAYOUT[nd]} from grad_output "
+           f"(torch.nn.grad.conv{nd}d_input).")
+    return op, backward_input, doc
+
+
+def _backward_weight_builder(nd):
+    op = BACKWARD_WEIGHT_OPS[nd]
+
+    def backward_weight(graph, x, grad_output, weight_shape, stride=1, padding=0, dilation=1, groups=1,
+                        name=None):
+        x = graph._value(x, op, "input")
+        dy = graph._value(grad_output, op, "grad_output")
+        ws = _shape_arg(weight_shape, op, "weight_shape")
+        attrs = _conv_backward_attrs(op, nd, x.shape, ws, dy.shape, stride, padding, dilation, groups)
+        return graph._add(op, [x, dy], ws, name, attrs)
+
+    doc = (f"Gradient of conv{nd}d w.r.t. its weight {_WEIGHT_LAYOUT[nd]} "
+           f"(torch.nn.grad.conv{nd}d_weight).")
+    return op, backward_weight, doc
+
+
+# ---------------------------------------------------------------------------
+# Thunk records
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True, repr=False)
+class ConvBackwardInputThunk(Thunk):
+    """dx of a conv (any rank) from dy and the weight."""
+    dy: Slice
+    weight: Slice
+    dx: Slice
+    scratch: Optional[Slice]
+    dims: ConvNDDims
+    algorithm: ConvBackwardAlgorithm
+    max_threads: int
+
+    kind: ClassVar[str] = "conv_backward_input"
+    reads: ClassVar[tuple] = ("dy", "weight")
+    writes: ClassVar[tuple] = ("dx",)
+    scratch_fields: ClassVar[tuple] = ("scratch",)
+
+    @property
+    def flops(self):
+        return self.dims.flops(False)      # the same multiply-adds as the forward conv
+
+    def bind(self, view):
+        return _backward.ConvBackwardInputLaunch(view(self.dy), view(self.weight), view(self.dx),
+                                                 _view_or_none(view, self.scratch), self.dims.as_tuple(),
+                                                 int(self.algorithm), self.max_threads)
+
+
+@dataclass(frozen=True, repr=False)
+class ConvBackwardWeightThunk(Thunk):
+    """dW of a conv (any rank) from x and dy; per-thread partial sums live in
+    `scratch` and are reduced in a fixed order."""
+    x: Slice
+    dy: Slice
+    dw: Slice
+    scratch: Optional[Slice]
+    dims: ConvNDDims
+    algorithm: ConvBackwardAlgorithm
+    max_threads: int
+
+    kind: ClassVar[str] = "conv_backward_weight"
+    reads: ClassVar[tuple] = ("x", "dy")
+    writes: ClassVar[tuple] = ("dw",)
+    scratch_fields: ClassVar[tuple] = ("scratch",)
+
+    @property
+    def flops(self):
+        return self.dims.flops(False)      # the same multiply-adds as the forward conv
+
+    def bind(self, view):
+        return _backward.ConvBackwardWeightLaunch(view(self.x), view(self.dy), view(self.dw),
+                                                  _view_or_none(view, self.scratch), self.dims.as_tuple(),
+                                                  int(self.algorithm), self.max_threads)
+
+
+# ---------------------------------------------------------------------------
+# Compile rules
+# ---------------------------------------------------------------------------
+
+@compile_rule(*BACKWARD_INPUT_OPS.values())
+def compile_conv_backward_input(ctx, node):
+    dy_node = ctx.graph.node(node.inputs[0])
+    dims = ConvNDDims.from_attrs(node.shape, dy_node.shape, node.attrs)
+    algo = select_conv_backward_algorithm(dims, ctx.conv_algorithm, ctx.flags)
+    t = ctx.num_threads
+    nbytes = 4 * _backward.conv_backward_input_scratch_floats(dims.as_tuple(), int(algo), t)
+    ctx.emit(ConvBackwardInputThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]),
+                                    ctx.buf(node.id), ctx.scratch(nbytes, node.name + ".scratch"),
+                                    dims, algo, t))
+
+
+@compile_rule(*BACKWARD_WEIGHT_OPS.values())
+def compile_conv_backward_weight(ctx, node):
+    x_node, dy_node = ctx.graph.node(node.inputs[0]), ctx.graph.node(node.inputs[1])
+    dims = ConvNDDims.from_attrs(x_node.shape, dy_node.shape, node.attrs)
+    algo = select_conv_backward_algorithm(dims, ctx.conv_algorithm, ctx.flags)
+    t = ctx.num_threads
+    nbytes = 4 * _backward.conv_backward_weight_scratch_floats(dims.as_tuple(), int(algo), t)
+    ctx.emit(ConvBackwardWeightThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]),
+                                     ctx.buf(node.id), ctx.scratch(nbytes, node.name + ".scratch"),
+                                     dims, algo, t))
+
+
+# ---------------------------------------------------------------------------
+# Functional
+# ---------------------------------------------------------------------------
+
+def _run_backward(op, first, second, target_shape, stride, padding, dilation, groups, conv_algorithm):
+    """Compile (cached) and run one gradient op of two array inputs, named as
+    the graph method's arguments, and a static target shape."""
+    (a_name, a), (b_name, b) = first, second
+    a = _as_real(a_name, op, a)
+    b = _as_real(b_name, op, b)
+    target = _shape_key(target_shape)
+    key = (op, a.shape, b.shape, target, _freeze(stride), _freeze(padding), _freeze(dilation), _freeze(groups),
+           conv_algorithm, get_num_threads())
+
+    def build():
+        g = Graph()
+        out = getattr(g, op)(g.input(a_name, a.shape), g.input(b_name, b.shape), target, stride=stride,
+                             padding=padding, dilation=dilation, groups=groups)
+        g.output(out)
+        return _compile(g, conv_algorithm=conv_algorithm)
+
+    return _cached_plan(key, build).run({a_name: a, b_name: b})[0]
+
+
+def _backward_input_function(nd):
+    op = BACKWARD_INPUT_OPS[nd]
+
+    def backward_input(grad_output, weight, input_shape, stride=1, padding=0, dilation=1, groups=1, *,
+                       conv_algorithm="auto"):
+        return _run_backward(op, ("grad_output", grad_output), ("weight", weight), input_shape, stride,
+                             padding, dilation, groups, conv_algorithm)
+
+    backward_input.__doc__ = f"Gradient of conv{nd}d w.r.t. its input, shape input_shape {_INPUT_LAYOUT[nd]}."
+
+    def torch_input(input_size, weight, grad_output, stride=1, padding=0, dilation=1, groups=1):
+        return backward_input(grad_output, weight, input_size, stride, padding, dilation, groups)
+
+    torch_input.__doc__ = f"As torch.nn.grad.conv{nd}d_input."
+    return backward_input, torch_input
+
+
+def _backward_weight_function(nd):
+    op = BACKWARD_WEIGHT_OPS[nd]
+
+    def backward_weight(input, grad_output, weight_shape, stride=1, padding=0, dilation=1, groups=1, *,
+                        conv_algorithm="auto"):
+        return _run_backward(op, ("input", input), ("grad_output", grad_output), weight_shape, stride,
+                             padding, dilation, groups, conv_algorithm)
+
+    backward_weight.__doc__ = (f"Gradient of conv{nd}d w.r.t. its weight, shape weight_shape "
+                               f"{_WEIGHT_LAYOUT[nd]}.")
+
+    def torch_weight(input, weight_size, grad_output, stride=1, padding=0, dilation=1, groups=1):
+        return backward_weight(input, grad_output, weight_size, stride, padding, dilation, groups)
+
+    torch_weight.__doc__ = f"As torch.nn.grad.conv{nd}d_weight."
+    return backward_weight, torch_weight
+
+
+# ---------------------------------------------------------------------------
+# Registration: one definition, three ranks
+# ---------------------------------------------------------------------------
+
+for _nd in RANKS:
+    for _builder, _table, _function in ((_backward_input_builder, BACKWARD_INPUT, _backward_input_function),
+                                        (_backward_weight_builder, BACKWARD_WEIGHT, _backward_weight_function)):
+        _op, _method, _doc = _builder(_nd)
+        graph_method(_op, doc=_doc)(named(_method, _op))
+        _table[_nd] = getattr(Graph, _op)
+        _fn, _torch_fn = _function(_nd)
+        functional(_op)(named(_fn, _op))
+        _torch_name = _op.replace("_backward", "")          # conv2d_input, conv2d_weight (torch.nn.grad)
+        functional(_torch_name)(named(_torch_fn, _torch_name))
+del _nd, _builder, _table, _function, _op, _method, _doc, _fn, _torch_fn, _torch_name
