@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _backward, _conv2d, _convnd, _im2col, _pool, _train
+from . import _backward, _conv2d, _convnd, _im2col, _pool
 from .algorithms import (ConvAlgorithm, ConvFlags, select_conv_algorithm, select_conv_backward_algorithm,
                          select_convnd_algorithm)
 from .arena import ALIGNMENT, BufferRequest, align_up, plan_arena
@@ -21,9 +21,8 @@ from .threads import limit_blas_threads, resolve_num_threads
 from .thunks import (Col2ImThunk, Conv2D1x1Thunk, Conv2DDims, Conv2DThunk, ConvNDDims, ConvNDThunk,
                      ConvTransposeNDThunk, GlobalPoolThunk, Im2ColThunk, PoolThunk, ResizeNearest2xThunk,
                      ResizeNearestThunk, Slice, WindowDims, WinogradFilterThunk)
-from .thunks import (AddThunk, AvgPool2DBackwardThunk, BiasAddThunk, BiasGradThunk, ConvBackwardInputThunk,
-                     ConvBackwardWeightThunk, GemmThunk, MaxPool2DBackwardThunk, ReluBackwardThunk, ReluThunk,
-                     SoftmaxCrossEntropyBackwardThunk, SoftmaxCrossEntropyThunk)
+from .thunks import (AvgPool2DBackwardThunk, ConvBackwardInputThunk, ConvBackwardWeightThunk,
+                     MaxPool2DBackwardThunk)
 
 
 @dataclass(frozen=True, eq=False)
@@ -327,83 +326,11 @@ def compile_avg_pool_backward(ctx, node):
                                     node.attrs.count_include_pad, node.attrs.divisor_override, ctx.num_threads))
 
 
-def _numel(shape):
-    return int(np.prod(shape, dtype=np.int64))
-
-
-def compile_elementwise(ctx, node):
-    record, op = {"relu": (ReluThunk, _train.ELEM_RELU),
-                  "relu_backward": (ReluBackwardThunk, _train.ELEM_RELU_BACKWARD),
-                  "add": (AddThunk, _train.ELEM_ADD)}[node.op]
-    b = ctx.buf(node.inputs[1]) if len(node.inputs) > 1 else None
-    ctx.emit(record(node.name, ctx.buf(node.inputs[0]), b, ctx.buf(node.id), op, _numel(node.shape),
-                    ctx.num_threads))
-
-
-def compile_bias_add(ctx, node):
-    n, c = node.shape[:2]
-    ctx.emit(BiasAddThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]), ctx.buf(node.id),
-                          n, c, _numel(node.shape[2:]), ctx.num_threads))
-
-
-def compile_bias_grad(ctx, node):
-    dy_shape = ctx.graph.node(node.inputs[0]).shape
-    ctx.emit(BiasGradThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), dy_shape[0], dy_shape[1],
-                           _numel(dy_shape[2:]), ctx.num_threads))
-
-
-def compile_reshape(ctx, node):
-    ctx.alias(node.id, node.inputs[0])
-
-
-def compile_linear(ctx, node):
-    x_shape = ctx.graph.node(node.inputs[0]).shape
-    bias = ctx.buf(node.inputs[2]) if len(node.inputs) > 2 else None
-    n_rows, n_out = node.shape
-    ctx.emit(GemmThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]), bias, ctx.buf(node.id),
-                       n_rows, n_out, x_shape[1], False, True, ctx.num_threads))
-
-
-def compile_linear_backward_input(ctx, node):
-    dy_shape = ctx.graph.node(node.inputs[0]).shape          # dx = dy [N, out] . W [out, in]
-    ctx.emit(GemmThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]), None, ctx.buf(node.id),
-                       node.shape[0], node.shape[1], dy_shape[1], False, False, ctx.num_threads))
-
-
-def compile_linear_backward_weight(ctx, node):
-    x_shape = ctx.graph.node(node.inputs[0]).shape           # dW = dy^T [out, N] . x [N, in]
-    ctx.emit(GemmThunk(node.name, ctx.buf(node.inputs[1]), ctx.buf(node.inputs[0]), None, ctx.buf(node.id),
-                       node.shape[0], node.shape[1], x_shape[0], True, False, ctx.num_threads))
-
-
-def compile_softmax_cross_entropy(ctx, node):
-    n, k = ctx.graph.node(node.inputs[0]).shape
-    ctx.emit(SoftmaxCrossEntropyThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]),
-                                      ctx.buf(node.id), n, k))
-
-
-def compile_softmax_cross_entropy_backward(ctx, node):
-    n, k = node.shape
-    ctx.emit(SoftmaxCrossEntropyBackwardThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]),
-                                              ctx.buf(node.inputs[2]), ctx.buf(node.id), n, k))
-
-
 RULES.update({
     "conv_backward_input": compile_conv_backward_input,
     "conv_backward_weight": compile_conv_backward_weight,
     "max_pool_backward": compile_max_pool_backward,
     "avg_pool_backward": compile_avg_pool_backward,
-    "relu": compile_elementwise,
-    "relu_backward": compile_elementwise,
-    "add": compile_elementwise,
-    "bias_add": compile_bias_add,
-    "bias_grad": compile_bias_grad,
-    "reshape": compile_reshape,
-    "linear": compile_linear,
-    "linear_backward_input": compile_linear_backward_input,
-    "linear_backward_weight": compile_linear_backward_weight,
-    "softmax_cross_entropy": compile_softmax_cross_entropy,
-    "softmax_cross_entropy_backward": compile_softmax_cross_entropy_backward,
 })
 
 

@@ -476,6 +476,10 @@ def _graph_method(nc, name):
 # Converters: op_type -> function(NodeContext); version-dependent attributes
 # ---------------------------------------------------------------------------
 
+# Identity and Constant are plumbing of the importer itself (an alias, a
+# compile-time array), not an op family: they register here.
+
+@onnx_op("Identity", versions=(1, None))
 def _identity(nc):
     nc.check_attrs(())
     if nc.n_inputs() != 1:
@@ -484,6 +488,7 @@ def _identity(nc):
     nc.imp.set_output(nc.out_name(), nc.imp.values[nc.node.input[0]])
 
 
+@onnx_op("Constant", versions=(1, None))
 def _constant(nc):
     onnx = _onnx()
     if len(nc.attrs) != 1:
@@ -954,8 +959,6 @@ def _resize(nc):
 
 
 CONVERTERS = {
-    "Identity": _identity,
-    "Constant": _constant,
     "Conv": _conv,
     "ConvTranspose": _conv_transpose,
     "MaxPool": _max_pool,
@@ -970,8 +973,6 @@ CONVERTERS = {
 # (lowest, highest) since_version each converter implements; None = any later
 # version (ops whose later versions only add data types we do not run anyway).
 SUPPORTED_VERSIONS = {
-    "Identity": (1, None),
-    "Constant": (1, None),
     "Conv": (1, 22),
     "ConvTranspose": (1, 22),
     "MaxPool": (1, 22),

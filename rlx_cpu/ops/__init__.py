@@ -4,7 +4,7 @@ wrappers (see rlx_cpu/registry.py).  A family is one module; adding one is a
 new module plus its name here."""
 import importlib
 
-FAMILIES = ()
+FAMILIES = ("dense",)
 
 for _family in FAMILIES:
     importlib.import_module(f"{__name__}.{_family}")
