@@ -22,66 +22,9 @@ differentiable (no double backward).
 import numpy as np
 
 from .ir import Graph, Node
-from .registry import GRADIENTS, gradient
+from .registry import GRADIENTS
 
-__all__ = ["grads", "VJP"]
-
-
-def _pads(attrs):
-    """ONNX-style (begin, end) pairs, accepted by every op's padding argument."""
-    return tuple(zip(attrs.pads_begin, attrs.pads_end))
-
-
-
-
-def _vjp_relu(g, node, dy, needs):
-    return [g.relu_backward(dy, node)]
-
-
-def _vjp_add(g, node, dy, needs):
-    return [dy, dy]
-
-
-def _vjp_bias_add(g, node, dy, needs):
-    return [dy, g.bias_grad(dy) if needs[1] else None]
-
-
-def _vjp_reshape(g, node, dy, needs):
-    return [g.reshape(dy, g.node(node.inputs[0]).shape)]
-
-
-def _vjp_linear(g, node, dy, needs):
-    x, w = g.node(node.inputs[0]), g.node(node.inputs[1])
-    out = [None] * len(node.inputs)
-    if needs[0]:
-        out[0] = g.linear_backward_input(dy, w)
-    if needs[1]:
-        out[1] = g.linear_backward_weight(x, dy)
-    if len(node.inputs) > 2 and needs[2]:
-        out[2] = g.bias_grad(dy)
-    return out
-
-
-def _vjp_softmax_cross_entropy(g, node, dy, needs):
-    if needs[1]:
-        raise ValueError(f"grads: the labels of {node.name!r} are class indices, not differentiable")
-    z, labels = g.node(node.inputs[0]), g.node(node.inputs[1])
-    return [g.softmax_cross_entropy_backward(z, labels, dy), None]
-
-
-VJP = {
-    "relu": _vjp_relu,
-    "add": _vjp_add,
-    "bias_add": _vjp_bias_add,
-    "reshape": _vjp_reshape,
-    "linear": _vjp_linear,
-    "softmax_cross_entropy": _vjp_softmax_cross_entropy,
-}
-
-# Rules not yet moved into their op family register here.
-for _op, _fn in VJP.items():
-    gradient(_op)(_fn)
-del _op, _fn
+__all__ = ["grads"]
 
 
 def grads(graph, loss, wrt):

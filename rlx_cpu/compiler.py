@@ -14,12 +14,9 @@ import numpy as np
 from .algorithms import ConvAlgorithm, ConvFlags
 from .arena import ALIGNMENT, BufferRequest, align_up, plan_arena
 from .ir import Graph
-from .registry import COMPILE_RULES, compile_rule
+from .registry import COMPILE_RULES
 from .threads import limit_blas_threads, resolve_num_threads
-from . import _train
-from .thunks import Slice, WindowDims
-from .thunks import (AddThunk, BiasAddThunk, BiasGradThunk, GemmThunk, ReluBackwardThunk, ReluThunk,
-                     SoftmaxCrossEntropyBackwardThunk, SoftmaxCrossEntropyThunk)
+from .thunks import Slice
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,106 +95,6 @@ class CompileContext:
         Sound because no thunk writes a buffer it also reads: the alias and its
         source are the same bytes and one lifetime."""
         self.node_buf[node_id] = self.buf(src_node_id)
-
-
-# ---------------------------------------------------------------------------
-# Rules
-# ---------------------------------------------------------------------------
-
-# --- pooling / resize / im2col ---
-
-def _window_dims(n, c, image, out, a):
-    return WindowDims.from_nd(n, c, image, out, a.kernel, a.stride, a.pads_begin, a.pads_end, a.dilation)
-
-
-RULES = {
-}
-
-
-# ===========================================================================
-# --- training: rules for gradient kernels and training-step ops ---
-# ===========================================================================
-
-def _numel(shape):
-    return int(np.prod(shape, dtype=np.int64))
-
-
-def compile_elementwise(ctx, node):
-    record, op = {"relu": (ReluThunk, _train.ELEM_RELU),
-                  "relu_backward": (ReluBackwardThunk, _train.ELEM_RELU_BACKWARD),
-                  "add": (AddThunk, _train.ELEM_ADD)}[node.op]
-    b = ctx.buf(node.inputs[1]) if len(node.inputs) > 1 else None
-    ctx.emit(record(node.name, ctx.buf(node.inputs[0]), b, ctx.buf(node.id), op, _numel(node.shape),
-                    ctx.num_threads))
-
-
-def compile_bias_add(ctx, node):
-    n, c = node.shape[:2]
-    ctx.emit(BiasAddThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]), ctx.buf(node.id),
-                          n, c, _numel(node.shape[2:]), ctx.num_threads))
-
-
-def compile_bias_grad(ctx, node):
-    dy_shape = ctx.graph.node(node.inputs[0]).shape
-    ctx.emit(BiasGradThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), dy_shape[0], dy_shape[1],
-                           _numel(dy_shape[2:]), ctx.num_threads))
-
-
-def compile_reshape(ctx, node):
-    ctx.alias(node.id, node.inputs[0])
-
-
-def compile_linear(ctx, node):
-    x_shape = ctx.graph.node(node.inputs[0]).shape
-    bias = ctx.buf(node.inputs[2]) if len(node.inputs) > 2 else None
-    n_rows, n_out = node.shape
-    ctx.emit(GemmThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]), bias, ctx.buf(node.id),
-                       n_rows, n_out, x_shape[1], False, True, ctx.num_threads))
-
-
-def compile_linear_backward_input(ctx, node):
-    dy_shape = ctx.graph.node(node.inputs[0]).shape          # dx = dy [N, out] . W [out, in]
-    ctx.emit(GemmThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]), None, ctx.buf(node.id),
-                       node.shape[0], node.shape[1], dy_shape[1], False, False, ctx.num_threads))
-
-
-def compile_linear_backward_weight(ctx, node):
-    x_shape = ctx.graph.node(node.inputs[0]).shape           # dW = dy^T [out, N] . x [N, in]
-    ctx.emit(GemmThunk(node.name, ctx.buf(node.inputs[1]), ctx.buf(node.inputs[0]), None, ctx.buf(node.id),
-                       node.shape[0], node.shape[1], x_shape[0], True, False, ctx.num_threads))
-
-
-def compile_softmax_cross_entropy(ctx, node):
-    n, k = ctx.graph.node(node.inputs[0]).shape
-    ctx.emit(SoftmaxCrossEntropyThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]),
-                                      ctx.buf(node.id), n, k))
-
-
-def compile_softmax_cross_entropy_backward(ctx, node):
-    n, k = node.shape
-    ctx.emit(SoftmaxCrossEntropyBackwardThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]),
-                                              ctx.buf(node.inputs[2]), ctx.buf(node.id), n, k))
-
-
-RULES.update({
-    "relu": compile_elementwise,
-    "relu_backward": compile_elementwise,
-    "add": compile_elementwise,
-    "bias_add": compile_bias_add,
-    "bias_grad": compile_bias_grad,
-    "reshape": compile_reshape,
-    "linear": compile_linear,
-    "linear_backward_input": compile_linear_backward_input,
-    "linear_backward_weight": compile_linear_backward_weight,
-    "softmax_cross_entropy": compile_softmax_cross_entropy,
-    "softmax_cross_entropy_backward": compile_softmax_cross_entropy_backward,
-})
-
-
-# Rules not yet moved into their op family register here.
-for _op, _fn in RULES.items():
-    compile_rule(_op)(_fn)
-del _op, _fn
 
 
 # ---------------------------------------------------------------------------

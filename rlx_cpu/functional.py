@@ -11,7 +11,7 @@ import numpy as np
 
 from .compiler import compile as _compile
 from .ir import Graph
-from .registry import FUNCTIONS, functional
+from .registry import FUNCTIONS
 from .threads import get_num_threads
 
 _CACHE_SIZE = 128
@@ -19,22 +19,22 @@ _cache = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-def _as_real(name, op, v):
+def as_real(name, op, v):
     a = np.asarray(v)
     if a.dtype.kind not in "fiu":
         raise TypeError(f"{op}: {name} must be a real numeric array, got dtype {a.dtype}")
     return a
 
 
-def _freeze(v):
+def freeze(v):
     if isinstance(v, (list, tuple)):
-        return tuple(_freeze(i) for i in v)
+        return tuple(freeze(i) for i in v)
     if isinstance(v, np.integer):
         return int(v)
     return v
 
 
-def _cached_plan(key, build):
+def cached_plan(key, build):
     with _cache_lock:
         plan = _cache.get(key)
         if plan is not None:
@@ -57,11 +57,11 @@ def clear_plan_cache():
 # --- pooling / resize / im2col ---
 # ---------------------------------------------------------------------------
 
-def _unary(op, x, args, make):
+def run_unary(op, x, args, make):
     """Run the one-input graph `make(graph, x_node) -> node or tuple of nodes`,
     compiled once per (op, shape, args, threads).  Returns one array or a tuple."""
-    x = _as_real("input", op, x)
-    key = (op, x.shape, _freeze(args), get_num_threads())
+    x = as_real("input", op, x)
+    key = (op, x.shape, freeze(args), get_num_threads())
 
     def build():
         g = Graph()
@@ -69,11 +69,11 @@ def _unary(op, x, args, make):
         g.output(*(out if isinstance(out, tuple) else (out,)))
         return _compile(g)
 
-    res = _cached_plan(key, build).run({"x": x})
+    res = cached_plan(key, build).run({"x": x})
     return tuple(res) if len(res) > 1 else res[0]
 
 
-def _shape_key(shape):
+def shape_key(shape):
     try:
         return tuple(int(d) for d in shape)
     except TypeError:

@@ -432,7 +432,7 @@ def _dims_str(vi):
 _AUTO_PAD = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
 
 
-def _window_padding(nc, nsp, allow_negative=False):
+def window_padding(nc, nsp, allow_negative=False):
     """ONNX auto_pad / pads -> the padding argument of the graph methods:
     'valid', 'SAME_UPPER', 'SAME_LOWER' or ((b, e), ...) pairs."""
     auto_pad = nc.attr("auto_pad", "NOTSET")
@@ -455,7 +455,7 @@ def _window_padding(nc, nsp, allow_negative=False):
     return tuple((pads[i], pads[nsp + i]) for i in range(nsp))
 
 
-def _spatial_rank(nc, x, min_rank=3, max_rank=5):
+def spatial_rank(nc, x, min_rank=3, max_rank=5):
     r = len(x.shape)
     if not min_rank <= r <= max_rank:
         raise NotImplementedError(f"{nc.where}: input of rank {r} ({list(x.shape)}) is not supported; "
@@ -463,7 +463,7 @@ def _spatial_rank(nc, x, min_rank=3, max_rank=5):
     return r - 2
 
 
-def _graph_method(nc, name):
+def graph_op(nc, name):
     fn = getattr(nc.graph, name, None)
     if fn is None:
         raise NotImplementedError(f"{nc.where}: this build of rlx_cpu has no graph op {name!r}")
@@ -474,6 +474,10 @@ def _graph_method(nc, name):
 # Converters: op_type -> function(NodeContext); version-dependent attributes
 # ---------------------------------------------------------------------------
 
+# Identity and Constant are plumbing of the importer itself (an alias, a
+# compile-time array), not an op family: they register here.
+
+@onnx_op("Identity", versions=(1, None))
 def _identity(nc):
     nc.check_attrs(())
     if nc.n_inputs() != 1:
@@ -482,6 +486,7 @@ def _identity(nc):
     nc.imp.set_output(nc.out_name(), nc.imp.values[nc.node.input[0]])
 
 
+@onnx_op("Constant", versions=(1, None))
 def _constant(nc):
     onnx = _onnx()
     if len(nc.attrs) != 1:
@@ -501,27 +506,3 @@ def _constant(nc):
         raise NotImplementedError(f"{nc.where}: attribute {name!r} is not supported "
                                   "(value, value_float(s), value_int(s) are)")
     nc.imp.set_output(nc.out_name(), arr)
-
-
-CONVERTERS = {
-    "Identity": _identity,
-    "Constant": _constant,
-}
-
-# (lowest, highest) since_version each converter implements; None = any later
-# version (ops whose later versions only add data types we do not run anyway).
-SUPPORTED_VERSIONS = {
-    "Identity": (1, None),
-    "Constant": (1, None),
-}
-
-# Input positions whose values set shapes or index tables: they must be
-# compile-time arrays (initializers, Constant outputs or from_onnx constants).
-PARAMETER_INPUTS = {
-}
-
-
-# Converters not yet moved into their op family register here.
-for _op, _fn in CONVERTERS.items():
-    onnx_op(_op, SUPPORTED_VERSIONS[_op], PARAMETER_INPUTS.get(_op, ()))(_fn)
-del _op, _fn

@@ -143,3 +143,9 @@ def first_padding_only_window(size, out, k, stride, pad_begin, dilation):
         if not any(0 <= start + j * dilation < size for j in range(k)):
             return o
     return None
+
+
+def pad_pairs(attrs):
+    """((begin, end), ...) per spatial axis of an attrs record: the padding
+    form every op's padding argument accepts."""
+    return tuple(zip(attrs.pads_begin, attrs.pads_end))

@@ -155,10 +155,15 @@ def test_conv1d_taps_run_along_length(algo, stride, dilation, pads):
     """A one-hot kernel at tap j shifts the signal: y[l] = x[l*s + j*d - pb]
     exactly.  Checked by indexing, not against conv_nd, so a kernel that ran
     its taps along any other axis (or dropped dilation) cannot pass."""
-    if algo == "direct" and (stride != 1 or dilation != 1):
-        return   # direct is ineligible; covered by test_parity_grid
     length = 19
     x = np.arange(2 * 3 * length, dtype=np.float32).reshape(2, 3, length) + 1.0
+    if algo == "direct" and (stride != 1 or dilation != 1):
+        # direct needs unit stride and dilation: forcing it must say which one.
+        why = "stride 1" if stride != 1 else "dilation 1"
+        with pytest.raises(ValueError, match=rf"conv1d 'conv': conv_algorithm='direct' needs {why}"):
+            run_one_conv(x, np.zeros((3, 3, 4), np.float32), conv_algorithm=algo, stride=stride,
+                         padding=pads, dilation=dilation)
+        return
     for tap in range(4):
         w = np.zeros((3, 3, 4), np.float32)
         for c in range(3):
@@ -262,10 +267,15 @@ THREAD_PAIRS = [(1, 2), (1, 3)]
 @pytest.mark.parametrize("algo", ALGORITHMS)
 @pytest.mark.parametrize("case", [c for c in CASES_2D + CASES_1D if c.id in THREAD_CASES])
 def test_thread_count_invariance(case, algo):
-    if not expected_eligible(case, algo):
-        return
     x, w, b, want = case_data(case)
     g = one_conv_graph(x.shape, w, b, **attrs_of(case))
+    if not expected_eligible(case, algo):
+        # Eligibility is a property of the shape, never of the thread count.
+        nsp = len(case["spatial"])
+        for t in sorted({t for pair in THREAD_PAIRS for t in pair}):
+            with pytest.raises(ValueError, match=rf"conv{nsp}d 'conv': conv_algorithm='{algo}' needs"):
+                rlx_cpu.compile(g, conv_algorithm=algo, num_threads=t)
+        return
     for threads in THREAD_PAIRS:
         plans = [rlx_cpu.compile(g, conv_algorithm=algo, num_threads=t) for t in threads]
         ys = [p.run({"x": x})[0] for p in plans]

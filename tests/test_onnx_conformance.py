@@ -190,9 +190,7 @@ def test_backend_node_case(case):
     assert sets, f"{case}: no test_data_set_*"
     params = parameter_graph_inputs(model)
     if case in UNSUPPORTED:
-        feeds = sets[0][0]
-        with pytest.raises(NotImplementedError):
-            rlx_cpu.from_onnx(model, constants={k: feeds[k] for k in params})
+        _expect_refused(model, sets, params)
         REPORT.add(case, "unsupported", UNSUPPORTED[case])
         pytest.skip(f"unsupported: {UNSUPPORTED[case]}")
     try:
@@ -202,6 +200,41 @@ def test_backend_node_case(case):
             REPORT.add(case, "failed", f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
         raise
     REPORT.add(case, "passed", "", worst_abs, worst_rel)
+
+
+def _expect_refused(model, sets, params):
+    """The check of a case listed in UNSUPPORTED: from_onnx must refuse it
+    with NotImplementedError (and fails once the case starts working)."""
+    feeds = sets[0][0]
+    with pytest.raises(NotImplementedError):
+        rlx_cpu.from_onnx(model, constants={k: feeds[k] for k in params})
+
+
+# UNSUPPORTED is empty today, so test_backend_node_case never takes its
+# branch; these two tests run the branch's check on a case we know either way.
+_KNOWN_GOOD = "test_basic_conv_with_padding"
+
+
+def _known_case():
+    case_dir = DATA_DIR / _KNOWN_GOOD
+    model = onnx.load(str(case_dir / "model.onnx"))
+    return model, _data_sets(case_dir, model), parameter_graph_inputs(model)
+
+
+def test_unsupported_check_fails_for_a_working_case():
+    model, sets, params = _known_case()
+    with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
+        _expect_refused(model, sets, params)
+
+
+def test_unsupported_check_passes_for_a_refused_case():
+    model, sets, params = _known_case()
+    (conv,) = [n for n in model.graph.node if n.op_type == "Conv"]
+    pads = next(a for a in conv.attribute if a.name == "pads")
+    pads.ints[0] = -1                   # negative pads: valid ONNX that from_onnx refuses by design
+    with pytest.raises(NotImplementedError, match="negative pads"):
+        rlx_cpu.from_onnx(model)
+    _expect_refused(model, sets, params)
 
 
 def _run_case(case, model, sets, params):

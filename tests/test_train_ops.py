@@ -63,7 +63,7 @@ def test_reshape_is_a_zero_copy_alias():
     assert flat.shape == (2, 60) and np.array_equal(flat, x.reshape(2, 60))
     assert np.array_equal(back, np.maximum(x, 0))
     assert r.shape == (12, 10)
-    assert [t.kind for t in plan.thunks] == ["Relu"]        # reshapes emit no thunk
+    assert [t.kind for t in plan.thunks] == ["relu"]        # reshapes emit no thunk
     # the flatten and reshape outputs are the input's own bytes
     x_slice = plan.input_slices["x"]
     assert plan.output_slices[0] == x_slice == plan.output_slices[2]

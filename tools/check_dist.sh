@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Local release check, no GitHub needed:
 #   1. python -m build: sdist, then a wheel built from that sdist
-#   2. the sdist holds sources, tests and docs; the wheel only rlx_cpu/*.py,
+#   2. the sdist holds sources, tests and docs; the wheel only rlx_cpu/*.py, rlx_cpu/ops/*.py,
 #      compiled extensions and metadata (no .c/.pyx/.pxd/.h/build leftovers)
 #   3. the wheel + its `test` extra install into a fresh venv and the test
 #      suite passes there, run from a directory outside the source tree
@@ -50,7 +50,7 @@ with tarfile.open(sdist) as tf:
 files = sorted(n for n in names if n and not n.endswith("/"))
 required = ["pyproject.toml", "setup.py", "MANIFEST.in", "LICENSE", "CHANGELOG.md",
             "CONTRIBUTING.md", "src/_blas.pxd", "src/rlx_omp.h", "tests/reference.py",
-            "rlx_cpu/__init__.py", "rlx_cpu/_version.py"]
+            "rlx_cpu/__init__.py", "rlx_cpu/_version.py", "rlx_cpu/ops/__init__.py"]
 required += ["README.md"] if os.path.exists(os.path.join(root, "README.md")) else []
 required += ["src/" + f for f in os.listdir(os.path.join(root, "src")) if f.endswith((".pyx", ".pxd", ".h"))]
 required += ["tests/" + f for f in os.listdir(os.path.join(root, "tests")) if f.endswith(".py")]
@@ -81,8 +81,12 @@ def allowed(n):
         return False
     if rest.startswith(".dylibs/"):  # libraries delocate vendors on macOS
         return True
+    if rest.startswith("ops/"):      # the op family modules: Python only
+        return rest.count("/") == 1 and rest.endswith(".py")
     return "/" not in rest and rest.endswith((".py", ".so", ".pyd"))
 bad = [n for n in names if not allowed(n)]
+if "rlx_cpu/ops/__init__.py" not in names:
+    sys.exit("wheel lacks the op families (rlx_cpu/ops)")
 exts = [n for n in names if n.endswith((".so", ".pyd"))]
 if bad:
     sys.exit(f"wheel has unexpected files: {bad}")

@@ -24,11 +24,11 @@ import numpy as np
 
 from .. import _conv2d, _convnd
 from ..algorithms import ConvAlgorithm, ConvFlags, select_conv_algorithm, select_convnd_algorithm
-from ..autograd import _pads
+from ..shapes import pad_pairs
 from ..compiler import compile as _compile
-from ..functional import _as_real, _cached_plan, _freeze
-from ..ir import Graph, _fmt
-from ..onnx_import import _graph_method, _spatial_rank, _window_padding
+from ..functional import as_real, cached_plan, freeze
+from ..ir import Graph, fmt_shape
+from ..onnx_import import graph_op, spatial_rank, window_padding
 from ..registry import compile_rule, functional, gradient, graph_method, onnx_op, per_rank
 from ..shapes import as_tuple, conv_out_size, resolve_padding
 from ..threads import get_num_threads
@@ -76,7 +76,7 @@ def _conv(graph, op, nsp, x, weight, bias, stride, padding, dilation, groups, na
     x = graph._value(x, op, "input")
     weight = graph._value(weight, op, "weight")
     xs, ws = x.shape, weight.shape
-    ctx = f"input {_fmt(xs)}, weight {_fmt(ws)}"
+    ctx = f"input {fmt_shape(xs)}, weight {fmt_shape(ws)}"
     if len(xs) != nsp + 2:
         raise ValueError(f"{op}: input must have rank {nsp + 2} (N, C, {'spatial, ' * nsp}...), got {ctx}")
     if len(ws) != nsp + 2:
@@ -109,7 +109,7 @@ def _conv(graph, op, nsp, x, weight, bias, stride, padding, dilation, groups, na
     if bias is not None:
         bias = graph._value(bias, op, "bias")
         if bias.shape != (c_out,):
-            raise ValueError(f"{op}: bias must have shape [{c_out}], got {_fmt(bias.shape)} ({ctx})")
+            raise ValueError(f"{op}: bias must have shape [{c_out}], got {fmt_shape(bias.shape)} ({ctx})")
         inputs.append(bias)
     attrs = ConvAttrs(kernel, stride, begin, end, dilation, groups)
     return graph._add(op, inputs, (n, c_out, *out_sp), name, attrs)
@@ -411,7 +411,7 @@ def _vjp_conv(g, node, dy, needs):
     from .conv_backward import BACKWARD_INPUT, BACKWARD_WEIGHT
     a = node.attrs
     x, w = g.node(node.inputs[0]), g.node(node.inputs[1])
-    geo = dict(stride=a.stride, padding=_pads(a), dilation=a.dilation, groups=a.groups)
+    geo = dict(stride=a.stride, padding=pad_pairs(a), dilation=a.dilation, groups=a.groups)
     out = [None] * len(node.inputs)
     if needs[0]:
         out[0] = BACKWARD_INPUT[a.ndim](g, dy, w, x.shape, **geo)
@@ -429,7 +429,7 @@ def _vjp_conv(g, node, dy, needs):
 def onnx_conv_geometry(nc, x, w):
     """Spatial rank, strides and dilations of an ONNX Conv / ConvTranspose
     node, after checking W's rank and kernel_shape."""
-    nsp = _spatial_rank(nc, x)
+    nsp = spatial_rank(nc, x)
     if len(w.shape) != nsp + 2:
         raise ValueError(f"{nc.where}: W must have rank {nsp + 2}, got {list(w.shape)} for X {list(x.shape)}")
     kernel = nc.ints("kernel_shape", nsp, tuple(w.shape[2:]))
@@ -446,8 +446,8 @@ def _onnx_conv(nc):
     b = nc.optional_tensor(2, "B")
     nsp, strides, dilations = onnx_conv_geometry(nc, x, w)
     group = int(nc.attr("group", 1))
-    padding = _window_padding(nc, nsp)
-    method = _graph_method(nc, CONV_OPS[nsp])
+    padding = window_padding(nc, nsp)
+    method = graph_op(nc, CONV_OPS[nsp])
     y = method(x, w, b, stride=strides, padding=padding, dilation=dilations, groups=group,
                name=nc.imp._fresh(nc.out_name()))
     nc.imp.set_output(nc.out_name(), y)
@@ -458,16 +458,16 @@ def _onnx_conv(nc):
 # ---------------------------------------------------------------------------
 
 def _run_conv(op, x, weight, bias, stride, padding, dilation, groups, conv_algorithm):
-    x = _as_real("input", op, x)
-    weight = _as_real("weight", op, weight)
+    x = as_real("input", op, x)
+    weight = as_real("weight", op, weight)
     feeds = {"x": x, "weight": weight}
     if bias is not None:
-        bias = _as_real("bias", op, bias)
+        bias = as_real("bias", op, bias)
         feeds["bias"] = bias
     # Everything compile() reads goes into the key, including the env flags
     # (read at compile time), so a cached plan never hides a change of them.
-    key = (op, x.shape, weight.shape, None if bias is None else bias.shape, _freeze(stride),
-           _freeze(padding), _freeze(dilation), _freeze(groups), conv_algorithm, get_num_threads(),
+    key = (op, x.shape, weight.shape, None if bias is None else bias.shape, freeze(stride),
+           freeze(padding), freeze(dilation), freeze(groups), conv_algorithm, get_num_threads(),
            ConvFlags.from_env())
 
     def build():
@@ -479,7 +479,7 @@ def _run_conv(op, x, weight, bias, stride, padding, dilation, groups, conv_algor
         g.output(y)
         return _compile(g, conv_algorithm=conv_algorithm)
 
-    return _cached_plan(key, build).run(feeds)[0]
+    return cached_plan(key, build).run(feeds)[0]
 
 
 def _conv_function(nd):

@@ -18,12 +18,12 @@ from typing import ClassVar, Optional
 from .. import _backward
 from ..algorithms import ConvBackwardAlgorithm, select_conv_backward_algorithm
 from ..compiler import compile as _compile
-from ..functional import _as_real, _cached_plan, _freeze, _shape_key
-from ..ir import Graph, _fmt, _shape_arg
+from ..functional import as_real, cached_plan, freeze, shape_key
+from ..ir import Graph, fmt_shape, shape_arg
 from ..registry import compile_rule, functional, graph_method, per_rank
 from ..shapes import as_tuple, conv_out_size, resolve_padding
 from ..threads import get_num_threads
-from ..thunks import Slice, Thunk, _view_or_none
+from ..thunks import Slice, Thunk, view_or_none
 from .conv import RANKS, ConvAttrs, ConvNDDims, check_groups, named
 
 BACKWARD_INPUT_OPS = per_rank("conv{}d_backward_input")
@@ -41,7 +41,7 @@ _WEIGHT_LAYOUT = {1: "[C_out, C_in/groups, k]", 2: "[C_out, C_in/groups, kH, kW]
 
 def _conv_backward_attrs(op, nsp, xs, ws, dys, stride, padding, dilation, groups):
     """Validate the forward conv these gradients belong to; return its ConvAttrs."""
-    ctx = f"input {_fmt(xs)}, weight {_fmt(ws)}, grad_output {_fmt(dys)}"
+    ctx = f"input {fmt_shape(xs)}, weight {fmt_shape(ws)}, grad_output {fmt_shape(dys)}"
     for arg, shape in (("input", xs), ("weight", ws), ("grad_output", dys)):
         if len(shape) != nsp + 2:
             raise ValueError(f"{op}: {arg} must have rank {nsp + 2}, got {ctx}")
@@ -62,7 +62,7 @@ def _conv_backward_attrs(op, nsp, xs, ws, dys, stride, padding, dilation, groups
                          f"dilation {dilation})")
     want = (xs[0], c_out) + out
     if tuple(dys) != want:
-        raise ValueError(f"{op}: grad_output must have the conv's output shape {_fmt(want)} "
+        raise ValueError(f"{op}: grad_output must have the conv's output shape {fmt_shape(want)} "
                          f"(stride {stride}, pads {begin}/{end}, dilation {dilation}), got {ctx}")
     return ConvAttrs(kernel, stride, begin, end, dilation, groups)
 
@@ -74,7 +74,7 @@ def _backward_input_builder(nd):
                        name=None):
         dy = graph._value(grad_output, op, "grad_output")
         w = graph._value(weight, op, "weight")
-        xs = _shape_arg(input_shape, op, "input_shape")
+        xs = shape_arg(input_shape, op, "input_shape")
         attrs = _conv_backward_attrs(op, nd, xs, w.shape, dy.shape, stride, padding, dilation, groups)
         return graph._add(op, [dy, w], xs, name, attrs)
 
@@ -90,7 +90,7 @@ def _backward_weight_builder(nd):
                         name=None):
         x = graph._value(x, op, "input")
         dy = graph._value(grad_output, op, "grad_output")
-        ws = _shape_arg(weight_shape, op, "weight_shape")
+        ws = shape_arg(weight_shape, op, "weight_shape")
         attrs = _conv_backward_attrs(op, nd, x.shape, ws, dy.shape, stride, padding, dilation, groups)
         return graph._add(op, [x, dy], ws, name, attrs)
 
@@ -125,7 +125,7 @@ class ConvBackwardInputThunk(Thunk):
 
     def bind(self, view):
         return _backward.ConvBackwardInputLaunch(view(self.dy), view(self.weight), view(self.dx),
-                                                 _view_or_none(view, self.scratch), self.dims.as_tuple(),
+                                                 view_or_none(view, self.scratch), self.dims.as_tuple(),
                                                  int(self.algorithm), self.max_threads)
 
 
@@ -152,7 +152,7 @@ class ConvBackwardWeightThunk(Thunk):
 
     def bind(self, view):
         return _backward.ConvBackwardWeightLaunch(view(self.x), view(self.dy), view(self.dw),
-                                                  _view_or_none(view, self.scratch), self.dims.as_tuple(),
+                                                  view_or_none(view, self.scratch), self.dims.as_tuple(),
                                                   int(self.algorithm), self.max_threads)
 
 
@@ -192,10 +192,10 @@ def _run_backward(op, first, second, target_shape, stride, padding, dilation, gr
     """Compile (cached) and run one gradient op of two array inputs, named as
     the graph method's arguments, and a static target shape."""
     (a_name, a), (b_name, b) = first, second
-    a = _as_real(a_name, op, a)
-    b = _as_real(b_name, op, b)
-    target = _shape_key(target_shape)
-    key = (op, a.shape, b.shape, target, _freeze(stride), _freeze(padding), _freeze(dilation), _freeze(groups),
+    a = as_real(a_name, op, a)
+    b = as_real(b_name, op, b)
+    target = shape_key(target_shape)
+    key = (op, a.shape, b.shape, target, freeze(stride), freeze(padding), freeze(dilation), freeze(groups),
            conv_algorithm, get_num_threads())
 
     def build():
@@ -205,7 +205,7 @@ def _run_backward(op, first, second, target_shape, stride, padding, dilation, gr
         g.output(out)
         return _compile(g, conv_algorithm=conv_algorithm)
 
-    return _cached_plan(key, build).run({a_name: a, b_name: b})[0]
+    return cached_plan(key, build).run({a_name: a, b_name: b})[0]
 
 
 def _backward_input_function(nd):

@@ -17,11 +17,11 @@ from typing import ClassVar, Tuple
 
 import numpy as np
 
-from ..autograd import _pads
+from ..shapes import pad_pairs
 from ..compiler import compile as _compile
-from ..functional import _as_real, _cached_plan, _freeze
-from ..ir import Graph, _fmt
-from ..onnx_import import _graph_method, _window_padding
+from ..functional import as_real, cached_plan, freeze
+from ..ir import Graph, fmt_shape
+from ..onnx_import import graph_op, window_padding
 from ..registry import compile_rule, functional, gradient, graph_method, onnx_op, per_rank
 from ..shapes import as_tuple, conv_transpose_out_size, resolve_padding
 from ..threads import get_num_threads
@@ -159,7 +159,7 @@ def _conv_transpose(graph, op, nsp, x, weight, bias, stride, padding, output_pad
     x = graph._value(x, op, "input")
     weight = graph._value(weight, op, "weight")
     xs, ws = x.shape, weight.shape
-    ctx = f"input {_fmt(xs)}, weight {_fmt(ws)}"
+    ctx = f"input {fmt_shape(xs)}, weight {fmt_shape(ws)}"
     groups, c_out = _channels(op, nsp, xs, ws, groups, ctx)
     n, in_sp, kernel = xs[0], xs[2:], tuple(ws[2:])
     stride = as_tuple(stride, nsp, op, "stride")
@@ -210,7 +210,7 @@ def _conv_transpose(graph, op, nsp, x, weight, bias, stride, padding, output_pad
     if bias is not None:
         bias = graph._value(bias, op, "bias")
         if bias.shape != (c_out,):
-            raise ValueError(f"{op}: bias must have shape [{c_out}], got {_fmt(bias.shape)} ({ctx})")
+            raise ValueError(f"{op}: bias must have shape [{c_out}], got {fmt_shape(bias.shape)} ({ctx})")
         inputs.append(bias)
     attrs = ConvTransposeAttrs(kernel, stride, begin, end, dilation, out_pad, groups)
     return graph._add(op, inputs, (n, c_out, *out_sp), name, attrs)
@@ -265,7 +265,7 @@ def _vjp_conv_transpose(g, node, dy, needs):
     from .conv_backward import BACKWARD_WEIGHT
     a = node.attrs
     x, w = g.node(node.inputs[0]), g.node(node.inputs[1])
-    geo = dict(stride=a.stride, padding=_pads(a), dilation=a.dilation, groups=a.groups)
+    geo = dict(stride=a.stride, padding=pad_pairs(a), dilation=a.dilation, groups=a.groups)
     # The conv of dy has floor((out_sp + pads - d(k-1) - 1) / s) + 1 outputs,
     # which is x's size only while output_padding < stride.
     if any(p >= s for p, s in zip(a.output_padding, a.stride)):
@@ -295,7 +295,7 @@ def _onnx_conv_transpose(nc):
     nsp, strides, dilations = onnx_conv_geometry(nc, x, w)
     output_padding = nc.ints("output_padding", nsp, (0,) * nsp)
     group = int(nc.attr("group", 1))
-    padding = _window_padding(nc, nsp)
+    padding = window_padding(nc, nsp)
     output_shape = nc.attr("output_shape")
     if output_shape is not None:
         output_shape = tuple(int(v) for v in output_shape)
@@ -307,7 +307,7 @@ def _onnx_conv_transpose(nc):
                            "together with non-zero pads: ONNX's spec and reference implementation disagree")
         if not isinstance(padding, str):
             padding = 0
-    method = _graph_method(nc, CONV_TRANSPOSE_OPS[nsp])
+    method = graph_op(nc, CONV_TRANSPOSE_OPS[nsp])
     y = method(x, w, b, stride=strides, padding=padding, output_padding=output_padding, groups=group,
                dilation=dilations, output_shape=output_shape, name=nc.imp._fresh(nc.out_name()))
     nc.imp.set_output(nc.out_name(), y)
@@ -319,15 +319,15 @@ def _onnx_conv_transpose(nc):
 
 def _run_conv_transpose(op, x, weight, bias, stride, padding, output_padding, groups, dilation, output_size,
                         conv_algorithm):
-    x = _as_real("input", op, x)
-    weight = _as_real("weight", op, weight)
+    x = as_real("input", op, x)
+    weight = as_real("weight", op, weight)
     feeds = {"x": x, "weight": weight}
     if bias is not None:
-        bias = _as_real("bias", op, bias)
+        bias = as_real("bias", op, bias)
         feeds["bias"] = bias
-    key = (op, x.shape, weight.shape, None if bias is None else bias.shape, _freeze(stride),
-           _freeze(padding), _freeze(output_padding), _freeze(groups), _freeze(dilation),
-           _freeze(output_size), conv_algorithm, get_num_threads())
+    key = (op, x.shape, weight.shape, None if bias is None else bias.shape, freeze(stride),
+           freeze(padding), freeze(output_padding), freeze(groups), freeze(dilation),
+           freeze(output_size), conv_algorithm, get_num_threads())
 
     def build():
         g = Graph()
@@ -339,7 +339,7 @@ def _run_conv_transpose(op, x, weight, bias, stride, padding, output_padding, gr
         g.output(y)
         return _compile(g, conv_algorithm=conv_algorithm)
 
-    return _cached_plan(key, build).run(feeds)[0]
+    return cached_plan(key, build).run(feeds)[0]
 
 
 def _conv_transpose_function(nd):

@@ -18,9 +18,8 @@ from typing import ClassVar
 import numpy as np
 
 from .. import _im2col
-from ..compiler import _window_dims
-from ..functional import _unary
-from ..ir import Shape, _fmt
+from ..functional import run_unary
+from ..ir import Shape, fmt_shape
 from ..registry import compile_rule, functional, graph_method, onnx_op
 from ..shapes import as_tuple, conv_out_size, resolve_padding
 from ..thunks import Slice, Thunk, WindowDims
@@ -63,7 +62,7 @@ def _patch_geometry(op, image, kernel_size, stride, padding, dilation):
         if o < 1:
             raise ValueError(
                 f"{op}: kernel extent {dilation[i] * (kernel[i] - 1) + 1} is larger than padded image "
-                f"{image[i] + begin[i] + end[i]} on spatial axis {i} (image {_fmt(image)}, kernel {kernel}, "
+                f"{image[i] + begin[i] + end[i]} on spatial axis {i} (image {fmt_shape(image)}, kernel {kernel}, "
                 f"dilation {dilation}, pads {begin}/{end})")
         blocks.append(o)
     return kernel, stride, begin, end, dilation, tuple(blocks)
@@ -81,7 +80,7 @@ def im2col(graph, x, kernel_size, stride=1, padding=0, dilation=1, *, layout="ro
     xs = x.shape
     nsp = len(xs) - 2
     if nsp not in (1, 2, 3):
-        raise ValueError(f"{op}: input must have rank 3, 4 or 5 (N, C, spatial...), got {_fmt(xs)}")
+        raise ValueError(f"{op}: input must have rank 3, 4 or 5 (N, C, spatial...), got {fmt_shape(xs)}")
     if layout not in ("rows", "onnx"):
         raise ValueError(f"{op}: layout must be 'rows' or 'onnx', got {layout!r}")
     kernel, stride, begin, end, dilation, blocks = _patch_geometry(
@@ -121,7 +120,7 @@ def col2im(graph, cols, output_size, kernel_size, stride=1, padding=0, dilation=
         op, image, kernel_size, stride, padding, dilation)
     k = int(np.prod(kernel))
     nl = int(np.prod(blocks))
-    ctx = f"input {_fmt(cs)}, output_size {_fmt(image)}, kernel {kernel}, {nl} block positions"
+    ctx = f"input {fmt_shape(cs)}, output_size {fmt_shape(image)}, kernel {kernel}, {nl} block positions"
     if layout == "rows":
         if len(cs) != 2:
             raise ValueError(f"{op}: input must have rank 2 [N*L, C*K] (layout 'rows'), got {ctx}")
@@ -202,14 +201,14 @@ def _layout_code(layout):
 def compile_im2col(ctx, node):
     a = node.attrs
     xs = ctx.graph.node(node.inputs[0]).shape
-    dims = _window_dims(xs[0], xs[1], a.image, a.blocks, a)
+    dims = WindowDims.from_attrs(xs[0], xs[1], a.image, a.blocks, a)
     ctx.emit(Im2ColThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), dims, _layout_code(a.layout)))
 
 
 @compile_rule("col2im")
 def compile_col2im(ctx, node):
     a = node.attrs
-    dims = _window_dims(node.shape[0], node.shape[1], a.image, a.blocks, a)
+    dims = WindowDims.from_attrs(node.shape[0], node.shape[1], a.image, a.blocks, a)
     t = ctx.num_threads
     scratch = ctx.scratch(4 * _im2col.col2im_scratch_floats(dims.as_tuple(), t), node.name + ".scratch")
     ctx.emit(Col2ImThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), scratch, dims,
@@ -264,14 +263,14 @@ def _public(name):
 def im2col_function(input, kernel_size, stride=1, padding=0, dilation=1):
     """Patch rows of [N, C, *spatial]: [N*L, C*K], columns ordered (c, kernel taps)."""
     args = (kernel_size, stride, padding, dilation)
-    return _unary("im2col", input, args, lambda g, x: g.im2col(x, kernel_size, stride, padding, dilation))
+    return run_unary("im2col", input, args, lambda g, x: g.im2col(x, kernel_size, stride, padding, dilation))
 
 
 @_public("col2im")
 def col2im_function(cols, output_size, kernel_size, stride=1, padding=0, dilation=1):
     """Adjoint of im2col: [N*L, C*K] patch rows summed back into [N, C, *output_size]."""
     args = (output_size, kernel_size, stride, padding, dilation)
-    return _unary("col2im", cols, args, lambda g, x: g.col2im(x, output_size, kernel_size, stride, padding,
+    return run_unary("col2im", cols, args, lambda g, x: g.col2im(x, output_size, kernel_size, stride, padding,
                                                                dilation))
 
 
@@ -279,7 +278,7 @@ def col2im_function(cols, output_size, kernel_size, stride=1, padding=0, dilatio
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """torch.nn.functional.unfold: [N, C, *spatial] -> [N, C*K, L]."""
     args = (kernel_size, dilation, padding, stride)
-    return _unary("unfold", input, args, lambda g, x: g.im2col(x, kernel_size, stride, padding, dilation,
+    return run_unary("unfold", input, args, lambda g, x: g.im2col(x, kernel_size, stride, padding, dilation,
                                                                 layout="onnx"))
 
 
@@ -287,5 +286,5 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
 def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     """torch.nn.functional.fold: [N, C*K, L] -> [N, C, *output_size] (sums overlaps)."""
     args = (output_size, kernel_size, dilation, padding, stride)
-    return _unary("fold", input, args, lambda g, x: g.col2im(x, output_size, kernel_size, stride, padding,
+    return run_unary("fold", input, args, lambda g, x: g.col2im(x, output_size, kernel_size, stride, padding,
                                                               dilation, layout="onnx"))

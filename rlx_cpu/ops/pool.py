@@ -28,10 +28,10 @@ from typing import ClassVar, Optional
 import numpy as np
 
 from .. import _backward, _pool
-from ..compiler import _window_dims, compile as _compile
-from ..functional import _as_real, _cached_plan, _freeze, _shape_key, _unary
-from ..ir import Graph, Shape, _check_grad_shape, _flag, _fmt, _shape_arg
-from ..onnx_import import _spatial_rank, _window_padding
+from ..compiler import compile as _compile
+from ..functional import as_real, cached_plan, freeze, shape_key, run_unary
+from ..ir import Graph, Shape, check_grad_shape, as_flag, fmt_shape, shape_arg
+from ..onnx_import import spatial_rank, window_padding
 from ..registry import compile_rule, functional, gradient, graph_method, onnx_op
 from ..shapes import as_tuple, first_padding_only_window, pool_out_size, resolve_padding
 from ..thunks import Slice, Thunk, WindowDims
@@ -81,18 +81,18 @@ def _pool_attrs(op, kind, nsp, xs, kernel_size, stride, padding, dilation, ceil_
     if nsp is None:
         nsp = len(xs) - 2
         if nsp not in (1, 2, 3):
-            raise ValueError(f"{op}: input must have rank 3, 4 or 5 (N, C, spatial...), got {_fmt(xs)}")
+            raise ValueError(f"{op}: input must have rank 3, 4 or 5 (N, C, spatial...), got {fmt_shape(xs)}")
     elif len(xs) != nsp + 2:
         raise ValueError(f"{op}: input must have rank {nsp + 2} (N, C, {'spatial, ' * nsp}...), "
-                         f"got {_fmt(xs)}")
+                         f"got {fmt_shape(xs)}")
     kernel = as_tuple(kernel_size, nsp, op, "kernel_size")
     if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0):
         stride = kernel                       # PyTorch: stride defaults to the kernel
     stride = as_tuple(stride, nsp, op, "stride")
     dilation = as_tuple(dilation, nsp, op, "dilation")
-    ceil_mode = _flag(ceil_mode, op, "ceil_mode")
-    count_include_pad = _flag(count_include_pad, op, "count_include_pad")
-    return_indices = _flag(return_indices, op, "return_indices")
+    ceil_mode = as_flag(ceil_mode, op, "ceil_mode")
+    count_include_pad = as_flag(count_include_pad, op, "count_include_pad")
+    return_indices = as_flag(return_indices, op, "return_indices")
     if auto_pad not in POOL_AUTO_PADS:
         raise ValueError(f"{op}: auto_pad must be one of {', '.join(POOL_AUTO_PADS)}, got {auto_pad!r}")
     if auto_pad != "NOTSET":
@@ -110,7 +110,7 @@ def _pool_attrs(op, kind, nsp, xs, kernel_size, stride, padding, dilation, ceil_
     if indices_layout not in ("plane", "onnx", "onnx_colmajor"):
         raise ValueError(f"{op}: indices_layout must be 'plane', 'onnx' or 'onnx_colmajor', "
                          f"got {indices_layout!r}")
-    ctx = f"input {_fmt(xs)}, kernel {kernel}, stride {stride}, dilation {dilation}, pads {begin}/{end}"
+    ctx = f"input {fmt_shape(xs)}, kernel {kernel}, stride {stride}, dilation {dilation}, pads {begin}/{end}"
     out_sp = []
     for i in range(nsp):
         o = pool_out_size(xs[2 + i], kernel[i], stride[i], begin[i], end[i], dilation[i], ceil_mode)
@@ -205,7 +205,7 @@ def _global_pool_method(kind, doc):
     def method(graph, x, name=None):
         x = graph._value(x, op, "input")
         if len(x.shape) < 3:
-            raise ValueError(f"{op}: input must have rank >= 3 (N, C, spatial...), got {_fmt(x.shape)}")
+            raise ValueError(f"{op}: input must have rank >= 3 (N, C, spatial...), got {fmt_shape(x.shape)}")
         shape = (x.shape[0], x.shape[1]) + (1,) * (len(x.shape) - 2)
         return graph._add(op, [x], shape, name, GlobalPoolAttrs(kind))
     return op, method, doc
@@ -220,7 +220,7 @@ def _max_pool_backward_method(nd):
         dy = graph._value(grad_output, op, "grad_output")
         attrs, out = _pool_attrs(op, "max", nd, x.shape, kernel_size, stride, padding, dilation, ceil_mode,
                                  auto_pad=auto_pad)
-        _check_grad_shape(op, dy.shape, out, f"max_pool{nd}d of input {_fmt(x.shape)}")
+        check_grad_shape(op, dy.shape, out, f"max_pool{nd}d of input {fmt_shape(x.shape)}")
         return graph._add(op, [x, dy], x.shape, name, attrs)
     doc = (f"Gradient of max_pool{nd}d w.r.t. its input x {LAYOUTS[nd]}.  Each window's\n"
            f"gradient goes to the tap g.max_pool{nd}d's indices name: the first maximum\n"
@@ -235,10 +235,10 @@ def _avg_pool_backward_method(nd):
     def method(graph, grad_output, input_shape, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None, *, dilation=1, auto_pad="NOTSET", name=None):
         dy = graph._value(grad_output, op, "grad_output")
-        xs = _shape_arg(input_shape, op, "input_shape")
+        xs = shape_arg(input_shape, op, "input_shape")
         attrs, out = _pool_attrs(op, "avg", nd, xs, kernel_size, stride, padding, dilation, ceil_mode,
                                  count_include_pad, divisor_override, auto_pad=auto_pad)
-        _check_grad_shape(op, dy.shape, out, f"avg_pool{nd}d of input {_fmt(xs)}")
+        check_grad_shape(op, dy.shape, out, f"avg_pool{nd}d of input {fmt_shape(xs)}")
         return graph._add(op, [dy], xs, name, attrs)
     doc = (f"Gradient of avg_pool{nd}d w.r.t. its input, of shape input_shape {LAYOUTS[nd]}:\n"
            "each in-bounds tap of a window gets the window's gradient over its divisor.")
@@ -374,7 +374,7 @@ _INDICES_MODE = {"plane": _pool.INDICES_PLANE, "onnx": _pool.INDICES_ONNX, "onnx
 def compile_pool(ctx, node):
     a = node.attrs
     xs = ctx.graph.node(node.inputs[0]).shape
-    dims = _window_dims(xs[0], xs[1], xs[2:], node.shape[2:], a)
+    dims = WindowDims.from_attrs(xs[0], xs[1], xs[2:], node.shape[2:], a)
     kind = _POOL_KIND[a.kind]
     w_chunk = min(_pool.W_CHUNK, dims.out[2])
     t = ctx.num_threads
@@ -410,7 +410,7 @@ def _pool_backward_dims(node, x_shape, dy_shape):
     """WindowDims of a pool gradient; the kernels take 1-D and 2-D pools (the
     graph methods exist for those only), so the depth axis is trivial."""
     assert node.attrs.ndim in BACKWARD_RANKS, node
-    return _window_dims(x_shape[0], x_shape[1], x_shape[2:], dy_shape[2:], node.attrs)
+    return WindowDims.from_attrs(x_shape[0], x_shape[1], x_shape[2:], dy_shape[2:], node.attrs)
 
 
 @compile_rule(*(f"max_pool{nd}d_backward" for nd in BACKWARD_RANKS))
@@ -463,7 +463,7 @@ def _pool_common(nc, nsp):
     ceil_mode = int(nc.attr("ceil_mode", 0))
     if ceil_mode not in (0, 1):
         raise ValueError(f"{nc.where}: attribute ceil_mode must be 0 or 1, got {ceil_mode}")
-    padding = _window_padding(nc, nsp)
+    padding = window_padding(nc, nsp)
     if isinstance(padding, str):
         auto_pad, padding = ("VALID" if padding == "valid" else padding), 0
     else:
@@ -480,7 +480,7 @@ def convert_max_pool(nc):
         allowed += ["ceil_mode", "dilations"]
     nc.check_attrs(allowed)
     x = nc.tensor(0, "X")
-    nsp = _spatial_rank(nc, x)
+    nsp = spatial_rank(nc, x)
     kernel, strides, dilations, ceil_mode, padding, auto_pad = _pool_common(nc, nsp)
     want_indices = len(nc.node.output) > 1 and nc.node.output[1] != ""
     storage_order = int(nc.attr("storage_order", 0))
@@ -509,7 +509,7 @@ def convert_average_pool(nc):
         allowed.append("dilations")
     nc.check_attrs(allowed)
     x = nc.tensor(0, "X")
-    nsp = _spatial_rank(nc, x)
+    nsp = spatial_rank(nc, x)
     kernel, strides, dilations, ceil_mode, padding, auto_pad = _pool_common(nc, nsp)
     include_pad = int(nc.attr("count_include_pad", 0))
     if include_pad not in (0, 1):
@@ -523,7 +523,7 @@ def _global_pool_converter(method):
     def convert(nc):
         nc.check_attrs(())
         x = nc.tensor(0, "X")
-        _spatial_rank(nc, x)
+        spatial_rank(nc, x)
         y = getattr(nc.graph, method)(x, name=nc.imp._fresh(nc.out_name()))
         nc.imp.set_output(nc.out_name(), y)
     return convert
@@ -542,7 +542,7 @@ def _max_pool_function(nd):
 
     def fn(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
         args = (kernel_size, stride, padding, dilation, ceil_mode, return_indices)
-        return _unary(op, input, args, lambda g, x: getattr(g, op)(
+        return run_unary(op, input, args, lambda g, x: getattr(g, op)(
             x, kernel_size, stride, padding, dilation, ceil_mode, return_indices))
     index = {1: "", 2: " h*W + w", 3: ""}[nd]
     fn.__doc__ = f"Max pooling of {LAYOUTS[nd]}; with return_indices also int64 indices{index} (as PyTorch)."
@@ -554,7 +554,7 @@ def _avg_pool_function(nd):
 
     def run(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
         args = (kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
-        return _unary(op, input, args, lambda g, x: getattr(g, op)(
+        return run_unary(op, input, args, lambda g, x: getattr(g, op)(
             x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override))
 
     if nd == 1:       # torch.nn.functional.avg_pool1d has no divisor_override
@@ -570,7 +570,7 @@ def _avg_pool_function(nd):
 
 def _global_pool_function(op, doc):
     def fn(input):
-        return _unary(op, input, (), lambda g, x: getattr(g, op)(x))
+        return run_unary(op, input, (), lambda g, x: getattr(g, op)(x))
     fn.__doc__ = doc
     return op, fn
 
@@ -579,10 +579,10 @@ def _max_pool_backward_function(nd):
     op = f"max_pool{nd}d_backward"
 
     def fn(input, grad_output, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
-        x = _as_real("input", op, input)
-        dy = _as_real("grad_output", op, grad_output)
-        key = (op, x.shape, dy.shape, _freeze(kernel_size), _freeze(stride), _freeze(padding),
-               _freeze(dilation), ceil_mode, get_num_threads())
+        x = as_real("input", op, input)
+        dy = as_real("grad_output", op, grad_output)
+        key = (op, x.shape, dy.shape, freeze(kernel_size), freeze(stride), freeze(padding),
+               freeze(dilation), ceil_mode, get_num_threads())
 
         def build():
             g = Graph()
@@ -591,7 +591,7 @@ def _max_pool_backward_function(nd):
             g.output(dx)
             return _compile(g)
 
-        return _cached_plan(key, build).run({"input": x, "grad_output": dy})[0]
+        return cached_plan(key, build).run({"input": x, "grad_output": dy})[0]
     fn.__doc__ = (f"Gradient of max_pool{nd}d w.r.t. its input: each window's gradient goes to its\n"
                   "first maximum in window order; overlapping windows accumulate.")
     return op, fn
@@ -602,9 +602,9 @@ def _avg_pool_backward_function(nd):
 
     def fn(grad_output, input_shape, kernel_size, stride=None, padding=0, ceil_mode=False,
            count_include_pad=True, divisor_override=None):
-        dy = _as_real("grad_output", op, grad_output)
-        xs = _shape_key(input_shape)
-        key = (op, dy.shape, xs, _freeze(kernel_size), _freeze(stride), _freeze(padding), ceil_mode,
+        dy = as_real("grad_output", op, grad_output)
+        xs = shape_key(input_shape)
+        key = (op, dy.shape, xs, freeze(kernel_size), freeze(stride), freeze(padding), ceil_mode,
                count_include_pad, divisor_override, get_num_threads())
 
         def build():
@@ -614,7 +614,7 @@ def _avg_pool_backward_function(nd):
             g.output(dx)
             return _compile(g)
 
-        return _cached_plan(key, build).run({"grad_output": dy})[0]
+        return cached_plan(key, build).run({"grad_output": dy})[0]
     fn.__doc__ = f"Gradient of avg_pool{nd}d w.r.t. its input, shape input_shape."
     return op, fn
 

@@ -22,9 +22,9 @@ from typing import ClassVar, Tuple
 import numpy as np
 
 from .. import _resize
-from ..ir import _fmt
+from ..ir import fmt_shape
 from ..registry import compile_rule, functional, graph_method, onnx_op
-from ..functional import _unary
+from ..functional import run_unary
 from ..shapes import as_tuple
 from ..thunks import Slice, Thunk
 
@@ -90,7 +90,7 @@ def resize_nearest(graph, x, sizes, index_tables, name=None, *, op="resize_neare
     xs = x.shape
     nsp = len(xs) - 2
     if nsp not in (1, 2, 3):
-        raise ValueError(f"{op}: input must have rank 3, 4 or 5 (N, C, spatial...), got {_fmt(xs)}")
+        raise ValueError(f"{op}: input must have rank 3, 4 or 5 (N, C, spatial...), got {fmt_shape(xs)}")
     sizes = as_tuple(sizes, nsp, op, "sizes")
     try:
         tables = list(index_tables)
@@ -105,10 +105,10 @@ def resize_nearest(graph, x, sizes, index_tables, name=None, *, op="resize_neare
             raise TypeError(f"{op}: index_tables[{i}] must hold integers, got dtype {arr.dtype}")
         if arr.shape != (sizes[i],):
             raise ValueError(f"{op}: index_tables[{i}] must have shape [{sizes[i]}] (the output size), "
-                             f"got {_fmt(arr.shape)}")
+                             f"got {fmt_shape(arr.shape)}")
         if arr.size and (arr.min() < 0 or arr.max() >= xs[2 + i]):
             raise ValueError(f"{op}: index_tables[{i}] values must be in [0, {xs[2 + i]}) for input "
-                             f"{_fmt(xs)}, got range [{arr.min()}, {arr.max()}]")
+                             f"{fmt_shape(xs)}, got range [{arr.min()}, {arr.max()}]")
         arr = np.array(arr, dtype=np.int32)
         arr.setflags(write=False)
         out_tables.append(arr)
@@ -122,7 +122,7 @@ def upsample_nearest2x(graph, x, name=None):
     op = "upsample_nearest2x"
     x = graph._value(x, op, "input")
     if len(x.shape) != 4:
-        raise ValueError(f"{op}: input must have rank 4 (N, C, H, W), got {_fmt(x.shape)}")
+        raise ValueError(f"{op}: input must have rank 4 (N, C, H, W), got {fmt_shape(x.shape)}")
     h, w = x.shape[2:]
     tables = [np.arange(2 * h) // 2, np.arange(2 * w) // 2]
     return resize_nearest(graph, x, (2 * h, 2 * w), tables, name, op=op)
@@ -138,7 +138,7 @@ def interpolate(graph, x, size=None, scale_factor=None, mode="nearest", align_co
     xs = x.shape
     nsp = len(xs) - 2
     if nsp not in (1, 2, 3):
-        raise ValueError(f"{op}: input must have rank 3, 4 or 5 (N, C, spatial...), got {_fmt(xs)}")
+        raise ValueError(f"{op}: input must have rank 3, 4 or 5 (N, C, spatial...), got {fmt_shape(xs)}")
     if mode not in ("nearest", "nearest-exact"):
         raise ValueError(f"{op}: mode must be 'nearest' or 'nearest-exact' (others are not implemented), "
                          f"got {mode!r}")
@@ -156,7 +156,7 @@ def interpolate(graph, x, size=None, scale_factor=None, mode="nearest", align_co
     else:
         if isinstance(scale_factor, (list, tuple)):
             if len(scale_factor) != nsp:
-                raise ValueError(f"{op}: scale_factor must have {nsp} values for input {_fmt(xs)}, "
+                raise ValueError(f"{op}: scale_factor must have {nsp} values for input {fmt_shape(xs)}, "
                                  f"got {scale_factor!r}")
             factors = [float(f) for f in scale_factor]
         else:
@@ -174,7 +174,7 @@ def interpolate(graph, x, size=None, scale_factor=None, mode="nearest", align_co
             scales = factors
     if any(s < 1 for s in sizes):
         raise ValueError(f"{op}: output size must be >= 1 on every spatial axis, got {list(sizes)} "
-                         f"for input {_fmt(xs)}")
+                         f"for input {fmt_shape(xs)}")
     # PyTorch's 2-D nearest kernel (only) short-cuts out == in and out == 2 in.
     tables = [torch_nearest_table(in_sp[i], sizes[i], scales[i], mode, shortcuts=nsp == 2)
               for i in range(nsp)]
@@ -499,7 +499,6 @@ def convert_resize(nc):
     nc.check_attrs(allowed)
     _nearest_mode_attr(nc)
     x = nc.tensor(0, "X")
-    r = len(x.shape)
     ctm = nc.attr("coordinate_transformation_mode", "half_pixel")
     modes = COORDINATE_MODES if nc.version >= 19 else tuple(m for m in COORDINATE_MODES
                                                               if m != "half_pixel_symmetric")
@@ -560,7 +559,7 @@ def _public(name):
 @_public("upsample_nearest2x")
 def upsample_nearest2x_function(input):
     """[N, C, H, W] -> [N, C, 2H, 2W], each pixel repeated 2x2."""
-    return _unary("upsample_nearest2x", input, (), lambda g, x: g.upsample_nearest2x(x))
+    return run_unary("upsample_nearest2x", input, (), lambda g, x: g.upsample_nearest2x(x))
 
 
 @_public("interpolate")
@@ -568,5 +567,5 @@ def interpolate_function(input, size=None, scale_factor=None, mode="nearest", al
                          recompute_scale_factor=None, antialias=False):
     """torch.nn.functional.interpolate for mode 'nearest' / 'nearest-exact'."""
     args = (size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
-    return _unary("interpolate", input, args, lambda g, x: g.interpolate(
+    return run_unary("interpolate", input, args, lambda g, x: g.interpolate(
         x, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias))
