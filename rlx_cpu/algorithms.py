@@ -228,7 +228,7 @@ def select_convnd_algorithm(dims, requested="auto", flags=None, op="conv3d", tra
 
 
 # =============================================================================
-# --- training: conv backward algorithm (train branch) ---
+# --- conv backward algorithm ---
 # =============================================================================
 
 

@@ -1,6 +1,7 @@
 """Compile a Graph into a Plan: node -> thunks, then arena planning.
 
-Compilation happens once.  Rules (one per op kind, in ``RULES``) read the
+Compilation happens once.  Compile rules (one per node op, registered by the
+op families in ``rlx_cpu.registry.COMPILE_RULES``) read the
 node's static shapes and attributes and emit thunk records whose slice fields
 are still symbolic :class:`Buf` handles; after every rule ran, the planner
 gives each handle a byte range and the records are finalised with real

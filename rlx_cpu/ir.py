@@ -1,10 +1,14 @@
 """The graph IR: nodes with an op, attributes and a static shape.
 
 A :class:`Graph` is built append-only, so node order is a topological order.
-Every op method validates its inputs and infers the output shape at once,
-raising ``ValueError`` that names the op and the shapes involved; a graph that
-was built is therefore always compilable.
+The container itself knows only inputs, constants and outputs; every op method
+(``g.conv2d``, ``g.max_pool1d`` ...) is installed by its op family through
+``rlx_cpu.registry.graph_method``.  An op method validates its inputs and
+infers the output shape at once, raising ``ValueError`` that names the op and
+the shapes involved; a graph that was built is therefore always compilable.
+A node's ``op`` is the name of the method that built it.
 """
+import functools
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
@@ -123,10 +127,11 @@ class Graph:
 
 
 # ---------------------------------------------------------------------------
-# --- training: attributes and build-time checks (train branch) ---
+# Build-time checks shared by the op families
 # ---------------------------------------------------------------------------
 
 def shape_arg(shape, op, arg):
+    """A shape argument (e.g. a gradient's input_shape) as a tuple of ints >= 1."""
     try:
         out = tuple(int(d) for d in shape)
     except (TypeError, ValueError):
@@ -137,6 +142,7 @@ def shape_arg(shape, op, arg):
 
 
 def check_grad_shape(op, got, want, what):
+    """A gradient op's grad_output must have the shape of the forward output."""
     if tuple(got) != tuple(want):
         raise ValueError(f"{op}: grad_output must have the shape of the {what}, {fmt_shape(want)}, got {fmt_shape(got)}")
 
@@ -145,15 +151,10 @@ def check_grad_shape(op, got, want, what):
 # Error context: every op method names the shapes of its node inputs
 # ---------------------------------------------------------------------------
 
-_NOT_OPS = {"input", "constant", "output", "node"}
-
-
 def with_input_shapes(method):
     """Re-raise a ValueError/TypeError from an op method with the shapes of the
     node arguments appended, so every build-time error names the op (the
     message already starts with it), the argument and the shapes."""
-    import functools
-
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         try:
@@ -167,9 +168,3 @@ def with_input_shapes(method):
             new._rlx_shapes = True
             raise new from None
     return wrapper
-
-
-for _name, _fn in list(vars(Graph).items()):
-    if callable(_fn) and not _name.startswith("_") and _name not in _NOT_OPS:
-        setattr(Graph, _name, with_input_shapes(_fn))
-del _name, _fn

@@ -6,9 +6,12 @@ holding typed views over one run context's memory, whose ``execute(nthreads)``
 runs the kernel with the GIL released.  Binding happens once per context, so
 a run only loops over launches.
 
-Adding an op kind = one record here (with its ``reads``/``writes``/``scratch``
-field names, which the arena planner uses for liveness), one compile rule in
-``compiler.py`` and one kernel module in ``src/``.
+This module holds what every record shares: the :class:`Slice` they point
+with, the :class:`Thunk` base (a ``kind``, the op name, and the field names of
+the slices it ``reads``, ``writes`` and uses as ``scratch_fields``, from which
+the arena planner derives liveness), and :class:`WindowDims`, the canonical
+sliding-window geometry of pooling and im2col/col2im.  The records of each op
+kind live with their op family in ``rlx_cpu/ops/<family>.py``.
 """
 from dataclasses import dataclass, fields
 from typing import ClassVar, Tuple
