@@ -33,6 +33,7 @@ from libc.string cimport memset
 
 from _blas cimport sgemm_rm, sgemm_rm_split
 from _window cimport ceil_div_nonneg, out_range
+from rlx_cpu._launch cimport Launch
 
 import numpy as np
 
@@ -482,7 +483,7 @@ cdef int conv_backward_weight_reference(const float[::1] x, const float[::1] dy,
     return 0
 
 
-cdef class ConvBackwardInputLaunch:
+cdef class ConvBackwardInputLaunch(Launch):
     """dx = d(conv)/dx applied to dy, bound to arena views."""
     cdef const float[::1] dy
     cdef const float[::1] weight
@@ -501,18 +502,17 @@ cdef class ConvBackwardInputLaunch:
         self.algorithm = algorithm
         self.max_threads = max(1, max_threads)
 
-    cpdef execute(self, int nthreads):
+    cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = nthreads if 0 < nthreads <= self.max_threads else self.max_threads
-        with nogil:
-            if self.algorithm == B_REFERENCE:
-                conv_backward_input_reference(self.dy, self.weight, self.dx, &self.g, t)
-            else:
-                conv_backward_input_gemm(self.dy, self.weight, self.dx, self.scratch, &self.g,
-                                         self.algorithm, t)
-        return None
+        if self.algorithm == B_REFERENCE:
+            conv_backward_input_reference(self.dy, self.weight, self.dx, &self.g, t)
+        else:
+            conv_backward_input_gemm(self.dy, self.weight, self.dx, self.scratch, &self.g,
+                                     self.algorithm, t)
+        return 0
 
 
-cdef class ConvBackwardWeightLaunch:
+cdef class ConvBackwardWeightLaunch(Launch):
     """dW = d(conv)/dW applied to dy, bound to arena views."""
     cdef const float[::1] x
     cdef const float[::1] dy
@@ -531,15 +531,14 @@ cdef class ConvBackwardWeightLaunch:
         self.algorithm = algorithm
         self.max_threads = max(1, max_threads)
 
-    cpdef execute(self, int nthreads):
+    cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = nthreads if 0 < nthreads <= self.max_threads else self.max_threads
-        with nogil:
-            if self.algorithm == B_REFERENCE:
-                conv_backward_weight_reference(self.x, self.dy, self.dw, &self.g, t)
-            else:
-                conv_backward_weight_gemm(self.x, self.dy, self.dw, self.scratch, &self.g,
-                                          self.algorithm, t)
-        return None
+        if self.algorithm == B_REFERENCE:
+            conv_backward_weight_reference(self.x, self.dy, self.dw, &self.g, t)
+        else:
+            conv_backward_weight_gemm(self.x, self.dy, self.dw, self.scratch, &self.g,
+                                      self.algorithm, t)
+        return 0
 
 
 # ---------------------------------------------------------------------------
@@ -682,7 +681,7 @@ cdef int _avg_pool_backward_plane(const float[::1] dy, float[::1] dx, const Pool
     return 0
 
 
-cdef class MaxPool2DBackwardLaunch:
+cdef class MaxPool2DBackwardLaunch(Launch):
     cdef const float[::1] x
     cdef const float[::1] dy
     cdef float[::1] dx
@@ -696,17 +695,16 @@ cdef class MaxPool2DBackwardLaunch:
         self.g = _pgeom(dims)
         self.max_threads = max(1, max_threads)
 
-    cpdef execute(self, int nthreads):
+    cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = nthreads if 0 < nthreads <= self.max_threads else self.max_threads
         cdef Py_ssize_t plane
-        with nogil:
-            for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
-                _max_pool_backward_plane(self.x, self.dy, self.dx, &self.g, plane)
-            # end: prange
-        return None
+        for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
+            _max_pool_backward_plane(self.x, self.dy, self.dx, &self.g, plane)
+        # end: prange
+        return 0
 
 
-cdef class AvgPool2DBackwardLaunch:
+cdef class AvgPool2DBackwardLaunch(Launch):
     cdef const float[::1] dy
     cdef float[::1] dx
     cdef PoolGeom g
@@ -722,12 +720,11 @@ cdef class AvgPool2DBackwardLaunch:
         self.divisor_override = divisor_override
         self.max_threads = max(1, max_threads)
 
-    cpdef execute(self, int nthreads):
+    cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = nthreads if 0 < nthreads <= self.max_threads else self.max_threads
         cdef Py_ssize_t plane
-        with nogil:
-            for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
-                _avg_pool_backward_plane(self.dy, self.dx, &self.g, self.count_include_pad,
-                                         self.divisor_override, plane)
-            # end: prange
-        return None
+        for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
+            _avg_pool_backward_plane(self.dy, self.dx, &self.g, self.count_include_pad,
+                                     self.divisor_override, plane)
+        # end: prange
+        return 0

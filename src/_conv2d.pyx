@@ -23,6 +23,7 @@ from libc.string cimport memcpy, memset
 from _blas cimport sgemm_rm, sgemm_rm_split
 from _epilogue cimport add_bias_planes
 from _window cimport out_range
+from rlx_cpu._launch cimport Launch
 
 import numpy as np
 
@@ -393,7 +394,7 @@ cdef int conv_winograd(const float[::1] x, const float[::1] u, const float[::1] 
 # Launches: a thunk bound to one arena's memory, run by the executor.
 # ---------------------------------------------------------------------------
 
-cdef class Conv2DLaunch:
+cdef class Conv2DLaunch(Launch):
     """Conv2D (+ optional fused bias) bound to arena views.
 
     `weight` holds the raw weight, or for Winograd the transformed U[16, c_out,
@@ -424,29 +425,28 @@ cdef class Conv2DLaunch:
         self.max_threads = max(1, max_threads)
         self.block = block
 
-    cpdef execute(self, int nthreads):
+    cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = nthreads if 0 < nthreads <= self.max_threads else self.max_threads
         cdef Py_ssize_t plane = self.g.h_out * self.g.w_out
         cdef Py_ssize_t item
-        with nogil:
-            if self.algorithm == A_WINOGRAD:     # bias fused in the output transform
-                conv_winograd(self.x, self.weight, self.bias, self.has_bias, self.y,
-                              self.scratch, &self.g, self.block, t)
-            elif self.algorithm == A_IM2COL:
-                conv_im2col(self.x, self.weight, self.y, self.scratch, &self.g, self.block, t)
-            elif self.algorithm == A_GEMM_1X1:
-                conv_gemm_1x1(self.x, self.weight, self.y, &self.g, t)
-            elif self.algorithm == A_DIRECT:
-                conv_direct(self.x, self.weight, self.y, &self.g, t)
-            else:
-                conv_reference(self.x, self.weight, self.y, &self.g, t)
-            if self.has_bias and self.algorithm != A_WINOGRAD:
-                for item in prange(self.g.n * self.g.c_out, num_threads=t, schedule='static'):
-                    add_bias_planes(self.y, item * plane, self.bias, item % self.g.c_out, 1, plane)
-        return None
+        if self.algorithm == A_WINOGRAD:     # bias fused in the output transform
+            conv_winograd(self.x, self.weight, self.bias, self.has_bias, self.y,
+                          self.scratch, &self.g, self.block, t)
+        elif self.algorithm == A_IM2COL:
+            conv_im2col(self.x, self.weight, self.y, self.scratch, &self.g, self.block, t)
+        elif self.algorithm == A_GEMM_1X1:
+            conv_gemm_1x1(self.x, self.weight, self.y, &self.g, t)
+        elif self.algorithm == A_DIRECT:
+            conv_direct(self.x, self.weight, self.y, &self.g, t)
+        else:
+            conv_reference(self.x, self.weight, self.y, &self.g, t)
+        if self.has_bias and self.algorithm != A_WINOGRAD:
+            for item in prange(self.g.n * self.g.c_out, num_threads=t, schedule='static'):
+                add_bias_planes(self.y, item * plane, self.bias, item % self.g.c_out, 1, plane)
+        return 0
 
 
-cdef class WinogradFilterLaunch:
+cdef class WinogradFilterLaunch(Launch):
     """Runtime filter transform, used only when the weight is not a constant."""
     cdef const float[::1] weight
     cdef float[::1] u
@@ -458,8 +458,7 @@ cdef class WinogradFilterLaunch:
         self.c_out = c_out
         self.c_in = c_in
 
-    cpdef execute(self, int nthreads):
-        with nogil:
-            winograd_filter_transform_into(self.weight, self.u, self.c_out, self.c_in,
-                                           nthreads if nthreads > 0 else 1)
-        return None
+    cdef int run(self, int nthreads) except -1 nogil:
+        winograd_filter_transform_into(self.weight, self.u, self.c_out, self.c_in,
+                                       nthreads if nthreads > 0 else 1)
+        return 0

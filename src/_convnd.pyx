@@ -31,6 +31,7 @@ from libc.string cimport memcpy, memset
 from _blas cimport sgemm_rm, sgemm_rm_split
 from _epilogue cimport add_bias_planes, fill_bias_planes
 from _window cimport out_range
+from rlx_cpu._launch cimport Launch
 
 import numpy as np
 
@@ -536,7 +537,7 @@ cdef int conv_transpose_nd_fast(const float[::1] x, const float[::1] w, const fl
 # Launch: a ConvND / ConvTransposeND thunk bound to one arena's memory
 # ---------------------------------------------------------------------------
 
-cdef class ConvNDLaunch:
+cdef class ConvNDLaunch(Launch):
     """conv3d (transposed=False) or conv-transpose 1/2/3-D (transposed=True)
     with fused bias, bound to arena views.  `max_threads` is the thread count
     the scratch was sized for."""
@@ -571,7 +572,7 @@ cdef class ConvNDLaunch:
         if fast and self.scratch.shape[0] < scratch_floats(dims, transposed, fast, self.max_threads):
             raise ValueError("ConvNDLaunch: scratch smaller than scratch_floats()")
 
-    cdef int _threads(self, int nthreads) noexcept:
+    cdef int _threads(self, int nthreads) noexcept nogil:
         return nthreads if 0 < nthreads <= self.max_threads else self.max_threads
 
     @property
@@ -590,25 +591,24 @@ cdef class ConvNDLaunch:
             return "items"
         return "split"
 
-    cpdef execute(self, int nthreads):
+    cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = self._threads(nthreads)
         cdef bint items_par = self.items_parallel_ok and _items_parallel(&self.g, t)
         cdef Py_ssize_t item
-        with nogil:
-            if self.fast and self.transposed:
-                conv_transpose_nd_fast(self.x, self.weight, self.bias, self.has_bias, self.y,
-                                       self.scratch, &self.g, &self.pt, self.identity, self.nb, items_par, t)
-            elif self.fast:
-                conv_nd_fast(self.x, self.weight, self.bias, self.has_bias, self.y, self.scratch,
-                             &self.g, &self.pt, self.identity, self.nb, items_par, t)
-            elif self.transposed:
-                for item in prange(self.g.n * self.g.c_out, num_threads=t, schedule='static'):
-                    _transpose_reference_plane(self.x, self.weight, self.bias, self.has_bias,
-                                               self.y, &self.g, item)
-                # end: prange
-            else:
-                for item in prange(self.g.n * self.g.c_out, num_threads=t, schedule='static'):
-                    _conv_reference_plane(self.x, self.weight, self.bias, self.has_bias, self.y,
-                                          &self.g, item)
-                # end: prange
-        return None
+        if self.fast and self.transposed:
+            conv_transpose_nd_fast(self.x, self.weight, self.bias, self.has_bias, self.y,
+                                   self.scratch, &self.g, &self.pt, self.identity, self.nb, items_par, t)
+        elif self.fast:
+            conv_nd_fast(self.x, self.weight, self.bias, self.has_bias, self.y, self.scratch,
+                         &self.g, &self.pt, self.identity, self.nb, items_par, t)
+        elif self.transposed:
+            for item in prange(self.g.n * self.g.c_out, num_threads=t, schedule='static'):
+                _transpose_reference_plane(self.x, self.weight, self.bias, self.has_bias,
+                                           self.y, &self.g, item)
+            # end: prange
+        else:
+            for item in prange(self.g.n * self.g.c_out, num_threads=t, schedule='static'):
+                _conv_reference_plane(self.x, self.weight, self.bias, self.has_bias, self.y,
+                                      &self.g, item)
+            # end: prange
+        return 0

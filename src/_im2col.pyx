@@ -21,6 +21,7 @@ cimport cython
 from cython.parallel cimport prange, threadid
 
 from _window cimport Win, win_from, out_range
+from rlx_cpu._launch cimport Launch
 
 import numpy as np
 
@@ -128,7 +129,7 @@ cdef int _col2im_line(const float[::1] col, float[::1] x, double[::1] acc, Py_ss
     return 0
 
 
-cdef class Im2ColLaunch:
+cdef class Im2ColLaunch(Launch):
     """x [N, C, *spatial] -> patch matrix in `layout`."""
     cdef const float[::1] x
     cdef float[::1] col
@@ -141,18 +142,17 @@ cdef class Im2ColLaunch:
         self.g = win_from(dims)
         self.st = _strides(&self.g, layout)
 
-    cpdef execute(self, int nthreads):
+    cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = nthreads if nthreads > 0 else 1
         cdef Py_ssize_t items = self.g.n * self.g.c * self.g.out[0] * self.g.out[1]
         cdef Py_ssize_t item
-        with nogil:
-            for item in prange(items, num_threads=t, schedule='static'):
-                _im2col_line(self.x, self.col, &self.g, &self.st, item)
-            # end: prange
-        return None
+        for item in prange(items, num_threads=t, schedule='static'):
+            _im2col_line(self.x, self.col, &self.g, &self.st, item)
+        # end: prange
+        return 0
 
 
-cdef class Col2ImLaunch:
+cdef class Col2ImLaunch(Launch):
     """Patch matrix in `layout` -> x [N, C, *spatial] (adjoint of im2col)."""
     cdef const float[::1] col
     cdef float[::1] x
@@ -169,13 +169,12 @@ cdef class Col2ImLaunch:
         self.st = _strides(&self.g, layout)
         self.max_threads = max(1, max_threads)
 
-    cpdef execute(self, int nthreads):
+    cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = nthreads if 0 < nthreads <= self.max_threads else self.max_threads
         cdef Py_ssize_t items = self.g.n * self.g.c * self.g.size[0] * self.g.size[1]
         cdef Py_ssize_t item
-        with nogil:
-            for item in prange(items, num_threads=t, schedule='static'):
-                _col2im_line(self.col, self.x, self.acc, threadid() * self.g.size[2],
-                             &self.g, &self.st, item)
-            # end: prange
-        return None
+        for item in prange(items, num_threads=t, schedule='static'):
+            _col2im_line(self.col, self.x, self.acc, threadid() * self.g.size[2],
+                         &self.g, &self.st, item)
+        # end: prange
+        return 0

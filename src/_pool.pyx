@@ -30,6 +30,7 @@ from libc.stdint cimport int64_t
 from libc.math cimport INFINITY
 
 from _window cimport Win, win_from, out_range, tap_range
+from rlx_cpu._launch cimport Launch
 
 import numpy as np
 
@@ -242,7 +243,7 @@ cdef int _avg_line(const float[::1] x, float[::1] y, double[::1] acc, Py_ssize_t
     return 0
 
 
-cdef class PoolLaunch:
+cdef class PoolLaunch(Launch):
     """Window max/avg pool bound to arena views (indices optional)."""
     cdef const float[::1] x
     cdef float[::1] y
@@ -267,31 +268,30 @@ cdef class PoolLaunch:
         self.w_chunk = w_chunk
         self.max_threads = max(1, max_threads)
 
-    cpdef execute(self, int nthreads):
+    cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = nthreads if 0 < nthreads <= self.max_threads else self.max_threads
         cdef Py_ssize_t nwc = (self.g.out[2] + self.w_chunk - 1) // self.w_chunk
         cdef Py_ssize_t items = self.g.n * self.g.c * self.g.out[0] * self.g.out[1] * nwc
         cdef Py_ssize_t item, line, wc, w0, w1, oh, od, plane
         cdef bint with_ind = self.indices_mode != I_NONE
-        with nogil:
-            for item in prange(items, num_threads=t, schedule='static'):
-                line = item // nwc
-                wc = item % nwc
-                w0 = wc * self.w_chunk
-                w1 = w0 + self.w_chunk
-                if w1 > self.g.out[2]:
-                    w1 = self.g.out[2]
-                oh = line % self.g.out[1]
-                od = (line // self.g.out[1]) % self.g.out[0]
-                plane = line // (self.g.out[1] * self.g.out[0])
-                if self.kind == K_MAX:
-                    _max_line(self.x, self.y, self.ind, with_ind, &self.g, plane, od, oh, w0, w1,
-                              self.indices_mode)
-                else:
-                    _avg_line(self.x, self.y, self.acc, threadid() * self.w_chunk, &self.g, plane,
-                              od, oh, w0, w1, self.include_pad, self.divisor_override)
-            # end: prange
-        return None
+        for item in prange(items, num_threads=t, schedule='static'):
+            line = item // nwc
+            wc = item % nwc
+            w0 = wc * self.w_chunk
+            w1 = w0 + self.w_chunk
+            if w1 > self.g.out[2]:
+                w1 = self.g.out[2]
+            oh = line % self.g.out[1]
+            od = (line // self.g.out[1]) % self.g.out[0]
+            plane = line // (self.g.out[1] * self.g.out[0])
+            if self.kind == K_MAX:
+                _max_line(self.x, self.y, self.ind, with_ind, &self.g, plane, od, oh, w0, w1,
+                          self.indices_mode)
+            else:
+                _avg_line(self.x, self.y, self.acc, threadid() * self.w_chunk, &self.g, plane,
+                          od, oh, w0, w1, self.include_pad, self.divisor_override)
+        # end: prange
+        return 0
 
 
 # ---------------------------------------------------------------------------
@@ -330,7 +330,7 @@ cdef float _max_range(const float[::1] x, Py_ssize_t lo, Py_ssize_t hi) except? 
     return m
 
 
-cdef class GlobalPoolLaunch:
+cdef class GlobalPoolLaunch(Launch):
     """Global max/avg over the spatial axes of each (n, c) plane."""
     cdef const float[::1] x
     cdef float[::1] y
@@ -346,37 +346,36 @@ cdef class GlobalPoolLaunch:
         self.spatial = spatial
         self.kind = kind
 
-    cpdef execute(self, int nthreads):
+    cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = nthreads if nthreads > 0 else 1
         cdef Py_ssize_t nch = (self.spatial + G_CHUNK - 1) // G_CHUNK
         cdef Py_ssize_t item, p, lo, hi, c
         cdef double acc
         cdef float m, v
-        with nogil:
-            # Partials over fixed chunks (so any thread count sums identically).
-            for item in prange(self.planes * nch, num_threads=t, schedule='static'):
-                p = item // nch
-                lo = p * self.spatial + (item % nch) * G_CHUNK
-                hi = lo + G_CHUNK
-                if hi > (p + 1) * self.spatial:
-                    hi = (p + 1) * self.spatial
-                if self.kind == K_MAX:
-                    self.part[item] = _max_range(self.x, lo, hi)
-                else:
-                    self.part[item] = _sum_range(self.x, lo, hi)
-            # end: prange
-            for p in prange(self.planes, num_threads=t, schedule='static'):
-                if self.kind == K_MAX:
-                    m = -INFINITY
-                    for c in range(nch):
-                        v = <float>self.part[p * nch + c]
-                        if v > m or v != v:
-                            m = v
-                    self.y[p] = m
-                else:
-                    acc = 0.0
-                    for c in range(nch):
-                        acc = acc + self.part[p * nch + c]
-                    self.y[p] = <float>(acc / <double>self.spatial)
-            # end: prange
-        return None
+        # Partials over fixed chunks (so any thread count sums identically).
+        for item in prange(self.planes * nch, num_threads=t, schedule='static'):
+            p = item // nch
+            lo = p * self.spatial + (item % nch) * G_CHUNK
+            hi = lo + G_CHUNK
+            if hi > (p + 1) * self.spatial:
+                hi = (p + 1) * self.spatial
+            if self.kind == K_MAX:
+                self.part[item] = _max_range(self.x, lo, hi)
+            else:
+                self.part[item] = _sum_range(self.x, lo, hi)
+        # end: prange
+        for p in prange(self.planes, num_threads=t, schedule='static'):
+            if self.kind == K_MAX:
+                m = -INFINITY
+                for c in range(nch):
+                    v = <float>self.part[p * nch + c]
+                    if v > m or v != v:
+                        m = v
+                self.y[p] = m
+            else:
+                acc = 0.0
+                for c in range(nch):
+                    acc = acc + self.part[p * nch + c]
+                self.y[p] = <float>(acc / <double>self.spatial)
+        # end: prange
+        return 0

@@ -1,6 +1,10 @@
 # Runtime helpers shared by the executor: OpenMP facts of this build and the
 # flat launch loop.  Kept tiny; kernels live in their own family modules.
+from cpython.ref cimport PyObject
 from libc.stdint cimport uintptr_t
+from libc.stdlib cimport free, malloc
+
+from rlx_cpu._launch cimport Launch
 
 cdef extern from "rlx_omp.h":
     int RLX_HAVE_OMP
@@ -64,17 +68,38 @@ def omp_max_threads():
 
 
 def run_launches(list launches, int nthreads):
-    """Execute bound launches in order: the whole hot loop of a plan run."""
-    for launch in launches:
-        launch.execute(nthreads)
+    """Execute bound launches in order: the whole hot loop of a plan run.
+
+    Every element must be a Launch (checked before anything runs).  The loop
+    holds borrowed pointers (the list keeps the launches alive) and calls each
+    launch's run() with the GIL released once around the whole loop."""
+    cdef Py_ssize_t i, n = len(launches)
+    cdef PyObject** ptrs
+    if n == 0:
+        return None
+    ptrs = <PyObject**>malloc(n * sizeof(PyObject*))
+    if ptrs == NULL:
+        raise MemoryError()
+    try:
+        for i in range(n):
+            ptrs[i] = <PyObject*><Launch?>launches[i]
+        with nogil:
+            for i in range(n):
+                (<Launch>ptrs[i]).run(nthreads)
+    finally:
+        free(ptrs)
+    return None
 
 
 def run_launches_timed(list launches, int nthreads, timer):
     """As run_launches, returning the seconds each launch took."""
+    cdef Launch launch
     out = []
-    for launch in launches:
+    for obj in launches:
+        launch = <Launch?>obj
         t0 = timer()
-        launch.execute(nthreads)
+        with nogil:
+            launch.run(nthreads)
         out.append(timer() - t0)
     return out
 
