@@ -33,7 +33,7 @@ from libc.string cimport memset
 
 from _blas cimport sgemm_rm, sgemm_rm_split
 from _window cimport ceil_div_nonneg, out_range
-from rlx_cpu._launch cimport Launch
+from rlx_cpu._launch cimport Launch, effective_threads
 
 import numpy as np
 
@@ -491,7 +491,6 @@ cdef class ConvBackwardInputLaunch(Launch):
     cdef float[::1] scratch
     cdef BwdGeom g
     cdef int algorithm
-    cdef int max_threads
 
     def __init__(self, dy, weight, dx, scratch, tuple dims, int algorithm, int max_threads):
         self.dy = dy
@@ -503,7 +502,7 @@ cdef class ConvBackwardInputLaunch(Launch):
         self.max_threads = max(1, max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:
-        cdef int t = nthreads if 0 < nthreads <= self.max_threads else self.max_threads
+        cdef int t = effective_threads(nthreads, self.max_threads)
         if self.algorithm == B_REFERENCE:
             conv_backward_input_reference(self.dy, self.weight, self.dx, &self.g, t)
         else:
@@ -520,7 +519,6 @@ cdef class ConvBackwardWeightLaunch(Launch):
     cdef float[::1] scratch
     cdef BwdGeom g
     cdef int algorithm
-    cdef int max_threads
 
     def __init__(self, x, dy, dw, scratch, tuple dims, int algorithm, int max_threads):
         self.x = x
@@ -532,7 +530,7 @@ cdef class ConvBackwardWeightLaunch(Launch):
         self.max_threads = max(1, max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:
-        cdef int t = nthreads if 0 < nthreads <= self.max_threads else self.max_threads
+        cdef int t = effective_threads(nthreads, self.max_threads)
         if self.algorithm == B_REFERENCE:
             conv_backward_weight_reference(self.x, self.dy, self.dw, &self.g, t)
         else:
@@ -686,7 +684,6 @@ cdef class MaxPool2DBackwardLaunch(Launch):
     cdef const float[::1] dy
     cdef float[::1] dx
     cdef PoolGeom g
-    cdef int max_threads
 
     def __init__(self, x, dy, dx, tuple dims, int max_threads):
         self.x = x
@@ -696,7 +693,7 @@ cdef class MaxPool2DBackwardLaunch(Launch):
         self.max_threads = max(1, max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:
-        cdef int t = nthreads if 0 < nthreads <= self.max_threads else self.max_threads
+        cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t plane
         for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
             _max_pool_backward_plane(self.x, self.dy, self.dx, &self.g, plane)
@@ -710,7 +707,6 @@ cdef class AvgPool2DBackwardLaunch(Launch):
     cdef PoolGeom g
     cdef bint count_include_pad
     cdef Py_ssize_t divisor_override
-    cdef int max_threads
 
     def __init__(self, dy, dx, tuple dims, bint count_include_pad, Py_ssize_t divisor_override, int max_threads):
         self.dy = dy
@@ -721,7 +717,7 @@ cdef class AvgPool2DBackwardLaunch(Launch):
         self.max_threads = max(1, max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:
-        cdef int t = nthreads if 0 < nthreads <= self.max_threads else self.max_threads
+        cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t plane
         for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
             _avg_pool_backward_plane(self.dy, self.dx, &self.g, self.count_include_pad,

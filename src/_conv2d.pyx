@@ -23,7 +23,7 @@ from libc.string cimport memcpy, memset
 from _blas cimport sgemm_rm, sgemm_rm_split
 from _epilogue cimport add_bias_planes
 from _window cimport out_range
-from rlx_cpu._launch cimport Launch
+from rlx_cpu._launch cimport Launch, effective_threads
 
 import numpy as np
 
@@ -410,7 +410,6 @@ cdef class Conv2DLaunch(Launch):
     cdef int algorithm
     cdef bint has_bias
     cdef Py_ssize_t block
-    cdef int max_threads
 
     def __init__(self, x, weight, bias, y, scratch, tuple dims, int algorithm,
                  int max_threads, Py_ssize_t block=0):
@@ -426,7 +425,7 @@ cdef class Conv2DLaunch(Launch):
         self.block = block
 
     cdef int run(self, int nthreads) except -1 nogil:
-        cdef int t = nthreads if 0 < nthreads <= self.max_threads else self.max_threads
+        cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t plane = self.g.h_out * self.g.w_out
         cdef Py_ssize_t item
         if self.algorithm == A_WINOGRAD:     # bias fused in the output transform
@@ -460,5 +459,5 @@ cdef class WinogradFilterLaunch(Launch):
 
     cdef int run(self, int nthreads) except -1 nogil:
         winograd_filter_transform_into(self.weight, self.u, self.c_out, self.c_in,
-                                       nthreads if nthreads > 0 else 1)
+                                       effective_threads(nthreads, self.max_threads))
         return 0

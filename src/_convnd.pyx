@@ -31,7 +31,7 @@ from libc.string cimport memcpy, memset
 from _blas cimport sgemm_rm, sgemm_rm_split
 from _epilogue cimport add_bias_planes, fill_bias_planes
 from _window cimport out_range
-from rlx_cpu._launch cimport Launch
+from rlx_cpu._launch cimport Launch, effective_threads
 
 import numpy as np
 
@@ -549,7 +549,6 @@ cdef class ConvNDLaunch(Launch):
     cdef NDGeom g
     cdef Patch pt
     cdef bint transposed, fast, has_bias, identity, items_parallel_ok
-    cdef int max_threads
     cdef Py_ssize_t nb
 
     def __init__(self, x, weight, bias, y, scratch, tuple dims, bint transposed, bint fast,
@@ -572,9 +571,6 @@ cdef class ConvNDLaunch(Launch):
         if fast and self.scratch.shape[0] < scratch_floats(dims, transposed, fast, self.max_threads):
             raise ValueError("ConvNDLaunch: scratch smaller than scratch_floats()")
 
-    cdef int _threads(self, int nthreads) noexcept nogil:
-        return nthreads if 0 < nthreads <= self.max_threads else self.max_threads
-
     @property
     def block_cols(self):
         """Patch-matrix columns built per block (0 when no patch matrix is built)."""
@@ -584,7 +580,7 @@ cdef class ConvNDLaunch(Launch):
         """How a run with `nthreads` splits the work: 'planes' (reference:
         (image, out channel) planes), 'items' ((image, group) per thread) or
         'split' (each item's fill/GEMM/scatter shared by all threads)."""
-        cdef int t = self._threads(nthreads)
+        cdef int t = effective_threads(nthreads, self.max_threads)
         if not self.fast:
             return "planes"
         if self.items_parallel_ok and _items_parallel(&self.g, t):
@@ -592,7 +588,7 @@ cdef class ConvNDLaunch(Launch):
         return "split"
 
     cdef int run(self, int nthreads) except -1 nogil:
-        cdef int t = self._threads(nthreads)
+        cdef int t = effective_threads(nthreads, self.max_threads)
         cdef bint items_par = self.items_parallel_ok and _items_parallel(&self.g, t)
         cdef Py_ssize_t item
         if self.fast and self.transposed:

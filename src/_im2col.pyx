@@ -21,7 +21,7 @@ cimport cython
 from cython.parallel cimport prange, threadid
 
 from _window cimport Win, win_from, out_range
-from rlx_cpu._launch cimport Launch
+from rlx_cpu._launch cimport Launch, effective_threads
 
 import numpy as np
 
@@ -143,7 +143,7 @@ cdef class Im2ColLaunch(Launch):
         self.st = _strides(&self.g, layout)
 
     cdef int run(self, int nthreads) except -1 nogil:
-        cdef int t = nthreads if nthreads > 0 else 1
+        cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t items = self.g.n * self.g.c * self.g.out[0] * self.g.out[1]
         cdef Py_ssize_t item
         for item in prange(items, num_threads=t, schedule='static'):
@@ -159,7 +159,6 @@ cdef class Col2ImLaunch(Launch):
     cdef double[::1] acc
     cdef Win g
     cdef ColStrides st
-    cdef int max_threads
 
     def __init__(self, col, x, scratch, tuple dims, int layout, int max_threads):
         self.col = col
@@ -170,7 +169,7 @@ cdef class Col2ImLaunch(Launch):
         self.max_threads = max(1, max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:
-        cdef int t = nthreads if 0 < nthreads <= self.max_threads else self.max_threads
+        cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t items = self.g.n * self.g.c * self.g.size[0] * self.g.size[1]
         cdef Py_ssize_t item
         for item in prange(items, num_threads=t, schedule='static'):

@@ -30,7 +30,7 @@ from libc.stdint cimport int64_t
 from libc.math cimport INFINITY
 
 from _window cimport Win, win_from, out_range, tap_range
-from rlx_cpu._launch cimport Launch
+from rlx_cpu._launch cimport Launch, effective_threads
 
 import numpy as np
 
@@ -250,7 +250,7 @@ cdef class PoolLaunch(Launch):
     cdef int64_t[::1] ind
     cdef double[::1] acc
     cdef Win g
-    cdef int kind, indices_mode, max_threads
+    cdef int kind, indices_mode
     cdef bint include_pad
     cdef Py_ssize_t divisor_override, w_chunk
 
@@ -269,7 +269,7 @@ cdef class PoolLaunch(Launch):
         self.max_threads = max(1, max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:
-        cdef int t = nthreads if 0 < nthreads <= self.max_threads else self.max_threads
+        cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t nwc = (self.g.out[2] + self.w_chunk - 1) // self.w_chunk
         cdef Py_ssize_t items = self.g.n * self.g.c * self.g.out[0] * self.g.out[1] * nwc
         cdef Py_ssize_t item, line, wc, w0, w1, oh, od, plane
@@ -347,7 +347,7 @@ cdef class GlobalPoolLaunch(Launch):
         self.kind = kind
 
     cdef int run(self, int nthreads) except -1 nogil:
-        cdef int t = nthreads if nthreads > 0 else 1
+        cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t nch = (self.spatial + G_CHUNK - 1) // G_CHUNK
         cdef Py_ssize_t item, p, lo, hi, c
         cdef double acc

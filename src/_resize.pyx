@@ -18,7 +18,7 @@ cimport cython
 from cython.parallel cimport prange
 from libc.stdint cimport int32_t
 from libc.string cimport memcpy
-from rlx_cpu._launch cimport Launch
+from rlx_cpu._launch cimport Launch, effective_threads
 
 import numpy as np
 
@@ -62,7 +62,7 @@ cdef class ResizeNearestLaunch(Launch):
             self.out[a] = outs[a]
 
     cdef int run(self, int nthreads) except -1 nogil:
-        cdef int t = nthreads if nthreads > 0 else 1
+        cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t lines = self.planes * self.out[0] * self.out[1]
         cdef Py_ssize_t line
         for line in prange(lines, num_threads=t, schedule='static'):
@@ -106,7 +106,7 @@ cdef class ResizeNearest2xLaunch(Launch):
         self.w = w
 
     cdef int run(self, int nthreads) except -1 nogil:
-        cdef int t = nthreads if nthreads > 0 else 1
+        cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t row
         for row in prange(self.rows, num_threads=t, schedule='static'):
             _up2x_row(self.x, self.y, row, self.w)

@@ -11,7 +11,7 @@ from cython.parallel cimport prange
 from libc.math cimport exp, log, NAN
 
 from _blas cimport sgemm_rm_split
-from rlx_cpu._launch cimport Launch
+from rlx_cpu._launch cimport Launch, effective_threads
 
 import numpy as np
 
@@ -21,10 +21,6 @@ cdef Py_ssize_t BLOCK = 4096
 
 cdef inline int _threads_for(Py_ssize_t work, int t) noexcept nogil:
     return t if work >= PARALLEL_MIN else 1
-
-
-cdef inline int _clamp_threads(int nthreads, int max_threads) noexcept nogil:
-    return nthreads if 0 < nthreads <= max_threads else max_threads
 
 
 # ---------------------------------------------------------------------------
@@ -37,7 +33,6 @@ cdef class BiasAddLaunch(Launch):
     cdef const float[::1] bias
     cdef float[::1] y
     cdef Py_ssize_t n, c, s
-    cdef int max_threads
 
     def __init__(self, x, bias, y, Py_ssize_t n, Py_ssize_t c, Py_ssize_t s, int max_threads):
         self.x, self.bias, self.y = x, bias, y
@@ -45,7 +40,7 @@ cdef class BiasAddLaunch(Launch):
         self.max_threads = max(1, max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:
-        cdef int t = _threads_for(self.n * self.c * self.s, _clamp_threads(nthreads, self.max_threads))
+        cdef int t = _threads_for(self.n * self.c * self.s, effective_threads(nthreads, self.max_threads))
         cdef Py_ssize_t plane, i, base
         cdef float b
         for plane in prange(self.n * self.c, num_threads=t, schedule='static'):
@@ -62,7 +57,6 @@ cdef class BiasGradLaunch(Launch):
     cdef const float[::1] dy
     cdef float[::1] db
     cdef Py_ssize_t n, c, s
-    cdef int max_threads
 
     def __init__(self, dy, db, Py_ssize_t n, Py_ssize_t c, Py_ssize_t s, int max_threads):
         self.dy, self.db = dy, db
@@ -70,7 +64,7 @@ cdef class BiasGradLaunch(Launch):
         self.max_threads = max(1, max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:
-        cdef int t = _threads_for(self.n * self.c * self.s, _clamp_threads(nthreads, self.max_threads))
+        cdef int t = _threads_for(self.n * self.c * self.s, effective_threads(nthreads, self.max_threads))
         cdef Py_ssize_t ch
         # one channel per iteration: each db[c] is summed by one thread in
         # one order, so the result does not depend on the thread count
@@ -142,7 +136,6 @@ cdef class ElementwiseLaunch(Launch):
     cdef float[::1] out
     cdef int op
     cdef Py_ssize_t size
-    cdef int max_threads
 
     def __init__(self, int op, a, b, out, Py_ssize_t size, int max_threads):
         self.op = op
@@ -153,7 +146,7 @@ cdef class ElementwiseLaunch(Launch):
         self.max_threads = max(1, max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:
-        cdef int t = _threads_for(self.size, _clamp_threads(nthreads, self.max_threads))
+        cdef int t = _threads_for(self.size, effective_threads(nthreads, self.max_threads))
         cdef Py_ssize_t nblk = (self.size + BLOCK - 1) // BLOCK
         cdef Py_ssize_t blk
         for blk in prange(nblk, num_threads=t, schedule='static'):
@@ -176,7 +169,6 @@ cdef class GemmLaunch(Launch):
     cdef float[::1] c
     cdef bint trans_a, trans_b, has_bias
     cdef int m, n, k
-    cdef int max_threads
 
     def __init__(self, a, b, bias, c, int m, int n, int k, bint trans_a, bint trans_b,
                  int max_threads):
@@ -188,7 +180,7 @@ cdef class GemmLaunch(Launch):
         self.max_threads = max(1, max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:
-        cdef int t = _clamp_threads(nthreads, self.max_threads)
+        cdef int t = effective_threads(nthreads, self.max_threads)
         cdef int lda = self.m if self.trans_a else self.k
         cdef int ldb = self.k if self.trans_b else self.n
         cdef Py_ssize_t i, j

@@ -10,3 +10,15 @@ cdef class Launch:
     executes the whole kernel without the GIL; execute(nthreads) is the Python
     entry and _runtime.run_launches the typed loop over a plan's launches."""
     cdef int run(self, int nthreads) except -1 nogil
+    # The thread count the launch's scratch was sized for (per-thread slabs):
+    # a run never uses more.  0 = no per-thread scratch, any count is safe.
+    cdef int max_threads
+
+
+cdef inline int effective_threads(int requested, int max_threads) noexcept nogil:
+    """The one thread-count rule of every launch: the requested count, capped
+    at max_threads when that is set (> 0); a count <= 0 means "as many as
+    allowed" (max_threads, or 1 when uncapped)."""
+    if max_threads <= 0:
+        return requested if requested > 0 else 1
+    return requested if 0 < requested <= max_threads else max_threads
