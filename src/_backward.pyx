@@ -33,7 +33,7 @@ from libc.string cimport memset
 
 from _blas cimport sgemm_rm, sgemm_rm_split
 from _window cimport ceil_div_nonneg, out_range
-from rlx_cpu._launch cimport Launch, effective_threads
+from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
 
 import numpy as np
 
@@ -496,7 +496,7 @@ cdef class ConvBackwardInputLaunch(Launch):
         self.dy = dy
         self.weight = weight
         self.dx = dx
-        self.scratch = scratch if scratch is not None else np.zeros(1, np.float32)
+        self.scratch = or_placeholder(scratch, np.float32)
         self.g = _bgeom(dims)
         self.algorithm = algorithm
         self.max_threads = max(1, max_threads)
@@ -524,7 +524,7 @@ cdef class ConvBackwardWeightLaunch(Launch):
         self.x = x
         self.dy = dy
         self.dw = dw
-        self.scratch = scratch if scratch is not None else np.zeros(1, np.float32)
+        self.scratch = or_placeholder(scratch, np.float32)
         self.g = _bgeom(dims)
         self.algorithm = algorithm
         self.max_threads = max(1, max_threads)

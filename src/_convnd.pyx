@@ -31,7 +31,7 @@ from libc.string cimport memcpy, memset
 from _blas cimport sgemm_rm, sgemm_rm_split
 from _epilogue cimport add_bias_planes, fill_bias_planes
 from _window cimport out_range
-from rlx_cpu._launch cimport Launch, effective_threads
+from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
 
 import numpy as np
 
@@ -556,9 +556,9 @@ cdef class ConvNDLaunch(Launch):
         self.x = x
         self.weight = weight
         self.has_bias = bias is not None
-        self.bias = bias if bias is not None else np.zeros(1, np.float32)
+        self.bias = or_placeholder(bias, np.float32)
         self.y = y
-        self.scratch = scratch if scratch is not None else np.zeros(1, np.float32)
+        self.scratch = or_placeholder(scratch, np.float32)
         self.g = _geom_from(dims)
         self.pt = _patch_of(&self.g, transposed)
         self.transposed = transposed

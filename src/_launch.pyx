@@ -1,4 +1,5 @@
 # Launch: the base class of every bound kernel (declared in src/rlx_cpu/_launch.pxd).
+import numpy as np
 
 
 cdef class Launch:
@@ -12,3 +13,16 @@ cdef class Launch:
         with nogil:
             self.run(nthreads)
         return None
+
+
+cdef dict _placeholders = {}
+
+
+cdef object or_placeholder(object view, object dtype):
+    if view is not None:
+        return view
+    key = np.dtype(dtype)
+    arr = _placeholders.get(key)
+    if arr is None:
+        arr = _placeholders[key] = np.zeros(1, key)
+    return arr

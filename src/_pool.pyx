@@ -30,7 +30,7 @@ from libc.stdint cimport int64_t
 from libc.math cimport INFINITY
 
 from _window cimport Win, win_from, out_range, tap_range
-from rlx_cpu._launch cimport Launch, effective_threads
+from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
 
 import numpy as np
 
@@ -258,8 +258,8 @@ cdef class PoolLaunch(Launch):
                  Py_ssize_t divisor_override, int indices_mode, Py_ssize_t w_chunk, int max_threads):
         self.x = x
         self.y = y
-        self.ind = indices.view(np.int64) if indices is not None else np.zeros(1, np.int64)
-        self.acc = scratch.view(np.float64) if scratch is not None else np.zeros(1, np.float64)
+        self.ind = or_placeholder(None if indices is None else indices.view(np.int64), np.int64)
+        self.acc = or_placeholder(None if scratch is None else scratch.view(np.float64), np.float64)
         self.g = win_from(dims)
         self.kind = kind
         self.include_pad = include_pad

@@ -11,7 +11,7 @@ from cython.parallel cimport prange
 from libc.math cimport exp, log, NAN
 
 from _blas cimport sgemm_rm_split
-from rlx_cpu._launch cimport Launch, effective_threads
+from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
 
 import numpy as np
 
@@ -174,7 +174,7 @@ cdef class GemmLaunch(Launch):
                  int max_threads):
         self.a, self.b, self.c = a, b, c
         self.has_bias = bias is not None
-        self.bias = bias if bias is not None else np.zeros(1, np.float32)
+        self.bias = or_placeholder(bias, np.float32)
         self.m, self.n, self.k = m, n, k
         self.trans_a, self.trans_b = trans_a, trans_b
         self.max_threads = max(1, max_threads)

@@ -22,3 +22,10 @@ cdef inline int effective_threads(int requested, int max_threads) noexcept nogil
     if max_threads <= 0:
         return requested if requested > 0 else 1
     return requested if 0 < requested <= max_threads else max_threads
+
+
+# A typed memoryview attribute cannot be None in nogil code, so an absent
+# optional view (bias, scratch, indices) is bound to a shared one-element
+# placeholder of its dtype; kernels never touch it (has_bias is false, the
+# algorithm needs no scratch, indices are off).
+cdef object or_placeholder(object view, object dtype)
