@@ -53,6 +53,7 @@ cdef extern from "rlx_simd.h":
     ctypedef struct ConvGeom "rlx_conv_geom":
         Py_ssize_t n, c_in, h, w, c_out, h_out, w_out
         Py_ssize_t kh, kw, sh, sw, ph, pw, dh, dw, groups
+    void rlx_simd_init() nogil
     int rlx_simd_level() nogil
     void rlx_direct_plane(const float* x, Py_ssize_t x_len, const float* wt, float* y,
                           Py_ssize_t y_len, const ConvGeom* g, Py_ssize_t item) nogil
@@ -61,6 +62,10 @@ cdef extern from "rlx_simd.h":
     void rlx_wino_output(const float* m, float* y, Py_ssize_t y_len, const float* bias,
                          const ConvGeom* g, Py_ssize_t t0, Py_ssize_t cnt, Py_ssize_t tb,
                          Py_ssize_t pstride) nogil
+
+
+# The SIMD variant is chosen here, at import, before any kernel runs.
+rlx_simd_init()
 
 
 def simd_level():
