@@ -32,7 +32,7 @@ from cython.parallel cimport prange, threadid
 from libc.string cimport memset
 
 from _blas cimport sgemm_rm, sgemm_rm_split
-from _window cimport ceil_div_nonneg, out_range
+from _window cimport out_range, tap_range
 from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
 
 import numpy as np
@@ -580,21 +580,6 @@ cdef PoolGeom _pgeom(tuple dims) except *:
     return g
 
 
-cdef inline void _tap_range(Py_ssize_t start, Py_ssize_t k, Py_ssize_t d, Py_ssize_t size,
-                            Py_ssize_t* lo, Py_ssize_t* hi) noexcept nogil:
-    """Taps j in [lo, hi) with 0 <= start + j * d < size (empty when lo >= hi)."""
-    if d == 1:                       # no division on the common path (it runs per output)
-        lo[0] = -start if start < 0 else 0
-        hi[0] = size - start
-    else:
-        lo[0] = ceil_div_nonneg(-start, d)
-        hi[0] = 0
-        if size - 1 - start >= 0:
-            hi[0] = (size - 1 - start) // d + 1
-    if hi[0] > k:
-        hi[0] = k
-
-
 cdef int _max_pool_backward_plane(const float[::1] x, const float[::1] dy, float[::1] dx,
                                   const PoolGeom* g, Py_ssize_t plane) except -1 nogil:
     cdef Py_ssize_t xb = plane * g.h * g.w
@@ -605,12 +590,12 @@ cdef int _max_pool_backward_plane(const float[::1] x, const float[::1] dy, float
     memset(&dx[xb], 0, g.h * g.w * sizeof(float))
     for oh in range(g.h_out):
         hs = oh * g.sh - g.ph
-        _tap_range(hs, g.kh, g.dh, g.h, &a_lo, &a_hi)
+        tap_range(hs, g.dh, g.kh, 0, g.h, &a_lo, &a_hi)
         if a_lo >= a_hi:
             continue
         for ow in range(g.w_out):
             ws = ow * g.sw - g.pw
-            _tap_range(ws, g.kw, g.dw, g.w, &b_lo, &b_hi)
+            tap_range(ws, g.dw, g.kw, 0, g.w, &b_lo, &b_hi)
             if b_lo >= b_hi:
                 continue                     # window entirely in padding: no gradient
             # Pass 1, branch-free: the maximum (maxss) and whether a NaN occurs.
@@ -655,19 +640,19 @@ cdef int _avg_pool_backward_plane(const float[::1] dy, float[::1] dx, const Pool
     memset(&dx[xb], 0, g.h * g.w * sizeof(float))
     for oh in range(g.h_out):
         hs = oh * g.sh - g.ph
-        _tap_range(hs, g.kh, g.dh, g.h, &a0, &a1)                             # in-bounds rows
-        _tap_range(hs + g.ph, g.kh, g.dh, g.h + g.ph + g.ph_end, &pa0, &pa1)  # rows in the padded input
+        tap_range(hs, g.dh, g.kh, 0, g.h, &a0, &a1)                             # in-bounds rows
+        tap_range(hs + g.ph, g.dh, g.kh, 0, g.h + g.ph + g.ph_end, &pa0, &pa1)  # rows in the padded input
         if a0 >= a1:
             continue
         for ow in range(g.w_out):
             ws = ow * g.sw - g.pw
-            _tap_range(ws, g.kw, g.dw, g.w, &b0, &b1)
+            tap_range(ws, g.dw, g.kw, 0, g.w, &b0, &b1)
             if b0 >= b1:
                 continue
             if divisor_override > 0:
                 div = divisor_override
             elif count_include_pad:
-                _tap_range(ws + g.pw, g.kw, g.dw, g.w + g.pw + g.pw_end, &pb0, &pb1)
+                tap_range(ws + g.pw, g.dw, g.kw, 0, g.w + g.pw + g.pw_end, &pb0, &pb1)
                 div = (pa1 - pa0) * (pb1 - pb0)
             else:
                 div = (a1 - a0) * (b1 - b0)

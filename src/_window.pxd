@@ -67,10 +67,16 @@ cdef inline void tap_range(Py_ssize_t start, Py_ssize_t d, Py_ssize_t k,
                            Py_ssize_t lo_bound, Py_ssize_t hi_bound,
                            Py_ssize_t* j0, Py_ssize_t* j1) noexcept nogil:
     """[j0, j1): taps j in [0, k) with lo_bound <= start + j*d < hi_bound."""
-    cdef Py_ssize_t a = ceil_div_nonneg(lo_bound - start, d)
-    cdef Py_ssize_t b = 0
-    if hi_bound - 1 - start >= 0:
-        b = (hi_bound - 1 - start) // d + 1
+    cdef Py_ssize_t a, b
+    if d == 1:
+        # no division on the common path (pool kernels call this per output)
+        a = lo_bound - start if lo_bound > start else 0
+        b = hi_bound - start if hi_bound > start else 0
+    else:
+        a = ceil_div_nonneg(lo_bound - start, d)
+        b = 0
+        if hi_bound - 1 - start >= 0:
+            b = (hi_bound - 1 - start) // d + 1
     if b > k:
         b = k
     if a > b:
