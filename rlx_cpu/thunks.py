@@ -507,7 +507,7 @@ class MaxPool2DBackwardThunk(Thunk):
     writes: ClassVar[tuple] = ("dx",)
 
     def bind(self, view):
-        return _backward.MaxPool2DBackwardLaunch(view(self.x), view(self.dy), view(self.dx),
+        return _pool.MaxPoolBackwardLaunch(view(self.x), view(self.dy), view(self.dx),
                                                  self.dims.as_tuple(), self.max_threads)
 
 
@@ -526,7 +526,7 @@ class AvgPool2DBackwardThunk(Thunk):
     writes: ClassVar[tuple] = ("dx",)
 
     def bind(self, view):
-        return _backward.AvgPool2DBackwardLaunch(view(self.dy), view(self.dx), self.dims.as_tuple(),
+        return _pool.AvgPoolBackwardLaunch(view(self.dy), view(self.dx), self.dims.as_tuple(),
                                                  self.count_include_pad, self.divisor_override, self.max_threads)
 
 
