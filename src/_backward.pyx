@@ -31,23 +31,19 @@ from cython.parallel cimport prange, threadid
 from libc.string cimport memset
 
 from _blas cimport sgemm_rm, sgemm_rm_split
+from _codes cimport CONV_BWD_REFERENCE, CONV_BWD_GEMM, CONV_BWD_GEMM_1X1
 from _window cimport out_range
 from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
 
 import numpy as np
 
-BWD_REFERENCE = 0
-BWD_GEMM = 1
-BWD_GEMM_1X1 = 2
-
-# One column slab (K x P floats) above this is not eligible for the GEMM path
-# (same bound as the forward im2col: 2 GB); the reference kernels run instead.
-BWD_MAX_COL_FLOATS = 512 * 1024 * 1024
-
-cdef enum:
-    B_REFERENCE = 0
-    B_GEMM = 1
-    B_GEMM_1X1 = 2
+# Algorithm codes (src/_codes.pxd); rlx_cpu.algorithms.ConvBackwardAlgorithm
+# takes its values from here.  One column slab (K x P floats) above
+# _conv2d.IM2COL_MAX_COL_FLOATS (the one 2 GB cap) is not eligible for the
+# GEMM path; the reference kernels run instead.
+BWD_REFERENCE = CONV_BWD_REFERENCE
+BWD_GEMM = CONV_BWD_GEMM
+BWD_GEMM_1X1 = CONV_BWD_GEMM_1X1
 
 
 cdef struct BwdGeom:
@@ -102,16 +98,16 @@ cdef int _bw_mode(const BwdGeom* g, int t) noexcept nogil:
 
 
 cdef Py_ssize_t _bi_need(const BwdGeom* g, int algorithm, int t) noexcept nogil:
-    if algorithm != B_GEMM:
+    if algorithm != CONV_BWD_GEMM:
         return 0
     return g.k * g.p * (t if _bi_items_parallel(g, t) else 1)
 
 
 cdef Py_ssize_t _bw_need(const BwdGeom* g, int algorithm, int t) noexcept nogil:
-    cdef Py_ssize_t col = g.k * g.p if algorithm == B_GEMM else 0
+    cdef Py_ssize_t col = g.k * g.p if algorithm == CONV_BWD_GEMM else 0
     cdef Py_ssize_t parts
     cdef int mode
-    if algorithm == B_REFERENCE:
+    if algorithm == CONV_BWD_REFERENCE:
         return 0
     mode = _bw_mode(g, t)
     if mode == 2:
@@ -254,7 +250,7 @@ cdef int _bi_item(const float[::1] dy, const float[::1] wt, float[::1] dx, float
     cdef Py_ssize_t dy_off = (ni * g.c_out + gi * g.cog) * g.p
     cdef Py_ssize_t dx_off = (ni * g.c_in + gi * g.cpg) * g.s
     cdef Py_ssize_t u
-    if algorithm == B_GEMM_1X1:
+    if algorithm == CONV_BWD_GEMM_1X1:
         # stride 1, no padding, 1 tap: the column gradient is dx itself
         sgemm_rm(True, False, <int>g.cpg, <int>g.p, <int>g.cog, 1.0, &wt[gi * g.cog * g.k],
                  <int>g.k, &dy[dy_off], <int>g.p, 0.0, &dx[dx_off], <int>g.p)
@@ -284,7 +280,7 @@ cdef int conv_backward_input_gemm(const float[::1] dy, const float[::1] wt, floa
         gi = item % g.groups
         dy_off = (ni * g.c_out + gi * g.cog) * g.p
         dx_off = (ni * g.c_in + gi * g.cpg) * g.s
-        if algorithm == B_GEMM_1X1:
+        if algorithm == CONV_BWD_GEMM_1X1:
             sgemm_rm_split(True, False, <int>g.cpg, <int>g.p, <int>g.cog, 1.0,
                            &wt[gi * g.cog * g.k], <int>g.k, &dy[dy_off], <int>g.p, 0.0,
                            &dx[dx_off], <int>g.p, t)
@@ -354,7 +350,7 @@ cdef int _bw_image_group(const float[::1] x, const float[::1] dy, float[::1] dst
     cdef Py_ssize_t x_off = (ni * g.c_in + gi * g.cpg) * g.s
     cdef Py_ssize_t dy_off = (ni * g.c_out + gi * g.cog) * g.p
     cdef Py_ssize_t q
-    if algorithm == B_GEMM_1X1:
+    if algorithm == CONV_BWD_GEMM_1X1:
         # the [P, cpg] patch matrix is x_ng^T: read x transposed in the GEMM
         sgemm_rm(False, True, <int>g.cog, <int>g.cpg, <int>g.p, 1.0, &dy[dy_off], <int>g.p,
                  &x[x_off], <int>g.p, beta, &dst[dst_off], <int>g.cpg)
@@ -426,7 +422,7 @@ cdef int conv_backward_weight_gemm(const float[::1] x, const float[::1] dy, floa
         for gi in range(g.groups):
             x_off = (ni * g.c_in + gi * g.cpg) * g.s
             dy_off = (ni * g.c_out + gi * g.cog) * g.p
-            if algorithm == B_GEMM_1X1:
+            if algorithm == CONV_BWD_GEMM_1X1:
                 sgemm_rm_split(False, True, <int>g.cog, <int>g.cpg, <int>g.p, 1.0, &dy[dy_off],
                                <int>g.p, &x[x_off], <int>g.p, 0.0 if ni == 0 else 1.0,
                                &dw[gi * g.cog * g.k], <int>g.cpg, t)
@@ -502,7 +498,7 @@ cdef class ConvBackwardInputLaunch(Launch):
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
-        if self.algorithm == B_REFERENCE:
+        if self.algorithm == CONV_BWD_REFERENCE:
             conv_backward_input_reference(self.dy, self.weight, self.dx, &self.g, t)
         else:
             conv_backward_input_gemm(self.dy, self.weight, self.dx, self.scratch, &self.g,
@@ -530,7 +526,7 @@ cdef class ConvBackwardWeightLaunch(Launch):
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
-        if self.algorithm == B_REFERENCE:
+        if self.algorithm == CONV_BWD_REFERENCE:
             conv_backward_weight_reference(self.x, self.dy, self.dw, &self.g, t)
         else:
             conv_backward_weight_gemm(self.x, self.dy, self.dw, self.scratch, &self.g,

@@ -22,31 +22,27 @@ from libc.string cimport memcpy, memset
 
 from _blas cimport sgemm_rm, sgemm_rm_split
 from _epilogue cimport add_bias_planes
+from _codes cimport (CONV_REFERENCE, CONV_IM2COL, CONV_GEMM_1X1, CONV_DIRECT, CONV_WINOGRAD,
+                     MAX_COL_FLOATS)
 from _window cimport out_range
 from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
 
 import numpy as np
 
 
-# Algorithm codes; rlx_cpu.algorithms.ConvAlgorithm takes its values from here.
-ALGO_REFERENCE = 0
-ALGO_IM2COL = 1
-ALGO_GEMM_1X1 = 2
-ALGO_DIRECT = 3
-ALGO_WINOGRAD = 4
+# Algorithm codes (src/_codes.pxd); rlx_cpu.algorithms.ConvAlgorithm takes
+# its values from here.
+ALGO_REFERENCE = CONV_REFERENCE
+ALGO_IM2COL = CONV_IM2COL
+ALGO_GEMM_1X1 = CONV_GEMM_1X1
+ALGO_DIRECT = CONV_DIRECT
+ALGO_WINOGRAD = CONV_WINOGRAD
 
-# Past this many floats of patch matrix (2 GB) im2col is not eligible and a
-# constant-memory kernel runs instead (an ISTFT-as-conv head would otherwise
-# gather ~150 GB of patches).  The scratch im2col holds is only one column
-# block per thread; the cap bounds the gather work the spec bounded.
-IM2COL_MAX_COL_FLOATS = 512 * 1024 * 1024
-
-cdef enum:
-    A_REFERENCE = 0
-    A_IM2COL = 1
-    A_GEMM_1X1 = 2
-    A_DIRECT = 3
-    A_WINOGRAD = 4
+# Past this many floats of patch matrix (2 GB) no GEMM path is eligible
+# (im2col here; vol2col and conv backward use the same cap, see _codes.pxd).
+# The scratch im2col holds is only one column block per thread; the cap
+# bounds the gather work.
+IM2COL_MAX_COL_FLOATS = MAX_COL_FLOATS
 
 
 cdef extern from "rlx_simd.h":
@@ -137,9 +133,9 @@ def scratch_floats(tuple dims, int algorithm, int nthreads):
     cdef Py_ssize_t k = (g.c_in // g.groups) * g.kh * g.kw
     cdef Py_ssize_t p = g.h_out * g.w_out
     cdef Py_ssize_t tb
-    if algorithm == A_IM2COL:
+    if algorithm == CONV_IM2COL:
         return int(k * im2col_col_block(dims, nthreads) * nthreads)
-    if algorithm == A_WINOGRAD:
+    if algorithm == CONV_WINOGRAD:
         tb = winograd_tile_block(dims, nthreads)
         return int(_winograd_slab(&g, tb) * nthreads)
     return 0
@@ -433,18 +429,18 @@ cdef class Conv2DLaunch(Launch):
         cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t plane = self.g.h_out * self.g.w_out
         cdef Py_ssize_t item
-        if self.algorithm == A_WINOGRAD:     # bias fused in the output transform
+        if self.algorithm == CONV_WINOGRAD:     # bias fused in the output transform
             conv_winograd(self.x, self.weight, self.bias, self.has_bias, self.y,
                           self.scratch, &self.g, self.block, t)
-        elif self.algorithm == A_IM2COL:
+        elif self.algorithm == CONV_IM2COL:
             conv_im2col(self.x, self.weight, self.y, self.scratch, &self.g, self.block, t)
-        elif self.algorithm == A_GEMM_1X1:
+        elif self.algorithm == CONV_GEMM_1X1:
             conv_gemm_1x1(self.x, self.weight, self.y, &self.g, t)
-        elif self.algorithm == A_DIRECT:
+        elif self.algorithm == CONV_DIRECT:
             conv_direct(self.x, self.weight, self.y, &self.g, t)
         else:
             conv_reference(self.x, self.weight, self.y, &self.g, t)
-        if self.has_bias and self.algorithm != A_WINOGRAD:
+        if self.has_bias and self.algorithm != CONV_WINOGRAD:
             for item in prange(self.g.n * self.g.c_out, num_threads=t, schedule='static'):
                 add_bias_planes(self.y, item * plane, self.bias, item % self.g.c_out, 1, plane)
         return 0

@@ -20,16 +20,15 @@
 cimport cython
 from cython.parallel cimport prange, threadid
 
+from _codes cimport COL_LAYOUT_ROWS, COL_LAYOUT_ONNX
 from _window cimport Win, win_from, out_range
 from rlx_cpu._launch cimport Launch, effective_threads
 
 import numpy as np
 
-LAYOUT_ROWS = 0
-LAYOUT_ONNX = 1
-
-cdef enum:
-    L_ROWS = 0
+# Layout codes (src/_codes.pxd) the compiler stores in im2col/col2im thunks.
+LAYOUT_ROWS = COL_LAYOUT_ROWS
+LAYOUT_ONNX = COL_LAYOUT_ONNX
 
 
 cdef struct ColStrides:
@@ -41,7 +40,7 @@ cdef ColStrides _strides(const Win* g, int layout) noexcept nogil:
     cdef Py_ssize_t nl = g.out[0] * g.out[1] * g.out[2]
     cdef Py_ssize_t nck = g.c * g.k[0] * g.k[1] * g.k[2]
     st.n = nl * nck
-    if layout == L_ROWS:
+    if layout == COL_LAYOUT_ROWS:
         st.l = nck
         st.ck = 1
     else:

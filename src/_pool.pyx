@@ -31,6 +31,8 @@ from libc.stdint cimport int64_t
 from libc.math cimport INFINITY
 from libc.string cimport memset
 
+from _codes cimport (POOL_KIND_MAX, POOL_KIND_AVG, POOL_IND_NONE, POOL_IND_PLANE, POOL_IND_ONNX,
+                     POOL_IND_ONNX_COL)
 from _window cimport Win, win_from, out_range, tap_range
 from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
 
@@ -46,30 +48,26 @@ cdef extern from "rlx_pool.h":
     # sum of x[0..n) in double, eight lanes in a fixed order
     double rlx_sum_f64(const float* x, Py_ssize_t n) noexcept nogil
 
-POOL_MAX = 0
-POOL_AVG = 1
-INDICES_NONE = 0
-INDICES_PLANE = 1     # PyTorch: flat index within the (n, c) plane
-INDICES_ONNX = 2      # ONNX MaxPool Indices: flat index over [N, C, *spatial]
-INDICES_ONNX_COL = 3  # ONNX storage_order=1: plane offset + column-major spatial index
+# Codes (src/_codes.pxd) the compiler stores in pool thunks.
+POOL_MAX = POOL_KIND_MAX
+POOL_AVG = POOL_KIND_AVG
+INDICES_NONE = POOL_IND_NONE
+INDICES_PLANE = POOL_IND_PLANE
+INDICES_ONNX = POOL_IND_ONNX
+INDICES_ONNX_COL = POOL_IND_ONNX_COL
 
 # Outputs per work item along the last axis: long 1-D lines are split so that
 # a few long planes still spread over the threads.
 W_CHUNK = 512
 cdef enum:
     G_CHUNK = 4096      # inputs per partial of a global pool
-    K_MAX = 0
-    K_AVG = 1
-    I_NONE = 0
-    I_ONNX = 2
-    I_ONNX_COL = 3
 
 GLOBAL_CHUNK = G_CHUNK
 
 
 def scratch_floats(int kind, Py_ssize_t w_chunk, int nthreads):
     """Floats of arena scratch a window pool needs: a double line per thread (avg)."""
-    if kind == K_AVG:
+    if kind == POOL_KIND_AVG:
         return int(2 * w_chunk * nthreads)
     return 0
 
@@ -129,7 +127,8 @@ cdef int _max_line(const float[::1] x, float[::1] y, int64_t[::1] ind, bint with
     cdef Py_ssize_t in_vol = g.size[0] * g.size[1] * g.size[2]
     cdef Py_ssize_t xb = plane * in_vol
     cdef Py_ssize_t yb = ((plane * g.out[0] + od) * g.out[1] + oh) * g.out[2]
-    cdef Py_ssize_t ib = plane * in_vol if indices_mode == I_ONNX or indices_mode == I_ONNX_COL else 0
+    cdef Py_ssize_t ib = (plane * in_vol if indices_mode == POOL_IND_ONNX
+                          or indices_mode == POOL_IND_ONNX_COL else 0)
     cdef Py_ssize_t sd = od * g.s[0] - g.pb[0]
     cdef Py_ssize_t sh = oh * g.s[1] - g.pb[1]
     cdef Py_ssize_t a0, a1, b0, b1, lo, hi, a, b, j, ow, row, shift, iw, j0, j1
@@ -182,7 +181,7 @@ cdef int _max_line(const float[::1] x, float[::1] y, int64_t[::1] ind, bint with
                 tap_range(ow * sw - g.pb[2], g.dil[2], g.k[2], 0, g.size[2], &j0, &j1)
                 if j0 < j1:
                     ind[yb + ow] = ib + row + ow * sw - g.pb[2] + j0 * g.dil[2]
-    if with_ind and indices_mode == I_ONNX_COL:
+    if with_ind and indices_mode == POOL_IND_ONNX_COL:
         # Row-major (i0, i1, i2) offset -> column-major i0 + S0 * (i1 + S1 * i2)
         # (ONNX storage_order=1: the first spatial axis varies fastest).
         for ow in range(w0, w1):
@@ -266,7 +265,7 @@ cdef class PoolLaunch(Launch):
         self.kind = kind
         self.include_pad = include_pad
         self.divisor_override = divisor_override
-        self.indices_mode = indices_mode if indices is not None else I_NONE
+        self.indices_mode = indices_mode if indices is not None else POOL_IND_NONE
         self.w_chunk = w_chunk
         self.max_threads = max(1, max_threads)
 
@@ -275,7 +274,7 @@ cdef class PoolLaunch(Launch):
         cdef Py_ssize_t nwc = (self.g.out[2] + self.w_chunk - 1) // self.w_chunk
         cdef Py_ssize_t items = self.g.n * self.g.c * self.g.out[0] * self.g.out[1] * nwc
         cdef Py_ssize_t item, line, wc, w0, w1, oh, od, plane
-        cdef bint with_ind = self.indices_mode != I_NONE
+        cdef bint with_ind = self.indices_mode != POOL_IND_NONE
         for item in prange(items, num_threads=t, schedule='static'):
             line = item // nwc
             wc = item % nwc
@@ -286,7 +285,7 @@ cdef class PoolLaunch(Launch):
             oh = line % self.g.out[1]
             od = (line // self.g.out[1]) % self.g.out[0]
             plane = line // (self.g.out[1] * self.g.out[0])
-            if self.kind == K_MAX:
+            if self.kind == POOL_KIND_MAX:
                 _max_line(self.x, self.y, self.ind, with_ind, &self.g, plane, od, oh, w0, w1,
                           self.indices_mode)
             else:
@@ -361,13 +360,13 @@ cdef class GlobalPoolLaunch(Launch):
             hi = lo + G_CHUNK
             if hi > (p + 1) * self.spatial:
                 hi = (p + 1) * self.spatial
-            if self.kind == K_MAX:
+            if self.kind == POOL_KIND_MAX:
                 self.part[item] = _max_range(self.x, lo, hi)
             else:
                 self.part[item] = _sum_range(self.x, lo, hi)
         # end: prange
         for p in prange(self.planes, num_threads=t, schedule='static'):
-            if self.kind == K_MAX:
+            if self.kind == POOL_KIND_MAX:
                 m = -INFINITY
                 for c in range(nch):
                     v = <float>self.part[p * nch + c]
