@@ -46,6 +46,10 @@ BWD_GEMM = CONV_BWD_GEMM
 BWD_GEMM_1X1 = CONV_BWD_GEMM_1X1
 
 
+# The backward kernels keep their own geometry record: it parses the same
+# ConvNDDims tuple as _window.conv_win_from, but also carries the GEMM sizes
+# (cpg, cog, taps, k, p, s) that their inner loops index with, precomputed
+# once; the scalar axis names are the ones those loops were tuned with.
 cdef struct BwdGeom:
     Py_ssize_t n, c_in, c_out, groups
     Py_ssize_t in_d, in_h, in_w

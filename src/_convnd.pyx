@@ -30,23 +30,13 @@ from libc.string cimport memcpy, memset
 
 from _blas cimport sgemm_rm, sgemm_rm_split
 from _epilogue cimport add_bias_planes, fill_bias_planes
-from _window cimport out_range
+from _window cimport Win, conv_win_from, out_range
 from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
 
 import numpy as np
 
 cdef extern from "rlx_omp.h":
     int RLX_DEBUG_CHECKS
-
-
-cdef struct NDGeom:
-    Py_ssize_t n, c_in, c_out, groups
-    Py_ssize_t i[3]          # x spatial sizes
-    Py_ssize_t o[3]          # y spatial sizes
-    Py_ssize_t k[3]
-    Py_ssize_t s[3]
-    Py_ssize_t p[3]          # begin padding (end padding is implied by o)
-    Py_ssize_t d[3]
 
 
 cdef struct Patch:
@@ -63,37 +53,20 @@ cdef struct Patch:
     bint transposed
 
 
-cdef NDGeom _geom_from(tuple dims) except *:
-    """dims = (n, c_in, c_out, groups, i0..2, o0..2, k0..2, s0..2, p0..2, d0..2)."""
-    cdef NDGeom g
-    cdef int a
-    if len(dims) != 22:
-        raise ValueError(f"ConvND dims must have 22 entries, got {len(dims)}")
-    g.n, g.c_in, g.c_out, g.groups = dims[0], dims[1], dims[2], dims[3]
-    for a in range(3):
-        g.i[a] = dims[4 + a]
-        g.o[a] = dims[7 + a]
-        g.k[a] = dims[10 + a]
-        g.s[a] = dims[13 + a]
-        g.p[a] = dims[16 + a]
-        g.d[a] = dims[19 + a]
-    return g
-
-
-cdef Patch _patch_of(const NDGeom* g, bint transposed) noexcept nogil:
+cdef Patch _patch_of(const Win* g, bint transposed) noexcept nogil:
     cdef Patch pt
     cdef int a
     for a in range(3):
-        pt.vol[a] = g.o[a] if transposed else g.i[a]
-        pt.grid[a] = g.i[a] if transposed else g.o[a]
+        pt.vol[a] = g.out[a] if transposed else g.size[a]
+        pt.grid[a] = g.size[a] if transposed else g.out[a]
         pt.k[a] = g.k[a]
         pt.s[a] = g.s[a]
-        pt.p[a] = g.p[a]
-        pt.d[a] = g.d[a]
+        pt.p[a] = g.pb[a]
+        pt.d[a] = g.dil[a]
     pt.kk = g.k[0] * g.k[1] * g.k[2]
     pt.vol_size = pt.vol[0] * pt.vol[1] * pt.vol[2]
     pt.grid_size = pt.grid[0] * pt.grid[1] * pt.grid[2]
-    pt.ch = g.c_out // g.groups if transposed else g.c_in // g.groups
+    pt.ch = g.c_out // g.groups if transposed else g.c // g.groups
     pt.transposed = transposed
     return pt
 
@@ -125,11 +98,11 @@ COL_BLOCK_FLOATS = _COL_BLOCK
 COL_BLOCK_FLOATS_TRANSPOSED = _COL_BLOCK_TRANSPOSED
 
 
-cdef bint _items_parallel(const NDGeom* g, int nthreads) noexcept nogil:
+cdef bint _items_parallel(const Win* g, int nthreads) noexcept nogil:
     return nthreads > 1 and g.n * g.groups >= nthreads
 
 
-cdef Py_ssize_t _block_cols(const NDGeom* g, const Patch* pt, int nthreads) noexcept nogil:
+cdef Py_ssize_t _block_cols(const Win* g, const Patch* pt, int nthreads) noexcept nogil:
     """Columns per block: the per-thread block size above (times the threads
     for the shared block at small batch) over the rows, at least 64, a
     multiple of 16."""
@@ -149,14 +122,14 @@ cdef Py_ssize_t _block_cols(const NDGeom* g, const Patch* pt, int nthreads) noex
 
 def col_floats(tuple dims, bint transposed):
     """Floats of one whole (image, group) patch matrix: rows * columns."""
-    cdef NDGeom g = _geom_from(dims)
+    cdef Win g = conv_win_from(dims)
     cdef Patch pt = _patch_of(&g, transposed)
     return int(pt.ch * pt.kk * pt.grid_size)
 
 
 def block_cols(tuple dims, bint transposed, int nthreads):
     """Columns of the patch matrix built per block (see COL_BLOCK_FLOATS)."""
-    cdef NDGeom g = _geom_from(dims)
+    cdef Win g = conv_win_from(dims)
     cdef Patch pt = _patch_of(&g, transposed)
     return int(_block_cols(&g, &pt, nthreads))
 
@@ -165,7 +138,7 @@ def scratch_floats(tuple dims, bint transposed, bint fast, int nthreads):
     """Floats of arena scratch for these dims: 0 for the reference path and
     when the patch matrix is the volume itself, else one column block per
     thread when (image, group) items run in parallel, else one shared block."""
-    cdef NDGeom g = _geom_from(dims)
+    cdef Win g = conv_win_from(dims)
     cdef Patch pt = _patch_of(&g, transposed)
     if not fast or _is_identity(&pt):
         return 0
@@ -289,82 +262,82 @@ cdef int _col2vol_row(const float[::1] col, Py_ssize_t col_off, float[::1] v, Py
 # ---------------------------------------------------------------------------
 
 cdef int _conv_reference_plane(const float[::1] x, const float[::1] w, const float[::1] bias,
-                               bint has_bias, float[::1] y, const NDGeom* g,
+                               bint has_bias, float[::1] y, const Win* g,
                                Py_ssize_t item) except -1 nogil:
     """Gather form, double accumulation: one (image, out channel) plane."""
     cdef Py_ssize_t ni = item // g.c_out
     cdef Py_ssize_t co = item % g.c_out
-    cdef Py_ssize_t cpg = g.c_in // g.groups
+    cdef Py_ssize_t cpg = g.c // g.groups
     cdef Py_ssize_t ci0 = (co // (g.c_out // g.groups)) * cpg
     cdef Py_ssize_t kk = g.k[0] * g.k[1] * g.k[2]
-    cdef Py_ssize_t isz = g.i[0] * g.i[1] * g.i[2]
+    cdef Py_ssize_t isz = g.size[0] * g.size[1] * g.size[2]
     cdef Py_ssize_t o0, o1, o2, cil, k0, k1, k2, a0, a1, a2, xb, wb, yb
     cdef double acc
-    yb = item * g.o[0] * g.o[1] * g.o[2]
-    for o0 in range(g.o[0]):
-        for o1 in range(g.o[1]):
-            for o2 in range(g.o[2]):
+    yb = item * g.out[0] * g.out[1] * g.out[2]
+    for o0 in range(g.out[0]):
+        for o1 in range(g.out[1]):
+            for o2 in range(g.out[2]):
                 acc = bias[co] if has_bias else 0.0
                 for cil in range(cpg):
-                    xb = (ni * g.c_in + ci0 + cil) * isz
+                    xb = (ni * g.c + ci0 + cil) * isz
                     wb = (co * cpg + cil) * kk
                     for k0 in range(g.k[0]):
-                        a0 = o0 * g.s[0] + k0 * g.d[0] - g.p[0]
-                        if a0 < 0 or a0 >= g.i[0]:
+                        a0 = o0 * g.s[0] + k0 * g.dil[0] - g.pb[0]
+                        if a0 < 0 or a0 >= g.size[0]:
                             continue
                         for k1 in range(g.k[1]):
-                            a1 = o1 * g.s[1] + k1 * g.d[1] - g.p[1]
-                            if a1 < 0 or a1 >= g.i[1]:
+                            a1 = o1 * g.s[1] + k1 * g.dil[1] - g.pb[1]
+                            if a1 < 0 or a1 >= g.size[1]:
                                 continue
                             for k2 in range(g.k[2]):
-                                a2 = o2 * g.s[2] + k2 * g.d[2] - g.p[2]
-                                if a2 < 0 or a2 >= g.i[2]:
+                                a2 = o2 * g.s[2] + k2 * g.dil[2] - g.pb[2]
+                                if a2 < 0 or a2 >= g.size[2]:
                                     continue
-                                acc += <double>x[xb + (a0 * g.i[1] + a1) * g.i[2] + a2] * \
+                                acc += <double>x[xb + (a0 * g.size[1] + a1) * g.size[2] + a2] * \
                                     <double>w[wb + (k0 * g.k[1] + k1) * g.k[2] + k2]
-                y[yb + (o0 * g.o[1] + o1) * g.o[2] + o2] = <float>acc
+                y[yb + (o0 * g.out[1] + o1) * g.out[2] + o2] = <float>acc
     return 0
 
 
 cdef int _transpose_reference_plane(const float[::1] x, const float[::1] w, const float[::1] bias,
-                                    bint has_bias, float[::1] y, const NDGeom* g,
+                                    bint has_bias, float[::1] y, const Win* g,
                                     Py_ssize_t item) except -1 nogil:
     """Scatter form: every input of the group adds x * w at o = i*s + k*d - p.
     One thread owns the (image, out channel) plane, so there are no races."""
     cdef Py_ssize_t ni = item // g.c_out
     cdef Py_ssize_t co = item % g.c_out
     cdef Py_ssize_t cog = g.c_out // g.groups
-    cdef Py_ssize_t cig = g.c_in // g.groups
+    cdef Py_ssize_t cig = g.c // g.groups
     cdef Py_ssize_t gi = co // cog
     cdef Py_ssize_t cl = co % cog
     cdef Py_ssize_t kk = g.k[0] * g.k[1] * g.k[2]
-    cdef Py_ssize_t isz = g.i[0] * g.i[1] * g.i[2]
-    cdef Py_ssize_t osz = g.o[0] * g.o[1] * g.o[2]
+    cdef Py_ssize_t isz = g.size[0] * g.size[1] * g.size[2]
+    cdef Py_ssize_t osz = g.out[0] * g.out[1] * g.out[2]
     cdef Py_ssize_t yb = item * osz
     cdef Py_ssize_t cil, ci, i0, i1, i2, k0, k1, k2, a0, a1, a2, xb, wb
     cdef float xv
     fill_bias_planes(y, yb, bias, has_bias, co, 1, osz)
     for cil in range(cig):
         ci = gi * cig + cil
-        xb = (ni * g.c_in + ci) * isz
+        xb = (ni * g.c + ci) * isz
         wb = (ci * cog + cl) * kk
-        for i0 in range(g.i[0]):
-            for i1 in range(g.i[1]):
-                for i2 in range(g.i[2]):
-                    xv = x[xb + (i0 * g.i[1] + i1) * g.i[2] + i2]
+        for i0 in range(g.size[0]):
+            for i1 in range(g.size[1]):
+                for i2 in range(g.size[2]):
+                    xv = x[xb + (i0 * g.size[1] + i1) * g.size[2] + i2]
                     for k0 in range(g.k[0]):
-                        a0 = i0 * g.s[0] + k0 * g.d[0] - g.p[0]
-                        if a0 < 0 or a0 >= g.o[0]:
+                        a0 = i0 * g.s[0] + k0 * g.dil[0] - g.pb[0]
+                        if a0 < 0 or a0 >= g.out[0]:
                             continue
                         for k1 in range(g.k[1]):
-                            a1 = i1 * g.s[1] + k1 * g.d[1] - g.p[1]
-                            if a1 < 0 or a1 >= g.o[1]:
+                            a1 = i1 * g.s[1] + k1 * g.dil[1] - g.pb[1]
+                            if a1 < 0 or a1 >= g.out[1]:
                                 continue
                             for k2 in range(g.k[2]):
-                                a2 = i2 * g.s[2] + k2 * g.d[2] - g.p[2]
-                                if a2 < 0 or a2 >= g.o[2]:
+                                a2 = i2 * g.s[2] + k2 * g.dil[2] - g.pb[2]
+                                if a2 < 0 or a2 >= g.out[2]:
                                     continue
-                                y[yb + (a0 * g.o[1] + a1) * g.o[2] + a2] += \
+                                y[yb + (a0 * g.out[1] + a1) * g.out[2] + a2] += \
                                     xv * w[wb + (k0 * g.k[1] + k1) * g.k[2] + k2]
     return 0
 
@@ -374,7 +347,7 @@ cdef int _transpose_reference_plane(const float[::1] x, const float[::1] w, cons
 # ---------------------------------------------------------------------------
 
 cdef int _conv_item(const float[::1] x, const float[::1] w, const float[::1] bias, bint has_bias,
-                    float[::1] y, float[::1] scratch, const NDGeom* g, const Patch* pt,
+                    float[::1] y, float[::1] scratch, const Win* g, const Patch* pt,
                     bint identity, Py_ssize_t nb, Py_ssize_t item, Py_ssize_t col_off) except -1 nogil:
     """One (image, group), single-threaded: per column block fill the patch
     rows and run one GEMM into y's columns; then the bias."""
@@ -384,7 +357,7 @@ cdef int _conv_item(const float[::1] x, const float[::1] w, const float[::1] bia
     cdef Py_ssize_t ncol = pt.grid_size
     cdef Py_ssize_t ni = item // g.groups
     cdef Py_ssize_t gi = item % g.groups
-    cdef Py_ssize_t x_off = (ni * g.c_in + gi * cpg) * pt.vol_size
+    cdef Py_ssize_t x_off = (ni * g.c + gi * cpg) * pt.vol_size
     cdef Py_ssize_t y_off = (ni * g.c_out + gi * cog) * ncol
     cdef Py_ssize_t r, blk, j0, cnt
     if identity:
@@ -404,7 +377,7 @@ cdef int _conv_item(const float[::1] x, const float[::1] w, const float[::1] bia
 
 
 cdef int conv_nd_fast(const float[::1] x, const float[::1] w, const float[::1] bias, bint has_bias,
-                      float[::1] y, float[::1] scratch, const NDGeom* g, const Patch* pt,
+                      float[::1] y, float[::1] scratch, const Win* g, const Patch* pt,
                       bint identity, Py_ssize_t nb, bint items_parallel, int nthreads) except -1 nogil:
     cdef Py_ssize_t cpg = pt.ch
     cdef Py_ssize_t cog = g.c_out // g.groups
@@ -425,7 +398,7 @@ cdef int conv_nd_fast(const float[::1] x, const float[::1] w, const float[::1] b
     for item in range(items):
         ni = item // g.groups
         gi = item % g.groups
-        x_off = (ni * g.c_in + gi * cpg) * pt.vol_size
+        x_off = (ni * g.c + gi * cpg) * pt.vol_size
         y_off = (ni * g.c_out + gi * cog) * ncol
         if identity:
             sgemm_rm_split(False, False, <int>cog, <int>ncol, <int>kdim, 1.0, &w[gi * cog * kdim],
@@ -453,18 +426,18 @@ cdef int conv_nd_fast(const float[::1] x, const float[::1] w, const float[::1] b
 # ---------------------------------------------------------------------------
 
 cdef int _transpose_item(const float[::1] x, const float[::1] w, const float[::1] bias,
-                         bint has_bias, float[::1] y, float[::1] scratch, const NDGeom* g,
+                         bint has_bias, float[::1] y, float[::1] scratch, const Win* g,
                          const Patch* pt, bint identity, Py_ssize_t nb, Py_ssize_t item,
                          Py_ssize_t col_off) except -1 nogil:
     """One (image, group), single-threaded: y_g = bias, then per column block
     col = W_g^T x_g[:, block] and y_g += col2vol(col)."""
     cdef Py_ssize_t cog = pt.ch
-    cdef Py_ssize_t cig = g.c_in // g.groups
+    cdef Py_ssize_t cig = g.c // g.groups
     cdef Py_ssize_t mdim = cog * pt.kk
     cdef Py_ssize_t ncol = pt.grid_size
     cdef Py_ssize_t ni = item // g.groups
     cdef Py_ssize_t gi = item % g.groups
-    cdef Py_ssize_t x_off = (ni * g.c_in + gi * cig) * ncol
+    cdef Py_ssize_t x_off = (ni * g.c + gi * cig) * ncol
     cdef Py_ssize_t y_off = (ni * g.c_out + gi * cog) * pt.vol_size
     cdef Py_ssize_t r, blk, j0, cnt
     fill_bias_planes(y, y_off, bias, has_bias, gi * cog, cog, pt.vol_size)
@@ -493,11 +466,11 @@ cdef int _col2vol_channel(const float[::1] col, float[::1] y, Py_ssize_t y_off, 
 
 
 cdef int conv_transpose_nd_fast(const float[::1] x, const float[::1] w, const float[::1] bias,
-                                bint has_bias, float[::1] y, float[::1] scratch, const NDGeom* g,
+                                bint has_bias, float[::1] y, float[::1] scratch, const Win* g,
                                 const Patch* pt, bint identity, Py_ssize_t nb, bint items_parallel,
                                 int nthreads) except -1 nogil:
     cdef Py_ssize_t cog = pt.ch
-    cdef Py_ssize_t cig = g.c_in // g.groups
+    cdef Py_ssize_t cig = g.c // g.groups
     cdef Py_ssize_t mdim = cog * pt.kk
     cdef Py_ssize_t ncol = pt.grid_size
     cdef Py_ssize_t items = g.n * g.groups
@@ -513,7 +486,7 @@ cdef int conv_transpose_nd_fast(const float[::1] x, const float[::1] w, const fl
     for item in range(items):
         ni = item // g.groups
         gi = item % g.groups
-        x_off = (ni * g.c_in + gi * cig) * ncol
+        x_off = (ni * g.c + gi * cig) * ncol
         y_off = (ni * g.c_out + gi * cog) * pt.vol_size
         for c in prange(cog, num_threads=nthreads, schedule='static'):
             fill_bias_planes(y, y_off + c * pt.vol_size, bias, has_bias, gi * cog + c, 1, pt.vol_size)
@@ -546,7 +519,7 @@ cdef class ConvNDLaunch(Launch):
     cdef const float[::1] bias
     cdef float[::1] y
     cdef float[::1] scratch
-    cdef NDGeom g
+    cdef Win g
     cdef Patch pt
     cdef bint transposed, fast, has_bias, identity, items_parallel_ok
     cdef Py_ssize_t nb
@@ -559,7 +532,7 @@ cdef class ConvNDLaunch(Launch):
         self.bias = or_placeholder(bias, np.float32)
         self.y = y
         self.scratch = or_placeholder(scratch, np.float32)
-        self.g = _geom_from(dims)
+        self.g = conv_win_from(dims)
         self.pt = _patch_of(&self.g, transposed)
         self.transposed = transposed
         self.fast = fast

@@ -400,54 +400,38 @@ cdef class GlobalPoolLaunch(Launch):
 # when the graph is built).
 # ---------------------------------------------------------------------------
 
-cdef struct PoolGeom:
-    Py_ssize_t n, c, h, w, h_out, w_out
-    Py_ssize_t kh, kw, sh, sw, ph, pw, ph_end, pw_end, dh, dw
-
-
-cdef PoolGeom _pgeom(tuple dims) except *:
-    """The (h, w) axes of WindowDims.as_tuple() (n, c, then 3 values each of
-    size, out, kernel, stride, pads_begin, pads_end, dilation); the depth
-    axis must be trivial (1-D and 2-D pools)."""
-    cdef PoolGeom g
+cdef Win _pool2d_win(tuple dims) except *:
+    """win_from(dims) for a 1-D or 2-D pool: the depth axis must be trivial."""
     if dims[2] != 1 or dims[5] != 1 or dims[8] != 1:
         raise ValueError(f"pool backward: 1-D and 2-D pools only, got window dims {dims}")
-    g.n, g.c = dims[0], dims[1]
-    g.h, g.w = dims[3], dims[4]
-    g.h_out, g.w_out = dims[6], dims[7]
-    g.kh, g.kw = dims[9], dims[10]
-    g.sh, g.sw = dims[12], dims[13]
-    g.ph, g.pw = dims[15], dims[16]
-    g.ph_end, g.pw_end = dims[18], dims[19]
-    g.dh, g.dw = dims[21], dims[22]
-    return g
+    return win_from(dims)
 
 
 cdef int _max_pool_backward_plane(const float[::1] x, const float[::1] dy, float[::1] dx,
-                                  const PoolGeom* g, Py_ssize_t plane) except -1 nogil:
-    cdef Py_ssize_t xb = plane * g.h * g.w
-    cdef Py_ssize_t yb = plane * g.h_out * g.w_out
+                                  const Win* g, Py_ssize_t plane) except -1 nogil:
+    cdef Py_ssize_t xb = plane * g.size[1] * g.size[2]
+    cdef Py_ssize_t yb = plane * g.out[1] * g.out[2]
     cdef Py_ssize_t oh, ow, a, b, hs, ws, a_lo, a_hi, b_lo, b_hi, row, idx, best_i
     cdef float v, best
     cdef bint has_nan, hit
-    memset(&dx[xb], 0, g.h * g.w * sizeof(float))
-    for oh in range(g.h_out):
-        hs = oh * g.sh - g.ph
-        tap_range(hs, g.dh, g.kh, 0, g.h, &a_lo, &a_hi)
+    memset(&dx[xb], 0, g.size[1] * g.size[2] * sizeof(float))
+    for oh in range(g.out[1]):
+        hs = oh * g.s[1] - g.pb[1]
+        tap_range(hs, g.dil[1], g.k[1], 0, g.size[1], &a_lo, &a_hi)
         if a_lo >= a_hi:
             continue
-        for ow in range(g.w_out):
-            ws = ow * g.sw - g.pw
-            tap_range(ws, g.dw, g.kw, 0, g.w, &b_lo, &b_hi)
+        for ow in range(g.out[2]):
+            ws = ow * g.s[2] - g.pb[2]
+            tap_range(ws, g.dil[2], g.k[2], 0, g.size[2], &b_lo, &b_hi)
             if b_lo >= b_hi:
                 continue                     # window entirely in padding: no gradient
             # Pass 1, branch-free: the maximum (maxss) and whether a NaN occurs.
-            best = x[xb + (hs + a_lo * g.dh) * g.w + ws + b_lo * g.dw]
+            best = x[xb + (hs + a_lo * g.dil[1]) * g.size[2] + ws + b_lo * g.dil[2]]
             has_nan = False
             for a in range(a_lo, a_hi):
-                row = xb + (hs + a * g.dh) * g.w + ws
+                row = xb + (hs + a * g.dil[1]) * g.size[2] + ws
                 for b in range(b_lo, b_hi):
-                    v = x[row + b * g.dw]
+                    v = x[row + b * g.dil[2]]
                     best = v if v > best else best
                     has_nan = has_nan | (v != v)
             # Pass 2 with an integer select (the hit position is data-dependent,
@@ -457,53 +441,54 @@ cdef int _max_pool_backward_plane(const float[::1] x, const float[::1] dy, float
             best_i = 0
             if not has_nan:
                 for a in range(a_hi - 1, a_lo - 1, -1):
-                    row = (hs + a * g.dh) * g.w + ws
+                    row = (hs + a * g.dil[1]) * g.size[2] + ws
                     for b in range(b_hi - 1, b_lo - 1, -1):
-                        idx = row + b * g.dw
+                        idx = row + b * g.dil[2]
                         hit = x[xb + idx] == best
                         best_i = idx if hit else best_i
             else:
                 for a in range(a_lo, a_hi):
-                    row = (hs + a * g.dh) * g.w + ws
+                    row = (hs + a * g.dil[1]) * g.size[2] + ws
                     for b in range(b_lo, b_hi):
-                        idx = row + b * g.dw
+                        idx = row + b * g.dil[2]
                         v = x[xb + idx]
                         best_i = idx if v != v else best_i
-            dx[xb + best_i] += dy[yb + oh * g.w_out + ow]
+            dx[xb + best_i] += dy[yb + oh * g.out[2] + ow]
     return 0
 
 
-cdef int _avg_pool_backward_plane(const float[::1] dy, float[::1] dx, const PoolGeom* g,
+cdef int _avg_pool_backward_plane(const float[::1] dy, float[::1] dx, const Win* g,
                                   bint count_include_pad, Py_ssize_t divisor_override,
                                   Py_ssize_t plane) except -1 nogil:
-    cdef Py_ssize_t xb = plane * g.h * g.w
-    cdef Py_ssize_t yb = plane * g.h_out * g.w_out
+    cdef Py_ssize_t xb = plane * g.size[1] * g.size[2]
+    cdef Py_ssize_t yb = plane * g.out[1] * g.out[2]
     cdef Py_ssize_t oh, ow, hs, ws, a0, a1, b0, b1, pa0, pa1, pb0, pb1, a, b, row, div
     cdef float gv
-    memset(&dx[xb], 0, g.h * g.w * sizeof(float))
-    for oh in range(g.h_out):
-        hs = oh * g.sh - g.ph
-        tap_range(hs, g.dh, g.kh, 0, g.h, &a0, &a1)                             # in-bounds rows
-        tap_range(hs + g.ph, g.dh, g.kh, 0, g.h + g.ph + g.ph_end, &pa0, &pa1)  # rows in the padded input
+    memset(&dx[xb], 0, g.size[1] * g.size[2] * sizeof(float))
+    for oh in range(g.out[1]):
+        hs = oh * g.s[1] - g.pb[1]
+        # in-bounds rows, then rows inside the padded input
+        tap_range(hs, g.dil[1], g.k[1], 0, g.size[1], &a0, &a1)
+        tap_range(hs + g.pb[1], g.dil[1], g.k[1], 0, g.size[1] + g.pb[1] + g.pe[1], &pa0, &pa1)
         if a0 >= a1:
             continue
-        for ow in range(g.w_out):
-            ws = ow * g.sw - g.pw
-            tap_range(ws, g.dw, g.kw, 0, g.w, &b0, &b1)
+        for ow in range(g.out[2]):
+            ws = ow * g.s[2] - g.pb[2]
+            tap_range(ws, g.dil[2], g.k[2], 0, g.size[2], &b0, &b1)
             if b0 >= b1:
                 continue
             if divisor_override > 0:
                 div = divisor_override
             elif count_include_pad:
-                tap_range(ws + g.pw, g.dw, g.kw, 0, g.w + g.pw + g.pw_end, &pb0, &pb1)
+                tap_range(ws + g.pb[2], g.dil[2], g.k[2], 0, g.size[2] + g.pb[2] + g.pe[2], &pb0, &pb1)
                 div = (pa1 - pa0) * (pb1 - pb0)
             else:
                 div = (a1 - a0) * (b1 - b0)
-            gv = dy[yb + oh * g.w_out + ow] / <float>div
+            gv = dy[yb + oh * g.out[2] + ow] / <float>div
             for a in range(a0, a1):
-                row = xb + (hs + a * g.dh) * g.w + ws
+                row = xb + (hs + a * g.dil[1]) * g.size[2] + ws
                 for b in range(b0, b1):
-                    dx[row + b * g.dw] += gv
+                    dx[row + b * g.dil[2]] += gv
     return 0
 
 
@@ -512,13 +497,13 @@ cdef class MaxPoolBackwardLaunch(Launch):
     cdef const float[::1] x
     cdef const float[::1] dy
     cdef float[::1] dx
-    cdef PoolGeom g
+    cdef Win g
 
     def __init__(self, x, dy, dx, tuple dims, int max_threads):
         self.x = x
         self.dy = dy
         self.dx = dx
-        self.g = _pgeom(dims)
+        self.g = _pool2d_win(dims)
         self.max_threads = max(1, max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:
@@ -534,14 +519,14 @@ cdef class AvgPoolBackwardLaunch(Launch):
     """dx of a 1-D or 2-D average pool: dy / divisor to every in-bounds tap."""
     cdef const float[::1] dy
     cdef float[::1] dx
-    cdef PoolGeom g
+    cdef Win g
     cdef bint count_include_pad
     cdef Py_ssize_t divisor_override
 
     def __init__(self, dy, dx, tuple dims, bint count_include_pad, Py_ssize_t divisor_override, int max_threads):
         self.dy = dy
         self.dx = dx
-        self.g = _pgeom(dims)
+        self.g = _pool2d_win(dims)
         self.count_include_pad = count_include_pad
         self.divisor_override = divisor_override
         self.max_threads = max(1, max_threads)

@@ -11,9 +11,17 @@
 # never test bounds per element.
 
 cdef struct Win:
-    # Canonical N-d window geometry, padded to 3 spatial axes (d, h, w);
-    # a missing axis has size = out = k = s = d = 1 and no padding.
-    Py_ssize_t n, c
+    # The canonical N-d window geometry of every kernel family, padded to 3
+    # spatial axes (d, h, w); a missing axis has size = out = k = s = dil = 1
+    # and no padding, so w is always the contiguous axis.
+    #   size  x's spatial sizes; out  y's (window positions for a pool or
+    #   im2col, the conv output, the conv-transpose output)
+    #   c     channels of x; c_out and groups describe convs (a pool or
+    #         im2col is depthwise: c_out = groups = c)
+    #   pe    end padding; convs leave it 0 (their end padding is implied
+    #         by out and never read)
+    # (C kernels in rlx_simd.h keep their own 2-D rlx_conv_geom.)
+    Py_ssize_t n, c, c_out, groups
     Py_ssize_t size[3]
     Py_ssize_t out[3]
     Py_ssize_t k[3]
@@ -28,8 +36,12 @@ cdef inline Win win_from(tuple dims) except *:
     k, s, pb, pe, dil)."""
     cdef Win g
     cdef int a
+    if len(dims) != 23:
+        raise ValueError(f"window dims must have 23 entries, got {len(dims)}")
     g.n = dims[0]
     g.c = dims[1]
+    g.c_out = g.c
+    g.groups = g.c
     for a in range(3):
         g.size[a] = dims[2 + a]
         g.out[a] = dims[5 + a]
@@ -38,6 +50,25 @@ cdef inline Win win_from(tuple dims) except *:
         g.pb[a] = dims[14 + a]
         g.pe[a] = dims[17 + a]
         g.dil[a] = dims[20 + a]
+    return g
+
+
+cdef inline Win conv_win_from(tuple dims) except *:
+    """Win from ConvNDDims.as_tuple(): (n, c_in, c_out, groups, then 3 values
+    each of x size, y size, k, s, pb, dil)."""
+    cdef Win g
+    cdef int a
+    if len(dims) != 22:
+        raise ValueError(f"conv dims must have 22 entries, got {len(dims)}")
+    g.n, g.c, g.c_out, g.groups = dims[0], dims[1], dims[2], dims[3]
+    for a in range(3):
+        g.size[a] = dims[4 + a]
+        g.out[a] = dims[7 + a]
+        g.k[a] = dims[10 + a]
+        g.s[a] = dims[13 + a]
+        g.pb[a] = dims[16 + a]
+        g.pe[a] = 0
+        g.dil[a] = dims[19 + a]
     return g
 
 
