@@ -164,6 +164,11 @@ def col_floats(tuple dims):
 
 # ---------------------------------------------------------------------------
 # im2col, rows layout: col[pos, r] for r = ci * taps + (a * kh + b) * kw + c
+#
+# Not the shared vol2col (src/_vol2col.pxd), on purpose: dW = dy . col needs
+# the patch matrix as the [P, K] GEMM operand; vol2col builds [K, P], which
+# would need the transposed GEMM (dy . col^T) -- BLAS then runs another kernel
+# with another summation order, so dW would change in the last bits.
 # ---------------------------------------------------------------------------
 
 cdef int _im2col_out_row(const float[::1] x, Py_ssize_t x_off, float[::1] col,
@@ -203,6 +208,12 @@ cdef int _im2col_out_row(const float[::1] x, Py_ssize_t x_off, float[::1] col,
 
 # ---------------------------------------------------------------------------
 # col2im, gather form: one dx row (ci, zi, yi) from the [K, P] column gradient
+#
+# Not the shared col2vol (src/_vol2col.pxd), on purpose: col2vol scatters row
+# by row, so threads can only split it by channel (each channel's rows write
+# that channel alone); gathering per dx row gives cpg * in_d * in_h race-free
+# units, which keeps every core busy at batch 1 with few input channels
+# (the same sums in the same tap order, so the numbers would not differ).
 # ---------------------------------------------------------------------------
 
 cdef int _col2im_row(const float[::1] dcol, Py_ssize_t col_off, float[::1] dx,

@@ -1,5 +1,6 @@
 # N-d convolution kernels (up to 3 spatial axes, NC[D][H]W, float32):
-# conv3d forward and conv-transpose of every rank, on one vol2col/col2vol pair.
+# conv3d forward and conv-transpose of every rank, on the shared vol2col/col2vol
+# pair (src/_vol2col.pxd).
 #
 # Geometry is always three spatial axes (D, H, W); a 1-D or 2-D op has
 # leading axes of size 1 with kernel 1, stride 1, pad 0, dilation 1, so the
@@ -26,59 +27,14 @@
 # A patch matrix that is the volume itself (kernel 1, stride 1, no padding,
 # same size) skips the scratch: the GEMM reads x or writes y directly.
 from cython.parallel cimport prange, threadid
-from libc.string cimport memcpy, memset
 
 from _blas cimport sgemm_rm, sgemm_rm_split
 from _epilogue cimport add_bias_planes, fill_bias_planes
-from _window cimport Win, conv_win_from, out_range
+from _vol2col cimport Patch, patch_of, patch_is_identity, vol2col_row, col2vol_row
+from _window cimport Win, conv_win_from
 from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
 
 import numpy as np
-
-cdef extern from "rlx_omp.h":
-    int RLX_DEBUG_CHECKS
-
-
-cdef struct Patch:
-    Py_ssize_t vol[3]        # spatial sizes of the padded volume
-    Py_ssize_t grid[3]       # patch positions (GEMM columns)
-    Py_ssize_t k[3]
-    Py_ssize_t s[3]
-    Py_ssize_t p[3]
-    Py_ssize_t d[3]
-    Py_ssize_t kk            # taps per channel
-    Py_ssize_t vol_size      # floats per channel of the volume
-    Py_ssize_t grid_size     # columns
-    Py_ssize_t ch            # channels in the rows (per group)
-    bint transposed
-
-
-cdef Patch _patch_of(const Win* g, bint transposed) noexcept nogil:
-    cdef Patch pt
-    cdef int a
-    for a in range(3):
-        pt.vol[a] = g.out[a] if transposed else g.size[a]
-        pt.grid[a] = g.size[a] if transposed else g.out[a]
-        pt.k[a] = g.k[a]
-        pt.s[a] = g.s[a]
-        pt.p[a] = g.pb[a]
-        pt.d[a] = g.dil[a]
-    pt.kk = g.k[0] * g.k[1] * g.k[2]
-    pt.vol_size = pt.vol[0] * pt.vol[1] * pt.vol[2]
-    pt.grid_size = pt.grid[0] * pt.grid[1] * pt.grid[2]
-    pt.ch = g.c_out // g.groups if transposed else g.c // g.groups
-    pt.transposed = transposed
-    return pt
-
-
-cdef bint _is_identity(const Patch* pt) noexcept nogil:
-    """The patch matrix equals the volume: 1-tap kernel, stride 1, no padding."""
-    cdef int a
-    for a in range(3):
-        if pt.k[a] != 1 or pt.s[a] != 1 or pt.p[a] != 0 or pt.vol[a] != pt.grid[a]:
-            return False
-    return True
-
 
 # ---------------------------------------------------------------------------
 # Scratch sizing (one formula, used by the compiler and by the launch)
@@ -123,14 +79,14 @@ cdef Py_ssize_t _block_cols(const Win* g, const Patch* pt, int nthreads) noexcep
 def col_floats(tuple dims, bint transposed):
     """Floats of one whole (image, group) patch matrix: rows * columns."""
     cdef Win g = conv_win_from(dims)
-    cdef Patch pt = _patch_of(&g, transposed)
+    cdef Patch pt = patch_of(&g, transposed)
     return int(pt.ch * pt.kk * pt.grid_size)
 
 
 def block_cols(tuple dims, bint transposed, int nthreads):
     """Columns of the patch matrix built per block (see COL_BLOCK_FLOATS)."""
     cdef Win g = conv_win_from(dims)
-    cdef Patch pt = _patch_of(&g, transposed)
+    cdef Patch pt = patch_of(&g, transposed)
     return int(_block_cols(&g, &pt, nthreads))
 
 
@@ -139,122 +95,11 @@ def scratch_floats(tuple dims, bint transposed, bint fast, int nthreads):
     when the patch matrix is the volume itself, else one column block per
     thread when (image, group) items run in parallel, else one shared block."""
     cdef Win g = conv_win_from(dims)
-    cdef Patch pt = _patch_of(&g, transposed)
-    if not fast or _is_identity(&pt):
+    cdef Patch pt = patch_of(&g, transposed)
+    if not fast or patch_is_identity(&pt):
         return 0
     return int(pt.ch * pt.kk * _block_cols(&g, &pt, nthreads)
                * (nthreads if _items_parallel(&g, nthreads) else 1))
-
-
-# ---------------------------------------------------------------------------
-# vol2col / col2vol: one row (c, kd, kh, kw) of one column block at a time.
-# A block is grid columns [j0, j0 + nb) (flattened (q0, q1, q2) order); its
-# rows are nb floats apart.  Grid lines (fixed q0, q1) may be cut at the ends.
-# ---------------------------------------------------------------------------
-
-cdef inline void _row_taps(const Patch* pt, Py_ssize_t r, Py_ssize_t* c, Py_ssize_t* t0,
-                           Py_ssize_t* t1, Py_ssize_t* t2) noexcept nogil:
-    cdef Py_ssize_t t = r % pt.kk
-    c[0] = r // pt.kk
-    t0[0] = t // (pt.k[1] * pt.k[2])
-    t1[0] = (t // pt.k[2]) % pt.k[1]
-    t2[0] = t % pt.k[2]
-
-
-cdef inline void _inner_range(const Patch* pt, Py_ssize_t t2, Py_ssize_t* shift,
-                              Py_ssize_t* lo, Py_ssize_t* hi) noexcept nogil:
-    """Grid columns q2 whose tap v2 = q2*s2 + shift lands inside [0, vol2)."""
-    shift[0] = t2 * pt.d[2] - pt.p[2]
-    out_range(shift[0], pt.s[2], pt.vol[2], pt.grid[2], lo, hi)
-
-
-cdef int _vol2col_row(const float[::1] v, Py_ssize_t v_off, float[::1] col, Py_ssize_t col_off,
-                      const Patch* pt, Py_ssize_t r, Py_ssize_t j0, Py_ssize_t nb) except -1 nogil:
-    """col[r, 0:nb] = taps of row r at grid columns j0.. read from the volume
-    at v_off (zeros in padding)."""
-    cdef Py_ssize_t c, t0, t1, t2, shift, lo, hi, line, q0, q1, q2, qa, qb, l, h, a0, a1, dst, src
-    cdef Py_ssize_t g2 = pt.grid[2]
-    cdef Py_ssize_t s2 = pt.s[2]
-    _row_taps(pt, r, &c, &t0, &t1, &t2)
-    _inner_range(pt, t2, &shift, &lo, &hi)
-    # (q0, q1) of the first line, then stepped: no divisions per line
-    q0 = (j0 // g2) // pt.grid[1]
-    q1 = (j0 // g2) % pt.grid[1] - 1
-    for line in range(j0 // g2, (j0 + nb - 1) // g2 + 1):
-        q1 += 1
-        if q1 == pt.grid[1]:
-            q1 = 0
-            q0 += 1
-        dst = col_off + r * nb + line * g2 - j0          # col[dst + q2] is column (line, q2)
-        qa = j0 - line * g2 if j0 > line * g2 else 0      # the part of the line in the block
-        qb = j0 + nb - line * g2 if j0 + nb < (line + 1) * g2 else g2
-        l = lo if lo > qa else qa
-        h = hi if hi < qb else qb
-        a0 = q0 * pt.s[0] + t0 * pt.d[0] - pt.p[0]
-        a1 = q1 * pt.s[1] + t1 * pt.d[1] - pt.p[1]
-        if a0 < 0 or a0 >= pt.vol[0] or a1 < 0 or a1 >= pt.vol[1] or l >= h:
-            memset(&col[dst + qa], 0, (qb - qa) * sizeof(float))
-            continue
-        src = v_off + c * pt.vol_size + (a0 * pt.vol[1] + a1) * pt.vol[2] + shift
-        if l > qa:
-            memset(&col[dst + qa], 0, (l - qa) * sizeof(float))
-        if s2 == 1:
-            memcpy(&col[dst + l], &v[src + l], (h - l) * sizeof(float))
-        else:
-            for q2 in range(l, h):
-                col[dst + q2] = v[src + q2 * s2]
-        if h < qb:
-            memset(&col[dst + h], 0, (qb - h) * sizeof(float))
-    return 0
-
-
-cdef int _col2vol_row(const float[::1] col, Py_ssize_t col_off, float[::1] v, Py_ssize_t v_off,
-                      const Patch* pt, Py_ssize_t r, Py_ssize_t j0, Py_ssize_t nb) except -1 nogil:
-    """vol[taps of row r] += col[r, 0:nb] for grid columns j0..: the adjoint
-    of _vol2col_row (taps in the padding are dropped)."""
-    cdef Py_ssize_t c, t0, t1, t2, shift, lo, hi, line, q0, q1, q2, qa, qb, l, h, a0, a1, srow, dst
-    cdef Py_ssize_t g2 = pt.grid[2]
-    cdef Py_ssize_t s2 = pt.s[2]
-    cdef float* vp
-    cdef const float* cp
-    _row_taps(pt, r, &c, &t0, &t1, &t2)
-    _inner_range(pt, t2, &shift, &lo, &hi)
-    if lo == hi:
-        return 0
-    # (q0, q1) of the first line, then stepped: no divisions per line
-    q0 = (j0 // g2) // pt.grid[1]
-    q1 = (j0 // g2) % pt.grid[1] - 1
-    for line in range(j0 // g2, (j0 + nb - 1) // g2 + 1):
-        q1 += 1
-        if q1 == pt.grid[1]:
-            q1 = 0
-            q0 += 1
-        a0 = q0 * pt.s[0] + t0 * pt.d[0] - pt.p[0]
-        a1 = q1 * pt.s[1] + t1 * pt.d[1] - pt.p[1]
-        if a0 < 0 or a0 >= pt.vol[0] or a1 < 0 or a1 >= pt.vol[1]:
-            continue
-        qa = j0 - line * g2 if j0 > line * g2 else 0
-        qb = j0 + nb - line * g2 if j0 + nb < (line + 1) * g2 else g2
-        l = lo if lo > qa else qa
-        h = hi if hi < qb else qb
-        if l >= h:
-            continue
-        srow = col_off + r * nb + line * g2 - j0
-        dst = v_off + c * pt.vol_size + (a0 * pt.vol[1] + a1) * pt.vol[2] + shift
-        if RLX_DEBUG_CHECKS:
-            for q2 in range(l, h):
-                v[dst + q2 * s2] += col[srow + q2]
-        else:
-            # raw pointers: the compiler vectorises the unit-stride case
-            vp = &v[dst + l * s2]
-            cp = &col[srow + l]
-            if s2 == 1:
-                for q2 in range(h - l):
-                    vp[q2] += cp[q2]
-            else:
-                for q2 in range(h - l):
-                    vp[q2 * s2] += cp[q2]
-    return 0
 
 
 # ---------------------------------------------------------------------------
@@ -368,7 +213,7 @@ cdef int _conv_item(const float[::1] x, const float[::1] w, const float[::1] bia
             j0 = blk * nb
             cnt = nb if j0 + nb <= ncol else ncol - j0
             for r in range(kdim):
-                _vol2col_row(x, x_off, scratch, col_off, pt, r, j0, cnt)
+                vol2col_row(x, x_off, scratch, col_off, pt, r, j0, cnt)
             sgemm_rm(False, False, <int>cog, <int>cnt, <int>kdim, 1.0, &w[gi * cog * kdim], <int>kdim,
                      &scratch[col_off], <int>cnt, 0.0, &y[y_off + j0], <int>ncol)
     if has_bias:
@@ -408,7 +253,7 @@ cdef int conv_nd_fast(const float[::1] x, const float[::1] w, const float[::1] b
                 j0 = blk * nb
                 cnt = nb if j0 + nb <= ncol else ncol - j0
                 for r in prange(kdim, num_threads=nthreads, schedule='static'):
-                    _vol2col_row(x, x_off, scratch, 0, pt, r, j0, cnt)
+                    vol2col_row(x, x_off, scratch, 0, pt, r, j0, cnt)
                 # end: prange
                 sgemm_rm_split(False, False, <int>cog, <int>cnt, <int>kdim, 1.0, &w[gi * cog * kdim],
                                <int>kdim, &scratch[0], <int>cnt, 0.0, &y[y_off + j0], <int>ncol,
@@ -452,7 +297,7 @@ cdef int _transpose_item(const float[::1] x, const float[::1] w, const float[::1
         sgemm_rm(True, False, <int>mdim, <int>cnt, <int>cig, 1.0, &w[gi * cig * mdim], <int>mdim,
                  &x[x_off + j0], <int>ncol, 0.0, &scratch[col_off], <int>cnt)
         for r in range(mdim):
-            _col2vol_row(scratch, col_off, y, y_off, pt, r, j0, cnt)
+            col2vol_row(scratch, col_off, y, y_off, pt, r, j0, cnt)
     return 0
 
 
@@ -461,7 +306,7 @@ cdef int _col2vol_channel(const float[::1] col, float[::1] y, Py_ssize_t y_off, 
     """All kk rows of output channel c: they write only channel c's volume."""
     cdef Py_ssize_t r
     for r in range(c * pt.kk, (c + 1) * pt.kk):
-        _col2vol_row(col, 0, y, y_off, pt, r, j0, cnt)
+        col2vol_row(col, 0, y, y_off, pt, r, j0, cnt)
     return 0
 
 
@@ -533,10 +378,10 @@ cdef class ConvNDLaunch(Launch):
         self.y = y
         self.scratch = or_placeholder(scratch, np.float32)
         self.g = conv_win_from(dims)
-        self.pt = _patch_of(&self.g, transposed)
+        self.pt = patch_of(&self.g, transposed)
         self.transposed = transposed
         self.fast = fast
-        self.identity = _is_identity(&self.pt)
+        self.identity = patch_is_identity(&self.pt)
         self.max_threads = max(1, max_threads)
         # Per-thread slabs exist only if the compiler sized them (same rule).
         self.items_parallel_ok = self.identity or _items_parallel(&self.g, self.max_threads)

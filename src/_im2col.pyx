@@ -17,6 +17,12 @@
 #
 # Work items (prange, static): im2col one output line (n, c, od, oh); col2im
 # one input line.  Both give batch 1 / few channels enough items.
+#
+# These ops do not use the conv kernels' shared vol2col/col2vol
+# (src/_vol2col.pxd): that pair writes contiguous [K, columns] rows for a
+# GEMM, while these serve two layouts through element strides (the rows
+# layout writes strided) and col2im must accumulate in double and gather per
+# input line so that items never share memory.
 cimport cython
 from cython.parallel cimport prange, threadid
 
