@@ -47,9 +47,11 @@ BWD_GEMM_1X1 = CONV_BWD_GEMM_1X1
 
 
 # The backward kernels keep their own geometry record: it parses the same
-# ConvNDDims tuple as _window.conv_win_from, but also carries the GEMM sizes
-# (cpg, cog, taps, k, p, s) that their inner loops index with, precomputed
-# once; the scalar axis names are the ones those loops were tuned with.
+# ConvNDDims tuple as _window.conv_win_from, plus the GEMM sizes the inner
+# loops index with (cpg, cog, taps, k = cpg * taps, p, s), precomputed once.
+# Its k, p and s would clash with Win's per-axis k[] and s[]; folding it into
+# Win renames every index expression of these loops, which is left for a
+# change that can benchmark them.
 cdef struct BwdGeom:
     Py_ssize_t n, c_in, c_out, groups
     Py_ssize_t in_d, in_h, in_w
