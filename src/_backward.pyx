@@ -32,7 +32,7 @@ from libc.string cimport memset
 
 from _blas cimport sgemm_rm, sgemm_rm_split
 from _codes cimport CONV_BWD_REFERENCE, CONV_BWD_GEMM, CONV_BWD_GEMM_1X1
-from _window cimport out_range
+from _window cimport Win, conv_win_from, out_range
 from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
 
 import numpy as np
@@ -46,53 +46,15 @@ BWD_GEMM = CONV_BWD_GEMM
 BWD_GEMM_1X1 = CONV_BWD_GEMM_1X1
 
 
-# The backward kernels keep their own geometry record: it parses the same
-# ConvNDDims tuple as _window.conv_win_from, plus the GEMM sizes the inner
-# loops index with (cpg, cog, taps, k = cpg * taps, p, s), precomputed once.
-# Its k, p and s would clash with Win's per-axis k[] and s[]; folding it into
-# Win renames every index expression of these loops, which is left for a
-# change that can benchmark them.
-cdef struct BwdGeom:
-    Py_ssize_t n, c_in, c_out, groups
-    Py_ssize_t in_d, in_h, in_w
-    Py_ssize_t out_d, out_h, out_w
-    Py_ssize_t kd, kh, kw
-    Py_ssize_t sd, sh, sw
-    Py_ssize_t pd, ph, pw          # begin pads; end pads are implied by out_*
-    Py_ssize_t dd, dh, dw
-    # derived
-    Py_ssize_t cpg, cog            # channels per group (input, output)
-    Py_ssize_t taps                # kd * kh * kw
-    Py_ssize_t k                   # GEMM depth of the forward conv: cpg * taps
-    Py_ssize_t p                   # output positions out_d * out_h * out_w
-    Py_ssize_t s                   # input positions in_d * in_h * in_w
-
-
-cdef BwdGeom _bgeom(tuple dims) except *:
-    """Dims as ConvNdDims.as_tuple(): n, c_in, c_out, groups, then in, out,
-    kernel, stride, pads_begin, dilation as (d, h, w) triples."""
-    cdef BwdGeom g
-    (g.n, g.c_in, g.c_out, g.groups,
-     g.in_d, g.in_h, g.in_w, g.out_d, g.out_h, g.out_w,
-     g.kd, g.kh, g.kw, g.sd, g.sh, g.sw, g.pd, g.ph, g.pw, g.dd, g.dh, g.dw) = dims
-    g.cpg = g.c_in // g.groups
-    g.cog = g.c_out // g.groups
-    g.taps = g.kd * g.kh * g.kw
-    g.k = g.cpg * g.taps
-    g.p = g.out_d * g.out_h * g.out_w
-    g.s = g.in_d * g.in_h * g.in_w
-    return g
-
-
 # ---------------------------------------------------------------------------
 # Scratch sizing (the compiler sizes arena scratch with these; kernels rely on it)
 # ---------------------------------------------------------------------------
 
-cdef inline bint _bi_items_parallel(const BwdGeom* g, int t) noexcept nogil:
+cdef inline bint _bi_items_parallel(const Win* g, int t) noexcept nogil:
     return t > 1 and g.n * g.groups >= t
 
 
-cdef int _bw_mode(const BwdGeom* g, int t) noexcept nogil:
+cdef int _bw_mode(const Win* g, int t) noexcept nogil:
     """0 serial, 1 over groups, 2 over image ranges (partials), 3 split GEMM."""
     if t <= 1:
         return 0
@@ -103,14 +65,14 @@ cdef int _bw_mode(const BwdGeom* g, int t) noexcept nogil:
     return 3
 
 
-cdef Py_ssize_t _bi_need(const BwdGeom* g, int algorithm, int t) noexcept nogil:
+cdef Py_ssize_t _bi_need(const Win* g, int algorithm, int t) noexcept nogil:
     if algorithm != CONV_BWD_GEMM:
         return 0
-    return g.k * g.p * (t if _bi_items_parallel(g, t) else 1)
+    return g.kdim * g.out_vol * (t if _bi_items_parallel(g, t) else 1)
 
 
-cdef Py_ssize_t _bw_need(const BwdGeom* g, int algorithm, int t) noexcept nogil:
-    cdef Py_ssize_t col = g.k * g.p if algorithm == CONV_BWD_GEMM else 0
+cdef Py_ssize_t _bw_need(const Win* g, int algorithm, int t) noexcept nogil:
+    cdef Py_ssize_t col = g.kdim * g.out_vol if algorithm == CONV_BWD_GEMM else 0
     cdef Py_ssize_t parts
     cdef int mode
     if algorithm == CONV_BWD_REFERENCE:
@@ -118,7 +80,7 @@ cdef Py_ssize_t _bw_need(const BwdGeom* g, int algorithm, int t) noexcept nogil:
     mode = _bw_mode(g, t)
     if mode == 2:
         parts = t if t < g.n else g.n
-        return parts * (g.c_out * g.k + col)
+        return parts * (g.c_out * g.kdim + col)
     if mode == 1:
         return t * col
     return col
@@ -126,7 +88,7 @@ cdef Py_ssize_t _bw_need(const BwdGeom* g, int algorithm, int t) noexcept nogil:
 
 def conv_backward_input_scratch_floats(tuple dims, int algorithm, int nthreads):
     """Floats of scratch for any run with 1..nthreads threads."""
-    cdef BwdGeom g = _bgeom(dims)
+    cdef Win g = conv_win_from(dims)
     cdef Py_ssize_t best = 0
     cdef int t
     for t in range(1, max(nthreads, 1) + 1):
@@ -136,7 +98,7 @@ def conv_backward_input_scratch_floats(tuple dims, int algorithm, int nthreads):
 
 def conv_backward_weight_scratch_floats(tuple dims, int algorithm, int nthreads):
     """Floats of scratch for any run with 1..nthreads threads."""
-    cdef BwdGeom g = _bgeom(dims)
+    cdef Win g = conv_win_from(dims)
     cdef Py_ssize_t best = 0
     cdef int t
     for t in range(1, max(nthreads, 1) + 1):
@@ -150,7 +112,7 @@ def parallel_strategy(str kernel, tuple dims, int nthreads):
     (GEMM panels + col2im rows); 'weight' -> 'serial', 'groups', 'batch'
     (image ranges with per-thread partial sums) or 'split' (im2col rows +
     GEMM panels).  Every strategy but 'serial' keeps all threads busy."""
-    cdef BwdGeom g = _bgeom(dims)
+    cdef Win g = conv_win_from(dims)
     if kernel == "input":
         return "items" if _bi_items_parallel(&g, nthreads) else "split"
     if kernel == "weight":
@@ -160,8 +122,8 @@ def parallel_strategy(str kernel, tuple dims, int nthreads):
 
 def col_floats(tuple dims):
     """K x P: the floats of one patch-matrix slab."""
-    cdef BwdGeom g = _bgeom(dims)
-    return int(g.k * g.p)
+    cdef Win g = conv_win_from(dims)
+    return int(g.kdim * g.out_vol)
 
 
 # ---------------------------------------------------------------------------
@@ -174,37 +136,37 @@ def col_floats(tuple dims):
 # ---------------------------------------------------------------------------
 
 cdef int _im2col_out_row(const float[::1] x, Py_ssize_t x_off, float[::1] col,
-                        Py_ssize_t col_off, const BwdGeom* g, Py_ssize_t q) except -1 nogil:
+                        Py_ssize_t col_off, const Win* g, Py_ssize_t q) except -1 nogil:
     """Rows q*out_w .. q*out_w + out_w - 1 (output row q = (zo, yo)) of the
     [P, K] patch matrix of one (image, group), written at col_off + pos * K:
     the K input values each position reads, zeros in padding.  x_off is the
     start of the group's first input channel."""
-    cdef Py_ssize_t yo = q % g.out_h
-    cdef Py_ssize_t zo = q // g.out_h
-    cdef Py_ssize_t base = col_off + q * g.out_w * g.k
+    cdef Py_ssize_t yo = q % g.out[1]
+    cdef Py_ssize_t zo = q // g.out[1]
+    cdef Py_ssize_t base = col_off + q * g.out[2] * g.kdim
     cdef Py_ssize_t ci, a, b, c, zi, yi, r, src, shift, lo, hi, xo
     for ci in range(g.cpg):
-        for a in range(g.kd):
-            zi = zo * g.sd - g.pd + a * g.dd
-            for b in range(g.kh):
-                yi = yo * g.sh - g.ph + b * g.dh
-                r = base + ci * g.taps + (a * g.kh + b) * g.kw
-                if zi < 0 or zi >= g.in_d or yi < 0 or yi >= g.in_h:
-                    for xo in range(g.out_w):
-                        for c in range(g.kw):
-                            col[r + xo * g.k + c] = 0.0
+        for a in range(g.k[0]):
+            zi = zo * g.s[0] - g.pb[0] + a * g.dil[0]
+            for b in range(g.k[1]):
+                yi = yo * g.s[1] - g.pb[1] + b * g.dil[1]
+                r = base + ci * g.taps + (a * g.k[1] + b) * g.k[2]
+                if zi < 0 or zi >= g.size[0] or yi < 0 or yi >= g.size[1]:
+                    for xo in range(g.out[2]):
+                        for c in range(g.k[2]):
+                            col[r + xo * g.kdim + c] = 0.0
                     continue
-                src = x_off + ((ci * g.in_d + zi) * g.in_h + yi) * g.in_w
-                for c in range(g.kw):
-                    shift = c * g.dw - g.pw          # xi = xo * sw + shift
+                src = x_off + ((ci * g.size[0] + zi) * g.size[1] + yi) * g.size[2]
+                for c in range(g.k[2]):
+                    shift = c * g.dil[2] - g.pb[2]          # xi = xo * sw + shift
                     # positions whose tap lands inside the row: [lo, hi)
-                    out_range(shift, g.sw, g.in_w, g.out_w, &lo, &hi)
+                    out_range(shift, g.s[2], g.size[2], g.out[2], &lo, &hi)
                     for xo in range(lo):
-                        col[r + xo * g.k + c] = 0.0
+                        col[r + xo * g.kdim + c] = 0.0
                     for xo in range(lo, hi):
-                        col[r + xo * g.k + c] = x[src + xo * g.sw + shift]
-                    for xo in range(hi, g.out_w):
-                        col[r + xo * g.k + c] = 0.0
+                        col[r + xo * g.kdim + c] = x[src + xo * g.s[2] + shift]
+                    for xo in range(hi, g.out[2]):
+                        col[r + xo * g.kdim + c] = 0.0
     return 0
 
 
@@ -219,38 +181,38 @@ cdef int _im2col_out_row(const float[::1] x, Py_ssize_t x_off, float[::1] col,
 # ---------------------------------------------------------------------------
 
 cdef int _col2im_row(const float[::1] dcol, Py_ssize_t col_off, float[::1] dx,
-                     Py_ssize_t dx_off, const BwdGeom* g, Py_ssize_t unit) except -1 nogil:
+                     Py_ssize_t dx_off, const Win* g, Py_ssize_t unit) except -1 nogil:
     """dx row `unit` = (ci, zi, yi) of one (image, group) := the sum, in tap
     order, of every column-gradient entry whose tap read an element of it.
     Rows are disjoint, so units can run on any thread without races."""
-    cdef Py_ssize_t yi = unit % g.in_h
-    cdef Py_ssize_t q = unit // g.in_h
-    cdef Py_ssize_t zi = q % g.in_d
-    cdef Py_ssize_t ci = q // g.in_d
-    cdef Py_ssize_t row = dx_off + unit * g.in_w
+    cdef Py_ssize_t yi = unit % g.size[1]
+    cdef Py_ssize_t q = unit // g.size[1]
+    cdef Py_ssize_t zi = q % g.size[0]
+    cdef Py_ssize_t ci = q // g.size[0]
+    cdef Py_ssize_t row = dx_off + unit * g.size[2]
     cdef Py_ssize_t a, b, c, num, zo, yo, xo, xo_lo, xo_hi, shift, src
-    memset(&dx[row], 0, g.in_w * sizeof(float))
-    for a in range(g.kd):
-        num = zi + g.pd - a * g.dd          # = zo * sd when tap a of zo lands on zi
-        if num < 0 or num % g.sd != 0:
+    memset(&dx[row], 0, g.size[2] * sizeof(float))
+    for a in range(g.k[0]):
+        num = zi + g.pb[0] - a * g.dil[0]          # = zo * sd when tap a of zo lands on zi
+        if num < 0 or num % g.s[0] != 0:
             continue
-        zo = num // g.sd
-        if zo >= g.out_d:
+        zo = num // g.s[0]
+        if zo >= g.out[0]:
             continue
-        for b in range(g.kh):
-            num = yi + g.ph - b * g.dh
-            if num < 0 or num % g.sh != 0:
+        for b in range(g.k[1]):
+            num = yi + g.pb[1] - b * g.dil[1]
+            if num < 0 or num % g.s[1] != 0:
                 continue
-            yo = num // g.sh
-            if yo >= g.out_h:
+            yo = num // g.s[1]
+            if yo >= g.out[1]:
                 continue
-            for c in range(g.kw):
-                shift = c * g.dw - g.pw      # xi = xo * sw + shift
-                out_range(shift, g.sw, g.in_w, g.out_w, &xo_lo, &xo_hi)
-                src = col_off + (ci * g.taps + (a * g.kh + b) * g.kw + c) * g.p \
-                    + (zo * g.out_h + yo) * g.out_w
+            for c in range(g.k[2]):
+                shift = c * g.dil[2] - g.pb[2]      # xi = xo * sw + shift
+                out_range(shift, g.s[2], g.size[2], g.out[2], &xo_lo, &xo_hi)
+                src = col_off + (ci * g.taps + (a * g.k[1] + b) * g.k[2] + c) * g.out_vol \
+                    + (zo * g.out[1] + yo) * g.out[2]
                 for xo in range(xo_lo, xo_hi):
-                    dx[row + xo * g.sw + shift] += dcol[src + xo]
+                    dx[row + xo * g.s[2] + shift] += dcol[src + xo]
     return 0
 
 
@@ -259,35 +221,35 @@ cdef int _col2im_row(const float[::1] dcol, Py_ssize_t col_off, float[::1] dx,
 # ---------------------------------------------------------------------------
 
 cdef int _bi_item(const float[::1] dy, const float[::1] wt, float[::1] dx, float[::1] scratch,
-                  const BwdGeom* g, Py_ssize_t item, Py_ssize_t col_off,
+                  const Win* g, Py_ssize_t item, Py_ssize_t col_off,
                   int algorithm) except -1 nogil:
     """One (image, group) on one thread: dcol = W_g^T dy_ng, then col2im."""
     cdef Py_ssize_t ni = item // g.groups
     cdef Py_ssize_t gi = item % g.groups
-    cdef Py_ssize_t dy_off = (ni * g.c_out + gi * g.cog) * g.p
-    cdef Py_ssize_t dx_off = (ni * g.c_in + gi * g.cpg) * g.s
+    cdef Py_ssize_t dy_off = (ni * g.c_out + gi * g.cog) * g.out_vol
+    cdef Py_ssize_t dx_off = (ni * g.c + gi * g.cpg) * g.in_vol
     cdef Py_ssize_t u
     if algorithm == CONV_BWD_GEMM_1X1:
         # stride 1, no padding, 1 tap: the column gradient is dx itself
-        sgemm_rm(True, False, <int>g.cpg, <int>g.p, <int>g.cog, 1.0, &wt[gi * g.cog * g.k],
-                 <int>g.k, &dy[dy_off], <int>g.p, 0.0, &dx[dx_off], <int>g.p)
+        sgemm_rm(True, False, <int>g.cpg, <int>g.out_vol, <int>g.cog, 1.0, &wt[gi * g.cog * g.kdim],
+                 <int>g.kdim, &dy[dy_off], <int>g.out_vol, 0.0, &dx[dx_off], <int>g.out_vol)
         return 0
-    sgemm_rm(True, False, <int>g.k, <int>g.p, <int>g.cog, 1.0, &wt[gi * g.cog * g.k], <int>g.k,
-             &dy[dy_off], <int>g.p, 0.0, &scratch[col_off], <int>g.p)
-    for u in range(g.cpg * g.in_d * g.in_h):
+    sgemm_rm(True, False, <int>g.kdim, <int>g.out_vol, <int>g.cog, 1.0, &wt[gi * g.cog * g.kdim], <int>g.kdim,
+             &dy[dy_off], <int>g.out_vol, 0.0, &scratch[col_off], <int>g.out_vol)
+    for u in range(g.cpg * g.size[0] * g.size[1]):
         _col2im_row(scratch, col_off, dx, dx_off, g, u)
     return 0
 
 
 cdef int conv_backward_input_gemm(const float[::1] dy, const float[::1] wt, float[::1] dx,
-                                  float[::1] scratch, const BwdGeom* g, int algorithm,
+                                  float[::1] scratch, const Win* g, int algorithm,
                                   int t) except -1 nogil:
     cdef Py_ssize_t items = g.n * g.groups
     cdef Py_ssize_t item, ni, gi, u, dy_off, dx_off
-    cdef Py_ssize_t units = g.cpg * g.in_d * g.in_h
+    cdef Py_ssize_t units = g.cpg * g.size[0] * g.size[1]
     if _bi_items_parallel(g, t):
         for item in prange(items, num_threads=t, schedule='static'):
-            _bi_item(dy, wt, dx, scratch, g, item, threadid() * g.k * g.p, algorithm)
+            _bi_item(dy, wt, dx, scratch, g, item, threadid() * g.kdim * g.out_vol, algorithm)
         # end: prange
         return 0
     # Small batch: one GEMM split into panels over every thread, then col2im
@@ -295,16 +257,16 @@ cdef int conv_backward_input_gemm(const float[::1] dy, const float[::1] wt, floa
     for item in range(items):
         ni = item // g.groups
         gi = item % g.groups
-        dy_off = (ni * g.c_out + gi * g.cog) * g.p
-        dx_off = (ni * g.c_in + gi * g.cpg) * g.s
+        dy_off = (ni * g.c_out + gi * g.cog) * g.out_vol
+        dx_off = (ni * g.c + gi * g.cpg) * g.in_vol
         if algorithm == CONV_BWD_GEMM_1X1:
-            sgemm_rm_split(True, False, <int>g.cpg, <int>g.p, <int>g.cog, 1.0,
-                           &wt[gi * g.cog * g.k], <int>g.k, &dy[dy_off], <int>g.p, 0.0,
-                           &dx[dx_off], <int>g.p, t)
+            sgemm_rm_split(True, False, <int>g.cpg, <int>g.out_vol, <int>g.cog, 1.0,
+                           &wt[gi * g.cog * g.kdim], <int>g.kdim, &dy[dy_off], <int>g.out_vol, 0.0,
+                           &dx[dx_off], <int>g.out_vol, t)
             continue
-        sgemm_rm_split(True, False, <int>g.k, <int>g.p, <int>g.cog, 1.0,
-                       &wt[gi * g.cog * g.k], <int>g.k, &dy[dy_off], <int>g.p, 0.0,
-                       &scratch[0], <int>g.p, t)
+        sgemm_rm_split(True, False, <int>g.kdim, <int>g.out_vol, <int>g.cog, 1.0,
+                       &wt[gi * g.cog * g.kdim], <int>g.kdim, &dy[dy_off], <int>g.out_vol, 0.0,
+                       &scratch[0], <int>g.out_vol, t)
         for u in prange(units, num_threads=t, schedule='static'):
             _col2im_row(scratch, 0, dx, dx_off, g, u)
         # end: prange
@@ -312,44 +274,44 @@ cdef int conv_backward_input_gemm(const float[::1] dy, const float[::1] wt, floa
 
 
 cdef int _bi_reference_plane(const float[::1] dy, const float[::1] wt, float[::1] dx,
-                             const BwdGeom* g, Py_ssize_t plane) except -1 nogil:
+                             const Win* g, Py_ssize_t plane) except -1 nogil:
     """dx[ni, ci] by gathering every (output channel, tap) that read it."""
-    cdef Py_ssize_t ni = plane // g.c_in
-    cdef Py_ssize_t ci = plane % g.c_in
+    cdef Py_ssize_t ni = plane // g.c
+    cdef Py_ssize_t ci = plane % g.c
     cdef Py_ssize_t gi = ci // g.cpg
     cdef Py_ssize_t cil = ci % g.cpg
     cdef Py_ssize_t zi, yi, xi, a, b, c, co, num, zo, yo, xo
     cdef double acc
-    for zi in range(g.in_d):
-        for yi in range(g.in_h):
-            for xi in range(g.in_w):
+    for zi in range(g.size[0]):
+        for yi in range(g.size[1]):
+            for xi in range(g.size[2]):
                 acc = 0.0
-                for a in range(g.kd):
-                    num = zi + g.pd - a * g.dd
-                    if num < 0 or num % g.sd != 0 or num // g.sd >= g.out_d:
+                for a in range(g.k[0]):
+                    num = zi + g.pb[0] - a * g.dil[0]
+                    if num < 0 or num % g.s[0] != 0 or num // g.s[0] >= g.out[0]:
                         continue
-                    zo = num // g.sd
-                    for b in range(g.kh):
-                        num = yi + g.ph - b * g.dh
-                        if num < 0 or num % g.sh != 0 or num // g.sh >= g.out_h:
+                    zo = num // g.s[0]
+                    for b in range(g.k[1]):
+                        num = yi + g.pb[1] - b * g.dil[1]
+                        if num < 0 or num % g.s[1] != 0 or num // g.s[1] >= g.out[1]:
                             continue
-                        yo = num // g.sh
-                        for c in range(g.kw):
-                            num = xi + g.pw - c * g.dw
-                            if num < 0 or num % g.sw != 0 or num // g.sw >= g.out_w:
+                        yo = num // g.s[1]
+                        for c in range(g.k[2]):
+                            num = xi + g.pb[2] - c * g.dil[2]
+                            if num < 0 or num % g.s[2] != 0 or num // g.s[2] >= g.out[2]:
                                 continue
-                            xo = num // g.sw
+                            xo = num // g.s[2]
                             for co in range(gi * g.cog, (gi + 1) * g.cog):
-                                acc += <double>wt[(co * g.cpg + cil) * g.taps + (a * g.kh + b) * g.kw + c] \
-                                    * <double>dy[(ni * g.c_out + co) * g.p + (zo * g.out_h + yo) * g.out_w + xo]
-                dx[plane * g.s + (zi * g.in_h + yi) * g.in_w + xi] = <float>acc
+                                acc += <double>wt[(co * g.cpg + cil) * g.taps + (a * g.k[1] + b) * g.k[2] + c] \
+                                    * <double>dy[(ni * g.c_out + co) * g.out_vol + (zo * g.out[1] + yo) * g.out[2] + xo]
+                dx[plane * g.in_vol + (zi * g.size[1] + yi) * g.size[2] + xi] = <float>acc
     return 0
 
 
 cdef int conv_backward_input_reference(const float[::1] dy, const float[::1] wt, float[::1] dx,
-                                       const BwdGeom* g, int t) except -1 nogil:
+                                       const Win* g, int t) except -1 nogil:
     cdef Py_ssize_t plane
-    for plane in prange(g.n * g.c_in, num_threads=t, schedule='static'):
+    for plane in prange(g.n * g.c, num_threads=t, schedule='static'):
         _bi_reference_plane(dy, wt, dx, g, plane)
     # end: prange
     return 0
@@ -361,59 +323,59 @@ cdef int conv_backward_input_reference(const float[::1] dy, const float[::1] wt,
 
 cdef int _bw_image_group(const float[::1] x, const float[::1] dy, float[::1] dst,
                          Py_ssize_t dst_off, float[::1] col, Py_ssize_t col_off,
-                         const BwdGeom* g, Py_ssize_t ni, Py_ssize_t gi, float beta,
+                         const Win* g, Py_ssize_t ni, Py_ssize_t gi, float beta,
                          int algorithm) except -1 nogil:
     """dst[cog, K] := dy_ng . col_ng + beta * dst, single-threaded."""
-    cdef Py_ssize_t x_off = (ni * g.c_in + gi * g.cpg) * g.s
-    cdef Py_ssize_t dy_off = (ni * g.c_out + gi * g.cog) * g.p
+    cdef Py_ssize_t x_off = (ni * g.c + gi * g.cpg) * g.in_vol
+    cdef Py_ssize_t dy_off = (ni * g.c_out + gi * g.cog) * g.out_vol
     cdef Py_ssize_t q
     if algorithm == CONV_BWD_GEMM_1X1:
         # the [P, cpg] patch matrix is x_ng^T: read x transposed in the GEMM
-        sgemm_rm(False, True, <int>g.cog, <int>g.cpg, <int>g.p, 1.0, &dy[dy_off], <int>g.p,
-                 &x[x_off], <int>g.p, beta, &dst[dst_off], <int>g.cpg)
+        sgemm_rm(False, True, <int>g.cog, <int>g.cpg, <int>g.out_vol, 1.0, &dy[dy_off], <int>g.out_vol,
+                 &x[x_off], <int>g.out_vol, beta, &dst[dst_off], <int>g.cpg)
         return 0
-    for q in range(g.out_d * g.out_h):
+    for q in range(g.out[0] * g.out[1]):
         _im2col_out_row(x, x_off, col, col_off, g, q)
-    sgemm_rm(False, False, <int>g.cog, <int>g.k, <int>g.p, 1.0, &dy[dy_off], <int>g.p,
-             &col[col_off], <int>g.k, beta, &dst[dst_off], <int>g.k)
+    sgemm_rm(False, False, <int>g.cog, <int>g.kdim, <int>g.out_vol, 1.0, &dy[dy_off], <int>g.out_vol,
+             &col[col_off], <int>g.kdim, beta, &dst[dst_off], <int>g.kdim)
     return 0
 
 
 cdef int _bw_range(const float[::1] x, const float[::1] dy, float[::1] scratch,
-                   const BwdGeom* g, Py_ssize_t part, Py_ssize_t nparts,
+                   const Win* g, Py_ssize_t part, Py_ssize_t nparts,
                    int algorithm) except -1 nogil:
     """Images [lo, hi) of part `part` into that part's partial dW slab."""
     cdef Py_ssize_t lo = part * g.n // nparts
     cdef Py_ssize_t hi = (part + 1) * g.n // nparts
-    cdef Py_ssize_t wsize = g.c_out * g.k
+    cdef Py_ssize_t wsize = g.c_out * g.kdim
     cdef Py_ssize_t dst = part * wsize
-    cdef Py_ssize_t col_off = nparts * wsize + part * g.k * g.p
+    cdef Py_ssize_t col_off = nparts * wsize + part * g.kdim * g.out_vol
     cdef Py_ssize_t ni, gi
     for ni in range(lo, hi):
         for gi in range(g.groups):
-            _bw_image_group(x, dy, scratch, dst + gi * g.cog * g.k, scratch, col_off, g, ni, gi,
+            _bw_image_group(x, dy, scratch, dst + gi * g.cog * g.kdim, scratch, col_off, g, ni, gi,
                             0.0 if ni == lo else 1.0, algorithm)
     return 0
 
 
 cdef int conv_backward_weight_gemm(const float[::1] x, const float[::1] dy, float[::1] dw,
-                                   float[::1] scratch, const BwdGeom* g, int algorithm,
+                                   float[::1] scratch, const Win* g, int algorithm,
                                    int t) except -1 nogil:
     cdef int mode = _bw_mode(g, t)
-    cdef Py_ssize_t wsize = g.c_out * g.k
+    cdef Py_ssize_t wsize = g.c_out * g.kdim
     cdef Py_ssize_t ni, gi, part, nparts, e, q, x_off, dy_off
     cdef double acc
     if mode == 0:
         for ni in range(g.n):
             for gi in range(g.groups):
-                _bw_image_group(x, dy, dw, gi * g.cog * g.k, scratch, 0, g, ni, gi,
+                _bw_image_group(x, dy, dw, gi * g.cog * g.kdim, scratch, 0, g, ni, gi,
                                 0.0 if ni == 0 else 1.0, algorithm)
         return 0
     if mode == 1:
         # each group's dW block belongs to one thread: no reduction at all
         for gi in prange(g.groups, num_threads=t, schedule='static'):
             for ni in range(g.n):
-                _bw_image_group(x, dy, dw, gi * g.cog * g.k, scratch, threadid() * g.k * g.p,
+                _bw_image_group(x, dy, dw, gi * g.cog * g.kdim, scratch, threadid() * g.kdim * g.out_vol,
                                 g, ni, gi, 0.0 if ni == 0 else 1.0, algorithm)
         # end: prange
         return 0
@@ -437,57 +399,57 @@ cdef int conv_backward_weight_gemm(const float[::1] x, const float[::1] dy, floa
     # split into panels, accumulating image after image.
     for ni in range(g.n):
         for gi in range(g.groups):
-            x_off = (ni * g.c_in + gi * g.cpg) * g.s
-            dy_off = (ni * g.c_out + gi * g.cog) * g.p
+            x_off = (ni * g.c + gi * g.cpg) * g.in_vol
+            dy_off = (ni * g.c_out + gi * g.cog) * g.out_vol
             if algorithm == CONV_BWD_GEMM_1X1:
-                sgemm_rm_split(False, True, <int>g.cog, <int>g.cpg, <int>g.p, 1.0, &dy[dy_off],
-                               <int>g.p, &x[x_off], <int>g.p, 0.0 if ni == 0 else 1.0,
-                               &dw[gi * g.cog * g.k], <int>g.cpg, t)
+                sgemm_rm_split(False, True, <int>g.cog, <int>g.cpg, <int>g.out_vol, 1.0, &dy[dy_off],
+                               <int>g.out_vol, &x[x_off], <int>g.out_vol, 0.0 if ni == 0 else 1.0,
+                               &dw[gi * g.cog * g.kdim], <int>g.cpg, t)
                 continue
-            for q in prange(g.out_d * g.out_h, num_threads=t, schedule='static'):
+            for q in prange(g.out[0] * g.out[1], num_threads=t, schedule='static'):
                 _im2col_out_row(x, x_off, scratch, 0, g, q)
             # end: prange
-            sgemm_rm_split(False, False, <int>g.cog, <int>g.k, <int>g.p, 1.0, &dy[dy_off],
-                           <int>g.p, &scratch[0], <int>g.k, 0.0 if ni == 0 else 1.0,
-                           &dw[gi * g.cog * g.k], <int>g.k, t)
+            sgemm_rm_split(False, False, <int>g.cog, <int>g.kdim, <int>g.out_vol, 1.0, &dy[dy_off],
+                           <int>g.out_vol, &scratch[0], <int>g.kdim, 0.0 if ni == 0 else 1.0,
+                           &dw[gi * g.cog * g.kdim], <int>g.kdim, t)
     return 0
 
 
 cdef int _bw_reference_pair(const float[::1] x, const float[::1] dy, float[::1] dw,
-                            const BwdGeom* g, Py_ssize_t pair) except -1 nogil:
+                            const Win* g, Py_ssize_t pair) except -1 nogil:
     """dW[co, cil, :] for pair = co * cpg + cil, summing over batch and positions."""
     cdef Py_ssize_t co = pair // g.cpg
     cdef Py_ssize_t cil = pair % g.cpg
     cdef Py_ssize_t ci = (co // g.cog) * g.cpg + cil
     cdef Py_ssize_t a, b, c, ni, zo, yo, xo, zi, yi, xi, xb, yb
     cdef double acc
-    for a in range(g.kd):
-        for b in range(g.kh):
-            for c in range(g.kw):
+    for a in range(g.k[0]):
+        for b in range(g.k[1]):
+            for c in range(g.k[2]):
                 acc = 0.0
                 for ni in range(g.n):
-                    xb = (ni * g.c_in + ci) * g.s
-                    yb = (ni * g.c_out + co) * g.p
-                    for zo in range(g.out_d):
-                        zi = zo * g.sd - g.pd + a * g.dd
-                        if zi < 0 or zi >= g.in_d:
+                    xb = (ni * g.c + ci) * g.in_vol
+                    yb = (ni * g.c_out + co) * g.out_vol
+                    for zo in range(g.out[0]):
+                        zi = zo * g.s[0] - g.pb[0] + a * g.dil[0]
+                        if zi < 0 or zi >= g.size[0]:
                             continue
-                        for yo in range(g.out_h):
-                            yi = yo * g.sh - g.ph + b * g.dh
-                            if yi < 0 or yi >= g.in_h:
+                        for yo in range(g.out[1]):
+                            yi = yo * g.s[1] - g.pb[1] + b * g.dil[1]
+                            if yi < 0 or yi >= g.size[1]:
                                 continue
-                            for xo in range(g.out_w):
-                                xi = xo * g.sw - g.pw + c * g.dw
-                                if xi < 0 or xi >= g.in_w:
+                            for xo in range(g.out[2]):
+                                xi = xo * g.s[2] - g.pb[2] + c * g.dil[2]
+                                if xi < 0 or xi >= g.size[2]:
                                     continue
-                                acc += <double>x[xb + (zi * g.in_h + yi) * g.in_w + xi] \
-                                    * <double>dy[yb + (zo * g.out_h + yo) * g.out_w + xo]
-                dw[pair * g.taps + (a * g.kh + b) * g.kw + c] = <float>acc
+                                acc += <double>x[xb + (zi * g.size[1] + yi) * g.size[2] + xi] \
+                                    * <double>dy[yb + (zo * g.out[1] + yo) * g.out[2] + xo]
+                dw[pair * g.taps + (a * g.k[1] + b) * g.k[2] + c] = <float>acc
     return 0
 
 
 cdef int conv_backward_weight_reference(const float[::1] x, const float[::1] dy, float[::1] dw,
-                                        const BwdGeom* g, int t) except -1 nogil:
+                                        const Win* g, int t) except -1 nogil:
     cdef Py_ssize_t pair
     for pair in prange(g.c_out * g.cpg, num_threads=t, schedule='static'):
         _bw_reference_pair(x, dy, dw, g, pair)
@@ -501,7 +463,7 @@ cdef class ConvBackwardInputLaunch(Launch):
     cdef const float[::1] weight
     cdef float[::1] dx
     cdef float[::1] scratch
-    cdef BwdGeom g
+    cdef Win g
     cdef int algorithm
 
     def __init__(self, dy, weight, dx, scratch, tuple dims, int algorithm, int max_threads):
@@ -509,7 +471,7 @@ cdef class ConvBackwardInputLaunch(Launch):
         self.weight = weight
         self.dx = dx
         self.scratch = or_placeholder(scratch, np.float32)
-        self.g = _bgeom(dims)
+        self.g = conv_win_from(dims)
         self.algorithm = algorithm
         self.max_threads = max(1, max_threads)
 
@@ -529,7 +491,7 @@ cdef class ConvBackwardWeightLaunch(Launch):
     cdef const float[::1] dy
     cdef float[::1] dw
     cdef float[::1] scratch
-    cdef BwdGeom g
+    cdef Win g
     cdef int algorithm
 
     def __init__(self, x, dy, dw, scratch, tuple dims, int algorithm, int max_threads):
@@ -537,7 +499,7 @@ cdef class ConvBackwardWeightLaunch(Launch):
         self.dy = dy
         self.dw = dw
         self.scratch = or_placeholder(scratch, np.float32)
-        self.g = _bgeom(dims)
+        self.g = conv_win_from(dims)
         self.algorithm = algorithm
         self.max_threads = max(1, max_threads)
 

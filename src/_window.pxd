@@ -29,6 +29,21 @@ cdef struct Win:
     Py_ssize_t pb[3]
     Py_ssize_t pe[3]
     Py_ssize_t dil[3]
+    # derived once by the parsers below (the GEMM sizes of a conv):
+    Py_ssize_t cpg, cog       # channels per group of x and of y
+    Py_ssize_t taps           # k[0] * k[1] * k[2]
+    Py_ssize_t kdim           # cpg * taps: rows of one group's patch matrix
+    Py_ssize_t in_vol         # size[0] * size[1] * size[2]
+    Py_ssize_t out_vol        # out[0] * out[1] * out[2]
+
+
+cdef inline void _derive(Win* g) noexcept nogil:
+    g.cpg = g.c // g.groups
+    g.cog = g.c_out // g.groups
+    g.taps = g.k[0] * g.k[1] * g.k[2]
+    g.kdim = g.cpg * g.taps
+    g.in_vol = g.size[0] * g.size[1] * g.size[2]
+    g.out_vol = g.out[0] * g.out[1] * g.out[2]
 
 
 cdef inline Win win_from(tuple dims) except *:
@@ -50,6 +65,7 @@ cdef inline Win win_from(tuple dims) except *:
         g.pb[a] = dims[14 + a]
         g.pe[a] = dims[17 + a]
         g.dil[a] = dims[20 + a]
+    _derive(&g)
     return g
 
 
@@ -69,6 +85,7 @@ cdef inline Win conv_win_from(tuple dims) except *:
         g.pb[a] = dims[16 + a]
         g.pe[a] = 0
         g.dil[a] = dims[19 + a]
+    _derive(&g)
     return g
 
 
