@@ -162,6 +162,14 @@ def _extensions():
         )
         for name in KERNEL_MODULES
     ]
+    # src/_launch.pyx is declared by src/rlx_cpu/_launch.pxd (that path lets
+    # the other modules cimport it as rlx_cpu._launch), which cythonize does
+    # not count as a dependency of the .pyx: regenerate its C when the
+    # declaration is newer, or the module would disagree with its users.
+    launch_c = os.path.join(CYTHON_BUILD_DIR, SRC_DIR, "_launch.c")
+    launch_pxd = os.path.join(SRC_DIR, "rlx_cpu", "_launch.pxd")
+    if os.path.exists(launch_c) and os.path.getmtime(launch_c) < os.path.getmtime(launch_pxd):
+        os.remove(launch_c)
     return cythonize(
         exts,
         compiler_directives=directives,

@@ -265,6 +265,6 @@ def select_conv_backward_algorithm(dims, requested="auto", flags=None):
         return ConvBackwardAlgorithm.REFERENCE
     if is_backward_1x1(dims):
         return ConvBackwardAlgorithm.GEMM_1X1
-    if _backward.col_floats(dims.as_tuple()) > _backward.BWD_MAX_COL_FLOATS:
+    if _backward.col_floats(dims.as_tuple()) > _conv2d.IM2COL_MAX_COL_FLOATS:
         return ConvBackwardAlgorithm.REFERENCE
     return ConvBackwardAlgorithm.GEMM

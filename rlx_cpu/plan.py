@@ -29,6 +29,7 @@ class RunContext:
             return seg[s.offset:s.offset + s.nbytes].view(np.float32)
 
         self.launches = [t.bind(view) for t in plan.thunks]
+        self.sequence = _runtime.LaunchSequence(self.launches)
         self.inputs = [(name, shape, view(s).reshape(shape)) for name, shape, s in plan._inputs]
         self.outputs = [view(s).view(dtype).reshape(shape) for shape, s, dtype in plan._outputs]
 
@@ -135,7 +136,7 @@ class Plan:
         output order (float32, int64 for index outputs)."""
         ctx = context or self._context()
         ctx.load(inputs)
-        _runtime.run_launches(ctx.launches, self.num_threads)
+        ctx.sequence.run(self.num_threads)
         return [o.copy() for o in ctx.outputs]
 
     def run_into(self, inputs, outputs, context=None):
@@ -147,7 +148,7 @@ class Plan:
             if not isinstance(dst, np.ndarray) or dst.shape != src.shape or dst.dtype != src.dtype:
                 raise ValueError(f"run_into: output {i} must be a {src.dtype} array of shape {list(src.shape)}")
         ctx.load(inputs)
-        _runtime.run_launches(ctx.launches, self.num_threads)
+        ctx.sequence.run(self.num_threads)
         for dst, src in zip(outputs, ctx.outputs):
             np.copyto(dst, src)
         return outputs
@@ -157,7 +158,7 @@ class Plan:
         ctx = self._context()
         ctx.load(inputs)
         for _ in range(warmup):
-            _runtime.run_launches(ctx.launches, self.num_threads)
+            ctx.sequence.run(self.num_threads)
         samples = [_runtime.run_launches_timed(ctx.launches, self.num_threads, time.perf_counter)
                    for _ in range(max(1, repeat))]
         med = np.median(np.array(samples), axis=0) if samples[0] else []

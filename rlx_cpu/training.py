@@ -116,13 +116,13 @@ class Trainer:
     def forward_backward(self, batch):
         """Run the plan (loss and gradients) without updating; returns the loss."""
         self._load(batch)
-        _runtime.run_launches(self._ctx.launches, self.plan.num_threads)
+        self._ctx.sequence.run(self.plan.num_threads)
         return float(self._loss)
 
     def step(self, batch):
         """One SGD step on `batch` (dict input name -> array); returns the loss."""
         self._load(batch)
-        _runtime.run_launches(self._ctx.launches, self.plan.num_threads)
+        self._ctx.sequence.run(self.plan.num_threads)
         lr, mu = self.lr, self.momentum
         for i, (p, g) in enumerate(zip(self._params, self._grads)):
             if mu:
@@ -138,7 +138,7 @@ class Trainer:
         """Median seconds per thunk of a forward+backward run: [(thunk, seconds)]."""
         self._load(batch)
         for _ in range(warmup):
-            _runtime.run_launches(self._ctx.launches, self.plan.num_threads)
+            self._ctx.sequence.run(self.plan.num_threads)
         samples = [_runtime.run_launches_timed(self._ctx.launches, self.plan.num_threads, time.perf_counter)
                    for _ in range(max(1, repeat))]
         med = np.median(np.array(samples), axis=0)

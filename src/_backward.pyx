@@ -1,4 +1,5 @@
-# Backward (gradient) kernels of the convolution family, float32, NC[D]HW.
+# Backward (gradient) kernels of the convolution family, float32, NC[D]HW
+# (pool backward lives with the forward pools in src/_pool.pyx).
 #
 # Convolution backward has one N-d path: 1-D and 2-D convs arrive with
 # leading spatial dims of size 1 (L -> (1, 1, L), HxW -> (1, H, W)), so the
@@ -19,8 +20,6 @@
 #                                        im2col rows in parallel + split GEMM
 #                           gemm_1x1     as gemm with x itself as the patch matrix
 #                           reference    (c_out, c_in/groups) weight pairs
-#   max_pool2d backward                  (image, channel) planes
-#   avg_pool2d backward                  (image, channel) planes
 #
 # Every result is deterministic for a fixed thread count: partial sums are
 # reduced in a fixed order, never under a lock, and col2im *gathers* each dx
@@ -32,65 +31,30 @@ from cython.parallel cimport prange, threadid
 from libc.string cimport memset
 
 from _blas cimport sgemm_rm, sgemm_rm_split
-from _window cimport ceil_div_nonneg, out_range
+from _codes cimport CONV_BWD_REFERENCE, CONV_BWD_GEMM, CONV_BWD_GEMM_1X1
+from _window cimport Win, conv_win_from, out_range
+from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
 
 import numpy as np
 
-BWD_REFERENCE = 0
-BWD_GEMM = 1
-BWD_GEMM_1X1 = 2
-
-# One column slab (K x P floats) above this is not eligible for the GEMM path
-# (same bound as the forward im2col: 2 GB); the reference kernels run instead.
-BWD_MAX_COL_FLOATS = 512 * 1024 * 1024
-
-cdef enum:
-    B_REFERENCE = 0
-    B_GEMM = 1
-    B_GEMM_1X1 = 2
-
-
-cdef struct BwdGeom:
-    Py_ssize_t n, c_in, c_out, groups
-    Py_ssize_t in_d, in_h, in_w
-    Py_ssize_t out_d, out_h, out_w
-    Py_ssize_t kd, kh, kw
-    Py_ssize_t sd, sh, sw
-    Py_ssize_t pd, ph, pw          # begin pads; end pads are implied by out_*
-    Py_ssize_t dd, dh, dw
-    # derived
-    Py_ssize_t cpg, cog            # channels per group (input, output)
-    Py_ssize_t taps                # kd * kh * kw
-    Py_ssize_t k                   # GEMM depth of the forward conv: cpg * taps
-    Py_ssize_t p                   # output positions out_d * out_h * out_w
-    Py_ssize_t s                   # input positions in_d * in_h * in_w
-
-
-cdef BwdGeom _bgeom(tuple dims) except *:
-    """Dims as ConvNdDims.as_tuple(): n, c_in, c_out, groups, then in, out,
-    kernel, stride, pads_begin, dilation as (d, h, w) triples."""
-    cdef BwdGeom g
-    (g.n, g.c_in, g.c_out, g.groups,
-     g.in_d, g.in_h, g.in_w, g.out_d, g.out_h, g.out_w,
-     g.kd, g.kh, g.kw, g.sd, g.sh, g.sw, g.pd, g.ph, g.pw, g.dd, g.dh, g.dw) = dims
-    g.cpg = g.c_in // g.groups
-    g.cog = g.c_out // g.groups
-    g.taps = g.kd * g.kh * g.kw
-    g.k = g.cpg * g.taps
-    g.p = g.out_d * g.out_h * g.out_w
-    g.s = g.in_d * g.in_h * g.in_w
-    return g
+# Algorithm codes (src/_codes.pxd); rlx_cpu.algorithms.ConvBackwardAlgorithm
+# takes its values from here.  One column slab (K x P floats) above
+# _conv2d.IM2COL_MAX_COL_FLOATS (the one 2 GB cap) is not eligible for the
+# GEMM path; the reference kernels run instead.
+BWD_REFERENCE = CONV_BWD_REFERENCE
+BWD_GEMM = CONV_BWD_GEMM
+BWD_GEMM_1X1 = CONV_BWD_GEMM_1X1
 
 
 # ---------------------------------------------------------------------------
 # Scratch sizing (the compiler sizes arena scratch with these; kernels rely on it)
 # ---------------------------------------------------------------------------
 
-cdef inline bint _bi_items_parallel(const BwdGeom* g, int t) noexcept nogil:
+cdef inline bint _bi_items_parallel(const Win* g, int t) noexcept nogil:
     return t > 1 and g.n * g.groups >= t
 
 
-cdef int _bw_mode(const BwdGeom* g, int t) noexcept nogil:
+cdef int _bw_mode(const Win* g, int t) noexcept nogil:
     """0 serial, 1 over groups, 2 over image ranges (partials), 3 split GEMM."""
     if t <= 1:
         return 0
@@ -101,22 +65,22 @@ cdef int _bw_mode(const BwdGeom* g, int t) noexcept nogil:
     return 3
 
 
-cdef Py_ssize_t _bi_need(const BwdGeom* g, int algorithm, int t) noexcept nogil:
-    if algorithm != B_GEMM:
+cdef Py_ssize_t _bi_need(const Win* g, int algorithm, int t) noexcept nogil:
+    if algorithm != CONV_BWD_GEMM:
         return 0
-    return g.k * g.p * (t if _bi_items_parallel(g, t) else 1)
+    return g.kdim * g.out_vol * (t if _bi_items_parallel(g, t) else 1)
 
 
-cdef Py_ssize_t _bw_need(const BwdGeom* g, int algorithm, int t) noexcept nogil:
-    cdef Py_ssize_t col = g.k * g.p if algorithm == B_GEMM else 0
+cdef Py_ssize_t _bw_need(const Win* g, int algorithm, int t) noexcept nogil:
+    cdef Py_ssize_t col = g.kdim * g.out_vol if algorithm == CONV_BWD_GEMM else 0
     cdef Py_ssize_t parts
     cdef int mode
-    if algorithm == B_REFERENCE:
+    if algorithm == CONV_BWD_REFERENCE:
         return 0
     mode = _bw_mode(g, t)
     if mode == 2:
         parts = t if t < g.n else g.n
-        return parts * (g.c_out * g.k + col)
+        return parts * (g.c_out * g.kdim + col)
     if mode == 1:
         return t * col
     return col
@@ -124,7 +88,7 @@ cdef Py_ssize_t _bw_need(const BwdGeom* g, int algorithm, int t) noexcept nogil:
 
 def conv_backward_input_scratch_floats(tuple dims, int algorithm, int nthreads):
     """Floats of scratch for any run with 1..nthreads threads."""
-    cdef BwdGeom g = _bgeom(dims)
+    cdef Win g = conv_win_from(dims)
     cdef Py_ssize_t best = 0
     cdef int t
     for t in range(1, max(nthreads, 1) + 1):
@@ -134,7 +98,7 @@ def conv_backward_input_scratch_floats(tuple dims, int algorithm, int nthreads):
 
 def conv_backward_weight_scratch_floats(tuple dims, int algorithm, int nthreads):
     """Floats of scratch for any run with 1..nthreads threads."""
-    cdef BwdGeom g = _bgeom(dims)
+    cdef Win g = conv_win_from(dims)
     cdef Py_ssize_t best = 0
     cdef int t
     for t in range(1, max(nthreads, 1) + 1):
@@ -148,7 +112,7 @@ def parallel_strategy(str kernel, tuple dims, int nthreads):
     (GEMM panels + col2im rows); 'weight' -> 'serial', 'groups', 'batch'
     (image ranges with per-thread partial sums) or 'split' (im2col rows +
     GEMM panels).  Every strategy but 'serial' keeps all threads busy."""
-    cdef BwdGeom g = _bgeom(dims)
+    cdef Win g = conv_win_from(dims)
     if kernel == "input":
         return "items" if _bi_items_parallel(&g, nthreads) else "split"
     if kernel == "weight":
@@ -158,86 +122,97 @@ def parallel_strategy(str kernel, tuple dims, int nthreads):
 
 def col_floats(tuple dims):
     """K x P: the floats of one patch-matrix slab."""
-    cdef BwdGeom g = _bgeom(dims)
-    return int(g.k * g.p)
+    cdef Win g = conv_win_from(dims)
+    return int(g.kdim * g.out_vol)
 
 
 # ---------------------------------------------------------------------------
 # im2col, rows layout: col[pos, r] for r = ci * taps + (a * kh + b) * kw + c
+#
+# Not the shared vol2col (src/_vol2col.pxd), on purpose: dW = dy . col needs
+# the patch matrix as the [P, K] GEMM operand; vol2col builds [K, P], which
+# would need the transposed GEMM (dy . col^T) -- BLAS then runs another kernel
+# with another summation order, so dW would change in the last bits.
 # ---------------------------------------------------------------------------
 
 cdef int _im2col_out_row(const float[::1] x, Py_ssize_t x_off, float[::1] col,
-                        Py_ssize_t col_off, const BwdGeom* g, Py_ssize_t q) except -1 nogil:
+                        Py_ssize_t col_off, const Win* g, Py_ssize_t q) except -1 nogil:
     """Rows q*out_w .. q*out_w + out_w - 1 (output row q = (zo, yo)) of the
     [P, K] patch matrix of one (image, group), written at col_off + pos * K:
     the K input values each position reads, zeros in padding.  x_off is the
     start of the group's first input channel."""
-    cdef Py_ssize_t yo = q % g.out_h
-    cdef Py_ssize_t zo = q // g.out_h
-    cdef Py_ssize_t base = col_off + q * g.out_w * g.k
+    cdef Py_ssize_t yo = q % g.out[1]
+    cdef Py_ssize_t zo = q // g.out[1]
+    cdef Py_ssize_t base = col_off + q * g.out[2] * g.kdim
     cdef Py_ssize_t ci, a, b, c, zi, yi, r, src, shift, lo, hi, xo
     for ci in range(g.cpg):
-        for a in range(g.kd):
-            zi = zo * g.sd - g.pd + a * g.dd
-            for b in range(g.kh):
-                yi = yo * g.sh - g.ph + b * g.dh
-                r = base + ci * g.taps + (a * g.kh + b) * g.kw
-                if zi < 0 or zi >= g.in_d or yi < 0 or yi >= g.in_h:
-                    for xo in range(g.out_w):
-                        for c in range(g.kw):
-                            col[r + xo * g.k + c] = 0.0
+        for a in range(g.k[0]):
+            zi = zo * g.s[0] - g.pb[0] + a * g.dil[0]
+            for b in range(g.k[1]):
+                yi = yo * g.s[1] - g.pb[1] + b * g.dil[1]
+                r = base + ci * g.taps + (a * g.k[1] + b) * g.k[2]
+                if zi < 0 or zi >= g.size[0] or yi < 0 or yi >= g.size[1]:
+                    for xo in range(g.out[2]):
+                        for c in range(g.k[2]):
+                            col[r + xo * g.kdim + c] = 0.0
                     continue
-                src = x_off + ((ci * g.in_d + zi) * g.in_h + yi) * g.in_w
-                for c in range(g.kw):
-                    shift = c * g.dw - g.pw          # xi = xo * sw + shift
+                src = x_off + ((ci * g.size[0] + zi) * g.size[1] + yi) * g.size[2]
+                for c in range(g.k[2]):
+                    shift = c * g.dil[2] - g.pb[2]          # xi = xo * sw + shift
                     # positions whose tap lands inside the row: [lo, hi)
-                    out_range(shift, g.sw, g.in_w, g.out_w, &lo, &hi)
+                    out_range(shift, g.s[2], g.size[2], g.out[2], &lo, &hi)
                     for xo in range(lo):
-                        col[r + xo * g.k + c] = 0.0
+                        col[r + xo * g.kdim + c] = 0.0
                     for xo in range(lo, hi):
-                        col[r + xo * g.k + c] = x[src + xo * g.sw + shift]
-                    for xo in range(hi, g.out_w):
-                        col[r + xo * g.k + c] = 0.0
+                        col[r + xo * g.kdim + c] = x[src + xo * g.s[2] + shift]
+                    for xo in range(hi, g.out[2]):
+                        col[r + xo * g.kdim + c] = 0.0
     return 0
 
 
 # ---------------------------------------------------------------------------
 # col2im, gather form: one dx row (ci, zi, yi) from the [K, P] column gradient
+#
+# Not the shared col2vol (src/_vol2col.pxd), on purpose: col2vol scatters row
+# by row, so threads can only split it by channel (each channel's rows write
+# that channel alone); gathering per dx row gives cpg * in_d * in_h race-free
+# units, which keeps every core busy at batch 1 with few input channels
+# (the same sums in the same tap order, so the numbers would not differ).
 # ---------------------------------------------------------------------------
 
 cdef int _col2im_row(const float[::1] dcol, Py_ssize_t col_off, float[::1] dx,
-                     Py_ssize_t dx_off, const BwdGeom* g, Py_ssize_t unit) except -1 nogil:
+                     Py_ssize_t dx_off, const Win* g, Py_ssize_t unit) except -1 nogil:
     """dx row `unit` = (ci, zi, yi) of one (image, group) := the sum, in tap
     order, of every column-gradient entry whose tap read an element of it.
     Rows are disjoint, so units can run on any thread without races."""
-    cdef Py_ssize_t yi = unit % g.in_h
-    cdef Py_ssize_t q = unit // g.in_h
-    cdef Py_ssize_t zi = q % g.in_d
-    cdef Py_ssize_t ci = q // g.in_d
-    cdef Py_ssize_t row = dx_off + unit * g.in_w
+    cdef Py_ssize_t yi = unit % g.size[1]
+    cdef Py_ssize_t q = unit // g.size[1]
+    cdef Py_ssize_t zi = q % g.size[0]
+    cdef Py_ssize_t ci = q // g.size[0]
+    cdef Py_ssize_t row = dx_off + unit * g.size[2]
     cdef Py_ssize_t a, b, c, num, zo, yo, xo, xo_lo, xo_hi, shift, src
-    memset(&dx[row], 0, g.in_w * sizeof(float))
-    for a in range(g.kd):
-        num = zi + g.pd - a * g.dd          # = zo * sd when tap a of zo lands on zi
-        if num < 0 or num % g.sd != 0:
+    memset(&dx[row], 0, g.size[2] * sizeof(float))
+    for a in range(g.k[0]):
+        num = zi + g.pb[0] - a * g.dil[0]          # = zo * sd when tap a of zo lands on zi
+        if num < 0 or num % g.s[0] != 0:
             continue
-        zo = num // g.sd
-        if zo >= g.out_d:
+        zo = num // g.s[0]
+        if zo >= g.out[0]:
             continue
-        for b in range(g.kh):
-            num = yi + g.ph - b * g.dh
-            if num < 0 or num % g.sh != 0:
+        for b in range(g.k[1]):
+            num = yi + g.pb[1] - b * g.dil[1]
+            if num < 0 or num % g.s[1] != 0:
                 continue
-            yo = num // g.sh
-            if yo >= g.out_h:
+            yo = num // g.s[1]
+            if yo >= g.out[1]:
                 continue
-            for c in range(g.kw):
-                shift = c * g.dw - g.pw      # xi = xo * sw + shift
-                out_range(shift, g.sw, g.in_w, g.out_w, &xo_lo, &xo_hi)
-                src = col_off + (ci * g.taps + (a * g.kh + b) * g.kw + c) * g.p \
-                    + (zo * g.out_h + yo) * g.out_w
+            for c in range(g.k[2]):
+                shift = c * g.dil[2] - g.pb[2]      # xi = xo * sw + shift
+                out_range(shift, g.s[2], g.size[2], g.out[2], &xo_lo, &xo_hi)
+                src = col_off + (ci * g.taps + (a * g.k[1] + b) * g.k[2] + c) * g.out_vol \
+                    + (zo * g.out[1] + yo) * g.out[2]
                 for xo in range(xo_lo, xo_hi):
-                    dx[row + xo * g.sw + shift] += dcol[src + xo]
+                    dx[row + xo * g.s[2] + shift] += dcol[src + xo]
     return 0
 
 
@@ -246,35 +221,35 @@ cdef int _col2im_row(const float[::1] dcol, Py_ssize_t col_off, float[::1] dx,
 # ---------------------------------------------------------------------------
 
 cdef int _bi_item(const float[::1] dy, const float[::1] wt, float[::1] dx, float[::1] scratch,
-                  const BwdGeom* g, Py_ssize_t item, Py_ssize_t col_off,
+                  const Win* g, Py_ssize_t item, Py_ssize_t col_off,
                   int algorithm) except -1 nogil:
     """One (image, group) on one thread: dcol = W_g^T dy_ng, then col2im."""
     cdef Py_ssize_t ni = item // g.groups
     cdef Py_ssize_t gi = item % g.groups
-    cdef Py_ssize_t dy_off = (ni * g.c_out + gi * g.cog) * g.p
-    cdef Py_ssize_t dx_off = (ni * g.c_in + gi * g.cpg) * g.s
+    cdef Py_ssize_t dy_off = (ni * g.c_out + gi * g.cog) * g.out_vol
+    cdef Py_ssize_t dx_off = (ni * g.c + gi * g.cpg) * g.in_vol
     cdef Py_ssize_t u
-    if algorithm == B_GEMM_1X1:
+    if algorithm == CONV_BWD_GEMM_1X1:
         # stride 1, no padding, 1 tap: the column gradient is dx itself
-        sgemm_rm(True, False, <int>g.cpg, <int>g.p, <int>g.cog, 1.0, &wt[gi * g.cog * g.k],
-                 <int>g.k, &dy[dy_off], <int>g.p, 0.0, &dx[dx_off], <int>g.p)
+        sgemm_rm(True, False, <int>g.cpg, <int>g.out_vol, <int>g.cog, 1.0, &wt[gi * g.cog * g.kdim],
+                 <int>g.kdim, &dy[dy_off], <int>g.out_vol, 0.0, &dx[dx_off], <int>g.out_vol)
         return 0
-    sgemm_rm(True, False, <int>g.k, <int>g.p, <int>g.cog, 1.0, &wt[gi * g.cog * g.k], <int>g.k,
-             &dy[dy_off], <int>g.p, 0.0, &scratch[col_off], <int>g.p)
-    for u in range(g.cpg * g.in_d * g.in_h):
+    sgemm_rm(True, False, <int>g.kdim, <int>g.out_vol, <int>g.cog, 1.0, &wt[gi * g.cog * g.kdim], <int>g.kdim,
+             &dy[dy_off], <int>g.out_vol, 0.0, &scratch[col_off], <int>g.out_vol)
+    for u in range(g.cpg * g.size[0] * g.size[1]):
         _col2im_row(scratch, col_off, dx, dx_off, g, u)
     return 0
 
 
 cdef int conv_backward_input_gemm(const float[::1] dy, const float[::1] wt, float[::1] dx,
-                                  float[::1] scratch, const BwdGeom* g, int algorithm,
+                                  float[::1] scratch, const Win* g, int algorithm,
                                   int t) except -1 nogil:
     cdef Py_ssize_t items = g.n * g.groups
     cdef Py_ssize_t item, ni, gi, u, dy_off, dx_off
-    cdef Py_ssize_t units = g.cpg * g.in_d * g.in_h
+    cdef Py_ssize_t units = g.cpg * g.size[0] * g.size[1]
     if _bi_items_parallel(g, t):
         for item in prange(items, num_threads=t, schedule='static'):
-            _bi_item(dy, wt, dx, scratch, g, item, threadid() * g.k * g.p, algorithm)
+            _bi_item(dy, wt, dx, scratch, g, item, threadid() * g.kdim * g.out_vol, algorithm)
         # end: prange
         return 0
     # Small batch: one GEMM split into panels over every thread, then col2im
@@ -282,16 +257,16 @@ cdef int conv_backward_input_gemm(const float[::1] dy, const float[::1] wt, floa
     for item in range(items):
         ni = item // g.groups
         gi = item % g.groups
-        dy_off = (ni * g.c_out + gi * g.cog) * g.p
-        dx_off = (ni * g.c_in + gi * g.cpg) * g.s
-        if algorithm == B_GEMM_1X1:
-            sgemm_rm_split(True, False, <int>g.cpg, <int>g.p, <int>g.cog, 1.0,
-                           &wt[gi * g.cog * g.k], <int>g.k, &dy[dy_off], <int>g.p, 0.0,
-                           &dx[dx_off], <int>g.p, t)
+        dy_off = (ni * g.c_out + gi * g.cog) * g.out_vol
+        dx_off = (ni * g.c + gi * g.cpg) * g.in_vol
+        if algorithm == CONV_BWD_GEMM_1X1:
+            sgemm_rm_split(True, False, <int>g.cpg, <int>g.out_vol, <int>g.cog, 1.0,
+                           &wt[gi * g.cog * g.kdim], <int>g.kdim, &dy[dy_off], <int>g.out_vol, 0.0,
+                           &dx[dx_off], <int>g.out_vol, t)
             continue
-        sgemm_rm_split(True, False, <int>g.k, <int>g.p, <int>g.cog, 1.0,
-                       &wt[gi * g.cog * g.k], <int>g.k, &dy[dy_off], <int>g.p, 0.0,
-                       &scratch[0], <int>g.p, t)
+        sgemm_rm_split(True, False, <int>g.kdim, <int>g.out_vol, <int>g.cog, 1.0,
+                       &wt[gi * g.cog * g.kdim], <int>g.kdim, &dy[dy_off], <int>g.out_vol, 0.0,
+                       &scratch[0], <int>g.out_vol, t)
         for u in prange(units, num_threads=t, schedule='static'):
             _col2im_row(scratch, 0, dx, dx_off, g, u)
         # end: prange
@@ -299,44 +274,44 @@ cdef int conv_backward_input_gemm(const float[::1] dy, const float[::1] wt, floa
 
 
 cdef int _bi_reference_plane(const float[::1] dy, const float[::1] wt, float[::1] dx,
-                             const BwdGeom* g, Py_ssize_t plane) except -1 nogil:
+                             const Win* g, Py_ssize_t plane) except -1 nogil:
     """dx[ni, ci] by gathering every (output channel, tap) that read it."""
-    cdef Py_ssize_t ni = plane // g.c_in
-    cdef Py_ssize_t ci = plane % g.c_in
+    cdef Py_ssize_t ni = plane // g.c
+    cdef Py_ssize_t ci = plane % g.c
     cdef Py_ssize_t gi = ci // g.cpg
     cdef Py_ssize_t cil = ci % g.cpg
     cdef Py_ssize_t zi, yi, xi, a, b, c, co, num, zo, yo, xo
     cdef double acc
-    for zi in range(g.in_d):
-        for yi in range(g.in_h):
-            for xi in range(g.in_w):
+    for zi in range(g.size[0]):
+        for yi in range(g.size[1]):
+            for xi in range(g.size[2]):
                 acc = 0.0
-                for a in range(g.kd):
-                    num = zi + g.pd - a * g.dd
-                    if num < 0 or num % g.sd != 0 or num // g.sd >= g.out_d:
+                for a in range(g.k[0]):
+                    num = zi + g.pb[0] - a * g.dil[0]
+                    if num < 0 or num % g.s[0] != 0 or num // g.s[0] >= g.out[0]:
                         continue
-                    zo = num // g.sd
-                    for b in range(g.kh):
-                        num = yi + g.ph - b * g.dh
-                        if num < 0 or num % g.sh != 0 or num // g.sh >= g.out_h:
+                    zo = num // g.s[0]
+                    for b in range(g.k[1]):
+                        num = yi + g.pb[1] - b * g.dil[1]
+                        if num < 0 or num % g.s[1] != 0 or num // g.s[1] >= g.out[1]:
                             continue
-                        yo = num // g.sh
-                        for c in range(g.kw):
-                            num = xi + g.pw - c * g.dw
-                            if num < 0 or num % g.sw != 0 or num // g.sw >= g.out_w:
+                        yo = num // g.s[1]
+                        for c in range(g.k[2]):
+                            num = xi + g.pb[2] - c * g.dil[2]
+                            if num < 0 or num % g.s[2] != 0 or num // g.s[2] >= g.out[2]:
                                 continue
-                            xo = num // g.sw
+                            xo = num // g.s[2]
                             for co in range(gi * g.cog, (gi + 1) * g.cog):
-                                acc += <double>wt[(co * g.cpg + cil) * g.taps + (a * g.kh + b) * g.kw + c] \
-                                    * <double>dy[(ni * g.c_out + co) * g.p + (zo * g.out_h + yo) * g.out_w + xo]
-                dx[plane * g.s + (zi * g.in_h + yi) * g.in_w + xi] = <float>acc
+                                acc += <double>wt[(co * g.cpg + cil) * g.taps + (a * g.k[1] + b) * g.k[2] + c] \
+                                    * <double>dy[(ni * g.c_out + co) * g.out_vol + (zo * g.out[1] + yo) * g.out[2] + xo]
+                dx[plane * g.in_vol + (zi * g.size[1] + yi) * g.size[2] + xi] = <float>acc
     return 0
 
 
 cdef int conv_backward_input_reference(const float[::1] dy, const float[::1] wt, float[::1] dx,
-                                       const BwdGeom* g, int t) except -1 nogil:
+                                       const Win* g, int t) except -1 nogil:
     cdef Py_ssize_t plane
-    for plane in prange(g.n * g.c_in, num_threads=t, schedule='static'):
+    for plane in prange(g.n * g.c, num_threads=t, schedule='static'):
         _bi_reference_plane(dy, wt, dx, g, plane)
     # end: prange
     return 0
@@ -348,59 +323,59 @@ cdef int conv_backward_input_reference(const float[::1] dy, const float[::1] wt,
 
 cdef int _bw_image_group(const float[::1] x, const float[::1] dy, float[::1] dst,
                          Py_ssize_t dst_off, float[::1] col, Py_ssize_t col_off,
-                         const BwdGeom* g, Py_ssize_t ni, Py_ssize_t gi, float beta,
+                         const Win* g, Py_ssize_t ni, Py_ssize_t gi, float beta,
                          int algorithm) except -1 nogil:
     """dst[cog, K] := dy_ng . col_ng + beta * dst, single-threaded."""
-    cdef Py_ssize_t x_off = (ni * g.c_in + gi * g.cpg) * g.s
-    cdef Py_ssize_t dy_off = (ni * g.c_out + gi * g.cog) * g.p
+    cdef Py_ssize_t x_off = (ni * g.c + gi * g.cpg) * g.in_vol
+    cdef Py_ssize_t dy_off = (ni * g.c_out + gi * g.cog) * g.out_vol
     cdef Py_ssize_t q
-    if algorithm == B_GEMM_1X1:
+    if algorithm == CONV_BWD_GEMM_1X1:
         # the [P, cpg] patch matrix is x_ng^T: read x transposed in the GEMM
-        sgemm_rm(False, True, <int>g.cog, <int>g.cpg, <int>g.p, 1.0, &dy[dy_off], <int>g.p,
-                 &x[x_off], <int>g.p, beta, &dst[dst_off], <int>g.cpg)
+        sgemm_rm(False, True, <int>g.cog, <int>g.cpg, <int>g.out_vol, 1.0, &dy[dy_off], <int>g.out_vol,
+                 &x[x_off], <int>g.out_vol, beta, &dst[dst_off], <int>g.cpg)
         return 0
-    for q in range(g.out_d * g.out_h):
+    for q in range(g.out[0] * g.out[1]):
         _im2col_out_row(x, x_off, col, col_off, g, q)
-    sgemm_rm(False, False, <int>g.cog, <int>g.k, <int>g.p, 1.0, &dy[dy_off], <int>g.p,
-             &col[col_off], <int>g.k, beta, &dst[dst_off], <int>g.k)
+    sgemm_rm(False, False, <int>g.cog, <int>g.kdim, <int>g.out_vol, 1.0, &dy[dy_off], <int>g.out_vol,
+             &col[col_off], <int>g.kdim, beta, &dst[dst_off], <int>g.kdim)
     return 0
 
 
 cdef int _bw_range(const float[::1] x, const float[::1] dy, float[::1] scratch,
-                   const BwdGeom* g, Py_ssize_t part, Py_ssize_t nparts,
+                   const Win* g, Py_ssize_t part, Py_ssize_t nparts,
                    int algorithm) except -1 nogil:
     """Images [lo, hi) of part `part` into that part's partial dW slab."""
     cdef Py_ssize_t lo = part * g.n // nparts
     cdef Py_ssize_t hi = (part + 1) * g.n // nparts
-    cdef Py_ssize_t wsize = g.c_out * g.k
+    cdef Py_ssize_t wsize = g.c_out * g.kdim
     cdef Py_ssize_t dst = part * wsize
-    cdef Py_ssize_t col_off = nparts * wsize + part * g.k * g.p
+    cdef Py_ssize_t col_off = nparts * wsize + part * g.kdim * g.out_vol
     cdef Py_ssize_t ni, gi
     for ni in range(lo, hi):
         for gi in range(g.groups):
-            _bw_image_group(x, dy, scratch, dst + gi * g.cog * g.k, scratch, col_off, g, ni, gi,
+            _bw_image_group(x, dy, scratch, dst + gi * g.cog * g.kdim, scratch, col_off, g, ni, gi,
                             0.0 if ni == lo else 1.0, algorithm)
     return 0
 
 
 cdef int conv_backward_weight_gemm(const float[::1] x, const float[::1] dy, float[::1] dw,
-                                   float[::1] scratch, const BwdGeom* g, int algorithm,
+                                   float[::1] scratch, const Win* g, int algorithm,
                                    int t) except -1 nogil:
     cdef int mode = _bw_mode(g, t)
-    cdef Py_ssize_t wsize = g.c_out * g.k
+    cdef Py_ssize_t wsize = g.c_out * g.kdim
     cdef Py_ssize_t ni, gi, part, nparts, e, q, x_off, dy_off
     cdef double acc
     if mode == 0:
         for ni in range(g.n):
             for gi in range(g.groups):
-                _bw_image_group(x, dy, dw, gi * g.cog * g.k, scratch, 0, g, ni, gi,
+                _bw_image_group(x, dy, dw, gi * g.cog * g.kdim, scratch, 0, g, ni, gi,
                                 0.0 if ni == 0 else 1.0, algorithm)
         return 0
     if mode == 1:
         # each group's dW block belongs to one thread: no reduction at all
         for gi in prange(g.groups, num_threads=t, schedule='static'):
             for ni in range(g.n):
-                _bw_image_group(x, dy, dw, gi * g.cog * g.k, scratch, threadid() * g.k * g.p,
+                _bw_image_group(x, dy, dw, gi * g.cog * g.kdim, scratch, threadid() * g.kdim * g.out_vol,
                                 g, ni, gi, 0.0 if ni == 0 else 1.0, algorithm)
         # end: prange
         return 0
@@ -424,57 +399,57 @@ cdef int conv_backward_weight_gemm(const float[::1] x, const float[::1] dy, floa
     # split into panels, accumulating image after image.
     for ni in range(g.n):
         for gi in range(g.groups):
-            x_off = (ni * g.c_in + gi * g.cpg) * g.s
-            dy_off = (ni * g.c_out + gi * g.cog) * g.p
-            if algorithm == B_GEMM_1X1:
-                sgemm_rm_split(False, True, <int>g.cog, <int>g.cpg, <int>g.p, 1.0, &dy[dy_off],
-                               <int>g.p, &x[x_off], <int>g.p, 0.0 if ni == 0 else 1.0,
-                               &dw[gi * g.cog * g.k], <int>g.cpg, t)
+            x_off = (ni * g.c + gi * g.cpg) * g.in_vol
+            dy_off = (ni * g.c_out + gi * g.cog) * g.out_vol
+            if algorithm == CONV_BWD_GEMM_1X1:
+                sgemm_rm_split(False, True, <int>g.cog, <int>g.cpg, <int>g.out_vol, 1.0, &dy[dy_off],
+                               <int>g.out_vol, &x[x_off], <int>g.out_vol, 0.0 if ni == 0 else 1.0,
+                               &dw[gi * g.cog * g.kdim], <int>g.cpg, t)
                 continue
-            for q in prange(g.out_d * g.out_h, num_threads=t, schedule='static'):
+            for q in prange(g.out[0] * g.out[1], num_threads=t, schedule='static'):
                 _im2col_out_row(x, x_off, scratch, 0, g, q)
             # end: prange
-            sgemm_rm_split(False, False, <int>g.cog, <int>g.k, <int>g.p, 1.0, &dy[dy_off],
-                           <int>g.p, &scratch[0], <int>g.k, 0.0 if ni == 0 else 1.0,
-                           &dw[gi * g.cog * g.k], <int>g.k, t)
+            sgemm_rm_split(False, False, <int>g.cog, <int>g.kdim, <int>g.out_vol, 1.0, &dy[dy_off],
+                           <int>g.out_vol, &scratch[0], <int>g.kdim, 0.0 if ni == 0 else 1.0,
+                           &dw[gi * g.cog * g.kdim], <int>g.kdim, t)
     return 0
 
 
 cdef int _bw_reference_pair(const float[::1] x, const float[::1] dy, float[::1] dw,
-                            const BwdGeom* g, Py_ssize_t pair) except -1 nogil:
+                            const Win* g, Py_ssize_t pair) except -1 nogil:
     """dW[co, cil, :] for pair = co * cpg + cil, summing over batch and positions."""
     cdef Py_ssize_t co = pair // g.cpg
     cdef Py_ssize_t cil = pair % g.cpg
     cdef Py_ssize_t ci = (co // g.cog) * g.cpg + cil
     cdef Py_ssize_t a, b, c, ni, zo, yo, xo, zi, yi, xi, xb, yb
     cdef double acc
-    for a in range(g.kd):
-        for b in range(g.kh):
-            for c in range(g.kw):
+    for a in range(g.k[0]):
+        for b in range(g.k[1]):
+            for c in range(g.k[2]):
                 acc = 0.0
                 for ni in range(g.n):
-                    xb = (ni * g.c_in + ci) * g.s
-                    yb = (ni * g.c_out + co) * g.p
-                    for zo in range(g.out_d):
-                        zi = zo * g.sd - g.pd + a * g.dd
-                        if zi < 0 or zi >= g.in_d:
+                    xb = (ni * g.c + ci) * g.in_vol
+                    yb = (ni * g.c_out + co) * g.out_vol
+                    for zo in range(g.out[0]):
+                        zi = zo * g.s[0] - g.pb[0] + a * g.dil[0]
+                        if zi < 0 or zi >= g.size[0]:
                             continue
-                        for yo in range(g.out_h):
-                            yi = yo * g.sh - g.ph + b * g.dh
-                            if yi < 0 or yi >= g.in_h:
+                        for yo in range(g.out[1]):
+                            yi = yo * g.s[1] - g.pb[1] + b * g.dil[1]
+                            if yi < 0 or yi >= g.size[1]:
                                 continue
-                            for xo in range(g.out_w):
-                                xi = xo * g.sw - g.pw + c * g.dw
-                                if xi < 0 or xi >= g.in_w:
+                            for xo in range(g.out[2]):
+                                xi = xo * g.s[2] - g.pb[2] + c * g.dil[2]
+                                if xi < 0 or xi >= g.size[2]:
                                     continue
-                                acc += <double>x[xb + (zi * g.in_h + yi) * g.in_w + xi] \
-                                    * <double>dy[yb + (zo * g.out_h + yo) * g.out_w + xo]
-                dw[pair * g.taps + (a * g.kh + b) * g.kw + c] = <float>acc
+                                acc += <double>x[xb + (zi * g.size[1] + yi) * g.size[2] + xi] \
+                                    * <double>dy[yb + (zo * g.out[1] + yo) * g.out[2] + xo]
+                dw[pair * g.taps + (a * g.k[1] + b) * g.k[2] + c] = <float>acc
     return 0
 
 
 cdef int conv_backward_weight_reference(const float[::1] x, const float[::1] dy, float[::1] dw,
-                                        const BwdGeom* g, int t) except -1 nogil:
+                                        const Win* g, int t) except -1 nogil:
     cdef Py_ssize_t pair
     for pair in prange(g.c_out * g.cpg, num_threads=t, schedule='static'):
         _bw_reference_pair(x, dy, dw, g, pair)
@@ -482,252 +457,57 @@ cdef int conv_backward_weight_reference(const float[::1] x, const float[::1] dy,
     return 0
 
 
-cdef class ConvBackwardInputLaunch:
+cdef class ConvBackwardInputLaunch(Launch):
     """dx = d(conv)/dx applied to dy, bound to arena views."""
     cdef const float[::1] dy
     cdef const float[::1] weight
     cdef float[::1] dx
     cdef float[::1] scratch
-    cdef BwdGeom g
+    cdef Win g
     cdef int algorithm
-    cdef int max_threads
 
     def __init__(self, dy, weight, dx, scratch, tuple dims, int algorithm, int max_threads):
         self.dy = dy
         self.weight = weight
         self.dx = dx
-        self.scratch = scratch if scratch is not None else np.zeros(1, np.float32)
-        self.g = _bgeom(dims)
+        self.scratch = or_placeholder(scratch, np.float32)
+        self.g = conv_win_from(dims)
         self.algorithm = algorithm
         self.max_threads = max(1, max_threads)
 
-    cpdef execute(self, int nthreads):
-        cdef int t = nthreads if 0 < nthreads <= self.max_threads else self.max_threads
-        with nogil:
-            if self.algorithm == B_REFERENCE:
-                conv_backward_input_reference(self.dy, self.weight, self.dx, &self.g, t)
-            else:
-                conv_backward_input_gemm(self.dy, self.weight, self.dx, self.scratch, &self.g,
-                                         self.algorithm, t)
-        return None
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
+        if self.algorithm == CONV_BWD_REFERENCE:
+            conv_backward_input_reference(self.dy, self.weight, self.dx, &self.g, t)
+        else:
+            conv_backward_input_gemm(self.dy, self.weight, self.dx, self.scratch, &self.g,
+                                     self.algorithm, t)
+        return 0
 
 
-cdef class ConvBackwardWeightLaunch:
+cdef class ConvBackwardWeightLaunch(Launch):
     """dW = d(conv)/dW applied to dy, bound to arena views."""
     cdef const float[::1] x
     cdef const float[::1] dy
     cdef float[::1] dw
     cdef float[::1] scratch
-    cdef BwdGeom g
+    cdef Win g
     cdef int algorithm
-    cdef int max_threads
 
     def __init__(self, x, dy, dw, scratch, tuple dims, int algorithm, int max_threads):
         self.x = x
         self.dy = dy
         self.dw = dw
-        self.scratch = scratch if scratch is not None else np.zeros(1, np.float32)
-        self.g = _bgeom(dims)
+        self.scratch = or_placeholder(scratch, np.float32)
+        self.g = conv_win_from(dims)
         self.algorithm = algorithm
         self.max_threads = max(1, max_threads)
 
-    cpdef execute(self, int nthreads):
-        cdef int t = nthreads if 0 < nthreads <= self.max_threads else self.max_threads
-        with nogil:
-            if self.algorithm == B_REFERENCE:
-                conv_backward_weight_reference(self.x, self.dy, self.dw, &self.g, t)
-            else:
-                conv_backward_weight_gemm(self.x, self.dy, self.dw, self.scratch, &self.g,
-                                          self.algorithm, t)
-        return None
-
-
-# ---------------------------------------------------------------------------
-# Pool backward, 1-D and 2-D (the forward pools are src/_pool.pyx)
-#
-# Window of output (oh, ow): rows oh*sh - ph + a*dh (a < kh), columns
-# ow*sw - pw + b*dw (b < kw); taps outside the input (padding, ceil-mode
-# overhang) are never read.  Same choices as the forward kernels:
-#   max: the gradient goes to the tap the forward's indices name: the first
-#        maximum in window order over in-bounds taps, or, when the window
-#        holds a NaN, its last NaN (the forward takes v when v > max or v is
-#        NaN); all -inf -> the first in-bounds tap.
-#   avg: each in-bounds tap gets dy / divisor, divisor = divisor_override if
-#        set, else with count_include_pad the taps inside the padded input
-#        [-ph, h + ph_end) x [-pw, w + pw_end) (ceil-mode overhang past the end
-#        padding never counts), else the in-bounds taps.
-# Overlapping windows accumulate.  Every window has an in-bounds tap (checked
-# when the graph is built).
-# ---------------------------------------------------------------------------
-
-cdef struct PoolGeom:
-    Py_ssize_t n, c, h, w, h_out, w_out
-    Py_ssize_t kh, kw, sh, sw, ph, pw, ph_end, pw_end, dh, dw
-
-
-cdef PoolGeom _pgeom(tuple dims) except *:
-    """The (h, w) axes of WindowDims.as_tuple() (n, c, then 3 values each of
-    size, out, kernel, stride, pads_begin, pads_end, dilation); the depth
-    axis must be trivial (1-D and 2-D pools)."""
-    cdef PoolGeom g
-    if dims[2] != 1 or dims[5] != 1 or dims[8] != 1:
-        raise ValueError(f"pool backward: 1-D and 2-D pools only, got window dims {dims}")
-    g.n, g.c = dims[0], dims[1]
-    g.h, g.w = dims[3], dims[4]
-    g.h_out, g.w_out = dims[6], dims[7]
-    g.kh, g.kw = dims[9], dims[10]
-    g.sh, g.sw = dims[12], dims[13]
-    g.ph, g.pw = dims[15], dims[16]
-    g.ph_end, g.pw_end = dims[18], dims[19]
-    g.dh, g.dw = dims[21], dims[22]
-    return g
-
-
-cdef inline void _tap_range(Py_ssize_t start, Py_ssize_t k, Py_ssize_t d, Py_ssize_t size,
-                            Py_ssize_t* lo, Py_ssize_t* hi) noexcept nogil:
-    """Taps j in [lo, hi) with 0 <= start + j * d < size (empty when lo >= hi)."""
-    if d == 1:                       # no division on the common path (it runs per output)
-        lo[0] = -start if start < 0 else 0
-        hi[0] = size - start
-    else:
-        lo[0] = ceil_div_nonneg(-start, d)
-        hi[0] = 0
-        if size - 1 - start >= 0:
-            hi[0] = (size - 1 - start) // d + 1
-    if hi[0] > k:
-        hi[0] = k
-
-
-cdef int _max_pool_backward_plane(const float[::1] x, const float[::1] dy, float[::1] dx,
-                                  const PoolGeom* g, Py_ssize_t plane) except -1 nogil:
-    cdef Py_ssize_t xb = plane * g.h * g.w
-    cdef Py_ssize_t yb = plane * g.h_out * g.w_out
-    cdef Py_ssize_t oh, ow, a, b, hs, ws, a_lo, a_hi, b_lo, b_hi, row, idx, best_i
-    cdef float v, best
-    cdef bint has_nan, hit
-    memset(&dx[xb], 0, g.h * g.w * sizeof(float))
-    for oh in range(g.h_out):
-        hs = oh * g.sh - g.ph
-        _tap_range(hs, g.kh, g.dh, g.h, &a_lo, &a_hi)
-        if a_lo >= a_hi:
-            continue
-        for ow in range(g.w_out):
-            ws = ow * g.sw - g.pw
-            _tap_range(ws, g.kw, g.dw, g.w, &b_lo, &b_hi)
-            if b_lo >= b_hi:
-                continue                     # window entirely in padding: no gradient
-            # Pass 1, branch-free: the maximum (maxss) and whether a NaN occurs.
-            best = x[xb + (hs + a_lo * g.dh) * g.w + ws + b_lo * g.dw]
-            has_nan = False
-            for a in range(a_lo, a_hi):
-                row = xb + (hs + a * g.dh) * g.w + ws
-                for b in range(b_lo, b_hi):
-                    v = x[row + b * g.dw]
-                    best = v if v > best else best
-                    has_nan = has_nan | (v != v)
-            # Pass 2 with an integer select (the hit position is data-dependent,
-            # so no early exit): without NaN the taps run in reverse and the last
-            # hit is the first maximum; with NaN they run forward and the last
-            # hit is the last NaN.
-            best_i = 0
-            if not has_nan:
-                for a in range(a_hi - 1, a_lo - 1, -1):
-                    row = (hs + a * g.dh) * g.w + ws
-                    for b in range(b_hi - 1, b_lo - 1, -1):
-                        idx = row + b * g.dw
-                        hit = x[xb + idx] == best
-                        best_i = idx if hit else best_i
-            else:
-                for a in range(a_lo, a_hi):
-                    row = (hs + a * g.dh) * g.w + ws
-                    for b in range(b_lo, b_hi):
-                        idx = row + b * g.dw
-                        v = x[xb + idx]
-                        best_i = idx if v != v else best_i
-            dx[xb + best_i] += dy[yb + oh * g.w_out + ow]
-    return 0
-
-
-cdef int _avg_pool_backward_plane(const float[::1] dy, float[::1] dx, const PoolGeom* g,
-                                  bint count_include_pad, Py_ssize_t divisor_override,
-                                  Py_ssize_t plane) except -1 nogil:
-    cdef Py_ssize_t xb = plane * g.h * g.w
-    cdef Py_ssize_t yb = plane * g.h_out * g.w_out
-    cdef Py_ssize_t oh, ow, hs, ws, a0, a1, b0, b1, pa0, pa1, pb0, pb1, a, b, row, div
-    cdef float gv
-    memset(&dx[xb], 0, g.h * g.w * sizeof(float))
-    for oh in range(g.h_out):
-        hs = oh * g.sh - g.ph
-        _tap_range(hs, g.kh, g.dh, g.h, &a0, &a1)                             # in-bounds rows
-        _tap_range(hs + g.ph, g.kh, g.dh, g.h + g.ph + g.ph_end, &pa0, &pa1)  # rows in the padded input
-        if a0 >= a1:
-            continue
-        for ow in range(g.w_out):
-            ws = ow * g.sw - g.pw
-            _tap_range(ws, g.kw, g.dw, g.w, &b0, &b1)
-            if b0 >= b1:
-                continue
-            if divisor_override > 0:
-                div = divisor_override
-            elif count_include_pad:
-                _tap_range(ws + g.pw, g.kw, g.dw, g.w + g.pw + g.pw_end, &pb0, &pb1)
-                div = (pa1 - pa0) * (pb1 - pb0)
-            else:
-                div = (a1 - a0) * (b1 - b0)
-            gv = dy[yb + oh * g.w_out + ow] / <float>div
-            for a in range(a0, a1):
-                row = xb + (hs + a * g.dh) * g.w + ws
-                for b in range(b0, b1):
-                    dx[row + b * g.dw] += gv
-    return 0
-
-
-cdef class MaxPool2DBackwardLaunch:
-    cdef const float[::1] x
-    cdef const float[::1] dy
-    cdef float[::1] dx
-    cdef PoolGeom g
-    cdef int max_threads
-
-    def __init__(self, x, dy, dx, tuple dims, int max_threads):
-        self.x = x
-        self.dy = dy
-        self.dx = dx
-        self.g = _pgeom(dims)
-        self.max_threads = max(1, max_threads)
-
-    cpdef execute(self, int nthreads):
-        cdef int t = nthreads if 0 < nthreads <= self.max_threads else self.max_threads
-        cdef Py_ssize_t plane
-        with nogil:
-            for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
-                _max_pool_backward_plane(self.x, self.dy, self.dx, &self.g, plane)
-            # end: prange
-        return None
-
-
-cdef class AvgPool2DBackwardLaunch:
-    cdef const float[::1] dy
-    cdef float[::1] dx
-    cdef PoolGeom g
-    cdef bint count_include_pad
-    cdef Py_ssize_t divisor_override
-    cdef int max_threads
-
-    def __init__(self, dy, dx, tuple dims, bint count_include_pad, Py_ssize_t divisor_override, int max_threads):
-        self.dy = dy
-        self.dx = dx
-        self.g = _pgeom(dims)
-        self.count_include_pad = count_include_pad
-        self.divisor_override = divisor_override
-        self.max_threads = max(1, max_threads)
-
-    cpdef execute(self, int nthreads):
-        cdef int t = nthreads if 0 < nthreads <= self.max_threads else self.max_threads
-        cdef Py_ssize_t plane
-        with nogil:
-            for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
-                _avg_pool_backward_plane(self.dy, self.dx, &self.g, self.count_include_pad,
-                                         self.divisor_override, plane)
-            # end: prange
-        return None
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
+        if self.algorithm == CONV_BWD_REFERENCE:
+            conv_backward_weight_reference(self.x, self.dy, self.dw, &self.g, t)
+        else:
+            conv_backward_weight_gemm(self.x, self.dy, self.dw, self.scratch, &self.g,
+                                      self.algorithm, t)
+        return 0

@@ -18,40 +18,38 @@
 # K = c_in/groups * kh * kw (GEMM depth), P = h_out * w_out (GEMM width).
 cimport cython
 from cython.parallel cimport prange, threadid
-from libc.string cimport memcpy, memset
 
 from _blas cimport sgemm_rm, sgemm_rm_split
 from _epilogue cimport add_bias_planes
-from _window cimport out_range
+from _codes cimport (CONV_REFERENCE, CONV_IM2COL, CONV_GEMM_1X1, CONV_DIRECT, CONV_WINOGRAD,
+                     MAX_COL_FLOATS)
+from _vol2col cimport Patch, patch_of, vol2col_row
+from _window cimport Win
+from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
 
 import numpy as np
 
 
-# Algorithm codes; rlx_cpu.algorithms.ConvAlgorithm takes its values from here.
-ALGO_REFERENCE = 0
-ALGO_IM2COL = 1
-ALGO_GEMM_1X1 = 2
-ALGO_DIRECT = 3
-ALGO_WINOGRAD = 4
+# Algorithm codes (src/_codes.pxd); rlx_cpu.algorithms.ConvAlgorithm takes
+# its values from here.
+ALGO_REFERENCE = CONV_REFERENCE
+ALGO_IM2COL = CONV_IM2COL
+ALGO_GEMM_1X1 = CONV_GEMM_1X1
+ALGO_DIRECT = CONV_DIRECT
+ALGO_WINOGRAD = CONV_WINOGRAD
 
-# Past this many floats of patch matrix (2 GB) im2col is not eligible and a
-# constant-memory kernel runs instead (an ISTFT-as-conv head would otherwise
-# gather ~150 GB of patches).  The scratch im2col holds is only one column
-# block per thread; the cap bounds the gather work the spec bounded.
-IM2COL_MAX_COL_FLOATS = 512 * 1024 * 1024
-
-cdef enum:
-    A_REFERENCE = 0
-    A_IM2COL = 1
-    A_GEMM_1X1 = 2
-    A_DIRECT = 3
-    A_WINOGRAD = 4
+# Past this many floats of patch matrix (2 GB) no GEMM path is eligible
+# (im2col here; vol2col and conv backward use the same cap, see _codes.pxd).
+# The scratch im2col holds is only one column block per thread; the cap
+# bounds the gather work.
+IM2COL_MAX_COL_FLOATS = MAX_COL_FLOATS
 
 
 cdef extern from "rlx_simd.h":
     ctypedef struct ConvGeom "rlx_conv_geom":
         Py_ssize_t n, c_in, h, w, c_out, h_out, w_out
         Py_ssize_t kh, kw, sh, sw, ph, pw, dh, dw, groups
+    void rlx_simd_init() nogil
     int rlx_simd_level() nogil
     void rlx_direct_plane(const float* x, Py_ssize_t x_len, const float* wt, float* y,
                           Py_ssize_t y_len, const ConvGeom* g, Py_ssize_t item) nogil
@@ -60,6 +58,10 @@ cdef extern from "rlx_simd.h":
     void rlx_wino_output(const float* m, float* y, Py_ssize_t y_len, const float* bias,
                          const ConvGeom* g, Py_ssize_t t0, Py_ssize_t cnt, Py_ssize_t tb,
                          Py_ssize_t pstride) nogil
+
+
+# The SIMD variant is chosen here, at import, before any kernel runs.
+rlx_simd_init()
 
 
 def simd_level():
@@ -131,9 +133,9 @@ def scratch_floats(tuple dims, int algorithm, int nthreads):
     cdef Py_ssize_t k = (g.c_in // g.groups) * g.kh * g.kw
     cdef Py_ssize_t p = g.h_out * g.w_out
     cdef Py_ssize_t tb
-    if algorithm == A_IM2COL:
+    if algorithm == CONV_IM2COL:
         return int(k * im2col_col_block(dims, nthreads) * nthreads)
-    if algorithm == A_WINOGRAD:
+    if algorithm == CONV_WINOGRAD:
         tb = winograd_tile_block(dims, nthreads)
         return int(_winograd_slab(&g, tb) * nthreads)
     return 0
@@ -179,51 +181,27 @@ cdef int conv_reference(const float[::1] x, const float[::1] wt, float[::1] y,
 
 
 # ---------------------------------------------------------------------------
-# im2col + GEMM, in blocks of output columns
+# im2col + GEMM, in blocks of output columns; the block is filled by the
+# shared vol2col (src/_vol2col.pxd) with a trivial depth axis
 # ---------------------------------------------------------------------------
 
-cdef int _im2col_block_row(const float[::1] x, Py_ssize_t x_off, float[::1] col,
-                           Py_ssize_t col_off, Py_ssize_t ld, const ConvGeom* g, Py_ssize_t r,
-                           Py_ssize_t p0, Py_ssize_t p1) except -1 nogil:
-    """Columns [p0, p1) of row r = (ci, ki, kj) of one (image, group)'s patch
-    matrix, stored at col[col_off + r * ld + (p - p0)]; zeros in padding."""
-    cdef Py_ssize_t khw = g.kh * g.kw
-    cdef Py_ssize_t ci = r // khw
-    cdef Py_ssize_t ki = (r % khw) // g.kw
-    cdef Py_ssize_t kj = r % g.kw
-    cdef Py_ssize_t w_out = g.w_out
-    cdef Py_ssize_t shift = kj * g.dw - g.pw          # wi = wo * sw + shift
-    cdef Py_ssize_t wo_lo, wo_hi
-    cdef Py_ssize_t p = p0, ho, ws, we, a, b, hi, dst, src, wo
-    out_range(shift, g.sw, g.w, w_out, &wo_lo, &wo_hi)   # columns whose tap is inside the row
-    while p < p1:
-        ho = p // w_out
-        ws = p - ho * w_out
-        we = w_out if w_out - ws <= p1 - p else ws + (p1 - p)
-        dst = col_off + r * ld + (p - p0) - ws      # col index of output column wo: dst + wo
-        hi = ho * g.sh + ki * g.dh - g.ph
-        a = wo_lo if wo_lo > ws else ws
-        b = wo_hi if wo_hi < we else we
-        if hi < 0 or hi >= g.h or a >= b:
-            memset(&col[dst + ws], 0, (we - ws) * sizeof(float))
-        else:
-            if a > ws:
-                memset(&col[dst + ws], 0, (a - ws) * sizeof(float))
-            src = x_off + (ci * g.h + hi) * g.w + shift
-            if g.sw == 1:
-                memcpy(&col[dst + a], &x[src + a], (b - a) * sizeof(float))
-            else:
-                for wo in range(a, b):
-                    col[dst + wo] = x[src + wo * g.sw]
-            if b < we:
-                memset(&col[dst + b], 0, (we - b) * sizeof(float))
-        p += we - ws
-    return 0
+cdef Patch _patch_2d(const ConvGeom* g) noexcept nogil:
+    """conv2d's patch matrix as the shared N-d one (a trivial depth axis)."""
+    cdef Win w
+    w.n, w.c, w.c_out, w.groups = g.n, g.c_in, g.c_out, g.groups
+    w.size[0], w.size[1], w.size[2] = 1, g.h, g.w
+    w.out[0], w.out[1], w.out[2] = 1, g.h_out, g.w_out
+    w.k[0], w.k[1], w.k[2] = 1, g.kh, g.kw
+    w.s[0], w.s[1], w.s[2] = 1, g.sh, g.sw
+    w.pb[0], w.pb[1], w.pb[2] = 0, g.ph, g.pw
+    w.pe[0], w.pe[1], w.pe[2] = 0, 0, 0
+    w.dil[0], w.dil[1], w.dil[2] = 1, g.dh, g.dw
+    return patch_of(&w, False)
 
 
 cdef int _im2col_block_item(const float[::1] x, const float[::1] wt, float[::1] y,
-                            float[::1] scratch, const ConvGeom* g, Py_ssize_t item,
-                            Py_ssize_t cb, Py_ssize_t col_off) except -1 nogil:
+                            float[::1] scratch, const ConvGeom* g, const Patch* pt,
+                            Py_ssize_t item, Py_ssize_t cb, Py_ssize_t col_off) except -1 nogil:
     """One (image, group, column block): fill K x cb of the patch matrix into
     this thread's slab, then one single-threaded GEMM into those columns of y."""
     cdef Py_ssize_t cpg = g.c_in // g.groups
@@ -240,7 +218,7 @@ cdef int _im2col_block_item(const float[::1] x, const float[::1] wt, float[::1] 
     cdef Py_ssize_t x_off = (ni * g.c_in + gi * cpg) * g.h * g.w
     cdef Py_ssize_t r
     for r in range(k):
-        _im2col_block_row(x, x_off, scratch, col_off, p1 - p0, g, r, p0, p1)
+        vol2col_row(x, x_off, scratch, col_off, pt, r, p0, p1 - p0)
     sgemm_rm(False, False, <int>cog, <int>(p1 - p0), <int>k, 1.0, &wt[gi * cog * k], <int>k,
              &scratch[col_off], <int>(p1 - p0), 0.0, &y[(ni * g.c_out + gi * cog) * p + p0], <int>p)
     return 0
@@ -256,8 +234,9 @@ cdef int conv_im2col(const float[::1] x, const float[::1] wt, float[::1] y,
     cdef Py_ssize_t p = g.h_out * g.w_out
     cdef Py_ssize_t items = g.n * g.groups * ((p + cb - 1) // cb)
     cdef Py_ssize_t item
+    cdef Patch pt = _patch_2d(g)
     for item in prange(items, num_threads=nthreads, schedule='static'):
-        _im2col_block_item(x, wt, y, scratch, g, item, cb, threadid() * k * cb)
+        _im2col_block_item(x, wt, y, scratch, g, &pt, item, cb, threadid() * k * cb)
     return 0
 
 
@@ -393,7 +372,7 @@ cdef int conv_winograd(const float[::1] x, const float[::1] u, const float[::1] 
 # Launches: a thunk bound to one arena's memory, run by the executor.
 # ---------------------------------------------------------------------------
 
-cdef class Conv2DLaunch:
+cdef class Conv2DLaunch(Launch):
     """Conv2D (+ optional fused bias) bound to arena views.
 
     `weight` holds the raw weight, or for Winograd the transformed U[16, c_out,
@@ -409,44 +388,42 @@ cdef class Conv2DLaunch:
     cdef int algorithm
     cdef bint has_bias
     cdef Py_ssize_t block
-    cdef int max_threads
 
     def __init__(self, x, weight, bias, y, scratch, tuple dims, int algorithm,
                  int max_threads, Py_ssize_t block=0):
         self.x = x
         self.weight = weight
         self.has_bias = bias is not None
-        self.bias = bias if bias is not None else np.zeros(1, np.float32)
+        self.bias = or_placeholder(bias, np.float32)
         self.y = y
-        self.scratch = scratch if scratch is not None else np.zeros(1, np.float32)
+        self.scratch = or_placeholder(scratch, np.float32)
         self.g = _geom_from(dims)
         self.algorithm = algorithm
         self.max_threads = max(1, max_threads)
         self.block = block
 
-    cpdef execute(self, int nthreads):
-        cdef int t = nthreads if 0 < nthreads <= self.max_threads else self.max_threads
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t plane = self.g.h_out * self.g.w_out
         cdef Py_ssize_t item
-        with nogil:
-            if self.algorithm == A_WINOGRAD:     # bias fused in the output transform
-                conv_winograd(self.x, self.weight, self.bias, self.has_bias, self.y,
-                              self.scratch, &self.g, self.block, t)
-            elif self.algorithm == A_IM2COL:
-                conv_im2col(self.x, self.weight, self.y, self.scratch, &self.g, self.block, t)
-            elif self.algorithm == A_GEMM_1X1:
-                conv_gemm_1x1(self.x, self.weight, self.y, &self.g, t)
-            elif self.algorithm == A_DIRECT:
-                conv_direct(self.x, self.weight, self.y, &self.g, t)
-            else:
-                conv_reference(self.x, self.weight, self.y, &self.g, t)
-            if self.has_bias and self.algorithm != A_WINOGRAD:
-                for item in prange(self.g.n * self.g.c_out, num_threads=t, schedule='static'):
-                    add_bias_planes(self.y, item * plane, self.bias, item % self.g.c_out, 1, plane)
-        return None
+        if self.algorithm == CONV_WINOGRAD:     # bias fused in the output transform
+            conv_winograd(self.x, self.weight, self.bias, self.has_bias, self.y,
+                          self.scratch, &self.g, self.block, t)
+        elif self.algorithm == CONV_IM2COL:
+            conv_im2col(self.x, self.weight, self.y, self.scratch, &self.g, self.block, t)
+        elif self.algorithm == CONV_GEMM_1X1:
+            conv_gemm_1x1(self.x, self.weight, self.y, &self.g, t)
+        elif self.algorithm == CONV_DIRECT:
+            conv_direct(self.x, self.weight, self.y, &self.g, t)
+        else:
+            conv_reference(self.x, self.weight, self.y, &self.g, t)
+        if self.has_bias and self.algorithm != CONV_WINOGRAD:
+            for item in prange(self.g.n * self.g.c_out, num_threads=t, schedule='static'):
+                add_bias_planes(self.y, item * plane, self.bias, item % self.g.c_out, 1, plane)
+        return 0
 
 
-cdef class WinogradFilterLaunch:
+cdef class WinogradFilterLaunch(Launch):
     """Runtime filter transform, used only when the weight is not a constant."""
     cdef const float[::1] weight
     cdef float[::1] u
@@ -458,8 +435,7 @@ cdef class WinogradFilterLaunch:
         self.c_out = c_out
         self.c_in = c_in
 
-    cpdef execute(self, int nthreads):
-        with nogil:
-            winograd_filter_transform_into(self.weight, self.u, self.c_out, self.c_in,
-                                           nthreads if nthreads > 0 else 1)
-        return None
+    cdef int run(self, int nthreads) except -1 nogil:
+        winograd_filter_transform_into(self.weight, self.u, self.c_out, self.c_in,
+                                       effective_threads(nthreads, self.max_threads))
+        return 0

@@ -1,5 +1,6 @@
 # N-d convolution kernels (up to 3 spatial axes, NC[D][H]W, float32):
-# conv3d forward and conv-transpose of every rank, on one vol2col/col2vol pair.
+# conv3d forward and conv-transpose of every rank, on the shared vol2col/col2vol
+# pair (src/_vol2col.pxd).
 #
 # Geometry is always three spatial axes (D, H, W); a 1-D or 2-D op has
 # leading axes of size 1 with kernel 1, stride 1, pad 0, dilation 1, so the
@@ -26,85 +27,14 @@
 # A patch matrix that is the volume itself (kernel 1, stride 1, no padding,
 # same size) skips the scratch: the GEMM reads x or writes y directly.
 from cython.parallel cimport prange, threadid
-from libc.string cimport memcpy, memset
 
 from _blas cimport sgemm_rm, sgemm_rm_split
 from _epilogue cimport add_bias_planes, fill_bias_planes
-from _window cimport out_range
+from _vol2col cimport Patch, patch_of, patch_is_identity, vol2col_row, col2vol_row
+from _window cimport Win, conv_win_from
+from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
 
 import numpy as np
-
-cdef extern from "rlx_omp.h":
-    int RLX_DEBUG_CHECKS
-
-
-cdef struct NDGeom:
-    Py_ssize_t n, c_in, c_out, groups
-    Py_ssize_t i[3]          # x spatial sizes
-    Py_ssize_t o[3]          # y spatial sizes
-    Py_ssize_t k[3]
-    Py_ssize_t s[3]
-    Py_ssize_t p[3]          # begin padding (end padding is implied by o)
-    Py_ssize_t d[3]
-
-
-cdef struct Patch:
-    Py_ssize_t vol[3]        # spatial sizes of the padded volume
-    Py_ssize_t grid[3]       # patch positions (GEMM columns)
-    Py_ssize_t k[3]
-    Py_ssize_t s[3]
-    Py_ssize_t p[3]
-    Py_ssize_t d[3]
-    Py_ssize_t kk            # taps per channel
-    Py_ssize_t vol_size      # floats per channel of the volume
-    Py_ssize_t grid_size     # columns
-    Py_ssize_t ch            # channels in the rows (per group)
-    bint transposed
-
-
-cdef NDGeom _geom_from(tuple dims) except *:
-    """dims = (n, c_in, c_out, groups, i0..2, o0..2, k0..2, s0..2, p0..2, d0..2)."""
-    cdef NDGeom g
-    cdef int a
-    if len(dims) != 22:
-        raise ValueError(f"ConvND dims must have 22 entries, got {len(dims)}")
-    g.n, g.c_in, g.c_out, g.groups = dims[0], dims[1], dims[2], dims[3]
-    for a in range(3):
-        g.i[a] = dims[4 + a]
-        g.o[a] = dims[7 + a]
-        g.k[a] = dims[10 + a]
-        g.s[a] = dims[13 + a]
-        g.p[a] = dims[16 + a]
-        g.d[a] = dims[19 + a]
-    return g
-
-
-cdef Patch _patch_of(const NDGeom* g, bint transposed) noexcept nogil:
-    cdef Patch pt
-    cdef int a
-    for a in range(3):
-        pt.vol[a] = g.o[a] if transposed else g.i[a]
-        pt.grid[a] = g.i[a] if transposed else g.o[a]
-        pt.k[a] = g.k[a]
-        pt.s[a] = g.s[a]
-        pt.p[a] = g.p[a]
-        pt.d[a] = g.d[a]
-    pt.kk = g.k[0] * g.k[1] * g.k[2]
-    pt.vol_size = pt.vol[0] * pt.vol[1] * pt.vol[2]
-    pt.grid_size = pt.grid[0] * pt.grid[1] * pt.grid[2]
-    pt.ch = g.c_out // g.groups if transposed else g.c_in // g.groups
-    pt.transposed = transposed
-    return pt
-
-
-cdef bint _is_identity(const Patch* pt) noexcept nogil:
-    """The patch matrix equals the volume: 1-tap kernel, stride 1, no padding."""
-    cdef int a
-    for a in range(3):
-        if pt.k[a] != 1 or pt.s[a] != 1 or pt.p[a] != 0 or pt.vol[a] != pt.grid[a]:
-            return False
-    return True
-
 
 # ---------------------------------------------------------------------------
 # Scratch sizing (one formula, used by the compiler and by the launch)
@@ -124,11 +54,11 @@ COL_BLOCK_FLOATS = _COL_BLOCK
 COL_BLOCK_FLOATS_TRANSPOSED = _COL_BLOCK_TRANSPOSED
 
 
-cdef bint _items_parallel(const NDGeom* g, int nthreads) noexcept nogil:
+cdef bint _items_parallel(const Win* g, int nthreads) noexcept nogil:
     return nthreads > 1 and g.n * g.groups >= nthreads
 
 
-cdef Py_ssize_t _block_cols(const NDGeom* g, const Patch* pt, int nthreads) noexcept nogil:
+cdef Py_ssize_t _block_cols(const Win* g, const Patch* pt, int nthreads) noexcept nogil:
     """Columns per block: the per-thread block size above (times the threads
     for the shared block at small batch) over the rows, at least 64, a
     multiple of 16."""
@@ -148,15 +78,15 @@ cdef Py_ssize_t _block_cols(const NDGeom* g, const Patch* pt, int nthreads) noex
 
 def col_floats(tuple dims, bint transposed):
     """Floats of one whole (image, group) patch matrix: rows * columns."""
-    cdef NDGeom g = _geom_from(dims)
-    cdef Patch pt = _patch_of(&g, transposed)
+    cdef Win g = conv_win_from(dims)
+    cdef Patch pt = patch_of(&g, transposed)
     return int(pt.ch * pt.kk * pt.grid_size)
 
 
 def block_cols(tuple dims, bint transposed, int nthreads):
     """Columns of the patch matrix built per block (see COL_BLOCK_FLOATS)."""
-    cdef NDGeom g = _geom_from(dims)
-    cdef Patch pt = _patch_of(&g, transposed)
+    cdef Win g = conv_win_from(dims)
+    cdef Patch pt = patch_of(&g, transposed)
     return int(_block_cols(&g, &pt, nthreads))
 
 
@@ -164,123 +94,12 @@ def scratch_floats(tuple dims, bint transposed, bint fast, int nthreads):
     """Floats of arena scratch for these dims: 0 for the reference path and
     when the patch matrix is the volume itself, else one column block per
     thread when (image, group) items run in parallel, else one shared block."""
-    cdef NDGeom g = _geom_from(dims)
-    cdef Patch pt = _patch_of(&g, transposed)
-    if not fast or _is_identity(&pt):
+    cdef Win g = conv_win_from(dims)
+    cdef Patch pt = patch_of(&g, transposed)
+    if not fast or patch_is_identity(&pt):
         return 0
     return int(pt.ch * pt.kk * _block_cols(&g, &pt, nthreads)
                * (nthreads if _items_parallel(&g, nthreads) else 1))
-
-
-# ---------------------------------------------------------------------------
-# vol2col / col2vol: one row (c, kd, kh, kw) of one column block at a time.
-# A block is grid columns [j0, j0 + nb) (flattened (q0, q1, q2) order); its
-# rows are nb floats apart.  Grid lines (fixed q0, q1) may be cut at the ends.
-# ---------------------------------------------------------------------------
-
-cdef inline void _row_taps(const Patch* pt, Py_ssize_t r, Py_ssize_t* c, Py_ssize_t* t0,
-                           Py_ssize_t* t1, Py_ssize_t* t2) noexcept nogil:
-    cdef Py_ssize_t t = r % pt.kk
-    c[0] = r // pt.kk
-    t0[0] = t // (pt.k[1] * pt.k[2])
-    t1[0] = (t // pt.k[2]) % pt.k[1]
-    t2[0] = t % pt.k[2]
-
-
-cdef inline void _inner_range(const Patch* pt, Py_ssize_t t2, Py_ssize_t* shift,
-                              Py_ssize_t* lo, Py_ssize_t* hi) noexcept nogil:
-    """Grid columns q2 whose tap v2 = q2*s2 + shift lands inside [0, vol2)."""
-    shift[0] = t2 * pt.d[2] - pt.p[2]
-    out_range(shift[0], pt.s[2], pt.vol[2], pt.grid[2], lo, hi)
-
-
-cdef int _vol2col_row(const float[::1] v, Py_ssize_t v_off, float[::1] col, Py_ssize_t col_off,
-                      const Patch* pt, Py_ssize_t r, Py_ssize_t j0, Py_ssize_t nb) except -1 nogil:
-    """col[r, 0:nb] = taps of row r at grid columns j0.. read from the volume
-    at v_off (zeros in padding)."""
-    cdef Py_ssize_t c, t0, t1, t2, shift, lo, hi, line, q0, q1, q2, qa, qb, l, h, a0, a1, dst, src
-    cdef Py_ssize_t g2 = pt.grid[2]
-    cdef Py_ssize_t s2 = pt.s[2]
-    _row_taps(pt, r, &c, &t0, &t1, &t2)
-    _inner_range(pt, t2, &shift, &lo, &hi)
-    # (q0, q1) of the first line, then stepped: no divisions per line
-    q0 = (j0 // g2) // pt.grid[1]
-    q1 = (j0 // g2) % pt.grid[1] - 1
-    for line in range(j0 // g2, (j0 + nb - 1) // g2 + 1):
-        q1 += 1
-        if q1 == pt.grid[1]:
-            q1 = 0
-            q0 += 1
-        dst = col_off + r * nb + line * g2 - j0          # col[dst + q2] is column (line, q2)
-        qa = j0 - line * g2 if j0 > line * g2 else 0      # the part of the line in the block
-        qb = j0 + nb - line * g2 if j0 + nb < (line + 1) * g2 else g2
-        l = lo if lo > qa else qa
-        h = hi if hi < qb else qb
-        a0 = q0 * pt.s[0] + t0 * pt.d[0] - pt.p[0]
-        a1 = q1 * pt.s[1] + t1 * pt.d[1] - pt.p[1]
-        if a0 < 0 or a0 >= pt.vol[0] or a1 < 0 or a1 >= pt.vol[1] or l >= h:
-            memset(&col[dst + qa], 0, (qb - qa) * sizeof(float))
-            continue
-        src = v_off + c * pt.vol_size + (a0 * pt.vol[1] + a1) * pt.vol[2] + shift
-        if l > qa:
-            memset(&col[dst + qa], 0, (l - qa) * sizeof(float))
-        if s2 == 1:
-            memcpy(&col[dst + l], &v[src + l], (h - l) * sizeof(float))
-        else:
-            for q2 in range(l, h):
-                col[dst + q2] = v[src + q2 * s2]
-        if h < qb:
-            memset(&col[dst + h], 0, (qb - h) * sizeof(float))
-    return 0
-
-
-cdef int _col2vol_row(const float[::1] col, Py_ssize_t col_off, float[::1] v, Py_ssize_t v_off,
-                      const Patch* pt, Py_ssize_t r, Py_ssize_t j0, Py_ssize_t nb) except -1 nogil:
-    """vol[taps of row r] += col[r, 0:nb] for grid columns j0..: the adjoint
-    of _vol2col_row (taps in the padding are dropped)."""
-    cdef Py_ssize_t c, t0, t1, t2, shift, lo, hi, line, q0, q1, q2, qa, qb, l, h, a0, a1, srow, dst
-    cdef Py_ssize_t g2 = pt.grid[2]
-    cdef Py_ssize_t s2 = pt.s[2]
-    cdef float* vp
-    cdef const float* cp
-    _row_taps(pt, r, &c, &t0, &t1, &t2)
-    _inner_range(pt, t2, &shift, &lo, &hi)
-    if lo == hi:
-        return 0
-    # (q0, q1) of the first line, then stepped: no divisions per line
-    q0 = (j0 // g2) // pt.grid[1]
-    q1 = (j0 // g2) % pt.grid[1] - 1
-    for line in range(j0 // g2, (j0 + nb - 1) // g2 + 1):
-        q1 += 1
-        if q1 == pt.grid[1]:
-            q1 = 0
-            q0 += 1
-        a0 = q0 * pt.s[0] + t0 * pt.d[0] - pt.p[0]
-        a1 = q1 * pt.s[1] + t1 * pt.d[1] - pt.p[1]
-        if a0 < 0 or a0 >= pt.vol[0] or a1 < 0 or a1 >= pt.vol[1]:
-            continue
-        qa = j0 - line * g2 if j0 > line * g2 else 0
-        qb = j0 + nb - line * g2 if j0 + nb < (line + 1) * g2 else g2
-        l = lo if lo > qa else qa
-        h = hi if hi < qb else qb
-        if l >= h:
-            continue
-        srow = col_off + r * nb + line * g2 - j0
-        dst = v_off + c * pt.vol_size + (a0 * pt.vol[1] + a1) * pt.vol[2] + shift
-        if RLX_DEBUG_CHECKS:
-            for q2 in range(l, h):
-                v[dst + q2 * s2] += col[srow + q2]
-        else:
-            # raw pointers: the compiler vectorises the unit-stride case
-            vp = &v[dst + l * s2]
-            cp = &col[srow + l]
-            if s2 == 1:
-                for q2 in range(h - l):
-                    vp[q2] += cp[q2]
-            else:
-                for q2 in range(h - l):
-                    vp[q2 * s2] += cp[q2]
-    return 0
 
 
 # ---------------------------------------------------------------------------
@@ -288,82 +107,82 @@ cdef int _col2vol_row(const float[::1] col, Py_ssize_t col_off, float[::1] v, Py
 # ---------------------------------------------------------------------------
 
 cdef int _conv_reference_plane(const float[::1] x, const float[::1] w, const float[::1] bias,
-                               bint has_bias, float[::1] y, const NDGeom* g,
+                               bint has_bias, float[::1] y, const Win* g,
                                Py_ssize_t item) except -1 nogil:
     """Gather form, double accumulation: one (image, out channel) plane."""
     cdef Py_ssize_t ni = item // g.c_out
     cdef Py_ssize_t co = item % g.c_out
-    cdef Py_ssize_t cpg = g.c_in // g.groups
+    cdef Py_ssize_t cpg = g.c // g.groups
     cdef Py_ssize_t ci0 = (co // (g.c_out // g.groups)) * cpg
     cdef Py_ssize_t kk = g.k[0] * g.k[1] * g.k[2]
-    cdef Py_ssize_t isz = g.i[0] * g.i[1] * g.i[2]
+    cdef Py_ssize_t isz = g.size[0] * g.size[1] * g.size[2]
     cdef Py_ssize_t o0, o1, o2, cil, k0, k1, k2, a0, a1, a2, xb, wb, yb
     cdef double acc
-    yb = item * g.o[0] * g.o[1] * g.o[2]
-    for o0 in range(g.o[0]):
-        for o1 in range(g.o[1]):
-            for o2 in range(g.o[2]):
+    yb = item * g.out[0] * g.out[1] * g.out[2]
+    for o0 in range(g.out[0]):
+        for o1 in range(g.out[1]):
+            for o2 in range(g.out[2]):
                 acc = bias[co] if has_bias else 0.0
                 for cil in range(cpg):
-                    xb = (ni * g.c_in + ci0 + cil) * isz
+                    xb = (ni * g.c + ci0 + cil) * isz
                     wb = (co * cpg + cil) * kk
                     for k0 in range(g.k[0]):
-                        a0 = o0 * g.s[0] + k0 * g.d[0] - g.p[0]
-                        if a0 < 0 or a0 >= g.i[0]:
+                        a0 = o0 * g.s[0] + k0 * g.dil[0] - g.pb[0]
+                        if a0 < 0 or a0 >= g.size[0]:
                             continue
                         for k1 in range(g.k[1]):
-                            a1 = o1 * g.s[1] + k1 * g.d[1] - g.p[1]
-                            if a1 < 0 or a1 >= g.i[1]:
+                            a1 = o1 * g.s[1] + k1 * g.dil[1] - g.pb[1]
+                            if a1 < 0 or a1 >= g.size[1]:
                                 continue
                             for k2 in range(g.k[2]):
-                                a2 = o2 * g.s[2] + k2 * g.d[2] - g.p[2]
-                                if a2 < 0 or a2 >= g.i[2]:
+                                a2 = o2 * g.s[2] + k2 * g.dil[2] - g.pb[2]
+                                if a2 < 0 or a2 >= g.size[2]:
                                     continue
-                                acc += <double>x[xb + (a0 * g.i[1] + a1) * g.i[2] + a2] * \
+                                acc += <double>x[xb + (a0 * g.size[1] + a1) * g.size[2] + a2] * \
                                     <double>w[wb + (k0 * g.k[1] + k1) * g.k[2] + k2]
-                y[yb + (o0 * g.o[1] + o1) * g.o[2] + o2] = <float>acc
+                y[yb + (o0 * g.out[1] + o1) * g.out[2] + o2] = <float>acc
     return 0
 
 
 cdef int _transpose_reference_plane(const float[::1] x, const float[::1] w, const float[::1] bias,
-                                    bint has_bias, float[::1] y, const NDGeom* g,
+                                    bint has_bias, float[::1] y, const Win* g,
                                     Py_ssize_t item) except -1 nogil:
     """Scatter form: every input of the group adds x * w at o = i*s + k*d - p.
     One thread owns the (image, out channel) plane, so there are no races."""
     cdef Py_ssize_t ni = item // g.c_out
     cdef Py_ssize_t co = item % g.c_out
     cdef Py_ssize_t cog = g.c_out // g.groups
-    cdef Py_ssize_t cig = g.c_in // g.groups
+    cdef Py_ssize_t cig = g.c // g.groups
     cdef Py_ssize_t gi = co // cog
     cdef Py_ssize_t cl = co % cog
     cdef Py_ssize_t kk = g.k[0] * g.k[1] * g.k[2]
-    cdef Py_ssize_t isz = g.i[0] * g.i[1] * g.i[2]
-    cdef Py_ssize_t osz = g.o[0] * g.o[1] * g.o[2]
+    cdef Py_ssize_t isz = g.size[0] * g.size[1] * g.size[2]
+    cdef Py_ssize_t osz = g.out[0] * g.out[1] * g.out[2]
     cdef Py_ssize_t yb = item * osz
     cdef Py_ssize_t cil, ci, i0, i1, i2, k0, k1, k2, a0, a1, a2, xb, wb
     cdef float xv
     fill_bias_planes(y, yb, bias, has_bias, co, 1, osz)
     for cil in range(cig):
         ci = gi * cig + cil
-        xb = (ni * g.c_in + ci) * isz
+        xb = (ni * g.c + ci) * isz
         wb = (ci * cog + cl) * kk
-        for i0 in range(g.i[0]):
-            for i1 in range(g.i[1]):
-                for i2 in range(g.i[2]):
-                    xv = x[xb + (i0 * g.i[1] + i1) * g.i[2] + i2]
+        for i0 in range(g.size[0]):
+            for i1 in range(g.size[1]):
+                for i2 in range(g.size[2]):
+                    xv = x[xb + (i0 * g.size[1] + i1) * g.size[2] + i2]
                     for k0 in range(g.k[0]):
-                        a0 = i0 * g.s[0] + k0 * g.d[0] - g.p[0]
-                        if a0 < 0 or a0 >= g.o[0]:
+                        a0 = i0 * g.s[0] + k0 * g.dil[0] - g.pb[0]
+                        if a0 < 0 or a0 >= g.out[0]:
                             continue
                         for k1 in range(g.k[1]):
-                            a1 = i1 * g.s[1] + k1 * g.d[1] - g.p[1]
-                            if a1 < 0 or a1 >= g.o[1]:
+                            a1 = i1 * g.s[1] + k1 * g.dil[1] - g.pb[1]
+                            if a1 < 0 or a1 >= g.out[1]:
                                 continue
                             for k2 in range(g.k[2]):
-                                a2 = i2 * g.s[2] + k2 * g.d[2] - g.p[2]
-                                if a2 < 0 or a2 >= g.o[2]:
+                                a2 = i2 * g.s[2] + k2 * g.dil[2] - g.pb[2]
+                                if a2 < 0 or a2 >= g.out[2]:
                                     continue
-                                y[yb + (a0 * g.o[1] + a1) * g.o[2] + a2] += \
+                                y[yb + (a0 * g.out[1] + a1) * g.out[2] + a2] += \
                                     xv * w[wb + (k0 * g.k[1] + k1) * g.k[2] + k2]
     return 0
 
@@ -373,7 +192,7 @@ cdef int _transpose_reference_plane(const float[::1] x, const float[::1] w, cons
 # ---------------------------------------------------------------------------
 
 cdef int _conv_item(const float[::1] x, const float[::1] w, const float[::1] bias, bint has_bias,
-                    float[::1] y, float[::1] scratch, const NDGeom* g, const Patch* pt,
+                    float[::1] y, float[::1] scratch, const Win* g, const Patch* pt,
                     bint identity, Py_ssize_t nb, Py_ssize_t item, Py_ssize_t col_off) except -1 nogil:
     """One (image, group), single-threaded: per column block fill the patch
     rows and run one GEMM into y's columns; then the bias."""
@@ -383,7 +202,7 @@ cdef int _conv_item(const float[::1] x, const float[::1] w, const float[::1] bia
     cdef Py_ssize_t ncol = pt.grid_size
     cdef Py_ssize_t ni = item // g.groups
     cdef Py_ssize_t gi = item % g.groups
-    cdef Py_ssize_t x_off = (ni * g.c_in + gi * cpg) * pt.vol_size
+    cdef Py_ssize_t x_off = (ni * g.c + gi * cpg) * pt.vol_size
     cdef Py_ssize_t y_off = (ni * g.c_out + gi * cog) * ncol
     cdef Py_ssize_t r, blk, j0, cnt
     if identity:
@@ -394,7 +213,7 @@ cdef int _conv_item(const float[::1] x, const float[::1] w, const float[::1] bia
             j0 = blk * nb
             cnt = nb if j0 + nb <= ncol else ncol - j0
             for r in range(kdim):
-                _vol2col_row(x, x_off, scratch, col_off, pt, r, j0, cnt)
+                vol2col_row(x, x_off, scratch, col_off, pt, r, j0, cnt)
             sgemm_rm(False, False, <int>cog, <int>cnt, <int>kdim, 1.0, &w[gi * cog * kdim], <int>kdim,
                      &scratch[col_off], <int>cnt, 0.0, &y[y_off + j0], <int>ncol)
     if has_bias:
@@ -403,7 +222,7 @@ cdef int _conv_item(const float[::1] x, const float[::1] w, const float[::1] bia
 
 
 cdef int conv_nd_fast(const float[::1] x, const float[::1] w, const float[::1] bias, bint has_bias,
-                      float[::1] y, float[::1] scratch, const NDGeom* g, const Patch* pt,
+                      float[::1] y, float[::1] scratch, const Win* g, const Patch* pt,
                       bint identity, Py_ssize_t nb, bint items_parallel, int nthreads) except -1 nogil:
     cdef Py_ssize_t cpg = pt.ch
     cdef Py_ssize_t cog = g.c_out // g.groups
@@ -424,7 +243,7 @@ cdef int conv_nd_fast(const float[::1] x, const float[::1] w, const float[::1] b
     for item in range(items):
         ni = item // g.groups
         gi = item % g.groups
-        x_off = (ni * g.c_in + gi * cpg) * pt.vol_size
+        x_off = (ni * g.c + gi * cpg) * pt.vol_size
         y_off = (ni * g.c_out + gi * cog) * ncol
         if identity:
             sgemm_rm_split(False, False, <int>cog, <int>ncol, <int>kdim, 1.0, &w[gi * cog * kdim],
@@ -434,7 +253,7 @@ cdef int conv_nd_fast(const float[::1] x, const float[::1] w, const float[::1] b
                 j0 = blk * nb
                 cnt = nb if j0 + nb <= ncol else ncol - j0
                 for r in prange(kdim, num_threads=nthreads, schedule='static'):
-                    _vol2col_row(x, x_off, scratch, 0, pt, r, j0, cnt)
+                    vol2col_row(x, x_off, scratch, 0, pt, r, j0, cnt)
                 # end: prange
                 sgemm_rm_split(False, False, <int>cog, <int>cnt, <int>kdim, 1.0, &w[gi * cog * kdim],
                                <int>kdim, &scratch[0], <int>cnt, 0.0, &y[y_off + j0], <int>ncol,
@@ -452,18 +271,18 @@ cdef int conv_nd_fast(const float[::1] x, const float[::1] w, const float[::1] b
 # ---------------------------------------------------------------------------
 
 cdef int _transpose_item(const float[::1] x, const float[::1] w, const float[::1] bias,
-                         bint has_bias, float[::1] y, float[::1] scratch, const NDGeom* g,
+                         bint has_bias, float[::1] y, float[::1] scratch, const Win* g,
                          const Patch* pt, bint identity, Py_ssize_t nb, Py_ssize_t item,
                          Py_ssize_t col_off) except -1 nogil:
     """One (image, group), single-threaded: y_g = bias, then per column block
     col = W_g^T x_g[:, block] and y_g += col2vol(col)."""
     cdef Py_ssize_t cog = pt.ch
-    cdef Py_ssize_t cig = g.c_in // g.groups
+    cdef Py_ssize_t cig = g.c // g.groups
     cdef Py_ssize_t mdim = cog * pt.kk
     cdef Py_ssize_t ncol = pt.grid_size
     cdef Py_ssize_t ni = item // g.groups
     cdef Py_ssize_t gi = item % g.groups
-    cdef Py_ssize_t x_off = (ni * g.c_in + gi * cig) * ncol
+    cdef Py_ssize_t x_off = (ni * g.c + gi * cig) * ncol
     cdef Py_ssize_t y_off = (ni * g.c_out + gi * cog) * pt.vol_size
     cdef Py_ssize_t r, blk, j0, cnt
     fill_bias_planes(y, y_off, bias, has_bias, gi * cog, cog, pt.vol_size)
@@ -478,7 +297,7 @@ cdef int _transpose_item(const float[::1] x, const float[::1] w, const float[::1
         sgemm_rm(True, False, <int>mdim, <int>cnt, <int>cig, 1.0, &w[gi * cig * mdim], <int>mdim,
                  &x[x_off + j0], <int>ncol, 0.0, &scratch[col_off], <int>cnt)
         for r in range(mdim):
-            _col2vol_row(scratch, col_off, y, y_off, pt, r, j0, cnt)
+            col2vol_row(scratch, col_off, y, y_off, pt, r, j0, cnt)
     return 0
 
 
@@ -487,16 +306,16 @@ cdef int _col2vol_channel(const float[::1] col, float[::1] y, Py_ssize_t y_off, 
     """All kk rows of output channel c: they write only channel c's volume."""
     cdef Py_ssize_t r
     for r in range(c * pt.kk, (c + 1) * pt.kk):
-        _col2vol_row(col, 0, y, y_off, pt, r, j0, cnt)
+        col2vol_row(col, 0, y, y_off, pt, r, j0, cnt)
     return 0
 
 
 cdef int conv_transpose_nd_fast(const float[::1] x, const float[::1] w, const float[::1] bias,
-                                bint has_bias, float[::1] y, float[::1] scratch, const NDGeom* g,
+                                bint has_bias, float[::1] y, float[::1] scratch, const Win* g,
                                 const Patch* pt, bint identity, Py_ssize_t nb, bint items_parallel,
                                 int nthreads) except -1 nogil:
     cdef Py_ssize_t cog = pt.ch
-    cdef Py_ssize_t cig = g.c_in // g.groups
+    cdef Py_ssize_t cig = g.c // g.groups
     cdef Py_ssize_t mdim = cog * pt.kk
     cdef Py_ssize_t ncol = pt.grid_size
     cdef Py_ssize_t items = g.n * g.groups
@@ -512,7 +331,7 @@ cdef int conv_transpose_nd_fast(const float[::1] x, const float[::1] w, const fl
     for item in range(items):
         ni = item // g.groups
         gi = item % g.groups
-        x_off = (ni * g.c_in + gi * cig) * ncol
+        x_off = (ni * g.c + gi * cig) * ncol
         y_off = (ni * g.c_out + gi * cog) * pt.vol_size
         for c in prange(cog, num_threads=nthreads, schedule='static'):
             fill_bias_planes(y, y_off + c * pt.vol_size, bias, has_bias, gi * cog + c, 1, pt.vol_size)
@@ -536,7 +355,7 @@ cdef int conv_transpose_nd_fast(const float[::1] x, const float[::1] w, const fl
 # Launch: a ConvND / ConvTransposeND thunk bound to one arena's memory
 # ---------------------------------------------------------------------------
 
-cdef class ConvNDLaunch:
+cdef class ConvNDLaunch(Launch):
     """conv3d (transposed=False) or conv-transpose 1/2/3-D (transposed=True)
     with fused bias, bound to arena views.  `max_threads` is the thread count
     the scratch was sized for."""
@@ -545,10 +364,9 @@ cdef class ConvNDLaunch:
     cdef const float[::1] bias
     cdef float[::1] y
     cdef float[::1] scratch
-    cdef NDGeom g
+    cdef Win g
     cdef Patch pt
     cdef bint transposed, fast, has_bias, identity, items_parallel_ok
-    cdef int max_threads
     cdef Py_ssize_t nb
 
     def __init__(self, x, weight, bias, y, scratch, tuple dims, bint transposed, bint fast,
@@ -556,23 +374,20 @@ cdef class ConvNDLaunch:
         self.x = x
         self.weight = weight
         self.has_bias = bias is not None
-        self.bias = bias if bias is not None else np.zeros(1, np.float32)
+        self.bias = or_placeholder(bias, np.float32)
         self.y = y
-        self.scratch = scratch if scratch is not None else np.zeros(1, np.float32)
-        self.g = _geom_from(dims)
-        self.pt = _patch_of(&self.g, transposed)
+        self.scratch = or_placeholder(scratch, np.float32)
+        self.g = conv_win_from(dims)
+        self.pt = patch_of(&self.g, transposed)
         self.transposed = transposed
         self.fast = fast
-        self.identity = _is_identity(&self.pt)
+        self.identity = patch_is_identity(&self.pt)
         self.max_threads = max(1, max_threads)
         # Per-thread slabs exist only if the compiler sized them (same rule).
         self.items_parallel_ok = self.identity or _items_parallel(&self.g, self.max_threads)
         self.nb = _block_cols(&self.g, &self.pt, self.max_threads)
         if fast and self.scratch.shape[0] < scratch_floats(dims, transposed, fast, self.max_threads):
             raise ValueError("ConvNDLaunch: scratch smaller than scratch_floats()")
-
-    cdef int _threads(self, int nthreads) noexcept:
-        return nthreads if 0 < nthreads <= self.max_threads else self.max_threads
 
     @property
     def block_cols(self):
@@ -583,32 +398,31 @@ cdef class ConvNDLaunch:
         """How a run with `nthreads` splits the work: 'planes' (reference:
         (image, out channel) planes), 'items' ((image, group) per thread) or
         'split' (each item's fill/GEMM/scatter shared by all threads)."""
-        cdef int t = self._threads(nthreads)
+        cdef int t = effective_threads(nthreads, self.max_threads)
         if not self.fast:
             return "planes"
         if self.items_parallel_ok and _items_parallel(&self.g, t):
             return "items"
         return "split"
 
-    cpdef execute(self, int nthreads):
-        cdef int t = self._threads(nthreads)
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
         cdef bint items_par = self.items_parallel_ok and _items_parallel(&self.g, t)
         cdef Py_ssize_t item
-        with nogil:
-            if self.fast and self.transposed:
-                conv_transpose_nd_fast(self.x, self.weight, self.bias, self.has_bias, self.y,
-                                       self.scratch, &self.g, &self.pt, self.identity, self.nb, items_par, t)
-            elif self.fast:
-                conv_nd_fast(self.x, self.weight, self.bias, self.has_bias, self.y, self.scratch,
-                             &self.g, &self.pt, self.identity, self.nb, items_par, t)
-            elif self.transposed:
-                for item in prange(self.g.n * self.g.c_out, num_threads=t, schedule='static'):
-                    _transpose_reference_plane(self.x, self.weight, self.bias, self.has_bias,
-                                               self.y, &self.g, item)
-                # end: prange
-            else:
-                for item in prange(self.g.n * self.g.c_out, num_threads=t, schedule='static'):
-                    _conv_reference_plane(self.x, self.weight, self.bias, self.has_bias, self.y,
-                                          &self.g, item)
-                # end: prange
-        return None
+        if self.fast and self.transposed:
+            conv_transpose_nd_fast(self.x, self.weight, self.bias, self.has_bias, self.y,
+                                   self.scratch, &self.g, &self.pt, self.identity, self.nb, items_par, t)
+        elif self.fast:
+            conv_nd_fast(self.x, self.weight, self.bias, self.has_bias, self.y, self.scratch,
+                         &self.g, &self.pt, self.identity, self.nb, items_par, t)
+        elif self.transposed:
+            for item in prange(self.g.n * self.g.c_out, num_threads=t, schedule='static'):
+                _transpose_reference_plane(self.x, self.weight, self.bias, self.has_bias,
+                                           self.y, &self.g, item)
+            # end: prange
+        else:
+            for item in prange(self.g.n * self.g.c_out, num_threads=t, schedule='static'):
+                _conv_reference_plane(self.x, self.weight, self.bias, self.has_bias, self.y,
+                                      &self.g, item)
+            # end: prange
+        return 0

@@ -17,18 +17,24 @@
 #
 # Work items (prange, static): im2col one output line (n, c, od, oh); col2im
 # one input line.  Both give batch 1 / few channels enough items.
+#
+# These ops do not use the conv kernels' shared vol2col/col2vol
+# (src/_vol2col.pxd): that pair writes contiguous [K, columns] rows for a
+# GEMM, while these serve two layouts through element strides (the rows
+# layout writes strided) and col2im must accumulate in double and gather per
+# input line so that items never share memory.
 cimport cython
 from cython.parallel cimport prange, threadid
 
+from _codes cimport COL_LAYOUT_ROWS, COL_LAYOUT_ONNX
 from _window cimport Win, win_from, out_range
+from rlx_cpu._launch cimport Launch, effective_threads
 
 import numpy as np
 
-LAYOUT_ROWS = 0
-LAYOUT_ONNX = 1
-
-cdef enum:
-    L_ROWS = 0
+# Layout codes (src/_codes.pxd) the compiler stores in im2col/col2im thunks.
+LAYOUT_ROWS = COL_LAYOUT_ROWS
+LAYOUT_ONNX = COL_LAYOUT_ONNX
 
 
 cdef struct ColStrides:
@@ -40,7 +46,7 @@ cdef ColStrides _strides(const Win* g, int layout) noexcept nogil:
     cdef Py_ssize_t nl = g.out[0] * g.out[1] * g.out[2]
     cdef Py_ssize_t nck = g.c * g.k[0] * g.k[1] * g.k[2]
     st.n = nl * nck
-    if layout == L_ROWS:
+    if layout == COL_LAYOUT_ROWS:
         st.l = nck
         st.ck = 1
     else:
@@ -128,7 +134,7 @@ cdef int _col2im_line(const float[::1] col, float[::1] x, double[::1] acc, Py_ss
     return 0
 
 
-cdef class Im2ColLaunch:
+cdef class Im2ColLaunch(Launch):
     """x [N, C, *spatial] -> patch matrix in `layout`."""
     cdef const float[::1] x
     cdef float[::1] col
@@ -141,25 +147,23 @@ cdef class Im2ColLaunch:
         self.g = win_from(dims)
         self.st = _strides(&self.g, layout)
 
-    cpdef execute(self, int nthreads):
-        cdef int t = nthreads if nthreads > 0 else 1
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t items = self.g.n * self.g.c * self.g.out[0] * self.g.out[1]
         cdef Py_ssize_t item
-        with nogil:
-            for item in prange(items, num_threads=t, schedule='static'):
-                _im2col_line(self.x, self.col, &self.g, &self.st, item)
-            # end: prange
-        return None
+        for item in prange(items, num_threads=t, schedule='static'):
+            _im2col_line(self.x, self.col, &self.g, &self.st, item)
+        # end: prange
+        return 0
 
 
-cdef class Col2ImLaunch:
+cdef class Col2ImLaunch(Launch):
     """Patch matrix in `layout` -> x [N, C, *spatial] (adjoint of im2col)."""
     cdef const float[::1] col
     cdef float[::1] x
     cdef double[::1] acc
     cdef Win g
     cdef ColStrides st
-    cdef int max_threads
 
     def __init__(self, col, x, scratch, tuple dims, int layout, int max_threads):
         self.col = col
@@ -169,13 +173,12 @@ cdef class Col2ImLaunch:
         self.st = _strides(&self.g, layout)
         self.max_threads = max(1, max_threads)
 
-    cpdef execute(self, int nthreads):
-        cdef int t = nthreads if 0 < nthreads <= self.max_threads else self.max_threads
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t items = self.g.n * self.g.c * self.g.size[0] * self.g.size[1]
         cdef Py_ssize_t item
-        with nogil:
-            for item in prange(items, num_threads=t, schedule='static'):
-                _col2im_line(self.col, self.x, self.acc, threadid() * self.g.size[2],
-                             &self.g, &self.st, item)
-            # end: prange
-        return None
+        for item in prange(items, num_threads=t, schedule='static'):
+            _col2im_line(self.col, self.x, self.acc, threadid() * self.g.size[2],
+                         &self.g, &self.st, item)
+        # end: prange
+        return 0

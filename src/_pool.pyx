@@ -8,6 +8,7 @@
 #                 outputs along w)
 #   global pool   (plane, chunk of GLOBAL_CHUNK inputs), one partial per item
 #                 then one combine per plane             (doubles)
+#   pool backward one (image, channel) plane (1-D and 2-D)   none
 #
 # Work items never depend on the thread count, and each output is computed
 # by one item in a fixed order, so results are identical for any thread
@@ -28,8 +29,12 @@ cimport cython
 from cython.parallel cimport prange, threadid
 from libc.stdint cimport int64_t
 from libc.math cimport INFINITY
+from libc.string cimport memset
 
+from _codes cimport (POOL_KIND_MAX, POOL_KIND_AVG, POOL_IND_NONE, POOL_IND_PLANE, POOL_IND_ONNX,
+                     POOL_IND_ONNX_COL)
 from _window cimport Win, win_from, out_range, tap_range
+from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
 
 import numpy as np
 
@@ -43,30 +48,26 @@ cdef extern from "rlx_pool.h":
     # sum of x[0..n) in double, eight lanes in a fixed order
     double rlx_sum_f64(const float* x, Py_ssize_t n) noexcept nogil
 
-POOL_MAX = 0
-POOL_AVG = 1
-INDICES_NONE = 0
-INDICES_PLANE = 1     # PyTorch: flat index within the (n, c) plane
-INDICES_ONNX = 2      # ONNX MaxPool Indices: flat index over [N, C, *spatial]
-INDICES_ONNX_COL = 3  # ONNX storage_order=1: plane offset + column-major spatial index
+# Codes (src/_codes.pxd) the compiler stores in pool thunks.
+POOL_MAX = POOL_KIND_MAX
+POOL_AVG = POOL_KIND_AVG
+INDICES_NONE = POOL_IND_NONE
+INDICES_PLANE = POOL_IND_PLANE
+INDICES_ONNX = POOL_IND_ONNX
+INDICES_ONNX_COL = POOL_IND_ONNX_COL
 
 # Outputs per work item along the last axis: long 1-D lines are split so that
 # a few long planes still spread over the threads.
 W_CHUNK = 512
 cdef enum:
     G_CHUNK = 4096      # inputs per partial of a global pool
-    K_MAX = 0
-    K_AVG = 1
-    I_NONE = 0
-    I_ONNX = 2
-    I_ONNX_COL = 3
 
 GLOBAL_CHUNK = G_CHUNK
 
 
 def scratch_floats(int kind, Py_ssize_t w_chunk, int nthreads):
     """Floats of arena scratch a window pool needs: a double line per thread (avg)."""
-    if kind == K_AVG:
+    if kind == POOL_KIND_AVG:
         return int(2 * w_chunk * nthreads)
     return 0
 
@@ -126,7 +127,8 @@ cdef int _max_line(const float[::1] x, float[::1] y, int64_t[::1] ind, bint with
     cdef Py_ssize_t in_vol = g.size[0] * g.size[1] * g.size[2]
     cdef Py_ssize_t xb = plane * in_vol
     cdef Py_ssize_t yb = ((plane * g.out[0] + od) * g.out[1] + oh) * g.out[2]
-    cdef Py_ssize_t ib = plane * in_vol if indices_mode == I_ONNX or indices_mode == I_ONNX_COL else 0
+    cdef Py_ssize_t ib = (plane * in_vol if indices_mode == POOL_IND_ONNX
+                          or indices_mode == POOL_IND_ONNX_COL else 0)
     cdef Py_ssize_t sd = od * g.s[0] - g.pb[0]
     cdef Py_ssize_t sh = oh * g.s[1] - g.pb[1]
     cdef Py_ssize_t a0, a1, b0, b1, lo, hi, a, b, j, ow, row, shift, iw, j0, j1
@@ -179,7 +181,7 @@ cdef int _max_line(const float[::1] x, float[::1] y, int64_t[::1] ind, bint with
                 tap_range(ow * sw - g.pb[2], g.dil[2], g.k[2], 0, g.size[2], &j0, &j1)
                 if j0 < j1:
                     ind[yb + ow] = ib + row + ow * sw - g.pb[2] + j0 * g.dil[2]
-    if with_ind and indices_mode == I_ONNX_COL:
+    if with_ind and indices_mode == POOL_IND_ONNX_COL:
         # Row-major (i0, i1, i2) offset -> column-major i0 + S0 * (i1 + S1 * i2)
         # (ONNX storage_order=1: the first spatial axis varies fastest).
         for ow in range(w0, w1):
@@ -242,14 +244,14 @@ cdef int _avg_line(const float[::1] x, float[::1] y, double[::1] acc, Py_ssize_t
     return 0
 
 
-cdef class PoolLaunch:
+cdef class PoolLaunch(Launch):
     """Window max/avg pool bound to arena views (indices optional)."""
     cdef const float[::1] x
     cdef float[::1] y
     cdef int64_t[::1] ind
     cdef double[::1] acc
     cdef Win g
-    cdef int kind, indices_mode, max_threads
+    cdef int kind, indices_mode
     cdef bint include_pad
     cdef Py_ssize_t divisor_override, w_chunk
 
@@ -257,41 +259,40 @@ cdef class PoolLaunch:
                  Py_ssize_t divisor_override, int indices_mode, Py_ssize_t w_chunk, int max_threads):
         self.x = x
         self.y = y
-        self.ind = indices.view(np.int64) if indices is not None else np.zeros(1, np.int64)
-        self.acc = scratch.view(np.float64) if scratch is not None else np.zeros(1, np.float64)
+        self.ind = or_placeholder(None if indices is None else indices.view(np.int64), np.int64)
+        self.acc = or_placeholder(None if scratch is None else scratch.view(np.float64), np.float64)
         self.g = win_from(dims)
         self.kind = kind
         self.include_pad = include_pad
         self.divisor_override = divisor_override
-        self.indices_mode = indices_mode if indices is not None else I_NONE
+        self.indices_mode = indices_mode if indices is not None else POOL_IND_NONE
         self.w_chunk = w_chunk
         self.max_threads = max(1, max_threads)
 
-    cpdef execute(self, int nthreads):
-        cdef int t = nthreads if 0 < nthreads <= self.max_threads else self.max_threads
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t nwc = (self.g.out[2] + self.w_chunk - 1) // self.w_chunk
         cdef Py_ssize_t items = self.g.n * self.g.c * self.g.out[0] * self.g.out[1] * nwc
         cdef Py_ssize_t item, line, wc, w0, w1, oh, od, plane
-        cdef bint with_ind = self.indices_mode != I_NONE
-        with nogil:
-            for item in prange(items, num_threads=t, schedule='static'):
-                line = item // nwc
-                wc = item % nwc
-                w0 = wc * self.w_chunk
-                w1 = w0 + self.w_chunk
-                if w1 > self.g.out[2]:
-                    w1 = self.g.out[2]
-                oh = line % self.g.out[1]
-                od = (line // self.g.out[1]) % self.g.out[0]
-                plane = line // (self.g.out[1] * self.g.out[0])
-                if self.kind == K_MAX:
-                    _max_line(self.x, self.y, self.ind, with_ind, &self.g, plane, od, oh, w0, w1,
-                              self.indices_mode)
-                else:
-                    _avg_line(self.x, self.y, self.acc, threadid() * self.w_chunk, &self.g, plane,
-                              od, oh, w0, w1, self.include_pad, self.divisor_override)
-            # end: prange
-        return None
+        cdef bint with_ind = self.indices_mode != POOL_IND_NONE
+        for item in prange(items, num_threads=t, schedule='static'):
+            line = item // nwc
+            wc = item % nwc
+            w0 = wc * self.w_chunk
+            w1 = w0 + self.w_chunk
+            if w1 > self.g.out[2]:
+                w1 = self.g.out[2]
+            oh = line % self.g.out[1]
+            od = (line // self.g.out[1]) % self.g.out[0]
+            plane = line // (self.g.out[1] * self.g.out[0])
+            if self.kind == POOL_KIND_MAX:
+                _max_line(self.x, self.y, self.ind, with_ind, &self.g, plane, od, oh, w0, w1,
+                          self.indices_mode)
+            else:
+                _avg_line(self.x, self.y, self.acc, threadid() * self.w_chunk, &self.g, plane,
+                          od, oh, w0, w1, self.include_pad, self.divisor_override)
+        # end: prange
+        return 0
 
 
 # ---------------------------------------------------------------------------
@@ -330,7 +331,7 @@ cdef float _max_range(const float[::1] x, Py_ssize_t lo, Py_ssize_t hi) except? 
     return m
 
 
-cdef class GlobalPoolLaunch:
+cdef class GlobalPoolLaunch(Launch):
     """Global max/avg over the spatial axes of each (n, c) plane."""
     cdef const float[::1] x
     cdef float[::1] y
@@ -346,37 +347,195 @@ cdef class GlobalPoolLaunch:
         self.spatial = spatial
         self.kind = kind
 
-    cpdef execute(self, int nthreads):
-        cdef int t = nthreads if nthreads > 0 else 1
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t nch = (self.spatial + G_CHUNK - 1) // G_CHUNK
         cdef Py_ssize_t item, p, lo, hi, c
         cdef double acc
         cdef float m, v
-        with nogil:
-            # Partials over fixed chunks (so any thread count sums identically).
-            for item in prange(self.planes * nch, num_threads=t, schedule='static'):
-                p = item // nch
-                lo = p * self.spatial + (item % nch) * G_CHUNK
-                hi = lo + G_CHUNK
-                if hi > (p + 1) * self.spatial:
-                    hi = (p + 1) * self.spatial
-                if self.kind == K_MAX:
-                    self.part[item] = _max_range(self.x, lo, hi)
-                else:
-                    self.part[item] = _sum_range(self.x, lo, hi)
-            # end: prange
-            for p in prange(self.planes, num_threads=t, schedule='static'):
-                if self.kind == K_MAX:
-                    m = -INFINITY
-                    for c in range(nch):
-                        v = <float>self.part[p * nch + c]
-                        if v > m or v != v:
-                            m = v
-                    self.y[p] = m
-                else:
-                    acc = 0.0
-                    for c in range(nch):
-                        acc = acc + self.part[p * nch + c]
-                    self.y[p] = <float>(acc / <double>self.spatial)
-            # end: prange
-        return None
+        # Partials over fixed chunks (so any thread count sums identically).
+        for item in prange(self.planes * nch, num_threads=t, schedule='static'):
+            p = item // nch
+            lo = p * self.spatial + (item % nch) * G_CHUNK
+            hi = lo + G_CHUNK
+            if hi > (p + 1) * self.spatial:
+                hi = (p + 1) * self.spatial
+            if self.kind == POOL_KIND_MAX:
+                self.part[item] = _max_range(self.x, lo, hi)
+            else:
+                self.part[item] = _sum_range(self.x, lo, hi)
+        # end: prange
+        for p in prange(self.planes, num_threads=t, schedule='static'):
+            if self.kind == POOL_KIND_MAX:
+                m = -INFINITY
+                for c in range(nch):
+                    v = <float>self.part[p * nch + c]
+                    if v > m or v != v:
+                        m = v
+                self.y[p] = m
+            else:
+                acc = 0.0
+                for c in range(nch):
+                    acc = acc + self.part[p * nch + c]
+                self.y[p] = <float>(acc / <double>self.spatial)
+        # end: prange
+        return 0
+
+
+# ---------------------------------------------------------------------------
+# Pool backward, 1-D and 2-D
+#
+# Window of output (oh, ow): rows oh*sh - ph + a*dh (a < kh), columns
+# ow*sw - pw + b*dw (b < kw); taps outside the input (padding, ceil-mode
+# overhang) are never read.  Same choices as the forward kernels:
+#   max: the gradient goes to the tap the forward's indices name: the first
+#        maximum in window order over in-bounds taps, or, when the window
+#        holds a NaN, its last NaN (the forward takes v when v > max or v is
+#        NaN); all -inf -> the first in-bounds tap.
+#   avg: each in-bounds tap gets dy / divisor, divisor = divisor_override if
+#        set, else with count_include_pad the taps inside the padded input
+#        [-ph, h + ph_end) x [-pw, w + pw_end) (ceil-mode overhang past the end
+#        padding never counts), else the in-bounds taps.
+# Overlapping windows accumulate.  Every window has an in-bounds tap (checked
+# when the graph is built).
+# ---------------------------------------------------------------------------
+
+cdef Win _pool2d_win(tuple dims) except *:
+    """win_from(dims) for a 1-D or 2-D pool: the depth axis must be trivial."""
+    if dims[2] != 1 or dims[5] != 1 or dims[8] != 1:
+        raise ValueError(f"pool backward: 1-D and 2-D pools only, got window dims {dims}")
+    return win_from(dims)
+
+
+cdef int _max_pool_backward_plane(const float[::1] x, const float[::1] dy, float[::1] dx,
+                                  const Win* g, Py_ssize_t plane) except -1 nogil:
+    cdef Py_ssize_t xb = plane * g.size[1] * g.size[2]
+    cdef Py_ssize_t yb = plane * g.out[1] * g.out[2]
+    cdef Py_ssize_t oh, ow, a, b, hs, ws, a_lo, a_hi, b_lo, b_hi, row, idx, best_i
+    cdef float v, best
+    cdef bint has_nan, hit
+    memset(&dx[xb], 0, g.size[1] * g.size[2] * sizeof(float))
+    for oh in range(g.out[1]):
+        hs = oh * g.s[1] - g.pb[1]
+        tap_range(hs, g.dil[1], g.k[1], 0, g.size[1], &a_lo, &a_hi)
+        if a_lo >= a_hi:
+            continue
+        for ow in range(g.out[2]):
+            ws = ow * g.s[2] - g.pb[2]
+            tap_range(ws, g.dil[2], g.k[2], 0, g.size[2], &b_lo, &b_hi)
+            if b_lo >= b_hi:
+                continue                     # window entirely in padding: no gradient
+            # Pass 1, branch-free: the maximum (maxss) and whether a NaN occurs.
+            best = x[xb + (hs + a_lo * g.dil[1]) * g.size[2] + ws + b_lo * g.dil[2]]
+            has_nan = False
+            for a in range(a_lo, a_hi):
+                row = xb + (hs + a * g.dil[1]) * g.size[2] + ws
+                for b in range(b_lo, b_hi):
+                    v = x[row + b * g.dil[2]]
+                    best = v if v > best else best
+                    has_nan = has_nan | (v != v)
+            # Pass 2 with an integer select (the hit position is data-dependent,
+            # so no early exit): without NaN the taps run in reverse and the last
+            # hit is the first maximum; with NaN they run forward and the last
+            # hit is the last NaN.
+            best_i = 0
+            if not has_nan:
+                for a in range(a_hi - 1, a_lo - 1, -1):
+                    row = (hs + a * g.dil[1]) * g.size[2] + ws
+                    for b in range(b_hi - 1, b_lo - 1, -1):
+                        idx = row + b * g.dil[2]
+                        hit = x[xb + idx] == best
+                        best_i = idx if hit else best_i
+            else:
+                for a in range(a_lo, a_hi):
+                    row = (hs + a * g.dil[1]) * g.size[2] + ws
+                    for b in range(b_lo, b_hi):
+                        idx = row + b * g.dil[2]
+                        v = x[xb + idx]
+                        best_i = idx if v != v else best_i
+            dx[xb + best_i] += dy[yb + oh * g.out[2] + ow]
+    return 0
+
+
+cdef int _avg_pool_backward_plane(const float[::1] dy, float[::1] dx, const Win* g,
+                                  bint count_include_pad, Py_ssize_t divisor_override,
+                                  Py_ssize_t plane) except -1 nogil:
+    cdef Py_ssize_t xb = plane * g.size[1] * g.size[2]
+    cdef Py_ssize_t yb = plane * g.out[1] * g.out[2]
+    cdef Py_ssize_t oh, ow, hs, ws, a0, a1, b0, b1, pa0, pa1, pb0, pb1, a, b, row, div
+    cdef float gv
+    memset(&dx[xb], 0, g.size[1] * g.size[2] * sizeof(float))
+    for oh in range(g.out[1]):
+        hs = oh * g.s[1] - g.pb[1]
+        # in-bounds rows, then rows inside the padded input
+        tap_range(hs, g.dil[1], g.k[1], 0, g.size[1], &a0, &a1)
+        tap_range(hs + g.pb[1], g.dil[1], g.k[1], 0, g.size[1] + g.pb[1] + g.pe[1], &pa0, &pa1)
+        if a0 >= a1:
+            continue
+        for ow in range(g.out[2]):
+            ws = ow * g.s[2] - g.pb[2]
+            tap_range(ws, g.dil[2], g.k[2], 0, g.size[2], &b0, &b1)
+            if b0 >= b1:
+                continue
+            if divisor_override > 0:
+                div = divisor_override
+            elif count_include_pad:
+                tap_range(ws + g.pb[2], g.dil[2], g.k[2], 0, g.size[2] + g.pb[2] + g.pe[2], &pb0, &pb1)
+                div = (pa1 - pa0) * (pb1 - pb0)
+            else:
+                div = (a1 - a0) * (b1 - b0)
+            gv = dy[yb + oh * g.out[2] + ow] / <float>div
+            for a in range(a0, a1):
+                row = xb + (hs + a * g.dil[1]) * g.size[2] + ws
+                for b in range(b0, b1):
+                    dx[row + b * g.dil[2]] += gv
+    return 0
+
+
+cdef class MaxPoolBackwardLaunch(Launch):
+    """dx of a 1-D or 2-D max pool: dy goes to the tap the forward's indices name."""
+    cdef const float[::1] x
+    cdef const float[::1] dy
+    cdef float[::1] dx
+    cdef Win g
+
+    def __init__(self, x, dy, dx, tuple dims, int max_threads):
+        self.x = x
+        self.dy = dy
+        self.dx = dx
+        self.g = _pool2d_win(dims)
+        self.max_threads = max(1, max_threads)
+
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
+        cdef Py_ssize_t plane
+        for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
+            _max_pool_backward_plane(self.x, self.dy, self.dx, &self.g, plane)
+        # end: prange
+        return 0
+
+
+cdef class AvgPoolBackwardLaunch(Launch):
+    """dx of a 1-D or 2-D average pool: dy / divisor to every in-bounds tap."""
+    cdef const float[::1] dy
+    cdef float[::1] dx
+    cdef Win g
+    cdef bint count_include_pad
+    cdef Py_ssize_t divisor_override
+
+    def __init__(self, dy, dx, tuple dims, bint count_include_pad, Py_ssize_t divisor_override, int max_threads):
+        self.dy = dy
+        self.dx = dx
+        self.g = _pool2d_win(dims)
+        self.count_include_pad = count_include_pad
+        self.divisor_override = divisor_override
+        self.max_threads = max(1, max_threads)
+
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
+        cdef Py_ssize_t plane
+        for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
+            _avg_pool_backward_plane(self.dy, self.dx, &self.g, self.count_include_pad,
+                                     self.divisor_override, plane)
+        # end: prange
+        return 0

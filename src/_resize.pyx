@@ -18,6 +18,7 @@ cimport cython
 from cython.parallel cimport prange
 from libc.stdint cimport int32_t
 from libc.string cimport memcpy
+from rlx_cpu._launch cimport Launch, effective_threads
 
 import numpy as np
 
@@ -41,7 +42,7 @@ cdef int _gather_line(const float[::1] x, float[::1] y, const int32_t[::1] tab,
     return 0
 
 
-cdef class ResizeNearestLaunch:
+cdef class ResizeNearestLaunch(Launch):
     """Index-table gather; sizes/outs are (d, h, w) with 1 for missing axes."""
     cdef const float[::1] x
     cdef float[::1] y
@@ -60,15 +61,14 @@ cdef class ResizeNearestLaunch:
             self.size[a] = sizes[a]
             self.out[a] = outs[a]
 
-    cpdef execute(self, int nthreads):
-        cdef int t = nthreads if nthreads > 0 else 1
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t lines = self.planes * self.out[0] * self.out[1]
         cdef Py_ssize_t line
-        with nogil:
-            for line in prange(lines, num_threads=t, schedule='static'):
-                _gather_line(self.x, self.y, self.tab, self.size, self.out, line)
-            # end: prange
-        return None
+        for line in prange(lines, num_threads=t, schedule='static'):
+            _gather_line(self.x, self.y, self.tab, self.size, self.out, line)
+        # end: prange
+        return 0
 
 
 cdef int _up2x_row(const float[::1] x, float[::1] y, Py_ssize_t row,
@@ -93,7 +93,7 @@ cdef int _up2x_row(const float[::1] x, float[::1] y, Py_ssize_t row,
     return 0
 
 
-cdef class ResizeNearest2xLaunch:
+cdef class ResizeNearest2xLaunch(Launch):
     """[N, C, H, W] -> [N, C, 2H, 2W], each pixel copied to a 2x2 block."""
     cdef const float[::1] x
     cdef float[::1] y
@@ -105,11 +105,10 @@ cdef class ResizeNearest2xLaunch:
         self.rows = planes * h
         self.w = w
 
-    cpdef execute(self, int nthreads):
-        cdef int t = nthreads if nthreads > 0 else 1
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t row
-        with nogil:
-            for row in prange(self.rows, num_threads=t, schedule='static'):
-                _up2x_row(self.x, self.y, row, self.w)
-            # end: prange
-        return None
+        for row in prange(self.rows, num_threads=t, schedule='static'):
+            _up2x_row(self.x, self.y, row, self.w)
+        # end: prange
+        return 0

@@ -1,6 +1,10 @@
 # Runtime helpers shared by the executor: OpenMP facts of this build and the
 # flat launch loop.  Kept tiny; kernels live in their own family modules.
+from cpython.ref cimport PyObject
 from libc.stdint cimport uintptr_t
+from libc.stdlib cimport free, malloc
+
+from rlx_cpu._launch cimport Launch
 
 cdef extern from "rlx_omp.h":
     int RLX_HAVE_OMP
@@ -63,18 +67,73 @@ def omp_max_threads():
     return rlx_omp_max_threads()
 
 
+cdef class LaunchSequence:
+    """The bound launches of one run context as a C array, built once, so a
+    run is a loop with no Python call and no allocation.
+
+    Kernel launches (``Launch`` subclasses) run with the GIL released, one
+    release for each stretch of consecutive kernel launches.  Any other
+    object with an ``execute(nthreads)`` method -- a launch written in
+    Python, such as the toy op family in tests/test_op_registry.py -- is
+    called with the GIL held, so an op family needs no Cython to exist."""
+    cdef list _keep            # owns the launches the borrowed pointers refer to
+    cdef PyObject** _ptrs
+    cdef char* _typed
+    cdef readonly Py_ssize_t size
+
+    def __cinit__(self, launches):
+        cdef Py_ssize_t i
+        self._keep = list(launches)
+        self.size = len(self._keep)
+        self._ptrs = <PyObject**>malloc(max(self.size, 1) * sizeof(PyObject*))
+        self._typed = <char*>malloc(max(self.size, 1))
+        if self._ptrs == NULL or self._typed == NULL:
+            raise MemoryError()
+        for i in range(self.size):
+            obj = self._keep[i]
+            if not isinstance(obj, Launch) and not callable(getattr(obj, "execute", None)):
+                raise TypeError(f"launch {i} ({type(obj).__name__}) is neither a kernel Launch nor has "
+                                "an execute(nthreads) method")
+            self._ptrs[i] = <PyObject*>obj
+            self._typed[i] = isinstance(obj, Launch)
+
+    def __dealloc__(self):
+        free(self._ptrs)
+        free(self._typed)
+
+    def run(self, int nthreads):
+        """Run every launch in order on `nthreads` OpenMP threads."""
+        cdef Py_ssize_t i = 0, n = self.size
+        while i < n:
+            if self._typed[i]:
+                with nogil:
+                    while i < n and self._typed[i]:
+                        (<Launch>self._ptrs[i]).run(nthreads)
+                        i += 1
+            else:
+                (<object>self._ptrs[i]).execute(nthreads)
+                i += 1
+        return None
+
+
 def run_launches(list launches, int nthreads):
-    """Execute bound launches in order: the whole hot loop of a plan run."""
-    for launch in launches:
-        launch.execute(nthreads)
+    """Execute bound launches in order (see LaunchSequence; a run context
+    keeps its sequence, so plan runs do not rebuild it)."""
+    LaunchSequence(launches).run(nthreads)
 
 
 def run_launches_timed(list launches, int nthreads, timer):
     """As run_launches, returning the seconds each launch took."""
+    cdef Launch launch
     out = []
-    for launch in launches:
+    for obj in launches:
         t0 = timer()
-        launch.execute(nthreads)
+        if isinstance(obj, Launch):
+            launch = <Launch>obj
+            with nogil:
+                launch.run(nthreads)
+        else:
+            obj.execute(nthreads)
         out.append(timer() - t0)
     return out
 

@@ -11,6 +11,7 @@ from cython.parallel cimport prange
 from libc.math cimport exp, log, NAN
 
 from _blas cimport sgemm_rm_split
+from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
 
 import numpy as np
 
@@ -22,63 +23,55 @@ cdef inline int _threads_for(Py_ssize_t work, int t) noexcept nogil:
     return t if work >= PARALLEL_MIN else 1
 
 
-cdef inline int _clamp_threads(int nthreads, int max_threads) noexcept nogil:
-    return nthreads if 0 < nthreads <= max_threads else max_threads
-
-
 # ---------------------------------------------------------------------------
 # bias add / bias gradient over the channel axis (axis 1) of [N, C, S...]
 # ---------------------------------------------------------------------------
 
-cdef class BiasAddLaunch:
+cdef class BiasAddLaunch(Launch):
     """y[n, c, s] = x[n, c, s] + bias[c]."""
     cdef const float[::1] x
     cdef const float[::1] bias
     cdef float[::1] y
     cdef Py_ssize_t n, c, s
-    cdef int max_threads
 
     def __init__(self, x, bias, y, Py_ssize_t n, Py_ssize_t c, Py_ssize_t s, int max_threads):
         self.x, self.bias, self.y = x, bias, y
         self.n, self.c, self.s = n, c, s
         self.max_threads = max(1, max_threads)
 
-    cpdef execute(self, int nthreads):
-        cdef int t = _threads_for(self.n * self.c * self.s, _clamp_threads(nthreads, self.max_threads))
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = _threads_for(self.n * self.c * self.s, effective_threads(nthreads, self.max_threads))
         cdef Py_ssize_t plane, i, base
         cdef float b
-        with nogil:
-            for plane in prange(self.n * self.c, num_threads=t, schedule='static'):
-                b = self.bias[plane % self.c]
-                base = plane * self.s
-                for i in range(self.s):
-                    self.y[base + i] = self.x[base + i] + b
-            # end: prange
-        return None
+        for plane in prange(self.n * self.c, num_threads=t, schedule='static'):
+            b = self.bias[plane % self.c]
+            base = plane * self.s
+            for i in range(self.s):
+                self.y[base + i] = self.x[base + i] + b
+        # end: prange
+        return 0
 
 
-cdef class BiasGradLaunch:
+cdef class BiasGradLaunch(Launch):
     """db[c] = sum over n and s of dy[n, c, s] (double accumulation, fixed order)."""
     cdef const float[::1] dy
     cdef float[::1] db
     cdef Py_ssize_t n, c, s
-    cdef int max_threads
 
     def __init__(self, dy, db, Py_ssize_t n, Py_ssize_t c, Py_ssize_t s, int max_threads):
         self.dy, self.db = dy, db
         self.n, self.c, self.s = n, c, s
         self.max_threads = max(1, max_threads)
 
-    cpdef execute(self, int nthreads):
-        cdef int t = _threads_for(self.n * self.c * self.s, _clamp_threads(nthreads, self.max_threads))
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = _threads_for(self.n * self.c * self.s, effective_threads(nthreads, self.max_threads))
         cdef Py_ssize_t ch
-        with nogil:
-            # one channel per iteration: each db[c] is summed by one thread in
-            # one order, so the result does not depend on the thread count
-            for ch in prange(self.c, num_threads=t, schedule='static'):
-                _bias_grad_channel(self.dy, self.db, self.n, self.c, self.s, ch)
-            # end: prange
-        return None
+        # one channel per iteration: each db[c] is summed by one thread in
+        # one order, so the result does not depend on the thread count
+        for ch in prange(self.c, num_threads=t, schedule='static'):
+            _bias_grad_channel(self.dy, self.db, self.n, self.c, self.s, ch)
+        # end: prange
+        return 0
 
 
 cdef int _bias_grad_channel(const float[::1] dy, float[::1] db, Py_ssize_t n, Py_ssize_t c,
@@ -137,13 +130,12 @@ cdef int _elementwise_block(int op, const float[::1] a, const float[::1] b, floa
     return 0
 
 
-cdef class ElementwiseLaunch:
+cdef class ElementwiseLaunch(Launch):
     cdef const float[::1] a
     cdef const float[::1] b
     cdef float[::1] out
     cdef int op
     cdef Py_ssize_t size
-    cdef int max_threads
 
     def __init__(self, int op, a, b, out, Py_ssize_t size, int max_threads):
         self.op = op
@@ -153,23 +145,22 @@ cdef class ElementwiseLaunch:
         self.size = size
         self.max_threads = max(1, max_threads)
 
-    cpdef execute(self, int nthreads):
-        cdef int t = _threads_for(self.size, _clamp_threads(nthreads, self.max_threads))
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = _threads_for(self.size, effective_threads(nthreads, self.max_threads))
         cdef Py_ssize_t nblk = (self.size + BLOCK - 1) // BLOCK
         cdef Py_ssize_t blk
-        with nogil:
-            for blk in prange(nblk, num_threads=t, schedule='static'):
-                _elementwise_block(self.op, self.a, self.b, self.out, blk * BLOCK,
-                                   min((blk + 1) * BLOCK, self.size))
-            # end: prange
-        return None
+        for blk in prange(nblk, num_threads=t, schedule='static'):
+            _elementwise_block(self.op, self.a, self.b, self.out, blk * BLOCK,
+                               min((blk + 1) * BLOCK, self.size))
+        # end: prange
+        return 0
 
 
 # ---------------------------------------------------------------------------
 # dense layer pieces: C[m, n] = op(A) . op(B) (+ bias[n] on every row)
 # ---------------------------------------------------------------------------
 
-cdef class GemmLaunch:
+cdef class GemmLaunch(Launch):
     """One GEMM split into panels over the threads (never nested BLAS threads).
     A is [m, k] (or [k, m] when trans_a), B is [k, n] (or [n, k] when trans_b)."""
     cdef const float[::1] a
@@ -178,30 +169,28 @@ cdef class GemmLaunch:
     cdef float[::1] c
     cdef bint trans_a, trans_b, has_bias
     cdef int m, n, k
-    cdef int max_threads
 
     def __init__(self, a, b, bias, c, int m, int n, int k, bint trans_a, bint trans_b,
                  int max_threads):
         self.a, self.b, self.c = a, b, c
         self.has_bias = bias is not None
-        self.bias = bias if bias is not None else np.zeros(1, np.float32)
+        self.bias = or_placeholder(bias, np.float32)
         self.m, self.n, self.k = m, n, k
         self.trans_a, self.trans_b = trans_a, trans_b
         self.max_threads = max(1, max_threads)
 
-    cpdef execute(self, int nthreads):
-        cdef int t = _clamp_threads(nthreads, self.max_threads)
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
         cdef int lda = self.m if self.trans_a else self.k
         cdef int ldb = self.k if self.trans_b else self.n
         cdef Py_ssize_t i, j
-        with nogil:
-            sgemm_rm_split(self.trans_a, self.trans_b, self.m, self.n, self.k, 1.0,
-                           &self.a[0], lda, &self.b[0], ldb, 0.0, &self.c[0], self.n, t)
-            if self.has_bias:
-                for i in range(self.m):
-                    for j in range(self.n):
-                        self.c[i * self.n + j] += self.bias[j]
-        return None
+        sgemm_rm_split(self.trans_a, self.trans_b, self.m, self.n, self.k, 1.0,
+                       &self.a[0], lda, &self.b[0], ldb, 0.0, &self.c[0], self.n, t)
+        if self.has_bias:
+            for i in range(self.m):
+                for j in range(self.n):
+                    self.c[i * self.n + j] += self.bias[j]
+        return 0
 
 
 # ---------------------------------------------------------------------------
@@ -232,7 +221,7 @@ cdef double _logsumexp_row(const float[::1] z, Py_ssize_t base, Py_ssize_t k) no
     return m + log(acc)
 
 
-cdef class SoftmaxCrossEntropyLaunch:
+cdef class SoftmaxCrossEntropyLaunch(Launch):
     cdef const float[::1] logits
     cdef const float[::1] labels
     cdef float[::1] loss
@@ -242,21 +231,20 @@ cdef class SoftmaxCrossEntropyLaunch:
         self.logits, self.labels, self.loss = logits, labels, loss
         self.n, self.k = n, k
 
-    cpdef execute(self, int nthreads):
+    cdef int run(self, int nthreads) except -1 nogil:
         cdef Py_ssize_t i, lab
         cdef double total = 0.0
-        with nogil:
-            for i in range(self.n):
-                lab = _label(self.labels[i], self.k)
-                if lab < 0:
-                    total = NAN
-                    break
-                total += _logsumexp_row(self.logits, i * self.k, self.k) - self.logits[i * self.k + lab]
-            self.loss[0] = <float>(total / self.n)
-        return None
+        for i in range(self.n):
+            lab = _label(self.labels[i], self.k)
+            if lab < 0:
+                total = NAN
+                break
+            total += _logsumexp_row(self.logits, i * self.k, self.k) - self.logits[i * self.k + lab]
+        self.loss[0] = <float>(total / self.n)
+        return 0
 
 
-cdef class SoftmaxCrossEntropyBackwardLaunch:
+cdef class SoftmaxCrossEntropyBackwardLaunch(Launch):
     cdef const float[::1] logits
     cdef const float[::1] labels
     cdef const float[::1] grad_loss
@@ -267,20 +255,19 @@ cdef class SoftmaxCrossEntropyBackwardLaunch:
         self.logits, self.labels, self.grad_loss, self.dlogits = logits, labels, grad_loss, dlogits
         self.n, self.k = n, k
 
-    cpdef execute(self, int nthreads):
+    cdef int run(self, int nthreads) except -1 nogil:
         cdef Py_ssize_t i, j, lab, base
         cdef double lse, scale
-        with nogil:
-            scale = <double>self.grad_loss[0] / self.n
-            for i in range(self.n):
-                base = i * self.k
-                lab = _label(self.labels[i], self.k)
-                if lab < 0:
-                    for j in range(self.k):
-                        self.dlogits[base + j] = NAN
-                    continue
-                lse = _logsumexp_row(self.logits, base, self.k)
+        scale = <double>self.grad_loss[0] / self.n
+        for i in range(self.n):
+            base = i * self.k
+            lab = _label(self.labels[i], self.k)
+            if lab < 0:
                 for j in range(self.k):
-                    self.dlogits[base + j] = <float>(scale * (exp(<double>self.logits[base + j] - lse)
-                                                              - (1.0 if j == lab else 0.0)))
-        return None
+                    self.dlogits[base + j] = NAN
+                continue
+            lse = _logsumexp_row(self.logits, base, self.k)
+            for j in range(self.k):
+                self.dlogits[base + j] = <float>(scale * (exp(<double>self.logits[base + j] - lse)
+                                                          - (1.0 if j == lab else 0.0)))
+        return 0

@@ -11,9 +11,17 @@
 # never test bounds per element.
 
 cdef struct Win:
-    # Canonical N-d window geometry, padded to 3 spatial axes (d, h, w);
-    # a missing axis has size = out = k = s = d = 1 and no padding.
-    Py_ssize_t n, c
+    # The canonical N-d window geometry of every kernel family, padded to 3
+    # spatial axes (d, h, w); a missing axis has size = out = k = s = dil = 1
+    # and no padding, so w is always the contiguous axis.
+    #   size  x's spatial sizes; out  y's (window positions for a pool or
+    #   im2col, the conv output, the conv-transpose output)
+    #   c     channels of x; c_out and groups describe convs (a pool or
+    #         im2col is depthwise: c_out = groups = c)
+    #   pe    end padding; convs leave it 0 (their end padding is implied
+    #         by out and never read)
+    # (C kernels in rlx_simd.h keep their own 2-D rlx_conv_geom.)
+    Py_ssize_t n, c, c_out, groups
     Py_ssize_t size[3]
     Py_ssize_t out[3]
     Py_ssize_t k[3]
@@ -21,6 +29,21 @@ cdef struct Win:
     Py_ssize_t pb[3]
     Py_ssize_t pe[3]
     Py_ssize_t dil[3]
+    # derived once by the parsers below (the GEMM sizes of a conv):
+    Py_ssize_t cpg, cog       # channels per group of x and of y
+    Py_ssize_t taps           # k[0] * k[1] * k[2]
+    Py_ssize_t kdim           # cpg * taps: rows of one group's patch matrix
+    Py_ssize_t in_vol         # size[0] * size[1] * size[2]
+    Py_ssize_t out_vol        # out[0] * out[1] * out[2]
+
+
+cdef inline void _derive(Win* g) noexcept nogil:
+    g.cpg = g.c // g.groups
+    g.cog = g.c_out // g.groups
+    g.taps = g.k[0] * g.k[1] * g.k[2]
+    g.kdim = g.cpg * g.taps
+    g.in_vol = g.size[0] * g.size[1] * g.size[2]
+    g.out_vol = g.out[0] * g.out[1] * g.out[2]
 
 
 cdef inline Win win_from(tuple dims) except *:
@@ -28,8 +51,12 @@ cdef inline Win win_from(tuple dims) except *:
     k, s, pb, pe, dil)."""
     cdef Win g
     cdef int a
+    if len(dims) != 23:
+        raise ValueError(f"window dims must have 23 entries, got {len(dims)}")
     g.n = dims[0]
     g.c = dims[1]
+    g.c_out = g.c
+    g.groups = g.c
     for a in range(3):
         g.size[a] = dims[2 + a]
         g.out[a] = dims[5 + a]
@@ -38,6 +65,27 @@ cdef inline Win win_from(tuple dims) except *:
         g.pb[a] = dims[14 + a]
         g.pe[a] = dims[17 + a]
         g.dil[a] = dims[20 + a]
+    _derive(&g)
+    return g
+
+
+cdef inline Win conv_win_from(tuple dims) except *:
+    """Win from ConvNDDims.as_tuple(): (n, c_in, c_out, groups, then 3 values
+    each of x size, y size, k, s, pb, dil)."""
+    cdef Win g
+    cdef int a
+    if len(dims) != 22:
+        raise ValueError(f"conv dims must have 22 entries, got {len(dims)}")
+    g.n, g.c, g.c_out, g.groups = dims[0], dims[1], dims[2], dims[3]
+    for a in range(3):
+        g.size[a] = dims[4 + a]
+        g.out[a] = dims[7 + a]
+        g.k[a] = dims[10 + a]
+        g.s[a] = dims[13 + a]
+        g.pb[a] = dims[16 + a]
+        g.pe[a] = 0
+        g.dil[a] = dims[19 + a]
+    _derive(&g)
     return g
 
 
@@ -67,10 +115,16 @@ cdef inline void tap_range(Py_ssize_t start, Py_ssize_t d, Py_ssize_t k,
                            Py_ssize_t lo_bound, Py_ssize_t hi_bound,
                            Py_ssize_t* j0, Py_ssize_t* j1) noexcept nogil:
     """[j0, j1): taps j in [0, k) with lo_bound <= start + j*d < hi_bound."""
-    cdef Py_ssize_t a = ceil_div_nonneg(lo_bound - start, d)
-    cdef Py_ssize_t b = 0
-    if hi_bound - 1 - start >= 0:
-        b = (hi_bound - 1 - start) // d + 1
+    cdef Py_ssize_t a, b
+    if d == 1:
+        # no division on the common path (pool kernels call this per output)
+        a = lo_bound - start if lo_bound > start else 0
+        b = hi_bound - start if hi_bound > start else 0
+    else:
+        a = ceil_div_nonneg(lo_bound - start, d)
+        b = 0
+        if hi_bound - 1 - start >= 0:
+            b = (hi_bound - 1 - start) // d + 1
     if b > k:
         b = k
     if a > b:

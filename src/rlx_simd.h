@@ -35,12 +35,8 @@
 #define RLX_TARGET_AVX2 __attribute__((target("avx2,fma")))
 #include <immintrin.h>
 static int rlx_cpu_has_avx2_fma(void) {
-    static int cached = -1;
-    if (cached < 0) {
-        __builtin_cpu_init();
-        cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    }
-    return cached;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 #else
 #define RLX_X86_DISPATCH 0
@@ -49,16 +45,20 @@ static int rlx_cpu_has_avx2_fma(void) {
 static int rlx_cpu_has_avx2_fma(void) { return 0; }
 #endif
 
-/* Which variant runs: 1 = AVX2+FMA, 0 = baseline.  RLX_SIMD=baseline forces 0
- * (read once) so both variants can be tested on one machine. */
-static int rlx_simd_level(void) {
-    static int level = -1;
-    if (level < 0) {
-        const char* env = getenv("RLX_SIMD");
-        level = (env && strcmp(env, "baseline") == 0) ? 0 : rlx_cpu_has_avx2_fma();
-    }
-    return level;
+/* Which variant runs: 1 = AVX2+FMA, 0 = baseline.  Resolved once by
+ * rlx_simd_init(), which the including extension module calls from its module
+ * init, before any kernel (and so any OpenMP team) can run: the hot loops
+ * only read a plain int, never a lazily written static.  RLX_SIMD=baseline
+ * forces 0 so both variants can be tested on one machine.  Before init (never
+ * in practice) the level reads as the portable baseline. */
+static int rlx_simd_level_value = 0;
+
+static void rlx_simd_init(void) {
+    const char* env = getenv("RLX_SIMD");
+    rlx_simd_level_value = (env && strcmp(env, "baseline") == 0) ? 0 : rlx_cpu_has_avx2_fma();
 }
+
+static inline int rlx_simd_level(void) { return rlx_simd_level_value; }
 
 typedef struct {
     ptrdiff_t n, c_in, h, w, c_out, h_out, w_out;

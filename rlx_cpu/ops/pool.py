@@ -27,7 +27,7 @@ from typing import ClassVar, Optional
 
 import numpy as np
 
-from .. import _backward, _pool
+from .. import _pool
 from ..compiler import compile as _compile
 from ..functional import as_real, cached_plan, freeze, shape_key, run_unary
 from ..ir import Graph, Shape, check_grad_shape, as_flag, fmt_shape, shape_arg
@@ -339,7 +339,7 @@ class MaxPoolBackwardThunk(Thunk):
     writes: ClassVar[tuple] = ("dx",)
 
     def bind(self, view):
-        return _backward.MaxPool2DBackwardLaunch(view(self.x), view(self.dy), view(self.dx),
+        return _pool.MaxPoolBackwardLaunch(view(self.x), view(self.dy), view(self.dx),
                                                  self.dims.as_tuple(), self.max_threads)
 
 
@@ -358,7 +358,7 @@ class AvgPoolBackwardThunk(Thunk):
     writes: ClassVar[tuple] = ("dx",)
 
     def bind(self, view):
-        return _backward.AvgPool2DBackwardLaunch(view(self.dy), view(self.dx), self.dims.as_tuple(),
+        return _pool.AvgPoolBackwardLaunch(view(self.dy), view(self.dx), self.dims.as_tuple(),
                                                  self.count_include_pad, self.divisor_override, self.max_threads)
 
 

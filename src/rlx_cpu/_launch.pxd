@@ -1,0 +1,31 @@
+# The common base of every bound kernel launch (src/_launch.pyx defines it).
+#
+# This file sits in src/rlx_cpu/ so that `from rlx_cpu._launch cimport Launch`
+# names the extension module rlx_cpu._launch: a cdef class shared between
+# extension modules is imported at module init under its package name, which
+# a flat src/_launch.pxd would lose (it would be looked up as `_launch`).
+
+cdef class Launch:
+    """A kernel bound to one arena's memory.  Subclasses override run(), which
+    executes the whole kernel without the GIL; execute(nthreads) is the Python
+    entry and _runtime.run_launches the typed loop over a plan's launches."""
+    cdef int run(self, int nthreads) except -1 nogil
+    # The thread count the launch's scratch was sized for (per-thread slabs):
+    # a run never uses more.  0 = no per-thread scratch, any count is safe.
+    cdef int max_threads
+
+
+cdef inline int effective_threads(int requested, int max_threads) noexcept nogil:
+    """The one thread-count rule of every launch: the requested count, capped
+    at max_threads when that is set (> 0); a count <= 0 means "as many as
+    allowed" (max_threads, or 1 when uncapped)."""
+    if max_threads <= 0:
+        return requested if requested > 0 else 1
+    return requested if 0 < requested <= max_threads else max_threads
+
+
+# A typed memoryview attribute cannot be None in nogil code, so an absent
+# optional view (bias, scratch, indices) is bound to a shared one-element
+# placeholder of its dtype; kernels never touch it (has_bias is false, the
+# algorithm needs no scratch, indices are off).
+cdef object or_placeholder(object view, object dtype)
