@@ -105,14 +105,18 @@ def _conv(graph, op, nsp, x, weight, bias, stride, padding, dilation, groups, na
                 f"{dilation[i]}) is larger than padded input {xs[2 + i] + begin[i] + end[i]} on spatial "
                 f"axis {i} ({ctx}, pads {begin}/{end})")
         out_sp.append(o)
-    inputs = [x, weight]
-    if bias is not None:
-        bias = graph._value(bias, op, "bias")
-        if bias.shape != (c_out,):
-            raise ValueError(f"{op}: bias must have shape [{c_out}], got {fmt_shape(bias.shape)} ({ctx})")
-        inputs.append(bias)
     attrs = ConvAttrs(kernel, stride, begin, end, dilation, groups)
-    return graph._add(op, inputs, (n, c_out, *out_sp), name, attrs)
+    return graph._add(op, with_bias(graph, op, [x, weight], bias, c_out, ctx), (n, c_out, *out_sp), name, attrs)
+
+
+def with_bias(graph, op, inputs, bias, c_out, ctx):
+    """`inputs` plus the optional bias node, which must have shape [c_out]."""
+    if bias is None:
+        return inputs
+    bias = graph._value(bias, op, "bias")
+    if bias.shape != (c_out,):
+        raise ValueError(f"{op}: bias must have shape [{c_out}], got {fmt_shape(bias.shape)} ({ctx})")
+    return inputs + [bias]
 
 
 def _conv_builder(nd):

@@ -25,7 +25,7 @@ from ..onnx_import import graph_op, window_padding
 from ..registry import compile_rule, functional, gradient, graph_method, onnx_op, per_rank
 from ..shapes import as_tuple, conv_transpose_out_size, resolve_padding
 from ..threads import get_num_threads
-from .conv import CONV, RANKS, ConvNDKernelThunk, check_groups, emit_conv_nd, named, onnx_conv_geometry
+from .conv import CONV, RANKS, ConvNDKernelThunk, check_groups, emit_conv_nd, named, onnx_conv_geometry, with_bias
 
 Shape = Tuple[int, ...]
 
@@ -206,14 +206,8 @@ def _conv_transpose(graph, op, nsp, x, weight, bias, stride, padding, output_pad
                 f"the whole extent {full[i] + out_pad[i]} ({ctx}, stride {stride}, "
                 f"dilation {dilation}, output_padding {out_pad})")
         out_sp.append(o)
-    inputs = [x, weight]
-    if bias is not None:
-        bias = graph._value(bias, op, "bias")
-        if bias.shape != (c_out,):
-            raise ValueError(f"{op}: bias must have shape [{c_out}], got {fmt_shape(bias.shape)} ({ctx})")
-        inputs.append(bias)
     attrs = ConvTransposeAttrs(kernel, stride, begin, end, dilation, out_pad, groups)
-    return graph._add(op, inputs, (n, c_out, *out_sp), name, attrs)
+    return graph._add(op, with_bias(graph, op, [x, weight], bias, c_out, ctx), (n, c_out, *out_sp), name, attrs)
 
 
 def _conv_transpose_builder(nd):
