@@ -136,6 +136,21 @@ def direct_ineligible_reason(d):
     return None
 
 
+# The finite range of Winograd F(2x2, 3x3).  Its input transform adds up to
+# four inputs (|V| <= 4 max|x|), the filter transform at most 2.25 max|w|, the
+# output transform sums nine products: the result and every intermediate
+# stay finite whenever
+#     max|x| <= WINOGRAD_MAX_ABS_INPUT (FLT_MAX / 4, about 8.5e37)  and
+#     81 * C_in * max|x| * max|w| <= FLT_MAX (about 3.4e38),
+# where the direct sum itself is bounded by 9 * C_in * max|x| * max|w|.  Past
+# that range Winograd can return inf where direct and im2col are finite; the
+# range cannot be checked at compile time (inputs are unknown), so it is
+# documented (README "Numerics", help(rlx_cpu.conv2d)) and tested.
+FLT_MAX = 3.4028234663852886e38
+WINOGRAD_MAX_ABS_INPUT = FLT_MAX / 4
+WINOGRAD_GROWTH = 81
+
+
 def winograd_ineligible_reason(d):
     """Winograd F(2x2,3x3): 3x3 kernel, unit stride and dilation, groups 1."""
     if (d.kh, d.kw) != (3, 3):
