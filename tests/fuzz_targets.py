@@ -1,6 +1,6 @@
 """Property-based fuzz targets, run one per process by tests/test_fuzz.py.
 
-    python tests/fuzz_targets.py TARGET EXAMPLES SEED
+    PYTHONPATH=. python tests/fuzz_targets.py TARGET EXAMPLES SEED
 
 runs one hypothesis loop of at most EXAMPLES examples and prints
 ``examples=<n>`` on success; a failing property exits non-zero with
@@ -17,9 +17,7 @@ documented in README), not by asking rlx_cpu.
 import os
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))     # reference.py
 
 import numpy as np  # noqa: E402
 from hypothesis import HealthCheck, given, settings, seed as hseed, strategies as st  # noqa: E402
@@ -432,7 +430,23 @@ TARGETS = {f.__name__: f for f in (conv, conv_transpose, conv_backward, pool, pa
                                    size_overflow, thread_counts)}
 
 
+def limit_memory():
+    """Cap this process's address space (RLX_FUZZ_MEMORY_GB, default 6) so a
+    valid but enormous draw (a 16 GB output is a legal request) fails with
+    MemoryError instead of waking the kernel's OOM killer."""
+    try:
+        import resource
+    except ImportError:          # not on this OS: draws stay small enough
+        return
+    cap = int(float(os.environ.get("RLX_FUZZ_MEMORY_GB", "6")) * 2 ** 30)
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+
+
 def main(target, examples, seed):
+    limit_memory()
     prop = TARGETS[target]
 
     @hseed(seed)

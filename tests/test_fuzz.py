@@ -18,6 +18,8 @@ import sys
 
 import pytest
 
+import rlx_cpu
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TARGETS = ["conv", "conv_transpose", "conv_backward", "pool", "patches", "resize", "invalid_attrs",
            "size_overflow", "thread_counts"]
@@ -28,6 +30,10 @@ SEED = int(os.environ.get("RLX_FUZZ_SEED", "0"))
 @pytest.mark.parametrize("target", TARGETS)
 def test_fuzz(target):
     env = dict(os.environ)
+    # The worker imports the rlx_cpu this test process imported (source tree
+    # or installed wheel), whatever the working directory.
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(rlx_cpu.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join([pkg_parent] + [p for p in [env.get("PYTHONPATH")] if p])
     for flag in ("RLX_FAST_CONV", "RLX_WINOGRAD", "RLX_DIRECT_CONV", "RLX_NUM_THREADS"):
         env.pop(flag, None)
     proc = subprocess.run([sys.executable, os.path.join(HERE, "fuzz_targets.py"), target, str(EXAMPLES), str(SEED)],
