@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from . import _backward, _conv2d, _convnd
+from .shapes import BLAS_INT_MAX
 
 
 class ConvAlgorithm(enum.IntEnum):
@@ -31,16 +32,34 @@ _ON = ("1", "on", "true", "yes")
 _OFF = ("0", "off", "false", "no")
 
 
+_SIMD_VALUES = ("auto", "baseline")
+
+
 def _tristate(name):
+    """True / False for an on / off value, None when unset or empty; any
+    other value raises (a typo must not silently keep the default)."""
     raw = os.environ.get(name)
-    if raw is None:
+    if raw is None or not raw.strip():
         return None
-    raw = raw.strip().lower()
-    if raw in _ON:
+    value = raw.strip().lower()
+    if value in _ON:
         return True
-    if raw in _OFF:
+    if value in _OFF:
         return False
-    return None
+    raise ValueError(f"{name}={raw!r} is not a recognised value; use one of {_ON} to turn it on, "
+                     f"{_OFF} to turn it off, or leave it unset")
+
+
+def check_simd_env():
+    """RLX_SIMD is read by the C kernels (src/rlx_simd.h): 'baseline' forces
+    the portable variant, anything else means 'detect'.  Only 'auto',
+    'baseline' or unset are accepted, so a typo cannot silently run AVX2."""
+    raw = os.environ.get("RLX_SIMD")
+    if raw is None or raw == "":
+        return
+    if raw not in _SIMD_VALUES:
+        raise ValueError(f"RLX_SIMD={raw!r} is not a recognised value; use one of {_SIMD_VALUES} "
+                         f"or leave it unset")
 
 
 @dataclass(frozen=True)
@@ -51,6 +70,10 @@ class ConvFlags:
     winograd  RLX_WINOGRAD: on -> Winograd wherever eligible; off -> never under auto.
     direct    RLX_DIRECT_CONV: on -> direct wherever eligible (after Winograd);
               off -> never under auto.
+
+    On is 1/on/true/yes, off 0/off/false/no (any case); unset or empty means
+    the default.  Any other value raises ValueError naming the accepted ones,
+    as does an RLX_SIMD other than 'auto' or 'baseline'.
     """
     fast: bool = True
     winograd: Optional[bool] = None
@@ -58,11 +81,42 @@ class ConvFlags:
 
     @classmethod
     def from_env(cls):
-        fast = os.environ.get("RLX_FAST_CONV", "").strip().lower() not in _OFF
+        check_simd_env()
+        fast = _tristate("RLX_FAST_CONV") is not False
         return cls(fast, _tristate("RLX_WINOGRAD"), _tristate("RLX_DIRECT_CONV"))
 
 
 # -- eligibility --------------------------------------------------------------
+
+def blas_int_reason(dims):
+    """None when every GEMM dimension in {description: value} fits the C int
+    BLAS takes (M, N, K and the leading dimensions), else the reason."""
+    for what, v in dims.items():
+        if v > BLAS_INT_MAX:
+            return f"GEMM dimensions within BLAS's C int (max {BLAS_INT_MAX}); {what} = {v}"
+    return None
+
+
+def conv2d_blas_dims(d, algo):
+    """The values the conv2d GEMM kernels pass to BLAS as C ints."""
+    cpg, cog = d.c_in // d.groups, d.c_out // d.groups
+    if algo == ConvAlgorithm.GEMM_1X1:
+        return {"C_out/groups": cog, "C_in/groups": cpg, "H*W": d.h * d.w}
+    if algo == ConvAlgorithm.WINOGRAD:
+        return {"C_out": d.c_out, "C_in": d.c_in}
+    return {"C_out/groups": cog, "H_out*W_out": d.h_out * d.w_out, "C_in/groups*kH*kW": cpg * d.kh * d.kw}
+
+
+def convnd_blas_dims(d):
+    """The values the N-d GEMM kernels (conv3d, conv-transpose, conv
+    gradients) pass to BLAS as C ints, for a ConvNDDims."""
+    cpg, cog = d.c_in // d.groups, d.c_out // d.groups
+    taps = d.kernel[0] * d.kernel[1] * d.kernel[2]
+    return {"C_out/groups": cog, "C_in/groups": cpg,
+            "input points": d.in_sp[0] * d.in_sp[1] * d.in_sp[2],
+            "output points": d.out_sp[0] * d.out_sp[1] * d.out_sp[2],
+            "C_in/groups*kernel taps": cpg * taps, "C_out/groups*kernel taps": cog * taps}
+
 
 def is_gemm_1x1(d):
     """A 1x1 kernel at stride 1 without padding: the input is already the GEMM
@@ -82,6 +136,21 @@ def direct_ineligible_reason(d):
     return None
 
 
+# The finite range of Winograd F(2x2, 3x3).  Its input transform adds up to
+# four inputs (|V| <= 4 max|x|), the filter transform at most 2.25 max|w|, the
+# output transform sums nine products: the result and every intermediate
+# stay finite whenever
+#     max|x| <= WINOGRAD_MAX_ABS_INPUT (FLT_MAX / 4, about 8.5e37)  and
+#     81 * C_in * max|x| * max|w| <= FLT_MAX (about 3.4e38),
+# where the direct sum itself is bounded by 9 * C_in * max|x| * max|w|.  Past
+# that range Winograd can return inf where direct and im2col are finite; the
+# range cannot be checked at compile time (inputs are unknown), so it is
+# documented (README "Numerics", help(rlx_cpu.conv2d)) and tested.
+FLT_MAX = 3.4028234663852886e38
+WINOGRAD_MAX_ABS_INPUT = FLT_MAX / 4
+WINOGRAD_GROWTH = 81
+
+
 def winograd_ineligible_reason(d):
     """Winograd F(2x2,3x3): 3x3 kernel, unit stride and dilation, groups 1."""
     if (d.kh, d.kw) != (3, 3):
@@ -92,15 +161,25 @@ def winograd_ineligible_reason(d):
         return f"dilation 1 (got {d.dh},{d.dw})"
     if d.groups != 1:
         return f"groups 1 (got {d.groups})"
-    return None
+    return blas_int_reason(conv2d_blas_dims(d, ConvAlgorithm.WINOGRAD))
 
 
 def im2col_col_floats(d):
     return (d.c_in // d.groups) * d.kh * d.kw * d.h_out * d.w_out
 
 
+def gemm_1x1_ineligible_reason(d):
+    if not is_gemm_1x1(d):
+        return "a 1x1 kernel at stride 1 without padding"
+    return blas_int_reason(conv2d_blas_dims(d, ConvAlgorithm.GEMM_1X1))
+
+
 def im2col_ineligible_reason(d):
-    """im2col: the per-(image, group) patch matrix must stay under 2 GB."""
+    """im2col: the per-(image, group) patch matrix must stay under 2 GB and
+    every GEMM dimension must fit BLAS's C int."""
+    reason = blas_int_reason(conv2d_blas_dims(d, ConvAlgorithm.IM2COL))
+    if reason is not None:
+        return reason
     if im2col_col_floats(d) > _conv2d.IM2COL_MAX_COL_FLOATS:
         return (f"a patch matrix of at most {_conv2d.IM2COL_MAX_COL_FLOATS} floats "
                 f"(this conv needs {im2col_col_floats(d)})")
@@ -141,6 +220,9 @@ def select_conv_algorithm(dims, requested="auto", flags=None, op="conv2d"):
             return ConvAlgorithm.REFERENCE
         if requested == "im2col":
             if is_gemm_1x1(dims):
+                reason = gemm_1x1_ineligible_reason(dims)
+                if reason is not None:
+                    raise ValueError(f"{op}: conv_algorithm={requested!r} needs {reason}; conv is {dims!r}")
                 return ConvAlgorithm.GEMM_1X1
             reason = im2col_ineligible_reason(dims)
             algo = ConvAlgorithm.IM2COL
@@ -162,7 +244,7 @@ def select_conv_algorithm(dims, requested="auto", flags=None, op="conv2d"):
         return ConvAlgorithm.WINOGRAD
     if flags.direct and direct_ok:
         return ConvAlgorithm.DIRECT
-    if is_gemm_1x1(dims):
+    if gemm_1x1_ineligible_reason(dims) is None:
         return ConvAlgorithm.GEMM_1X1
     if winograd_ok and flags.winograd is not False and _prefers_winograd(dims):
         return ConvAlgorithm.WINOGRAD
@@ -191,6 +273,9 @@ def convnd_ineligible_reason(dims, transposed, nthreads=1):
     """The GEMM path: its scratch must stay under 2 GB, the same cap as
     conv2d's im2col.  The patch matrix is built in column blocks of at least
     64 columns, so only a gigantic number of rows (channels x taps) hits it."""
+    reason = blas_int_reason(convnd_blas_dims(dims))
+    if reason is not None:
+        return reason
     need = convnd_scratch_floats(dims, transposed, nthreads)
     if need > _conv2d.IM2COL_MAX_COL_FLOATS:
         return (f"at most {_conv2d.IM2COL_MAX_COL_FLOATS} floats of patch-matrix scratch "
@@ -262,6 +347,8 @@ def select_conv_backward_algorithm(dims, requested="auto", flags=None):
     if isinstance(requested, ConvAlgorithm):
         requested = requested.label
     if requested == "reference" or not flags.fast:
+        return ConvBackwardAlgorithm.REFERENCE
+    if blas_int_reason(convnd_blas_dims(dims)) is not None:
         return ConvBackwardAlgorithm.REFERENCE
     if is_backward_1x1(dims):
         return ConvBackwardAlgorithm.GEMM_1X1

@@ -16,6 +16,7 @@ from .algorithms import ConvAlgorithm, ConvFlags
 from .arena import ALIGNMENT, BufferRequest, align_up, plan_arena
 from .ir import Graph
 from .registry import COMPILE_RULES
+from .shapes import INDEX_MAX, nbytes_of
 from .threads import limit_blas_threads, resolve_num_threads
 from .thunks import Slice
 
@@ -47,7 +48,11 @@ class CompileContext:
         self.live = None           # ids of the nodes the outputs need (set by compile)
 
     def _new(self, nbytes, role, name):
-        b = Buf(len(self.bufs), int(nbytes), role, name)
+        nbytes = int(nbytes)
+        if not 0 <= nbytes <= INDEX_MAX:
+            raise ValueError(f"compile: {role} buffer {name!r} needs {nbytes} bytes, outside what the "
+                             f"kernels' Py_ssize_t index type can address (0..{INDEX_MAX})")
+        b = Buf(len(self.bufs), nbytes, role, name)
         self.bufs.append(b)
         return b
 
@@ -56,7 +61,7 @@ class CompileContext:
         b = self.node_buf.get(node_id)
         if b is None:
             node = self.graph.node(node_id)
-            nbytes = int(np.prod(node.shape, dtype=np.int64)) * np.dtype(node.dtype).itemsize
+            nbytes = nbytes_of(node.shape, np.dtype(node.dtype).itemsize)
             role = {"input": "input", "constant": "const"}.get(node.op, "temp")
             b = self._new(nbytes, role, node.name)
             if role == "const":
@@ -140,6 +145,15 @@ def _lifetimes(ctx, output_bufs):
     return reqs
 
 
+def _check_total(what, nbytes, bufs):
+    """The arena and the constant segment are indexed with Py_ssize_t."""
+    if nbytes > INDEX_MAX:
+        big = sorted(bufs, key=lambda b: -b.nbytes)[:3]
+        raise MemoryError(f"compile: the plan's {what} would be {nbytes} bytes, more than a Py_ssize_t "
+                          f"can address ({INDEX_MAX}); largest buffers: "
+                          + ", ".join(f"{b.name!r} {b.nbytes} B" for b in big))
+
+
 def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True):
     """Compile `graph` into an executable :class:`~rlx_cpu.plan.Plan`.
 
@@ -184,6 +198,7 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True):
     output_bufs = {ctx.buf(i) for i in graph.outputs}
 
     arena = plan_arena(_lifetimes(ctx, output_bufs), reuse=reuse_arena)
+    _check_total("arena", arena.nbytes, [b for b in arena.offsets])
     # Lay out only the constants a thunk reads or an output returns: a weight
     # replaced by its compile-time transform (Winograd U) is not kept.
     used = {getattr(th, f.name) for th in ctx.thunks for f in dataclasses.fields(th)
@@ -193,6 +208,8 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True):
         if b.role == "const" and b in ctx.const_values and b in used:
             const_offsets[b] = const_nbytes
             const_nbytes += align_up(b.nbytes, ALIGNMENT)
+
+    _check_total("constant segment", const_nbytes, list(const_offsets))
 
     def to_slice(b):
         if b.role == "const":

@@ -27,10 +27,20 @@ def as_real(name, op, v):
 
 
 def freeze(v):
+    """A hashable plan-cache key part for an attribute argument.  Sequences
+    and numpy arrays of ints (accepted like torch accepts them) become tuples;
+    anything else unhashable is keyed by its repr, and the graph method then
+    judges the value itself."""
+    if isinstance(v, np.ndarray):
+        return ("ndarray", str(v.dtype), freeze(v.tolist()))
     if isinstance(v, (list, tuple)):
         return tuple(freeze(i) for i in v)
     if isinstance(v, np.integer):
         return int(v)
+    try:
+        hash(v)
+    except TypeError:
+        return ("unhashable", type(v).__name__, repr(v))
     return v
 
 

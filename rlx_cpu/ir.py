@@ -14,6 +14,8 @@ from typing import Optional, Tuple
 
 import numpy as np
 
+from .shapes import INDEX_MAX, int_dims, nbytes_of
+
 
 Shape = Tuple[int, ...]
 
@@ -39,6 +41,13 @@ class Node:
 
     def __repr__(self):
         return f"Node(%{self.id} {self.op} {self.name!r} shape={list(self.shape)})"
+
+
+def _check_nonempty(shape, op, arg):
+    """No op computes on an empty tensor: a zero-size axis (e.g. a weight
+    with a 0-tap kernel axis) would give an output of undefined values."""
+    if any(d == 0 for d in shape):
+        raise ValueError(f"{op}: {arg} must have every dim >= 1, got shape {fmt_shape(shape)}")
 
 
 def fmt_shape(shape):
@@ -71,17 +80,22 @@ class Graph:
         return name
 
     def _add(self, op, inputs, shape, name, attrs=None, value=None, dtype="float32"):
-        node = Node(self, len(self.nodes), op, tuple(n.id for n in inputs), tuple(int(d) for d in shape),
+        shape = int_dims(shape, f"{op}: output shape")
+        # Exact Python-int arithmetic: a size that cannot be indexed with a
+        # Py_ssize_t is refused here, before any buffer is planned.
+        nbytes = nbytes_of(shape, np.dtype(dtype).itemsize)
+        if nbytes > INDEX_MAX:
+            label = op if name is None else f"{op} {name!r}"
+            raise ValueError(f"{label}: the output {fmt_shape(shape)} ({dtype}) needs {nbytes} bytes, more than "
+                             f"the kernels' Py_ssize_t index type can address ({INDEX_MAX})")
+        node = Node(self, len(self.nodes), op, tuple(n.id for n in inputs), shape,
                     self._unique_name(name, op), attrs, value, dtype)
         self.nodes.append(node)
         return node
 
     def input(self, name, shape):
         """A float32 graph input with a static shape."""
-        try:
-            shape = tuple(int(d) for d in shape)
-        except TypeError:
-            raise TypeError(f"input {name!r}: shape must be a sequence of ints, got {shape!r}") from None
+        shape = int_dims(shape, f"input {name!r}: shape")
         if any(d < 1 for d in shape):
             raise ValueError(f"input {name!r}: every dim must be >= 1, got {fmt_shape(shape)}")
         if not isinstance(name, str) or not name:
@@ -103,6 +117,7 @@ class Graph:
                 raise ValueError(f"{op}: {arg} belongs to another graph")
             if v.dtype != "float32":
                 raise TypeError(f"{op}: {arg} must be a float32 value, got the {v.dtype} node {v.name!r}")
+            _check_nonempty(v.shape, op, arg)
             return v
         if isinstance(v, np.ndarray) or np.isscalar(v) or isinstance(v, (list, tuple)):
             # Check here so the message names the op and argument, not an
@@ -110,6 +125,7 @@ class Graph:
             arr = np.asarray(v)
             if arr.dtype.kind not in "biuf":
                 raise TypeError(f"{op}: {arg} must be a real numeric array, got dtype {arr.dtype}")
+            _check_nonempty(arr.shape, op, arg)
             return self.constant(arr)
         raise TypeError(f"{op}: {arg} must be a graph node or a numpy array, got {type(v).__name__}")
 
@@ -132,10 +148,7 @@ class Graph:
 
 def shape_arg(shape, op, arg):
     """A shape argument (e.g. a gradient's input_shape) as a tuple of ints >= 1."""
-    try:
-        out = tuple(int(d) for d in shape)
-    except (TypeError, ValueError):
-        raise TypeError(f"{op}: {arg} must be a sequence of ints, got {shape!r}") from None
+    out = int_dims(shape, f"{op}: {arg}")
     if any(d < 1 for d in out):
         raise ValueError(f"{op}: every dim of {arg} must be >= 1, got {fmt_shape(out)}")
     return out

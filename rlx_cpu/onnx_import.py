@@ -31,6 +31,7 @@ import numpy as np
 
 from .ir import Graph, Node
 from .registry import ONNX_OPS, onnx_op
+from .shapes import int_dims
 
 
 def _onnx():
@@ -112,11 +113,16 @@ def _attr_value(attr):
     return v
 
 
+_ATTR_TYPE_WORDS = {"INT": "one int", "INTS": "a list of ints", "FLOAT": "one float",
+                    "FLOATS": "a list of floats", "STRING": "a string", "STRINGS": "a list of strings",
+                    "TENSOR": "a tensor"}
+
+
 class NodeContext:
     """What a converter sees of one ONNX node: its inputs, attributes and
     version, plus helpers that raise errors naming the node and op."""
 
-    def __init__(self, importer, node, version):
+    def __init__(self, importer, node, version, schema=None):
         self.imp = importer
         self.node = node
         self.version = version
@@ -124,6 +130,24 @@ class NodeContext:
         label = node.name or (node.output[0] if node.output else "?")
         self.where = f"node {label!r} ({node.op_type}-{version})"
         self.attrs = {a.name: a for a in node.attribute}
+        if schema is not None:
+            self._check_attr_types(schema)
+
+    def _check_attr_types(self, schema):
+        """Every attribute must have the type the op's schema declares (as
+        onnx.checker demands): pads=[1.5] or group="1" is an error, never
+        truncated to an int."""
+        onnx = _onnx()
+        for name, a in self.attrs.items():
+            decl = schema.attributes.get(name)
+            if decl is None:
+                continue        # an unknown attribute: check_attrs names it
+            want = decl.type.name
+            got = onnx.AttributeProto.AttributeType.Name(a.type)
+            if got != want:
+                raise TypeError(f"{self.where}: attribute {name!r} must be of type {want} "
+                                f"({_ATTR_TYPE_WORDS.get(want, want)}), got {got} "
+                                f"{_attr_value(a)!r}")
 
     @property
     def graph(self):
@@ -150,7 +174,9 @@ class NodeContext:
         v = self.attr(name)
         if v is None:
             return default
-        v = tuple(int(i) for i in v)
+        if not isinstance(v, (list, tuple)) or not all(isinstance(i, int) for i in v):
+            raise TypeError(f"{self.where}: attribute {name!r} must be a list of ints, got {v!r}")
+        v = tuple(v)
         if len(v) != n:
             raise ValueError(f"{self.where}: attribute {name!r} must have {n} values, got {list(v)}")
         return v
@@ -317,7 +343,7 @@ class _Importer:
                 f"only (a non-float input that sets a shape can be fixed with constants={{{vi.name!r}: ...}})")
         dims = _declared_dims(vi)
         if vi.name in self.input_shapes:
-            shape = tuple(int(d) for d in self.input_shapes[vi.name])
+            shape = int_dims(self.input_shapes[vi.name], f"from_onnx: input_shapes[{vi.name!r}]")
             if dims is not None and (len(dims) != len(shape) or any(
                     d is not None and d != s for d, s in zip(dims, shape))):
                 raise ValueError(f"from_onnx: input_shapes[{vi.name!r}] = {list(shape)} contradicts the "
@@ -372,7 +398,7 @@ class _Importer:
             if name and name not in self.values:
                 raise ValueError(f"node {label!r} ({node.op_type}): input {i} {name!r} is not defined by any "
                                  "earlier node, initializer or graph input")
-        nc = NodeContext(self, node, version)
+        nc = NodeContext(self, node, version, schema)
         try:
             entry.convert(nc)
         except (ValueError, TypeError) as e:

@@ -131,17 +131,30 @@ class Plan:
             ctx = self._local.ctx = RunContext(self)
         return ctx
 
+    def _own_context(self, context, where):
+        """context, when given, must be one of this plan's: another plan's
+        arena has another layout and its launches run another graph."""
+        if context is None:
+            return self._context()
+        if not isinstance(context, RunContext):
+            raise TypeError(f"{where}: context must be a RunContext from this plan's new_context(), "
+                            f"got {type(context).__name__}")
+        if context.plan is not self:
+            raise ValueError(f"{where}: context belongs to another plan; create one with this plan's "
+                             f"new_context()")
+        return context
+
     def run(self, inputs, context=None):
         """Run on a dict {input name: array}; returns new arrays in the graph's
         output order (float32, int64 for index outputs)."""
-        ctx = context or self._context()
+        ctx = self._own_context(context, "run")
         ctx.load(inputs)
         ctx.sequence.run(self.num_threads)
         return [o.copy() for o in ctx.outputs]
 
     def run_into(self, inputs, outputs, context=None):
         """Run and write the outputs into caller-owned arrays (no allocation)."""
-        ctx = context or self._context()
+        ctx = self._own_context(context, "run_into")
         if len(outputs) != len(ctx.outputs):
             raise ValueError(f"run_into: expected {len(ctx.outputs)} output arrays, got {len(outputs)}")
         for i, (dst, src) in enumerate(zip(outputs, ctx.outputs)):

@@ -1,11 +1,58 @@
 """Shape arithmetic shared by the IR and the compiler: attribute
 normalisation (ints, tuples, PyTorch 'same'/'valid', ONNX pads and auto_pad)
 and output sizes."""
+import math
 import numbers
+import sys
+
+# The kernels' index types.  Sizes and offsets are Py_ssize_t; the GEMM
+# dimensions handed to BLAS (M, N, K and the leading dimensions) are C int.
+# Attribute values (kernel, stride, padding, dilation ...) are kept within C
+# int too, so no product of them can wrap a Py_ssize_t.
+INDEX_MAX = sys.maxsize            # Py_ssize_t
+BLAS_INT_MAX = 2 ** 31 - 1          # C int
+ATTR_MAX = BLAS_INT_MAX
 
 
 def _is_int(v):
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def check_attr_range(values, op, arg, given=None):
+    """Every attribute value must fit the kernels' C int."""
+    if any(v > ATTR_MAX for v in values):
+        raise ValueError(f"{op}: {arg} must be <= {ATTR_MAX} (the kernels' C int index type), "
+                         f"got {given if given is not None else values!r}")
+
+
+def check_blas_dims(op, dims):
+    """`dims` is {description: value} for every GEMM dimension / leading
+    dimension a kernel passes to BLAS (a C int): each must fit."""
+    for what, v in dims.items():
+        if int(v) > BLAS_INT_MAX:
+            raise ValueError(f"{op}: the GEMM dimension {what} = {int(v)} exceeds the BLAS index type "
+                             f"(C int, max {BLAS_INT_MAX}); split the op into smaller ones")
+
+
+def nbytes_of(shape, itemsize=4):
+    """Bytes of a dense array of this shape, as an exact Python int (no wrap)."""
+    return math.prod(int(d) for d in shape) * itemsize
+
+
+def int_dims(shape, what):
+    """A shape as a tuple of Python ints; non-integral values (8.7, '8',
+    True) raise TypeError instead of being truncated."""
+    try:
+        items = tuple(shape)
+    except TypeError:
+        raise TypeError(f"{what} must be a sequence of ints, got {shape!r}") from None
+    out = []
+    for d in items:
+        if not _is_int(d):
+            raise TypeError(f"{what} must be a sequence of ints, got {shape!r} ({d!r} is a "
+                            f"{type(d).__name__})")
+        out.append(int(d))
+    return tuple(out)
 
 
 def as_tuple(value, n, op, arg, minimum=1):
@@ -22,6 +69,7 @@ def as_tuple(value, n, op, arg, minimum=1):
         out = tuple(int(v) for v in out)
     if any(v < minimum for v in out):
         raise ValueError(f"{op}: {arg} must be >= {minimum}, got {value!r}")
+    check_attr_range(out, op, arg, value)
     return out
 
 
@@ -81,6 +129,7 @@ def resolve_padding(padding, in_sizes, kernel, stride, dilation, op):
         p = int(padding)
         if p < 0:
             raise ValueError(f"{op}: padding must be >= 0, got {padding!r}")
+        check_attr_range((p,), op, "padding", padding)
         return (p,) * n, (p,) * n
     try:
         items = tuple(padding)
@@ -106,6 +155,7 @@ def resolve_padding(padding, in_sizes, kernel, stride, dilation, op):
             f"or {n} (begin, end) pairs, got {padding!r}")
     if any(v < 0 for v in begin + end):
         raise ValueError(f"{op}: padding must be >= 0, got {padding!r}")
+    check_attr_range(begin + end, op, "padding", padding)
     return begin, end
 
 

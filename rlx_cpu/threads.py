@@ -11,7 +11,14 @@
 * Default thread count: ``set_num_threads(n)`` if called, else the environment
   variable ``RLX_NUM_THREADS``, else ``OMP_NUM_THREADS``, else the CPUs this
   process may run on.
+* Every thread count (``num_threads=``, ``set_num_threads``,
+  ``RLX_NUM_THREADS``, ``OMP_NUM_THREADS``) must lie in
+  ``1..max_num_threads()``, that is ``1..max(64, 8 * os.cpu_count())``;
+  anything else raises ValueError naming the range.  (Per-thread scratch is
+  sized into the arena and OpenMP starts that many threads, so an absurd
+  count would exhaust memory or the OpenMP runtime.)
 """
+import numbers
 import os
 import threading
 
@@ -22,6 +29,22 @@ _explicit = None
 _blas_limited = False
 
 
+def max_num_threads():
+    """The largest thread count rlx_cpu accepts: max(64, 8 * os.cpu_count())."""
+    return max(64, 8 * (os.cpu_count() or 1))
+
+
+def check_num_threads(n, where, none_ok=False, shown=None):
+    """n as an int in 1..max_num_threads(), else ValueError naming the range."""
+    hi = max_num_threads()
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or not 1 <= n <= hi:
+        what = "a positive integer or None" if none_ok else "a positive integer"
+        got = shown if shown is not None else repr(n)
+        raise ValueError(f"{where} must be {what}, got {got}; the accepted "
+                         f"range is 1..{hi} (max(64, 8 x os.cpu_count()))")
+    return int(n)
+
+
 def _env_threads():
     raw = os.environ.get("RLX_NUM_THREADS", "").strip()
     if not raw:
@@ -29,10 +52,19 @@ def _env_threads():
     try:
         n = int(raw)
     except ValueError:
-        raise ValueError(f"RLX_NUM_THREADS must be a positive integer, got {raw!r}") from None
-    if n < 1:
-        raise ValueError(f"RLX_NUM_THREADS must be a positive integer, got {raw!r}")
-    return n
+        n = None
+    return check_num_threads(n, "RLX_NUM_THREADS", shown=repr(raw))
+
+
+def _omp_env_threads():
+    """OpenMP's reading of OMP_NUM_THREADS (its first level), bounded too."""
+    raw = os.environ.get("OMP_NUM_THREADS", "").strip()
+    try:
+        n = int(raw.split(",")[0])
+    except ValueError:
+        return _runtime.omp_max_threads()       # OpenMP ignores a malformed value
+    check_num_threads(n, "OMP_NUM_THREADS", shown=repr(raw))
+    return _runtime.omp_max_threads()
 
 
 def available_cpus():
@@ -52,7 +84,7 @@ def get_num_threads():
     if env is not None:
         return env
     if os.environ.get("OMP_NUM_THREADS", "").strip():
-        return _runtime.omp_max_threads()   # OpenMP's reading of OMP_NUM_THREADS
+        return _omp_env_threads()
     return available_cpus()
 
 
@@ -60,8 +92,8 @@ def set_num_threads(n):
     """Set the default thread count for plans compiled from now on;
     ``None`` restores the default (RLX_NUM_THREADS, OMP_NUM_THREADS, CPUs)."""
     global _explicit
-    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-        raise ValueError(f"set_num_threads: n must be a positive integer or None, got {n!r}")
+    if n is not None:
+        n = check_num_threads(n, "set_num_threads: n", none_ok=True)
     with _lock:
         _explicit = n
 
@@ -69,8 +101,7 @@ def set_num_threads(n):
 def resolve_num_threads(num_threads, where="compile"):
     if num_threads is None:
         return get_num_threads()
-    if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
-        raise ValueError(f"{where}: num_threads must be a positive integer or None, got {num_threads!r}")
+    num_threads = check_num_threads(num_threads, f"{where}: num_threads", none_ok=True)
     return num_threads if _runtime.openmp_enabled() else 1
 
 

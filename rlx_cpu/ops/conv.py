@@ -494,7 +494,22 @@ def _conv_function(nd):
 
     layout, taps = _LAYOUT[nd]
     conv.__doc__ = f"{nd}-D convolution of {layout.replace('C', 'C_in')} by [C_out, C_in/groups, {taps}]."
+    if nd in (1, 2):
+        conv.__doc__ += _WINOGRAD_RANGE_DOC
     return conv
+
+
+_WINOGRAD_RANGE_DOC = """
+
+    Finite range: conv_algorithm='auto' may pick Winograd F(2x2, 3x3) (3x3
+    kernel, stride 1, dilation 1, groups 1, C_in and C_out >= 16; also
+    conv_algorithm='winograd').  Its result is finite whenever
+    max|input| <= 8.5e37 (FLT_MAX / 4) and
+    81 * C_in * max|input| * max|weight| <= 3.4e38 (FLT_MAX).  Beyond that it
+    can return inf where the exact result is finite: for such data pass
+    conv_algorithm='direct' or 'im2col', or set RLX_WINOGRAD=0.
+    'reference', 'im2col' and 'direct' overflow only where the float32 sums
+    themselves do."""
 
 
 # ---------------------------------------------------------------------------

@@ -14,6 +14,7 @@
 
 Kernels: src/_train.pyx.
 """
+import math
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
@@ -22,6 +23,7 @@ import numpy as np
 from .. import _train
 from ..ir import fmt_shape
 from ..registry import compile_rule, gradient, graph_method
+from ..shapes import check_blas_dims
 from ..thunks import Slice, Thunk, view_or_none
 
 
@@ -93,15 +95,15 @@ def reshape(graph, x, shape, name=None):
         dims = [int(d) for d in shape]
     except TypeError:
         raise TypeError(f"{op}: shape must be a sequence of ints, got {shape!r}") from None
-    size = int(np.prod(x.shape, dtype=np.int64))
+    size = math.prod(x.shape)
     if dims.count(-1) > 1 or any(d < 1 and d != -1 for d in dims):
         raise ValueError(f"{op}: shape must be positive ints with at most one -1, got {list(dims)}")
     if -1 in dims:
-        known = int(np.prod([d for d in dims if d != -1], dtype=np.int64))
+        known = math.prod([d for d in dims if d != -1])
         if size % known:
             raise ValueError(f"{op}: cannot reshape input {fmt_shape(x.shape)} ({size} values) to {list(dims)}")
         dims[dims.index(-1)] = size // known
-    if int(np.prod(dims, dtype=np.int64)) != size:
+    if math.prod(dims) != size:
         raise ValueError(f"{op}: cannot reshape input {fmt_shape(x.shape)} ({size} values) to {list(dims)}")
     return graph._add(op, [x], tuple(dims), name)
 
@@ -116,7 +118,7 @@ def flatten(graph, x, start_dim=1, end_dim=-1, name=None):
     e = end_dim + r if end_dim < 0 else end_dim
     if not (0 <= s <= e < r):
         raise ValueError(f"flatten: start_dim={start_dim}, end_dim={end_dim} invalid for input {fmt_shape(x.shape)}")
-    merged = int(np.prod(x.shape[s:e + 1], dtype=np.int64))
+    merged = math.prod(x.shape[s:e + 1])
     return graph.reshape(x, x.shape[:s] + (merged,) + x.shape[e + 1:], name=name)
 
 
@@ -190,7 +192,7 @@ def softmax_cross_entropy_backward(graph, logits, labels, grad_loss, name=None):
     lab = graph._value(labels, op, "labels")
     gl = graph._value(grad_loss, op, "grad_loss")
     _check_xent(op, z.shape, lab.shape)
-    if int(np.prod(gl.shape, dtype=np.int64)) != 1:
+    if math.prod(gl.shape) != 1:
         raise ValueError(f"{op}: grad_loss must hold one value, got shape {fmt_shape(gl.shape)}")
     return graph._add(op, [z, lab, gl], z.shape, name)
 
@@ -342,7 +344,7 @@ class SoftmaxCrossEntropyBackwardThunk(Thunk):
 # ---------------------------------------------------------------------------
 
 def _numel(shape):
-    return int(np.prod(shape, dtype=np.int64))
+    return math.prod(shape)
 
 
 _ELEMENTWISE = {"relu": (ReluThunk, _train.ELEM_RELU),
@@ -382,6 +384,7 @@ def compile_linear(ctx, node):
     x_shape = ctx.graph.node(node.inputs[0]).shape
     bias = ctx.buf(node.inputs[2]) if len(node.inputs) > 2 else None
     n_rows, n_out = node.shape
+    check_blas_dims(f"linear {node.name!r}", {"rows": n_rows, "out_features": n_out, "in_features": x_shape[1]})
     ctx.emit(GemmThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]), bias, ctx.buf(node.id),
                        n_rows, n_out, x_shape[1], False, True, ctx.num_threads))
 
@@ -389,6 +392,8 @@ def compile_linear(ctx, node):
 @compile_rule("linear_backward_input")
 def compile_linear_backward_input(ctx, node):
     dy_shape = ctx.graph.node(node.inputs[0]).shape          # dx = dy [N, out] . W [out, in]
+    check_blas_dims(f"{node.op} {node.name!r}", {"rows": node.shape[0], "in_features": node.shape[1],
+                                                 "out_features": dy_shape[1]})
     ctx.emit(GemmThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]), None, ctx.buf(node.id),
                        node.shape[0], node.shape[1], dy_shape[1], False, False, ctx.num_threads))
 
@@ -396,6 +401,8 @@ def compile_linear_backward_input(ctx, node):
 @compile_rule("linear_backward_weight")
 def compile_linear_backward_weight(ctx, node):
     x_shape = ctx.graph.node(node.inputs[0]).shape           # dW = dy^T [out, N] . x [N, in]
+    check_blas_dims(f"{node.op} {node.name!r}", {"out_features": node.shape[0], "in_features": node.shape[1],
+                                                 "rows": x_shape[0]})
     ctx.emit(GemmThunk(node.name, ctx.buf(node.inputs[1]), ctx.buf(node.inputs[0]), None, ctx.buf(node.id),
                        node.shape[0], node.shape[1], x_shape[0], True, False, ctx.num_threads))
 

@@ -12,6 +12,7 @@ of block positions (the conv output size), K = prod(k):
 col2im(cols)[n, c, p] = sum of the entries whose tap is p.  Node ops:
 ``im2col``, ``col2im`` (also built by ``col2im_onnx``).
 """
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -85,8 +86,8 @@ def im2col(graph, x, kernel_size, stride=1, padding=0, dilation=1, *, layout="ro
         raise ValueError(f"{op}: layout must be 'rows' or 'onnx', got {layout!r}")
     kernel, stride, begin, end, dilation, blocks = _patch_geometry(
         op, xs[2:], kernel_size, stride, padding, dilation)
-    ck = xs[1] * int(np.prod(kernel))
-    nl = int(np.prod(blocks))
+    ck = xs[1] * math.prod(kernel)
+    nl = math.prod(blocks)
     shape = (xs[0] * nl, ck) if layout == "rows" else (xs[0], ck, nl)
     attrs = PatchAttrs(kernel, stride, begin, end, dilation, tuple(xs[2:]), blocks, layout)
     return graph._add("im2col", [x], shape, name, attrs)
@@ -118,8 +119,8 @@ def col2im(graph, cols, output_size, kernel_size, stride=1, padding=0, dilation=
         raise ValueError(f"{op}: layout must be 'rows' or 'onnx', got {layout!r}")
     kernel, stride, begin, end, dilation, blocks = _patch_geometry(
         op, image, kernel_size, stride, padding, dilation)
-    k = int(np.prod(kernel))
-    nl = int(np.prod(blocks))
+    k = math.prod(kernel)
+    nl = math.prod(blocks)
     ctx = f"input {fmt_shape(cs)}, output_size {fmt_shape(image)}, kernel {kernel}, {nl} block positions"
     if layout == "rows":
         if len(cs) != 2:

@@ -22,6 +22,7 @@ Node ops: ``max_pool{1,2,3}d``, ``avg_pool{1,2,3}d`` (the rank-generic
 int64 argmax output of a max pool node), ``global_avg_pool``,
 ``global_max_pool``, ``max_pool{1,2}d_backward``, ``avg_pool{1,2}d_backward``.
 """
+import math
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
@@ -399,7 +400,7 @@ def compile_pool_indices(ctx, node):
 @compile_rule("global_avg_pool", "global_max_pool")
 def compile_global_pool(ctx, node):
     xs = ctx.graph.node(node.inputs[0]).shape
-    planes, spatial = xs[0] * xs[1], int(np.prod(xs[2:]))
+    planes, spatial = xs[0] * xs[1], math.prod(xs[2:])
     kind = _POOL_KIND[node.attrs.kind]
     scratch = ctx.scratch(4 * _pool.global_scratch_floats(planes, spatial), node.name + ".scratch")
     ctx.emit(GlobalPoolThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), scratch, planes, spatial,

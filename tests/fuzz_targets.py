@@ -1,0 +1,465 @@
+"""Property-based fuzz targets, run one per process by tests/test_fuzz.py.
+
+    PYTHONPATH=. python tests/fuzz_targets.py TARGET EXAMPLES SEED
+
+runs one hypothesis loop of at most EXAMPLES examples and prints
+``examples=<n>`` on success; a failing property exits non-zero with
+hypothesis's falsifying example, and a crash kills only this process.
+
+Valid draws must match tests/reference.py's float64 reference (tolerance
+1e-4 relative to the result's magnitude for the GEMM/Winograd conv paths,
+1e-6 for pooling sums, exact for gathers and max); invalid draws must raise
+the documented exception types (ValueError, TypeError, and for sizes past
+Py_ssize_t MemoryError).  Validity is decided here by an independent
+predicate (output size >= 1 on every axis, algorithm eligibility as
+documented in README), not by asking rlx_cpu.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))     # reference.py
+
+import numpy as np  # noqa: E402
+from hypothesis import HealthCheck, given, settings, seed as hseed, strategies as st  # noqa: E402
+
+import rlx_cpu  # noqa: E402
+import reference as ref  # noqa: E402
+from rlx_cpu import threads  # noqa: E402
+
+DOCUMENTED = (ValueError, TypeError)
+COUNT = [0]
+CONV_TOL = 1e-4
+SUM_TOL = 1e-6
+
+
+def _rng(data):
+    return np.random.default_rng(data.draw(st.integers(0, 2 ** 32 - 1), label="data seed"))
+
+
+def _expect_error(fn, what):
+    try:
+        fn()
+    except DOCUMENTED:
+        return
+    raise AssertionError(f"{what}: expected ValueError/TypeError, it ran")
+
+
+def _pads(data, nsp, hi=2):
+    pb = tuple(data.draw(st.integers(0, hi), label="pad begin") for _ in range(nsp))
+    pe = tuple(data.draw(st.integers(0, hi), label="pad end") for _ in range(nsp))
+    return pb, pe
+
+
+def _axes(data, nsp, lo, hi, label):
+    return tuple(data.draw(st.integers(lo, hi), label=label) for _ in range(nsp))
+
+
+def _out(size, k, s, pb, pe, d):
+    span = size + pb + pe - d * (k - 1) - 1
+    return span // s + 1 if span >= 0 else 0
+
+
+# ---------------------------------------------------------------------------
+# conv1d / conv2d / conv3d, every algorithm
+# ---------------------------------------------------------------------------
+
+def conv(data):
+    nsp = data.draw(st.sampled_from([1, 2, 3]), label="rank")
+    groups = data.draw(st.integers(1, 3), label="groups")
+    cpg, cog = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    n = data.draw(st.integers(1, 2), label="N")
+    size = _axes(data, nsp, 1, 9 if nsp < 3 else 6, "size")
+    k = _axes(data, nsp, 1, 4 if nsp < 3 else 3, "kernel")
+    s = _axes(data, nsp, 1, 3, "stride")
+    d = _axes(data, nsp, 1, 3, "dilation")
+    pb, pe = _pads(data, nsp)
+    pad_form = data.draw(st.sampled_from(["pairs", "same", "valid"]), label="padding form")
+    if pad_form == "same":
+        if any(v != 1 for v in s):
+            s = (1,) * nsp
+        tot = [di * (ki - 1) for ki, di in zip(k, d)]
+        pb, pe = tuple(t // 2 for t in tot), tuple(t - t // 2 for t in tot)
+        padding = "same"
+    elif pad_form == "valid":
+        pb = pe = (0,) * nsp
+        padding = "valid"
+    else:
+        padding = tuple(zip(pb, pe))
+    algos = ["auto", "reference", "im2col"] + (["direct", "winograd"] if nsp < 3 else [])
+    algo = data.draw(st.sampled_from(algos), label="algorithm")
+    bias = data.draw(st.booleans(), label="bias")
+    rng = _rng(data)
+    x = rng.standard_normal((n, cpg * groups, *size)).astype(np.float32)
+    w = rng.standard_normal((cog * groups, cpg, *k)).astype(np.float32)
+    b = rng.standard_normal(cog * groups).astype(np.float32) if bias else None
+    fn = getattr(rlx_cpu, f"conv{nsp}d")
+    call = lambda: fn(x, w, b, stride=s, padding=padding, dilation=d, groups=groups, conv_algorithm=algo)  # noqa
+    outs = [_out(size[i], k[i], s[i], pb[i], pe[i], d[i]) for i in range(nsp)]
+    k2 = (1,) * (2 - nsp) + k if nsp < 3 else k
+    eligible = {
+        "direct": all(v == 1 for v in s) and all(v == 1 for v in d),
+        "winograd": k2 == (3, 3) and all(v == 1 for v in s) and all(v == 1 for v in d) and groups == 1,
+    }.get(algo, True)
+    if min(outs) < 1 or not eligible:
+        _expect_error(call, f"conv{nsp}d outs={outs} algo={algo}")
+        return
+    got = call()
+    want = ref.conv_nd(x.astype(np.float64), w.astype(np.float64), b, s, pb, pe, d, groups)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    assert ref.rel_error(got, want) < CONV_TOL, ref.rel_error(got, want)
+
+
+# ---------------------------------------------------------------------------
+# conv_transpose1d/2d/3d
+# ---------------------------------------------------------------------------
+
+def conv_transpose(data):
+    nsp = data.draw(st.sampled_from([1, 2, 3]), label="rank")
+    groups = data.draw(st.integers(1, 3), label="groups")
+    cig, cog = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    n = data.draw(st.integers(1, 2), label="N")
+    size = _axes(data, nsp, 1, 6 if nsp < 3 else 4, "size")
+    k = _axes(data, nsp, 1, 4 if nsp < 3 else 3, "kernel")
+    s = _axes(data, nsp, 1, 3, "stride")
+    d = _axes(data, nsp, 1, 2, "dilation")
+    pb, pe = _pads(data, nsp, 3)
+    op = _axes(data, nsp, 0, 2, "output_padding")
+    algo = data.draw(st.sampled_from(["auto", "reference", "im2col"]), label="algorithm")
+    rng = _rng(data)
+    x = rng.standard_normal((n, cig * groups, *size)).astype(np.float32)
+    w = rng.standard_normal((cig * groups, cog, *k)).astype(np.float32)
+    b = rng.standard_normal(cog * groups).astype(np.float32) if data.draw(st.booleans()) else None
+    fn = getattr(rlx_cpu, f"conv_transpose{nsp}d")
+    call = lambda: fn(x, w, b, stride=s, padding=tuple(zip(pb, pe)), output_padding=op, groups=groups,  # noqa
+                      dilation=d, conv_algorithm=algo)
+    outs = [(size[i] - 1) * s[i] - pb[i] - pe[i] + d[i] * (k[i] - 1) + op[i] + 1 for i in range(nsp)]
+    if min(outs) < 1 or any(op[i] >= max(s[i], d[i]) for i in range(nsp)):
+        _expect_error(call, f"conv_transpose{nsp}d outs={outs} output_padding={op}")
+        return
+    got = call()
+    want = ref.conv_transpose_nd(x.astype(np.float64), w.astype(np.float64), b, s, pb, pe, d, groups, op)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    assert ref.rel_error(got, want) < CONV_TOL
+
+
+# ---------------------------------------------------------------------------
+# conv backward (input and weight gradients), every rank
+# ---------------------------------------------------------------------------
+
+def conv_backward(data):
+    nsp = data.draw(st.sampled_from([1, 2, 3]), label="rank")
+    groups = data.draw(st.integers(1, 2), label="groups")
+    cpg, cog = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    n = data.draw(st.integers(1, 2), label="N")
+    size = _axes(data, nsp, 1, 8 if nsp < 3 else 5, "size")
+    k = _axes(data, nsp, 1, 3, "kernel")
+    s = _axes(data, nsp, 1, 3, "stride")
+    d = _axes(data, nsp, 1, 2, "dilation")
+    pb, pe = _pads(data, nsp)
+    outs = [_out(size[i], k[i], s[i], pb[i], pe[i], d[i]) for i in range(nsp)]
+    rng = _rng(data)
+    xs = (n, cpg * groups, *size)
+    ws = (cog * groups, cpg, *k)
+    which = data.draw(st.sampled_from(["input", "weight"]), label="gradient")
+    if min(outs) < 1:
+        dy = rng.standard_normal((n, cog * groups, *[max(o, 1) for o in outs])).astype(np.float32)
+        if which == "input":
+            call = lambda: getattr(rlx_cpu, f"conv{nsp}d_backward_input")(  # noqa
+                dy, rng.standard_normal(ws).astype(np.float32), xs, s, tuple(zip(pb, pe)), d, groups)
+        else:
+            call = lambda: getattr(rlx_cpu, f"conv{nsp}d_backward_weight")(  # noqa
+                rng.standard_normal(xs).astype(np.float32), dy, ws, s, tuple(zip(pb, pe)), d, groups)
+        _expect_error(call, f"conv{nsp}d_backward_{which} outs={outs}")
+        return
+    dy = rng.standard_normal((n, cog * groups, *outs)).astype(np.float32)
+    if which == "input":
+        w = rng.standard_normal(ws).astype(np.float32)
+        got = getattr(rlx_cpu, f"conv{nsp}d_backward_input")(dy, w, xs, s, tuple(zip(pb, pe)), d, groups)
+        want = ref.conv_nd_backward_input(dy.astype(np.float64), w.astype(np.float64), xs, s, pb, pe, d, groups)
+    else:
+        x = rng.standard_normal(xs).astype(np.float32)
+        got = getattr(rlx_cpu, f"conv{nsp}d_backward_weight")(x, dy, ws, s, tuple(zip(pb, pe)), d, groups)
+        want = ref.conv_nd_backward_weight(x.astype(np.float64), dy.astype(np.float64), ws, s, pb, pe, d, groups)
+    assert got.shape == want.shape
+    assert ref.rel_error(got, want) < CONV_TOL
+
+
+# ---------------------------------------------------------------------------
+# max / avg pooling: ceil_mode, padding, dilation
+# ---------------------------------------------------------------------------
+
+def _padding_only_window(size, out, k, s, pb, d):
+    return any(not any(0 <= o * s - pb + j * d < size for j in range(k)) for o in range(out))
+
+
+def pool(data):
+    nsp = data.draw(st.sampled_from([1, 2, 3]), label="rank")
+    kind = data.draw(st.sampled_from(["max", "avg"]), label="kind")
+    size = _axes(data, nsp, 1, 8 if nsp < 3 else 5, "size")
+    k = _axes(data, nsp, 1, 4, "kernel")
+    s = _axes(data, nsp, 1, 3, "stride")
+    d = _axes(data, nsp, 1, 2, "dilation")
+    pb, pe = _pads(data, nsp)
+    ceil = data.draw(st.booleans(), label="ceil_mode")
+    include_pad = data.draw(st.booleans(), label="count_include_pad")
+    x = _rng(data).standard_normal((1, 2, *size)).astype(np.float32)
+    outs = [ref.pool_out_size(size[i], k[i], s[i], pb[i], pe[i], d[i], ceil) for i in range(nsp)]
+    g = rlx_cpu.Graph()
+    xi = g.input("x", x.shape)
+    pads = pb + pe
+
+    def build():
+        if kind == "max":
+            return g.max_pool(xi, k, s, pads, d, ceil)
+        return g.avg_pool(xi, k, s, pads, ceil, include_pad, dilation=d)
+
+    padding_only = min(outs) >= 1 and any(
+        _padding_only_window(size[i], outs[i], k[i], s[i], pb[i], d[i]) for i in range(nsp))
+    if min(outs) < 1:
+        _expect_error(build, f"{kind}_pool outs={outs}")
+        return
+    try:
+        y = build()
+    except DOCUMENTED as exc:
+        # A window made only of padding has no maximum (and, without the
+        # padding in the count, no divisor): documented as a ValueError.
+        assert padding_only, f"valid {kind} pool raised {exc!r}"
+        return
+    g.output(y)
+    got = rlx_cpu.compile(g).run({"x": x})[0]
+    if kind == "max":
+        want, _ = ref.max_pool_nd(x, k, s, pb, pe, d, ceil)
+        np.testing.assert_array_equal(got, want.astype(np.float32))
+    else:
+        want = ref.avg_pool_nd(x, k, s, pb, pe, d, ceil, include_pad)
+        assert got.shape == want.shape
+        assert ref.rel_error(got, want) <= SUM_TOL
+
+
+# ---------------------------------------------------------------------------
+# im2col / col2im (rows layout)
+# ---------------------------------------------------------------------------
+
+def patches(data):
+    nsp = data.draw(st.sampled_from([1, 2, 3]), label="rank")
+    size = _axes(data, nsp, 1, 7 if nsp < 3 else 4, "size")
+    k = _axes(data, nsp, 1, 3, "kernel")
+    s = _axes(data, nsp, 1, 3, "stride")
+    d = _axes(data, nsp, 1, 2, "dilation")
+    pb, pe = _pads(data, nsp)
+    rng = _rng(data)
+    x = rng.standard_normal((data.draw(st.integers(1, 2)), 2, *size)).astype(np.float32)
+    outs = [_out(size[i], k[i], s[i], pb[i], pe[i], d[i]) for i in range(nsp)]
+    g = rlx_cpu.Graph()
+    xi = g.input("x", x.shape)
+    if min(outs) < 1:
+        _expect_error(lambda: g.im2col(xi, k, s, pb + pe, d), f"im2col outs={outs}")
+        return
+    g.output(g.im2col(xi, k, s, pb + pe, d))
+    cols = rlx_cpu.compile(g).run({"x": x})[0]
+    np.testing.assert_array_equal(cols, ref.im2col_rows(x, k, s, pb, pe, d).astype(np.float32))
+    c = rng.standard_normal(cols.shape).astype(np.float32)
+    h = rlx_cpu.Graph()
+    ci = h.input("c", c.shape)
+    h.output(h.col2im(ci, size, k, s, pb + pe, d))
+    back = rlx_cpu.compile(h).run({"c": c})[0]
+    assert ref.rel_error(back, ref.col2im_rows(c, size, k, s, pb, pe, d)) <= SUM_TOL
+
+
+# ---------------------------------------------------------------------------
+# resize: interpolate nearest / nearest-exact, by size or scale factor
+# ---------------------------------------------------------------------------
+
+def resize(data):
+    nsp = data.draw(st.sampled_from([1, 2, 3]), label="rank")
+    size = _axes(data, nsp, 1, 7, "size")
+    mode = data.draw(st.sampled_from(["nearest", "nearest-exact"]), label="mode")
+    x = _rng(data).standard_normal((1, 2, *size)).astype(np.float32)
+    if data.draw(st.booleans(), label="by size"):
+        out = _axes(data, nsp, 1, 12, "out size")
+        y = rlx_cpu.interpolate(x, out, None, mode)
+        factors = [None] * nsp
+    else:
+        factors = [data.draw(st.sampled_from([0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0]), label="scale")
+                   for _ in range(nsp)]
+        out = [int(np.floor(size[i] * factors[i])) for i in range(nsp)]
+        if min(out) < 1:
+            _expect_error(lambda: rlx_cpu.interpolate(x, None, tuple(factors), mode), f"interpolate out={out}")
+            return
+        y = rlx_cpu.interpolate(x, None, tuple(factors), mode)
+    tables = [ref.torch_nearest_source(size[i], out[i], factors[i], mode == "nearest-exact", nsp == 2)
+              for i in range(nsp)]
+    np.testing.assert_array_equal(y, ref.nearest_gather(x, tables).astype(np.float32))
+
+
+# ---------------------------------------------------------------------------
+# Invalid attribute values of every kind: documented exceptions only
+# ---------------------------------------------------------------------------
+
+# Either small (cheap if accepted) or far beyond any index type; mid-range
+# values would be valid but allocate gigabytes.
+HOSTILE_INT = st.one_of(st.integers(-3, 4), st.integers(2 ** 31 - 1, 2 ** 31 + 1),
+                        st.sampled_from([2 ** 32, 2 ** 63 - 1, 2 ** 63, 2 ** 64, 2 ** 70, -2 ** 63]))
+HOSTILE = st.one_of(
+    HOSTILE_INT,
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(["1", "same", "valid", "SAME_UPPER", "", None, True, False, b"2", object()]),
+    st.lists(HOSTILE_INT, max_size=5).map(tuple),
+    st.lists(HOSTILE_INT, max_size=4).map(lambda v: np.array(v, dtype=object if any(abs(i) >= 2 ** 63 for i in v)
+                                                                 else np.int64)),
+    st.lists(st.floats(-3, 3), min_size=1, max_size=3).map(np.array),
+    st.lists(st.tuples(HOSTILE_INT, HOSTILE_INT), max_size=3).map(tuple),
+)
+
+INVALID_OPS = {
+    "conv2d": (lambda x, a: rlx_cpu.conv2d(x, np.ones((2, 2, 2, 2), np.float32), None, *a),
+               ("stride", "padding", "dilation", "groups")),
+    "conv_transpose2d": (lambda x, a: rlx_cpu.conv_transpose2d(x, np.ones((2, 1, 2, 2), np.float32), None, *a),
+                         ("stride", "padding", "output_padding", "groups", "dilation")),
+    "conv3d": (lambda x, a: rlx_cpu.conv3d(x[..., None], np.ones((2, 2, 2, 2, 1), np.float32), None, *a),
+               ("stride", "padding", "dilation", "groups")),
+    "max_pool2d": (lambda x, a: rlx_cpu.max_pool2d(x, *a), ("kernel_size", "stride", "padding", "dilation",
+                                                           "ceil_mode", "return_indices")),
+    "avg_pool2d": (lambda x, a: rlx_cpu.avg_pool2d(x, *a), ("kernel_size", "stride", "padding", "ceil_mode",
+                                                           "count_include_pad", "divisor_override")),
+    "im2col": (lambda x, a: rlx_cpu.im2col(x, *a), ("kernel_size", "stride", "padding", "dilation")),
+    "interpolate": (lambda x, a: rlx_cpu.interpolate(x, *a), ("size", "scale_factor", "mode")),
+    "conv2d_backward_input": (lambda x, a: rlx_cpu.conv2d_backward_input(
+        np.ones((1, 2, 3, 3), np.float32), np.ones((2, 2, 2, 2), np.float32), *a),
+        ("input_shape", "stride", "padding", "dilation", "groups")),
+}
+
+
+def invalid_attrs(data):
+    op = data.draw(st.sampled_from(sorted(INVALID_OPS)), label="op")
+    fn, names = INVALID_OPS[op]
+    n_args = data.draw(st.integers(1, len(names)), label="number of attributes")
+    args = [data.draw(HOSTILE, label=names[i]) for i in range(n_args)]
+    x = np.ones((1, 2, 4, 4), np.float32)
+    try:
+        y = fn(x, args)
+    except (ValueError, TypeError, MemoryError, NotImplementedError):
+        return
+    for out in (y if isinstance(y, tuple) else (y,)):
+        assert isinstance(out, np.ndarray) and out.size < 10 ** 7, (op, args)
+
+
+# ---------------------------------------------------------------------------
+# Size overflow (compile only, never run)
+# ---------------------------------------------------------------------------
+
+BIG = st.one_of(st.integers(1, 8), st.sampled_from([2 ** 15, 2 ** 16, 2 ** 20, 2 ** 31 - 1, 2 ** 31, 2 ** 32,
+                                                    2 ** 40, 2 ** 62, 2 ** 63, 2 ** 64]))
+
+
+def size_overflow(data):
+    shape = tuple(data.draw(st.lists(BIG, min_size=3, max_size=5), label="input shape"))
+    op = data.draw(st.sampled_from(["identity", "max_pool", "conv_transpose", "im2col", "interpolate"]), label="op")
+    stride = data.draw(BIG, label="stride")
+    g = rlx_cpu.Graph()
+    try:
+        x = g.input("x", shape)
+        nsp = len(shape) - 2
+        if op == "identity":
+            y = x
+        elif op == "max_pool":
+            y = g.max_pool(x, 1, stride)
+        elif op == "conv_transpose":
+            w = np.ones((shape[1], 1) + (1,) * nsp, np.float32) if shape[1] <= 8 else None
+            if w is None:
+                return
+            y = getattr(g, f"conv_transpose{nsp}d")(x, w, stride=stride)
+        elif op == "im2col":
+            y = g.im2col(x, 1, stride)
+        else:
+            y = g.interpolate(x, scale_factor=float(stride))
+        g.output(y)
+        plan = rlx_cpu.compile(g, num_threads=1)
+    except (ValueError, MemoryError):
+        return
+    # It compiled: every size is exact and addressable (the run is not tried).
+    need = 4 * int(np.prod([int(v) for v in shape], dtype=object))
+    assert plan.arena_nbytes >= need, (plan.arena_nbytes, need)
+    assert plan.arena_nbytes <= sys.maxsize
+    for out_shape in plan.output_shapes:
+        assert 4 * int(np.prod([int(v) for v in out_shape], dtype=object)) <= plan.arena_nbytes
+
+
+# ---------------------------------------------------------------------------
+# Thread counts
+# ---------------------------------------------------------------------------
+
+THREADS = st.one_of(st.integers(-2, 80), st.sampled_from([threads.max_num_threads(), threads.max_num_threads() + 1,
+                                                          100000, 2 ** 31, 2 ** 63, 2 ** 70]),
+                    st.sampled_from([1.0, "2", None, True]))
+
+
+def thread_counts(data):
+    n = data.draw(THREADS, label="threads")
+    where = data.draw(st.sampled_from(["compile", "set_num_threads", "RLX_NUM_THREADS"]), label="where")
+    valid = n is None or (isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= threads.max_num_threads())
+    if where == "RLX_NUM_THREADS" and n is None:
+        return
+    g = rlx_cpu.Graph()
+    g.output(g.max_pool2d(g.input("x", (1, 2, 6, 6)), 2))
+    saved = os.environ.get("RLX_NUM_THREADS")
+    try:
+        if where == "compile":
+            make = lambda: rlx_cpu.compile(g, num_threads=n)  # noqa
+        elif where == "set_num_threads":
+            make = lambda: (rlx_cpu.set_num_threads(n), rlx_cpu.compile(g))[1]  # noqa
+        else:
+            os.environ["RLX_NUM_THREADS"] = str(n)
+            valid = valid or (n == "2")
+            make = lambda: rlx_cpu.compile(g)  # noqa
+        if not valid:
+            _expect_error(make, f"{where} threads={n!r}")
+            return
+        plan = make()
+        x = np.arange(72, dtype=np.float32).reshape(1, 2, 6, 6)
+        np.testing.assert_array_equal(plan.run({"x": x})[0], ref.max_pool_nd(x, 2)[0].astype(np.float32))
+    finally:
+        rlx_cpu.set_num_threads(None)
+        if saved is None:
+            os.environ.pop("RLX_NUM_THREADS", None)
+        else:
+            os.environ["RLX_NUM_THREADS"] = saved
+
+
+TARGETS = {f.__name__: f for f in (conv, conv_transpose, conv_backward, pool, patches, resize, invalid_attrs,
+                                   size_overflow, thread_counts)}
+
+
+def limit_memory():
+    """Cap this process's address space (RLX_FUZZ_MEMORY_GB, default 6) so a
+    valid but enormous draw (a 16 GB output is a legal request) fails with
+    MemoryError instead of waking the kernel's OOM killer."""
+    try:
+        import resource
+    except ImportError:          # not on this OS: draws stay small enough
+        return
+    cap = int(float(os.environ.get("RLX_FUZZ_MEMORY_GB", "6")) * 2 ** 30)
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+
+
+def main(target, examples, seed):
+    limit_memory()
+    prop = TARGETS[target]
+
+    @hseed(seed)
+    @settings(max_examples=examples, deadline=None, database=None, derandomize=False,
+              suppress_health_check=list(HealthCheck), print_blob=True)
+    @given(st.data())
+    def run(data):
+        COUNT[0] += 1
+        prop(data)
+
+    run()
+    print(f"examples={COUNT[0]}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
