@@ -12,10 +12,11 @@ WORK="$(mktemp -d "${TMPDIR:-/tmp}/rlx_no_omp.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 T0=$SECONDS
 
-mkdir -p "$WORK/src" "$WORK/rlx_cpu" "$WORK/tests"
+mkdir -p "$WORK/tests"
 cp "$ROOT"/setup.py "$ROOT"/pyproject.toml "$WORK/"
-cp "$ROOT"/rlx_cpu/*.py "$WORK/rlx_cpu/"
-cp "$ROOT"/src/*.pyx "$ROOT"/src/*.pxd "$ROOT"/src/*.h "$WORK/src/"
+# The package's Python files (every subpackage) and the kernel sources, no build outputs.
+(cd "$ROOT" && find rlx_cpu src -type f \( -name '*.py' -o -name '*.pyx' -o -name '*.pxd' -o -name '*.h' \) \
+    -print0 | xargs -0 cp --parents -t "$WORK")
 cp -R "$ROOT"/tests/. "$WORK/tests/"
 cd "$WORK"
 
