@@ -98,7 +98,10 @@ class DebugSequence:
         ctx.arena.view(np.uint32)[:] = PATTERN
         self.const = plan._const
         self.const_copy = plan._const.copy()
+        # preallocated, so a checked run allocates nothing large either
         self.snapshot = np.empty_like(ctx.arena)
+        self.changed = np.empty(ctx.arena.shape, bool)
+        self.const_changed = np.empty(plan._const.shape, bool)
         self.steps = [sequence_type([launch]) for launch in ctx.launches]
         self.allowed = [[getattr(th, n) for n in (*th.writes, *th.scratch_fields)
                          if isinstance(getattr(th, n), Slice) and getattr(th, n).segment == "arena"]
@@ -128,11 +131,11 @@ class DebugSequence:
         return "arena padding between buffers"
 
     def run(self, nthreads):
-        arena, snap = self.arena, self.snapshot
+        arena, snap, changed = self.arena, self.snapshot, self.changed
         for i, step in enumerate(self.steps):
             np.copyto(snap, arena)
             step.run(nthreads)
-            changed = arena != snap
+            np.not_equal(arena, snap, out=changed)
             for s in self.allowed[i]:
                 changed[s.offset:s.offset + s.nbytes] = False
             th = self.thunks[i]
@@ -141,7 +144,7 @@ class DebugSequence:
                 own = {s: n for n, s in _slice_fields(th) if s.segment == "arena"}
                 raise RuntimeError(f"debug: {_label(i, th)} wrote outside its slices: byte {off} of the "
                                    f"arena, in {self._where(off, own)}")
-            if not np.array_equal(self.const, self.const_copy):
-                off = int(np.argmax(self.const != self.const_copy))
+            if np.not_equal(self.const, self.const_copy, out=self.const_changed).any():
+                off = int(np.argmax(self.const_changed))
                 raise RuntimeError(f"debug: {_label(i, th)} wrote to the read-only const segment (byte {off})")
         return None
