@@ -252,3 +252,21 @@ def test_debug_mode_checks_declared_slices(overrun_op):
     object.__setattr__(plan, "thunks", plan.thunks[:1] + (clash,) + plan.thunks[2:])
     with pytest.raises(RuntimeError, match=r"thunk 1 .*writes y.*overlaps.*reads x"):
         plan.new_context()
+
+
+# ---------------------------------------------------------------------------
+# contention: OpenMP's wait policy
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("env, want", [({}, "PASSIVE"), ({"OMP_WAIT_POLICY": "active"}, "active"),
+                                       ({"GOMP_SPINCOUNT": "1000"}, None)])
+def test_import_defaults_openmp_threads_to_passive_wait(env, want):
+    import subprocess
+    import sys
+    base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(rlx_cpu.__file__)))
+    base["PYTHONPATH"] = root + os.pathsep + base.get("PYTHONPATH", "")
+    out = subprocess.run([sys.executable, "-c", "import os, rlx_cpu; print(os.environ.get('OMP_WAIT_POLICY'))"],
+                         env={**base, **env}, capture_output=True, text=True, timeout=FORK_TIMEOUT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-1] == str(want)
