@@ -14,6 +14,7 @@ import numpy as np
 
 from .algorithms import ConvAlgorithm, ConvFlags
 from .arena import ALIGNMENT, BufferRequest, align_up, plan_arena
+from .debug import GUARD, resolve_debug
 from .ir import Graph
 from .registry import COMPILE_RULES
 from .shapes import INDEX_MAX, nbytes_of
@@ -154,7 +155,7 @@ def _check_total(what, nbytes, bufs):
                           + ", ".join(f"{b.name!r} {b.nbytes} B" for b in big))
 
 
-def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True):
+def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True, debug=None):
     """Compile `graph` into an executable :class:`~rlx_cpu.plan.Plan`.
 
     conv_algorithm: 'auto' (choose per shape) or one of 'reference', 'im2col',
@@ -163,6 +164,9 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True):
         path: vol2col + GEMM, or GEMM + col2vol).
     num_threads: OpenMP threads for this plan (default: get_num_threads()).
     reuse_arena: share bytes between buffers with disjoint lifetimes.
+    debug: check every launch's slices and writes, with guard bytes around
+        every arena buffer (slow; see rlx_cpu/debug.py).  None: the RLX_DEBUG
+        environment variable ('1' on, '0' or unset off).
     """
     from .plan import Plan
 
@@ -176,6 +180,8 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True):
         raise ValueError("compile: conv_algorithm must be one of 'auto', 'reference', 'im2col', "
                          f"'direct', 'winograd', got {conv_algorithm!r}")
     nthreads = resolve_num_threads(num_threads)
+    debug = resolve_debug(debug)
+    guard = GUARD if debug else 0
     limit_blas_threads()
 
     ctx = CompileContext(graph, conv_algorithm, nthreads, ConvFlags.from_env())
@@ -197,7 +203,8 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True):
             ctx.buf(node.id)
     output_bufs = {ctx.buf(i) for i in graph.outputs}
 
-    arena = plan_arena(_lifetimes(ctx, output_bufs), reuse=reuse_arena)
+    arena = plan_arena([BufferRequest(r.key, r.nbytes + 2 * guard, r.first, r.last)
+                        for r in _lifetimes(ctx, output_bufs)], reuse=reuse_arena)
     _check_total("arena", arena.nbytes, [b for b in arena.offsets])
     # Lay out only the constants a thunk reads or an output returns: a weight
     # replaced by its compile-time transform (Winograd U) is not kept.
@@ -214,7 +221,7 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True):
     def to_slice(b):
         if b.role == "const":
             return Slice("const", const_offsets[b], b.nbytes)
-        return Slice("arena", arena.offsets[b], b.nbytes)
+        return Slice("arena", arena.offsets[b] + guard, b.nbytes)
 
     thunks = []
     for th in ctx.thunks:
@@ -225,4 +232,4 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True):
     const_items = [(const_offsets[b], ctx.const_values[b]) for b in const_offsets]
     inputs = [(n.name, n.shape, to_slice(ctx.buf(n.id))) for n in input_nodes]
     outputs = [(graph.node(i).shape, to_slice(ctx.buf(i)), graph.node(i).dtype) for i in graph.outputs]
-    return Plan(tuple(thunks), inputs, outputs, arena, const_nbytes, const_items, nthreads)
+    return Plan(tuple(thunks), inputs, outputs, arena, const_nbytes, const_items, nthreads, debug)

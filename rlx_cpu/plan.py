@@ -8,11 +8,13 @@ one read-only buffer shared by all contexts.  Kernels release the GIL.
 """
 import threading
 import time
+import weakref
 
 import numpy as np
 
 from . import _runtime
 from .arena import aligned_empty
+from .debug import DebugSequence
 
 
 class RunContext:
@@ -20,7 +22,10 @@ class RunContext:
     per thread (Plan.run does this for you)."""
 
     def __init__(self, plan):
-        self.plan = plan
+        # A weak reference: the plan keeps each thread's context (plan._local),
+        # and a strong one back would make a cycle that only the cycle
+        # collector frees, holding the arena until it runs.
+        self._plan = weakref.ref(plan)
         self.arena = aligned_empty(max(plan.arena_nbytes, 64))
         segments = {"arena": self.arena, "const": plan._const}
 
@@ -29,9 +34,17 @@ class RunContext:
             return seg[s.offset:s.offset + s.nbytes].view(np.float32)
 
         self.launches = [t.bind(view) for t in plan.thunks]
-        self.sequence = _runtime.LaunchSequence(self.launches)
+        if plan.debug:
+            self.sequence = DebugSequence(plan, self, _runtime.LaunchSequence)
+        else:
+            self.sequence = _runtime.LaunchSequence(self.launches)
         self.inputs = [(name, shape, view(s).reshape(shape)) for name, shape, s in plan._inputs]
         self.outputs = [view(s).view(dtype).reshape(shape) for shape, s, dtype in plan._outputs]
+
+    @property
+    def plan(self):
+        """The plan this context was made for (None once that plan is freed)."""
+        return self._plan()
 
     def load(self, feeds):
         if not isinstance(feeds, dict):
@@ -61,8 +74,9 @@ class RunContext:
 class Plan:
     """A compiled graph: a flat list of thunks over one arena layout."""
 
-    def __init__(self, thunks, inputs, outputs, arena, const_nbytes, const_items, num_threads):
+    def __init__(self, thunks, inputs, outputs, arena, const_nbytes, const_items, num_threads, debug=False):
         self.thunks = thunks
+        self.debug = debug        # runs check every launch's writes (rlx_cpu/debug.py)
         self._inputs = tuple(inputs)
         self._outputs = tuple(outputs)
         self._arena_plan = arena
@@ -116,7 +130,7 @@ class Plan:
     def __repr__(self):
         lines = [f"Plan({len(self.thunks)} thunks, arena {self.arena_nbytes} B "
                  f"(saved {self.arena_saved_nbytes} B), const {self.const_nbytes} B, "
-                 f"{self.num_threads} threads)"]
+                 f"{self.num_threads} threads{', debug' if self.debug else ''})"]
         lines += [f"  {i}: {t!r}" for i, t in enumerate(self.thunks)]
         return "\n".join(lines)
 

@@ -1,10 +1,13 @@
 # Runtime helpers shared by the executor: OpenMP facts of this build and the
 # flat launch loop.  Kept tiny; kernels live in their own family modules.
+from cpython.exc cimport PyErr_CheckSignals
 from cpython.ref cimport PyObject
 from libc.stdint cimport uintptr_t
 from libc.stdlib cimport free, malloc
 
-from rlx_cpu._launch cimport Launch
+from rlx_cpu._launch cimport Launch, process_threads
+
+from rlx_cpu._launch import forked_thread_limit  # noqa: F401  (re-exported)
 
 cdef extern from "rlx_omp.h":
     int RLX_HAVE_OMP
@@ -72,7 +75,9 @@ cdef class LaunchSequence:
     run is a loop with no Python call and no allocation.
 
     Kernel launches (``Launch`` subclasses) run with the GIL released, one
-    release for each stretch of consecutive kernel launches.  Any other
+    release per launch; between two launches the loop takes the GIL back and
+    checks for pending signals, so Ctrl-C (SIGINT) raises KeyboardInterrupt
+    after the launch in progress instead of after the whole run.  Any other
     object with an ``execute(nthreads)`` method -- a launch written in
     Python, such as the toy op family in tests/test_op_registry.py -- is
     called with the GIL held, so an op family needs no Cython to exist."""
@@ -103,16 +108,16 @@ cdef class LaunchSequence:
 
     def run(self, int nthreads):
         """Run every launch in order on `nthreads` OpenMP threads."""
-        cdef Py_ssize_t i = 0, n = self.size
-        while i < n:
+        cdef Py_ssize_t i
+        nthreads = process_threads(nthreads)
+        for i in range(self.size):
+            if i:
+                PyErr_CheckSignals()      # raises KeyboardInterrupt & co. between launches
             if self._typed[i]:
                 with nogil:
-                    while i < n and self._typed[i]:
-                        (<Launch>self._ptrs[i]).run(nthreads)
-                        i += 1
+                    (<Launch>self._ptrs[i]).run(nthreads)
             else:
                 (<object>self._ptrs[i]).execute(nthreads)
-                i += 1
         return None
 
 
@@ -126,6 +131,7 @@ def run_launches_timed(list launches, int nthreads, timer):
     """As run_launches, returning the seconds each launch took."""
     cdef Launch launch
     out = []
+    nthreads = process_threads(nthreads)
     for obj in launches:
         t0 = timer()
         if isinstance(obj, Launch):

@@ -15,6 +15,15 @@ cdef class Launch:
     cdef int max_threads
 
 
+# The thread count a run may ask OpenMP for in this process: `nthreads`, or 1
+# in a child forked after this process ran OpenMP with more than one thread
+# (libgomp's thread pool does not survive fork; its first multi-threaded
+# region in the child would wait forever for threads that no longer exist).
+# Every entry point that runs launches (Launch.execute, LaunchSequence.run)
+# passes its count through this once.
+cdef int process_threads(int nthreads) noexcept nogil
+
+
 cdef inline int effective_threads(int requested, int max_threads) noexcept nogil:
     """The one thread-count rule of every launch: the requested count, capped
     at max_threads when that is set (> 0); a count <= 0 means "as many as
