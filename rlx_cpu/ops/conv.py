@@ -30,7 +30,7 @@ from ..functional import as_real, cached_plan, freeze
 from ..ir import Graph, fmt_shape
 from ..onnx_import import graph_op, spatial_rank, window_padding
 from ..registry import compile_rule, functional, gradient, graph_method, onnx_op, per_rank
-from ..shapes import as_tuple, conv_out_size, resolve_padding
+from ..shapes import as_tuple, conv_out_size, layout_hint, resolve_padding
 from ..threads import get_num_threads
 from ..thunks import Slice, Thunk
 
@@ -85,13 +85,14 @@ def _conv(graph, op, nsp, x, weight, bias, stride, padding, dilation, groups, na
     n, c_in = xs[0], xs[1]
     c_out, cpg = ws[0], ws[1]
     if c_in % groups:
-        raise ValueError(f"{op}: groups={groups} does not divide in_channels={c_in} ({ctx})")
+        raise ValueError(f"{op}: groups={groups} does not divide in_channels={c_in} "
+                         f"({ctx}){layout_hint(xs, cpg * groups)}")
     if c_out % groups:
         raise ValueError(f"{op}: groups={groups} does not divide out_channels={c_out} ({ctx})")
     if cpg * groups != c_in:
         raise ValueError(
             f"{op}: channel mismatch: input has {c_in} channels but weight expects "
-            f"{cpg} x groups={groups} = {cpg * groups} ({ctx})")
+            f"{cpg} x groups={groups} = {cpg * groups} ({ctx}){layout_hint(xs, cpg * groups)}")
     kernel = tuple(ws[2:])
     stride = as_tuple(stride, nsp, op, "stride")
     dilation = as_tuple(dilation, nsp, op, "dilation")
