@@ -196,14 +196,17 @@ class Plan:
 
     @property
     def input_names(self):
+        """Names run() expects as the keys of its inputs dict, in graph order."""
         return [n for n, _, _ in self._inputs]
 
     @property
     def input_shapes(self):
+        """{input name: shape}."""
         return {n: s for n, s, _ in self._inputs}
 
     @property
     def output_shapes(self):
+        """Shapes of the outputs, in output order."""
         return [s for s, _, _ in self._outputs]
 
     @property
@@ -240,15 +243,38 @@ class Plan:
         return ctx
 
     def run(self, inputs, context=None):
-        """Run on a dict {input name: array}; returns new arrays in the graph's
-        output order (float32, int64 for index outputs)."""
+        """Run the plan once; returns a list of new arrays, one per graph
+        output in the order the graph declared them (float32; int64 for
+        pooling indices).
+
+        inputs: a dict {input name: array} with exactly :attr:`input_names`
+        (for an ONNX model, the model's input names, e.g. ``input.1``) and
+        the shapes in :attr:`input_shapes`.  Arrays of any real dtype are
+        converted to float32 while being copied into the arena; a wrong name,
+        shape or a non-numeric dtype raises ValueError/TypeError.
+        context: a :class:`RunContext` from :meth:`new_context`; by default
+        the calling thread's own (made on its first run), so threads may
+        share one plan.
+        """
         ctx = context or self._context()
         ctx.load(inputs)
         _runtime.run_launches(ctx.launches, self.num_threads)
         return [o.copy() for o in ctx.outputs]
 
     def run_into(self, inputs, outputs, context=None):
-        """Run and write the outputs into caller-owned arrays (no allocation)."""
+        """Run and write the results into caller-owned arrays: no allocation.
+
+        inputs: as for :meth:`run`.
+        outputs: a *list* (or tuple) of arrays, one per graph output, each
+        of exactly that output's shape and dtype (:attr:`output_shapes`,
+        :attr:`output_dtypes`; any strides); for a one-output plan
+        pass ``[out]``, not ``out`` (a bare array raises TypeError).
+        Returns `outputs`.  The arrays are checked before anything runs.
+        """
+        if not isinstance(outputs, (list, tuple)):
+            raise TypeError(f"run_into: outputs must be a list of {len(self._outputs)} array(s), one per "
+                            f"graph output (shapes {[list(s) for s in self.output_shapes]}), got "
+                            f"{type(outputs).__name__}; for one output pass [out]")
         ctx = context or self._context()
         if len(outputs) != len(ctx.outputs):
             raise ValueError(f"run_into: expected {len(ctx.outputs)} output arrays, got {len(outputs)}")
