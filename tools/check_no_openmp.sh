@@ -13,7 +13,7 @@ trap 'rm -rf "$WORK"' EXIT
 T0=$SECONDS
 
 mkdir -p "$WORK/src" "$WORK/rlx_cpu" "$WORK/tests"
-cp "$ROOT"/setup.py "$ROOT"/pyproject.toml "$WORK/"
+cp "$ROOT"/setup.py "$ROOT"/pyproject.toml "$ROOT"/README.md "$WORK/"   # README: tests/test_readme.py
 cp "$ROOT"/rlx_cpu/*.py "$WORK/rlx_cpu/"
 cp "$ROOT"/src/*.pyx "$ROOT"/src/*.pxd "$ROOT"/src/*.h "$WORK/src/"
 cp -R "$ROOT"/tests/. "$WORK/tests/"
