@@ -59,6 +59,12 @@ def threads_rate(plan, reqs, n_threads):
     return len(reqs) / wall, (time.process_time() - c0) / wall
 
 
+def _timed(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
 def run_chunk(plan, chunk):
     """One Dask task: several requests, so the per-task scheduling cost is
     shared (defined in __main__, so Dask ships it by value)."""
@@ -115,12 +121,21 @@ def main(argv=None):
             rows.append((f"dask: {n} worker process{'es' if n > 1 else ''} x num_threads=1", str(n),
                          dask_rate(n, plan1, reqs, args.rounds, args.chunk), "-"))
 
+    # How much of one request holds the GIL (input copy-in, output copy-out,
+    # the Python loop over launches): the part 2 threads cannot overlap.
+    outs = [np.empty(s, d) for s, d in zip(plan1.output_shapes, plan1.output_dtypes)]
+    total = statistics.median(_timed(lambda: plan1.run_into(reqs[0], outs)) for _ in range(20))
+    kernels = sum(s for _, s in plan1.profile(reqs[0], repeat=20))
+    held = max(total - kernels, 0.0) / total
+
     base = rows[0][2]
     print(f"demo conv stack, batch 1, {args.batches} requests, median of {args.rounds}; "
           f"{rlx_cpu.get_num_threads()} CPUs; rlx_cpu {rlx_cpu.__version__}")
     print(f"{'setup':<44} {'processes':>9} {'req/s':>8} {'vs 1 thread':>11} {'cores busy':>10}")
     for label, procs, rate, busy in rows:
         print(f"{label:<44} {procs:>9} {rate:8.1f} {rate / base:10.2f}x {busy:>10}")
+    print(f"one request: {1e3 * total:.2f} ms, of which {1e3 * (total - kernels):.3f} ms ({100 * held:.1f}%) "
+          f"outside the GIL-free kernels -> 2 threads can reach at most {2 / (1 + held):.2f}x")
     print("cores busy: CPU seconds of this process per wall second (2.0 = both cores); "
           f"Dask rows: {args.chunk} requests per task")
     return 0
