@@ -12,9 +12,12 @@ WORK="$(mktemp -d "${TMPDIR:-/tmp}/rlx_no_omp.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 T0=$SECONDS
 
-mkdir -p "$WORK/src" "$WORK/rlx_cpu" "$WORK/tests"
+mkdir -p "$WORK/src" "$WORK/rlx_cpu/ops" "$WORK/tests"
 cp "$ROOT"/setup.py "$ROOT"/pyproject.toml "$ROOT"/README.md "$WORK/"   # README: tests/test_readme.py
 cp "$ROOT"/rlx_cpu/*.py "$WORK/rlx_cpu/"
+# The op families too: without them `import rlx_cpu.ops` would be resolved by
+# whatever rlx_cpu an editable install elsewhere maps in.
+cp "$ROOT"/rlx_cpu/ops/*.py "$WORK/rlx_cpu/ops/"
 cp "$ROOT"/src/*.pyx "$ROOT"/src/*.pxd "$ROOT"/src/*.h "$WORK/src/"
 cp -R "$ROOT"/tests/. "$WORK/tests/"
 cd "$WORK"
