@@ -134,7 +134,8 @@ def main(argv=None):
     print(f"{'setup':<44} {'processes':>9} {'req/s':>8} {'vs 1 thread':>11} {'cores busy':>10}")
     for label, procs, rate, busy in rows:
         print(f"{label:<44} {procs:>9} {rate:8.1f} {rate / base:10.2f}x {busy:>10}")
-    print(f"one request: {1e3 * total:.2f} ms, of which {1e3 * (total - kernels):.3f} ms ({100 * held:.1f}%) "
+    print(f"one request: {1e3 * total:.2f} ms, of which {1e3 * max(total - kernels, 0.0):.3f} ms "
+          f"({100 * held:.1f}%) "
           f"outside the GIL-free kernels -> 2 threads can reach at most {2 / (1 + held):.2f}x")
     print("cores busy: CPU seconds of this process per wall second (2.0 = both cores); "
           f"Dask rows: {args.chunk} requests per task")
