@@ -134,10 +134,67 @@ class BuildExtWithOpenMP(build_ext):
             if previous is not None:
                 print("rlx_cpu build: mode changed from %r, recompiling every extension" % previous)
             self.force = True
+        self._rlx_mode = mode
         super().build_extensions()
         os.makedirs(self.build_temp, exist_ok=True)
         with open(stamp, "w") as fh:
             fh.write(mode + "\n")
+
+
+    def build_extension(self, ext):
+        """Compile `ext`, or copy it from build/ext-cache when it was compiled
+        before from the very same inputs.  pip builds every install in a fresh
+        temporary build directory, so without this a second
+        ``pip install -e ".[test]"`` after ``pip install -e .`` recompiled
+        every kernel.  The key hashes everything the object depends on: the
+        generated C, every header in src/, the build mode and flags, the
+        compiler, the Python ABI and the numpy headers' version.  The C that
+        cythonize generates names the (temporary) paths of numpy's and scipy's
+        .pxd files, so the key hashes what the C is generated from instead:
+        every source in src/ plus the Cython, numpy and scipy versions.
+        RLX_NO_BUILD_CACHE=1 turns it off."""
+        if _env_on("RLX_NO_BUILD_CACHE"):
+            return super().build_extension(ext)
+        import hashlib
+        import sysconfig
+
+        import Cython
+        import numpy
+        import scipy
+
+        h = hashlib.sha256()
+        for part in (ext.name, getattr(self, "_rlx_mode", ""), sys.version,
+                     sysconfig.get_config_var("EXT_SUFFIX") or "", sys.platform, Cython.__version__,
+                     numpy.__version__, scipy.__version__, repr(getattr(self.compiler, "compiler_so", "")),
+                     repr(ext.define_macros), repr(ext.extra_compile_args), repr(ext.extra_link_args)):
+            h.update(part.encode() + b"\0")
+        with open(os.path.abspath(__file__), "rb") as fh:      # directives and flags live here
+            h.update(fh.read())
+        for name in sorted(os.listdir(SRC_DIR)):
+            if name.endswith((".pyx", ".pxd", ".pxi", ".h", ".c")):
+                with open(os.path.join(SRC_DIR, name), "rb") as fh:
+                    h.update(name.encode() + b"\0" + fh.read())
+        target = self.get_ext_fullpath(ext.name)
+        cache_dir = os.path.join("build", "ext-cache")
+        stem = ext.name.replace(".", "_")
+        cached = os.path.join(cache_dir, "%s-%s%s" % (stem, h.hexdigest()[:24], os.path.splitext(target)[1]))
+        if os.path.exists(cached):
+            os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+            shutil.copyfile(cached, target)
+            print("rlx_cpu build: %s unchanged, reused %s" % (ext.name, cached))
+            return None
+        super().build_extension(ext)
+        if os.path.exists(target):
+            os.makedirs(cache_dir, exist_ok=True)
+            # Keep the 3 newest entries per extension (e.g. release, debug and
+            # no-OpenMP builds of one source).
+            mine = sorted((os.path.join(cache_dir, f) for f in os.listdir(cache_dir) if f.startswith(stem + "-")),
+                          key=os.path.getmtime)
+            for old in mine[:-2]:
+                os.remove(old)
+            shutil.copyfile(target, cached + ".tmp")
+            os.replace(cached + ".tmp", cached)
+        return None
 
 
 def _extensions():

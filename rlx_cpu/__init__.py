@@ -41,7 +41,7 @@ from ._version import __version__  # noqa: E402  (after the OpenMP environment i
 from .algorithms import ConvAlgorithm, ConvFlags, select_conv_algorithm, select_convnd_algorithm
 from .compiler import compile
 from .ir import Graph, Node
-from .plan import Plan, RunContext
+from .plan import IncompatiblePlanError, Plan, RunContext
 from .threads import get_num_threads, set_num_threads
 from .config import show_config
 from . import functional, ops
@@ -53,8 +53,14 @@ from .onnx_import import from_onnx, import_onnx
 
 globals().update(_FUNCTIONS)
 
+# scipy's BLAS runs single-threaded from import on (kernels split GEMMs across
+# OpenMP threads themselves), so show_config() and a plan unpickled before any
+# compile see the same BLAS state a compiled plan runs with.
+from .threads import limit_blas_threads as _limit_blas_threads
+_limit_blas_threads()
+
 __all__ = [
-    "__version__", "Graph", "Node", "Plan", "RunContext", "compile",
+    "__version__", "Graph", "Node", "Plan", "RunContext", "IncompatiblePlanError", "compile",
     "ConvAlgorithm", "ConvFlags", "select_conv_algorithm", "select_convnd_algorithm",
     "get_num_threads", "set_num_threads", "show_config",
     "from_onnx", "import_onnx", "grads", "Trainer",

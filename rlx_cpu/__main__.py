@@ -1,11 +1,14 @@
-"""`python -m rlx_cpu`: the built-in demo (and other jobs as subcommands).
+"""python -m rlx_cpu [--threads N] [JOB] [JOB OPTIONS]
 
-demo (default)  builds a small CNN-like conv stack with random weights,
-                compiles it, checks every layer against the reference kernels
-                and prints a per-layer table (shape, algorithm, ms, GFLOP/s).
-train           trains the example CNN on synthetic digits with SGD
-                (``python -m rlx_cpu train --help``).
-config          prints show_config().
+jobs:
+  demo (default)  builds a small CNN-like conv stack with random weights,
+                  compiles it, checks every layer against the reference kernels
+                  and prints a per-layer table (shape, algorithm, ms, GFLOP/s).
+  train           trains the example CNN on synthetic digits with SGD.
+  config          prints show_config().
+
+--threads may come before or after the job; the demo's other options may
+also come first when no job is named (python -m rlx_cpu --batch 2).
 """
 import argparse
 import sys
@@ -20,15 +23,23 @@ from .ops.conv import Conv1x1Thunk, ConvThunk
 
 class Progress:
     """A one-line progress bar on stderr, shown only for steps that run longer
-    than `after` seconds (short steps stay silent)."""
+    than `after` seconds (short steps stay silent) and only when the stream is
+    a terminal: redirected to a log or a pipe it writes nothing (no ``\r``
+    frames in logs)."""
 
     def __init__(self, label, total, after=1.0, stream=None, width=30):
         self.label, self.total, self.after, self.width = label, max(total, 1), after, width
         self.stream = stream or sys.stderr
         self.start = time.perf_counter()
         self.shown = False
+        try:
+            self.enabled = bool(self.stream.isatty())
+        except (AttributeError, ValueError):      # no isatty, or a closed stream
+            self.enabled = False
 
     def update(self, done):
+        if not self.enabled:
+            return
         elapsed = time.perf_counter() - self.start
         if elapsed < self.after and done < self.total:
             return
@@ -154,28 +165,88 @@ def run_demo(batch=1, threads=None, repeat=20, algorithm="auto", out=sys.stdout)
     return 0 if ok else 1
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Keeps the docstring's layout and shows every option's default."""
+
+
+# Options of the demo; also accepted before any subcommand, where they mean
+# the (default) demo.  (option, argparse keyword arguments)
+_DEMO_OPTIONS = (
+    ("--batch", dict(type=int, default=1, help="images (and audio clips) per run")),
+    ("--threads", dict(type=int, default=None,
+                       help="OpenMP threads of the compiled plans (None: rlx_cpu.get_num_threads())")),
+    ("--repeat", dict(type=int, default=20, help="timed runs; the table shows the median per layer")),
+    ("--algorithm", dict(default="auto", choices=["auto", "reference", "im2col", "direct", "winograd"],
+                         help="conv2d algorithm for every layer ('auto' chooses per shape)")),
+)
+
+
+def build_parser():
+    """The ``python -m rlx_cpu`` parser: demo (default), train, config.
+
+    Options given before the subcommand are stored under ``global_<name>``;
+    ``--threads`` there applies to every subcommand, the other demo options
+    only to the demo (main() rejects them before another subcommand).  A new
+    job (bench, run, ...) is one more ``sub.add_parser``."""
+    from .training import TRAIN_DESCRIPTION, add_train_arguments
+
+    p = argparse.ArgumentParser(prog="python -m rlx_cpu", description=__doc__, formatter_class=_HelpFormatter)
+    for flag, kw in _DEMO_OPTIONS:
+        # SUPPRESS: only options actually given appear in the namespace.
+        kw = dict(kw, default=argparse.SUPPRESS, help=f"{kw['help']} (default: {kw['default']})")
+        if "choices" not in kw:
+            kw["metavar"] = flag[2:].upper()
+        p.add_argument(flag, dest="global_" + flag[2:], **kw)
+    sub = p.add_subparsers(dest="cmd", metavar="{demo,train,config}",
+                           help="job to run (default: demo; '<job> --help' lists its options)")
+    d = sub.add_parser("demo", help="conv-stack demo: parity vs reference kernels and a per-layer timing table",
+                       description="Build a small CNN-like conv stack with random weights, check every layer "
+                                   "against the reference kernels and time it.", formatter_class=_HelpFormatter)
+    for flag, kw in _DEMO_OPTIONS:
+        d.add_argument(flag, **kw)
+    t = sub.add_parser("train", help="train the example CNN on synthetic digits",
+                       description=TRAIN_DESCRIPTION, formatter_class=_HelpFormatter)
+    add_train_arguments(t)
+    c = sub.add_parser("config", help="print build and runtime configuration (show_config())",
+                       description="Print OpenMP state, thread count, BLAS and CPU features.",
+                       formatter_class=_HelpFormatter)
+    c.add_argument("--threads", type=int, default=None,
+                   help="report the thread count as if rlx_cpu.set_num_threads(THREADS) had been called")
+    return p
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] == "train":
-        # train has its own parser (python -m rlx_cpu train --help)
-        from .training import main as train_main
-        return train_main(argv[1:])
-    p = argparse.ArgumentParser(prog="python -m rlx_cpu", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="cmd")
-    d = sub.add_parser("demo", help="conv-stack demo (default)")
-    for q in (p, d):
-        q.add_argument("--batch", type=int, default=1)
-        q.add_argument("--threads", type=int, default=None)
-        q.add_argument("--repeat", type=int, default=20)
-        q.add_argument("--algorithm", default="auto",
-                       choices=["auto", "reference", "im2col", "direct", "winograd"])
-    sub.add_parser("train", help="train the example CNN (train --help for its options)")
-    sub.add_parser("config", help="print build and runtime configuration")
+    p = build_parser()
     args = p.parse_args(argv)
-    if args.cmd == "config":
+    cmd = args.cmd or "demo"
+    given = {flag[2:]: getattr(args, "global_" + flag[2:]) for flag, _ in _DEMO_OPTIONS
+             if hasattr(args, "global_" + flag[2:])}
+    if args.cmd is None:                      # no subcommand: the demo, with the options given
+        for name, value in given.items():
+            setattr(args, name, value)
+        for flag, kw in _DEMO_OPTIONS:
+            if not hasattr(args, flag[2:]):
+                setattr(args, flag[2:], kw["default"])
+    else:
+        misplaced = sorted(set(given) - {"threads"})
+        if misplaced:
+            p.error(f"{', '.join('--' + m for m in misplaced)} before '{cmd}' "
+                    f"{'is a demo option' if len(misplaced) == 1 else 'are demo options'}; "
+                    f"see 'python -m rlx_cpu {cmd} --help' for the options of {cmd}")
+        if "threads" in given and args.threads is None:
+            args.threads = given["threads"]     # --threads before the subcommand
+    if getattr(args, "threads", None) is not None and args.threads < 1:
+        p.error(f"--threads must be a positive integer, got {args.threads}")
+    if cmd == "config":
+        if args.threads is not None:
+            from .threads import set_num_threads
+            set_num_threads(args.threads)
         show_config()
         return 0
+    if cmd == "train":
+        from .training import run_train
+        return run_train(args)
     return run_demo(args.batch, args.threads, args.repeat, args.algorithm)
 
 

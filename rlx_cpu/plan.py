@@ -13,8 +13,24 @@ import weakref
 import numpy as np
 
 from . import _runtime
+from ._version import __version__
 from .arena import aligned_empty
 from .debug import DebugSequence
+
+# Bumped whenever the pickled layout of a Plan changes.
+_PICKLE_FORMAT = 1
+
+
+class IncompatiblePlanError(ValueError):
+    """A pickled Plan was written by another rlx_cpu version, pickle format or
+    build (instruction sets the extension was compiled for, OpenMP on/off) and
+    cannot be run here: recompile it from its graph in this environment."""
+
+
+def _build_facts():
+    """What a pickled plan must agree on with the process that loads it."""
+    return {"rlx_cpu": __version__, "build_isa": list(_runtime.build_isa()),
+            "openmp": bool(_runtime.openmp_enabled())}
 
 
 class RunContext:
@@ -71,23 +87,117 @@ class RunContext:
         raise ValueError(f"run: inputs must be exactly {want}; missing {missing}, unexpected {extra}")
 
 
+def _kernel_simd():
+    from . import _conv2d
+    return "avx2+fma" if _conv2d.simd_level() else "baseline"
+
+
+def _restore_plan(state):
+    """Unpickle a Plan (the callable Plan.__reduce__ names): check the build
+    facts first, so a plan from another version or build fails here with
+    IncompatiblePlanError instead of running kernels it was not made for."""
+    if not isinstance(state, dict):
+        raise IncompatiblePlanError(f"pickled Plan: expected a state dict, got {type(state).__name__}")
+    fmt = state.get("format")
+    if fmt != _PICKLE_FORMAT:
+        raise IncompatiblePlanError(f"pickled Plan has format {fmt!r}; this rlx_cpu {__version__} reads "
+                                    f"format {_PICKLE_FORMAT}: recompile the plan from its graph")
+    here = _build_facts()
+    theirs = state.get("build")
+    if not isinstance(theirs, dict) or theirs != here:
+        diff = {k: (theirs.get(k) if isinstance(theirs, dict) else None, v) for k, v in here.items()
+                if not isinstance(theirs, dict) or theirs.get(k) != v}
+        detail = ", ".join(f"{k}: pickled {a!r}, here {b!r}" for k, (a, b) in diff.items()) or repr(theirs)
+        raise IncompatiblePlanError(f"pickled Plan was built by another rlx_cpu build ({detail}): "
+                                    f"recompile the plan from its graph in this environment")
+    try:
+        plan = Plan.__new__(Plan)
+        plan._setup(state["thunks"], state["inputs"], state["outputs"], state["arena_plan"],
+                    state["const_nbytes"], state["num_threads"], state.get("debug", False))
+        const = np.frombuffer(state["const"], dtype=np.uint8)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise IncompatiblePlanError(f"pickled Plan state is incomplete or malformed: {exc!r}") from None
+    if const.nbytes != plan._const.nbytes:
+        raise IncompatiblePlanError(f"pickled Plan: constants hold {const.nbytes} bytes, "
+                                    f"its layout needs {plan._const.nbytes}")
+    plan._const.setflags(write=True)
+    plan._const[:] = const
+    plan._const.setflags(write=False)
+    plan._check_slices()
+    return plan
+
+
 class Plan:
-    """A compiled graph: a flat list of thunks over one arena layout."""
+    """A compiled graph: a flat list of thunks over one arena layout.
+
+    Made by :func:`rlx_cpu.compile` (or :func:`rlx_cpu.from_onnx`); run it
+    with :meth:`run` (new output arrays) or :meth:`run_into` (caller-owned
+    output arrays, no allocation).  Inputs are a dict ``{name: array}`` with
+    exactly the names in :attr:`input_names` and the shapes in
+    :attr:`input_shapes`; arrays of any real dtype (float64, int, ...) are
+    converted to float32 when copied into the arena.  Outputs come in the
+    order the graph declared them, float32 (int64 for pooling indices).
+
+    A Plan is immutable and thread-safe: many Python threads may run one plan
+    at once, each on its own :class:`RunContext` (arena + bound kernels),
+    created on that thread's first run.  The thread count used *inside* each
+    run (``num_threads``) is fixed at compile time.
+
+    Plans pickle (and ``copy.deepcopy``): the pickle holds the thunk records,
+    the constants and the settings (``num_threads``, rlx_cpu version, build
+    ISA); arenas and bound kernels are rebuilt on first use after loading, and
+    the loaded plan gives bitwise-identical results.  Loading a pickle written
+    by another rlx_cpu version or build raises :class:`IncompatiblePlanError`.
+    Like any pickle, load only plans you trust.
+    """
 
     def __init__(self, thunks, inputs, outputs, arena, const_nbytes, const_items, num_threads, debug=False):
-        self.thunks = thunks
-        self.debug = debug        # runs check every launch's writes (rlx_cpu/debug.py)
-        self._inputs = tuple(inputs)
-        self._outputs = tuple(outputs)
-        self._arena_plan = arena
-        self.num_threads = num_threads
-        const = aligned_empty(max(const_nbytes, 64))
+        self._setup(thunks, inputs, outputs, arena, const_nbytes, num_threads, debug)
+        const = self._const
         for off, arr in const_items:
             const[off:off + arr.nbytes] = arr.reshape(-1).view(np.uint8)
         const.setflags(write=False)
-        self._const = const
+
+    def _setup(self, thunks, inputs, outputs, arena, const_nbytes, num_threads, debug=False):
+        self.thunks = tuple(thunks)
+        self.debug = bool(debug)  # runs check every launch's writes (rlx_cpu/debug.py)
+        self._inputs = tuple(inputs)
+        self._outputs = tuple(outputs)
+        self._arena_plan = arena
+        self.num_threads = int(num_threads)
+        self._const = aligned_empty(max(int(const_nbytes), 64))
         self.const_nbytes = const_nbytes
         self._local = threading.local()
+
+    # -- pickling ------------------------------------------------------------
+    def __reduce__(self):
+        state = {
+            "format": _PICKLE_FORMAT,
+            "build": _build_facts(),
+            # Informational: the kernel variant is picked by CPUID where the
+            # plan runs, so a CPU without AVX2 runs the portable one.
+            "kernel_simd": _kernel_simd(),
+            "thunks": self.thunks,
+            "inputs": self._inputs,
+            "outputs": self._outputs,
+            "arena_plan": self._arena_plan,
+            "const_nbytes": self.const_nbytes,
+            "const": self._const.tobytes(),
+            "num_threads": self.num_threads,
+            "debug": self.debug,
+        }
+        return (_restore_plan, (state,))
+
+    def _check_slices(self):
+        """Every slice lies inside its segment (guards a damaged pickle)."""
+        limits = {"arena": self.arena_nbytes, "const": self.const_nbytes}
+        every = [s for t in self.thunks for s in t.slices()]
+        every += [s for _, _, s in self._inputs] + [s for _, s, _ in self._outputs]
+        for s in every:
+            lim = limits.get(getattr(s, "segment", None))
+            if lim is None or s.offset < 0 or s.nbytes < 0 or s.offset + s.nbytes > lim:
+                raise IncompatiblePlanError(f"pickled Plan: slice {s!r} lies outside its segment "
+                                            f"({limits})")
 
     # -- facts ---------------------------------------------------------------
     @property
@@ -102,14 +212,17 @@ class Plan:
 
     @property
     def input_names(self):
+        """Names run() expects as the keys of its inputs dict, in graph order."""
         return [n for n, _, _ in self._inputs]
 
     @property
     def input_shapes(self):
+        """{input name: shape}."""
         return {n: s for n, s, _ in self._inputs}
 
     @property
     def output_shapes(self):
+        """Shapes of the outputs, in output order."""
         return [s for s, _, _ in self._outputs]
 
     @property
@@ -159,15 +272,38 @@ class Plan:
         return context
 
     def run(self, inputs, context=None):
-        """Run on a dict {input name: array}; returns new arrays in the graph's
-        output order (float32, int64 for index outputs)."""
+        """Run the plan once; returns a list of new arrays, one per graph
+        output in the order the graph declared them (float32; int64 for
+        pooling indices).
+
+        inputs: a dict {input name: array} with exactly :attr:`input_names`
+        (for an ONNX model, the model's input names, e.g. ``input.1``) and
+        the shapes in :attr:`input_shapes`.  Arrays of any real dtype are
+        converted to float32 while being copied into the arena; a wrong name,
+        shape or a non-numeric dtype raises ValueError/TypeError.
+        context: a :class:`RunContext` from :meth:`new_context`; by default
+        the calling thread's own (made on its first run), so threads may
+        share one plan.
+        """
         ctx = self._own_context(context, "run")
         ctx.load(inputs)
         ctx.sequence.run(self.num_threads)
         return [o.copy() for o in ctx.outputs]
 
     def run_into(self, inputs, outputs, context=None):
-        """Run and write the outputs into caller-owned arrays (no allocation)."""
+        """Run and write the results into caller-owned arrays: no allocation.
+
+        inputs: as for :meth:`run`.
+        outputs: a *list* (or tuple) of arrays, one per graph output, each
+        of exactly that output's shape and dtype (:attr:`output_shapes`,
+        :attr:`output_dtypes`; any strides); for a one-output plan
+        pass ``[out]``, not ``out`` (a bare array raises TypeError).
+        Returns `outputs`.  The arrays are checked before anything runs.
+        """
+        if not isinstance(outputs, (list, tuple)):
+            raise TypeError(f"run_into: outputs must be a list of {len(self._outputs)} array(s), one per "
+                            f"graph output (shapes {[list(s) for s in self.output_shapes]}), got "
+                            f"{type(outputs).__name__}; for one output pass [out]")
         ctx = self._own_context(context, "run_into")
         if len(outputs) != len(ctx.outputs):
             raise ValueError(f"run_into: expected {len(ctx.outputs)} output arrays, got {len(outputs)}")

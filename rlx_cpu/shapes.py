@@ -199,3 +199,17 @@ def pad_pairs(attrs):
     """((begin, end), ...) per spatial axis of an attrs record: the padding
     form every op's padding argument accepts."""
     return tuple(zip(attrs.pads_begin, attrs.pads_end))
+
+
+def layout_hint(x_shape, c_in):
+    """A hint for a channel error when the input looks channels-last: its last
+    dim is the C_in the weight expects (and its dim 1 is not).  '' otherwise."""
+    x_shape = tuple(x_shape)
+    if len(x_shape) < 3 or x_shape[-1] != c_in or x_shape[1] == c_in:
+        return ""
+    nsp = len(x_shape) - 2
+    names = {1: ("NWC", "NCW"), 2: ("NHWC", "NCHW"), 3: ("NDHWC", "NCDHW")}
+    last, first = names.get(nsp, ("channels-last", "channels-first"))
+    perm = ", ".join(["0", str(nsp + 1)] + [str(i) for i in range(1, nsp + 1)])
+    return (f"; the input looks {last} (its last dim {x_shape[-1]} is the weight's C_in): rlx_cpu expects "
+            f"{first} (channels first), e.g. x.transpose({perm})")

@@ -5,7 +5,7 @@
   :func:`get_num_threads` at that moment), because per-thread scratch is sized
   into the arena then.
 * The BLAS that kernels call (scipy's, via ``cython_blas``) is always asked to
-  run single-threaded: when one GEMM must use every core, the kernel splits it
+  run single-threaded (from ``import rlx_cpu`` on): when one GEMM must use every core, the kernel splits it
   into panels itself.  So OpenMP threads and BLAS threads never nest.  rlx_cpu
   limits only scipy's BLAS library, not numpy's.
 * Default thread count: ``set_num_threads(n)`` if called, else the environment
@@ -151,7 +151,7 @@ def scipy_blas_info():
     ``name``/``version`` come from scipy's build configuration; ``libraries``
     are the matching libraries threadpoolctl finds loaded, with the kernel
     architecture the BLAS selected for this CPU and its current thread count
-    (1 once a plan was compiled).  Empty ``libraries`` means threadpoolctl
+    (1 once rlx_cpu is imported).  Empty ``libraries`` means threadpoolctl
     could not tell scipy's BLAS apart (e.g. one shared conda library, or
     Accelerate on macOS).
     """

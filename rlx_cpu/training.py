@@ -289,23 +289,37 @@ def train_cnn(epochs=8, batch_size=32, train_size=4096, test_size=1024, lr=0.05,
     return {"history": history, "trainer": trainer, "batch": batch}
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m rlx_cpu train",
-                                 description="Train a small CNN (conv-relu-maxpool x2, dense) with SGD on "
-                                             "synthetic seven-segment digits (generated in code).")
-    ap.add_argument("--epochs", type=int, default=8)
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--train-size", type=int, default=4096)
-    ap.add_argument("--test-size", type=int, default=1024)
-    ap.add_argument("--lr", type=float, default=0.05)
-    ap.add_argument("--momentum", type=float, default=0.9)
-    ap.add_argument("--threads", type=int, default=None, help="OpenMP threads (default: all CPUs)")
-    ap.add_argument("--seed", type=int, default=0)
+def add_train_arguments(ap):
+    """The options of ``python -m rlx_cpu train`` (also used by main())."""
+    ap.add_argument("--epochs", type=int, default=8, help="passes over the training set")
+    ap.add_argument("--batch-size", type=int, default=32, help="images per SGD step (fixed in the plan)")
+    ap.add_argument("--train-size", type=int, default=4096, help="synthetic training images")
+    ap.add_argument("--test-size", type=int, default=1024, help="synthetic test images")
+    ap.add_argument("--lr", type=float, default=0.05, help="SGD learning rate")
+    ap.add_argument("--momentum", type=float, default=0.9, help="SGD momentum")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="OpenMP threads of the training plan (None: rlx_cpu.get_num_threads())")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the data and the initial weights")
     ap.add_argument("--classes", type=int, default=10, help="digits 0..classes-1 (2..10)")
     ap.add_argument("--noise", type=float, default=0.2, help="std of the Gaussian pixel noise")
     ap.add_argument("--target", type=float, default=0.92, help="final test accuracy to reach (exit 1 if missed)")
     ap.add_argument("--profile", action="store_true", help="print the time of one step by thunk kind")
-    args = ap.parse_args(argv)
+    return ap
+
+
+TRAIN_DESCRIPTION = ("Train a small CNN (conv-relu-maxpool x2, dense) with SGD on synthetic "
+                     "seven-segment digits (generated in code).")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m rlx_cpu train", description=TRAIN_DESCRIPTION,
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add_train_arguments(ap)
+    return run_train(ap.parse_args(argv))
+
+
+def run_train(args):
+    """Run the training job for parsed `args` (see add_train_arguments)."""
     out = train_cnn(args.epochs, args.batch_size, args.train_size, args.test_size, args.lr, args.momentum,
                     args.threads, args.seed, args.classes, args.noise)
     trainer, hist = out["trainer"], out["history"]

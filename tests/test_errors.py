@@ -330,3 +330,28 @@ def test_attribute_errors_name_the_input_shapes(build):
     x = g.input("img", (1, 3, 8, 8))
     with pytest.raises(ValueError, match=r"^(conv2d|max_pool2d|avg_pool2d): .*\[node inputs: img \[1, 3, 8, 8\]\]$"):
         build(g, x)
+
+
+# -- layout hint -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("call, hint", [
+    (lambda: rlx_cpu.conv2d(np.zeros((1, 8, 8, 3)), np.zeros((4, 3, 3, 3))),
+     r"input looks NHWC .*expects NCHW .*x\.transpose\(0, 3, 1, 2\)"),
+    (lambda: rlx_cpu.conv1d(np.zeros((2, 10, 5)), np.zeros((4, 5, 3))),
+     r"input looks NWC .*expects NCW .*x\.transpose\(0, 2, 1\)"),
+    (lambda: rlx_cpu.conv3d(np.zeros((1, 6, 6, 6, 2)), np.zeros((4, 2, 3, 3, 3))),
+     r"input looks NDHWC .*expects NCDHW .*x\.transpose\(0, 4, 1, 2, 3\)"),
+    (lambda: rlx_cpu.conv_transpose2d(np.zeros((1, 8, 8, 3)), np.zeros((3, 4, 3, 3))),
+     r"input looks NHWC"),
+    (lambda: rlx_cpu.conv2d(np.zeros((1, 8, 8, 4)), np.zeros((4, 1, 3, 3)), groups=4),
+     r"input looks NHWC"),
+])
+def test_channels_last_input_gets_a_layout_hint(call, hint):
+    with pytest.raises(ValueError, match="channel mismatch.*" + hint):
+        call()
+
+
+def test_no_layout_hint_for_a_plain_channel_mismatch():
+    with pytest.raises(ValueError, match="channel mismatch") as e:
+        rlx_cpu.conv2d(np.zeros((1, 5, 8, 8)), np.zeros((4, 3, 3, 3)))
+    assert "NHWC" not in str(e.value)

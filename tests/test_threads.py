@@ -202,6 +202,24 @@ def test_scipy_blas_is_single_threaded_after_compile():
     assert all(lib["num_threads"] == 1 for lib in scipy_blas), scipy_blas
 
 
+def test_show_config_reports_single_threaded_blas_before_any_compile():
+    """A fresh process: show_config() right after import already shows the BLAS
+    thread count every plan runs with (1), not OpenBLAS's start-up default."""
+    import subprocess
+    import sys
+
+    code = ("import rlx_cpu, json; c = rlx_cpu.show_config(mode='dicts'); "
+            "print(json.dumps([lib['num_threads'] for lib in c['blas']['libraries']]))")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(rlx_cpu.__file__))
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    counts = __import__("json").loads(res.stdout.strip().splitlines()[-1])
+    assert counts, "scipy's BLAS was not identified"
+    assert counts == [1] * len(counts), counts
+
+
 def test_set_num_threads_none_restores_default(monkeypatch):
     monkeypatch.setenv("RLX_NUM_THREADS", "1")
     before = rlx_cpu.get_num_threads()

@@ -109,7 +109,7 @@ step "test suite against the installed wheel (outside the source tree)"
 # with no rlx_cpu/ in it, so `import rlx_cpu` can only find the installed one.
 mkdir -p "$WORK/run"
 cp -R "$ROOT/tests" "$WORK/run/tests"
-cp "$ROOT/pyproject.toml" "$WORK/run/"
+cp "$ROOT/pyproject.toml" "$ROOT/README.md" "$WORK/run/"   # tests/test_readme.py runs README's snippets
 cd "$WORK/run"
 export OMP_NUM_THREADS=2 RLX_NUM_THREADS=2 PYTHONSAFEPATH=1
 where="$("$VPY" -c 'import rlx_cpu, os; print(os.path.dirname(rlx_cpu.__file__))')"

@@ -13,7 +13,7 @@ trap 'rm -rf "$WORK"' EXIT
 T0=$SECONDS
 
 mkdir -p "$WORK/tests"
-cp "$ROOT"/setup.py "$ROOT"/pyproject.toml "$WORK/"
+cp "$ROOT"/setup.py "$ROOT"/pyproject.toml "$ROOT"/README.md "$WORK/"   # README: tests/test_readme.py
 # The package's Python files (every subpackage) and the kernel sources, no build outputs.
 (cd "$ROOT" && find rlx_cpu src -type f \( -name '*.py' -o -name '*.pyx' -o -name '*.pxd' -o -name '*.h' \) \
     -print0 | xargs -0 cp --parents -t "$WORK")

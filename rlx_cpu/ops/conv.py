@@ -30,7 +30,7 @@ from ..functional import as_real, cached_plan, freeze
 from ..ir import Graph, fmt_shape
 from ..onnx_import import graph_op, spatial_rank, window_padding
 from ..registry import compile_rule, functional, gradient, graph_method, onnx_op, per_rank
-from ..shapes import as_tuple, conv_out_size, resolve_padding
+from ..shapes import as_tuple, conv_out_size, layout_hint, resolve_padding
 from ..threads import get_num_threads
 from ..thunks import Slice, Thunk
 
@@ -85,13 +85,14 @@ def _conv(graph, op, nsp, x, weight, bias, stride, padding, dilation, groups, na
     n, c_in = xs[0], xs[1]
     c_out, cpg = ws[0], ws[1]
     if c_in % groups:
-        raise ValueError(f"{op}: groups={groups} does not divide in_channels={c_in} ({ctx})")
+        raise ValueError(f"{op}: groups={groups} does not divide in_channels={c_in} "
+                         f"({ctx}){layout_hint(xs, cpg * groups)}")
     if c_out % groups:
         raise ValueError(f"{op}: groups={groups} does not divide out_channels={c_out} ({ctx})")
     if cpg * groups != c_in:
         raise ValueError(
             f"{op}: channel mismatch: input has {c_in} channels but weight expects "
-            f"{cpg} x groups={groups} = {cpg * groups} ({ctx})")
+            f"{cpg} x groups={groups} = {cpg * groups} ({ctx}){layout_hint(xs, cpg * groups)}")
     kernel = tuple(ws[2:])
     stride = as_tuple(stride, nsp, op, "stride")
     dilation = as_tuple(dilation, nsp, op, "dilation")
@@ -493,10 +494,38 @@ def _conv_function(nd):
         return _run_conv(op, input, weight, bias, stride, padding, dilation, groups, conv_algorithm)
 
     layout, taps = _LAYOUT[nd]
-    conv.__doc__ = f"{nd}-D convolution of {layout.replace('C', 'C_in')} by [C_out, C_in/groups, {taps}]."
+    conv.__doc__ = _CONV_FUNCTION_DOC.format(nd=nd, layout=layout.replace("C", "C_in"), taps=taps,
+                                             axes=("(w)", "(h, w)", "(d, h, w)")[nd - 1])
     if nd in (1, 2):
         conv.__doc__ += _WINOGRAD_RANGE_DOC
     return conv
+
+
+_CONV_FUNCTION_DOC = """{nd}-D convolution (cross-correlation, as torch.nn.functional.conv{nd}d).
+
+    input   {layout} array, channels first (a channels-last input is
+            reported with a layout hint); any real dtype (float64, int, ...):
+            it is converted to float32 and the computation is float32.
+    weight  [C_out, C_in/groups, {taps}]; bias: None or [C_out].
+    stride, dilation: an int or one int per spatial axis {axes}.
+    padding: an int (every side); a per-axis tuple (symmetric); ONNX pads
+            (b1, ..., bn, e1, ..., en); ((b, e), ...) pairs per axis;
+            "valid" (none); "same" (PyTorch, stride 1: output size = input
+            size); or ONNX "SAME_UPPER" / "SAME_LOWER".
+    groups  divides C_in and C_out.
+    conv_algorithm: "auto" (chosen per shape), "reference", "im2col",
+            "direct" or "winograd" (ValueError where it cannot run).
+
+    Returns a new float32 array [N, C_out, out...].  Bad arguments raise
+    ValueError/TypeError naming the argument and the shapes.
+
+    Plan cache: the first call for a combination of shapes, attributes,
+    conv_algorithm, thread count (rlx_cpu.get_num_threads()) and RLX_* conv
+    flags compiles a plan whose weight and bias are *inputs*, and keeps it
+    (least recently used of 128 evicted; rlx_cpu.functional.clear_plan_cache()
+    empties it).  Later calls with new weights reuse it at no compile cost.
+    For a fixed model, build a Graph and rlx_cpu.compile it instead.
+    """
 
 
 _WINOGRAD_RANGE_DOC = """

@@ -21,7 +21,7 @@ from ..compiler import compile as _compile
 from ..functional import as_real, cached_plan, freeze, shape_key
 from ..ir import Graph, fmt_shape, shape_arg
 from ..registry import compile_rule, functional, graph_method, per_rank
-from ..shapes import as_tuple, conv_out_size, resolve_padding
+from ..shapes import as_tuple, conv_out_size, layout_hint, resolve_padding
 from ..threads import get_num_threads
 from ..thunks import Slice, Thunk, view_or_none
 from .conv import RANKS, ConvAttrs, ConvNDDims, check_groups, named
@@ -51,7 +51,7 @@ def _conv_backward_attrs(op, nsp, xs, ws, dys, stride, padding, dilation, groups
         raise ValueError(f"{op}: groups={groups} must divide in_channels={c_in} and out_channels={c_out} ({ctx})")
     if cpg * groups != c_in:
         raise ValueError(f"{op}: channel mismatch: input has {c_in} channels but weight expects "
-                         f"{cpg} x groups={groups} = {cpg * groups} ({ctx})")
+                         f"{cpg} x groups={groups} = {cpg * groups} ({ctx}){layout_hint(xs, cpg * groups)}")
     kernel = tuple(ws[2:])
     stride = as_tuple(stride, nsp, op, "stride")
     dilation = as_tuple(dilation, nsp, op, "dilation")

@@ -23,7 +23,7 @@ from ..functional import as_real, cached_plan, freeze
 from ..ir import Graph, fmt_shape
 from ..onnx_import import graph_op, window_padding
 from ..registry import compile_rule, functional, gradient, graph_method, onnx_op, per_rank
-from ..shapes import as_tuple, conv_transpose_out_size, resolve_padding
+from ..shapes import as_tuple, conv_transpose_out_size, layout_hint, resolve_padding
 from ..threads import get_num_threads
 from .conv import CONV, RANKS, ConvNDKernelThunk, check_groups, emit_conv_nd, named, onnx_conv_geometry, with_bias
 
@@ -67,7 +67,7 @@ def _channels(op, nsp, xs, ws, groups, ctx):
     c_in = xs[1]
     if ws[0] != c_in:
         raise ValueError(f"{op}: channel mismatch: input has {c_in} channels but weight dim 0 "
-                         f"(C_in) is {ws[0]} ({ctx})")
+                         f"(C_in) is {ws[0]} ({ctx}){layout_hint(xs, ws[0])}")
     if c_in % groups:
         raise ValueError(f"{op}: groups={groups} does not divide in_channels={c_in} ({ctx})")
     return groups, ws[1] * groups
