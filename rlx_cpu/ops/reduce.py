@@ -160,7 +160,15 @@ def _onnx_softmax(nc):
     nc.check_attrs(("axis",))
     expect_inputs(nc, 1, 1)
     if all_const(nc):
-        raise NotImplementedError(f"{nc.where}: Softmax of a compile-time array is not folded")
+        x = nc.const(0, "input")
+        r = x.ndim
+        if nc.version >= 13:
+            axes = (norm_axis(nc.attr("axis", -1), r, nc.where),)
+        else:
+            axes = tuple(range(norm_axis(nc.attr("axis", 1), r, nc.where), r))
+        e = np.exp(x - x.max(axis=axes, keepdims=True))
+        folded(nc, (e / e.sum(axis=axes, keepdims=True)).astype(x.dtype))
+        return
     x = nc.tensor(0, "input")
     r = len(x.shape)
     if nc.version >= 13:
