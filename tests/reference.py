@@ -559,3 +559,37 @@ def gemm(a, b, c=None, alpha=1.0, beta=1.0, trans_a=False, trans_b=False):
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     y = alpha * ((a.T if trans_a else a) @ (b.T if trans_b else b))
     return y if c is None else y + beta * np.asarray(c, np.float64)
+
+
+def resize_linear(x, out_spatial, mode="half_pixel"):
+    """ONNX Resize mode 'linear' over the spatial axes of [N, C, ...] with
+    scale = out / in per axis; coordinate modes half_pixel, pytorch_half_pixel,
+    align_corners, asymmetric.  Every output is the multilinear blend of the
+    2^k corners around its source point, indices clamped to the input."""
+    x = np.asarray(x, np.float64)
+    sp = x.shape[2:]
+
+    def coord(o, n_in, n_out):
+        s = n_out / n_in
+        if mode == "align_corners":
+            return 0.0 if n_out == 1 else o * (n_in - 1) / (n_out - 1)
+        if mode == "asymmetric":
+            return o / s
+        if mode == "pytorch_half_pixel" and n_out == 1:
+            return -0.5
+        return (o + 0.5) / s - 0.5
+
+    out = np.zeros(x.shape[:2] + tuple(out_spatial))
+    for o in itertools.product(*[range(d) for d in out_spatial]):
+        acc = 0.0
+        cs = [coord(oi, n_in, n_out) for oi, n_in, n_out in zip(o, sp, out_spatial)]
+        for corner in itertools.product((0, 1), repeat=len(sp)):
+            wgt, idx = 1.0, []
+            for c, k, n_in in zip(cs, corner, sp):
+                lo = int(np.floor(c))
+                frac = c - lo
+                wgt *= frac if k else 1.0 - frac
+                idx.append(min(max(lo + k, 0), n_in - 1))
+            acc = acc + wgt * x[(slice(None), slice(None)) + tuple(idx)]
+        out[(slice(None), slice(None)) + o] = acc
+    return out

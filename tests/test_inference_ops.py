@@ -201,3 +201,18 @@ def test_softmax(shape, axis, threads):
     x = (_rng("sm" + str(shape)).standard_normal(shape) * 20).astype(np.float32)
     got = run(lambda g, x: g.softmax(x, axis), {"x": x}, threads)
     assert_close(got, R.softmax(x, axis), 1e-6)
+
+
+# -- linear resize ------------------------------------------------------------------
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("mode", ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"])
+@pytest.mark.parametrize("shape,out", [((1, 2, 4, 5), (8, 10)), ((2, 3, 9, 7), (4, 3)), ((1, 1, 6), (13,)),
+                                       ((2, 16, 24, 24), (48, 48))])
+def test_resize_linear_onnx(shape, out, mode, threads):
+    from rlx_cpu.ops.resize import resize_plan
+    x = _rng("rl" + mode + str(shape)).standard_normal(shape).astype(np.float32)
+    sizes = shape[:2] + out
+    _, tables = resize_plan(shape, sizes=np.array(sizes), coordinate_mode=mode, linear=True)
+    got = run(lambda g, x: g.resize_linear(x, [None if t is None else t[:3] for t in tables]), {"x": x}, threads)
+    assert_close(got, R.resize_linear(x, out, mode), 1e-6)

@@ -87,5 +87,5 @@ def test_unfolded_exports_keep_the_ops_the_importer_must_handle():
     for name in MODELS:
         folded |= op_types(export(name, True)[0])
     assert {"Clip", "HardSwish", "HardSigmoid", "Sigmoid", "Mul", "Add", "Gemm", "ReduceMean", "Slice",
-            "Transpose", "ConvTranspose", "LeakyRelu", "Tanh", "Flatten", "GlobalAveragePool"} <= folded, \
+            "Transpose", "ConvTranspose", "LeakyRelu", "Tanh", "Flatten", "GlobalAveragePool", "Resize"} <= folded, \
         sorted(folded)

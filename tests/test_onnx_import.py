@@ -709,7 +709,7 @@ def test_unknown_attribute_names_node_op_and_attribute():
 
 
 @pytest.mark.parametrize("attrs,match", [
-    (dict(mode="linear"), r"attribute mode='linear' is not supported"),
+    (dict(mode="cubic"), r"attribute mode='cubic' is not supported"),
     (dict(mode="nearest", antialias=1), r"attribute antialias=1"),
     (dict(mode="nearest", coordinate_transformation_mode="tf_crop_and_resize"), r"extrapolation_value"),
     (dict(mode="nearest", exclude_outside=1, coordinate_transformation_mode="pytorch_half_pixel",

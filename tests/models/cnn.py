@@ -381,6 +381,27 @@ class UNet(nn.Module):
         return torch.tanh(self.head(x))
 
 
+# ---------------------------------------------------------------------------
+# Segmentation head (FCN / DeepLab style): strided encoder, 1x1 classifier,
+# bilinear up-sampling back to the input size
+# ---------------------------------------------------------------------------
+
+class SegHead(nn.Module):
+    def __init__(self, classes=3, align_corners=False):
+        super().__init__()
+        self.encoder = nn.Sequential(conv_bn(3, 8, 3, 2), conv_bn(8, 16, 3, 2), conv_bn(16, 16, 3, 1))
+        self.aux = nn.Conv2d(8, classes, 1)
+        self.classifier = nn.Conv2d(16, classes, 1)
+        self.align_corners = align_corners
+
+    def forward(self, x):
+        f1 = self.encoder[0](x)
+        y = self.classifier(self.encoder[2](self.encoder[1](f1)))
+        y = F.interpolate(y, size=f1.shape[-2:], mode="bilinear", align_corners=self.align_corners)
+        y = y + self.aux(f1)
+        return F.interpolate(y, scale_factor=2.0, mode="bilinear", align_corners=self.align_corners)
+
+
 # name -> (constructor, input shape)
 MODELS = {
     "resnet_basic": (lambda: ResNet(BasicBlock, (2, 1, 1, 1), width=8), (2, 3, 64, 64)),
@@ -393,4 +414,6 @@ MODELS = {
     "mobilenet_v3_small": (MobileNetV3Small, (2, 3, 64, 64)),
     "efficientnet_b0_slim": (EfficientNetB0Slim, (2, 3, 64, 64)),
     "unet": (UNet, (1, 3, 32, 32)),
+    "seg_head_bilinear": (SegHead, (1, 3, 32, 32)),
+    "seg_head_bilinear_align_corners": (lambda: SegHead(align_corners=True), (1, 3, 32, 32)),
 }
