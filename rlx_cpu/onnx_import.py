@@ -3,7 +3,7 @@
     plan = rlx_cpu.from_onnx("model.onnx")
     (y,) = plan.run({"input": x})          # keyed by the ONNX input names
 
-Only ops of the convolution family are supported (see ``rlx_cpu.registry.ONNX_OPS``); every
+The supported ops are those of ``rlx_cpu.registry.ONNX_OPS``; every
 node is converted into graph ops with the same semantics, never into an
 approximation.  An op, attribute or attribute value we do not implement
 raises ``NotImplementedError`` naming the node, the op (with the version the
@@ -297,6 +297,7 @@ class _Importer:
             self.values[vi.name] = self.graph.input(vi.name, shape)
             input_names.append(vi.name)
 
+        self._check_supported(g.node)
         for node in g.node:
             self._convert(node)
 
@@ -336,6 +337,10 @@ class _Importer:
         return arr
 
     def _input_shape(self, vi):
+        tt = vi.type.tensor_type
+        if tt.HasField("shape") and any(d.HasField("dim_value") and d.dim_value == 0 for d in tt.shape.dim):
+            raise NotImplementedError(f"from_onnx: graph input {vi.name!r} has shape {_dims_str(vi)}; empty "
+                                      "tensors are not supported")
         declared = _elem_dtype(vi)
         if declared is None or declared != np.float32:
             raise NotImplementedError(
@@ -371,29 +376,46 @@ class _Importer:
                                       f"producing it gives {produced}")
         return produced
 
-    def _convert(self, node):
+    def _support(self, node):
+        """(version, None) when the node's op and version have a converter,
+        else (None, message naming the node and the op)."""
         onnx = _onnx()
         domain = "" if node.domain in ("", "ai.onnx") else node.domain
         label = node.name or (node.output[0] if node.output else "?")
         if domain != "":
-            raise NotImplementedError(f"node {label!r}: op {node.op_type!r} of domain {node.domain!r} is not "
-                                      "supported (only the default ONNX domain)")
+            return None, (f"node {label!r}: op {node.op_type!r} of domain {node.domain!r} is not "
+                          "supported (only the default ONNX domain)")
         opset = self.opsets[""]
         try:
             schema = onnx.defs.get_schema(node.op_type, opset, "")
         except Exception:
-            raise NotImplementedError(f"node {label!r}: op {node.op_type!r} is not an ONNX op at opset {opset}") \
-                from None
+            return None, f"node {label!r}: op {node.op_type!r} is not an ONNX op at opset {opset}"
         version = schema.since_version
         entry = ONNX_OPS.get(node.op_type)
         if entry is None:
-            raise NotImplementedError(
-                f"node {label!r}: op {node.op_type}-{version} is not supported by rlx_cpu "
-                f"(supported: {', '.join(sorted(ONNX_OPS))})")
+            return None, f"node {label!r}: op {node.op_type}-{version} is not supported by rlx_cpu"
         lo, hi = entry.versions
         if version < lo or (hi is not None and version > hi):
-            raise NotImplementedError(f"node {label!r}: {node.op_type}-{version} (opset {opset}) is not "
-                                      f"supported; versions {lo}..{hi or 'latest'} are")
+            return None, (f"node {label!r}: {node.op_type}-{version} (opset {opset}) is not "
+                          f"supported; versions {lo}..{hi or 'latest'} are")
+        return version, None
+
+    def _check_supported(self, nodes):
+        """Refuse a model naming every node whose op rlx_cpu cannot import, at once."""
+        problems = [msg for msg in (self._support(n)[1] for n in nodes) if msg]
+        if len(problems) == 1:
+            raise NotImplementedError(f"{problems[0]} (supported: {', '.join(sorted(ONNX_OPS))})")
+        if problems:
+            raise NotImplementedError(
+                f"from_onnx: {len(problems)} nodes use ops rlx_cpu does not support:\n  "
+                + "\n  ".join(problems) + f"\n(supported: {', '.join(sorted(ONNX_OPS))})")
+
+    def _convert(self, node):
+        label = node.name or (node.output[0] if node.output else "?")
+        version, problem = self._support(node)
+        if problem:
+            raise NotImplementedError(problem)
+        entry = ONNX_OPS[node.op_type]
         for i, name in enumerate(node.input):
             if name and name not in self.values:
                 raise ValueError(f"node {label!r} ({node.op_type}): input {i} {name!r} is not defined by any "

@@ -473,3 +473,123 @@ def sample_indices(size, count, rng):
         return np.arange(size)
     mid = rng.choice(np.arange(1, size - 1), size=count - 2, replace=False)
     return np.concatenate([[0], np.sort(mid), [size - 1]])
+
+
+# ---------------------------------------------------------------------------
+# Inference ops around the convolutions (activations, arithmetic, tensor
+# movement, products, reductions)
+# ---------------------------------------------------------------------------
+
+def leaky_relu(x, alpha=0.01):
+    x = np.asarray(x, np.float64)
+    return np.where(x < 0, alpha * x, x)
+
+
+def clip(x, lo=-np.inf, hi=np.inf):
+    """min(max(x, lo), hi); NaN stays NaN."""
+    x = np.asarray(x, np.float64)
+    return np.minimum(np.maximum(x, lo), hi)
+
+
+def sigmoid(x):
+    x = np.asarray(x, np.float64)
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def hard_sigmoid(x, alpha=0.2, beta=0.5):
+    x = np.asarray(x, np.float64)
+    return np.clip(alpha * x + beta, 0.0, 1.0)
+
+
+def hard_swish(x):
+    """x * relu6(x + 3) / 6 (torch.nn.Hardswish, ONNX HardSwish)."""
+    x = np.asarray(x, np.float64)
+    return x * np.minimum(np.maximum(x + 3.0, 0.0), 6.0) / 6.0
+
+
+def tanh(x):
+    return np.tanh(np.asarray(x, np.float64))
+
+
+def broadcast_binary(op, a, b):
+    """a (op) b with numpy broadcasting, op one of '+', '-', '*', '/'."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}[op](a, b)
+
+
+def batch_norm(x, scale, bias, mean, var, eps=1e-5):
+    """Inference batch norm over axis 1 of [N, C, ...]."""
+    x = np.asarray(x, np.float64)
+    shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    f = [np.asarray(v, np.float64).reshape(shape) for v in (scale, bias, mean, var)]
+    return (x - f[2]) / np.sqrt(f[3] + eps) * f[0] + f[1]
+
+
+def pad(x, pads, mode="constant", value=0.0):
+    """ONNX Pad: pads = ((begin, end), ...); negative amounts crop; modes
+    constant / reflect / edge, written per output index."""
+    x = np.asarray(x, np.float64)
+    out_shape = tuple(d + b + e for d, (b, e) in zip(x.shape, pads))
+    out = np.empty(out_shape)
+    for o in itertools.product(*[range(d) for d in out_shape]):
+        src = []
+        inside = True
+        for i, (d, (b, _)) in zip(o, zip(x.shape, pads)):
+            s = i - b
+            if not 0 <= s < d:
+                if mode == "constant":
+                    inside = False
+                elif mode == "edge":
+                    s = 0 if s < 0 else d - 1
+                else:
+                    while not 0 <= s < d:          # reflect about the edges, edge not repeated
+                        s = -s if s < 0 else 2 * (d - 1) - s
+            src.append(s)
+        out[o] = x[tuple(src)] if inside else value
+    return out
+
+
+def softmax(x, axis=-1):
+    x = np.asarray(x, np.float64)
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def gemm(a, b, c=None, alpha=1.0, beta=1.0, trans_a=False, trans_b=False):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    y = alpha * ((a.T if trans_a else a) @ (b.T if trans_b else b))
+    return y if c is None else y + beta * np.asarray(c, np.float64)
+
+
+def resize_linear(x, out_spatial, mode="half_pixel"):
+    """ONNX Resize mode 'linear' over the spatial axes of [N, C, ...] with
+    scale = out / in per axis; coordinate modes half_pixel, pytorch_half_pixel,
+    align_corners, asymmetric.  Every output is the multilinear blend of the
+    2^k corners around its source point, indices clamped to the input."""
+    x = np.asarray(x, np.float64)
+    sp = x.shape[2:]
+
+    def coord(o, n_in, n_out):
+        s = n_out / n_in
+        if mode == "align_corners":
+            return 0.0 if n_out == 1 else o * (n_in - 1) / (n_out - 1)
+        if mode == "asymmetric":
+            return o / s
+        if mode == "pytorch_half_pixel" and n_out == 1:
+            return -0.5
+        return (o + 0.5) / s - 0.5
+
+    out = np.zeros(x.shape[:2] + tuple(out_spatial))
+    for o in itertools.product(*[range(d) for d in out_spatial]):
+        acc = 0.0
+        cs = [coord(oi, n_in, n_out) for oi, n_in, n_out in zip(o, sp, out_spatial)]
+        for corner in itertools.product((0, 1), repeat=len(sp)):
+            wgt, idx = 1.0, []
+            for c, k, n_in in zip(cs, corner, sp):
+                lo = int(np.floor(c))
+                frac = c - lo
+                wgt *= frac if k else 1.0 - frac
+                idx.append(min(max(lo + k, 0), n_in - 1))
+            acc = acc + wgt * x[(slice(None), slice(None)) + tuple(idx)]
+        out[(slice(None), slice(None)) + o] = acc
+    return out

@@ -6,8 +6,8 @@ test_data_set_* is run, and each output must match ONNX's expected output
 with ONNX's own tolerances (rtol 1e-3, atol 1e-7; integer outputs exactly).
 
 A case is
-  * out of scope when it runs an op outside the conv family we import, or
-    its data is not float32 (skipped, reason says which);
+  * out of scope when it runs an op rlx_cpu does not import, or its data is
+    not float32 (skipped, the reason says which);
   * unsupported by design when it is listed in UNSUPPORTED with a reason: the
     test then checks that from_onnx refuses it with NotImplementedError and
     skips with that reason (it fails if the case starts working, so the list
@@ -32,11 +32,45 @@ from rlx_cpu.registry import ONNX_OPS  # noqa: E402
 
 CASE_PATTERNS = ("test_conv*", "test_basic_conv*", "test_convtranspose*", "test_maxpool*", "test_averagepool*",
                  "test_globalaveragepool*", "test_globalmaxpool*", "test_resize_*nearest*",
-                 "test_upsample_nearest", "test_col2im*")
+                 "test_resize_*linear*", "test_resize_tf_crop_and_resize*",
+                 "test_upsample_nearest", "test_col2im*",
+                 # the ops around the convolutions in whole CNNs
+                 "test_relu*", "test_leakyrelu*", "test_clip*", "test_sigmoid*", "test_hardsigmoid*",
+                 "test_hardswish*", "test_tanh*", "test_add*", "test_sub*", "test_mul*", "test_div*",
+                 "test_batchnorm*", "test_concat*", "test_split*", "test_slice*", "test_transpose*",
+                 "test_reshape*", "test_flatten*", "test_squeeze*", "test_unsqueeze*", "test_constant_pad*",
+                 "test_edge_pad*", "test_reflect_pad*", "test_wrap_pad*", "test_gemm*", "test_matmul*",
+                 "test_reduce_mean*", "test_softmax*", "test_dropout*", "test_identity*", "test_shape*",
+                 "test_gather_*", "test_cast_*", "test_constantofshape*")
 RTOL, ATOL = 1e-3, 1e-7
 
 # Cases in scope that rlx_cpu refuses on purpose: case -> reason.
-UNSUPPORTED = {}
+_COMPILE_TIME_OUTPUT = ("Shape of a static tensor is folded to a compile-time int64 array at import; "
+                        "a plan computes float32 tensors, so it cannot return one as a graph output")
+_EMPTY = "empty tensors (a zero-size dim) are not supported"
+_TRAINING = "training-mode BatchNormalization (batch statistics, running-stat outputs); rlx_cpu imports inference graphs"
+_ANTIALIAS = "antialiased linear resize is not implemented"
+UNSUPPORTED = {
+    "test_resize_downsample_scales_linear_antialias": _ANTIALIAS,
+    "test_resize_downsample_sizes_linear_antialias": _ANTIALIAS,
+    'test_shape': _COMPILE_TIME_OUTPUT,
+    'test_shape_clip_end': _COMPILE_TIME_OUTPUT,
+    'test_shape_clip_start': _COMPILE_TIME_OUTPUT,
+    'test_shape_end_1': _COMPILE_TIME_OUTPUT,
+    'test_shape_end_negative_1': _COMPILE_TIME_OUTPUT,
+    'test_shape_example': _COMPILE_TIME_OUTPUT,
+    'test_shape_start_1': _COMPILE_TIME_OUTPUT,
+    'test_shape_start_1_end_2': _COMPILE_TIME_OUTPUT,
+    'test_shape_start_1_end_negative_1': _COMPILE_TIME_OUTPUT,
+    'test_shape_start_greater_than_end': _COMPILE_TIME_OUTPUT,
+    'test_shape_start_negative_1': _COMPILE_TIME_OUTPUT,
+    'test_split_zero_size_splits_opset13': _EMPTY,
+    'test_split_zero_size_splits_opset18': _EMPTY,
+    'test_reshape_allowzero_reordered': _EMPTY,
+    'test_slice_start_out_of_bounds': _EMPTY,
+    'test_batchnorm_epsilon_training_mode': _TRAINING,
+    'test_batchnorm_example_training_mode': _TRAINING,
+}
 
 DATA_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "node"
 
@@ -75,7 +109,7 @@ def out_of_scope_reason(model):
     ops = sorted({n.op_type for n in model.graph.node if n.op_type not in ("Identity", "Constant")})
     foreign = [op for op in ops if op not in ONNX_OPS]
     if foreign:
-        return f"op {', '.join(foreign)} is outside the imported conv family"
+        return f"op {', '.join(foreign)} is not imported by rlx_cpu"
     f32 = onnx.TensorProto.FLOAT
     data_inputs = set()
     for n in model.graph.node:
@@ -147,7 +181,20 @@ def _op_group(case):
                        ("test_convinteger", "ConvInteger"), ("test_conv", "Conv"), ("test_maxpool", "MaxPool"),
                        ("test_averagepool", "AveragePool"), ("test_globalaveragepool", "GlobalAveragePool"),
                        ("test_globalmaxpool", "GlobalMaxPool"), ("test_resize", "Resize"),
-                       ("test_upsample", "Upsample"), ("test_col2im", "Col2Im")):
+                       ("test_upsample", "Upsample"), ("test_col2im", "Col2Im"),
+                       ("test_relu", "Relu"), ("test_leakyrelu", "LeakyRelu"), ("test_clip", "Clip"),
+                       ("test_sigmoid", "Sigmoid"), ("test_hardsigmoid", "HardSigmoid"),
+                       ("test_hardswish", "HardSwish"), ("test_tanh", "Tanh"), ("test_add", "Add"),
+                       ("test_sub", "Sub"), ("test_mul", "Mul"), ("test_div", "Div"),
+                       ("test_batchnorm", "BatchNormalization"), ("test_concat", "Concat"),
+                       ("test_split", "Split"), ("test_slice", "Slice"), ("test_transpose", "Transpose"),
+                       ("test_reshape", "Reshape"), ("test_flatten", "Flatten"), ("test_squeeze", "Squeeze"),
+                       ("test_unsqueeze", "Unsqueeze"), ("test_constant_pad", "Pad"), ("test_edge_pad", "Pad"),
+                       ("test_reflect_pad", "Pad"), ("test_wrap_pad", "Pad"), ("test_gemm", "Gemm"),
+                       ("test_matmul", "MatMul"), ("test_reduce_mean", "ReduceMean"),
+                       ("test_softmax", "Softmax"), ("test_dropout", "Dropout"), ("test_identity", "Identity"),
+                       ("test_shape", "Shape"), ("test_gather", "Gather"), ("test_cast", "Cast"),
+                       ("test_constantofshape", "ConstantOfShape")):
         if case.startswith(prefix):
             return op
     return "other"
@@ -171,7 +218,7 @@ def _conformance_report(request):
 def test_data_is_present():
     """The suite must not silently shrink to nothing (onnx >= 1.23 ships no data)."""
     assert DATA_DIR.is_dir(), f"{DATA_DIR} is missing: install onnx==1.22.0 (the `test` extra pins it)"
-    assert len(CASES) >= 80, f"only {len(CASES)} conformance cases found under {DATA_DIR}"
+    assert len(CASES) >= 350, f"only {len(CASES)} conformance cases found under {DATA_DIR}"
 
 
 def test_unsupported_list_names_real_cases():
@@ -210,8 +257,7 @@ def _expect_refused(model, sets, params):
         rlx_cpu.from_onnx(model, constants={k: feeds[k] for k in params})
 
 
-# UNSUPPORTED is empty today, so test_backend_node_case never takes its
-# branch; these two tests run the branch's check on a case we know either way.
+# These two tests run the UNSUPPORTED branch's check on a case we know either way.
 _KNOWN_GOOD = "test_basic_conv_with_padding"
 
 

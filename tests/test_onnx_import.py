@@ -680,10 +680,24 @@ def test_declared_output_shape_is_checked():
 # ---------------------------------------------------------------------------
 
 def test_unsupported_op_names_node_and_op():
-    node = helper.make_node("Relu", ["x"], ["y"], name="act1")
+    node = helper.make_node("Erf", ["x"], ["y"], name="act1")
     m = make_model([node], [("x", F32, [1, 2])], [("y", F32, None)])
-    with pytest.raises(NotImplementedError, match=r"node 'act1': op Relu-14 is not supported"):
+    with pytest.raises(NotImplementedError, match=r"node 'act1': op Erf-13 is not supported"):
         rlx_cpu.from_onnx(m)
+
+
+def test_every_unsupported_node_is_listed_at_once():
+    nodes = [helper.make_node("Erf", ["x"], ["a"], name="first"),
+             helper.make_node("Relu", ["a"], ["b"], name="fine"),
+             helper.make_node("Elu", ["b"], ["c"], name="second"),
+             helper.make_node("Erf", ["c"], ["y"], name="third")]
+    m = make_model(nodes, [("x", F32, [1, 2])], [("y", F32, None)])
+    with pytest.raises(NotImplementedError, match=r"3 nodes use ops") as info:
+        rlx_cpu.from_onnx(m)
+    msg = str(info.value)
+    for part in ("node 'first': op Erf-13", "node 'second': op Elu-22", "node 'third': op Erf-13"):
+        assert part in msg, msg
+    assert "'fine'" not in msg
 
 
 def test_unknown_attribute_names_node_op_and_attribute():
@@ -695,7 +709,7 @@ def test_unknown_attribute_names_node_op_and_attribute():
 
 
 @pytest.mark.parametrize("attrs,match", [
-    (dict(mode="linear"), r"attribute mode='linear' is not supported"),
+    (dict(mode="cubic"), r"attribute mode='cubic' is not supported"),
     (dict(mode="nearest", antialias=1), r"attribute antialias=1"),
     (dict(mode="nearest", coordinate_transformation_mode="tf_crop_and_resize"), r"extrapolation_value"),
     (dict(mode="nearest", exclude_outside=1, coordinate_transformation_mode="pytorch_half_pixel",

@@ -13,6 +13,13 @@ Every nearest convention is a choice of tables:
 The tables live in the plan as an int32 constant; the exact 2x duplication
 of a 2-D image has its own kernel.  Node op: ``resize_nearest`` (also built by
 ``upsample_nearest2x`` and ``interpolate``).
+
+Linear resize (``resize_linear``, ONNX Resize-11+ mode 'linear'): along each
+resized axis, output index j reads (1 - w[j]) * x[i0[j]] + w[j] * x[i1[j]]
+where the source coordinate c comes from the same exact coordinate
+transformation as nearest, i0 = floor(c), i1 = i0 + 1 (both clamped to the
+axis, which is ONNX's edge padding) and w = c - floor(c); one pass per resized
+axis (src/_resize_linear.pyx).
 """
 import math
 from dataclasses import dataclass
@@ -21,7 +28,7 @@ from typing import ClassVar, Tuple
 
 import numpy as np
 
-from .. import _resize
+from .. import _resize, _resize_linear
 from ..ir import fmt_shape
 from ..registry import compile_rule, functional, graph_method, onnx_op
 from ..functional import run_unary
@@ -329,6 +336,21 @@ def nearest_index_table(in_size, out_size, scale, coordinate_mode="half_pixel",
     return idx
 
 
+def linear_axis_table(in_size, out_size, scale, coordinate_mode="half_pixel", roi=None):
+    """(i0, i1, w, outside) of a linear resize along one axis: the two source
+    indices (clamped to the axis), the weight of i1, and where the coordinate
+    falls outside the input (tf_crop_and_resize fills those)."""
+    i0, i1 = np.empty(out_size, np.int64), np.empty(out_size, np.int64)
+    w, outside = np.empty(out_size, np.float64), np.zeros(out_size, bool)
+    for j, c in enumerate(nearest_source_coords(coordinate_mode, out_size, scale, in_size, roi)):
+        lo = math.floor(c)
+        i0[j] = min(max(lo, 0), in_size - 1)
+        i1[j] = min(max(lo + 1, 0), in_size - 1)
+        w[j] = float(c - lo)
+        outside[j] = coordinate_mode == "tf_crop_and_resize" and (c < 0 or c > in_size - 1)
+    return i0, i1, w, outside
+
+
 def legacy_nearest_index_table(in_size, out_size, scale):
     """Upsample-7/9 and Resize-10 nearest (no rounding attributes; as ONNX
     Runtime defines them): x = y / scale in float32, floor when the axis is
@@ -340,11 +362,14 @@ def legacy_nearest_index_table(in_size, out_size, scale):
 
 
 def resize_plan(in_shape, *, scales=None, sizes=None, axes=None, keep_aspect_ratio_policy="stretch",
-                coordinate_mode="half_pixel", nearest_mode="round_prefer_floor", roi=None, clamp=True):
-    """Output shape and per-axis index tables of ONNX Resize-11+ nearest.
+                coordinate_mode="half_pixel", nearest_mode="round_prefer_floor", roi=None, clamp=True,
+                linear=False):
+    """Output shape and per-axis index tables of ONNX Resize-11+ nearest
+    (linear=True: of mode 'linear').
 
     Returns (out_shape, tables): tables[d] is None where axis d is unchanged
-    (scale 1 and same size), else the int64 table from nearest_index_table."""
+    (scale 1 and same size), else the int64 table from nearest_index_table
+    (linear: the tuple from linear_axis_table)."""
     r = len(in_shape)
     if axes is None:
         axes = list(range(r))
@@ -408,8 +433,11 @@ def resize_plan(in_shape, *, scales=None, sizes=None, axes=None, keep_aspect_rat
             continue
         if coordinate_mode == "tf_crop_and_resize" and axis_roi is None:
             raise ValueError("coordinate_transformation_mode 'tf_crop_and_resize' needs roi")
-        tables[a] = nearest_index_table(in_shape[a], out[a], scale_f[a], coordinate_mode, nearest_mode, axis_roi,
-                                        clamp)
+        if linear:
+            tables[a] = linear_axis_table(in_shape[a], out[a], scale_f[a], coordinate_mode, axis_roi)
+        else:
+            tables[a] = nearest_index_table(in_shape[a], out[a], scale_f[a], coordinate_mode, nearest_mode,
+                                            axis_roi, clamp)
     return tuple(out), tables
 
 
@@ -497,7 +525,9 @@ def convert_resize(nc):
     if nc.version >= 18:
         allowed += ["antialias", "axes", "keep_aspect_ratio_policy"]
     nc.check_attrs(allowed)
-    _nearest_mode_attr(nc)
+    mode = nc.attr("mode", "nearest")
+    if mode not in ("nearest", "linear"):
+        nc.unsupported("mode", mode, "'nearest' and 'linear' are implemented")
     x = nc.tensor(0, "X")
     ctm = nc.attr("coordinate_transformation_mode", "half_pixel")
     modes = COORDINATE_MODES if nc.version >= 19 else tuple(m for m in COORDINATE_MODES
@@ -508,7 +538,8 @@ def convert_resize(nc):
     if nearest_mode not in NEAREST_MODES:
         raise ValueError(f"{nc.where}: nearest_mode must be one of {list(NEAREST_MODES)}, got {nearest_mode!r}")
     if int(nc.attr("antialias", 0)):
-        nc.unsupported("antialias", 1, "antialiasing applies to linear and cubic modes only")
+        nc.unsupported("antialias", 1, "antialiased resizing is not implemented" if mode == "linear"
+                       else "antialiasing applies to linear and cubic modes only")
     policy = nc.attr("keep_aspect_ratio_policy", "stretch")
     axes = nc.attr("axes")
     exclude_outside = int(nc.attr("exclude_outside", 0))
@@ -524,6 +555,9 @@ def convert_resize(nc):
         raise ValueError(f"{nc.where}: exactly one of the inputs scales and sizes must be given")
     if ctm != "tf_crop_and_resize" or (roi is not None and roi.size == 0):
         roi = None
+    if mode == "linear":
+        _convert_linear(nc, x, scales, sizes, axes, policy, ctm, roi, extrapolation_value)
+        return
     try:
         out, tables = resize_plan(x.shape, scales=scales, sizes=sizes, axes=axes,
                                   keep_aspect_ratio_policy=policy if sizes is not None else "stretch",
@@ -542,6 +576,110 @@ def convert_resize(nc):
             nc.unsupported("exclude_outside", exclude_outside,
                            "some nearest neighbours fall outside the input, which ONNX then sets to 0")
     _emit_resize(nc, x, out, tables)
+
+
+def _convert_linear(nc, x, scales, sizes, axes, policy, ctm, roi, extrapolation_value):
+    # exclude_outside needs nothing here: an outside neighbour is clamped onto
+    # the inside one, so dropping its weight and renormalising gives the same value.
+    try:
+        out, tables = resize_plan(x.shape, scales=scales, sizes=sizes, axes=axes,
+                                  keep_aspect_ratio_policy=policy if sizes is not None else "stretch",
+                                  coordinate_mode=ctm, roi=roi, linear=True)
+    except ValueError as e:
+        raise ValueError(f"{nc.where}: {e}") from None
+    if all(t is None for t in tables):
+        nc.imp.set_output(nc.out_name(), x)      # identity resize
+        return
+    # positions outside the input (tf_crop_and_resize) read extrapolation_value: i0 = -1
+    tabs = [None if t is None else (np.where(t[3], -1, t[0]), t[1], np.where(t[3], 0.0, t[2])) for t in tables]
+    y = nc.graph.resize_linear(x, tabs, extrapolation_value, name=nc.imp._fresh(nc.out_name()))
+    nc.imp.set_output(nc.out_name(), y)
+
+
+# ---------------------------------------------------------------------------
+# Linear resize: graph op, thunk, compile rule
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class ResizeLinearAttrs:
+    """Per axis None (unchanged) or (i0, i1, w) tuples of the output length."""
+    tables: Tuple
+    fill: float = 0.0
+
+    def __repr__(self):
+        return f"ResizeLinearAttrs(sizes={[None if t is None else len(t[0]) for t in self.tables]})"
+
+
+@graph_method()
+def resize_linear(graph, x, axis_tables, fill=0.0, name=None):
+    """Linear resize: axis_tables[d] is None (axis unchanged) or (i0, i1, w)
+    with output index j of axis d reading (1 - w[j]) x[i0[j]] + w[j] x[i1[j]]
+    (indices inside the axis, 0 <= w <= 1); i0[j] = -1 makes every output
+    at index j of that axis `fill`."""
+    op = "resize_linear"
+    x = graph._value(x, op, "input")
+    if len(axis_tables) != len(x.shape):
+        raise ValueError(f"{op}: one table (or None) per axis of {fmt_shape(x.shape)}, got {len(axis_tables)}")
+    shape, tabs = [], []
+    for d, t in zip(x.shape, axis_tables):
+        if t is None:
+            shape.append(d)
+            tabs.append(None)
+            continue
+        i0, i1, w = (np.asarray(v) for v in t)
+        if not (i0.ndim == i1.ndim == w.ndim == 1 and len(i0) == len(i1) == len(w) >= 1):
+            raise ValueError(f"{op}: i0, i1, w must be 1-D of one non-zero length")
+        if i0.min() < -1 or i1.min() < 0 or i0.max() >= d or i1.max() >= d:
+            raise ValueError(f"{op}: source indices must lie in [0, {d})")
+        if not (np.all(w >= 0) and np.all(w <= 1)):
+            raise ValueError(f"{op}: weights must lie in [0, 1]")
+        shape.append(len(i0))
+        tabs.append((tuple(int(v) for v in i0), tuple(int(v) for v in i1), tuple(float(v) for v in w)))
+    return graph._add(op, [x], shape, name, ResizeLinearAttrs(tuple(tabs), float(fill)))
+
+
+@dataclass(frozen=True, repr=False)
+class ResizeLinearAxisThunk(Thunk):
+    """One linear pass along the middle axis of [outer, n_in, inner]."""
+    x: Slice
+    y: Slice
+    outer: int
+    n_in: int
+    n_out: int
+    inner: int
+    i0: Tuple[int, ...]
+    i1: Tuple[int, ...]
+    w: Tuple[float, ...]
+    fill: float
+    max_threads: int
+
+    kind: ClassVar[str] = "resize_linear"
+    reads: ClassVar[tuple] = ("x",)
+    writes: ClassVar[tuple] = ("y",)
+
+    def __repr__(self):
+        return (f"{self.kind}({self.op_name!r}, x={self.x!r}, y={self.y!r}, outer={self.outer}, "
+                f"n={self.n_in}->{self.n_out}, inner={self.inner})")
+
+    def bind(self, view):
+        return _resize_linear.LinearAxisLaunch(view(self.x), view(self.y), self.outer, self.n_in, self.n_out,
+                                               self.inner, self.i0, self.i1, self.w, self.fill, self.max_threads)
+
+
+@compile_rule("resize_linear")
+def compile_resize_linear(ctx, node):
+    shape = list(ctx.graph.node(node.inputs[0]).shape)
+    axes = [a for a, t in enumerate(node.attrs.tables) if t is not None]
+    src = ctx.buf(node.inputs[0])
+    for k, a in enumerate(axes):
+        i0, i1, w = node.attrs.tables[a]
+        new = shape[:a] + [len(i0)] + shape[a + 1:]
+        last = k == len(axes) - 1
+        dst = ctx.buf(node.id) if last else ctx.temp(int(np.prod(new)) * 4, f"{node.name}.axis{a}")
+        ctx.emit(ResizeLinearAxisThunk(node.name if last else f"{node.name}.axis{a}", src, dst,
+                                       int(np.prod(shape[:a])), shape[a], len(i0), int(np.prod(shape[a + 1:])),
+                                       i0, i1, w, node.attrs.fill, ctx.num_threads))
+        src, shape = dst, new
 
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,268 @@
+# Elementwise kernels of inference graphs, float32:
+#   * UnaryLaunch: the activations (leaky ReLU, clip, sigmoid, hard sigmoid,
+#     hard swish, tanh), y = f(x) with up to two parameters alpha, beta;
+#   * BinaryLaunch: a (op) b with numpy broadcasting (add, sub, mul, div),
+#     the operands addressed through per-axis element strides (0 along a
+#     broadcast axis) over at most MAX_RANK output axes;
+#   * ChannelAffineLaunch: y[n, c, s] = x[n, c, s] * scale[c] + shift[c]
+#     (inference BatchNormalization with its statistics folded at compile).
+#
+# Work is cut into blocks of BLOCK elements spread over the threads; below
+# PARALLEL_MIN elements one thread runs it (a fork/join costs more there).
+# Every launch writes its whole output.
+cimport cython
+from cython.parallel cimport prange
+from libc.math cimport exp, tanh
+from libc.stdint cimport int64_t
+
+from rlx_cpu._launch cimport Launch, effective_threads
+
+cdef Py_ssize_t PARALLEL_MIN = 32768
+cdef Py_ssize_t BLOCK = 4096
+cdef enum:
+    MAXR = 8
+
+MAX_RANK = MAXR
+
+
+cdef inline int _threads_for(Py_ssize_t work, int t) noexcept nogil:
+    return t if work >= PARALLEL_MIN else 1
+
+
+# ---------------------------------------------------------------------------
+# unary activations
+# ---------------------------------------------------------------------------
+
+cdef enum:
+    U_LEAKY_RELU = 0      # x < 0 ? alpha * x : x
+    U_CLIP = 1            # min(max(x, alpha), beta); NaN stays NaN
+    U_SIGMOID = 2         # 1 / (1 + exp(-x))
+    U_HARD_SIGMOID = 3    # max(0, min(1, alpha * x + beta))
+    U_HARD_SWISH = 4      # x * max(0, min(1, alpha * x + beta))   (alpha 1/6, beta 1/2)
+    U_TANH = 5
+
+UNARY_LEAKY_RELU = U_LEAKY_RELU
+UNARY_CLIP = U_CLIP
+UNARY_SIGMOID = U_SIGMOID
+UNARY_HARD_SIGMOID = U_HARD_SIGMOID
+UNARY_HARD_SWISH = U_HARD_SWISH
+UNARY_TANH = U_TANH
+
+
+cdef int _unary_block(int op, const float[::1] x, float[::1] y, float alpha, float beta,
+                      Py_ssize_t lo, Py_ssize_t hi) except -1 nogil:
+    cdef Py_ssize_t i
+    cdef float v, h
+    if op == U_LEAKY_RELU:
+        for i in range(lo, hi):
+            v = x[i]
+            y[i] = alpha * v if v < 0.0 else v
+    elif op == U_CLIP:
+        for i in range(lo, hi):
+            v = x[i]
+            v = alpha if v < alpha else v
+            y[i] = beta if v > beta else v
+    elif op == U_SIGMOID:
+        for i in range(lo, hi):
+            y[i] = <float>(1.0 / (1.0 + exp(-<double>x[i])))
+    elif op == U_HARD_SIGMOID or op == U_HARD_SWISH:
+        for i in range(lo, hi):
+            v = x[i]
+            h = alpha * v + beta
+            h = 0.0 if h < 0.0 else h
+            h = 1.0 if h > 1.0 else h
+            y[i] = v * h if op == U_HARD_SWISH else h
+    else:
+        for i in range(lo, hi):
+            y[i] = <float>tanh(<double>x[i])
+    return 0
+
+
+cdef class UnaryLaunch(Launch):
+    cdef const float[::1] x
+    cdef float[::1] y
+    cdef int op
+    cdef float alpha, beta
+    cdef Py_ssize_t size
+
+    def __init__(self, int op, x, y, Py_ssize_t size, float alpha, float beta, int max_threads):
+        if not 0 <= op <= U_TANH:
+            raise ValueError(f"UnaryLaunch: unknown op code {op}")
+        self.op, self.x, self.y, self.size = op, x, y, size
+        self.alpha, self.beta = alpha, beta
+        self.max_threads = max(1, max_threads)
+
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = _threads_for(self.size, effective_threads(nthreads, self.max_threads))
+        cdef Py_ssize_t nblk = (self.size + BLOCK - 1) // BLOCK
+        cdef Py_ssize_t blk
+        for blk in prange(nblk, num_threads=t, schedule='static'):
+            _unary_block(self.op, self.x, self.y, self.alpha, self.beta, blk * BLOCK,
+                         min((blk + 1) * BLOCK, self.size))
+        # end: prange
+        return 0
+
+
+# ---------------------------------------------------------------------------
+# binary with broadcasting
+# ---------------------------------------------------------------------------
+
+cdef enum:
+    B_ADD = 0
+    B_SUB = 1
+    B_MUL = 2
+    B_DIV = 3
+
+BINARY_ADD = B_ADD
+BINARY_SUB = B_SUB
+BINARY_MUL = B_MUL
+BINARY_DIV = B_DIV
+
+
+cdef int _binary_span(int op, const float* a, Py_ssize_t sa, const float* b, Py_ssize_t sb,
+                      float* y, Py_ssize_t n) noexcept nogil:
+    # y[j] = a[j * sa] (op) b[j * sb]; the unit/zero-stride cases are written
+    # out so the compiler vectorises them
+    cdef Py_ssize_t j
+    cdef float s
+    if sa == 1 and sb == 1:
+        if op == B_ADD:
+            for j in range(n):
+                y[j] = a[j] + b[j]
+        elif op == B_SUB:
+            for j in range(n):
+                y[j] = a[j] - b[j]
+        elif op == B_MUL:
+            for j in range(n):
+                y[j] = a[j] * b[j]
+        else:
+            for j in range(n):
+                y[j] = a[j] / b[j]
+    elif sa == 1 and sb == 0:
+        s = b[0]
+        if op == B_ADD:
+            for j in range(n):
+                y[j] = a[j] + s
+        elif op == B_SUB:
+            for j in range(n):
+                y[j] = a[j] - s
+        elif op == B_MUL:
+            for j in range(n):
+                y[j] = a[j] * s
+        else:
+            for j in range(n):
+                y[j] = a[j] / s
+    elif sa == 0 and sb == 1:
+        s = a[0]
+        if op == B_ADD:
+            for j in range(n):
+                y[j] = s + b[j]
+        elif op == B_SUB:
+            for j in range(n):
+                y[j] = s - b[j]
+        elif op == B_MUL:
+            for j in range(n):
+                y[j] = s * b[j]
+        else:
+            for j in range(n):
+                y[j] = s / b[j]
+    else:
+        for j in range(n):
+            if op == B_ADD:
+                y[j] = a[j * sa] + b[j * sb]
+            elif op == B_SUB:
+                y[j] = a[j * sa] - b[j * sb]
+            elif op == B_MUL:
+                y[j] = a[j * sa] * b[j * sb]
+            else:
+                y[j] = a[j * sa] / b[j * sb]
+    return 0
+
+
+cdef class BinaryLaunch(Launch):
+    """y = a (op) b over the output dims `dims` (MAX_RANK entries, leading ones
+    as padding); strides_a / strides_b are element strides per output axis,
+    0 along a broadcast axis."""
+    cdef const float[::1] a
+    cdef const float[::1] b
+    cdef float[::1] y
+    cdef int op
+    cdef Py_ssize_t dims[MAXR]
+    cdef Py_ssize_t sa[MAXR]
+    cdef Py_ssize_t sb[MAXR]
+    cdef Py_ssize_t rows, inner, chunks, size
+
+    def __init__(self, int op, a, b, y, dims, strides_a, strides_b, int max_threads):
+        cdef int i
+        if not B_ADD <= op <= B_DIV:
+            raise ValueError(f"BinaryLaunch: unknown op code {op}")
+        if not len(dims) == len(strides_a) == len(strides_b) == MAXR:
+            raise ValueError(f"BinaryLaunch: dims and strides must have {MAXR} entries")
+        self.op, self.a, self.b, self.y = op, a, b, y
+        self.rows = 1
+        for i in range(MAXR):
+            self.dims[i] = dims[i]
+            self.sa[i] = strides_a[i]
+            self.sb[i] = strides_b[i]
+            if i < MAXR - 1:
+                self.rows *= dims[i]
+        self.inner = dims[MAXR - 1]
+        self.size = self.rows * self.inner
+        self.chunks = (self.inner + BLOCK - 1) // BLOCK
+        self.max_threads = max(1, max_threads)
+
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = _threads_for(self.size, effective_threads(nthreads, self.max_threads))
+        cdef Py_ssize_t item
+        for item in prange(self.rows * self.chunks, num_threads=t, schedule='static'):
+            self._item(item)
+        # end: prange
+        return 0
+
+    cdef int _item(self, Py_ssize_t item) except -1 nogil:
+        cdef Py_ssize_t row = item // self.chunks
+        cdef Py_ssize_t lo = (item % self.chunks) * BLOCK
+        cdef Py_ssize_t hi = min(lo + BLOCK, self.inner)
+        cdef Py_ssize_t oa = 0, ob = 0, r = row, idx
+        cdef int ax
+        for ax in range(MAXR - 2, -1, -1):
+            idx = r % self.dims[ax]
+            r = r // self.dims[ax]
+            oa += idx * self.sa[ax]
+            ob += idx * self.sb[ax]
+        oa += lo * self.sa[MAXR - 1]
+        ob += lo * self.sb[MAXR - 1]
+        _binary_span(self.op, &self.a[0] + oa, self.sa[MAXR - 1], &self.b[0] + ob, self.sb[MAXR - 1],
+                     &self.y[0] + row * self.inner + lo, hi - lo)
+        return 0
+
+
+# ---------------------------------------------------------------------------
+# per-channel affine map (inference batch norm)
+# ---------------------------------------------------------------------------
+
+cdef class ChannelAffineLaunch(Launch):
+    """y[n, c, s] = x[n, c, s] * scale[c] + shift[c]."""
+    cdef const float[::1] x
+    cdef const float[::1] scale
+    cdef const float[::1] shift
+    cdef float[::1] y
+    cdef Py_ssize_t n, c, s
+
+    def __init__(self, x, scale, shift, y, Py_ssize_t n, Py_ssize_t c, Py_ssize_t s, int max_threads):
+        self.x, self.scale, self.shift, self.y = x, scale, shift, y
+        self.n, self.c, self.s = n, c, s
+        self.max_threads = max(1, max_threads)
+
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = _threads_for(self.n * self.c * self.s, effective_threads(nthreads, self.max_threads))
+        cdef Py_ssize_t plane, i, base
+        cdef float k, b
+        for plane in prange(self.n * self.c, num_threads=t, schedule='static'):
+            k = self.scale[plane % self.c]
+            b = self.shift[plane % self.c]
+            base = plane * self.s
+            for i in range(self.s):
+                self.y[base + i] = self.x[base + i] * k + b
+        # end: prange
+        return 0

@@ -1,0 +1,99 @@
+# GEMM-based ops of inference graphs, float32, through the single-threaded
+# row-major sgemm of _blas.pxd (rlx_cpu owns the threading):
+#   * GemmLaunch: y[m, n] = alpha * op(A) op(B) + beta * C, C read through
+#     element strides (c_row, c_col) so a [n], [m, 1], [1, 1] or [m, n] C
+#     broadcasts without being copied (ONNX Gemm);
+#   * BatchedMatMulLaunch: y[b] = A[b] . B[b] for batches whose operand
+#     offsets are precomputed (numpy matmul broadcasting; ONNX MatMul).
+from cython.parallel cimport prange
+from libc.stdint cimport int64_t
+
+from _blas cimport sgemm_rm, sgemm_rm_split
+from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
+
+import numpy as np
+
+
+cdef class GemmLaunch(Launch):
+    cdef const float[::1] a
+    cdef const float[::1] b
+    cdef const float[::1] c
+    cdef float[::1] y
+    cdef int m, n, k
+    cdef bint trans_a, trans_b, has_c
+    cdef float alpha, beta
+    cdef Py_ssize_t c_row, c_col
+
+    def __init__(self, a, b, c, y, int m, int n, int k, bint trans_a, bint trans_b, float alpha, float beta,
+                 Py_ssize_t c_row, Py_ssize_t c_col, int max_threads):
+        if a.shape[0] < <Py_ssize_t>m * k or b.shape[0] < <Py_ssize_t>k * n or y.shape[0] < <Py_ssize_t>m * n:
+            raise ValueError("GemmLaunch: buffers do not match m, n, k")
+        self.has_c = c is not None
+        if self.has_c and m > 0 and n > 0 and (m - 1) * c_row + (n - 1) * c_col >= c.shape[0]:
+            raise ValueError("GemmLaunch: C strides run outside C")
+        self.a, self.b, self.y = a, b, y
+        self.c = or_placeholder(c, np.float32)
+        self.m, self.n, self.k = m, n, k
+        self.trans_a, self.trans_b = trans_a, trans_b
+        self.alpha, self.beta = alpha, beta
+        self.c_row, self.c_col = c_row, c_col
+        self.max_threads = max(1, max_threads)
+
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
+        cdef int lda = self.m if self.trans_a else self.k
+        cdef int ldb = self.k if self.trans_b else self.n
+        cdef Py_ssize_t i, j
+        if self.m <= 0 or self.n <= 0:
+            return 0
+        sgemm_rm_split(self.trans_a, self.trans_b, self.m, self.n, self.k, self.alpha,
+                       &self.a[0], lda, &self.b[0], ldb, 0.0, &self.y[0], self.n, t)
+        if self.has_c:
+            for i in range(self.m):
+                for j in range(self.n):
+                    self.y[i * self.n + j] += self.beta * self.c[i * self.c_row + j * self.c_col]
+        return 0
+
+
+cdef class BatchedMatMulLaunch(Launch):
+    """y[b] (m x n, contiguous) = A at a_offsets[b] (m x k) . B at b_offsets[b] (k x n)."""
+    cdef const float[::1] a
+    cdef const float[::1] b
+    cdef float[::1] y
+    cdef const int64_t[::1] a_off
+    cdef const int64_t[::1] b_off
+    cdef int m, n, k
+    cdef Py_ssize_t batches
+
+    def __init__(self, a, b, y, a_offsets, b_offsets, int m, int n, int k, int max_threads):
+        a_offsets = np.ascontiguousarray(a_offsets, dtype=np.int64)
+        b_offsets = np.ascontiguousarray(b_offsets, dtype=np.int64)
+        if a_offsets.shape[0] != b_offsets.shape[0]:
+            raise ValueError("BatchedMatMulLaunch: one A and one B offset per batch")
+        self.batches = a_offsets.shape[0]
+        if self.batches and (int(a_offsets.max()) + <Py_ssize_t>m * k > a.shape[0]
+                             or int(b_offsets.max()) + <Py_ssize_t>k * n > b.shape[0]
+                             or self.batches * m * n > y.shape[0] or int(a_offsets.min()) < 0
+                             or int(b_offsets.min()) < 0):
+            raise ValueError("BatchedMatMulLaunch: an operand runs outside its buffer")
+        self.a, self.b, self.y = a, b, y
+        self.a_off, self.b_off = a_offsets, b_offsets
+        self.m, self.n, self.k = m, n, k
+        self.max_threads = max(1, max_threads)
+
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
+        cdef Py_ssize_t bi
+        if self.batches == 0 or self.m <= 0 or self.n <= 0:
+            return 0
+        if self.batches == 1 or t == 1:
+            for bi in range(self.batches):
+                sgemm_rm_split(False, False, self.m, self.n, self.k, 1.0, &self.a[0] + self.a_off[bi], self.k,
+                               &self.b[0] + self.b_off[bi], self.n, 0.0, &self.y[0] + bi * self.m * self.n,
+                               self.n, t)
+            return 0
+        for bi in prange(self.batches, num_threads=t, schedule='static'):
+            sgemm_rm(False, False, self.m, self.n, self.k, 1.0, &self.a[0] + self.a_off[bi], self.k,
+                     &self.b[0] + self.b_off[bi], self.n, 0.0, &self.y[0] + bi * self.m * self.n, self.n)
+        # end: prange
+        return 0

@@ -1,0 +1,124 @@
+# Data-movement kernels of inference graphs, float32:
+#   * GatherLaunch: y[i_0, ..., i_{R-1}] = x[sum_k table_k[i_k]] where each
+#     per-axis table holds the input element offset an output index reads
+#     along that axis, or -1 where it reads padding (then y = pad_value).
+#     Transpose, Slice (any steps), Pad (constant, reflect, edge) and the
+#     axis permutation before a reduction are all this one gather; the
+#     tables are built at compile time, so the loop has no index maths.
+#   * BlockCopyLaunch: rows of a 2-D view copied between two strided row
+#     layouts (Concat's per-input copy, Split's per-output copy).
+# Every launch writes its whole output region.
+from cython.parallel cimport prange
+from libc.stdint cimport int64_t
+from libc.string cimport memcpy
+
+from rlx_cpu._launch cimport Launch, effective_threads
+
+import numpy as np
+
+cdef Py_ssize_t PARALLEL_MIN = 32768
+
+cdef enum:
+    MAXR = 8
+
+MAX_RANK = MAXR
+
+
+cdef inline int _threads_for(Py_ssize_t work, int t) noexcept nogil:
+    return t if work >= PARALLEL_MIN else 1
+
+
+cdef class GatherLaunch(Launch):
+    """dims: MAX_RANK output dims (leading ones as padding); tables: the
+    per-axis offset tables concatenated in axis order (sum(dims) entries)."""
+    cdef const float[::1] x
+    cdef float[::1] y
+    cdef const int64_t[::1] tables
+    cdef Py_ssize_t dims[MAXR]
+    cdef Py_ssize_t start[MAXR]
+    cdef Py_ssize_t rows, inner
+    cdef float pad_value
+
+    def __init__(self, x, y, dims, tables, float pad_value, int max_threads):
+        cdef int i
+        cdef Py_ssize_t off = 0
+        if len(dims) != MAXR:
+            raise ValueError(f"GatherLaunch: dims must have {MAXR} entries")
+        tables = np.ascontiguousarray(tables, dtype=np.int64)
+        if tables.shape[0] != sum(dims):
+            raise ValueError("GatherLaunch: tables must hold sum(dims) entries")
+        if tables.shape[0] and int(tables.max()) >= x.shape[0]:
+            raise ValueError("GatherLaunch: a table offset is outside the input")
+        self.x, self.y, self.tables = x, y, tables
+        self.rows = 1
+        for i in range(MAXR):
+            self.dims[i] = dims[i]
+            self.start[i] = off
+            off += dims[i]
+            if i < MAXR - 1:
+                self.rows *= dims[i]
+        self.inner = dims[MAXR - 1]
+        if y.shape[0] < self.rows * self.inner:
+            raise ValueError("GatherLaunch: output too small")
+        self.pad_value = pad_value
+        self.max_threads = max(1, max_threads)
+
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = _threads_for(self.rows * self.inner, effective_threads(nthreads, self.max_threads))
+        cdef Py_ssize_t row
+        for row in prange(self.rows, num_threads=t, schedule='static'):
+            self._row(row)
+        # end: prange
+        return 0
+
+    cdef int _row(self, Py_ssize_t row) except -1 nogil:
+        cdef Py_ssize_t base = 0, r = row, idx, j, o
+        cdef int64_t e
+        cdef int ax
+        cdef bint pad = False
+        cdef Py_ssize_t out = row * self.inner
+        cdef Py_ssize_t last = self.start[MAXR - 1]
+        for ax in range(MAXR - 2, -1, -1):
+            idx = r % self.dims[ax]
+            r = r // self.dims[ax]
+            e = self.tables[self.start[ax] + idx]
+            if e < 0:
+                pad = True
+            base += e
+        if pad:
+            for j in range(self.inner):
+                self.y[out + j] = self.pad_value
+            return 0
+        for j in range(self.inner):
+            e = self.tables[last + j]
+            self.y[out + j] = self.pad_value if e < 0 else self.x[base + e]
+        return 0
+
+
+cdef class BlockCopyLaunch(Launch):
+    """dst[r * dst_row + dst_off + j] = src[r * src_row + src_off + j] for
+    r < rows, j < width."""
+    cdef const float[::1] src
+    cdef float[::1] dst
+    cdef Py_ssize_t rows, width, src_row, src_off, dst_row, dst_off
+
+    def __init__(self, src, dst, Py_ssize_t rows, Py_ssize_t width, Py_ssize_t src_row, Py_ssize_t src_off,
+                 Py_ssize_t dst_row, Py_ssize_t dst_off, int max_threads):
+        if rows > 0 and width > 0 and ((rows - 1) * src_row + src_off + width > src.shape[0]
+                                       or (rows - 1) * dst_row + dst_off + width > dst.shape[0]):
+            raise ValueError("BlockCopyLaunch: the copy runs outside its buffers")
+        self.src, self.dst = src, dst
+        self.rows, self.width = rows, width
+        self.src_row, self.src_off, self.dst_row, self.dst_off = src_row, src_off, dst_row, dst_off
+        self.max_threads = max(1, max_threads)
+
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = _threads_for(self.rows * self.width, effective_threads(nthreads, self.max_threads))
+        cdef Py_ssize_t r
+        if self.width <= 0:
+            return 0
+        for r in prange(self.rows, num_threads=t, schedule='static'):
+            memcpy(&self.dst[r * self.dst_row + self.dst_off], &self.src[r * self.src_row + self.src_off],
+                   self.width * sizeof(float))
+        # end: prange
+        return 0

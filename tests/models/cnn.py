@@ -1,0 +1,419 @@
+"""CNN architectures as small torch.nn.Module definitions.
+
+They follow torchvision's layer configurations (block structure, expansion
+ratios, where activations, SE and shortcuts sit) at reduced width and depth so
+that exporting and running them takes well under a second each; weights are
+random (seeded by the caller), nothing is downloaded.  BatchNorm layers get
+random running statistics so the folded (or imported) normalisation is not an
+identity.
+"""
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+def randomize_batch_norms(model, generator):
+    """Give every BatchNorm non-trivial running statistics and affine params."""
+    for m in model.modules():
+        if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
+            c = m.num_features
+            m.running_mean.copy_(torch.randn(c, generator=generator) * 0.1)
+            m.running_var.copy_(torch.rand(c, generator=generator) * 0.5 + 0.75)
+            m.weight.data.copy_(torch.rand(c, generator=generator) * 0.5 + 0.75)
+            m.bias.data.copy_(torch.randn(c, generator=generator) * 0.1)
+    return model
+
+
+def conv_bn(cin, cout, k=3, stride=1, groups=1, act=nn.ReLU):
+    layers = [nn.Conv2d(cin, cout, k, stride, (k - 1) // 2, groups=groups, bias=False), nn.BatchNorm2d(cout)]
+    if act is not None:
+        layers.append(act(inplace=True) if act in (nn.ReLU, nn.ReLU6, nn.Hardswish) else act())
+    return nn.Sequential(*layers)
+
+
+# ---------------------------------------------------------------------------
+# ResNet (He et al. 2016; torchvision.models.resnet)
+# ---------------------------------------------------------------------------
+
+class BasicBlock(nn.Module):
+    expansion = 1
+
+    def __init__(self, cin, planes, stride=1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, planes, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.downsample = None
+        if stride != 1 or cin != planes:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, planes, 1, stride, bias=False), nn.BatchNorm2d(planes))
+
+    def forward(self, x):
+        idt = x if self.downsample is None else self.downsample(x)
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return F.relu(out + idt)
+
+
+class Bottleneck(nn.Module):
+    expansion = 4
+
+    def __init__(self, cin, planes, stride=1, groups=1, base_width=64):
+        super().__init__()
+        width = int(planes * (base_width / 64.0)) * groups
+        out = planes * self.expansion
+        self.conv1 = nn.Conv2d(cin, width, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, stride, 1, groups=groups, bias=False)   # stride on the 3x3 (v1.5)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv3 = nn.Conv2d(width, out, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(out)
+        self.downsample = None
+        if stride != 1 or cin != out:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, out, 1, stride, bias=False), nn.BatchNorm2d(out))
+
+    def forward(self, x):
+        idt = x if self.downsample is None else self.downsample(x)
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = F.relu(self.bn2(self.conv2(y)))
+        y = self.bn3(self.conv3(y))
+        return F.relu(y + idt)
+
+
+class ResNet(nn.Module):
+    """torchvision's ResNet: 7x7/2 stem, 3x3/2 max pool, four stages (the first
+    at stride 1, the others 2), global average pool, fully connected."""
+
+    def __init__(self, block, layers, width=8, num_classes=10, **block_kw):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, width, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        cin = width
+        stages = []
+        for i, n in enumerate(layers):
+            planes = width * 2 ** i
+            blocks = []
+            for j in range(n):
+                blocks.append(block(cin, planes, 2 if (j == 0 and i > 0) else 1, **block_kw))
+                cin = planes * block.expansion
+            stages.append(nn.Sequential(*blocks))
+        self.layers = nn.Sequential(*stages)
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(cin, num_classes)
+
+    def forward(self, x):
+        x = self.maxpool(F.relu(self.bn1(self.conv1(x))))
+        x = self.layers(x)
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+# ---------------------------------------------------------------------------
+# MobileNetV2 (Sandler et al. 2018; torchvision.models.mobilenetv2)
+# ---------------------------------------------------------------------------
+
+class InvertedResidual(nn.Module):
+    def __init__(self, cin, cout, stride, expand):
+        super().__init__()
+        hidden = cin * expand
+        layers = [] if expand == 1 else [conv_bn(cin, hidden, 1, act=nn.ReLU6)]
+        layers += [conv_bn(hidden, hidden, 3, stride, groups=hidden, act=nn.ReLU6),
+                   conv_bn(hidden, cout, 1, act=None)]
+        self.conv = nn.Sequential(*layers)
+        self.use_res = stride == 1 and cin == cout
+
+    def forward(self, x):
+        return x + self.conv(x) if self.use_res else self.conv(x)
+
+
+class MobileNetV2(nn.Module):
+    # (t, c, n, s) as torchvision's inverted_residual_setting, widths / 4, fewer repeats
+    SETTING = ((1, 4, 1, 1), (6, 6, 2, 2), (6, 8, 2, 2), (6, 16, 2, 2), (6, 24, 1, 1), (6, 40, 2, 2), (6, 80, 1, 1))
+
+    def __init__(self, num_classes=10, last=160):
+        super().__init__()
+        layers = [conv_bn(3, 8, 3, 2, act=nn.ReLU6)]
+        cin = 8
+        for t, c, n, s in self.SETTING:
+            for i in range(n):
+                layers.append(InvertedResidual(cin, c, s if i == 0 else 1, t))
+                cin = c
+        layers.append(conv_bn(cin, last, 1, act=nn.ReLU6))
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(last, num_classes))
+
+    def forward(self, x):
+        x = F.adaptive_avg_pool2d(self.features(x), (1, 1))
+        return self.classifier(torch.flatten(x, 1))
+
+
+# ---------------------------------------------------------------------------
+# SqueezeNet 1.1 (Iandola et al. 2016; torchvision.models.squeezenet)
+# ---------------------------------------------------------------------------
+
+class Fire(nn.Module):
+    def __init__(self, cin, squeeze, e1, e3):
+        super().__init__()
+        self.squeeze = nn.Conv2d(cin, squeeze, 1)
+        self.expand1x1 = nn.Conv2d(squeeze, e1, 1)
+        self.expand3x3 = nn.Conv2d(squeeze, e3, 3, padding=1)
+
+    def forward(self, x):
+        x = F.relu(self.squeeze(x))
+        return torch.cat([F.relu(self.expand1x1(x)), F.relu(self.expand3x3(x))], 1)
+
+
+class SqueezeNet(nn.Module):
+    """SqueezeNet 1.1 with widths / 4 (ceil-mode max pools as torchvision)."""
+
+    def __init__(self, num_classes=10):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 16, 3, 2), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, ceil_mode=True),
+            Fire(16, 4, 16, 16), Fire(32, 4, 16, 16), nn.MaxPool2d(3, 2, ceil_mode=True),
+            Fire(32, 8, 32, 32), Fire(64, 8, 32, 32), nn.MaxPool2d(3, 2, ceil_mode=True),
+            Fire(64, 12, 48, 48), Fire(96, 12, 48, 48), Fire(96, 16, 64, 64), Fire(128, 16, 64, 64))
+        self.classifier = nn.Sequential(nn.Dropout(0.5), nn.Conv2d(128, num_classes, 1), nn.ReLU(inplace=True),
+                                        nn.AdaptiveAvgPool2d((1, 1)))
+
+    def forward(self, x):
+        return torch.flatten(self.classifier(self.features(x)), 1)
+
+
+# ---------------------------------------------------------------------------
+# ShuffleNetV2 (Ma et al. 2018; torchvision.models.shufflenetv2)
+# ---------------------------------------------------------------------------
+
+def channel_shuffle(x, groups):
+    b, c, h, w = x.size()
+    x = x.view(b, groups, c // groups, h, w)
+    x = torch.transpose(x, 1, 2).contiguous()
+    return x.view(b, -1, h, w)
+
+
+class ShuffleUnit(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.stride = stride
+        branch = cout // 2
+        if stride > 1:
+            self.branch1 = nn.Sequential(conv_bn(cin, cin, 3, stride, groups=cin, act=None),
+                                         conv_bn(cin, branch, 1))
+        else:
+            self.branch1 = nn.Sequential()
+        b2_in = cin if stride > 1 else branch
+        self.branch2 = nn.Sequential(conv_bn(b2_in, branch, 1), conv_bn(branch, branch, 3, stride, groups=branch,
+                                                                         act=None), conv_bn(branch, branch, 1))
+
+    def forward(self, x):
+        if self.stride == 1:
+            x1, x2 = x.chunk(2, dim=1)
+            out = torch.cat((x1, self.branch2(x2)), dim=1)
+        else:
+            out = torch.cat((self.branch1(x), self.branch2(x)), dim=1)
+        return channel_shuffle(out, 2)
+
+
+class ShuffleNetV2(nn.Module):
+    """ShuffleNetV2 x0.5 layout with stages (2, 2, 2) units and widths / 2;
+    the head is torchvision's x.mean([2, 3]) (a ReduceMean)."""
+
+    def __init__(self, widths=(12, 24, 48, 96, 256), repeats=(2, 2, 2), num_classes=10):
+        super().__init__()
+        self.conv1 = conv_bn(3, widths[0], 3, 2)
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        cin = widths[0]
+        stages = []
+        for reps, cout in zip(repeats, widths[1:4]):
+            units = [ShuffleUnit(cin, cout, 2)] + [ShuffleUnit(cout, cout, 1) for _ in range(reps - 1)]
+            stages.append(nn.Sequential(*units))
+            cin = cout
+        self.stages = nn.Sequential(*stages)
+        self.conv5 = conv_bn(cin, widths[4], 1)
+        self.fc = nn.Linear(widths[4], num_classes)
+
+    def forward(self, x):
+        x = self.conv5(self.stages(self.maxpool(self.conv1(x))))
+        return self.fc(x.mean([2, 3]))
+
+
+# ---------------------------------------------------------------------------
+# Squeeze-and-excitation: MobileNetV3 (Howard et al. 2019) and EfficientNet
+# (Tan & Le 2019) blocks
+# ---------------------------------------------------------------------------
+
+class SqueezeExcitation(nn.Module):
+    """torchvision.ops.SqueezeExcitation: avg pool, 1x1 conv, activation, 1x1
+    conv, scale activation, x * scale ([N, C, 1, 1] broadcast)."""
+
+    def __init__(self, c, squeeze, act=nn.ReLU, scale_act=nn.Hardsigmoid):
+        super().__init__()
+        self.fc1 = nn.Conv2d(c, squeeze, 1)
+        self.fc2 = nn.Conv2d(squeeze, c, 1)
+        self.act = act()
+        self.scale_act = scale_act()
+
+    def forward(self, x):
+        s = F.adaptive_avg_pool2d(x, 1)
+        s = self.scale_act(self.fc2(self.act(self.fc1(s))))
+        return s * x
+
+
+class MBConvV3(nn.Module):
+    """MobileNetV3's InvertedResidual: expand (1x1), depthwise (k x k), SE,
+    project; HardSwish or ReLU."""
+
+    def __init__(self, cin, k, exp, cout, use_se, act, stride):
+        super().__init__()
+        layers = []
+        if exp != cin:
+            layers.append(conv_bn(cin, exp, 1, act=act))
+        layers.append(conv_bn(exp, exp, k, stride, groups=exp, act=act))
+        if use_se:
+            layers.append(SqueezeExcitation(exp, max(8, exp // 4)))
+        layers.append(conv_bn(exp, cout, 1, act=None))
+        self.block = nn.Sequential(*layers)
+        self.use_res = stride == 1 and cin == cout
+
+    def forward(self, x):
+        y = self.block(x)
+        return y + x if self.use_res else y
+
+
+class MobileNetV3Small(nn.Module):
+    # torchvision's mobilenet_v3_small bneck table (in, k, exp, out, SE, act, stride), widths / 2, trimmed
+    SETTING = ((8, 3, 8, 8, True, nn.ReLU, 2), (8, 3, 36, 12, False, nn.ReLU, 2),
+               (12, 3, 44, 12, False, nn.ReLU, 1), (12, 5, 48, 20, True, nn.Hardswish, 2),
+               (20, 5, 120, 20, True, nn.Hardswish, 1), (20, 5, 60, 24, True, nn.Hardswish, 1),
+               (24, 5, 144, 48, True, nn.Hardswish, 2))
+
+    def __init__(self, num_classes=10):
+        super().__init__()
+        layers = [conv_bn(3, 8, 3, 2, act=nn.Hardswish)]
+        layers += [MBConvV3(*cfg) for cfg in self.SETTING]
+        layers.append(conv_bn(48, 288, 1, act=nn.Hardswish))
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(nn.Linear(288, 512), nn.Hardswish(), nn.Dropout(0.2),
+                                        nn.Linear(512, num_classes))
+
+    def forward(self, x):
+        x = F.adaptive_avg_pool2d(self.features(x), 1)
+        return self.classifier(torch.flatten(x, 1))
+
+
+class MBConvEfficientNet(nn.Module):
+    """EfficientNet's MBConv: SiLU activations (Sigmoid * x), SE with SiLU and
+    Sigmoid gate."""
+
+    def __init__(self, cin, cout, k, stride, expand):
+        super().__init__()
+        hidden = cin * expand
+        layers = [] if expand == 1 else [conv_bn(cin, hidden, 1, act=nn.SiLU)]
+        layers += [conv_bn(hidden, hidden, k, stride, groups=hidden, act=nn.SiLU),
+                   SqueezeExcitation(hidden, max(1, cin // 4), act=nn.SiLU, scale_act=nn.Sigmoid),
+                   conv_bn(hidden, cout, 1, act=None)]
+        self.block = nn.Sequential(*layers)
+        self.use_res = stride == 1 and cin == cout
+
+    def forward(self, x):
+        y = self.block(x)
+        return y + x if self.use_res else y
+
+
+class EfficientNetB0Slim(nn.Module):
+    # (expand, k, stride, in, out, layers) as torchvision's efficientnet_b0, widths / 4, depth trimmed
+    SETTING = ((1, 3, 1, 8, 4, 1), (6, 3, 2, 4, 6, 2), (6, 5, 2, 6, 10, 1), (6, 3, 2, 10, 20, 2),
+               (6, 5, 1, 20, 28, 1), (6, 5, 2, 28, 48, 1))
+
+    def __init__(self, num_classes=10):
+        super().__init__()
+        layers = [conv_bn(3, 8, 3, 2, act=nn.SiLU)]
+        for e, k, s, cin, cout, n in self.SETTING:
+            for i in range(n):
+                layers.append(MBConvEfficientNet(cin if i == 0 else cout, cout, k, s if i == 0 else 1, e))
+        layers.append(conv_bn(48, 160, 1, act=nn.SiLU))
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(160, num_classes))
+
+    def forward(self, x):
+        x = F.adaptive_avg_pool2d(self.features(x), 1)
+        return self.classifier(torch.flatten(x, 1))
+
+
+# ---------------------------------------------------------------------------
+# U-Net (Ronneberger et al. 2015): encoder / decoder with ConvTranspose
+# up-sampling and skip concatenation
+# ---------------------------------------------------------------------------
+
+class DoubleConv(nn.Sequential):
+    def __init__(self, cin, cout):
+        super().__init__(nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.LeakyReLU(0.1),
+                         nn.Conv2d(cout, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.LeakyReLU(0.1))
+
+
+class UNet(nn.Module):
+    def __init__(self, cin=3, classes=2, widths=(8, 16, 32, 64)):
+        super().__init__()
+        self.downs = nn.ModuleList()
+        c = cin
+        for w in widths[:-1]:
+            self.downs.append(DoubleConv(c, w))
+            c = w
+        self.bottom = DoubleConv(c, widths[-1])
+        self.ups = nn.ModuleList()
+        self.up_convs = nn.ModuleList()
+        c = widths[-1]
+        for w in reversed(widths[:-1]):
+            self.ups.append(nn.ConvTranspose2d(c, w, 2, stride=2))
+            self.up_convs.append(DoubleConv(2 * w, w))
+            c = w
+        self.head = nn.Conv2d(c, classes, 1)
+
+    def forward(self, x):
+        skips = []
+        for down in self.downs:
+            x = down(x)
+            skips.append(x)
+            x = F.max_pool2d(x, 2)
+        x = self.bottom(x)
+        for up, conv, skip in zip(self.ups, self.up_convs, reversed(skips)):
+            x = conv(torch.cat([skip, up(x)], dim=1))
+        return torch.tanh(self.head(x))
+
+
+# ---------------------------------------------------------------------------
+# Segmentation head (FCN / DeepLab style): strided encoder, 1x1 classifier,
+# bilinear up-sampling back to the input size
+# ---------------------------------------------------------------------------
+
+class SegHead(nn.Module):
+    def __init__(self, classes=3, align_corners=False):
+        super().__init__()
+        self.encoder = nn.Sequential(conv_bn(3, 8, 3, 2), conv_bn(8, 16, 3, 2), conv_bn(16, 16, 3, 1))
+        self.aux = nn.Conv2d(8, classes, 1)
+        self.classifier = nn.Conv2d(16, classes, 1)
+        self.align_corners = align_corners
+
+    def forward(self, x):
+        f1 = self.encoder[0](x)
+        y = self.classifier(self.encoder[2](self.encoder[1](f1)))
+        y = F.interpolate(y, size=f1.shape[-2:], mode="bilinear", align_corners=self.align_corners)
+        y = y + self.aux(f1)
+        return F.interpolate(y, scale_factor=2.0, mode="bilinear", align_corners=self.align_corners)
+
+
+# name -> (constructor, input shape)
+MODELS = {
+    "resnet_basic": (lambda: ResNet(BasicBlock, (2, 1, 1, 1), width=8), (2, 3, 64, 64)),
+    "resnet_bottleneck": (lambda: ResNet(Bottleneck, (1, 1, 1, 1), width=8), (2, 3, 64, 64)),
+    "resnext_bottleneck": (lambda: ResNet(Bottleneck, (1, 1, 1, 1), width=8, groups=4, base_width=16),
+                           (1, 3, 64, 64)),
+    "mobilenet_v2": (MobileNetV2, (2, 3, 64, 64)),
+    "squeezenet1_1": (SqueezeNet, (2, 3, 64, 64)),
+    "shufflenet_v2": (ShuffleNetV2, (2, 3, 64, 64)),
+    "mobilenet_v3_small": (MobileNetV3Small, (2, 3, 64, 64)),
+    "efficientnet_b0_slim": (EfficientNetB0Slim, (2, 3, 64, 64)),
+    "unet": (UNet, (1, 3, 32, 32)),
+    "seg_head_bilinear": (SegHead, (1, 3, 32, 32)),
+    "seg_head_bilinear_align_corners": (lambda: SegHead(align_corners=True), (1, 3, 32, 32)),
+}

@@ -1,0 +1,218 @@
+"""The inference op families (activation, arithmetic, tensor, matmul, reduce)
+against the float64 references of tests/reference.py, at 1 and 2 threads,
+on sizes below and above the kernels' parallel thresholds."""
+import numpy as np
+import pytest
+
+import reference as R
+import rlx_cpu
+
+THREADS = (1, 2)
+
+
+def _rng(tag):
+    return np.random.default_rng(sum(map(ord, tag)))
+
+
+def run(build, feeds, threads):
+    g = rlx_cpu.Graph()
+    nodes = {k: g.input(k, v.shape) for k, v in feeds.items()}
+    out = build(g, **nodes)
+    g.output(*(out if isinstance(out, tuple) else (out,)))
+    res = rlx_cpu.compile(g, num_threads=threads).run({k: v.astype(np.float32) for k, v in feeds.items()})
+    return res if isinstance(out, tuple) else res[0]
+
+
+def assert_close(got, want, rel=1e-6):
+    want = np.asarray(want, np.float64)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    scale = max(float(np.abs(want).max(initial=0.0)), 1e-30)
+    err = float(np.abs(got.astype(np.float64) - want).max(initial=0.0))
+    assert err <= rel * scale, f"max abs err {err:.3e} > {rel:g} * {scale:.3e}"
+
+
+# -- activations ---------------------------------------------------------------
+
+ACTIVATIONS = [
+    ("leaky_relu", dict(alpha=0.1), lambda x: R.leaky_relu(x, 0.1)),
+    ("clip", dict(alpha=0.0, beta=6.0), lambda x: R.clip(x, 0, 6)),
+    ("clip", dict(alpha=-0.5, beta=0.25), lambda x: R.clip(x, -0.5, 0.25)),
+    ("sigmoid", {}, R.sigmoid),
+    ("hard_sigmoid", dict(alpha=0.2, beta=0.5), R.hard_sigmoid),
+    ("hard_swish", {}, R.hard_swish),
+    ("tanh", {}, R.tanh),
+]
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("size", [(3, 7), (2, 16, 40, 40)])
+@pytest.mark.parametrize("op,kw,ref", ACTIVATIONS, ids=[f"{a[0]}{i}" for i, a in enumerate(ACTIVATIONS)])
+def test_activation(op, kw, ref, size, threads):
+    x = _rng(op).standard_normal(size) * 5
+    got = run(lambda g, x: getattr(g, op)(x, **kw), {"x": x}, threads)
+    assert_close(got, ref(x.astype(np.float32)), 2e-7)
+
+
+def test_activations_keep_nan():
+    x = np.array([[np.nan, 1.0, -1.0]])
+    for op, kw, _ in ACTIVATIONS:
+        got = run(lambda g, x: getattr(g, op)(x, **kw), {"x": x}, 1)
+        assert np.isnan(got[0, 0]), op
+
+
+# -- arithmetic ------------------------------------------------------------------
+
+BROADCASTS = [((2, 3, 4), (2, 3, 4)), ((2, 8, 5, 5), (2, 8, 1, 1)), ((2, 8, 5, 5), (8, 1, 1)),
+              ((4, 1, 3), (1, 5, 1)), ((3,), (2, 3)), ((2, 3, 1), ()), ((1,), (4, 64, 33, 33)),
+              ((4, 64, 33, 33), (4, 64, 33, 33))]
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("sa,sb", BROADCASTS)
+@pytest.mark.parametrize("op,sym", [("broadcast_add", "+"), ("sub", "-"), ("mul", "*"), ("div", "/")])
+def test_binary_broadcast(op, sym, sa, sb, threads):
+    rng = _rng(op + str(sa) + str(sb))
+    a, b = rng.standard_normal(sa), rng.standard_normal(sb)
+    if op == "div":
+        b = np.sign(b) * (np.abs(b) + 0.5)
+    got = run(lambda g, a, b: getattr(g, op)(a, b), {"a": a, "b": b}, threads)
+    assert_close(got, R.broadcast_binary(sym, a.astype(np.float32), b.astype(np.float32)), 2e-7)
+
+
+def test_binary_rejects_shapes_that_do_not_broadcast():
+    g = rlx_cpu.Graph()
+    with pytest.raises(ValueError, match=r"mul: shapes \[2, 3\] and \[4\] do not broadcast"):
+        g.mul(g.input("a", (2, 3)), g.input("b", (4,)))
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("shape", [(2, 3, 4, 4), (2, 5), (4, 32, 20, 20)])
+def test_batch_norm(shape, threads):
+    rng = _rng("bn" + str(shape))
+    x = rng.standard_normal(shape)
+    c = shape[1]
+    scale, bias, mean = rng.standard_normal(c), rng.standard_normal(c), rng.standard_normal(c)
+    var = rng.random(c) + 0.5
+    f32 = lambda v: v.astype(np.float32)  # noqa: E731
+    got = run(lambda g, x: g.batch_norm(x, f32(scale), f32(bias), f32(mean), f32(var), 1e-3), {"x": x}, threads)
+    assert_close(got, R.batch_norm(f32(x), f32(scale), f32(bias), f32(mean), f32(var), 1e-3), 1e-6)
+
+
+def test_batch_norm_needs_constant_statistics():
+    g = rlx_cpu.Graph()
+    x = g.input("x", (1, 2, 3, 3))
+    with pytest.raises(ValueError, match="batch_norm: scale must be a constant"):
+        g.batch_norm(x, g.input("s", (2,)), np.zeros(2), np.zeros(2), np.ones(2))
+
+
+# -- tensor movement ----------------------------------------------------------------
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("shape,perm", [((2, 3, 4), (2, 0, 1)), ((2, 2, 6, 5, 5), (0, 2, 1, 3, 4)),
+                                        ((4, 64, 16, 16), (0, 2, 3, 1)), ((5, 7), None)])
+def test_transpose(shape, perm, threads):
+    x = _rng("t" + str(shape)).standard_normal(shape)
+    got = run(lambda g, x: g.transpose(x, perm), {"x": x}, threads)
+    assert_close(got, np.transpose(x.astype(np.float32), perm), 0)
+
+
+SLICES = [((10, 12), [1, 2], [8, -1], [0, 1], [1, 3]), ((10, 12), [-1], [-11], [1], [-2]),
+          ((4, 6, 8), [0, 2], [100, 5], [2, 1], [1, 1]), ((4, 64, 32, 32), [16], [48], [1], [1]),
+          ((3, 9), [7], [0], [1], [-3])]
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("shape,starts,ends,axes,steps", SLICES)
+def test_slice(shape, starts, ends, axes, steps, threads):
+    x = _rng("s" + str(shape)).standard_normal(shape)
+    got = run(lambda g, x: g.slice(x, starts, ends, axes, steps), {"x": x}, threads)
+    idx = [slice(None)] * len(shape)
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        idx[a] = slice(s, e, st)
+    assert_close(got, x.astype(np.float32)[tuple(idx)], 0)
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
+@pytest.mark.parametrize("shape,pads", [((1, 2, 4, 5), ((0, 0), (0, 0), (1, 2), (3, 1))),
+                                        ((3, 6), ((2, -1), (-2, 3))), ((2, 3, 5), ((0, 0), (1, 0), (0, 2)))])
+def test_pad(shape, pads, mode, threads):
+    x = _rng("p" + mode + str(shape)).standard_normal(shape)
+    got = run(lambda g, x: g.pad(x, pads, mode, 1.5), {"x": x}, threads)
+    assert_close(got, R.pad(x.astype(np.float32), pads, mode, 1.5), 0)
+
+
+@pytest.mark.parametrize("threads", THREADS)
+def test_concat_and_gather(threads):
+    rng = _rng("cg")
+    a, b, c = rng.standard_normal((2, 3, 5, 5)), rng.standard_normal((2, 1, 5, 5)), rng.standard_normal((2, 4, 5, 5))
+    got = run(lambda g, a, b, c: g.concat([a, b, c], axis=1), {"a": a, "b": b, "c": c}, threads)
+    assert_close(got, np.concatenate([a, b, c], 1).astype(np.float32), 0)
+    idx = np.array([[4, 0], [-1, 2]])
+    got = run(lambda g, a: g.gather(a, idx, axis=2), {"a": a}, threads)
+    assert_close(got, np.take(a.astype(np.float32), idx % 5, axis=2), 0)
+
+
+# -- products and reductions -----------------------------------------------------------
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("ta,tb,c_shape", [(False, False, (7,)), (True, False, (5, 1)), (False, True, (5, 7)),
+                                           (True, True, ()), (False, True, None)])
+def test_gemm(ta, tb, c_shape, threads):
+    rng = _rng(f"gemm{ta}{tb}{c_shape}")
+    m, n, k = 5, 7, 33
+    a = rng.standard_normal((k, m) if ta else (m, k))
+    b = rng.standard_normal((n, k) if tb else (k, n))
+    c = None if c_shape is None else rng.standard_normal(c_shape)
+    feeds = {"a": a, "b": b} if c is None else {"a": a, "b": b, "c": c}
+    got = run(lambda g, a, b, c=None: g.gemm(a, b, c, 0.5, 2.0, ta, tb), feeds, threads)
+    f = lambda v: None if v is None else v.astype(np.float32)  # noqa: E731
+    want = R.gemm(f(a), f(b), f(c), 0.5, 2.0, ta, tb)
+    mag = R.gemm(np.abs(f(a)), np.abs(f(b)), None if c is None else np.abs(f(c)), 0.5, 2.0, ta, tb)
+    assert np.abs(got - want).max() <= 1e-5 * mag.max()
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("sa,sb", [((5, 8), (8, 3)), ((2, 3, 5, 8), (8, 4)), ((3, 5, 8), (3, 8, 4)),
+                                   ((2, 1, 5, 8), (3, 8, 4)), ((8,), (8, 4)), ((5, 8), (8,)), ((64, 96), (96, 80))])
+def test_matmul(sa, sb, threads):
+    rng = _rng(f"mm{sa}{sb}")
+    a, b = rng.standard_normal(sa).astype(np.float32), rng.standard_normal(sb).astype(np.float32)
+    got = run(lambda g, a, b: g.matmul(a, b), {"a": a, "b": b}, threads)
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    mag = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+    assert got.shape == want.shape
+    assert np.abs(got - want).max() <= 1e-5 * mag.max()
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("shape,axes,keep", [((2, 8, 5, 5), (2, 3), True), ((2, 8, 5, 5), (1,), False),
+                                             ((2, 3, 4, 5), (0, 2), True), ((3, 4), None, False),
+                                             ((4, 64, 20, 20), (1, 3), False)])
+def test_reduce_mean(shape, axes, keep, threads):
+    x = _rng("rm" + str(shape) + str(axes)).standard_normal(shape).astype(np.float32)
+    got = run(lambda g, x: g.reduce_mean(x, axes, keep), {"x": x}, threads)
+    assert_close(got, np.mean(x.astype(np.float64), axis=None if axes is None else tuple(axes), keepdims=keep), 1e-6)
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("shape,axis", [((3, 10), -1), ((2, 5, 3, 3), 1), ((4, 1000), 1), ((2, 3, 4), 0)])
+def test_softmax(shape, axis, threads):
+    x = (_rng("sm" + str(shape)).standard_normal(shape) * 20).astype(np.float32)
+    got = run(lambda g, x: g.softmax(x, axis), {"x": x}, threads)
+    assert_close(got, R.softmax(x, axis), 1e-6)
+
+
+# -- linear resize ------------------------------------------------------------------
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("mode", ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"])
+@pytest.mark.parametrize("shape,out", [((1, 2, 4, 5), (8, 10)), ((2, 3, 9, 7), (4, 3)), ((1, 1, 6), (13,)),
+                                       ((2, 16, 24, 24), (48, 48))])
+def test_resize_linear_onnx(shape, out, mode, threads):
+    from rlx_cpu.ops.resize import resize_plan
+    x = _rng("rl" + mode + str(shape)).standard_normal(shape).astype(np.float32)
+    sizes = shape[:2] + out
+    _, tables = resize_plan(shape, sizes=np.array(sizes), coordinate_mode=mode, linear=True)
+    got = run(lambda g, x: g.resize_linear(x, [None if t is None else t[:3] for t in tables]), {"x": x}, threads)
+    assert_close(got, R.resize_linear(x, out, mode), 1e-6)
