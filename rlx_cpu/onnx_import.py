@@ -377,7 +377,7 @@ class _Importer:
         return produced
 
     def _support(self, node):
-        """(version, None) when the node's op and version have a converter,
+        """(schema, None) when the node's op and version have a converter,
         else (None, message naming the node and the op)."""
         onnx = _onnx()
         domain = "" if node.domain in ("", "ai.onnx") else node.domain
@@ -398,7 +398,7 @@ class _Importer:
         if version < lo or (hi is not None and version > hi):
             return None, (f"node {label!r}: {node.op_type}-{version} (opset {opset}) is not "
                           f"supported; versions {lo}..{hi or 'latest'} are")
-        return version, None
+        return schema, None
 
     def _check_supported(self, nodes):
         """Refuse a model naming every node whose op rlx_cpu cannot import, at once."""
@@ -412,9 +412,10 @@ class _Importer:
 
     def _convert(self, node):
         label = node.name or (node.output[0] if node.output else "?")
-        version, problem = self._support(node)
+        schema, problem = self._support(node)
         if problem:
             raise NotImplementedError(problem)
+        version = schema.since_version
         entry = ONNX_OPS[node.op_type]
         for i, name in enumerate(node.input):
             if name and name not in self.values:
