@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <math.h>
+#include "rlx_simd.h"
 
 static inline void rlx_argmax_run(float *restrict y, int64_t *restrict ip, const float *restrict x,
                                   ptrdiff_t n, ptrdiff_t s, int64_t i0)
@@ -43,6 +45,281 @@ static inline double rlx_sum_f64(const float *restrict x, ptrdiff_t n)
     for (; i < n; ++i)
         lane[0] += (double)x[i];
     return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+/* ------------------------------------------------------------------------- */
+/* Row-separable window pool: one output line (plane, od, oh) at a time.     */
+/*                                                                           */
+/* Pass 1 reduces the window's in-bounds input rows (the (kd, kh) taps) into */
+/* a padded row buffer, unit stride along w (vectorises); pass 2 reduces kw  */
+/* consecutive buffer entries per output with stride sw.  The buffer holds    */
+/* -inf (max) or 0 (sum) in the pw entries before the row and after it, so    */
+/* pass 2 has no bounds tests.  Max keeps floats (exact); average sums in     */
+/* double like the general kernel, then divides once per output.             */
+/*                                                                           */
+/* Used for max without indices and for average whenever the w dilation is 1  */
+/* (every 1-, 2- and 3-D pool the compiler emits with such windows): max is   */
+/* order-free except for the sign of a tied zero (+0 vs -0 may come from a     */
+/* different tap than the window-order scan) and NaN propagates the same way:  */
+/* v replaces the running max when v > max or v is NaN.                      */
+/* ------------------------------------------------------------------------- */
+typedef struct {
+    ptrdiff_t D, H, W, OD, OH, OW;
+    ptrdiff_t kd, kh, kw, sd, sh, sw, pd, ph, pw, ped, peh, pew, dd, dh;
+    ptrdiff_t row_len;              /* buffer entries per thread (>= pw + W, the last window, +16) */
+    int kind_max, include_pad;
+    ptrdiff_t divisor_override;
+} rlx_pool_geom;
+
+/* Buffer entries a line needs: the last window's end or the row's, plus 16
+ * entries of slack for the 16-float loads of the stride-2 pass. */
+static inline ptrdiff_t rlx_pool_row_len(ptrdiff_t W, ptrdiff_t OW, ptrdiff_t kw, ptrdiff_t sw, ptrdiff_t pw) {
+    ptrdiff_t a = (OW - 1) * sw + kw, b = pw + W;
+    return (a > b ? a : b) + 16;
+}
+
+static inline void rlx_pool_taps(ptrdiff_t start, ptrdiff_t d, ptrdiff_t k, ptrdiff_t lo, ptrdiff_t hi,
+                                 ptrdiff_t* j0, ptrdiff_t* j1) {
+    /* taps j in [0, k) with lo <= start + j*d < hi (d >= 1) */
+    ptrdiff_t a = lo - start, b = hi - start;
+    a = a > 0 ? (a + d - 1) / d : 0;
+    b = b > 0 ? (b - 1) / d + 1 : 0;
+    if (b > k) b = k;
+    if (a > b) a = b;
+    *j0 = a;
+    *j1 = b;
+}
+
+#define RLX_TAKE(v, c) (((v) > (c)) | ((v) != (v)))
+
+RLX_INLINE void rlx_hmax_generic(float* restrict yr, const float* restrict b, ptrdiff_t i0, ptrdiff_t n,
+                                 ptrdiff_t kw, ptrdiff_t sw) {
+    if (sw == 1) {
+        for (ptrdiff_t i = i0; i < n; ++i) yr[i] = b[i];
+        for (ptrdiff_t j = 1; j < kw; ++j)
+            for (ptrdiff_t i = i0; i < n; ++i) {
+                float v = b[i + j], c = yr[i];
+                yr[i] = RLX_TAKE(v, c) ? v : c;
+            }
+    } else if (sw == 2) {
+        for (ptrdiff_t i = i0; i < n; ++i) yr[i] = b[2 * i];
+        for (ptrdiff_t j = 1; j < kw; ++j)
+            for (ptrdiff_t i = i0; i < n; ++i) {
+                float v = b[2 * i + j], c = yr[i];
+                yr[i] = RLX_TAKE(v, c) ? v : c;
+            }
+    } else {
+        for (ptrdiff_t i = i0; i < n; ++i) yr[i] = b[i * sw];
+        for (ptrdiff_t j = 1; j < kw; ++j)
+            for (ptrdiff_t i = i0; i < n; ++i) {
+                float v = b[i * sw + j], c = yr[i];
+                yr[i] = RLX_TAKE(v, c) ? v : c;
+            }
+    }
+}
+
+RLX_INLINE void rlx_hsum_generic(double* restrict acc, const double* restrict b, ptrdiff_t i0, ptrdiff_t n,
+                                 ptrdiff_t kw, ptrdiff_t sw) {
+    if (sw == 1) {
+        for (ptrdiff_t i = i0; i < n; ++i) acc[i] = b[i];
+        for (ptrdiff_t j = 1; j < kw; ++j)
+            for (ptrdiff_t i = i0; i < n; ++i) acc[i] += b[i + j];
+    } else if (sw == 2) {
+        for (ptrdiff_t i = i0; i < n; ++i) acc[i] = b[2 * i];
+        for (ptrdiff_t j = 1; j < kw; ++j)
+            for (ptrdiff_t i = i0; i < n; ++i) acc[i] += b[2 * i + j];
+    } else {
+        for (ptrdiff_t i = i0; i < n; ++i) acc[i] = b[i * sw];
+        for (ptrdiff_t j = 1; j < kw; ++j)
+            for (ptrdiff_t i = i0; i < n; ++i) acc[i] += b[i * sw + j];
+    }
+}
+
+#if RLX_X86_DISPATCH
+/* max(c, v) taking v when v > c or v is NaN, c when c is NaN */
+RLX_TARGET_AVX2 static inline __m256 rlx_max8(__m256 c, __m256 v) {
+    __m256 m = _mm256_max_ps(v, c);                     /* v > c ? v : c (c NaN -> c) */
+    return _mm256_blendv_ps(m, v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+}
+
+RLX_TARGET_AVX2 static inline void rlx_deint8(const float* p, __m256* even, __m256* odd) {
+    __m256 lo = _mm256_loadu_ps(p), hi = _mm256_loadu_ps(p + 8);
+    __m256 e = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+    __m256 o = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+    *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+    *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+/* Outputs [0, n8) in blocks of 8 for stride 2: tap j of 8 consecutive outputs
+ * is the even (j even) or odd (j odd) lanes of the 16 floats at 2i + j - j%2. */
+RLX_TARGET_AVX2 static ptrdiff_t rlx_hmax_s2_avx2(float* yr, const float* b, ptrdiff_t n, ptrdiff_t kw) {
+    ptrdiff_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 e, o, acc;
+        rlx_deint8(b + 2 * i, &e, &o);
+        acc = kw > 1 ? rlx_max8(e, o) : e;
+        for (ptrdiff_t j = 2; j < kw; j += 2) {
+            rlx_deint8(b + 2 * i + j, &e, &o);
+            acc = rlx_max8(acc, e);
+            if (j + 1 < kw) acc = rlx_max8(acc, o);
+        }
+        _mm256_storeu_ps(yr + i, acc);
+    }
+    return i;
+}
+
+RLX_TARGET_AVX2 static ptrdiff_t rlx_hmax_s1_avx2(float* yr, const float* b, ptrdiff_t n, ptrdiff_t kw) {
+    ptrdiff_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 acc = _mm256_loadu_ps(b + i);
+        for (ptrdiff_t j = 1; j < kw; ++j) acc = rlx_max8(acc, _mm256_loadu_ps(b + i + j));
+        _mm256_storeu_ps(yr + i, acc);
+    }
+    return i;
+}
+
+/* Window sums of doubles for stride 2, 4 outputs at a time: tap j of outputs
+ * i..i+3 is the even (j even) or odd (j odd) lanes of the 8 doubles at 2i + j - j%2. */
+RLX_TARGET_AVX2 static ptrdiff_t rlx_hsum_s2_avx2(double* acc, const double* b, ptrdiff_t n, ptrdiff_t kw) {
+    ptrdiff_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        __m256d s = _mm256_setzero_pd();
+        for (ptrdiff_t j = 0; j < kw; j += 2) {
+            __m256d lo = _mm256_loadu_pd(b + 2 * i + j), hi = _mm256_loadu_pd(b + 2 * i + j + 4);
+            s = _mm256_add_pd(s, _mm256_permute4x64_pd(_mm256_unpacklo_pd(lo, hi), _MM_SHUFFLE(3, 1, 2, 0)));
+            if (j + 1 < kw)
+                s = _mm256_add_pd(s, _mm256_permute4x64_pd(_mm256_unpackhi_pd(lo, hi), _MM_SHUFFLE(3, 1, 2, 0)));
+        }
+        _mm256_storeu_pd(acc + i, s);
+    }
+    return i;
+}
+
+RLX_TARGET_AVX2 static void rlx_vmax_avx2(float* r, const float* x, ptrdiff_t n) {
+    ptrdiff_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(r + i, rlx_max8(_mm256_loadu_ps(r + i), _mm256_loadu_ps(x + i)));
+    for (; i < n; ++i) {
+        float v = x[i], c = r[i];
+        r[i] = RLX_TAKE(v, c) ? v : c;
+    }
+}
+#endif
+
+RLX_INLINE void rlx_pool_line_body(const float* restrict x, ptrdiff_t x_len, float* restrict y, ptrdiff_t y_len,
+                                   void* restrict scratch, const rlx_pool_geom* g, ptrdiff_t line, int avx2) {
+    const ptrdiff_t W = g->W, OW = g->OW, pw = g->pw, rl = g->row_len;
+    const ptrdiff_t oh = line % g->OH, od = (line / g->OH) % g->OD, plane = line / (g->OH * g->OD);
+    const ptrdiff_t sd = od * g->sd - g->pd, sh = oh * g->sh - g->ph;
+    const ptrdiff_t xb = plane * g->D * g->H * W;
+    ptrdiff_t a0, a1, b0, b1;
+    (void)avx2;
+    rlx_pool_taps(sd, g->dd, g->kd, 0, g->D, &a0, &a1);
+    rlx_pool_taps(sh, g->dh, g->kh, 0, g->H, &b0, &b1);
+    float* restrict yr = y + line * OW;
+    RLX_CHECK_RANGE(line * OW, (line + 1) * OW, y_len, "pool y");
+    if (g->kind_max) {
+        float* restrict buf = (float*)scratch;
+        float* restrict r = buf + pw;
+        for (ptrdiff_t i = 0; i < pw; ++i) buf[i] = -INFINITY;
+        for (ptrdiff_t i = pw + W; i < rl; ++i) buf[i] = -INFINITY;
+        int first = 1;
+        for (ptrdiff_t a = a0; a < a1; ++a)
+            for (ptrdiff_t b = b0; b < b1; ++b) {
+                const ptrdiff_t off = xb + ((sd + a * g->dd) * g->H + sh + b * g->dh) * W;
+                const float* restrict xr = x + off;
+                RLX_CHECK_RANGE(off, off + W, x_len, "pool x");
+                if (first) {
+                    memcpy(r, xr, (size_t)W * sizeof(float));
+                    first = 0;
+                    continue;
+                }
+#if RLX_X86_DISPATCH
+                if (avx2) { rlx_vmax_avx2(r, xr, W); continue; }
+#endif
+                for (ptrdiff_t i = 0; i < W; ++i) {
+                    float v = xr[i], c = r[i];
+                    r[i] = RLX_TAKE(v, c) ? v : c;
+                }
+            }
+        ptrdiff_t i0 = 0;
+#if RLX_X86_DISPATCH
+        if (avx2) i0 = g->sw == 2 ? rlx_hmax_s2_avx2(yr, buf, OW, g->kw)
+                     : g->sw == 1 ? rlx_hmax_s1_avx2(yr, buf, OW, g->kw) : 0;
+#endif
+        rlx_hmax_generic(yr, buf, i0, OW, g->kw, g->sw);
+    } else {
+        /* row sums in doubles, then the window sums in the same doubles' tail */
+        double* restrict buf = (double*)scratch;
+        double* restrict r = buf + pw;
+        double* restrict acc = buf + rl;
+        for (ptrdiff_t i = 0; i < pw; ++i) buf[i] = 0.0;
+        for (ptrdiff_t i = pw + W; i < rl; ++i) buf[i] = 0.0;
+        int first = 1;
+        for (ptrdiff_t a = a0; a < a1; ++a)
+            for (ptrdiff_t b = b0; b < b1; ++b) {
+                const ptrdiff_t off = xb + ((sd + a * g->dd) * g->H + sh + b * g->dh) * W;
+                const float* restrict xr = x + off;
+                RLX_CHECK_RANGE(off, off + W, x_len, "pool x");
+                if (first) {
+                    for (ptrdiff_t i = 0; i < W; ++i) r[i] = (double)xr[i];
+                    first = 0;
+                } else {
+                    for (ptrdiff_t i = 0; i < W; ++i) r[i] += (double)xr[i];
+                }
+            }
+        ptrdiff_t i0 = 0;
+#if RLX_X86_DISPATCH
+        if (avx2 && g->sw == 2) i0 = rlx_hsum_s2_avx2(acc, buf, OW, g->kw);
+#endif
+        rlx_hsum_generic(acc, buf, i0, OW, g->kw, g->sw);
+        /* y = sum / divisor, as sum * (1 / divisor) in double (the float
+         * result differs from the division only by double rounding) */
+        if (g->divisor_override > 0) {
+            const double inv = 1.0 / (double)g->divisor_override;
+            for (ptrdiff_t i = 0; i < OW; ++i) yr[i] = (float)(acc[i] * inv);
+            return;
+        }
+        ptrdiff_t lo_d = 0, hi_d = g->D, lo_h = 0, hi_h = g->H, lo_w = 0, hi_w = W;
+        if (g->include_pad) {
+            lo_d = -g->pd; hi_d = g->D + g->ped;
+            lo_h = -g->ph; hi_h = g->H + g->peh;
+            lo_w = -pw; hi_w = W + g->pew;
+        }
+        rlx_pool_taps(sd, g->dd, g->kd, lo_d, hi_d, &a0, &a1);
+        rlx_pool_taps(sh, g->dh, g->kh, lo_h, hi_h, &b0, &b1);
+        const ptrdiff_t rows = (a1 - a0) * (b1 - b0), kw = g->kw, sw = g->sw;
+        /* windows clipped by [lo_w, hi_w) form a prefix and a suffix of the
+         * line; the full windows between them share one divisor */
+        ptrdiff_t ilo = 0, ihi = OW;
+        while (ilo < OW && ilo * sw - pw < lo_w) ++ilo;
+        while (ihi > ilo && (ihi - 1) * sw - pw + kw > hi_w) --ihi;
+        const double inv = 1.0 / (double)(rows * kw);
+        for (ptrdiff_t i = ilo; i < ihi; ++i) yr[i] = (float)(acc[i] * inv);
+        for (int side = 0; side < 2; ++side)
+            for (ptrdiff_t i = side ? ihi : 0; i < (side ? OW : ilo); ++i) {
+                ptrdiff_t s0 = i * sw - pw, lo = s0 > lo_w ? s0 : lo_w, hi = s0 + kw < hi_w ? s0 + kw : hi_w;
+                yr[i] = (float)(acc[i] * (1.0 / (double)(rows * (hi - lo))));
+            }
+    }
+}
+
+static void rlx_pool_line_base(const float* x, ptrdiff_t x_len, float* y, ptrdiff_t y_len, void* scratch,
+                               const rlx_pool_geom* g, ptrdiff_t line) {
+    rlx_pool_line_body(x, x_len, y, y_len, scratch, g, line, 0);
+}
+RLX_TARGET_AVX2 static void rlx_pool_line_avx2(const float* x, ptrdiff_t x_len, float* y, ptrdiff_t y_len,
+                                               void* scratch, const rlx_pool_geom* g, ptrdiff_t line) {
+    rlx_pool_line_body(x, x_len, y, y_len, scratch, g, line, 1);
+}
+/* Lines [l0, l1) with this thread's buffer; scratch_len (bytes) is checked in debug builds. */
+static void rlx_pool_lines(const float* x, ptrdiff_t x_len, float* y, ptrdiff_t y_len, void* scratch,
+                           ptrdiff_t scratch_doubles, const rlx_pool_geom* g, ptrdiff_t l0, ptrdiff_t l1) {
+    RLX_CHECK_RANGE(0, 2 * g->row_len, scratch_doubles, "pool row buffer");
+    (void)scratch_doubles;
+    if (rlx_simd_level())
+        for (ptrdiff_t l = l0; l < l1; ++l) rlx_pool_line_avx2(x, x_len, y, y_len, scratch, g, l);
+    else
+        for (ptrdiff_t l = l0; l < l1; ++l) rlx_pool_line_base(x, x_len, y, y_len, scratch, g, l);
 }
 
 #endif
