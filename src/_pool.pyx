@@ -63,6 +63,12 @@ cdef extern from "rlx_pool.h":
                         Py_ssize_t scratch_doubles, const PoolGeom* g, Py_ssize_t l0,
                         Py_ssize_t l1) noexcept nogil
 
+    ctypedef struct MpbGeom "rlx_mpb_geom":
+        Py_ssize_t H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw
+    # dx of one (image, channel) plane of a 1-D / 2-D max pool
+    void rlx_mpb_plane(const float* x, Py_ssize_t x_len, const float* dy, Py_ssize_t dy_len, float* dx,
+                       const MpbGeom* g, Py_ssize_t plane) noexcept nogil
+
 cdef extern from "rlx_simd.h":
     void rlx_simd_init() nogil
     int rlx_simd_level() nogil
@@ -586,6 +592,8 @@ cdef class MaxPoolBackwardLaunch(Launch):
     cdef const float[::1] dy
     cdef float[::1] dx
     cdef Win g
+    cdef MpbGeom mg
+    cdef bint fast      # rlx_mpb_plane (int32 plane offsets) instead of _max_pool_backward_plane
 
     def __init__(self, x, dy, dx, tuple dims, int max_threads):
         self.x = x
@@ -593,10 +601,23 @@ cdef class MaxPoolBackwardLaunch(Launch):
         self.dx = dx
         self.g = _pool2d_win(dims)
         self.max_threads = max(1, max_threads)
+        self.fast = self.g.size[1] * self.g.size[2] < 2 ** 31
+        self.mg.H, self.mg.W = self.g.size[1], self.g.size[2]
+        self.mg.OH, self.mg.OW = self.g.out[1], self.g.out[2]
+        self.mg.kh, self.mg.kw = self.g.k[1], self.g.k[2]
+        self.mg.sh, self.mg.sw = self.g.s[1], self.g.s[2]
+        self.mg.ph, self.mg.pw = self.g.pb[1], self.g.pb[2]
+        self.mg.dh, self.mg.dw = self.g.dil[1], self.g.dil[2]
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t plane
+        if self.fast:
+            for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
+                rlx_mpb_plane(&self.x[0], self.x.shape[0], &self.dy[0], self.dy.shape[0], &self.dx[0],
+                              &self.mg, plane)
+            # end: prange
+            return 0
         for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
             _max_pool_backward_plane(self.x, self.dy, self.dx, &self.g, plane)
         # end: prange

@@ -82,8 +82,13 @@ static inline void rlx_pool_taps(ptrdiff_t start, ptrdiff_t d, ptrdiff_t k, ptrd
                                  ptrdiff_t* j0, ptrdiff_t* j1) {
     /* taps j in [0, k) with lo <= start + j*d < hi (d >= 1) */
     ptrdiff_t a = lo - start, b = hi - start;
-    a = a > 0 ? (a + d - 1) / d : 0;
-    b = b > 0 ? (b - 1) / d + 1 : 0;
+    if (d != 1) {                      /* no division on the common path */
+        a = a > 0 ? (a + d - 1) / d : 0;
+        b = b > 0 ? (b - 1) / d + 1 : 0;
+    } else {
+        a = a > 0 ? a : 0;
+        b = b > 0 ? b : 0;
+    }
     if (b > k) b = k;
     if (a > b) a = b;
     *j0 = a;
@@ -320,6 +325,194 @@ static void rlx_pool_lines(const float* x, ptrdiff_t x_len, float* y, ptrdiff_t 
         for (ptrdiff_t l = l0; l < l1; ++l) rlx_pool_line_avx2(x, x_len, y, y_len, scratch, g, l);
     else
         for (ptrdiff_t l = l0; l < l1; ++l) rlx_pool_line_base(x, x_len, y, y_len, scratch, g, l);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Max pool backward (1-D and 2-D), one (image, channel) plane per call.     */
+/*                                                                           */
+/* Each output's winner is found with the forward's rule in window order:    */
+/* start at -inf on the first in-bounds tap, take v when v > best or v is     */
+/* NaN (so the first maximum, or the last NaN, or the first in-bounds tap of  */
+/* an all -inf window); padded taps are never read.  Then dy is added at the  */
+/* winner.  Outputs whose window lies inside the row along w run 8 at a time  */
+/* in the AVX2 variant (stride 1 or 2, w dilation 1; a blend on the values   */
+/* and on the tap offsets); the rest run the scalar loop.  Offsets are int32  */
+/* (planes below 2^31 elements, checked at bind).                            */
+/* ------------------------------------------------------------------------- */
+typedef struct {
+    ptrdiff_t H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw;
+} rlx_mpb_geom;
+
+RLX_INLINE ptrdiff_t rlx_mpb_scalar_winner(const float* restrict xp, const rlx_mpb_geom* g, ptrdiff_t hs,
+                                           ptrdiff_t a0, ptrdiff_t a1, ptrdiff_t ow) {
+    ptrdiff_t ws = ow * g->sw - g->pw, j0, j1;
+    rlx_pool_taps(ws, g->dw, g->kw, 0, g->W, &j0, &j1);
+    if (j0 >= j1) return -1;
+    float best = -INFINITY;
+    ptrdiff_t bi = (hs + a0 * g->dh) * g->W + ws + j0 * g->dw;
+    for (ptrdiff_t a = a0; a < a1; ++a) {
+        const ptrdiff_t row = (hs + a * g->dh) * g->W + ws;
+        for (ptrdiff_t j = j0; j < j1; ++j) {
+            const ptrdiff_t i = row + j * g->dw;
+            /* bit-mask selects: the winner is data-dependent, and a branch
+             * (what gcc makes of a ternary here) mispredicts */
+            const float v = xp[i];
+            const int take = RLX_TAKE(v, best);
+            const uint32_t m32 = (uint32_t)0 - (uint32_t)take;
+            uint32_t vb, cb;
+            memcpy(&vb, &v, 4);
+            memcpy(&cb, &best, 4);
+            cb = (vb & m32) | (cb & ~m32);
+            memcpy(&best, &cb, 4);
+            bi = (ptrdiff_t)(((size_t)i & (size_t)(ptrdiff_t)(int32_t)m32) | ((size_t)bi & ~(size_t)(ptrdiff_t)(int32_t)m32));
+        }
+    }
+    return bi;
+}
+
+/* Winners of the interior outputs [o0, o1) (windows inside the row along w),
+ * at most RLX_MPB_CHUNK of them, tap-major so that the loop over outputs has
+ * no control flow and vectorises (selects on values and int32 offsets). */
+#define RLX_MPB_CHUNK 64
+RLX_INLINE void rlx_mpb_chunk(const float* restrict xp, const rlx_mpb_geom* g, ptrdiff_t hs, ptrdiff_t a0,
+                              ptrdiff_t a1, ptrdiff_t o0, ptrdiff_t o1, int32_t* restrict bi) {
+    float best[RLX_MPB_CHUNK];
+    const ptrdiff_t n = o1 - o0, sw = g->sw, ws0 = o0 * sw - g->pw;
+    const int32_t first = (int32_t)((hs + a0 * g->dh) * g->W + ws0);
+    for (ptrdiff_t i = 0; i < n; ++i) {
+        best[i] = -INFINITY;
+        bi[i] = first + (int32_t)(i * sw);
+    }
+    for (ptrdiff_t a = a0; a < a1; ++a)
+        for (ptrdiff_t j = 0; j < g->kw; ++j) {
+            const int32_t off = (int32_t)((hs + a * g->dh) * g->W + ws0 + j * g->dw);
+            const float* restrict r = xp + off;
+            if (sw == 2) {
+                for (ptrdiff_t i = 0; i < n; ++i) {
+                    const float v = r[2 * i], c = best[i];
+                    const int take = RLX_TAKE(v, c);
+                    best[i] = take ? v : c;
+                    bi[i] = take ? off + (int32_t)(2 * i) : bi[i];
+                }
+            } else {
+                for (ptrdiff_t i = 0; i < n; ++i) {
+                    const float v = r[i * sw], c = best[i];
+                    const int take = RLX_TAKE(v, c);
+                    best[i] = take ? v : c;
+                    bi[i] = take ? off + (int32_t)(i * sw) : bi[i];
+                }
+            }
+        }
+}
+
+#if RLX_X86_DISPATCH
+/* Winners of outputs ow..ow+7 whose windows are inside the row (w dilation 1,
+ * stride 1 or 2), as plane offsets. */
+RLX_TARGET_AVX2 static inline void rlx_mpb_block8_avx2(const float* xp, const rlx_mpb_geom* g, ptrdiff_t hs,
+                                                       ptrdiff_t a0, ptrdiff_t a1, ptrdiff_t ow, int32_t* out) {
+    const ptrdiff_t sw = g->sw, ws = ow * sw - g->pw;
+    const __m256i lane = sw == 2 ? _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14) : _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256 best = _mm256_set1_ps(-INFINITY);
+    __m256i bi = _mm256_add_epi32(lane, _mm256_set1_epi32((int32_t)((hs + a0 * g->dh) * g->W + ws)));
+    for (ptrdiff_t a = a0; a < a1; ++a) {
+        const ptrdiff_t row = (hs + a * g->dh) * g->W + ws;
+        const float* r = xp + row;
+        for (ptrdiff_t j = 0; j < g->kw; ++j) {
+            __m256 v, e, o;
+            if (sw == 2) {
+                rlx_deint8(r + j - (j & 1), &e, &o);
+                v = (j & 1) ? o : e;
+            } else {
+                v = _mm256_loadu_ps(r + j);
+            }
+            __m256 take = _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+            best = _mm256_blendv_ps(best, v, take);
+            __m256i ti = _mm256_add_epi32(lane, _mm256_set1_epi32((int32_t)(row + j)));
+            bi = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(bi), _mm256_castsi256_ps(ti), take));
+        }
+    }
+    _mm256_storeu_si256((__m256i*)out, bi);
+}
+#endif
+
+RLX_INLINE void rlx_mpb_plane_body(const float* restrict x, ptrdiff_t x_len, const float* restrict dy,
+                                   ptrdiff_t dy_len, float* restrict dx, const rlx_mpb_geom* g, ptrdiff_t plane,
+                                   int avx2) {
+    const ptrdiff_t in_sz = g->H * g->W, out_sz = g->OH * g->OW;
+    const float* restrict xp = x + plane * in_sz;
+    const float* restrict dyp = dy + plane * out_sz;
+    float* restrict dxp = dx + plane * in_sz;
+    RLX_CHECK_RANGE(plane * in_sz, (plane + 1) * in_sz, x_len, "max pool backward x/dx");
+    RLX_CHECK_RANGE(plane * out_sz, (plane + 1) * out_sz, dy_len, "max pool backward dy");
+    memset(dxp, 0, (size_t)in_sz * sizeof(float));
+    /* outputs [ilo, ihi) have windows inside [0, W) along w */
+    ptrdiff_t ilo = 0, ihi = g->OW;
+    while (ilo < g->OW && ilo * g->sw - g->pw < 0) ++ilo;
+    while (ihi > ilo && (ihi - 1) * g->sw - g->pw + (g->kw - 1) * g->dw >= g->W) --ihi;
+    (void)avx2;
+    for (ptrdiff_t oh = 0; oh < g->OH; ++oh) {
+        const ptrdiff_t hs = oh * g->sh - g->ph;
+        ptrdiff_t a0, a1;
+        rlx_pool_taps(hs, g->dh, g->kh, 0, g->H, &a0, &a1);
+        if (a0 >= a1) continue;                  /* window entirely in padding: no gradient */
+        const float* restrict dyr = dyp + oh * g->OW;
+        ptrdiff_t ow = 0;
+        for (; ow < ilo; ++ow) {
+            const ptrdiff_t i = rlx_mpb_scalar_winner(xp, g, hs, a0, a1, ow);
+            if (i >= 0) dxp[i] += dyr[ow];
+        }
+#if RLX_X86_DISPATCH
+        if (avx2 && g->dw == 1 && (g->sw == 1 || g->sw == 2)) {
+            int32_t win[8];
+            for (; ow + 8 <= ihi; ow += 8) {
+                rlx_mpb_block8_avx2(xp, g, hs, a0, a1, ow, win);
+                for (int l = 0; l < 8; ++l) {
+                    RLX_CHECK_RANGE(win[l], win[l] + 1, in_sz, "max pool backward winner");
+                    dxp[win[l]] += dyr[ow + l];
+                }
+            }
+            if (ow < ihi && ihi - ilo >= 8) {
+                /* the last interior outputs: the 8 ending at ihi, scattering
+                 * only the lanes not done above */
+                const ptrdiff_t o0 = ihi - 8;
+                rlx_mpb_block8_avx2(xp, g, hs, a0, a1, o0, win);
+                for (ptrdiff_t l = ow - o0; l < 8; ++l) {
+                    RLX_CHECK_RANGE(win[l], win[l] + 1, in_sz, "max pool backward winner");
+                    dxp[win[l]] += dyr[o0 + l];
+                }
+                ow = ihi;
+            }
+        }
+#endif
+        while (ow < ihi) {
+            int32_t win[RLX_MPB_CHUNK];
+            const ptrdiff_t o1 = ihi - ow > RLX_MPB_CHUNK ? ow + RLX_MPB_CHUNK : ihi;
+            rlx_mpb_chunk(xp, g, hs, a0, a1, ow, o1, win);
+            for (ptrdiff_t l = 0; l < o1 - ow; ++l) {
+                RLX_CHECK_RANGE(win[l], win[l] + 1, in_sz, "max pool backward winner");
+                dxp[win[l]] += dyr[ow + l];
+            }
+            ow = o1;
+        }
+        for (; ow < g->OW; ++ow) {
+            const ptrdiff_t i = rlx_mpb_scalar_winner(xp, g, hs, a0, a1, ow);
+            if (i >= 0) dxp[i] += dyr[ow];
+        }
+    }
+}
+
+static void rlx_mpb_plane_base(const float* x, ptrdiff_t x_len, const float* dy, ptrdiff_t dy_len, float* dx,
+                               const rlx_mpb_geom* g, ptrdiff_t plane) {
+    rlx_mpb_plane_body(x, x_len, dy, dy_len, dx, g, plane, 0);
+}
+RLX_TARGET_AVX2 static void rlx_mpb_plane_avx2(const float* x, ptrdiff_t x_len, const float* dy, ptrdiff_t dy_len,
+                                               float* dx, const rlx_mpb_geom* g, ptrdiff_t plane) {
+    rlx_mpb_plane_body(x, x_len, dy, dy_len, dx, g, plane, 1);
+}
+static void rlx_mpb_plane(const float* x, ptrdiff_t x_len, const float* dy, ptrdiff_t dy_len, float* dx,
+                          const rlx_mpb_geom* g, ptrdiff_t plane) {
+    if (rlx_simd_level()) rlx_mpb_plane_avx2(x, x_len, dy, dy_len, dx, g, plane);
+    else rlx_mpb_plane_base(x, x_len, dy, dy_len, dx, g, plane);
 }
 
 #endif

@@ -1,8 +1,9 @@
 """The row-separable pool kernel (src/rlx_pool.h: max without indices and
-average, w dilation 1) in both SIMD variants: parity with the float64
-reference on shapes long enough for the 8-wide blocks and their tails, NaN /
--inf / signed-zero data, thread-count invariance, and RLX_SIMD=baseline
-giving the same bits as the variant this CPU selects."""
+average, w dilation 1) and the max pool backward kernel (rlx_mpb_plane) in
+both SIMD variants: parity with the float64 reference on shapes long enough
+for the 8-wide blocks and their tails, NaN / -inf / signed-zero / tied data,
+thread-count invariance, and RLX_SIMD=baseline giving the same bits as the
+variant this CPU selects."""
 import os
 import subprocess
 import sys
@@ -25,6 +26,16 @@ CASES = [
     ((2, 3, 77), 4, 2, 1, 1, True),                       # 1-D
     ((1, 2, 5, 6, 40), 2, 2, 0, 0, False),                # 3-D
     ((1, 2, 5, 7, 33), 3, 2, 1, 1, True),
+]
+
+# max pool backward: (input shape, kernel, stride, pads_begin, pads_end, dilation, ceil_mode)
+BWD_CASES = [
+    ((2, 3, 12, 44), 2, 2, 0, 0, 1, False),                # k2s2, 22 outputs: blocks + overlapped tail
+    ((1, 2, 9, 41), 3, 2, 1, 1, 1, True),                  # k3s2p1 ceil, overlapping windows
+    ((1, 2, 7, 37), 3, 1, 1, 1, 1, False),                 # k3s1p1
+    ((1, 2, 8, 50), (2, 3), (2, 3), (0, 1), (1, 1), 1, True),   # stride 3: portable chunk loop
+    ((1, 2, 9, 46), 3, 2, 1, 1, (1, 2), False),            # w dilation 2
+    ((2, 2, 70), 4, 2, 1, 1, 1, True),                     # 1-D
 ]
 
 
@@ -60,7 +71,37 @@ def _run_all(num_threads):
         out[f"{i}_max"] = plan.run({"x": x})[0]
         for j, y in enumerate(plan.run({"x": xa})[1:]):
             out[f"{i}_avg{j}"] = y
+    for i, case in enumerate(BWD_CASES):
+        x, dy, plan = _bwd_plan(case, num_threads)
+        out[f"{i}_bwd"] = plan.run({"x": x, "dy": dy})[0]
     return out
+
+
+def _bwd_plan(case, num_threads):
+    shape, k, s, pb, pe, d, ceil = case
+    nsp = len(shape) - 2
+    x = _x(shape, 100 + len(shape) + shape[-1])
+    out_sp = ref.max_pool_nd(x[:1, :1], k, s, pb, pe, d, ceil)[0].shape[2:]
+    dy = np.random.default_rng(5).standard_normal(shape[:2] + out_sp).astype(np.float32)
+    pads = tuple(zip((pb,) * nsp if np.isscalar(pb) else pb, (pe,) * nsp if np.isscalar(pe) else pe))
+    g = rlx_cpu.Graph()
+    xi, dyi = g.input("x", x.shape), g.input("dy", dy.shape)
+    g.output(getattr(g, f"max_pool{nsp}d_backward")(xi, dyi, k, s, pads, d, ceil))
+    return x, dy, rlx_cpu.compile(g, num_threads=num_threads)
+
+
+@pytest.mark.parametrize("case", range(len(BWD_CASES)))
+def test_max_pool_backward_matches_reference(case):
+    shape, k, s, pb, pe, d, ceil = BWD_CASES[case]
+    x, dy, plan = _bwd_plan(BWD_CASES[case], 2)
+    dx = plan.run({"x": x, "dy": dy})[0]
+    want = ref.max_pool_nd_backward(x, dy, k, s, pb, pe, d, ceil)
+    assert ref.rel_error(dx, want) <= 1e-6           # float32 sums where windows overlap
+    nsp = len(shape) - 2
+    kk = (k,) * nsp if np.isscalar(k) else k
+    ss = (s,) * nsp if np.isscalar(s) else s
+    if all(a <= b for a, b in zip(kk, ss)):
+        np.testing.assert_array_equal(dx, want.astype(np.float32))   # one window per input: exact
 
 
 def test_cases_take_the_separable_kernel():
