@@ -463,24 +463,33 @@ RLX_INLINE void rlx_mpb_plane_body(const float* restrict x, ptrdiff_t x_len, con
         }
 #if RLX_X86_DISPATCH
         if (avx2 && g->dw == 1 && (g->sw == 1 || g->sw == 2)) {
+            /* a block starting at ow loads up to x[ws + reach] of its rows
+             * (stride 2: 16-float loads whose last odd lane may be unused);
+             * blocks stay inside the row */
+            const ptrdiff_t reach = g->sw == 2 ? (g->kw - 1) - ((g->kw - 1) & 1) + 15 : g->kw - 1 + 7;
+            ptrdiff_t vhi = ihi;
+            while (vhi - 8 >= ilo && (vhi - 8) * g->sw - g->pw + reach >= g->W) --vhi;
             int32_t win[8];
-            for (; ow + 8 <= ihi; ow += 8) {
+            RLX_CHECK_RANGE((hs + a0 * g->dh) * g->W + ilo * g->sw - g->pw,
+                            vhi - 8 >= ilo ? (hs + (a1 - 1) * g->dh) * g->W + (vhi - 8) * g->sw - g->pw + reach + 1 : 0,
+                            in_sz, "max pool backward block loads");
+            for (; ow + 8 <= vhi; ow += 8) {
                 rlx_mpb_block8_avx2(xp, g, hs, a0, a1, ow, win);
                 for (int l = 0; l < 8; ++l) {
                     RLX_CHECK_RANGE(win[l], win[l] + 1, in_sz, "max pool backward winner");
                     dxp[win[l]] += dyr[ow + l];
                 }
             }
-            if (ow < ihi && ihi - ilo >= 8) {
-                /* the last interior outputs: the 8 ending at ihi, scattering
-                 * only the lanes not done above */
-                const ptrdiff_t o0 = ihi - 8;
+            if (ow < vhi && vhi - ilo >= 8) {
+                /* the last outputs before vhi: the block of 8 ending there,
+                 * scattering only the lanes not done above */
+                const ptrdiff_t o0 = vhi - 8;
                 rlx_mpb_block8_avx2(xp, g, hs, a0, a1, o0, win);
                 for (ptrdiff_t l = ow - o0; l < 8; ++l) {
                     RLX_CHECK_RANGE(win[l], win[l] + 1, in_sz, "max pool backward winner");
                     dxp[win[l]] += dyr[o0 + l];
                 }
-                ow = ihi;
+                ow = vhi;
             }
         }
 #endif

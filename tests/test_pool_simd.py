@@ -36,6 +36,7 @@ BWD_CASES = [
     ((1, 2, 8, 50), (2, 3), (2, 3), (0, 1), (1, 1), 1, True),   # stride 3: portable chunk loop
     ((1, 2, 9, 46), 3, 2, 1, 1, (1, 2), False),            # w dilation 2
     ((2, 2, 70), 4, 2, 1, 1, 1, True),                     # 1-D
+    ((1, 1, 5, 41), 3, 2, 0, 0, 1, False),                 # last window ends the buffer: loads stay inside
 ]
 
 
