@@ -11,7 +11,8 @@
 #                 outputs along w)
 #   global pool   (plane, chunk of GLOBAL_CHUNK inputs), one partial per item
 #                 then one combine per plane             (doubles)
-#   pool backward one (image, channel) plane (1-D and 2-D)   none
+#   pool backward one (image, channel) plane (1-D and 2-D;   none (avg: two line
+#                 rlx_pool.h: rlx_mpb_plane, rlx_apb_plane) buffers on the stack)
 #
 # Work items never depend on the thread count, and each output is computed
 # by one item in a fixed order, so results are identical for any thread
@@ -68,6 +69,18 @@ cdef extern from "rlx_pool.h":
     # dx of one (image, channel) plane of a 1-D / 2-D max pool
     void rlx_mpb_plane(const float* x, Py_ssize_t x_len, const float* dy, Py_ssize_t dy_len, float* dx,
                        const MpbGeom* g, Py_ssize_t plane) noexcept nogil
+
+    ctypedef struct ApbGeom "rlx_apb_geom":
+        Py_ssize_t H, W, OH, OW, kh, kw, sh, sw, ph, pw, peh, pew, dh, dw
+        Py_ssize_t row_len
+        int include_pad
+        Py_ssize_t divisor_override
+    enum: RLX_APB_MAX
+    Py_ssize_t rlx_apb_row_len(Py_ssize_t W, Py_ssize_t OW, Py_ssize_t kw, Py_ssize_t sw, Py_ssize_t pw,
+                               Py_ssize_t dw) noexcept nogil
+    # dx of one (image, channel) plane of a 1-D / 2-D average pool
+    void rlx_apb_plane(const float* dy, Py_ssize_t dy_len, float* dx, Py_ssize_t dx_len, const ApbGeom* g,
+                       Py_ssize_t plane) noexcept nogil
 
 cdef extern from "rlx_simd.h":
     void rlx_simd_init() nogil
@@ -631,6 +644,7 @@ cdef class AvgPoolBackwardLaunch(Launch):
     cdef Win g
     cdef bint count_include_pad
     cdef Py_ssize_t divisor_override
+    cdef ApbGeom ag     # rlx_apb_plane's geometry; ag.row_len == 0: _avg_pool_backward_plane
 
     def __init__(self, dy, dx, tuple dims, bint count_include_pad, Py_ssize_t divisor_override, int max_threads):
         self.dy = dy
@@ -639,10 +653,25 @@ cdef class AvgPoolBackwardLaunch(Launch):
         self.count_include_pad = count_include_pad
         self.divisor_override = divisor_override
         self.max_threads = max(1, max_threads)
+        g = &self.g
+        self.ag.row_len = rlx_apb_row_len(g.size[2], g.out[2], g.k[2], g.s[2], g.pb[2], g.dil[2])
+        if self.ag.row_len > RLX_APB_MAX or g.out[2] > RLX_APB_MAX:
+            self.ag.row_len = 0          # longer lines than the stack buffers: the general loop
+        self.ag.H, self.ag.W, self.ag.OH, self.ag.OW = g.size[1], g.size[2], g.out[1], g.out[2]
+        self.ag.kh, self.ag.kw, self.ag.sh, self.ag.sw = g.k[1], g.k[2], g.s[1], g.s[2]
+        self.ag.ph, self.ag.pw, self.ag.peh, self.ag.pew = g.pb[1], g.pb[2], g.pe[1], g.pe[2]
+        self.ag.dh, self.ag.dw = g.dil[1], g.dil[2]
+        self.ag.include_pad = count_include_pad
+        self.ag.divisor_override = divisor_override
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t plane
+        if self.ag.row_len > 0:
+            for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
+                rlx_apb_plane(&self.dy[0], self.dy.shape[0], &self.dx[0], self.dx.shape[0], &self.ag, plane)
+            # end: prange
+            return 0
         for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
             _avg_pool_backward_plane(self.dy, self.dx, &self.g, self.count_include_pad,
                                      self.divisor_override, plane)

@@ -524,4 +524,89 @@ static void rlx_mpb_plane(const float* x, ptrdiff_t x_len, const float* dy, ptrd
     else rlx_mpb_plane_base(x, x_len, dy, dy_len, dx, g, plane);
 }
 
+/* ------------------------------------------------------------------------- */
+/* Avg pool backward (1-D and 2-D), one (image, channel) plane per call.     */
+/*                                                                           */
+/* Per output row: g[ow] = dy / divisor; the row's windows spread g over a    */
+/* padded line buffer (tap-major: buf[ow*sw + j*dw] += g[ow], unit or fixed   */
+/* stride, vectorisable), then every in-bounds input row of the window adds   */
+/* the buffer's in-row part (contiguous).  Padded taps land in the buffer's   */
+/* margins and are dropped.  Divisors as in the forward: divisor_override,    */
+/* else (count_include_pad) the taps inside [-pb, size + pe) per axis, else   */
+/* the in-bounds taps.  The buffer lives on the stack: RLX_APB_MAX entries.   */
+/* ------------------------------------------------------------------------- */
+#define RLX_APB_MAX 4096
+typedef struct {
+    ptrdiff_t H, W, OH, OW, kh, kw, sh, sw, ph, pw, peh, pew, dh, dw;
+    ptrdiff_t row_len;            /* (OW-1)*sw + (kw-1)*dw + 1, at least pw + W */
+    int include_pad;
+    ptrdiff_t divisor_override;
+} rlx_apb_geom;
+
+static inline ptrdiff_t rlx_apb_row_len(ptrdiff_t W, ptrdiff_t OW, ptrdiff_t kw, ptrdiff_t sw, ptrdiff_t pw,
+                                        ptrdiff_t dw) {
+    ptrdiff_t a = (OW - 1) * sw + (kw - 1) * dw + 1, b = pw + W;
+    return a > b ? a : b;
+}
+
+RLX_INLINE void rlx_apb_plane_body(const float* restrict dy, ptrdiff_t dy_len, float* restrict dx,
+                                   ptrdiff_t dx_len, const rlx_apb_geom* g, ptrdiff_t plane) {
+    float buf[RLX_APB_MAX];
+    float gv[RLX_APB_MAX];
+    int32_t cols[RLX_APB_MAX];
+    const ptrdiff_t W = g->W, OW = g->OW, sw = g->sw, dw = g->dw, pw = g->pw, in_sz = g->H * W;
+    const float* restrict dyp = dy + plane * g->OH * OW;
+    float* restrict dxp = dx + plane * in_sz;
+    RLX_CHECK_RANGE(plane * in_sz, (plane + 1) * in_sz, dx_len, "avg pool backward dx");
+    RLX_CHECK_RANGE(plane * g->OH * OW, (plane + 1) * g->OH * OW, dy_len, "avg pool backward dy");
+    memset(dxp, 0, (size_t)in_sz * sizeof(float));
+    const ptrdiff_t lo_w = g->include_pad ? -pw : 0, hi_w = g->include_pad ? W + g->pew : W;
+    /* the divisor is rows(oh) * cols[ow] (or divisor_override * 1) */
+    for (ptrdiff_t ow = 0; ow < OW; ++ow) {
+        ptrdiff_t j0, j1;
+        rlx_pool_taps(ow * sw - pw, dw, g->kw, lo_w, hi_w, &j0, &j1);
+        cols[ow] = g->divisor_override > 0 ? 1 : (int32_t)(j1 - j0);
+    }
+    for (ptrdiff_t oh = 0; oh < g->OH; ++oh) {
+        const ptrdiff_t hs = oh * g->sh - g->ph;
+        ptrdiff_t a0, a1, pa0, pa1;
+        rlx_pool_taps(hs, g->dh, g->kh, 0, g->H, &a0, &a1);
+        if (a0 >= a1) continue;
+        if (g->include_pad) rlx_pool_taps(hs, g->dh, g->kh, -g->ph, g->H + g->peh, &pa0, &pa1);
+        else { pa0 = a0; pa1 = a1; }
+        const float* restrict dyr = dyp + oh * OW;
+        const int32_t rows = g->divisor_override > 0 ? (int32_t)g->divisor_override : (int32_t)(pa1 - pa0);
+        for (ptrdiff_t ow = 0; ow < OW; ++ow) gv[ow] = dyr[ow] / (float)(rows * cols[ow]);
+        for (ptrdiff_t i = 0; i < g->row_len; ++i) buf[i] = 0.0f;
+        for (ptrdiff_t j = 0; j < g->kw; ++j) {
+            float* restrict b = buf + j * dw;
+            if (sw == 1)
+                for (ptrdiff_t ow = 0; ow < OW; ++ow) b[ow] += gv[ow];
+            else if (sw == 2)
+                for (ptrdiff_t ow = 0; ow < OW; ++ow) b[2 * ow] += gv[ow];
+            else
+                for (ptrdiff_t ow = 0; ow < OW; ++ow) b[ow * sw] += gv[ow];
+        }
+        for (ptrdiff_t a = a0; a < a1; ++a) {
+            float* restrict dr = dxp + (hs + a * g->dh) * W;
+            const float* restrict br = buf + pw;
+            for (ptrdiff_t i = 0; i < W; ++i) dr[i] += br[i];
+        }
+    }
+}
+
+static void rlx_apb_plane_base(const float* dy, ptrdiff_t dy_len, float* dx, ptrdiff_t dx_len,
+                               const rlx_apb_geom* g, ptrdiff_t plane) {
+    rlx_apb_plane_body(dy, dy_len, dx, dx_len, g, plane);
+}
+RLX_TARGET_AVX2 static void rlx_apb_plane_avx2(const float* dy, ptrdiff_t dy_len, float* dx, ptrdiff_t dx_len,
+                                               const rlx_apb_geom* g, ptrdiff_t plane) {
+    rlx_apb_plane_body(dy, dy_len, dx, dx_len, g, plane);
+}
+static void rlx_apb_plane(const float* dy, ptrdiff_t dy_len, float* dx, ptrdiff_t dx_len, const rlx_apb_geom* g,
+                          ptrdiff_t plane) {
+    if (rlx_simd_level()) rlx_apb_plane_avx2(dy, dy_len, dx, dx_len, g, plane);
+    else rlx_apb_plane_base(dy, dy_len, dx, dx_len, g, plane);
+}
+
 #endif

@@ -1,5 +1,6 @@
 """The row-separable pool kernel (src/rlx_pool.h: max without indices and
-average, w dilation 1) and the max pool backward kernel (rlx_mpb_plane) in
+average, w dilation 1) and the max / avg pool backward kernels (rlx_mpb_plane,
+rlx_apb_plane) in
 both SIMD variants: parity with the float64 reference on shapes long enough
 for the 8-wide blocks and their tails, NaN / -inf / signed-zero / tied data,
 thread-count invariance, and RLX_SIMD=baseline giving the same bits as the
@@ -75,7 +76,35 @@ def _run_all(num_threads):
     for i, case in enumerate(BWD_CASES):
         x, dy, plan = _bwd_plan(case, num_threads)
         out[f"{i}_bwd"] = plan.run({"x": x, "dy": dy})[0]
+        for j, (cip, div) in enumerate(AVG_BWD_MODES):
+            dy, plan = _avg_bwd_plan(case, cip, div, num_threads)
+            out[f"{i}_avgbwd{j}"] = plan.run({"dy": dy})[0]
     return out
+
+
+AVG_BWD_MODES = [(True, None), (False, None), (False, 3)]
+
+
+def _avg_bwd_plan(case, cip, div, num_threads):
+    shape, k, s, pb, pe, d, ceil = case
+    nsp = len(shape) - 2
+    out_sp = ref.avg_pool_nd(np.zeros((1, 1) + shape[2:]), k, s, pb, pe, d, ceil).shape[2:]
+    dy = np.random.default_rng(6).standard_normal(shape[:2] + out_sp).astype(np.float32)
+    pads = tuple(zip((pb,) * nsp if np.isscalar(pb) else pb, (pe,) * nsp if np.isscalar(pe) else pe))
+    g = rlx_cpu.Graph()
+    dyi = g.input("dy", dy.shape)
+    g.output(getattr(g, f"avg_pool{nsp}d_backward")(dyi, shape, k, s, pads, ceil, cip, div, dilation=d))
+    return dy, rlx_cpu.compile(g, num_threads=num_threads)
+
+
+@pytest.mark.parametrize("mode", range(len(AVG_BWD_MODES)))
+@pytest.mark.parametrize("case", range(len(BWD_CASES)))
+def test_avg_pool_backward_matches_reference(case, mode):
+    shape, k, s, pb, pe, d, ceil = BWD_CASES[case]
+    cip, div = AVG_BWD_MODES[mode]
+    dy, plan = _avg_bwd_plan(BWD_CASES[case], cip, div, 2)
+    want = ref.avg_pool_nd_backward(dy, shape, k, s, pb, pe, d, ceil, cip, div)
+    assert ref.rel_error(plan.run({"dy": dy})[0], want) <= 1e-6
 
 
 def _bwd_plan(case, num_threads):
