@@ -1,138 +1,211 @@
-"""Pooling / resize / im2col throughput per thread count, side by side with PyTorch and ONNX Runtime.
+"""Memory-bound ops (pooling, pool backward, depthwise conv, resize, im2col)
+per thread count, side by side with PyTorch and ONNX Runtime.
 
-    python benchmarks/bench_pool.py [--repeat 30] [--threads 1,2] [--shapes mp2d,ap2d]
+    python benchmarks/bench_pool.py [--repeat 30] [--threads 1,2] [--shapes mp2d,ap2d] [--json out.json]
 
-For each shape and thread count it prints the median ms over `repeat` runs of
-the kernel alone (launches run directly: no input copy, no output
-allocation), the effective bandwidth
-GB/s (input bytes read once + output bytes written, the memory-bound lower
-bound on traffic) and Gtap/s (window taps visited per second: outputs x
-kernel volume), and %memcpy: the time numpy takes to copy the same bytes
-(input + output) over the kernel's time, the physical reference of a
-memory-bound op.  The peers, when installed, run in the same process on the
-same thread count: the matching torch.nn.functional call (inference mode) and
-ONNX Runtime on the matching one-node model (no ORT op for im2col).  They are
-timed round-robin with rlx_cpu's whole `plan.run_into` (input copy included,
-`run ms`), and peer_ms / run_ms is printed (> 1: rlx_cpu faster); `best` is
-the faster peer.  Timings on a shared machine are noisy: compare within one run.
+For each shape and thread count it reports, in a markdown table:
+  * `kernel ms`: the median over `repeat` runs of rlx_cpu's launches alone
+    (no input copy, no output allocation);
+  * `run ms`: the whole `plan.run_into`, timed round-robin with the peers;
+  * the peers, in the same process on the same thread count: the matching
+    torch.nn.functional call (inference mode) and ONNX Runtime on the
+    matching one-node model (weights as initializers; ORT has no op for
+    im2col or pool backward);
+  * GB/s: input bytes read once + output bytes written over the kernel time
+    (the memory-bound lower bound on traffic);
+  * %memcpy: numpy copying the same bytes (one thread) over the kernel time,
+    the physical reference of a memory-bound op;
+  * `best/run` and `best/kernel`: the faster peer's ms over rlx_cpu's (> 1:
+    rlx_cpu faster).
+`--json PATH` also writes every row.  Timings on a shared machine are noisy:
+compare within one run.
 """
 import argparse
-import time
+import json
 
 import numpy as np
 
 import rlx_cpu
-from _harness import (fmt_ms, fmt_ratio, interleaved_medians, median_ms, memcpy_ms, optional_ort, optional_torch,
-                      ort_session, ort_single_node)
+from _harness import interleaved_medians, median_ms, memcpy_ms, optional_ort, optional_torch, ort_session, \
+    ort_single_node
 from rlx_cpu import _runtime
 
-# name: (description, input shape, graph builder, torch call, taps per output)
-SHAPES = {
-    "mp2d": ("max_pool2d k3 s2 p1", (1, 64, 112, 112),
-             lambda g, x: g.max_pool2d(x, 3, 2, 1),
-             lambda F, x: F.max_pool2d(x, 3, 2, 1), 9),
-    "mp2d_idx": ("max_pool2d k3 s2 p1 +indices", (1, 64, 112, 112),
-                 lambda g, x: g.max_pool2d(x, 3, 2, 1, return_indices=True),
-                 lambda F, x: F.max_pool2d(x, 3, 2, 1, return_indices=True), 9),
-    "mp2d_b8": ("max_pool2d k2 s2", (8, 128, 56, 56),
-                lambda g, x: g.max_pool2d(x, 2),
-                lambda F, x: F.max_pool2d(x, 2), 4),
-    "ap2d": ("avg_pool2d k3 s2 p1 ceil", (1, 64, 112, 112),
-             lambda g, x: g.avg_pool2d(x, 3, 2, 1, ceil_mode=True),
-             lambda F, x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True), 9),
-    "mp1d": ("max_pool1d k4 s2 (long line)", (1, 2, 200000),
-             lambda g, x: g.max_pool1d(x, 4, 2),
-             lambda F, x: F.max_pool1d(x, 4, 2), 4),
-    "gap": ("global_avg_pool", (8, 512, 14, 14),
-            lambda g, x: g.global_avg_pool(x),
-            lambda F, x: F.adaptive_avg_pool2d(x, 1), 196),
-    "up2x": ("upsample_nearest2x", (1, 64, 56, 56),
-             lambda g, x: g.upsample_nearest2x(x),
-             lambda F, x: F.interpolate(x, scale_factor=2, mode="nearest"), 1),
-    "interp": ("interpolate nearest x1.5", (1, 64, 56, 56),
-               lambda g, x: g.interpolate(x, scale_factor=1.5),
-               lambda F, x: F.interpolate(x, scale_factor=1.5, mode="nearest"), 1),
-    "im2col": ("im2col k3 s1 p1 (onnx layout)", (1, 64, 56, 56),
-               lambda g, x: g.im2col(x, 3, 1, 1, layout="onnx"),
-               lambda F, x: F.unfold(x, 3, 1, 1, 1), 1),
-}
 
-# name: (op_type, number of outputs, attributes, extra initializers) of the ONNX Runtime peer
-ORT_NODES = {
-    "mp2d": ("MaxPool", 1, dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]), ()),
-    "mp2d_idx": ("MaxPool", 2, dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]), ()),
-    "mp2d_b8": ("MaxPool", 1, dict(kernel_shape=[2, 2], strides=[2, 2]), ()),
-    "ap2d": ("AveragePool", 1, dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1,
-                                    count_include_pad=1), ()),
-    "mp1d": ("MaxPool", 1, dict(kernel_shape=[4], strides=[2]), ()),
-    "gap": ("GlobalAveragePool", 1, {}, ()),
-    "up2x": ("Resize", 1, dict(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
-             (("roi", np.zeros(0, np.float32)), ("scales", np.array([1, 1, 2, 2], np.float32)))),
-    "interp": ("Resize", 1, dict(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
-               (("roi", np.zeros(0, np.float32)), ("scales", np.array([1, 1, 1.5, 1.5], np.float32)))),
+def _dw_weight(c, k):
+    return np.random.default_rng(1).standard_normal((c, 1, k, k)).astype(np.float32)
+
+
+def _mp_bwd_torch(k, s):
+    def call(torch, F, x, dy):
+        _, ind = F.max_pool2d(x, k, s, return_indices=True)
+        return lambda: torch.ops.aten.max_pool2d_with_indices_backward(dy, x, [k, k], [s, s], [0, 0], [1, 1],
+                                                                       False, ind)
+    return call
+
+
+def _spec(desc, inputs, build, torch_call=None, ort=None):
+    """inputs: {name: shape}; build(g, *values) -> output(s); torch_call(torch, F, *tensors) -> a
+    zero-argument callable; ort: (op_type, n_out, attrs, initializers) on the first input."""
+    return dict(desc=desc, inputs=inputs, build=build, torch=torch_call, ort=ort)
+
+
+def _fwd(call):
+    return lambda torch, F, *t: (lambda: call(F, *t))
+
+
+W3 = _dw_weight(128, 3)
+W5 = _dw_weight(128, 5)
+W3_32 = _dw_weight(32, 3)
+
+SHAPES = {
+    "mp2d": _spec("max_pool2d k3 s2 p1 N1 C64 112", {"x": (1, 64, 112, 112)},
+                  lambda g, x: g.max_pool2d(x, 3, 2, 1), _fwd(lambda F, x: F.max_pool2d(x, 3, 2, 1)),
+                  ("MaxPool", 1, dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]), ())),
+    "mp2d_b8": _spec("max_pool2d k3 s2 p1 N8 C64 112", {"x": (8, 64, 112, 112)},
+                     lambda g, x: g.max_pool2d(x, 3, 2, 1), _fwd(lambda F, x: F.max_pool2d(x, 3, 2, 1)),
+                     ("MaxPool", 1, dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]), ())),
+    "mp2d_idx": _spec("max_pool2d k3 s2 p1 +indices N1", {"x": (1, 64, 112, 112)},
+                      lambda g, x: g.max_pool2d(x, 3, 2, 1, return_indices=True),
+                      _fwd(lambda F, x: F.max_pool2d(x, 3, 2, 1, return_indices=True)),
+                      ("MaxPool", 2, dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]), ())),
+    "mp2d_k2": _spec("max_pool2d k2 s2 N8 C128 56", {"x": (8, 128, 56, 56)},
+                     lambda g, x: g.max_pool2d(x, 2), _fwd(lambda F, x: F.max_pool2d(x, 2)),
+                     ("MaxPool", 1, dict(kernel_shape=[2, 2], strides=[2, 2]), ())),
+    "mp2d_k3s1": _spec("max_pool2d k3 s1 p1 N1 C64 56", {"x": (1, 64, 56, 56)},
+                       lambda g, x: g.max_pool2d(x, 3, 1, 1), _fwd(lambda F, x: F.max_pool2d(x, 3, 1, 1)),
+                       ("MaxPool", 1, dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1]), ())),
+    "ap2d_k2": _spec("avg_pool2d k2 s2 N8 C64 56", {"x": (8, 64, 56, 56)},
+                     lambda g, x: g.avg_pool2d(x, 2), _fwd(lambda F, x: F.avg_pool2d(x, 2)),
+                     ("AveragePool", 1, dict(kernel_shape=[2, 2], strides=[2, 2]), ())),
+    "ap2d": _spec("avg_pool2d k3 s2 p1 ceil N1 C64 112", {"x": (1, 64, 112, 112)},
+                  lambda g, x: g.avg_pool2d(x, 3, 2, 1, ceil_mode=True),
+                  _fwd(lambda F, x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True)),
+                  ("AveragePool", 1, dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1,
+                                          count_include_pad=1), ())),
+    "mp1d": _spec("max_pool1d k4 s2 (long line)", {"x": (1, 2, 200000)},
+                  lambda g, x: g.max_pool1d(x, 4, 2), _fwd(lambda F, x: F.max_pool1d(x, 4, 2)),
+                  ("MaxPool", 1, dict(kernel_shape=[4], strides=[2]), ())),
+    "mp3d": _spec("max_pool3d k2 s2 N2 C32 16x56", {"x": (2, 32, 16, 56, 56)},
+                  lambda g, x: g.max_pool3d(x, 2), _fwd(lambda F, x: F.max_pool3d(x, 2)),
+                  ("MaxPool", 1, dict(kernel_shape=[2, 2, 2], strides=[2, 2, 2]), ())),
+    "mp2d_bwd": _spec("max_pool2d backward k2 s2 N32 C64 28", {"x": (32, 64, 28, 28), "dy": (32, 64, 14, 14)},
+                      lambda g, x, dy: g.max_pool2d_backward(x, dy, 2, 2), _mp_bwd_torch(2, 2)),
+    "ap2d_bwd": _spec("avg_pool2d backward k2 s2 N32 C64 28", {"dy": (32, 64, 14, 14)},
+                      lambda g, dy: g.avg_pool2d_backward(dy, (32, 64, 28, 28), 2, 2),
+                      lambda torch, F, dy: (lambda: torch.ops.aten.avg_pool2d_backward(
+                          dy, torch.empty(32, 64, 28, 28), [2, 2], [2, 2], [0, 0], False, True, None))),
+    "gap": _spec("global_avg_pool N8 C512 14", {"x": (8, 512, 14, 14)},
+                 lambda g, x: g.global_avg_pool(x), _fwd(lambda F, x: F.adaptive_avg_pool2d(x, 1)),
+                 ("GlobalAveragePool", 1, {}, ())),
+    "dw3": _spec("depthwise 3x3 p1 N1 C128 112", {"x": (1, 128, 112, 112)},
+                 lambda g, x: g.conv2d(x, W3, padding=1, groups=128),
+                 lambda torch, F, x: (lambda w=torch.from_numpy(W3): F.conv2d(x, w, None, 1, 1, 1, 128)),
+                 ("Conv", 1, dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=128), (("w", W3),))),
+    "dw3s2": _spec("depthwise 3x3 s2 p1 N1 C128 112", {"x": (1, 128, 112, 112)},
+                   lambda g, x: g.conv2d(x, W3, stride=2, padding=1, groups=128),
+                   lambda torch, F, x: (lambda w=torch.from_numpy(W3): F.conv2d(x, w, None, 2, 1, 1, 128)),
+                   ("Conv", 1, dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], group=128),
+                    (("w", W3),))),
+    "dw5": _spec("depthwise 5x5 p2 N1 C128 56", {"x": (1, 128, 56, 56)},
+                 lambda g, x: g.conv2d(x, W5, padding=2, groups=128),
+                 lambda torch, F, x: (lambda w=torch.from_numpy(W5): F.conv2d(x, w, None, 1, 2, 1, 128)),
+                 ("Conv", 1, dict(kernel_shape=[5, 5], pads=[2, 2, 2, 2], group=128), (("w", W5),))),
+    "up2x": _spec("upsample_nearest2x N1 C64 56", {"x": (1, 64, 56, 56)},
+                  lambda g, x: g.upsample_nearest2x(x),
+                  _fwd(lambda F, x: F.interpolate(x, scale_factor=2, mode="nearest")),
+                  ("Resize", 1, dict(mode="nearest", coordinate_transformation_mode="asymmetric",
+                                     nearest_mode="floor"),
+                   (("roi", np.zeros(0, np.float32)), ("scales", np.array([1, 1, 2, 2], np.float32))))),
+    "interp": _spec("interpolate nearest x1.5 N1 C64 56", {"x": (1, 64, 56, 56)},
+                    lambda g, x: g.interpolate(x, scale_factor=1.5),
+                    _fwd(lambda F, x: F.interpolate(x, scale_factor=1.5, mode="nearest")),
+                    ("Resize", 1, dict(mode="nearest", coordinate_transformation_mode="asymmetric",
+                                       nearest_mode="floor"),
+                     (("roi", np.zeros(0, np.float32)), ("scales", np.array([1, 1, 1.5, 1.5], np.float32))))),
+    "im2col": _spec("im2col k3 s1 p1 (onnx layout) C64 56", {"x": (1, 64, 56, 56)},
+                    lambda g, x: g.im2col(x, 3, 1, 1, layout="onnx"), _fwd(lambda F, x: F.unfold(x, 3, 1, 1, 1))),
 }
 
 
 def bench_shape(name, spec, threads, repeat, torch, ort):
-    desc, shape, build, torch_call, taps = spec
-    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    rng = np.random.default_rng(0)
+    arrays = {k: rng.standard_normal(s).astype(np.float32) for k, s in spec["inputs"].items()}
     g = rlx_cpu.Graph()
-    xi = g.input("x", shape)
-    out = build(g, xi)
+    vals = [g.input(k, s) for k, s in spec["inputs"].items()]
+    out = spec["build"](g, *vals)
     g.output(*(out if isinstance(out, tuple) else (out,)))
+    in_bytes = sum(a.nbytes for a in arrays.values())
     rows = []
     for t in threads:
         plan = rlx_cpu.compile(g, num_threads=t)
         ctx = plan.new_context()
-        ctx.load({"x": x})
+        ctx.load(arrays)
         ms = median_ms(lambda: _runtime.run_launches(ctx.launches, t), repeat)
         out_bytes = sum(int(np.prod(s)) * np.dtype(d).itemsize
                         for s, d in zip(plan.output_shapes, plan.output_dtypes))
-        gbs = (x.nbytes + out_bytes) / (ms * 1e-3) / 1e9
-        out_elems = int(np.prod(plan.output_shapes[0]))
-        gtaps = out_elems * taps / (ms * 1e-3) / 1e9
-        copy_ms = memcpy_ms(x.nbytes + out_bytes, repeat)
+        nbytes = in_bytes + out_bytes
+        copy_ms = memcpy_ms(nbytes, repeat)
         peers = {}
-        if torch is not None:
+        if torch is not None and spec["torch"] is not None:
             torch.set_num_threads(t)
-            tx = torch.from_numpy(x)
+            tens = [torch.from_numpy(a) for a in arrays.values()]
+            with torch.inference_mode():
+                call = spec["torch"](torch, torch.nn.functional, *tens)
 
-            def torch_run():
+            def torch_run(call=call):
                 with torch.inference_mode():
-                    torch_call(torch.nn.functional, tx)
+                    call()
             peers["torch"] = torch_run
-        if ort is not None and name in ORT_NODES:
-            op_type, n_out, attrs, inits = ORT_NODES[name]
-            sess = ort_session(ort, ort_single_node(ort, op_type, shape, n_out, inits, **attrs), t)
+        if ort is not None and spec["ort"] is not None:
+            op_type, n_out, attrs, inits = spec["ort"]
+            (xname, xa), = arrays.items()
+            sess = ort_session(ort, ort_single_node(ort, op_type, xa.shape, n_out, inits, **attrs), t)
             if sess is not None:
-                peers["ort"] = lambda: sess.run(None, {"x": x})
+                peers["ort"] = lambda sess=sess, xa=xa: sess.run(None, {"x": xa})
         outs = [np.empty(s_, d) for s_, d in zip(plan.output_shapes, plan.output_dtypes)]
-        timed = interleaved_medians({"rlx": lambda: plan.run_into({"x": x}, outs), **peers}, repeat)
-        rows.append((name, desc, t, ms, gbs, gtaps, 100 * copy_ms / ms, timed.pop("rlx"), timed))
+        timed = interleaved_medians({"rlx": lambda: plan.run_into(arrays, outs), **peers}, repeat)
+        run_ms = timed.pop("rlx")
+        best = min(timed.values()) if timed else None
+        rows.append(dict(shape=name, op=spec["desc"], threads=t, kernel_ms=ms, run_ms=run_ms,
+                         torch_ms=timed.get("torch"), ort_ms=timed.get("ort"), memcpy_ms=copy_ms,
+                         gbs=nbytes / (ms * 1e-3) / 1e9, pct_memcpy=100 * copy_ms / ms,
+                         best_over_run=(best / run_ms) if best else None,
+                         best_over_kernel=(best / ms) if best else None))
     return rows
+
+
+def _f(v, fmt):
+    return "-" if v is None else format(v, fmt)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--repeat", type=int, default=50)
+    ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--shapes", default=",".join(SHAPES))
+    ap.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--no-ort", action="store_true")
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
     torch = optional_torch(args.no_torch)
     ort = optional_ort(args.no_ort)
-    print(f"{'shape':10} {'op':32} {'thr':>3} {'ms':>8} {'GB/s':>7} {'Gtap/s':>7} {'%memcpy':>7} {'run ms':>8} "
-          f"{'torch ms':>9} {'ort ms':>9} {'torch/':>7} {'ort/':>7} {'best/':>7}")
+    unknown = [s for s in args.shapes.split(",") if s not in SHAPES]
+    if unknown:
+        ap.error(f"unknown shapes {unknown}; known: {', '.join(SHAPES)}")
+    print("| shape | op | thr | kernel ms | run ms | torch ms | ort ms | GB/s | %memcpy | best/run | best/kernel |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    rows = []
     for name in args.shapes.split(","):
-        for row in bench_shape(name, SHAPES[name], threads, args.repeat, torch, ort):
-            name_, desc, t, ms, gbs, gtaps, pct_copy, run_ms, peers = row
-            tms, oms = peers.get("torch"), peers.get("ort")
-            best = min(peers.values()) if peers else None
-            print(f"{name_:10} {desc:32} {t:3d} {ms:8.3f} {gbs:7.2f} {gtaps:7.2f} {pct_copy:6.0f}% {run_ms:8.3f} "
-                  f"{fmt_ms(tms)} {fmt_ms(oms)} {fmt_ratio(tms, run_ms)} {fmt_ratio(oms, run_ms)} "
-                  f"{fmt_ratio(best, run_ms)}")
+        for r in bench_shape(name, SHAPES[name], threads, args.repeat, torch, ort):
+            rows.append(r)
+            print(f"| {r['shape']} | {r['op']} | {r['threads']} | {r['kernel_ms']:.3f} | {r['run_ms']:.3f} | "
+                  f"{_f(r['torch_ms'], '.3f')} | {_f(r['ort_ms'], '.3f')} | {r['gbs']:.1f} | "
+                  f"{r['pct_memcpy']:.0f}% | {_f(r['best_over_run'], '.2f')} | {_f(r['best_over_kernel'], '.2f')} |",
+                  flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(rlx_cpu=rlx_cpu.__version__, rows=rows), f, indent=1)
 
 
 if __name__ == "__main__":

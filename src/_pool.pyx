@@ -3,12 +3,16 @@
 #
 #   kernel        work item (prange, static)             scratch (arena)
 #   ------------  -------------------------------------  ----------------------------
-#   window pool   one output line chunk:                 avg: one double line of
-#                 (plane, od, oh, block of <= w_chunk    w_chunk per thread
+#   window pool,  one output line (plane, od, oh)        a padded row buffer and a
+#   separable     (rlx_pool.h; max without indices, or   line of window sums per
+#                 average; w dilation 1)                 thread (doubles)
+#   window pool,  one output line chunk:                 avg: one double line of
+#   chunked       (plane, od, oh, block of <= w_chunk    w_chunk per thread
 #                 outputs along w)
 #   global pool   (plane, chunk of GLOBAL_CHUNK inputs), one partial per item
 #                 then one combine per plane             (doubles)
-#   pool backward one (image, channel) plane (1-D and 2-D)   none
+#   pool backward one (image, channel) plane (1-D and 2-D;   none (avg: two line
+#                 rlx_pool.h: rlx_mpb_plane, rlx_apb_plane) buffers on the stack)
 #
 # Work items never depend on the thread count, and each output is computed
 # by one item in a fixed order, so results are identical for any thread
@@ -47,6 +51,48 @@ cdef extern from "rlx_pool.h":
                         int64_t i0) noexcept nogil
     # sum of x[0..n) in double, eight lanes in a fixed order
     double rlx_sum_f64(const float* x, Py_ssize_t n) noexcept nogil
+    ctypedef struct PoolGeom "rlx_pool_geom":
+        Py_ssize_t D, H, W, OD, OH, OW
+        Py_ssize_t kd, kh, kw, sd, sh, sw, pd, ph, pw, ped, peh, pew, dd, dh
+        Py_ssize_t row_len
+        int kind_max, include_pad
+        Py_ssize_t divisor_override
+    Py_ssize_t rlx_pool_row_len(Py_ssize_t W, Py_ssize_t OW, Py_ssize_t kw, Py_ssize_t sw,
+                                Py_ssize_t pw) noexcept nogil
+    # output lines [l0, l1) of the row-separable pool, on one thread's row buffer
+    void rlx_pool_lines(const float* x, Py_ssize_t x_len, float* y, Py_ssize_t y_len, void* scratch,
+                        Py_ssize_t scratch_doubles, const PoolGeom* g, Py_ssize_t l0,
+                        Py_ssize_t l1) noexcept nogil
+
+    ctypedef struct MpbGeom "rlx_mpb_geom":
+        Py_ssize_t H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw
+    # dx of one (image, channel) plane of a 1-D / 2-D max pool
+    void rlx_mpb_plane(const float* x, Py_ssize_t x_len, const float* dy, Py_ssize_t dy_len, float* dx,
+                       const MpbGeom* g, Py_ssize_t plane) noexcept nogil
+
+    ctypedef struct ApbGeom "rlx_apb_geom":
+        Py_ssize_t H, W, OH, OW, kh, kw, sh, sw, ph, pw, peh, pew, dh, dw
+        Py_ssize_t row_len
+        int include_pad
+        Py_ssize_t divisor_override
+    enum: RLX_APB_MAX
+    Py_ssize_t rlx_apb_row_len(Py_ssize_t W, Py_ssize_t OW, Py_ssize_t kw, Py_ssize_t sw, Py_ssize_t pw,
+                               Py_ssize_t dw) noexcept nogil
+    # dx of one (image, channel) plane of a 1-D / 2-D average pool
+    void rlx_apb_plane(const float* dy, Py_ssize_t dy_len, float* dx, Py_ssize_t dx_len, const ApbGeom* g,
+                       Py_ssize_t plane) noexcept nogil
+
+cdef extern from "rlx_simd.h":
+    void rlx_simd_init() nogil
+    int rlx_simd_level() nogil
+
+# The SIMD variant is chosen here, at import, before any kernel runs.
+rlx_simd_init()
+
+
+def simd_level():
+    """1 when the AVX2+FMA variants of the pool loops run, 0 for the baseline."""
+    return rlx_simd_level()
 
 # Codes (src/_codes.pxd) the compiler stores in pool thunks.
 POOL_MAX = POOL_KIND_MAX
@@ -65,8 +111,37 @@ cdef enum:
 GLOBAL_CHUNK = G_CHUNK
 
 
-def scratch_floats(int kind, Py_ssize_t w_chunk, int nthreads):
-    """Floats of arena scratch a window pool needs: a double line per thread (avg)."""
+# Row buffers longer than this (in entries) take the chunked kernel instead of
+# the row-separable one, so scratch stays small for very long 1-D lines.
+cdef enum:
+    SEP_MAX_ROW = 16384
+
+
+cdef Py_ssize_t _sep_row_len(const Win* g, int kind, bint with_ind) noexcept nogil:
+    """Row-buffer entries per thread when the row-separable kernel applies, else 0:
+    max without indices or average, w dilation 1, a bounded row."""
+    cdef Py_ssize_t rl
+    if g.dil[2] != 1 or (kind == POOL_KIND_MAX and with_ind):
+        return 0
+    rl = rlx_pool_row_len(g.size[2], g.out[2], g.k[2], g.s[2], g.pb[2])
+    return rl if rl <= SEP_MAX_ROW else 0
+
+
+def separable_row_len(int kind, tuple dims, bint with_indices):
+    """Row-buffer entries per thread of the row-separable kernel, 0 when the
+    chunked kernel runs instead."""
+    cdef Win g = win_from(dims)
+    return int(_sep_row_len(&g, kind, with_indices))
+
+
+def scratch_floats(int kind, tuple dims, Py_ssize_t w_chunk, int nthreads, bint with_indices):
+    """Floats of arena scratch a window pool needs per run: a row buffer and a
+    window-sum line of doubles per thread (row-separable kernel), else a double
+    line per thread (chunked average)."""
+    cdef Win g = win_from(dims)
+    cdef Py_ssize_t rl = _sep_row_len(&g, kind, with_indices)
+    if rl > 0:
+        return int(4 * rl * nthreads)
     if kind == POOL_KIND_AVG:
         return int(2 * w_chunk * nthreads)
     return 0
@@ -254,6 +329,7 @@ cdef class PoolLaunch(Launch):
     cdef int kind, indices_mode
     cdef bint include_pad
     cdef Py_ssize_t divisor_override, w_chunk
+    cdef PoolGeom sep       # row-separable kernel's geometry; sep.row_len == 0: chunked kernel
 
     def __init__(self, x, y, indices, scratch, tuple dims, int kind, bint include_pad,
                  Py_ssize_t divisor_override, int indices_mode, Py_ssize_t w_chunk, int max_threads):
@@ -268,9 +344,40 @@ cdef class PoolLaunch(Launch):
         self.indices_mode = indices_mode if indices is not None else POOL_IND_NONE
         self.w_chunk = w_chunk
         self.max_threads = max(1, max_threads)
+        self.sep.row_len = _sep_row_len(&self.g, kind, self.indices_mode != POOL_IND_NONE)
+        if self.sep.row_len > 0:
+            if self.acc.shape[0] < 2 * self.sep.row_len * self.max_threads:
+                raise ValueError(f"pool: scratch of {self.acc.shape[0]} doubles, need "
+                                 f"{2 * self.sep.row_len * self.max_threads}")
+            self.sep.D, self.sep.H, self.sep.W = self.g.size[0], self.g.size[1], self.g.size[2]
+            self.sep.OD, self.sep.OH, self.sep.OW = self.g.out[0], self.g.out[1], self.g.out[2]
+            self.sep.kd, self.sep.kh, self.sep.kw = self.g.k[0], self.g.k[1], self.g.k[2]
+            self.sep.sd, self.sep.sh, self.sep.sw = self.g.s[0], self.g.s[1], self.g.s[2]
+            self.sep.pd, self.sep.ph, self.sep.pw = self.g.pb[0], self.g.pb[1], self.g.pb[2]
+            self.sep.ped, self.sep.peh, self.sep.pew = self.g.pe[0], self.g.pe[1], self.g.pe[2]
+            self.sep.dd, self.sep.dh = self.g.dil[0], self.g.dil[1]
+            self.sep.kind_max = kind == POOL_KIND_MAX
+            self.sep.include_pad = include_pad
+            self.sep.divisor_override = divisor_override
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
+        if self.sep.row_len > 0:
+            return self._run_sep(t)
+        return self._run_chunked(t)
+
+    cdef int _run_sep(self, int t) except -1 nogil:
+        # One output line per item; each thread reduces into its own row buffer.
+        cdef Py_ssize_t lines = self.g.n * self.g.c * self.g.out[0] * self.g.out[1]
+        cdef Py_ssize_t per = 2 * self.sep.row_len
+        cdef Py_ssize_t line
+        for line in prange(lines, num_threads=t, schedule='static'):
+            rlx_pool_lines(&self.x[0], self.x.shape[0], &self.y[0], self.y.shape[0],
+                           &self.acc[threadid() * per], per, &self.sep, line, line + 1)
+        # end: prange
+        return 0
+
+    cdef int _run_chunked(self, int t) except -1 nogil:
         cdef Py_ssize_t nwc = (self.g.out[2] + self.w_chunk - 1) // self.w_chunk
         cdef Py_ssize_t items = self.g.n * self.g.c * self.g.out[0] * self.g.out[1] * nwc
         cdef Py_ssize_t item, line, wc, w0, w1, oh, od, plane
@@ -498,6 +605,8 @@ cdef class MaxPoolBackwardLaunch(Launch):
     cdef const float[::1] dy
     cdef float[::1] dx
     cdef Win g
+    cdef MpbGeom mg
+    cdef bint fast      # rlx_mpb_plane (int32 plane offsets) instead of _max_pool_backward_plane
 
     def __init__(self, x, dy, dx, tuple dims, int max_threads):
         self.x = x
@@ -505,10 +614,23 @@ cdef class MaxPoolBackwardLaunch(Launch):
         self.dx = dx
         self.g = _pool2d_win(dims)
         self.max_threads = max(1, max_threads)
+        self.fast = self.g.size[1] * self.g.size[2] < 2 ** 31
+        self.mg.H, self.mg.W = self.g.size[1], self.g.size[2]
+        self.mg.OH, self.mg.OW = self.g.out[1], self.g.out[2]
+        self.mg.kh, self.mg.kw = self.g.k[1], self.g.k[2]
+        self.mg.sh, self.mg.sw = self.g.s[1], self.g.s[2]
+        self.mg.ph, self.mg.pw = self.g.pb[1], self.g.pb[2]
+        self.mg.dh, self.mg.dw = self.g.dil[1], self.g.dil[2]
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t plane
+        if self.fast:
+            for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
+                rlx_mpb_plane(&self.x[0], self.x.shape[0], &self.dy[0], self.dy.shape[0], &self.dx[0],
+                              &self.mg, plane)
+            # end: prange
+            return 0
         for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
             _max_pool_backward_plane(self.x, self.dy, self.dx, &self.g, plane)
         # end: prange
@@ -522,6 +644,7 @@ cdef class AvgPoolBackwardLaunch(Launch):
     cdef Win g
     cdef bint count_include_pad
     cdef Py_ssize_t divisor_override
+    cdef ApbGeom ag     # rlx_apb_plane's geometry; ag.row_len == 0: _avg_pool_backward_plane
 
     def __init__(self, dy, dx, tuple dims, bint count_include_pad, Py_ssize_t divisor_override, int max_threads):
         self.dy = dy
@@ -530,10 +653,25 @@ cdef class AvgPoolBackwardLaunch(Launch):
         self.count_include_pad = count_include_pad
         self.divisor_override = divisor_override
         self.max_threads = max(1, max_threads)
+        g = &self.g
+        self.ag.row_len = rlx_apb_row_len(g.size[2], g.out[2], g.k[2], g.s[2], g.pb[2], g.dil[2])
+        if self.ag.row_len > RLX_APB_MAX or g.out[2] > RLX_APB_MAX:
+            self.ag.row_len = 0          # longer lines than the stack buffers: the general loop
+        self.ag.H, self.ag.W, self.ag.OH, self.ag.OW = g.size[1], g.size[2], g.out[1], g.out[2]
+        self.ag.kh, self.ag.kw, self.ag.sh, self.ag.sw = g.k[1], g.k[2], g.s[1], g.s[2]
+        self.ag.ph, self.ag.pw, self.ag.peh, self.ag.pew = g.pb[1], g.pb[2], g.pe[1], g.pe[2]
+        self.ag.dh, self.ag.dw = g.dil[1], g.dil[2]
+        self.ag.include_pad = count_include_pad
+        self.ag.divisor_override = divisor_override
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t plane
+        if self.ag.row_len > 0:
+            for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
+                rlx_apb_plane(&self.dy[0], self.dy.shape[0], &self.dx[0], self.dx.shape[0], &self.ag, plane)
+            # end: prange
+            return 0
         for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
             _avg_pool_backward_plane(self.dy, self.dx, &self.g, self.count_include_pad,
                                      self.divisor_override, plane)

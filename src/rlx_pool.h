@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <math.h>
+#include "rlx_simd.h"
 
 static inline void rlx_argmax_run(float *restrict y, int64_t *restrict ip, const float *restrict x,
                                   ptrdiff_t n, ptrdiff_t s, int64_t i0)
@@ -43,6 +45,568 @@ static inline double rlx_sum_f64(const float *restrict x, ptrdiff_t n)
     for (; i < n; ++i)
         lane[0] += (double)x[i];
     return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+/* ------------------------------------------------------------------------- */
+/* Row-separable window pool: one output line (plane, od, oh) at a time.     */
+/*                                                                           */
+/* Pass 1 reduces the window's in-bounds input rows (the (kd, kh) taps) into */
+/* a padded row buffer, unit stride along w (vectorises); pass 2 reduces kw  */
+/* consecutive buffer entries per output with stride sw.  The buffer holds    */
+/* -inf (max) or 0 (sum) in the pw entries before the row and after it, so    */
+/* pass 2 has no bounds tests.  Max keeps floats (exact); average sums in     */
+/* double like the general kernel, then divides once per output.             */
+/*                                                                           */
+/* Used for max without indices and for average whenever the w dilation is 1  */
+/* (every 1-, 2- and 3-D pool the compiler emits with such windows): max is   */
+/* order-free except for the sign of a tied zero (+0 vs -0 may come from a     */
+/* different tap than the window-order scan) and NaN propagates the same way:  */
+/* v replaces the running max when v > max or v is NaN.                      */
+/* ------------------------------------------------------------------------- */
+typedef struct {
+    ptrdiff_t D, H, W, OD, OH, OW;
+    ptrdiff_t kd, kh, kw, sd, sh, sw, pd, ph, pw, ped, peh, pew, dd, dh;
+    ptrdiff_t row_len;              /* buffer entries per thread (>= pw + W, the last window, +16) */
+    int kind_max, include_pad;
+    ptrdiff_t divisor_override;
+} rlx_pool_geom;
+
+/* Buffer entries a line needs: the last window's end or the row's, plus 16
+ * entries of slack for the 16-float loads of the stride-2 pass. */
+static inline ptrdiff_t rlx_pool_row_len(ptrdiff_t W, ptrdiff_t OW, ptrdiff_t kw, ptrdiff_t sw, ptrdiff_t pw) {
+    ptrdiff_t a = (OW - 1) * sw + kw, b = pw + W;
+    return (a > b ? a : b) + 16;
+}
+
+static inline void rlx_pool_taps(ptrdiff_t start, ptrdiff_t d, ptrdiff_t k, ptrdiff_t lo, ptrdiff_t hi,
+                                 ptrdiff_t* j0, ptrdiff_t* j1) {
+    /* taps j in [0, k) with lo <= start + j*d < hi (d >= 1) */
+    ptrdiff_t a = lo - start, b = hi - start;
+    if (d != 1) {                      /* no division on the common path */
+        a = a > 0 ? (a + d - 1) / d : 0;
+        b = b > 0 ? (b - 1) / d + 1 : 0;
+    } else {
+        a = a > 0 ? a : 0;
+        b = b > 0 ? b : 0;
+    }
+    if (b > k) b = k;
+    if (a > b) a = b;
+    *j0 = a;
+    *j1 = b;
+}
+
+#define RLX_TAKE(v, c) (((v) > (c)) | ((v) != (v)))
+
+RLX_INLINE void rlx_hmax_generic(float* restrict yr, const float* restrict b, ptrdiff_t i0, ptrdiff_t n,
+                                 ptrdiff_t kw, ptrdiff_t sw) {
+    if (sw == 1) {
+        for (ptrdiff_t i = i0; i < n; ++i) yr[i] = b[i];
+        for (ptrdiff_t j = 1; j < kw; ++j)
+            for (ptrdiff_t i = i0; i < n; ++i) {
+                float v = b[i + j], c = yr[i];
+                yr[i] = RLX_TAKE(v, c) ? v : c;
+            }
+    } else if (sw == 2) {
+        for (ptrdiff_t i = i0; i < n; ++i) yr[i] = b[2 * i];
+        for (ptrdiff_t j = 1; j < kw; ++j)
+            for (ptrdiff_t i = i0; i < n; ++i) {
+                float v = b[2 * i + j], c = yr[i];
+                yr[i] = RLX_TAKE(v, c) ? v : c;
+            }
+    } else {
+        for (ptrdiff_t i = i0; i < n; ++i) yr[i] = b[i * sw];
+        for (ptrdiff_t j = 1; j < kw; ++j)
+            for (ptrdiff_t i = i0; i < n; ++i) {
+                float v = b[i * sw + j], c = yr[i];
+                yr[i] = RLX_TAKE(v, c) ? v : c;
+            }
+    }
+}
+
+RLX_INLINE void rlx_hsum_generic(double* restrict acc, const double* restrict b, ptrdiff_t i0, ptrdiff_t n,
+                                 ptrdiff_t kw, ptrdiff_t sw) {
+    if (sw == 1) {
+        for (ptrdiff_t i = i0; i < n; ++i) acc[i] = b[i];
+        for (ptrdiff_t j = 1; j < kw; ++j)
+            for (ptrdiff_t i = i0; i < n; ++i) acc[i] += b[i + j];
+    } else if (sw == 2) {
+        for (ptrdiff_t i = i0; i < n; ++i) acc[i] = b[2 * i];
+        for (ptrdiff_t j = 1; j < kw; ++j)
+            for (ptrdiff_t i = i0; i < n; ++i) acc[i] += b[2 * i + j];
+    } else {
+        for (ptrdiff_t i = i0; i < n; ++i) acc[i] = b[i * sw];
+        for (ptrdiff_t j = 1; j < kw; ++j)
+            for (ptrdiff_t i = i0; i < n; ++i) acc[i] += b[i * sw + j];
+    }
+}
+
+#if RLX_X86_DISPATCH
+/* max(c, v) taking v when v > c or v is NaN, c when c is NaN */
+RLX_TARGET_AVX2 static inline __m256 rlx_max8(__m256 c, __m256 v) {
+    __m256 m = _mm256_max_ps(v, c);                     /* v > c ? v : c (c NaN -> c) */
+    return _mm256_blendv_ps(m, v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+}
+
+RLX_TARGET_AVX2 static inline void rlx_deint8(const float* p, __m256* even, __m256* odd) {
+    __m256 lo = _mm256_loadu_ps(p), hi = _mm256_loadu_ps(p + 8);
+    __m256 e = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+    __m256 o = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+    *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+    *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+/* Outputs [0, n8) in blocks of 8 for stride 2: tap j of 8 consecutive outputs
+ * is the even (j even) or odd (j odd) lanes of the 16 floats at 2i + j - j%2. */
+RLX_TARGET_AVX2 static ptrdiff_t rlx_hmax_s2_avx2(float* yr, const float* b, ptrdiff_t n, ptrdiff_t kw) {
+    ptrdiff_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 e, o, acc;
+        rlx_deint8(b + 2 * i, &e, &o);
+        acc = kw > 1 ? rlx_max8(e, o) : e;
+        for (ptrdiff_t j = 2; j < kw; j += 2) {
+            rlx_deint8(b + 2 * i + j, &e, &o);
+            acc = rlx_max8(acc, e);
+            if (j + 1 < kw) acc = rlx_max8(acc, o);
+        }
+        _mm256_storeu_ps(yr + i, acc);
+    }
+    return i;
+}
+
+RLX_TARGET_AVX2 static ptrdiff_t rlx_hmax_s1_avx2(float* yr, const float* b, ptrdiff_t n, ptrdiff_t kw) {
+    ptrdiff_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 acc = _mm256_loadu_ps(b + i);
+        for (ptrdiff_t j = 1; j < kw; ++j) acc = rlx_max8(acc, _mm256_loadu_ps(b + i + j));
+        _mm256_storeu_ps(yr + i, acc);
+    }
+    return i;
+}
+
+/* Window sums of doubles for stride 2, 4 outputs at a time: tap j of outputs
+ * i..i+3 is the even (j even) or odd (j odd) lanes of the 8 doubles at 2i + j - j%2. */
+RLX_TARGET_AVX2 static ptrdiff_t rlx_hsum_s2_avx2(double* acc, const double* b, ptrdiff_t n, ptrdiff_t kw) {
+    ptrdiff_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        __m256d s = _mm256_setzero_pd();
+        for (ptrdiff_t j = 0; j < kw; j += 2) {
+            __m256d lo = _mm256_loadu_pd(b + 2 * i + j), hi = _mm256_loadu_pd(b + 2 * i + j + 4);
+            s = _mm256_add_pd(s, _mm256_permute4x64_pd(_mm256_unpacklo_pd(lo, hi), _MM_SHUFFLE(3, 1, 2, 0)));
+            if (j + 1 < kw)
+                s = _mm256_add_pd(s, _mm256_permute4x64_pd(_mm256_unpackhi_pd(lo, hi), _MM_SHUFFLE(3, 1, 2, 0)));
+        }
+        _mm256_storeu_pd(acc + i, s);
+    }
+    return i;
+}
+
+RLX_TARGET_AVX2 static void rlx_vmax_avx2(float* r, const float* x, ptrdiff_t n) {
+    ptrdiff_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(r + i, rlx_max8(_mm256_loadu_ps(r + i), _mm256_loadu_ps(x + i)));
+    for (; i < n; ++i) {
+        float v = x[i], c = r[i];
+        r[i] = RLX_TAKE(v, c) ? v : c;
+    }
+}
+#endif
+
+RLX_INLINE void rlx_pool_line_body(const float* restrict x, ptrdiff_t x_len, float* restrict y, ptrdiff_t y_len,
+                                   void* restrict scratch, const rlx_pool_geom* g, ptrdiff_t line, int avx2) {
+    const ptrdiff_t W = g->W, OW = g->OW, pw = g->pw, rl = g->row_len;
+    const ptrdiff_t oh = line % g->OH, od = (line / g->OH) % g->OD, plane = line / (g->OH * g->OD);
+    const ptrdiff_t sd = od * g->sd - g->pd, sh = oh * g->sh - g->ph;
+    const ptrdiff_t xb = plane * g->D * g->H * W;
+    ptrdiff_t a0, a1, b0, b1;
+    (void)avx2;
+    rlx_pool_taps(sd, g->dd, g->kd, 0, g->D, &a0, &a1);
+    rlx_pool_taps(sh, g->dh, g->kh, 0, g->H, &b0, &b1);
+    float* restrict yr = y + line * OW;
+    RLX_CHECK_RANGE(line * OW, (line + 1) * OW, y_len, "pool y");
+    if (g->kind_max) {
+        float* restrict buf = (float*)scratch;
+        float* restrict r = buf + pw;
+        for (ptrdiff_t i = 0; i < pw; ++i) buf[i] = -INFINITY;
+        for (ptrdiff_t i = pw + W; i < rl; ++i) buf[i] = -INFINITY;
+        int first = 1;
+        for (ptrdiff_t a = a0; a < a1; ++a)
+            for (ptrdiff_t b = b0; b < b1; ++b) {
+                const ptrdiff_t off = xb + ((sd + a * g->dd) * g->H + sh + b * g->dh) * W;
+                const float* restrict xr = x + off;
+                RLX_CHECK_RANGE(off, off + W, x_len, "pool x");
+                if (first) {
+                    memcpy(r, xr, (size_t)W * sizeof(float));
+                    first = 0;
+                    continue;
+                }
+#if RLX_X86_DISPATCH
+                if (avx2) { rlx_vmax_avx2(r, xr, W); continue; }
+#endif
+                for (ptrdiff_t i = 0; i < W; ++i) {
+                    float v = xr[i], c = r[i];
+                    r[i] = RLX_TAKE(v, c) ? v : c;
+                }
+            }
+        ptrdiff_t i0 = 0;
+#if RLX_X86_DISPATCH
+        if (avx2) i0 = g->sw == 2 ? rlx_hmax_s2_avx2(yr, buf, OW, g->kw)
+                     : g->sw == 1 ? rlx_hmax_s1_avx2(yr, buf, OW, g->kw) : 0;
+#endif
+        rlx_hmax_generic(yr, buf, i0, OW, g->kw, g->sw);
+    } else {
+        /* row sums in doubles, then the window sums in the same doubles' tail */
+        double* restrict buf = (double*)scratch;
+        double* restrict r = buf + pw;
+        double* restrict acc = buf + rl;
+        for (ptrdiff_t i = 0; i < pw; ++i) buf[i] = 0.0;
+        for (ptrdiff_t i = pw + W; i < rl; ++i) buf[i] = 0.0;
+        int first = 1;
+        for (ptrdiff_t a = a0; a < a1; ++a)
+            for (ptrdiff_t b = b0; b < b1; ++b) {
+                const ptrdiff_t off = xb + ((sd + a * g->dd) * g->H + sh + b * g->dh) * W;
+                const float* restrict xr = x + off;
+                RLX_CHECK_RANGE(off, off + W, x_len, "pool x");
+                if (first) {
+                    for (ptrdiff_t i = 0; i < W; ++i) r[i] = (double)xr[i];
+                    first = 0;
+                } else {
+                    for (ptrdiff_t i = 0; i < W; ++i) r[i] += (double)xr[i];
+                }
+            }
+        ptrdiff_t i0 = 0;
+#if RLX_X86_DISPATCH
+        if (avx2 && g->sw == 2) i0 = rlx_hsum_s2_avx2(acc, buf, OW, g->kw);
+#endif
+        rlx_hsum_generic(acc, buf, i0, OW, g->kw, g->sw);
+        /* y = sum / divisor, as sum * (1 / divisor) in double (the float
+         * result differs from the division only by double rounding) */
+        if (g->divisor_override > 0) {
+            const double inv = 1.0 / (double)g->divisor_override;
+            for (ptrdiff_t i = 0; i < OW; ++i) yr[i] = (float)(acc[i] * inv);
+            return;
+        }
+        ptrdiff_t lo_d = 0, hi_d = g->D, lo_h = 0, hi_h = g->H, lo_w = 0, hi_w = W;
+        if (g->include_pad) {
+            lo_d = -g->pd; hi_d = g->D + g->ped;
+            lo_h = -g->ph; hi_h = g->H + g->peh;
+            lo_w = -pw; hi_w = W + g->pew;
+        }
+        rlx_pool_taps(sd, g->dd, g->kd, lo_d, hi_d, &a0, &a1);
+        rlx_pool_taps(sh, g->dh, g->kh, lo_h, hi_h, &b0, &b1);
+        const ptrdiff_t rows = (a1 - a0) * (b1 - b0), kw = g->kw, sw = g->sw;
+        /* windows clipped by [lo_w, hi_w) form a prefix and a suffix of the
+         * line; the full windows between them share one divisor */
+        ptrdiff_t ilo = 0, ihi = OW;
+        while (ilo < OW && ilo * sw - pw < lo_w) ++ilo;
+        while (ihi > ilo && (ihi - 1) * sw - pw + kw > hi_w) --ihi;
+        const double inv = 1.0 / (double)(rows * kw);
+        for (ptrdiff_t i = ilo; i < ihi; ++i) yr[i] = (float)(acc[i] * inv);
+        for (int side = 0; side < 2; ++side)
+            for (ptrdiff_t i = side ? ihi : 0; i < (side ? OW : ilo); ++i) {
+                ptrdiff_t s0 = i * sw - pw, lo = s0 > lo_w ? s0 : lo_w, hi = s0 + kw < hi_w ? s0 + kw : hi_w;
+                yr[i] = (float)(acc[i] * (1.0 / (double)(rows * (hi - lo))));
+            }
+    }
+}
+
+static void rlx_pool_line_base(const float* x, ptrdiff_t x_len, float* y, ptrdiff_t y_len, void* scratch,
+                               const rlx_pool_geom* g, ptrdiff_t line) {
+    rlx_pool_line_body(x, x_len, y, y_len, scratch, g, line, 0);
+}
+RLX_TARGET_AVX2 static void rlx_pool_line_avx2(const float* x, ptrdiff_t x_len, float* y, ptrdiff_t y_len,
+                                               void* scratch, const rlx_pool_geom* g, ptrdiff_t line) {
+    rlx_pool_line_body(x, x_len, y, y_len, scratch, g, line, 1);
+}
+/* Lines [l0, l1) with this thread's buffer; scratch_len (bytes) is checked in debug builds. */
+static void rlx_pool_lines(const float* x, ptrdiff_t x_len, float* y, ptrdiff_t y_len, void* scratch,
+                           ptrdiff_t scratch_doubles, const rlx_pool_geom* g, ptrdiff_t l0, ptrdiff_t l1) {
+    RLX_CHECK_RANGE(0, 2 * g->row_len, scratch_doubles, "pool row buffer");
+    (void)scratch_doubles;
+    if (rlx_simd_level())
+        for (ptrdiff_t l = l0; l < l1; ++l) rlx_pool_line_avx2(x, x_len, y, y_len, scratch, g, l);
+    else
+        for (ptrdiff_t l = l0; l < l1; ++l) rlx_pool_line_base(x, x_len, y, y_len, scratch, g, l);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Max pool backward (1-D and 2-D), one (image, channel) plane per call.     */
+/*                                                                           */
+/* Each output's winner is found with the forward's rule in window order:    */
+/* start at -inf on the first in-bounds tap, take v when v > best or v is     */
+/* NaN (so the first maximum, or the last NaN, or the first in-bounds tap of  */
+/* an all -inf window); padded taps are never read.  Then dy is added at the  */
+/* winner.  Outputs whose window lies inside the row along w run 8 at a time  */
+/* in the AVX2 variant (stride 1 or 2, w dilation 1; a blend on the values   */
+/* and on the tap offsets); the rest run the scalar loop.  Offsets are int32  */
+/* (planes below 2^31 elements, checked at bind).                            */
+/* ------------------------------------------------------------------------- */
+typedef struct {
+    ptrdiff_t H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw;
+} rlx_mpb_geom;
+
+RLX_INLINE ptrdiff_t rlx_mpb_scalar_winner(const float* restrict xp, const rlx_mpb_geom* g, ptrdiff_t hs,
+                                           ptrdiff_t a0, ptrdiff_t a1, ptrdiff_t ow) {
+    ptrdiff_t ws = ow * g->sw - g->pw, j0, j1;
+    rlx_pool_taps(ws, g->dw, g->kw, 0, g->W, &j0, &j1);
+    if (j0 >= j1) return -1;
+    float best = -INFINITY;
+    ptrdiff_t bi = (hs + a0 * g->dh) * g->W + ws + j0 * g->dw;
+    for (ptrdiff_t a = a0; a < a1; ++a) {
+        const ptrdiff_t row = (hs + a * g->dh) * g->W + ws;
+        for (ptrdiff_t j = j0; j < j1; ++j) {
+            const ptrdiff_t i = row + j * g->dw;
+            /* bit-mask selects: the winner is data-dependent, and a branch
+             * (what gcc makes of a ternary here) mispredicts */
+            const float v = xp[i];
+            const int take = RLX_TAKE(v, best);
+            const uint32_t m32 = (uint32_t)0 - (uint32_t)take;
+            uint32_t vb, cb;
+            memcpy(&vb, &v, 4);
+            memcpy(&cb, &best, 4);
+            cb = (vb & m32) | (cb & ~m32);
+            memcpy(&best, &cb, 4);
+            bi = (ptrdiff_t)(((size_t)i & (size_t)(ptrdiff_t)(int32_t)m32) | ((size_t)bi & ~(size_t)(ptrdiff_t)(int32_t)m32));
+        }
+    }
+    return bi;
+}
+
+/* Winners of the interior outputs [o0, o1) (windows inside the row along w),
+ * at most RLX_MPB_CHUNK of them, tap-major so that the loop over outputs has
+ * no control flow and vectorises (selects on values and int32 offsets). */
+#define RLX_MPB_CHUNK 64
+RLX_INLINE void rlx_mpb_chunk(const float* restrict xp, const rlx_mpb_geom* g, ptrdiff_t hs, ptrdiff_t a0,
+                              ptrdiff_t a1, ptrdiff_t o0, ptrdiff_t o1, int32_t* restrict bi) {
+    float best[RLX_MPB_CHUNK];
+    const ptrdiff_t n = o1 - o0, sw = g->sw, ws0 = o0 * sw - g->pw;
+    const int32_t first = (int32_t)((hs + a0 * g->dh) * g->W + ws0);
+    for (ptrdiff_t i = 0; i < n; ++i) {
+        best[i] = -INFINITY;
+        bi[i] = first + (int32_t)(i * sw);
+    }
+    for (ptrdiff_t a = a0; a < a1; ++a)
+        for (ptrdiff_t j = 0; j < g->kw; ++j) {
+            const int32_t off = (int32_t)((hs + a * g->dh) * g->W + ws0 + j * g->dw);
+            const float* restrict r = xp + off;
+            if (sw == 2) {
+                for (ptrdiff_t i = 0; i < n; ++i) {
+                    const float v = r[2 * i], c = best[i];
+                    const int take = RLX_TAKE(v, c);
+                    best[i] = take ? v : c;
+                    bi[i] = take ? off + (int32_t)(2 * i) : bi[i];
+                }
+            } else {
+                for (ptrdiff_t i = 0; i < n; ++i) {
+                    const float v = r[i * sw], c = best[i];
+                    const int take = RLX_TAKE(v, c);
+                    best[i] = take ? v : c;
+                    bi[i] = take ? off + (int32_t)(i * sw) : bi[i];
+                }
+            }
+        }
+}
+
+#if RLX_X86_DISPATCH
+/* Winners of outputs ow..ow+7 whose windows are inside the row (w dilation 1,
+ * stride 1 or 2), as plane offsets. */
+RLX_TARGET_AVX2 static inline void rlx_mpb_block8_avx2(const float* xp, const rlx_mpb_geom* g, ptrdiff_t hs,
+                                                       ptrdiff_t a0, ptrdiff_t a1, ptrdiff_t ow, int32_t* out) {
+    const ptrdiff_t sw = g->sw, ws = ow * sw - g->pw;
+    const __m256i lane = sw == 2 ? _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14) : _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256 best = _mm256_set1_ps(-INFINITY);
+    __m256i bi = _mm256_add_epi32(lane, _mm256_set1_epi32((int32_t)((hs + a0 * g->dh) * g->W + ws)));
+    for (ptrdiff_t a = a0; a < a1; ++a) {
+        const ptrdiff_t row = (hs + a * g->dh) * g->W + ws;
+        const float* r = xp + row;
+        for (ptrdiff_t j = 0; j < g->kw; ++j) {
+            __m256 v, e, o;
+            if (sw == 2) {
+                rlx_deint8(r + j - (j & 1), &e, &o);
+                v = (j & 1) ? o : e;
+            } else {
+                v = _mm256_loadu_ps(r + j);
+            }
+            __m256 take = _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+            best = _mm256_blendv_ps(best, v, take);
+            __m256i ti = _mm256_add_epi32(lane, _mm256_set1_epi32((int32_t)(row + j)));
+            bi = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(bi), _mm256_castsi256_ps(ti), take));
+        }
+    }
+    _mm256_storeu_si256((__m256i*)out, bi);
+}
+#endif
+
+RLX_INLINE void rlx_mpb_plane_body(const float* restrict x, ptrdiff_t x_len, const float* restrict dy,
+                                   ptrdiff_t dy_len, float* restrict dx, const rlx_mpb_geom* g, ptrdiff_t plane,
+                                   int avx2) {
+    const ptrdiff_t in_sz = g->H * g->W, out_sz = g->OH * g->OW;
+    const float* restrict xp = x + plane * in_sz;
+    const float* restrict dyp = dy + plane * out_sz;
+    float* restrict dxp = dx + plane * in_sz;
+    RLX_CHECK_RANGE(plane * in_sz, (plane + 1) * in_sz, x_len, "max pool backward x/dx");
+    RLX_CHECK_RANGE(plane * out_sz, (plane + 1) * out_sz, dy_len, "max pool backward dy");
+    memset(dxp, 0, (size_t)in_sz * sizeof(float));
+    /* outputs [ilo, ihi) have windows inside [0, W) along w */
+    ptrdiff_t ilo = 0, ihi = g->OW;
+    while (ilo < g->OW && ilo * g->sw - g->pw < 0) ++ilo;
+    while (ihi > ilo && (ihi - 1) * g->sw - g->pw + (g->kw - 1) * g->dw >= g->W) --ihi;
+    (void)avx2;
+    for (ptrdiff_t oh = 0; oh < g->OH; ++oh) {
+        const ptrdiff_t hs = oh * g->sh - g->ph;
+        ptrdiff_t a0, a1;
+        rlx_pool_taps(hs, g->dh, g->kh, 0, g->H, &a0, &a1);
+        if (a0 >= a1) continue;                  /* window entirely in padding: no gradient */
+        const float* restrict dyr = dyp + oh * g->OW;
+        ptrdiff_t ow = 0;
+        for (; ow < ilo; ++ow) {
+            const ptrdiff_t i = rlx_mpb_scalar_winner(xp, g, hs, a0, a1, ow);
+            if (i >= 0) dxp[i] += dyr[ow];
+        }
+#if RLX_X86_DISPATCH
+        if (avx2 && g->dw == 1 && (g->sw == 1 || g->sw == 2)) {
+            /* a block starting at ow loads up to x[ws + reach] of its rows
+             * (stride 2: 16-float loads whose last odd lane may be unused);
+             * blocks stay inside the row */
+            const ptrdiff_t reach = g->sw == 2 ? (g->kw - 1) - ((g->kw - 1) & 1) + 15 : g->kw - 1 + 7;
+            ptrdiff_t vhi = ihi;
+            while (vhi - 8 >= ilo && (vhi - 8) * g->sw - g->pw + reach >= g->W) --vhi;
+            int32_t win[8];
+            RLX_CHECK_RANGE((hs + a0 * g->dh) * g->W + ilo * g->sw - g->pw,
+                            vhi - 8 >= ilo ? (hs + (a1 - 1) * g->dh) * g->W + (vhi - 8) * g->sw - g->pw + reach + 1 : 0,
+                            in_sz, "max pool backward block loads");
+            for (; ow + 8 <= vhi; ow += 8) {
+                rlx_mpb_block8_avx2(xp, g, hs, a0, a1, ow, win);
+                for (int l = 0; l < 8; ++l) {
+                    RLX_CHECK_RANGE(win[l], win[l] + 1, in_sz, "max pool backward winner");
+                    dxp[win[l]] += dyr[ow + l];
+                }
+            }
+            if (ow < vhi && vhi - ilo >= 8) {
+                /* the last outputs before vhi: the block of 8 ending there,
+                 * scattering only the lanes not done above */
+                const ptrdiff_t o0 = vhi - 8;
+                rlx_mpb_block8_avx2(xp, g, hs, a0, a1, o0, win);
+                for (ptrdiff_t l = ow - o0; l < 8; ++l) {
+                    RLX_CHECK_RANGE(win[l], win[l] + 1, in_sz, "max pool backward winner");
+                    dxp[win[l]] += dyr[o0 + l];
+                }
+                ow = vhi;
+            }
+        }
+#endif
+        while (ow < ihi) {
+            int32_t win[RLX_MPB_CHUNK];
+            const ptrdiff_t o1 = ihi - ow > RLX_MPB_CHUNK ? ow + RLX_MPB_CHUNK : ihi;
+            rlx_mpb_chunk(xp, g, hs, a0, a1, ow, o1, win);
+            for (ptrdiff_t l = 0; l < o1 - ow; ++l) {
+                RLX_CHECK_RANGE(win[l], win[l] + 1, in_sz, "max pool backward winner");
+                dxp[win[l]] += dyr[ow + l];
+            }
+            ow = o1;
+        }
+        for (; ow < g->OW; ++ow) {
+            const ptrdiff_t i = rlx_mpb_scalar_winner(xp, g, hs, a0, a1, ow);
+            if (i >= 0) dxp[i] += dyr[ow];
+        }
+    }
+}
+
+static void rlx_mpb_plane_base(const float* x, ptrdiff_t x_len, const float* dy, ptrdiff_t dy_len, float* dx,
+                               const rlx_mpb_geom* g, ptrdiff_t plane) {
+    rlx_mpb_plane_body(x, x_len, dy, dy_len, dx, g, plane, 0);
+}
+RLX_TARGET_AVX2 static void rlx_mpb_plane_avx2(const float* x, ptrdiff_t x_len, const float* dy, ptrdiff_t dy_len,
+                                               float* dx, const rlx_mpb_geom* g, ptrdiff_t plane) {
+    rlx_mpb_plane_body(x, x_len, dy, dy_len, dx, g, plane, 1);
+}
+static void rlx_mpb_plane(const float* x, ptrdiff_t x_len, const float* dy, ptrdiff_t dy_len, float* dx,
+                          const rlx_mpb_geom* g, ptrdiff_t plane) {
+    if (rlx_simd_level()) rlx_mpb_plane_avx2(x, x_len, dy, dy_len, dx, g, plane);
+    else rlx_mpb_plane_base(x, x_len, dy, dy_len, dx, g, plane);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Avg pool backward (1-D and 2-D), one (image, channel) plane per call.     */
+/*                                                                           */
+/* Per output row: g[ow] = dy / divisor; the row's windows spread g over a    */
+/* padded line buffer (tap-major: buf[ow*sw + j*dw] += g[ow], unit or fixed   */
+/* stride, vectorisable), then every in-bounds input row of the window adds   */
+/* the buffer's in-row part (contiguous).  Padded taps land in the buffer's   */
+/* margins and are dropped.  Divisors as in the forward: divisor_override,    */
+/* else (count_include_pad) the taps inside [-pb, size + pe) per axis, else   */
+/* the in-bounds taps.  The buffer lives on the stack: RLX_APB_MAX entries.   */
+/* ------------------------------------------------------------------------- */
+#define RLX_APB_MAX 4096
+typedef struct {
+    ptrdiff_t H, W, OH, OW, kh, kw, sh, sw, ph, pw, peh, pew, dh, dw;
+    ptrdiff_t row_len;            /* (OW-1)*sw + (kw-1)*dw + 1, at least pw + W */
+    int include_pad;
+    ptrdiff_t divisor_override;
+} rlx_apb_geom;
+
+static inline ptrdiff_t rlx_apb_row_len(ptrdiff_t W, ptrdiff_t OW, ptrdiff_t kw, ptrdiff_t sw, ptrdiff_t pw,
+                                        ptrdiff_t dw) {
+    ptrdiff_t a = (OW - 1) * sw + (kw - 1) * dw + 1, b = pw + W;
+    return a > b ? a : b;
+}
+
+RLX_INLINE void rlx_apb_plane_body(const float* restrict dy, ptrdiff_t dy_len, float* restrict dx,
+                                   ptrdiff_t dx_len, const rlx_apb_geom* g, ptrdiff_t plane) {
+    float buf[RLX_APB_MAX];
+    float gv[RLX_APB_MAX];
+    int32_t cols[RLX_APB_MAX];
+    const ptrdiff_t W = g->W, OW = g->OW, sw = g->sw, dw = g->dw, pw = g->pw, in_sz = g->H * W;
+    const float* restrict dyp = dy + plane * g->OH * OW;
+    float* restrict dxp = dx + plane * in_sz;
+    RLX_CHECK_RANGE(plane * in_sz, (plane + 1) * in_sz, dx_len, "avg pool backward dx");
+    RLX_CHECK_RANGE(plane * g->OH * OW, (plane + 1) * g->OH * OW, dy_len, "avg pool backward dy");
+    memset(dxp, 0, (size_t)in_sz * sizeof(float));
+    const ptrdiff_t lo_w = g->include_pad ? -pw : 0, hi_w = g->include_pad ? W + g->pew : W;
+    /* the divisor is rows(oh) * cols[ow] (or divisor_override * 1) */
+    for (ptrdiff_t ow = 0; ow < OW; ++ow) {
+        ptrdiff_t j0, j1;
+        rlx_pool_taps(ow * sw - pw, dw, g->kw, lo_w, hi_w, &j0, &j1);
+        cols[ow] = g->divisor_override > 0 ? 1 : (int32_t)(j1 - j0);
+    }
+    for (ptrdiff_t oh = 0; oh < g->OH; ++oh) {
+        const ptrdiff_t hs = oh * g->sh - g->ph;
+        ptrdiff_t a0, a1, pa0, pa1;
+        rlx_pool_taps(hs, g->dh, g->kh, 0, g->H, &a0, &a1);
+        if (a0 >= a1) continue;
+        if (g->include_pad) rlx_pool_taps(hs, g->dh, g->kh, -g->ph, g->H + g->peh, &pa0, &pa1);
+        else { pa0 = a0; pa1 = a1; }
+        const float* restrict dyr = dyp + oh * OW;
+        const int32_t rows = g->divisor_override > 0 ? (int32_t)g->divisor_override : (int32_t)(pa1 - pa0);
+        for (ptrdiff_t ow = 0; ow < OW; ++ow) gv[ow] = dyr[ow] / (float)(rows * cols[ow]);
+        for (ptrdiff_t i = 0; i < g->row_len; ++i) buf[i] = 0.0f;
+        for (ptrdiff_t j = 0; j < g->kw; ++j) {
+            float* restrict b = buf + j * dw;
+            if (sw == 1)
+                for (ptrdiff_t ow = 0; ow < OW; ++ow) b[ow] += gv[ow];
+            else if (sw == 2)
+                for (ptrdiff_t ow = 0; ow < OW; ++ow) b[2 * ow] += gv[ow];
+            else
+                for (ptrdiff_t ow = 0; ow < OW; ++ow) b[ow * sw] += gv[ow];
+        }
+        for (ptrdiff_t a = a0; a < a1; ++a) {
+            float* restrict dr = dxp + (hs + a * g->dh) * W;
+            const float* restrict br = buf + pw;
+            for (ptrdiff_t i = 0; i < W; ++i) dr[i] += br[i];
+        }
+    }
+}
+
+static void rlx_apb_plane_base(const float* dy, ptrdiff_t dy_len, float* dx, ptrdiff_t dx_len,
+                               const rlx_apb_geom* g, ptrdiff_t plane) {
+    rlx_apb_plane_body(dy, dy_len, dx, dx_len, g, plane);
+}
+RLX_TARGET_AVX2 static void rlx_apb_plane_avx2(const float* dy, ptrdiff_t dy_len, float* dx, ptrdiff_t dx_len,
+                                               const rlx_apb_geom* g, ptrdiff_t plane) {
+    rlx_apb_plane_body(dy, dy_len, dx, dx_len, g, plane);
+}
+static void rlx_apb_plane(const float* dy, ptrdiff_t dy_len, float* dx, ptrdiff_t dx_len, const rlx_apb_geom* g,
+                          ptrdiff_t plane) {
+    if (rlx_simd_level()) rlx_apb_plane_avx2(dy, dy_len, dx, dx_len, g, plane);
+    else rlx_apb_plane_base(dy, dy_len, dx, dx_len, g, plane);
 }
 
 #endif

@@ -281,7 +281,9 @@ class PoolThunk(Thunk):
     """Window max/avg pool, 1 to 3 spatial axes.  `indices` (int64, optional)
     receives the argmax per output: within the (n, c) plane (indices_mode 1,
     PyTorch) or over the whole input (2, ONNX; 3, ONNX storage_order=1,
-    column-major spatial index).  Avg scratch: one double line per thread."""
+    column-major spatial index).  Scratch per thread: the row-separable kernel's
+    row buffer and window sums (doubles), or the chunked average's double line
+    (_pool.scratch_floats)."""
     x: Slice
     y: Slice
     indices: Optional[Slice]
@@ -387,7 +389,8 @@ def compile_pool(ctx, node):
         if ctx.is_live(inode.id):
             indices = ctx.buf(inode.id)
             mode = _INDICES_MODE[a.indices]
-    scratch = ctx.scratch(4 * _pool.scratch_floats(kind, w_chunk, t), node.name + ".scratch")
+    scratch = ctx.scratch(4 * _pool.scratch_floats(kind, dims.as_tuple(), w_chunk, t, indices is not None),
+                          node.name + ".scratch")
     ctx.emit(PoolThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), indices, scratch, dims, kind,
                        a.count_include_pad, a.divisor_override, mode, w_chunk, t))
 

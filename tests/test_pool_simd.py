@@ -1,0 +1,194 @@
+"""The row-separable pool kernel (src/rlx_pool.h: max without indices and
+average, w dilation 1) and the max / avg pool backward kernels (rlx_mpb_plane,
+rlx_apb_plane) in
+both SIMD variants: parity with the float64 reference on shapes long enough
+for the 8-wide blocks and their tails, NaN / -inf / signed-zero / tied data,
+thread-count invariance, and RLX_SIMD=baseline giving the same bits as the
+variant this CPU selects."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import rlx_cpu
+from rlx_cpu import _pool
+import reference as ref
+
+# (input shape, kernel, stride, pads_begin, pads_end, ceil_mode); output widths
+# 19-40 cover full AVX2 blocks and a scalar tail.
+CASES = [
+    ((2, 3, 10, 38), 2, 2, 0, 0, False),                  # k2s2
+    ((1, 2, 11, 39), 3, 2, 1, 1, True),                   # k3s2p1 ceil
+    ((1, 3, 7, 37), 3, 1, 1, 1, False),                   # k3s1p1
+    ((2, 2, 9, 45), (2, 5), (1, 3), (1, 2), (0, 2), True),
+    ((1, 2, 8, 41), (3, 4), 2, (1, 2), (1, 1), True),     # even kw, stride 2
+    ((2, 3, 77), 4, 2, 1, 1, True),                       # 1-D
+    ((1, 2, 5, 6, 40), 2, 2, 0, 0, False),                # 3-D
+    ((1, 2, 5, 7, 33), 3, 2, 1, 1, True),
+]
+
+# max pool backward: (input shape, kernel, stride, pads_begin, pads_end, dilation, ceil_mode)
+BWD_CASES = [
+    ((2, 3, 12, 44), 2, 2, 0, 0, 1, False),                # k2s2, 22 outputs: blocks + overlapped tail
+    ((1, 2, 9, 41), 3, 2, 1, 1, 1, True),                  # k3s2p1 ceil, overlapping windows
+    ((1, 2, 7, 37), 3, 1, 1, 1, 1, False),                 # k3s1p1
+    ((1, 2, 8, 50), (2, 3), (2, 3), (0, 1), (1, 1), 1, True),   # stride 3: portable chunk loop
+    ((1, 2, 9, 46), 3, 2, 1, 1, (1, 2), False),            # w dilation 2
+    ((2, 2, 70), 4, 2, 1, 1, 1, True),                     # 1-D
+    ((1, 1, 5, 41), 3, 2, 0, 0, 1, False),                 # last window ends the buffer: loads stay inside
+]
+
+
+def _x(shape, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-3, 4, size=shape).astype(np.float32)        # many ties
+    flat = x.reshape(-1)
+    pos = rng.choice(flat.size, size=max(4, flat.size // 50), replace=False)
+    flat[pos[0::3]] = np.nan
+    flat[pos[1::3]] = -np.inf
+    flat[pos[2::3]] = -0.0
+    return x
+
+
+def _graph(shape, k, s, pb, pe, ceil):
+    nsp = len(shape) - 2
+    pads = ((pb,) * nsp if np.isscalar(pb) else tuple(pb)) + ((pe,) * nsp if np.isscalar(pe) else tuple(pe))
+    g = rlx_cpu.Graph()
+    x = g.input("x", shape)
+    g.output(g.max_pool(x, k, s, pads, 1, ceil),
+             g.avg_pool(x, k, s, pads, ceil, True),
+             g.avg_pool(x, k, s, pads, ceil, False),
+             g.avg_pool(x, k, s, pads, ceil, False, divisor_override=5))
+    return g
+
+
+def _run_all(num_threads):
+    out = {}
+    for i, (shape, k, s, pb, pe, ceil) in enumerate(CASES):
+        x = _x(shape, i)
+        xa = np.nan_to_num(x, nan=0.5, neginf=-2.5)               # finite data for the averages
+        plan = rlx_cpu.compile(_graph(shape, k, s, pb, pe, ceil), num_threads=num_threads)
+        out[f"{i}_max"] = plan.run({"x": x})[0]
+        for j, y in enumerate(plan.run({"x": xa})[1:]):
+            out[f"{i}_avg{j}"] = y
+    for i, case in enumerate(BWD_CASES):
+        x, dy, plan = _bwd_plan(case, num_threads)
+        out[f"{i}_bwd"] = plan.run({"x": x, "dy": dy})[0]
+        for j, (cip, div) in enumerate(AVG_BWD_MODES):
+            dy, plan = _avg_bwd_plan(case, cip, div, num_threads)
+            out[f"{i}_avgbwd{j}"] = plan.run({"dy": dy})[0]
+    return out
+
+
+AVG_BWD_MODES = [(True, None), (False, None), (False, 3)]
+
+
+def _avg_bwd_plan(case, cip, div, num_threads):
+    shape, k, s, pb, pe, d, ceil = case
+    nsp = len(shape) - 2
+    out_sp = ref.avg_pool_nd(np.zeros((1, 1) + shape[2:]), k, s, pb, pe, d, ceil).shape[2:]
+    dy = np.random.default_rng(6).standard_normal(shape[:2] + out_sp).astype(np.float32)
+    pads = tuple(zip((pb,) * nsp if np.isscalar(pb) else pb, (pe,) * nsp if np.isscalar(pe) else pe))
+    g = rlx_cpu.Graph()
+    dyi = g.input("dy", dy.shape)
+    g.output(getattr(g, f"avg_pool{nsp}d_backward")(dyi, shape, k, s, pads, ceil, cip, div, dilation=d))
+    return dy, rlx_cpu.compile(g, num_threads=num_threads)
+
+
+@pytest.mark.parametrize("mode", range(len(AVG_BWD_MODES)))
+@pytest.mark.parametrize("case", range(len(BWD_CASES)))
+def test_avg_pool_backward_matches_reference(case, mode):
+    shape, k, s, pb, pe, d, ceil = BWD_CASES[case]
+    cip, div = AVG_BWD_MODES[mode]
+    dy, plan = _avg_bwd_plan(BWD_CASES[case], cip, div, 2)
+    want = ref.avg_pool_nd_backward(dy, shape, k, s, pb, pe, d, ceil, cip, div)
+    assert ref.rel_error(plan.run({"dy": dy})[0], want) <= 1e-6
+
+
+def _bwd_plan(case, num_threads):
+    shape, k, s, pb, pe, d, ceil = case
+    nsp = len(shape) - 2
+    x = _x(shape, 100 + len(shape) + shape[-1])
+    out_sp = ref.max_pool_nd(x[:1, :1], k, s, pb, pe, d, ceil)[0].shape[2:]
+    dy = np.random.default_rng(5).standard_normal(shape[:2] + out_sp).astype(np.float32)
+    pads = tuple(zip((pb,) * nsp if np.isscalar(pb) else pb, (pe,) * nsp if np.isscalar(pe) else pe))
+    g = rlx_cpu.Graph()
+    xi, dyi = g.input("x", x.shape), g.input("dy", dy.shape)
+    g.output(getattr(g, f"max_pool{nsp}d_backward")(xi, dyi, k, s, pads, d, ceil))
+    return x, dy, rlx_cpu.compile(g, num_threads=num_threads)
+
+
+@pytest.mark.parametrize("case", range(len(BWD_CASES)))
+def test_max_pool_backward_matches_reference(case):
+    shape, k, s, pb, pe, d, ceil = BWD_CASES[case]
+    x, dy, plan = _bwd_plan(BWD_CASES[case], 2)
+    dx = plan.run({"x": x, "dy": dy})[0]
+    want = ref.max_pool_nd_backward(x, dy, k, s, pb, pe, d, ceil)
+    assert ref.rel_error(dx, want) <= 1e-6           # float32 sums where windows overlap
+    nsp = len(shape) - 2
+    kk = (k,) * nsp if np.isscalar(k) else k
+    ss = (s,) * nsp if np.isscalar(s) else s
+    if all(a <= b for a, b in zip(kk, ss)):
+        np.testing.assert_array_equal(dx, want.astype(np.float32))   # one window per input: exact
+
+
+def test_cases_take_the_separable_kernel():
+    for shape, k, s, pb, pe, ceil in CASES:
+        plan = rlx_cpu.compile(_graph(shape, k, s, pb, pe, ceil), num_threads=1)
+        for th in plan.thunks:
+            rl = _pool.separable_row_len(th.pool_kind, th.dims.as_tuple(), False)
+            assert rl > 0 and th.scratch.nbytes == 16 * rl, th      # a row and a sum line of doubles
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_separable_pools_match_reference(case):
+    shape, k, s, pb, pe, ceil = CASES[case]
+    x = _x(shape, case)
+    xa = np.nan_to_num(x, nan=0.5, neginf=-2.5)
+    plan = rlx_cpu.compile(_graph(shape, k, s, pb, pe, ceil), num_threads=2)
+    y = plan.run({"x": x})[0]
+    want, _ = ref.max_pool_nd(x, k, s, pb, pe, 1, ceil)
+    np.testing.assert_array_equal(y, want.astype(np.float32))       # NaN where the window has one
+    _, a_in, a_ex, a_div = plan.run({"x": xa})
+    assert ref.rel_error(a_in, ref.avg_pool_nd(xa, k, s, pb, pe, 1, ceil, True)) <= 1e-6
+    assert ref.rel_error(a_ex, ref.avg_pool_nd(xa, k, s, pb, pe, 1, ceil, False)) <= 1e-6
+    assert ref.rel_error(a_div, ref.avg_pool_nd(xa, k, s, pb, pe, 1, ceil, False, divisor_override=5)) <= 1e-6
+
+
+def test_separable_pools_thread_invariant():
+    one = _run_all(1)
+    for t in (2, 3):
+        other = _run_all(t)
+        for key, v in one.items():
+            np.testing.assert_array_equal(v, other[key], err_msg=f"{key} with {t} threads")
+
+
+SCRIPT = r"""
+import sys, numpy as np
+sys.path.insert(0, sys.argv[1])
+import test_pool_simd as t
+from rlx_cpu import _pool
+assert _pool.simd_level() == 0
+np.savez(sys.argv[2], **t._run_all(2))
+"""
+
+
+def test_baseline_variant_gives_the_same_bits(tmp_path):
+    here = os.path.dirname(__file__)
+    env = dict(os.environ, RLX_SIMD="baseline")
+    env["PYTHONPATH"] = os.pathsep.join([here] + [p for p in sys.path if p])
+    path = str(tmp_path / "base.npz")
+    out = subprocess.run([sys.executable, "-c", SCRIPT, here, path], env=env, cwd=here, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    base = np.load(path)
+    mine = _run_all(2)
+    assert set(base.files) == set(mine)
+    for key, v in mine.items():
+        np.testing.assert_array_equal(base[key], v, err_msg=key)
+
+
+def test_simd_level_is_reported():
+    assert _pool.simd_level() in (0, 1)
