@@ -29,8 +29,15 @@ from .onnx_import import from_onnx, import_onnx
 
 globals().update(_FUNCTIONS)
 
+def get_include():
+    """Directory holding rlx_cpu.h, the C API header: pass it as include_dirs
+    when building C code, or a Cython extension that cimports rlx_cpu.capi."""
+    import os
+    return os.path.join(os.path.dirname(__file__), "include")
+
+
 __all__ = [
-    "__version__", "Graph", "Node", "Plan", "RunContext", "compile",
+    "__version__", "get_include", "Graph", "Node", "Plan", "RunContext", "compile",
     "ConvAlgorithm", "ConvFlags", "select_conv_algorithm", "select_convnd_algorithm",
     "get_num_threads", "set_num_threads", "show_config",
     "from_onnx", "import_onnx", "grads", "Trainer",

@@ -6,6 +6,8 @@ demo (default)  builds a small CNN-like conv stack with random weights,
 train           trains the example CNN on synthetic digits with SGD
                 (``python -m rlx_cpu train --help``).
 config          prints show_config().
+bench           per-call cost of running a plan, from Python and (--nogil)
+                from a nogil C-API loop (``python -m rlx_cpu bench --help``).
 """
 import argparse
 import sys
@@ -160,6 +162,10 @@ def main(argv=None):
         # train has its own parser (python -m rlx_cpu train --help)
         from .training import main as train_main
         return train_main(argv[1:])
+    if argv and argv[0] == "bench":
+        # per-call cost of a plan run, Python-level and --nogil (rlx_cpu/bench.py)
+        from .bench import main as bench_main
+        return bench_main(argv[1:])
     p = argparse.ArgumentParser(prog="python -m rlx_cpu", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd")
@@ -172,6 +178,7 @@ def main(argv=None):
                        choices=["auto", "reference", "im2col", "direct", "winograd"])
     sub.add_parser("train", help="train the example CNN (train --help for its options)")
     sub.add_parser("config", help="print build and runtime configuration")
+    sub.add_parser("bench", help="per-call cost of a plan run (bench --help; --nogil for the C API loop)")
     args = p.parse_args(argv)
     if args.cmd == "config":
         show_config()

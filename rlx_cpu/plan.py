@@ -83,6 +83,7 @@ class RunContext:
         self._names = tuple(name for name, _, _ in self.inputs)
         self._out_dst = [None] * n_out
         self._churn = set()     # small segments whose caller passes new arrays each run
+        self.copy_small_churn = True    # False: always bind in place (the C API's contexts)
         self._seg_thunks = {}
         for k, t in enumerate(plan.thunks):
             for s in t.slices():
@@ -268,7 +269,7 @@ class RunContext:
         """A small segment that gets a second new caller array is copied from
         then on: its caller does not reuse arrays, and copying that few bytes
         costs less than re-binding launches every run."""
-        if arr.nbytes < ZERO_COPY_MIN_NBYTES and self._target[seg] is not own:
+        if self.copy_small_churn and arr.nbytes < ZERO_COPY_MIN_NBYTES and self._target[seg] is not own:
             self._churn.add(seg)
 
     def load(self, feeds):
