@@ -214,7 +214,7 @@ def _extensions():
         Extension(
             "rlx_cpu." + name,
             [os.path.join(SRC_DIR, name + ".pyx")],
-            include_dirs=[SRC_DIR, numpy.get_include()],
+            include_dirs=[SRC_DIR, os.path.join("rlx_cpu", "include"), numpy.get_include()],
             define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION"), ("RLX_DEBUG_CHECKS", "1" if DEBUG else "0")],
         )
         for name in KERNEL_MODULES
@@ -230,7 +230,8 @@ def _extensions():
     return cythonize(
         exts,
         compiler_directives=directives,
-        include_path=[SRC_DIR],
+        # "." finds the installed declarations (rlx_cpu/capi.pxd) _capi implements.
+        include_path=[SRC_DIR, "."],
         build_dir=CYTHON_BUILD_DIR,
         force=_env_on("RLX_FORCE_CYTHONIZE"),
     )

@@ -59,8 +59,16 @@ globals().update(_FUNCTIONS)
 from .threads import limit_blas_threads as _limit_blas_threads
 _limit_blas_threads()
 
+
+def get_include():
+    """Directory holding rlx_cpu.h, the C API header: pass it as include_dirs
+    when building C code, or a Cython extension that cimports rlx_cpu.capi."""
+    import os
+    return os.path.join(os.path.dirname(__file__), "include")
+
+
 __all__ = [
-    "__version__", "Graph", "Node", "Plan", "RunContext", "IncompatiblePlanError", "compile",
+    "__version__", "Graph", "Node", "Plan", "RunContext", "IncompatiblePlanError", "get_include", "compile",
     "ConvAlgorithm", "ConvFlags", "select_conv_algorithm", "select_convnd_algorithm",
     "get_num_threads", "set_num_threads", "show_config",
     "from_onnx", "import_onnx", "grads", "Trainer",

@@ -6,6 +6,8 @@ jobs:
                   and prints a per-layer table (shape, algorithm, ms, GFLOP/s).
   train           trains the example CNN on synthetic digits with SGD.
   config          prints show_config().
+  bench           per-call cost of running a plan, from Python and (--nogil)
+                  from a nogil C-API loop (python -m rlx_cpu bench --help).
 
 --threads may come before or after the job; the demo's other options may
 also come first when no job is named (python -m rlx_cpu --batch 2).
@@ -197,7 +199,7 @@ def build_parser():
         if "choices" not in kw:
             kw["metavar"] = flag[2:].upper()
         p.add_argument(flag, dest="global_" + flag[2:], **kw)
-    sub = p.add_subparsers(dest="cmd", metavar="{demo,train,config}",
+    sub = p.add_subparsers(dest="cmd", metavar="{demo,train,config,bench}",
                            help="job to run (default: demo; '<job> --help' lists its options)")
     d = sub.add_parser("demo", help="conv-stack demo: parity vs reference kernels and a per-layer timing table",
                        description="Build a small CNN-like conv stack with random weights, check every layer "
@@ -212,11 +214,18 @@ def build_parser():
                        formatter_class=_HelpFormatter)
     c.add_argument("--threads", type=int, default=None,
                    help="report the thread count as if rlx_cpu.set_num_threads(THREADS) had been called")
+    # Listed for help only: main() hands 'bench' to rlx_cpu/bench.py's own parser.
+    sub.add_parser("bench", help="per-call cost of a plan run, from Python and (--nogil) a nogil C-API loop "
+                                 "('bench --help' lists its options)", add_help=False)
     return p
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "bench":
+        # per-call cost of a plan run, Python-level and --nogil (rlx_cpu/bench.py has its own parser)
+        from .bench import main as bench_main
+        return bench_main(argv[1:])
     p = build_parser()
     args = p.parse_args(argv)
     cmd = args.cmd or "demo"

@@ -118,7 +118,6 @@ def _live_nodes(graph):
 
 def _lifetimes(ctx, output_bufs):
     """[first, last] thunk index per arena buffer (see arena.py)."""
-    end = len(ctx.thunks)
     first, last = {}, {}
     for i, th in enumerate(ctx.thunks):
         for name in th.writes + th.scratch_fields:
@@ -132,17 +131,14 @@ def _lifetimes(ctx, output_bufs):
                 last[b] = max(last.get(b, i), i)
     reqs = []
     for b in ctx.bufs:
-        if b.role == "const":
+        # Inputs and outputs live in the caller's arrays (segments bound per
+        # run), constants in the shared constant buffer: the arena holds only
+        # intermediates and scratch.
+        if b.role in ("const", "input") or b in output_bufs:
             continue
-        if b.role == "input":
-            f, l = -1, last.get(b, -1)
-        else:
-            if b not in first:
-                continue          # never written: unused
-            f, l = first[b], last[b]
-        if b in output_bufs:
-            l = end
-        reqs.append(BufferRequest(b, b.nbytes, f, l))
+        if b not in first:
+            continue          # never written: unused
+        reqs.append(BufferRequest(b, b.nbytes, first[b], last[b]))
     return reqs
 
 
@@ -153,6 +149,19 @@ def _check_total(what, nbytes, bufs):
         raise MemoryError(f"compile: the plan's {what} would be {nbytes} bytes, more than a Py_ssize_t "
                           f"can address ({INDEX_MAX}); largest buffers: "
                           + ", ".join(f"{b.name!r} {b.nbytes} B" for b in big))
+
+
+def _check_inputs_read_only(ctx):
+    """Kernels read graph inputs in the caller's arrays: no thunk may write an
+    input (or a constant).  A compile rule breaking this is a bug in rlx_cpu,
+    reported here before anything runs."""
+    for i, th in enumerate(ctx.thunks):
+        for name in th.writes + th.scratch_fields:
+            b = getattr(th, name)
+            if isinstance(b, Buf) and b.role in ("input", "const"):
+                raise RuntimeError(f"compile: thunk {i} ({th.kind} for {th.op_name!r}) would write "
+                                   f"{b.role} {b.name!r} through its field {name!r}; graph inputs and "
+                                   "constants are read-only")
 
 
 def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True, debug=None):
@@ -202,6 +211,7 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True, de
             input_nodes.append(node)
             ctx.buf(node.id)
     output_bufs = {ctx.buf(i) for i in graph.outputs}
+    _check_inputs_read_only(ctx)
 
     arena = plan_arena([BufferRequest(r.key, r.nbytes + 2 * guard, r.first, r.last)
                         for r in _lifetimes(ctx, output_bufs)], reuse=reuse_arena)
@@ -217,10 +227,20 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True, de
             const_nbytes += align_up(b.nbytes, ALIGNMENT)
 
     _check_total("constant segment", const_nbytes, list(const_offsets))
+    # Segments bound per run: input i is read where the caller's array i is;
+    # an output a kernel writes goes to the caller's array of its first
+    # position in the output list (later repeats are copied from there).
+    segment_of = {ctx.buf(n.id): f"input:{i}" for i, n in enumerate(input_nodes)}
+    for j, node_id in enumerate(graph.outputs):
+        b = ctx.buf(node_id)
+        if b.role != "const":
+            segment_of.setdefault(b, f"output:{j}")
 
     def to_slice(b):
         if b.role == "const":
             return Slice("const", const_offsets[b], b.nbytes)
+        if b in segment_of:
+            return Slice(segment_of[b], 0, b.nbytes)
         return Slice("arena", arena.offsets[b] + guard, b.nbytes)
 
     thunks = []

@@ -59,6 +59,10 @@ def _slice_fields(th):
 def check_thunk_slices(plan, arena_nbytes, const_nbytes):
     """Raise RuntimeError for the first thunk whose slices break the rules above."""
     sizes = {"arena": arena_nbytes, "const": const_nbytes}
+    for k, (_, shape, _) in enumerate(plan._inputs):
+        sizes[f"input:{k}"] = 4 * int(np.prod(shape, dtype=object))
+    for k, (shape, _, dtype) in enumerate(plan._outputs):
+        sizes[f"output:{k}"] = np.dtype(dtype).itemsize * int(np.prod(shape, dtype=object))
     for i, th in enumerate(plan.thunks):
         declared = {}
         for role in ("reads", "writes", "scratch_fields"):
@@ -72,11 +76,12 @@ def check_thunk_slices(plan, arena_nbytes, const_nbytes):
             if s.segment not in sizes:
                 raise RuntimeError(f"debug: {_label(i, th)}: {name}={s!r} names an unknown segment")
             if s.offset < 0 or s.nbytes < 0 or s.offset + s.nbytes > sizes[s.segment]:
-                what = "the arena" if s.segment == "arena" else "the const segment"
+                what = "the arena" if s.segment == "arena" else f"segment {s.segment!r}"
                 raise RuntimeError(f"debug: {_label(i, th)}: {name}={s!r} lies outside {what} "
                                    f"({sizes[s.segment]} B)")
-            if declared[name] != "reads" and s.segment != "arena":
-                raise RuntimeError(f"debug: {_label(i, th)} writes {name}={s!r}, which is not in the arena")
+            if declared[name] != "reads" and not (s.segment == "arena" or s.segment.startswith("output:")):
+                raise RuntimeError(f"debug: {_label(i, th)} writes {name}={s!r}, which is neither in the "
+                                   "arena nor a graph output")
         for name, s in fields:
             if declared[name] == "reads":
                 continue
@@ -113,6 +118,10 @@ class DebugSequence:
         for i, th in enumerate(self.thunks):
             named += [(f"{n} of {_label(i, th)}", s) for n, s in _slice_fields(th)]
         self.named = [(what, s) for what, s in named if s.segment == "arena"]
+
+    def replace(self, k, launch):
+        """Launch k was re-bound (a run's caller arrays changed)."""
+        self.steps[k] = type(self.steps[k])([launch])
 
     def _where(self, off, own):
         for s in own:

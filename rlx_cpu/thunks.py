@@ -21,8 +21,11 @@ from .algorithms import ConvAlgorithm
 
 @dataclass(frozen=True)
 class Slice:
-    """A byte range of one memory segment: 'arena' (per run context, mutable)
-    or 'const' (shared by all contexts, written at compile time, read-only)."""
+    """A byte range of one memory segment: 'arena' (per run context, mutable),
+    'const' (shared by all contexts, written at compile time, read-only),
+    'input:<i>' (graph input i, the caller's array, read-only) or 'output:<j>'
+    (graph output j, the caller's array in run_into).  Input and output
+    segments are bound per run (see rlx_cpu.plan)."""
     segment: str
     offset: int
     nbytes: int

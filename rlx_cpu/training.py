@@ -6,12 +6,11 @@ training images, 8 epochs of SGD with momentum 0.9; the stated target is
 
 Trainer design (a step allocates nothing):
 
-* The training graph's parameters are graph *inputs* that are also declared
-  graph *outputs*.  The arena planner therefore gives each parameter buffer
-  the whole plan as its lifetime, so no intermediate or scratch buffer is
-  ever placed in its bytes, and a parameter keeps its value from one run to
-  the next.  Parameters thus live in the trainer's own arena (its private
-  :class:`~rlx_cpu.plan.RunContext`); they are written once at start.
+* The training graph's parameters are graph *inputs* (also declared graph
+  *outputs*).  Graph inputs are never written by a plan and never placed in
+  the arena, so a parameter keeps its value from one run to the next in the
+  input buffer of the trainer's private :class:`~rlx_cpu.plan.RunContext`
+  (``ctx.inputs``, which the launches read); they are written once at start.
 * The gradients are outputs too (alive until the end of the run).  A step
   copies only the batch into its input slots, runs the launches, then
   updates every parameter in place on the arena views with numpy ufuncs

@@ -106,6 +106,18 @@ cdef class LaunchSequence:
         free(self._ptrs)
         free(self._typed)
 
+    def replace(self, Py_ssize_t i, launch):
+        """Put `launch` at position i (a run context re-binding the launches
+        that read or write a per-run input/output segment)."""
+        if not 0 <= i < self.size:
+            raise IndexError(f"launch index {i} out of range for {self.size} launches")
+        if not isinstance(launch, Launch) and not callable(getattr(launch, "execute", None)):
+            raise TypeError(f"launch {i} ({type(launch).__name__}) is neither a kernel Launch nor has "
+                            "an execute(nthreads) method")
+        self._keep[i] = launch
+        self._ptrs[i] = <PyObject*>launch
+        self._typed[i] = isinstance(launch, Launch)
+
     def run(self, int nthreads):
         """Run every launch in order on `nthreads` OpenMP threads."""
         cdef Py_ssize_t i

@@ -93,56 +93,75 @@ def test_planner_fills_a_gap():
 # Real plans
 # ---------------------------------------------------------------------------
 
+def _segment_nbytes(plan, segment):
+    if segment == "arena":
+        return plan.arena_nbytes
+    if segment == "const":
+        return plan.const_nbytes
+    kind, _, idx = segment.partition(":")
+    if kind == "input":
+        shape = plan.input_shapes[plan.input_names[int(idx)]]
+        return int(np.prod(shape)) * 4
+    assert kind == "output", segment
+    return int(np.prod(plan.output_shapes[int(idx)])) * np.dtype(plan.output_dtypes[int(idx)]).itemsize
+
+
 def _lifetimes_from_thunks(plan):
     """Recompute value lifetimes from the thunks alone.
 
     A written slice starts a new value; a read refers to the value last
     written to that exact slice (or a graph input); scratch lives during its
     thunk only; graph inputs start at -1, outputs stay live to the end.
-    Returns [(segment offset, nbytes, first, last, label)] for arena values."""
+    Writes go to the arena or an output segment only: never an input (read in
+    place from the caller's array) nor the constants.
+    Returns [(segment, offset, nbytes, first, last, label)] for all values."""
     end = len(plan.thunks)
     values = []
     current = {}
-    for name, s in plan.input_slices.items():
-        current[(s.offset, s.nbytes)] = len(values)
-        values.append([s.offset, s.nbytes, -1, -1, f"input {name}"])
+    for i, (name, s) in enumerate(plan.input_slices.items()):
+        assert s.segment == f"input:{i}" and s.offset == 0, (name, s)
+        current[(s.segment, s.offset, s.nbytes)] = len(values)
+        values.append([s.segment, s.offset, s.nbytes, -1, -1, f"input {name}"])
     for i, t in enumerate(plan.thunks):
         for s in t.slices(("reads",)):
-            if s.segment == "arena":
-                key = (s.offset, s.nbytes)
+            if s.segment != "const":
+                key = (s.segment, s.offset, s.nbytes)
                 assert key in current, f"thunk {i} reads {s} that nothing wrote"
-                values[current[key]][3] = i
+                values[current[key]][4] = i
         for s in t.slices(("scratch_fields",)):
             assert s.segment == "arena"
-            values.append([s.offset, s.nbytes, i, i, f"scratch of {i}"])
+            values.append([s.segment, s.offset, s.nbytes, i, i, f"scratch of {i}"])
         for s in t.slices(("writes",)):
-            assert s.segment == "arena", "a thunk writes into the read-only constants"
-            current[(s.offset, s.nbytes)] = len(values)
-            values.append([s.offset, s.nbytes, i, i, f"output of {i}"])
+            assert s.segment == "arena" or s.segment.startswith("output:"), \
+                f"thunk {i} writes {s}: inputs and constants are read-only"
+            current[(s.segment, s.offset, s.nbytes)] = len(values)
+            values.append([s.segment, s.offset, s.nbytes, i, i, f"output of {i}"])
     for s in plan.output_slices:
-        if s.segment == "arena":
-            values[current[(s.offset, s.nbytes)]][3] = end
+        if s.segment != "const":
+            values[current[(s.segment, s.offset, s.nbytes)]][4] = end
     return values
+
+
+def _same_segment_overlap(a, b):
+    return a.segment == b.segment and _ranges_overlap(a.offset, a.offset + a.nbytes, b.offset, b.offset + b.nbytes)
 
 
 def assert_plan_layout(plan):
     for i, t in enumerate(plan.thunks):
         for s in t.slices():
             assert s.offset % ALIGNMENT == 0, (i, t)
-            limit = plan.arena_nbytes if s.segment == "arena" else plan.const_nbytes
-            assert s.offset + s.nbytes <= limit, (i, t)
+            assert s.offset + s.nbytes <= _segment_nbytes(plan, s.segment), (i, t)
         # An op's output and scratch never share bytes with what it reads.
-        reads = [s for s in t.slices(("reads",)) if s.segment == "arena"]
+        reads = [s for s in t.slices(("reads",)) if s.segment != "const"]
         own = t.slices(("writes", "scratch_fields"))
         for a in own:
             for b in reads + [o for o in own if o is not a]:
-                assert not _ranges_overlap(a.offset, a.offset + a.nbytes, b.offset, b.offset + b.nbytes), \
-                    (i, t, a, b)
+                assert not _same_segment_overlap(a, b), (i, t, a, b)
     values = _lifetimes_from_thunks(plan)
     for i, a in enumerate(values):
         for b in values[i + 1:]:
-            if a[2] <= b[3] and b[2] <= a[3]:
-                assert not _ranges_overlap(a[0], a[0] + a[1], b[0], b[0] + b[1]), (a, b)
+            if a[3] <= b[4] and b[3] <= a[4] and a[0] == b[0]:
+                assert not _ranges_overlap(a[1], a[1] + a[2], b[1], b[1] + b[2]), (a, b)
 
 
 def _chain(rng, depth=5, channels=8, size=12, n=2, weight_as_input_at=None):
@@ -249,7 +268,7 @@ def test_caller_inputs_are_not_written(rng):
     plan.run(feeds)
     for k in feeds:
         np.testing.assert_array_equal(feeds[k], copies[k])
-    # The arena holds a copy of the inputs, never the caller's memory.
+    # Kernels read the inputs in place; the arena never holds them.
     ctx = plan._context()
     for v in feeds.values():
         assert not np.shares_memory(v, ctx.arena)

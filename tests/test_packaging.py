@@ -82,11 +82,14 @@ def test_installed_metadata_declares_runtime_dependencies():
 # --- package contents ------------------------------------------------------
 
 def test_package_dir_has_no_sources_or_build_leftovers():
-    # An installed wheel (and an in-place build) holds only Python files and
-    # compiled extensions; generated C and Cython sources live elsewhere.
+    # An installed wheel (and an in-place build) holds only Python files,
+    # compiled extensions and the C API's declarations (capi.pxd and
+    # include/rlx_cpu.h); generated C and Cython sources live elsewhere.
     leftovers = [p.name for p in PKG_DIR.iterdir()
-                 if p.suffix in (".c", ".cpp", ".pyx", ".pxd", ".h", ".html", ".o", ".obj")]
+                 if p.suffix in (".c", ".cpp", ".pyx", ".pxd", ".h", ".html", ".o", ".obj")
+                 and p.name != "capi.pxd"]
     assert leftovers == []
+    assert sorted(p.name for p in (PKG_DIR / "include").iterdir()) == ["rlx_cpu.h"]
 
 
 def test_every_kernel_module_is_built_and_importable():

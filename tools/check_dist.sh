@@ -2,7 +2,8 @@
 # Local release check, no GitHub needed:
 #   1. python -m build: sdist, then a wheel built from that sdist
 #   2. the sdist holds sources, tests and docs; the wheel only rlx_cpu/*.py, rlx_cpu/ops/*.py,
-#      compiled extensions and metadata (no .c/.pyx/.pxd/.h/build leftovers)
+#      compiled extensions, the C API's rlx_cpu/capi.pxd and rlx_cpu/include/rlx_cpu.h, and
+#      metadata (no .c/.pyx/kernel .pxd/.h/build leftovers)
 #   3. the wheel + its `test` extra install into a fresh venv and the test
 #      suite passes there, run from a directory outside the source tree
 #   4. `pip wheel` from the sdist also builds (pip's own isolated build)
@@ -50,14 +51,17 @@ with tarfile.open(sdist) as tf:
 files = sorted(n for n in names if n and not n.endswith("/"))
 required = ["pyproject.toml", "setup.py", "MANIFEST.in", "LICENSE", "CHANGELOG.md",
             "CONTRIBUTING.md", "src/_blas.pxd", "src/rlx_omp.h", "tests/reference.py",
-            "rlx_cpu/__init__.py", "rlx_cpu/_version.py", "rlx_cpu/ops/__init__.py"]
+            "rlx_cpu/__init__.py", "rlx_cpu/_version.py", "rlx_cpu/ops/__init__.py",
+            "rlx_cpu/capi.pxd", "rlx_cpu/include/rlx_cpu.h", "examples/capi_run.c",
+            "tests/capi_user/capi_user.pyx", "tests/capi_user/setup.py"]
 required += ["README.md"] if os.path.exists(os.path.join(root, "README.md")) else []
 required += ["src/" + f for f in os.listdir(os.path.join(root, "src")) if f.endswith((".pyx", ".pxd", ".h"))]
 required += ["tests/" + f for f in os.listdir(os.path.join(root, "tests")) if f.endswith(".py")]
 if os.path.isdir(os.path.join(root, "benchmarks")):
     required += ["benchmarks/" + f for f in os.listdir(os.path.join(root, "benchmarks")) if f.endswith(".py")]
 missing = sorted(set(required) - set(files))
-bad = [f for f in files if f.endswith((".c", ".so", ".pyd", ".o", ".html", ".pyc"))
+bad = [f for f in files if (f.endswith(".c") and not f.startswith("examples/"))
+       or f.endswith((".so", ".pyd", ".o", ".html", ".pyc"))
        or f.startswith("build/") or "__pycache__" in f]
 print(f"{len(files)} files; " + " ".join(sorted({os.path.dirname(f) or "." for f in files})))
 if missing or bad:
@@ -83,10 +87,16 @@ def allowed(n):
         return True
     if rest.startswith("ops/"):      # the op family modules: Python only
         return rest.count("/") == 1 and rest.endswith(".py")
+    if rest in C_API:
+        return True
     return "/" not in rest and rest.endswith((".py", ".so", ".pyd"))
+C_API = ("capi.pxd", "include/rlx_cpu.h")  # the Cython/C API's declarations
 bad = [n for n in names if not allowed(n)]
 if "rlx_cpu/ops/__init__.py" not in names:
     sys.exit("wheel lacks the op families (rlx_cpu/ops)")
+missing_api = [f for f in C_API if "rlx_cpu/" + f not in names]
+if missing_api:
+    sys.exit(f"wheel lacks the C API declarations {missing_api}")
 exts = [n for n in names if n.endswith((".so", ".pyd"))]
 if bad:
     sys.exit(f"wheel has unexpected files: {bad}")

@@ -17,7 +17,7 @@ that conv-transpose and the conv gradients share.
 
 The gradients (see ``_vjp_conv``) are the ops of ``conv_backward``.
 """
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from typing import ClassVar, Optional, Tuple
 
 import numpy as np
@@ -157,7 +157,10 @@ class Conv2DDims:
     groups: int
 
     def as_tuple(self):
-        return astuple(self)
+        # Field by field: dataclasses.astuple deep-copies (tens of us), and
+        # binding calls this whenever a run context re-binds a launch.
+        return (self.n, self.c_in, self.h, self.w, self.c_out, self.h_out, self.w_out, self.kh, self.kw,
+                self.sh, self.sw, self.ph, self.pw, self.dh, self.dw, self.groups)
 
     @property
     def flops(self):
