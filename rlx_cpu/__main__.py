@@ -214,18 +214,17 @@ def build_parser():
                        formatter_class=_HelpFormatter)
     c.add_argument("--threads", type=int, default=None,
                    help="report the thread count as if rlx_cpu.set_num_threads(THREADS) had been called")
-    # Listed for help only: main() hands 'bench' to rlx_cpu/bench.py's own parser.
-    sub.add_parser("bench", help="per-call cost of a plan run, from Python and (--nogil) a nogil C-API loop "
-                                 "('bench --help' lists its options)", add_help=False)
+    from .bench import add_bench_arguments
+    b = sub.add_parser("bench", help="per-call cost of a plan run, from Python and (--nogil) a nogil C-API loop",
+                       description="Time a one-thunk plan per call: plan.run_into and plan.run from Python, "
+                                   "and with --nogil K iterations inside one nogil C-API call.",
+                       formatter_class=_HelpFormatter)
+    add_bench_arguments(b)
     return p
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] == "bench":
-        # per-call cost of a plan run, Python-level and --nogil (rlx_cpu/bench.py has its own parser)
-        from .bench import main as bench_main
-        return bench_main(argv[1:])
     p = build_parser()
     args = p.parse_args(argv)
     cmd = args.cmd or "demo"
@@ -256,6 +255,9 @@ def main(argv=None):
     if cmd == "train":
         from .training import run_train
         return run_train(args)
+    if cmd == "bench":
+        from .bench import run_bench
+        return run_bench(args, p.error)
     return run_demo(args.batch, args.threads, args.repeat, args.algorithm)
 
 

@@ -39,24 +39,35 @@ def build_plan(shape, channels, threads):
     return plan, {"x": rng.standard_normal(shape).astype(np.float32)}
 
 
+def add_bench_arguments(p):
+    """The bench job's options (python -m rlx_cpu bench --help)."""
+    p.add_argument("--nogil", action="store_true", help="also time K iterations inside one nogil C-API call")
+    p.add_argument("--iterations", "-k", type=int, default=2000, help="iterations per timed loop")
+    p.add_argument("--samples", type=int, default=7, help="timed loops; the median is reported")
+    p.add_argument("--shape", default="1x1x8x8", help="input shape NxCxHxW")
+    p.add_argument("--channels", type=int, default=1, help="conv output channels")
+    p.add_argument("--threads", type=int, default=None, help="plan num_threads (default: 1)")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m rlx_cpu bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--nogil", action="store_true", help="also time K iterations inside one nogil C-API call")
-    p.add_argument("--iterations", "-k", type=int, default=2000, help="iterations per timed loop (default 2000)")
-    p.add_argument("--samples", type=int, default=7, help="timed loops; the median is reported (default 7)")
-    p.add_argument("--shape", default="1x1x8x8", help="input shape NxCxHxW (default 1x1x8x8)")
-    p.add_argument("--channels", type=int, default=1, help="conv output channels (default 1)")
-    p.add_argument("--threads", type=int, default=1, help="plan num_threads (default 1)")
-    args = p.parse_args(argv)
+    add_bench_arguments(p)
+    return run_bench(p.parse_args(argv), p.error)
+
+
+def run_bench(args, error):
+    """Run the bench job with parsed options; `error(msg)` reports a bad one."""
+    if args.threads is None:
+        args.threads = 1
     if args.iterations < 1 or args.samples < 1:
-        p.error("--iterations and --samples must be >= 1")
+        error("--iterations and --samples must be >= 1")
     try:
         shape = tuple(int(v) for v in args.shape.lower().split("x"))
     except ValueError:
-        p.error(f"--shape must look like 1x1x8x8, got {args.shape!r}")
+        error(f"--shape must look like 1x1x8x8, got {args.shape!r}")
     if len(shape) != 4:
-        p.error(f"--shape must have 4 dims (NxCxHxW), got {args.shape!r}")
+        error(f"--shape must have 4 dims (NxCxHxW), got {args.shape!r}")
     plan, feeds = build_plan(shape, args.channels, args.threads)
     outs = [np.empty(s, d) for s, d in zip(plan.output_shapes, plan.output_dtypes)]
     plan.run_into(feeds, outs)

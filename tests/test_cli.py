@@ -51,7 +51,7 @@ def _parsers():
 
 def test_every_option_has_help_and_shows_its_default():
     names = [n for n, _ in _parsers()]
-    assert names == ["python -m rlx_cpu", "config", "demo", "train"]
+    assert names == ["python -m rlx_cpu", "bench", "config", "demo", "train"]
     for name, parser in _parsers():
         text = parser.format_help()
         for action in parser._actions:
