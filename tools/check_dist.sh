@@ -115,10 +115,11 @@ logged venv-install "$VPY" -m pip install "${WHEEL}[test]"
 "$VPY" -m pip list 2>/dev/null | grep -iE "^(rlx-cpu|numpy|scipy|threadpoolctl|pytest) " || true
 
 step "test suite against the installed wheel (outside the source tree)"
-# A copy of tests/ (plus pyproject.toml for pytest's settings) in a directory
+# A copy of tests/ and examples/ (plus pyproject.toml for pytest's settings) in a directory
 # with no rlx_cpu/ in it, so `import rlx_cpu` can only find the installed one.
 mkdir -p "$WORK/run"
 cp -R "$ROOT/tests" "$WORK/run/tests"
+cp -R "$ROOT/examples" "$WORK/run/examples"    # the C API example tests/test_capi.py compiles
 cp "$ROOT/pyproject.toml" "$ROOT/README.md" "$WORK/run/"   # tests/test_readme.py runs README's snippets
 cd "$WORK/run"
 export OMP_NUM_THREADS=2 RLX_NUM_THREADS=2 PYTHONSAFEPATH=1
