@@ -512,9 +512,9 @@ class Plan:
 
         inputs: a dict {input name: array} with exactly :attr:`input_names`
         (for an ONNX model, the model's input names, e.g. ``input.1``) and
-        the shapes in :attr:`input_shapes`.  C-contiguous float32 inputs are
-        read in place (never copied or written); arrays of any other real
-        dtype or layout are converted to float32 once per run; a wrong name,
+        the shapes in :attr:`input_shapes`.  Arrays of any real dtype are
+        accepted: C-contiguous float32 inputs are read in place (never copied
+        or written), any other is converted to float32 once per run; a wrong name,
         shape or a non-numeric dtype raises ValueError/TypeError.
         context: a :class:`RunContext` from :meth:`new_context`; by default
         the calling thread's own (made on its first run), so threads may
