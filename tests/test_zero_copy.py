@@ -77,7 +77,8 @@ def test_zero_copy_matches_the_copying_path_and_reference(rng, monkeypatch):
 
 def test_arena_holds_only_intermediates_and_scratch(rng):
     g, _ = _net(rng)
-    plan = rlx_cpu.compile(g, conv_algorithm="reference", reuse_arena=False)
+    # debug=False: debug mode (RLX_DEBUG=1 runs) adds guard bytes around buffers
+    plan = rlx_cpu.compile(g, conv_algorithm="reference", reuse_arena=False, debug=False)
     # the relu and conv1 outputs are the only non-I/O values; the only other
     # arena bytes are scratch (reference conv has none; the max pool keeps a
     # line buffer per thread)
@@ -90,7 +91,7 @@ def test_arena_holds_only_intermediates_and_scratch(rng):
     assert segs == {"arena", "const", "input:0", "output:0", "output:1"}
     g1 = rlx_cpu.Graph()
     g1.output(g1.conv2d(g1.input("x", (1, 2, 5, 5)), np.ones((3, 2, 3, 3), np.float32)))
-    assert rlx_cpu.compile(g1, conv_algorithm="reference").arena_nbytes == 0
+    assert rlx_cpu.compile(g1, conv_algorithm="reference", debug=False).arena_nbytes == 0
 
 
 def test_inputs_are_never_written(rng, policy):
