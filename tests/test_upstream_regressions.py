@@ -183,8 +183,8 @@ def test_batch_one_kernels_use_every_core(rng, build):
     # upstream ran Conv2D1x1, conv-transpose and the backward kernels on one
     # core at batch 1.  With 2 threads the OpenMP worker thread must do a
     # real share of the work: its CPU time (not wall time, so a busy machine
-    # does not matter) is checked against the calling thread's.  With 1
-    # thread no other thread works, which shows the measurement can tell.
+    # does not matter) is checked against the calling thread's, and against
+    # the same plan at 1 thread, which shows the measurement can tell.
     x = rng.standard_normal((1, 128, 56, 56)).astype(np.float32)
     if build == "conv1x1":
         w = rng.standard_normal((256, 128, 1, 1)).astype(np.float32)
@@ -206,8 +206,11 @@ def test_batch_one_kernels_use_every_core(rng, build):
     g = rlx_cpu.Graph()
     g.output(fn(g, g.input("x", x.shape)))
     mine1, others1 = _worker_share(rlx_cpu.compile(g, num_threads=1, debug=False), {"x": x})
-    assert others1 < 0.05 * mine1, (build, mine1, others1)
     mine2, others2 = _worker_share(rlx_cpu.compile(g, num_threads=2, debug=False), {"x": x})
+    # Other threads of the test process (another library's pool) may run a
+    # little meanwhile: they count in both measurements, the worker only in
+    # the second.
+    assert others2 > 2 * others1, (build, mine1, others1, mine2, others2)
     assert others2 >= 0.25 * mine2, \
         f"batch-1 {build}: the second OpenMP thread ran {others2 / 1e6:.1f} ms of CPU against the caller's " \
         f"{mine2 / 1e6:.1f} ms: the kernel did not split its work over 2 cores"
