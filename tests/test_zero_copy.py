@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import rlx_cpu
+from rlx_cpu.arena import ALIGNMENT, align_up
 from rlx_cpu import plan as plan_mod
 
 from conftest import check_parity, conv_nd
@@ -82,7 +83,8 @@ def test_arena_holds_only_intermediates_and_scratch(rng):
     # the relu and conv1 outputs are the only non-I/O values; the only other
     # arena bytes are scratch (reference conv has none; the max pool keeps a
     # line buffer per thread)
-    scratch = sum(getattr(t, f).nbytes for t in plan.thunks for f in t.scratch_fields
+    # (each buffer is laid out at a 64-byte boundary, so sizes count rounded up)
+    scratch = sum(align_up(getattr(t, f).nbytes, ALIGNMENT) for t in plan.thunks for f in t.scratch_fields
                   if getattr(t, f) is not None)
     assert all(getattr(t, f).segment == "arena" for t in plan.thunks for f in t.scratch_fields
                if getattr(t, f) is not None)
