@@ -85,7 +85,7 @@ RLX_INLINE void rlx_direct_row(const float* restrict xp, const float* restrict w
     for (ptrdiff_t i = 0; i < wo_hi - wo_lo; ++i) yr[i] += wv * xr[i];
 }
 
-RLX_INLINE void rlx_direct_plane_body(const float* restrict x, ptrdiff_t x_len,
+RLX_INLINE void rlx_direct_plane_taps(const float* restrict x, ptrdiff_t x_len,
                                       const float* restrict wt, float* restrict y,
                                       ptrdiff_t y_len, const rlx_conv_geom* g, ptrdiff_t item) {
     const ptrdiff_t ni = item / g->c_out, co = item % g->c_out;
@@ -100,46 +100,72 @@ RLX_INLINE void rlx_direct_plane_body(const float* restrict x, ptrdiff_t x_len,
         const float* restrict wp = wt + (co * cpg + cil) * g->kh * g->kw;
         RLX_CHECK_RANGE((ni * g->c_in + ci0 + cil) * g->h * W, (ni * g->c_in + ci0 + cil + 1) * g->h * W,
                         x_len, "direct x");
-        /* Large planes (depthwise layers at 112x112) run row-outer, all taps
-         * of one output row while it sits in L1; planes that fit in L1 keep
-         * the tap-outer order, which measured faster there (5x5 at 56x56).
-         * Either way each output sums its taps in (cil, ki, kj) order. */
-        if (h_out * w_out > RLX_DIRECT_L1_FLOATS) {
-            for (ptrdiff_t ho = 0; ho < h_out; ++ho) {
-                /* taps ki whose input row ho + ki - ph is inside [0, h) */
-                ptrdiff_t ki_lo = g->ph > ho ? g->ph - ho : 0;
-                ptrdiff_t ki_hi = g->h + g->ph - ho;
-                if (ki_hi > g->kh) ki_hi = g->kh;
-                for (ptrdiff_t ki = ki_lo; ki < ki_hi; ++ki)
-                    for (ptrdiff_t kj = 0; kj < g->kw; ++kj)
-                        rlx_direct_row(xp, wp, yp, g, ho, ki, kj);
-            }
-        } else {
-            /* The column range and weight of a tap are worked out once for
-             * all its rows here (rlx_direct_row redoes them per row, which
-             * cost about 9% more instructions on a 28x28 plane). */
-            for (ptrdiff_t ki = 0; ki < g->kh; ++ki) {
-                /* output rows whose input row ho + ki - ph is inside [0, h) */
-                ptrdiff_t ho_lo = g->ph > ki ? g->ph - ki : 0;
-                ptrdiff_t ho_hi = g->h + g->ph - ki;
-                if (ho_hi > h_out) ho_hi = h_out;
-                for (ptrdiff_t kj = 0; kj < g->kw; ++kj) {
-                    const float wv = wp[ki * g->kw + kj];
-                    ptrdiff_t wo_lo = g->pw > kj ? g->pw - kj : 0;
-                    ptrdiff_t wo_hi = W + g->pw - kj;
-                    if (wo_hi > w_out) wo_hi = w_out;
-                    if (wo_hi <= wo_lo) continue;
-                    for (ptrdiff_t ho = ho_lo; ho < ho_hi; ++ho) {
-                        /* both pointers start at wo_lo, so neither ever points
-                         * outside its buffer (kj - pw may be negative) */
-                        float* restrict yr = yp + ho * w_out + wo_lo;
-                        const float* restrict xr = xp + (ho + ki - g->ph) * W + wo_lo + kj - g->pw;
-                        for (ptrdiff_t i = 0; i < wo_hi - wo_lo; ++i) yr[i] += wv * xr[i];
-                    }
+        /* The column range and weight of a tap are worked out once for
+         * all its rows here (rlx_direct_row redoes them per row, which
+         * cost about 9% more instructions on a 28x28 plane). */
+        for (ptrdiff_t ki = 0; ki < g->kh; ++ki) {
+            /* output rows whose input row ho + ki - ph is inside [0, h) */
+            ptrdiff_t ho_lo = g->ph > ki ? g->ph - ki : 0;
+            ptrdiff_t ho_hi = g->h + g->ph - ki;
+            if (ho_hi > h_out) ho_hi = h_out;
+            for (ptrdiff_t kj = 0; kj < g->kw; ++kj) {
+                const float wv = wp[ki * g->kw + kj];
+                ptrdiff_t wo_lo = g->pw > kj ? g->pw - kj : 0;
+                ptrdiff_t wo_hi = W + g->pw - kj;
+                if (wo_hi > w_out) wo_hi = w_out;
+                if (wo_hi <= wo_lo) continue;
+                for (ptrdiff_t ho = ho_lo; ho < ho_hi; ++ho) {
+                    /* both pointers start at wo_lo, so neither ever points
+                     * outside its buffer (kj - pw may be negative) */
+                    float* restrict yr = yp + ho * w_out + wo_lo;
+                    const float* restrict xr = xp + (ho + ki - g->ph) * W + wo_lo + kj - g->pw;
+                    for (ptrdiff_t i = 0; i < wo_hi - wo_lo; ++i) yr[i] += wv * xr[i];
                 }
             }
         }
     }
+}
+
+RLX_INLINE void rlx_direct_plane_rows(const float* restrict x, ptrdiff_t x_len,
+                                      const float* restrict wt, float* restrict y,
+                                      ptrdiff_t y_len, const rlx_conv_geom* g, ptrdiff_t item) {
+    const ptrdiff_t ni = item / g->c_out, co = item % g->c_out;
+    const ptrdiff_t cpg = g->c_in / g->groups;
+    const ptrdiff_t ci0 = (co / (g->c_out / g->groups)) * cpg;
+    const ptrdiff_t w_out = g->w_out, h_out = g->h_out, W = g->w;
+    float* restrict yp = y + item * h_out * w_out;
+    RLX_CHECK_RANGE(item * h_out * w_out, (item + 1) * h_out * w_out, y_len, "direct y");
+    memset(yp, 0, (size_t)(h_out * w_out) * sizeof(float));
+    for (ptrdiff_t cil = 0; cil < cpg; ++cil) {
+        const float* restrict xp = x + (ni * g->c_in + ci0 + cil) * g->h * W;
+        const float* restrict wp = wt + (co * cpg + cil) * g->kh * g->kw;
+        RLX_CHECK_RANGE((ni * g->c_in + ci0 + cil) * g->h * W, (ni * g->c_in + ci0 + cil + 1) * g->h * W,
+                        x_len, "direct x");
+        for (ptrdiff_t ho = 0; ho < h_out; ++ho) {
+            /* taps ki whose input row ho + ki - ph is inside [0, h) */
+            ptrdiff_t ki_lo = g->ph > ho ? g->ph - ho : 0;
+            ptrdiff_t ki_hi = g->h + g->ph - ho;
+            if (ki_hi > g->kh) ki_hi = g->kh;
+            for (ptrdiff_t ki = ki_lo; ki < ki_hi; ++ki)
+                for (ptrdiff_t kj = 0; kj < g->kw; ++kj)
+                    rlx_direct_row(xp, wp, yp, g, ho, ki, kj);
+        }
+    }
+}
+
+/* Large planes (depthwise layers at 112x112) run row-outer, all taps of one
+ * output row while it sits in L1; planes that fit in L1 keep the tap-outer
+ * order, which measured faster there (5x5 at 56x56).  Either way each output
+ * sums its taps in (cil, ki, kj) order.  The two loop nests are separate
+ * functions, chosen once per plane: as two branches of one loop nest the
+ * tap-outer one compiled about 10% slower (resnet 3x3 64ch 56x56, 1 thread). */
+RLX_INLINE void rlx_direct_plane_body(const float* restrict x, ptrdiff_t x_len,
+                                      const float* restrict wt, float* restrict y,
+                                      ptrdiff_t y_len, const rlx_conv_geom* g, ptrdiff_t item) {
+    if (g->h_out * g->w_out > RLX_DIRECT_L1_FLOATS)
+        rlx_direct_plane_rows(x, x_len, wt, y, y_len, g, item);
+    else
+        rlx_direct_plane_taps(x, x_len, wt, y, y_len, g, item);
 }
 
 static void rlx_direct_plane_base(const float* x, ptrdiff_t x_len, const float* wt, float* y,
