@@ -15,7 +15,7 @@ from cython.parallel cimport prange
 from libc.math cimport exp, tanh
 from libc.stdint cimport int64_t
 
-from rlx_cpu._launch cimport Launch, effective_threads
+from rlx_cpu._launch cimport Launch, effective_threads, small_work_threads
 
 cdef Py_ssize_t PARALLEL_MIN = 32768
 cdef Py_ssize_t BLOCK = 4096
@@ -23,10 +23,6 @@ cdef enum:
     MAXR = 8
 
 MAX_RANK = MAXR
-
-
-cdef inline int _threads_for(Py_ssize_t work, int t) noexcept nogil:
-    return t if work >= PARALLEL_MIN else 1
 
 
 # ---------------------------------------------------------------------------
@@ -93,7 +89,7 @@ cdef class UnaryLaunch(Launch):
         self.max_threads = max(1, max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:
-        cdef int t = _threads_for(self.size, effective_threads(nthreads, self.max_threads))
+        cdef int t = small_work_threads(self.size, effective_threads(nthreads, self.max_threads), PARALLEL_MIN)
         cdef Py_ssize_t nblk = (self.size + BLOCK - 1) // BLOCK
         cdef Py_ssize_t blk
         for blk in prange(nblk, num_threads=t, schedule='static'):
@@ -212,7 +208,7 @@ cdef class BinaryLaunch(Launch):
         self.max_threads = max(1, max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:
-        cdef int t = _threads_for(self.size, effective_threads(nthreads, self.max_threads))
+        cdef int t = small_work_threads(self.size, effective_threads(nthreads, self.max_threads), PARALLEL_MIN)
         cdef Py_ssize_t item
         for item in prange(self.rows * self.chunks, num_threads=t, schedule='static'):
             self._item(item)
@@ -255,7 +251,7 @@ cdef class ChannelAffineLaunch(Launch):
         self.max_threads = max(1, max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:
-        cdef int t = _threads_for(self.n * self.c * self.s, effective_threads(nthreads, self.max_threads))
+        cdef int t = small_work_threads(self.n * self.c * self.s, effective_threads(nthreads, self.max_threads), PARALLEL_MIN)
         cdef Py_ssize_t plane, i, base
         cdef float k, b
         for plane in prange(self.n * self.c, num_threads=t, schedule='static'):

@@ -8,13 +8,9 @@
 from cython.parallel cimport prange
 from libc.math cimport exp
 
-from rlx_cpu._launch cimport Launch, effective_threads
+from rlx_cpu._launch cimport Launch, effective_threads, small_work_threads
 
 cdef Py_ssize_t PARALLEL_MIN = 16384
-
-
-cdef inline int _threads_for(Py_ssize_t work, int t) noexcept nogil:
-    return t if work >= PARALLEL_MIN else 1
 
 
 cdef class ReduceMeanLaunch(Launch):
@@ -30,8 +26,7 @@ cdef class ReduceMeanLaunch(Launch):
         self.max_threads = max(1, max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:
-        cdef int t = _threads_for(self.outer * self.k * self.inner,
-                                  effective_threads(nthreads, self.max_threads))
+        cdef int t = small_work_threads(self.outer * self.k * self.inner, effective_threads(nthreads, self.max_threads), PARALLEL_MIN)
         cdef Py_ssize_t line
         for line in prange(self.outer * self.inner, num_threads=t, schedule='static'):
             self._line(line)
@@ -66,8 +61,7 @@ cdef class SoftmaxLaunch(Launch):
         self.max_threads = max(1, max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:
-        cdef int t = _threads_for(self.outer * self.k * self.inner,
-                                  effective_threads(nthreads, self.max_threads))
+        cdef int t = small_work_threads(self.outer * self.k * self.inner, effective_threads(nthreads, self.max_threads), PARALLEL_MIN)
         cdef Py_ssize_t line
         for line in prange(self.outer * self.inner, num_threads=t, schedule='static'):
             self._line(line)

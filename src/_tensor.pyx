@@ -12,7 +12,7 @@ from cython.parallel cimport prange
 from libc.stdint cimport int64_t
 from libc.string cimport memcpy
 
-from rlx_cpu._launch cimport Launch, effective_threads
+from rlx_cpu._launch cimport Launch, effective_threads, small_work_threads
 
 import numpy as np
 
@@ -22,10 +22,6 @@ cdef enum:
     MAXR = 8
 
 MAX_RANK = MAXR
-
-
-cdef inline int _threads_for(Py_ssize_t work, int t) noexcept nogil:
-    return t if work >= PARALLEL_MIN else 1
 
 
 cdef class GatherLaunch(Launch):
@@ -64,7 +60,7 @@ cdef class GatherLaunch(Launch):
         self.max_threads = max(1, max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:
-        cdef int t = _threads_for(self.rows * self.inner, effective_threads(nthreads, self.max_threads))
+        cdef int t = small_work_threads(self.rows * self.inner, effective_threads(nthreads, self.max_threads), PARALLEL_MIN)
         cdef Py_ssize_t row
         for row in prange(self.rows, num_threads=t, schedule='static'):
             self._row(row)
@@ -113,7 +109,7 @@ cdef class BlockCopyLaunch(Launch):
         self.max_threads = max(1, max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:
-        cdef int t = _threads_for(self.rows * self.width, effective_threads(nthreads, self.max_threads))
+        cdef int t = small_work_threads(self.rows * self.width, effective_threads(nthreads, self.max_threads), PARALLEL_MIN)
         cdef Py_ssize_t r
         if self.width <= 0:
             return 0

@@ -11,16 +11,12 @@ from cython.parallel cimport prange
 from libc.math cimport exp, log, NAN
 
 from _blas cimport sgemm_rm_split
-from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
+from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder, small_work_threads
 
 import numpy as np
 
 cdef Py_ssize_t PARALLEL_MIN = 32768
 cdef Py_ssize_t BLOCK = 4096
-
-
-cdef inline int _threads_for(Py_ssize_t work, int t) noexcept nogil:
-    return t if work >= PARALLEL_MIN else 1
 
 
 # ---------------------------------------------------------------------------
@@ -40,7 +36,7 @@ cdef class BiasAddLaunch(Launch):
         self.max_threads = max(1, max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:
-        cdef int t = _threads_for(self.n * self.c * self.s, effective_threads(nthreads, self.max_threads))
+        cdef int t = small_work_threads(self.n * self.c * self.s, effective_threads(nthreads, self.max_threads), PARALLEL_MIN)
         cdef Py_ssize_t plane, i, base
         cdef float b
         for plane in prange(self.n * self.c, num_threads=t, schedule='static'):
@@ -64,7 +60,7 @@ cdef class BiasGradLaunch(Launch):
         self.max_threads = max(1, max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:
-        cdef int t = _threads_for(self.n * self.c * self.s, effective_threads(nthreads, self.max_threads))
+        cdef int t = small_work_threads(self.n * self.c * self.s, effective_threads(nthreads, self.max_threads), PARALLEL_MIN)
         cdef Py_ssize_t ch
         # one channel per iteration: each db[c] is summed by one thread in
         # one order, so the result does not depend on the thread count
@@ -146,7 +142,7 @@ cdef class ElementwiseLaunch(Launch):
         self.max_threads = max(1, max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:
-        cdef int t = _threads_for(self.size, effective_threads(nthreads, self.max_threads))
+        cdef int t = small_work_threads(self.size, effective_threads(nthreads, self.max_threads), PARALLEL_MIN)
         cdef Py_ssize_t nblk = (self.size + BLOCK - 1) // BLOCK
         cdef Py_ssize_t blk
         for blk in prange(nblk, num_threads=t, schedule='static'):

@@ -33,6 +33,12 @@ cdef inline int effective_threads(int requested, int max_threads) noexcept nogil
     return requested if 0 < requested <= max_threads else max_threads
 
 
+cdef inline int small_work_threads(Py_ssize_t work, int t, Py_ssize_t min_work) noexcept nogil:
+    """The small-work rule of the elementwise, tensor and reduction kernels:
+    below `min_work` elements one thread runs the op (a fork/join costs more)."""
+    return t if work >= min_work else 1
+
+
 # A typed memoryview attribute cannot be None in nogil code, so an absent
 # optional view (bias, scratch, indices) is bound to a shared one-element
 # placeholder of its dtype; kernels never touch it (has_bias is false, the
