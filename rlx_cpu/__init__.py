@@ -13,31 +13,7 @@ The ops themselves live in ``rlx_cpu/ops/<family>.py`` and register their
 graph methods and functions; the names below are the core plus whatever the
 families registered.
 """
-import os as _os
-
-
-def _default_passive_wait():
-    """OpenMP threads that finish their share sleep instead of spinning
-    (OMP_WAIT_POLICY=PASSIVE) unless the user chose a policy.  With spinning
-    (libgomp's default), a busy competing process on a small machine turns
-    every parallel region's barrier into a wait for a descheduled thread:
-    2-thread plans ran 10-20x slower than at 1 thread.  libgomp reads the
-    variable once, when it is loaded, so this only takes effect if no other
-    module loaded it before rlx_cpu."""
-    if any(v in _os.environ for v in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")):
-        return
-    try:
-        with open("/proc/self/maps") as f:
-            if "libgomp" in f.read():
-                return
-    except OSError:
-        pass
-    _os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-
-
-_default_passive_wait()
-
-from ._version import __version__  # noqa: E402  (after the OpenMP environment is set)
+from ._version import __version__
 from .algorithms import ConvAlgorithm, ConvFlags, select_conv_algorithm, select_convnd_algorithm
 from .compiler import compile
 from .ir import Graph, Node

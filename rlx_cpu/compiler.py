@@ -18,7 +18,7 @@ from .debug import GUARD, resolve_debug
 from .ir import Graph
 from .registry import COMPILE_RULES
 from .shapes import INDEX_MAX, nbytes_of
-from .threads import limit_blas_threads, resolve_num_threads
+from .threads import limit_blas_threads, resolve_adaptive_threads, resolve_num_threads
 from .thunks import Slice
 
 
@@ -164,7 +164,8 @@ def _check_inputs_read_only(ctx):
                                    "constants are read-only")
 
 
-def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True, debug=None):
+def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True, debug=None,
+            adaptive_threads=None):
     """Compile `graph` into an executable :class:`~rlx_cpu.plan.Plan`.
 
     conv_algorithm: 'auto' (choose per shape) or one of 'reference', 'im2col',
@@ -176,6 +177,10 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True, de
     debug: check every launch's slices and writes, with guard bytes around
         every arena buffer (slow; see rlx_cpu/debug.py).  None: the RLX_DEBUG
         environment variable ('1' on, '0' or unset off).
+    adaptive_threads: let each run of a multi-threaded plan fall back to one
+        thread while that is measured to be faster (a busy competing process
+        on the same cores); results are identical either way.  None: the
+        RLX_ADAPTIVE_THREADS environment variable ('1' or unset on, '0' off).
     """
     from .plan import Plan
 
@@ -190,6 +195,7 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True, de
                          f"'direct', 'winograd', got {conv_algorithm!r}")
     nthreads = resolve_num_threads(num_threads)
     debug = resolve_debug(debug)
+    adaptive_threads = resolve_adaptive_threads(adaptive_threads)
     guard = GUARD if debug else 0
     limit_blas_threads()
 
@@ -252,4 +258,5 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True, de
     const_items = [(const_offsets[b], ctx.const_values[b]) for b in const_offsets]
     inputs = [(n.name, n.shape, to_slice(ctx.buf(n.id))) for n in input_nodes]
     outputs = [(graph.node(i).shape, to_slice(ctx.buf(i)), graph.node(i).dtype) for i in graph.outputs]
-    return Plan(tuple(thunks), inputs, outputs, arena, const_nbytes, const_items, nthreads, debug)
+    return Plan(tuple(thunks), inputs, outputs, arena, const_nbytes, const_items, nthreads, debug,
+                adaptive_threads)

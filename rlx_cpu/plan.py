@@ -114,7 +114,7 @@ class RunContext:
         if plan.debug:
             self.sequence = DebugSequence(plan, self, _runtime.LaunchSequence)
         else:
-            self.sequence = _runtime.LaunchSequence(self.launches)
+            self.sequence = _runtime.LaunchSequence(self.launches, plan.adaptive_threads)
         self._fixups = ()
         self._set_fixups()
 
@@ -343,7 +343,8 @@ def _restore_plan(state):
     try:
         plan = Plan.__new__(Plan)
         plan._setup(state["thunks"], state["inputs"], state["outputs"], state["arena_plan"],
-                    state["const_nbytes"], state["num_threads"], state.get("debug", False))
+                    state["const_nbytes"], state["num_threads"], state.get("debug", False),
+                    state.get("adaptive_threads", True))
         const = np.frombuffer(state["const"], dtype=np.uint8)
     except (KeyError, TypeError, AttributeError) as exc:
         raise IncompatiblePlanError(f"pickled Plan state is incomplete or malformed: {exc!r}") from None
@@ -371,7 +372,10 @@ class Plan:
     A Plan is immutable and thread-safe: many Python threads may run one plan
     at once, each on its own :class:`RunContext` (arena + bound kernels),
     created on that thread's first run.  The thread count used *inside* each
-    run (``num_threads``) is fixed at compile time.
+    run (``num_threads``) is fixed at compile time; with ``adaptive_threads``
+    (the default) a run falls back to one thread while that is measured to be
+    faster, as when another busy process shares the cores.  The results are
+    bitwise the same either way.
 
     Plans pickle (and ``copy.deepcopy``): the pickle holds the thunk records,
     the constants and the settings (``num_threads``, rlx_cpu version, build
@@ -381,20 +385,24 @@ class Plan:
     Like any pickle, load only plans you trust.
     """
 
-    def __init__(self, thunks, inputs, outputs, arena, const_nbytes, const_items, num_threads, debug=False):
-        self._setup(thunks, inputs, outputs, arena, const_nbytes, num_threads, debug)
+    def __init__(self, thunks, inputs, outputs, arena, const_nbytes, const_items, num_threads, debug=False,
+                 adaptive_threads=True):
+        self._setup(thunks, inputs, outputs, arena, const_nbytes, num_threads, debug, adaptive_threads)
         const = self._const
         for off, arr in const_items:
             const[off:off + arr.nbytes] = arr.reshape(-1).view(np.uint8)
         const.setflags(write=False)
 
-    def _setup(self, thunks, inputs, outputs, arena, const_nbytes, num_threads, debug=False):
+    def _setup(self, thunks, inputs, outputs, arena, const_nbytes, num_threads, debug=False,
+               adaptive_threads=True):
         self.thunks = tuple(thunks)
         self.debug = bool(debug)  # runs check every launch's writes (rlx_cpu/debug.py)
         self._inputs = tuple(inputs)
         self._outputs = tuple(outputs)
         self._arena_plan = arena
         self.num_threads = int(num_threads)
+        # runs may use one thread while that is measured faster (src/_adaptive.pxd)
+        self.adaptive_threads = bool(adaptive_threads)
         self._const = aligned_empty(max(int(const_nbytes), 64))
         self.const_nbytes = const_nbytes
         self._local = threading.local()
@@ -415,6 +423,7 @@ class Plan:
             "const": self._const.tobytes(),
             "num_threads": self.num_threads,
             "debug": self.debug,
+            "adaptive_threads": self.adaptive_threads,
         }
         return (_restore_plan, (state,))
 

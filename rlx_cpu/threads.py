@@ -168,3 +168,23 @@ def scipy_blas_info():
             out["libraries"].append({k: lib.get(k) for k in
                                      ("internal_api", "version", "architecture", "num_threads", "filepath")})
     return out
+
+
+def resolve_adaptive_threads(adaptive, where="compile"):
+    """compile's adaptive_threads flag: True/False, or None for the
+    RLX_ADAPTIVE_THREADS variable ('1' or unset: on, '0': off).
+
+    On, a run of a multi-threaded plan uses one thread instead when its
+    measured run times say one is faster -- which happens when another busy
+    process shares the cores (see src/_adaptive.pxd).  Results are identical
+    either way; off, every run uses exactly num_threads."""
+    if adaptive is None:
+        raw = os.environ.get("RLX_ADAPTIVE_THREADS", "").strip()
+        if raw in ("", "1"):
+            return True
+        if raw == "0":
+            return False
+        raise ValueError(f"RLX_ADAPTIVE_THREADS must be '0' or '1' (or unset), got {raw!r}")
+    if not isinstance(adaptive, bool):
+        raise TypeError(f"{where}: adaptive_threads must be True, False or None, got {adaptive!r}")
+    return adaptive

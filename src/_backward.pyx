@@ -243,11 +243,13 @@ cdef int _bi_item(const float[::1] dy, const float[::1] wt, float[::1] dx, float
 
 cdef int conv_backward_input_gemm(const float[::1] dy, const float[::1] wt, float[::1] dx,
                                   float[::1] scratch, const Win* g, int algorithm,
-                                  int t) except -1 nogil:
+                                  int split, int t) except -1 nogil:
+    # split: the thread count the launch was bound for; it alone decides how
+    # the work is cut, so a run on t < split threads gives the same bits
     cdef Py_ssize_t items = g.n * g.groups
     cdef Py_ssize_t item, ni, gi, u, dy_off, dx_off
     cdef Py_ssize_t units = g.cpg * g.size[0] * g.size[1]
-    if _bi_items_parallel(g, t):
+    if _bi_items_parallel(g, split):
         for item in prange(items, num_threads=t, schedule='static'):
             _bi_item(dy, wt, dx, scratch, g, item, threadid() * g.kdim * g.out_vol, algorithm)
         # end: prange
@@ -262,11 +264,11 @@ cdef int conv_backward_input_gemm(const float[::1] dy, const float[::1] wt, floa
         if algorithm == CONV_BWD_GEMM_1X1:
             sgemm_rm_split(True, False, <int>g.cpg, <int>g.out_vol, <int>g.cog, 1.0,
                            &wt[gi * g.cog * g.kdim], <int>g.kdim, &dy[dy_off], <int>g.out_vol, 0.0,
-                           &dx[dx_off], <int>g.out_vol, t)
+                           &dx[dx_off], <int>g.out_vol, split, t)
             continue
         sgemm_rm_split(True, False, <int>g.kdim, <int>g.out_vol, <int>g.cog, 1.0,
                        &wt[gi * g.cog * g.kdim], <int>g.kdim, &dy[dy_off], <int>g.out_vol, 0.0,
-                       &scratch[0], <int>g.out_vol, t)
+                       &scratch[0], <int>g.out_vol, split, t)
         for u in prange(units, num_threads=t, schedule='static'):
             _col2im_row(scratch, 0, dx, dx_off, g, u)
         # end: prange
@@ -360,8 +362,9 @@ cdef int _bw_range(const float[::1] x, const float[::1] dy, float[::1] scratch,
 
 cdef int conv_backward_weight_gemm(const float[::1] x, const float[::1] dy, float[::1] dw,
                                    float[::1] scratch, const Win* g, int algorithm,
-                                   int t) except -1 nogil:
-    cdef int mode = _bw_mode(g, t)
+                                   int split, int t) except -1 nogil:
+    # split: as for conv_backward_input_gemm
+    cdef int mode = _bw_mode(g, split)
     cdef Py_ssize_t wsize = g.c_out * g.kdim
     cdef Py_ssize_t ni, gi, part, nparts, e, q, x_off, dy_off
     cdef double acc
@@ -383,8 +386,8 @@ cdef int conv_backward_weight_gemm(const float[::1] x, const float[::1] dy, floa
         # Contiguous image ranges, one per part, each summed into its own
         # partial dW; the partials are then added in part order (not in
         # completion order, and without a lock), so the result is the same
-        # on every run with this thread count.
-        nparts = t if t < g.n else g.n
+        # on every run of this launch, on any number of threads.
+        nparts = split if split < g.n else g.n
         for part in prange(nparts, num_threads=t, schedule='static', chunksize=1):
             _bw_range(x, dy, scratch, g, part, nparts, algorithm)
         # end: prange
@@ -404,14 +407,14 @@ cdef int conv_backward_weight_gemm(const float[::1] x, const float[::1] dy, floa
             if algorithm == CONV_BWD_GEMM_1X1:
                 sgemm_rm_split(False, True, <int>g.cog, <int>g.cpg, <int>g.out_vol, 1.0, &dy[dy_off],
                                <int>g.out_vol, &x[x_off], <int>g.out_vol, 0.0 if ni == 0 else 1.0,
-                               &dw[gi * g.cog * g.kdim], <int>g.cpg, t)
+                               &dw[gi * g.cog * g.kdim], <int>g.cpg, split, t)
                 continue
             for q in prange(g.out[0] * g.out[1], num_threads=t, schedule='static'):
                 _im2col_out_row(x, x_off, scratch, 0, g, q)
             # end: prange
             sgemm_rm_split(False, False, <int>g.cog, <int>g.kdim, <int>g.out_vol, 1.0, &dy[dy_off],
                            <int>g.out_vol, &scratch[0], <int>g.kdim, 0.0 if ni == 0 else 1.0,
-                           &dw[gi * g.cog * g.kdim], <int>g.kdim, t)
+                           &dw[gi * g.cog * g.kdim], <int>g.kdim, split, t)
     return 0
 
 
@@ -481,7 +484,7 @@ cdef class ConvBackwardInputLaunch(Launch):
             conv_backward_input_reference(self.dy, self.weight, self.dx, &self.g, t)
         else:
             conv_backward_input_gemm(self.dy, self.weight, self.dx, self.scratch, &self.g,
-                                     self.algorithm, t)
+                                     self.algorithm, self.max_threads, t)
         return 0
 
 
@@ -509,5 +512,5 @@ cdef class ConvBackwardWeightLaunch(Launch):
             conv_backward_weight_reference(self.x, self.dy, self.dw, &self.g, t)
         else:
             conv_backward_weight_gemm(self.x, self.dy, self.dw, self.scratch, &self.g,
-                                      self.algorithm, t)
+                                      self.algorithm, self.max_threads, t)
         return 0

@@ -46,17 +46,19 @@ cdef inline void sgemm_rm_split(bint trans_a, bint trans_b,
                                 float alpha, const float* a, int lda,
                                 const float* b, int ldb,
                                 float beta, float* c, int ldc,
-                                int nthreads) noexcept nogil:
-    """Same contract as sgemm_rm, with the output split into `nthreads` panels
-    computed in parallel (columns when n >= m, else rows).  Each panel is an
-    independent single-threaded sgemm, so the result does not depend on the
-    thread count for a given panel split."""
+                                int split, int nthreads) noexcept nogil:
+    """Same contract as sgemm_rm, with the output split into `split` panels
+    (columns when n >= m, else rows) computed in parallel by `nthreads`
+    threads.  Each panel is an independent single-threaded sgemm, so the
+    result depends on `split` only: callers pass the thread count the launch
+    was bound for as `split` and the run's team size as `nthreads`, and a run
+    on fewer threads gives the same bits."""
     cdef int p, lo, hi, width, parts
-    if nthreads <= 1 or (m < 32 and n < 32):
+    if split <= 1 or (m < 32 and n < 32):
         sgemm_rm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
         return
     if n >= m:
-        width = _panel(n, nthreads, 16)
+        width = _panel(n, split, 16)
         parts = (n + width - 1) // width
         for p in prange(parts, num_threads=nthreads, schedule='static'):
             lo = p * width
@@ -67,7 +69,7 @@ cdef inline void sgemm_rm_split(bint trans_a, bint trans_b,
                      (b + lo * ldb) if trans_b else (b + lo), ldb,
                      beta, c + lo, ldc)
     else:
-        width = _panel(m, nthreads, 4)
+        width = _panel(m, split, 4)
         parts = (m + width - 1) // width
         for p in prange(parts, num_threads=nthreads, schedule='static'):
             lo = p * width

@@ -275,13 +275,15 @@ cdef int conv_im2col(const float[::1] x, const float[::1] wt, float[::1] y,
 # ---------------------------------------------------------------------------
 
 cdef int conv_gemm_1x1(const float[::1] x, const float[::1] wt, float[::1] y,
-                       const ConvGeom* g, int nthreads) except -1 nogil:
+                       const ConvGeom* g, int split, int nthreads) except -1 nogil:
+    # split: the thread count the launch was bound for, which alone decides
+    # how the work is cut (the result does not depend on nthreads)
     cdef Py_ssize_t cpg = g.c_in // g.groups
     cdef Py_ssize_t cog = g.c_out // g.groups
     cdef Py_ssize_t p = g.h * g.w
     cdef Py_ssize_t items = g.n * g.groups
     cdef Py_ssize_t item, ni, gi
-    if nthreads > 1 and items >= nthreads:
+    if split > 1 and items >= split:
         for item in prange(items, num_threads=nthreads, schedule='static'):
             ni = item // g.groups
             gi = item % g.groups
@@ -294,7 +296,7 @@ cdef int conv_gemm_1x1(const float[::1] x, const float[::1] wt, float[::1] y,
         gi = item % g.groups
         sgemm_rm_split(False, False, <int>cog, <int>p, <int>cpg, 1.0, &wt[gi * cog * cpg], <int>cpg,
                        &x[(ni * g.c_in + gi * cpg) * p], <int>p, 0.0,
-                       &y[(ni * g.c_out + gi * cog) * p], <int>p, nthreads)
+                       &y[(ni * g.c_out + gi * cog) * p], <int>p, split, nthreads)
     return 0
 
 
@@ -442,7 +444,7 @@ cdef class Conv2DLaunch(Launch):
         elif self.algorithm == CONV_IM2COL:
             conv_im2col(self.x, self.weight, self.y, self.scratch, &self.g, self.block, t)
         elif self.algorithm == CONV_GEMM_1X1:
-            conv_gemm_1x1(self.x, self.weight, self.y, &self.g, t)
+            conv_gemm_1x1(self.x, self.weight, self.y, &self.g, self.max_threads, t)
         elif self.algorithm == CONV_DIRECT:
             conv_direct(self.x, self.weight, self.y, &self.g, t)
         else:

@@ -223,7 +223,8 @@ cdef int _conv_item(const float[::1] x, const float[::1] w, const float[::1] bia
 
 cdef int conv_nd_fast(const float[::1] x, const float[::1] w, const float[::1] bias, bint has_bias,
                       float[::1] y, float[::1] scratch, const Win* g, const Patch* pt,
-                      bint identity, Py_ssize_t nb, bint items_parallel, int nthreads) except -1 nogil:
+                      bint identity, Py_ssize_t nb, bint items_parallel, int split,
+                      int nthreads) except -1 nogil:
     cdef Py_ssize_t cpg = pt.ch
     cdef Py_ssize_t cog = g.c_out // g.groups
     cdef Py_ssize_t kdim = cpg * pt.kk
@@ -247,7 +248,7 @@ cdef int conv_nd_fast(const float[::1] x, const float[::1] w, const float[::1] b
         y_off = (ni * g.c_out + gi * cog) * ncol
         if identity:
             sgemm_rm_split(False, False, <int>cog, <int>ncol, <int>kdim, 1.0, &w[gi * cog * kdim],
-                           <int>kdim, &x[x_off], <int>ncol, 0.0, &y[y_off], <int>ncol, nthreads)
+                           <int>kdim, &x[x_off], <int>ncol, 0.0, &y[y_off], <int>ncol, split, nthreads)
         else:
             for blk in range((ncol + nb - 1) // nb):
                 j0 = blk * nb
@@ -257,7 +258,7 @@ cdef int conv_nd_fast(const float[::1] x, const float[::1] w, const float[::1] b
                 # end: prange
                 sgemm_rm_split(False, False, <int>cog, <int>cnt, <int>kdim, 1.0, &w[gi * cog * kdim],
                                <int>kdim, &scratch[0], <int>cnt, 0.0, &y[y_off + j0], <int>ncol,
-                               nthreads)
+                               split, nthreads)
         if has_bias:
             for c in prange(cog, num_threads=nthreads, schedule='static'):
                 add_bias_planes(y, y_off + c * ncol, bias, gi * cog + c, 1, ncol)
@@ -313,7 +314,7 @@ cdef int _col2vol_channel(const float[::1] col, float[::1] y, Py_ssize_t y_off, 
 cdef int conv_transpose_nd_fast(const float[::1] x, const float[::1] w, const float[::1] bias,
                                 bint has_bias, float[::1] y, float[::1] scratch, const Win* g,
                                 const Patch* pt, bint identity, Py_ssize_t nb, bint items_parallel,
-                                int nthreads) except -1 nogil:
+                                int split, int nthreads) except -1 nogil:
     cdef Py_ssize_t cog = pt.ch
     cdef Py_ssize_t cig = g.c // g.groups
     cdef Py_ssize_t mdim = cog * pt.kk
@@ -338,13 +339,14 @@ cdef int conv_transpose_nd_fast(const float[::1] x, const float[::1] w, const fl
         # end: prange
         if identity:
             sgemm_rm_split(True, False, <int>mdim, <int>ncol, <int>cig, 1.0, &w[gi * cig * mdim],
-                           <int>mdim, &x[x_off], <int>ncol, 1.0, &y[y_off], <int>ncol, nthreads)
+                           <int>mdim, &x[x_off], <int>ncol, 1.0, &y[y_off], <int>ncol, split, nthreads)
             continue
         for blk in range((ncol + nb - 1) // nb):
             j0 = blk * nb
             cnt = nb if j0 + nb <= ncol else ncol - j0
             sgemm_rm_split(True, False, <int>mdim, <int>cnt, <int>cig, 1.0, &w[gi * cig * mdim],
-                           <int>mdim, &x[x_off + j0], <int>ncol, 0.0, &scratch[0], <int>cnt, nthreads)
+                           <int>mdim, &x[x_off + j0], <int>ncol, 0.0, &scratch[0], <int>cnt, split,
+                           nthreads)
             for c in prange(cog, num_threads=nthreads, schedule='static'):
                 _col2vol_channel(scratch, y, y_off, pt, c, j0, cnt)
             # end: prange
@@ -395,26 +397,29 @@ cdef class ConvNDLaunch(Launch):
         return 0 if (self.identity or not self.fast) else int(self.nb)
 
     def parallel_mode(self, int nthreads):
-        """How a run with `nthreads` splits the work: 'planes' (reference:
-        (image, out channel) planes), 'items' ((image, group) per thread) or
-        'split' (each item's fill/GEMM/scatter shared by all threads)."""
-        cdef int t = effective_threads(nthreads, self.max_threads)
+        """How a run splits the work: 'planes' (reference: (image, out
+        channel) planes), 'items' ((image, group) per thread) or 'split'
+        (each item's fill/GEMM/scatter shared by all threads).  The bound
+        thread count decides it; a run's `nthreads` only sizes the team."""
         if not self.fast:
             return "planes"
-        if self.items_parallel_ok and _items_parallel(&self.g, t):
+        if self.items_parallel_ok and _items_parallel(&self.g, self.max_threads):
             return "items"
         return "split"
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
-        cdef bint items_par = self.items_parallel_ok and _items_parallel(&self.g, t)
+        # how the work is cut depends on the bound thread count only, so a run
+        # on fewer threads (adaptive_threads) gives the same bits
+        cdef bint items_par = self.items_parallel_ok and _items_parallel(&self.g, self.max_threads)
         cdef Py_ssize_t item
         if self.fast and self.transposed:
             conv_transpose_nd_fast(self.x, self.weight, self.bias, self.has_bias, self.y,
-                                   self.scratch, &self.g, &self.pt, self.identity, self.nb, items_par, t)
+                                   self.scratch, &self.g, &self.pt, self.identity, self.nb, items_par,
+                                   self.max_threads, t)
         elif self.fast:
             conv_nd_fast(self.x, self.weight, self.bias, self.has_bias, self.y, self.scratch,
-                         &self.g, &self.pt, self.identity, self.nb, items_par, t)
+                         &self.g, &self.pt, self.identity, self.nb, items_par, self.max_threads, t)
         elif self.transposed:
             for item in prange(self.g.n * self.g.c_out, num_threads=t, schedule='static'):
                 _transpose_reference_plane(self.x, self.weight, self.bias, self.has_bias,

@@ -47,7 +47,7 @@ cdef class GemmLaunch(Launch):
         if self.m <= 0 or self.n <= 0:
             return 0
         sgemm_rm_split(self.trans_a, self.trans_b, self.m, self.n, self.k, self.alpha,
-                       &self.a[0], lda, &self.b[0], ldb, 0.0, &self.y[0], self.n, t)
+                       &self.a[0], lda, &self.b[0], ldb, 0.0, &self.y[0], self.n, self.max_threads, t)
         if self.has_c:
             for i in range(self.m):
                 for j in range(self.n):
@@ -86,11 +86,13 @@ cdef class BatchedMatMulLaunch(Launch):
         cdef Py_ssize_t bi
         if self.batches == 0 or self.m <= 0 or self.n <= 0:
             return 0
-        if self.batches == 1 or t == 1:
+        # the bound thread count decides the cut (one batch: GEMM panels), so
+        # a run on fewer threads gives the same bits
+        if self.batches == 1 or self.max_threads == 1:
             for bi in range(self.batches):
                 sgemm_rm_split(False, False, self.m, self.n, self.k, 1.0, &self.a[0] + self.a_off[bi], self.k,
                                &self.b[0] + self.b_off[bi], self.n, 0.0, &self.y[0] + bi * self.m * self.n,
-                               self.n, t)
+                               self.n, self.max_threads, t)
             return 0
         for bi in prange(self.batches, num_threads=t, schedule='static'):
             sgemm_rm(False, False, self.m, self.n, self.k, 1.0, &self.a[0] + self.a_off[bi], self.k,

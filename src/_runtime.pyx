@@ -6,6 +6,8 @@ from libc.stdint cimport uintptr_t
 from libc.stdlib cimport free, malloc
 
 from rlx_cpu._launch cimport Launch, process_threads
+from _adaptive cimport (Chooser, chooser_init, chooser_option, chooser_record, chooser_threads,
+                        rlx_monotonic_seconds)
 
 from rlx_cpu._launch import forked_thread_limit  # noqa: F401  (re-exported)
 
@@ -80,16 +82,27 @@ cdef class LaunchSequence:
     after the launch in progress instead of after the whole run.  Any other
     object with an ``execute(nthreads)`` method -- a launch written in
     Python, such as the toy op family in tests/test_op_registry.py -- is
-    called with the GIL held, so an op family needs no Cython to exist."""
+    called with the GIL held, so an op family needs no Cython to exist.
+
+    adaptive: a run asked for several threads may use one instead, chosen
+    from the measured times of earlier runs (src/_adaptive.pxd), so that a
+    busy competing process cannot make a multi-threaded run slower than a
+    single-threaded one.  Results are the same either way."""
     cdef list _keep            # owns the launches the borrowed pointers refer to
     cdef PyObject** _ptrs
     cdef char* _typed
     cdef readonly Py_ssize_t size
+    cdef readonly bint adaptive
+    cdef readonly int last_threads     # the thread count of the last run
+    cdef Chooser _ch
 
-    def __cinit__(self, launches):
+    def __cinit__(self, launches, bint adaptive=False):
         cdef Py_ssize_t i
         self._keep = list(launches)
         self.size = len(self._keep)
+        self.adaptive = adaptive
+        self.last_threads = 0
+        chooser_init(&self._ch, 0)
         self._ptrs = <PyObject**>malloc(max(self.size, 1) * sizeof(PyObject*))
         self._typed = <char*>malloc(max(self.size, 1))
         if self._ptrs == NULL or self._typed == NULL:
@@ -119,9 +132,19 @@ cdef class LaunchSequence:
         self._typed[i] = isinstance(launch, Launch)
 
     def run(self, int nthreads):
-        """Run every launch in order on `nthreads` OpenMP threads."""
+        """Run every launch in order on `nthreads` OpenMP threads (or on one,
+        when adaptive and one has been measured to be faster)."""
         cdef Py_ssize_t i
+        cdef int opt = 0
+        cdef double t0 = 0
         nthreads = process_threads(nthreads)
+        cdef bint choose = self.adaptive and nthreads > 1
+        if choose:
+            if self._ch.full != nthreads:
+                chooser_init(&self._ch, nthreads)
+            opt = chooser_option(&self._ch)
+            nthreads = chooser_threads(&self._ch)
+            t0 = rlx_monotonic_seconds()
         for i in range(self.size):
             if i:
                 PyErr_CheckSignals()      # raises KeyboardInterrupt & co. between launches
@@ -130,7 +153,42 @@ cdef class LaunchSequence:
                     (<Launch>self._ptrs[i]).run(nthreads)
             else:
                 (<object>self._ptrs[i]).execute(nthreads)
+        if choose:
+            chooser_record(&self._ch, opt, rlx_monotonic_seconds() - t0)
+        self.last_threads = nthreads
         return None
+
+    @property
+    def adaptive_stats(self):
+        """{'runs', 'single_thread_runs', 'switches', 'next_threads'} of the
+        adaptive thread choice (zeros when not adaptive or single-threaded)."""
+        return {"runs": self._ch.runs, "single_thread_runs": self._ch.single_runs,
+                "switches": self._ch.switches,
+                "next_threads": chooser_threads(&self._ch) if self._ch.full > 1 else self.last_threads}
+
+
+cdef class ThreadChooser:
+    """The adaptive thread choice of LaunchSequence on its own, driven with
+    given run times (tests use it to check the policy without a clock)."""
+    cdef Chooser _ch
+
+    def __cinit__(self, int full):
+        if full < 2:
+            raise ValueError(f"ThreadChooser: full must be >= 2 threads, got {full}")
+        chooser_init(&self._ch, full)
+
+    def next_threads(self):
+        """The thread count the next run would use."""
+        return chooser_threads(&self._ch)
+
+    def record(self, double seconds):
+        """Account the next run (on next_threads()) as taking `seconds`."""
+        chooser_record(&self._ch, chooser_option(&self._ch), seconds)
+
+    @property
+    def stats(self):
+        return {"runs": self._ch.runs, "single_thread_runs": self._ch.single_runs,
+                "switches": self._ch.switches, "interval": self._ch.interval}
 
 
 def run_launches(list launches, int nthreads):

@@ -181,7 +181,7 @@ cdef class GemmLaunch(Launch):
         cdef int ldb = self.k if self.trans_b else self.n
         cdef Py_ssize_t i, j
         sgemm_rm_split(self.trans_a, self.trans_b, self.m, self.n, self.k, 1.0,
-                       &self.a[0], lda, &self.b[0], ldb, 0.0, &self.c[0], self.n, t)
+                       &self.a[0], lda, &self.b[0], ldb, 0.0, &self.c[0], self.n, self.max_threads, t)
         if self.has_bias:
             for i in range(self.m):
                 for j in range(self.n):

@@ -164,103 +164,14 @@ def test_plan_is_freed_when_last_reference_goes_without_gc():
 # ---------------------------------------------------------------------------
 # debug mode
 # ---------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class _Attrs:
-    past: int       # floats written past the end of the output slice (0 = well-behaved)
-
-
-class _OverrunLaunch:
-    """y = x + 1, then `past` stray floats after y's slice (via its address)."""
-
-    def __init__(self, x, y, past):
-        self.x, self.y, self.past = x, y, past
-
-    def execute(self, nthreads):
-        np.add(self.x, 1.0, out=self.y)
-        end = self.y.__array_interface__["data"][0] + self.y.nbytes
-        for i in range(self.past):
-            ctypes.c_float.from_address(end + 4 * i).value = 123.0
-
-
-@dataclass(frozen=True, repr=False)
-class _OverrunThunk(Thunk):
-    x: Slice
-    y: Slice
-    past: int
-
-    kind: ClassVar[str] = "overrun"
-    reads: ClassVar[tuple] = ("x",)
-    writes: ClassVar[tuple] = ("y",)
-
-    def bind(self, view):
-        return _OverrunLaunch(view(self.x), view(self.y), self.past)
-
-
-@pytest.fixture
-def overrun_op():
-    def overrun(graph, x, past, name=None):
-        x = graph._value(x, "overrun", "input")
-        return graph._add("overrun", [x], x.shape, name, _Attrs(past))
-
-    def compile_overrun(ctx, node):
-        ctx.emit(_OverrunThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), node.attrs.past))
-
-    with registry.scoped():
-        registry.graph_method("overrun")(overrun)
-        registry.compile_rule("overrun")(compile_overrun)
-        yield
-
-
-def _overrun_plan(past, **kw):
-    g = rlx_cpu.Graph()
-    x = g.input("x", (1, 2, 4, 4))
-    h = g.overrun(g.relu(x), past, name="stray")
-    g.output(g.relu(h))
-    return rlx_cpu.compile(g, **kw)
-
-
-def test_debug_mode_reports_a_write_past_a_slice(overrun_op):
-    x = np.arange(32, dtype=np.float32).reshape(1, 2, 4, 4)
-    want = np.maximum(x, 0) + 1
-    # well-behaved: same answer with and without checks
-    np.testing.assert_array_equal(_overrun_plan(0, debug=True).run({"x": x})[0], want)
-    plan = _overrun_plan(1, debug=True)
-    assert plan.debug
-    with pytest.raises(RuntimeError, match=r"thunk 1 .*'stray'.*wrote outside its slices.*guard after arena"):
-        plan.run({"x": x})
-
-
-def test_debug_mode_from_environment(overrun_op, monkeypatch):
-    monkeypatch.setenv("RLX_DEBUG", "1")
-    assert _overrun_plan(1).debug
-    monkeypatch.setenv("RLX_DEBUG", "0")
-    assert not _overrun_plan(1).debug
-    monkeypatch.setenv("RLX_DEBUG", "yes please")
-    with pytest.raises(ValueError, match="RLX_DEBUG"):
-        _overrun_plan(1)
-
-
-def test_debug_mode_checks_declared_slices(overrun_op):
-    plan = _overrun_plan(0, debug=True)
-    th = plan.thunks[1]
-    bad = type(th)(th.op_name, th.x, Slice("arena", plan.arena_nbytes - 8, 64), 0)
-    object.__setattr__(plan, "thunks", plan.thunks[:1] + (bad,) + plan.thunks[2:])
-    with pytest.raises(RuntimeError, match=r"thunk 1 .*'stray'.*y=arena\[.*outside the arena"):
-        plan.new_context()
-    clash = type(th)(th.op_name, th.x, th.x, 0)
-    object.__setattr__(plan, "thunks", plan.thunks[:1] + (clash,) + plan.thunks[2:])
-    with pytest.raises(RuntimeError, match=r"thunk 1 .*writes y.*overlaps.*reads x"):
-        plan.new_context()
-
-
-# ---------------------------------------------------------------------------
-# contention: OpenMP's wait policy
+# contention: the OpenMP environment is the user's
 # ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("env, want", [({}, "PASSIVE"), ({"OMP_WAIT_POLICY": "active"}, "active"),
-                                       ({"GOMP_SPINCOUNT": "1000"}, None)])
-def test_import_defaults_openmp_threads_to_passive_wait(env, want):
+@pytest.mark.parametrize("env, want", [({}, None), ({"OMP_WAIT_POLICY": "active"}, "active"),
+                                       ({"OMP_WAIT_POLICY": "PASSIVE"}, "PASSIVE")])
+def test_import_leaves_the_openmp_wait_policy_alone(env, want):
+    # Contention is handled per run (adaptive_threads), not by a process-wide
+    # wait policy that would slow every quiet run down.
     import subprocess
     import sys
     base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}

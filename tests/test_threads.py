@@ -227,3 +227,197 @@ def test_set_num_threads_none_restores_default(monkeypatch):
     assert rlx_cpu.get_num_threads() == (2 if rlx_cpu._runtime.openmp_enabled() else 1)
     rlx_cpu.set_num_threads(None)
     assert rlx_cpu.get_num_threads() == before == 1
+
+
+# ---------------------------------------------------------------------------
+# adaptive thread count: the policy, and results that do not depend on it
+# ---------------------------------------------------------------------------
+
+def _drive(chooser, seconds_for, runs):
+    """Feed `runs` runs to a ThreadChooser; seconds_for(threads, k) is the
+    time of run k on that many threads.  Returns the thread count of each run."""
+    used = []
+    for k in range(runs):
+        t = chooser.next_threads()
+        used.append(t)
+        chooser.record(seconds_for(t, k))
+    return used
+
+
+def test_adaptive_choice_keeps_all_threads_on_a_quiet_machine():
+    ch = _runtime.ThreadChooser(2)
+    used = _drive(ch, lambda t, k: 1.0 if t == 2 else 1.8, 5000)
+    # only the probes run on one thread, and they thin out to one per 512 runs
+    assert ch.stats["switches"] == 0
+    assert used.count(1) / len(used) < 0.01, ch.stats
+    assert used[-500:].count(2) >= 497
+
+
+def test_adaptive_choice_falls_back_to_one_thread_under_contention():
+    ch = _runtime.ThreadChooser(2)
+    used = _drive(ch, lambda t, k: 3.0 if t == 2 else 2.0, 3000)
+    assert used[:16] == [2] * 16                 # starts on the plan's count
+    assert used[16:19] == [1, 1, 1]              # the first probe, then the switch
+    assert ch.stats["switches"] == 1
+    assert used[19:].count(2) / len(used[19:]) < 0.01
+
+
+def test_adaptive_choice_follows_a_competitor_that_comes_and_goes():
+    ch = _runtime.ThreadChooser(2)
+    busy = range(1000, 3000)
+
+    def seconds(t, k):
+        if k in busy:
+            return 4.0 if t == 2 else 2.0
+        return 1.0 if t == 2 else 2.0
+    used = _drive(ch, seconds, 5000)
+    # the competitor arrives at run 1000: once three of the last five 2-thread
+    # runs are slow (run 1002) the median has drifted, runs 1003-1005 probe
+    # one thread and the runs move there; 2-thread probes then back off
+    # (16, 32, ... 512 runs apart), so under 2% of the busy runs use 2 threads
+    assert used[1000:1003] == [2, 2, 2] and used[1003:1010] == [1] * 7
+    assert used[1000:3000].count(2) < 0.02 * 2000
+    # it leaves at run 3000: the next periodic probe (<= 512 runs) moves back
+    back = used.index(2, 3000)
+    assert back <= 3000 + 512 and used[back:back + 3] == [2, 2, 2]
+    assert used[back + 3:].count(1) < 0.02 * len(used[back + 3:])
+    assert ch.stats["switches"] == 2
+
+
+def test_adaptive_choice_needs_a_clear_gain_to_switch():
+    ch = _runtime.ThreadChooser(2)
+    used = _drive(ch, lambda t, k: 1.0 if t == 2 else 0.95, 2000)    # 5%: within noise
+    assert ch.stats["switches"] == 0
+    assert used[-500:].count(2) >= 497
+
+
+def test_thread_chooser_rejects_a_single_thread_plan():
+    with pytest.raises(ValueError, match="full must be >= 2"):
+        _runtime.ThreadChooser(1)
+
+
+def _invariance_cases(rng):
+    """One small graph per kernel family (and per conv algorithm), sized past
+    the kernels' small-work thresholds so that 2 threads really split work."""
+    f32 = np.float32
+
+    def r(*s):
+        return rng.standard_normal(s).astype(f32)
+    x4 = (2, 16, 32, 32)
+    cases = {
+        "conv2d-winograd": (x4, lambda g, x: g.conv2d(x, r(16, 16, 3, 3), r(16), padding=1)),
+        "conv2d-im2col-s2": (x4, lambda g, x: g.conv2d(x, r(24, 16, 3, 3), stride=2, padding=1)),
+        "conv2d-1x1": (x4, lambda g, x: g.conv2d(x, r(32, 16, 1, 1))),
+        "conv2d-depthwise": (x4, lambda g, x: g.conv2d(x, r(16, 1, 3, 3), padding=1, groups=16)),
+        "conv2d-grouped-dilated": (x4, lambda g, x: g.conv2d(x, r(16, 4, 3, 3), padding=2, dilation=2,
+                                                             groups=4)),
+        "conv1d": ((2, 16, 600), lambda g, x: g.conv1d(x, r(16, 16, 5), padding=2)),
+        "conv3d": ((1, 8, 8, 16, 16), lambda g, x: g.conv3d(x, r(8, 8, 3, 3, 3), padding=1)),
+        "conv_transpose2d": (x4, lambda g, x: g.conv_transpose2d(x, r(16, 8, 4, 4), stride=2, padding=1)),
+        "conv_transpose1d": ((2, 16, 300), lambda g, x: g.conv_transpose1d(x, r(16, 8, 8), stride=4)),
+        "conv_transpose3d": ((1, 8, 6, 8, 8), lambda g, x: g.conv_transpose3d(x, r(8, 4, 4, 4, 4), stride=2,
+                                                                               padding=1)),
+        "conv2d_backward_input-b1": ((1, 16, 32, 32), lambda g, x: g.conv2d_backward_input(
+            x, r(16, 8, 3, 3), (1, 8, 32, 32), padding=1)),
+        "conv2d_backward_weight-b1": ((1, 16, 32, 32), lambda g, x: g.conv2d_backward_weight(
+            x, r(1, 8, 32, 32), (8, 16, 3, 3), padding=1)),
+        "conv2d_backward_weight-batch5": ((5, 16, 16, 16), lambda g, x: g.conv2d_backward_weight(
+            x, r(5, 8, 16, 16), (8, 16, 3, 3), padding=1)),
+        "conv2d_backward_weight-depthwise": (x4, lambda g, x: g.conv2d_backward_weight(
+            x, r(2, 16, 32, 32), (16, 1, 3, 3), padding=1, groups=16)),
+        "conv3d_backward_weight": ((2, 4, 8, 12, 12), lambda g, x: g.conv3d_backward_weight(
+            x, r(2, 8, 8, 12, 12), (8, 4, 3, 3, 3), padding=1)),
+        "max_pool2d-indices": (x4, lambda g, x: g.max_pool2d(x, 3, 2, 1, return_indices=True)[0]),
+        "avg_pool2d-ceil": (x4, lambda g, x: g.avg_pool2d(x, 3, 2, 1, ceil_mode=True,
+                                                          count_include_pad=False)),
+        "max_pool3d": ((1, 8, 8, 16, 16), lambda g, x: g.max_pool3d(x, 2)),
+        "global_avg_pool": (x4, lambda g, x: g.global_avg_pool(x)),
+        "max_pool2d_backward": (x4, lambda g, x: g.max_pool2d_backward(x, r(2, 16, 16, 16), 2)),
+        "avg_pool2d_backward": ((2, 16, 17, 17), lambda g, x: g.avg_pool2d_backward(x, x4, 3, 2, 1,
+                                                                                     ceil_mode=True)),
+        "upsample_nearest2x": (x4, lambda g, x: g.upsample_nearest2x(x)),
+        "interpolate-nearest": (x4, lambda g, x: g.interpolate(x, scale_factor=1.5)),
+        "im2col": (x4, lambda g, x: g.im2col(x, 3, padding=1)),
+        "linear": ((64, 512), lambda g, x: g.linear(x, r(256, 512), r(256))),
+        "linear_backward_weight": ((64, 512), lambda g, x: g.linear_backward_weight(x, r(64, 256))),
+        "softmax": ((64, 1024), lambda g, x: g.softmax(x, axis=1)),
+        "softmax_cross_entropy": ((256, 128), lambda g, x: g.softmax_cross_entropy(
+            x, g.constant(rng.integers(0, 128, 256).astype(f32)))),
+        "reduce_mean": (x4, lambda g, x: g.reduce_mean(x, axes=(2, 3))),
+        "batch_norm": (x4, lambda g, x: g.batch_norm(x, r(16), r(16), r(16), np.abs(r(16)) + 0.5)),
+        "bias_grad": (x4, lambda g, x: g.bias_grad(x)),
+        "elementwise": (x4, lambda g, x: g.hard_swish(g.leaky_relu(g.add(x, g.relu(x)), 0.1))),
+        "tensor": (x4, lambda g, x: g.concat([g.transpose(x, (0, 2, 3, 1)),
+                                              g.transpose(g.relu(x), (0, 2, 3, 1))], axis=3)),
+        "pad-reflect": (x4, lambda g, x: g.pad(x, ((0, 0), (0, 0), (2, 1), (1, 2)), mode="reflect")),
+    }
+    return cases
+
+
+@pytest.mark.skipif(not _runtime.openmp_enabled(), reason="single-threaded build (no OpenMP)")
+def test_results_do_not_depend_on_the_thread_count_a_run_uses(rng):
+    # The adaptive choice runs a plan's launches, bound for num_threads, on
+    # one thread at times: every kernel must give bitwise the same result.
+    for name, (shape, build) in _invariance_cases(rng).items():
+        g = rlx_cpu.Graph()
+        g.output(build(g, g.input("x", shape)))
+        plan = rlx_cpu.compile(g, num_threads=2, adaptive_threads=False, debug=False)
+        ctx = plan.new_context()
+        ctx.load({"x": rng.standard_normal(shape).astype(np.float32)})
+        seq = _runtime.LaunchSequence(ctx.launches)
+        got = {}
+        for t in (2, 1, 2):
+            seq.run(t)
+            got.setdefault(t, []).append([o.copy() for o in ctx.outputs])
+        for a, b, c in zip(got[2][0], got[1][0], got[2][1]):
+            np.testing.assert_array_equal(a, c, err_msg=f"{name}: two 2-thread runs differ")
+            np.testing.assert_array_equal(a, b, err_msg=f"{name}: 1-thread run of the 2-thread plan differs")
+
+
+def test_training_step_is_the_same_at_either_thread_count():
+    from rlx_cpu.training import build_cnn_training, synthetic_digits
+    xs, ys = synthetic_digits(64, seed=3)
+    params = []
+    for forced in (1, 2):
+        tr = build_cnn_training(32, num_threads=2)
+        seq = _runtime.LaunchSequence(tr._ctx.launches)
+        tr._ctx.sequence = seq
+        for i in range(2):
+            tr._load({"x": xs[i * 32:(i + 1) * 32], "labels": ys[i * 32:(i + 1) * 32]})
+            seq.run(forced)
+        params.append([np.array(g).copy() for g in tr.gradients()])
+    for a, b in zip(*params):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_adaptive_threads_setting(monkeypatch, rng):
+    g = rlx_cpu.Graph()
+    g.output(g.relu(g.input("x", (4, 4))))
+    assert rlx_cpu.compile(g, num_threads=2).adaptive_threads is True
+    assert rlx_cpu.compile(g, num_threads=2, adaptive_threads=False).adaptive_threads is False
+    monkeypatch.setenv("RLX_ADAPTIVE_THREADS", "0")
+    plan = rlx_cpu.compile(g, num_threads=2)
+    assert plan.adaptive_threads is False
+    import pickle
+    assert pickle.loads(pickle.dumps(plan)).adaptive_threads is False
+    monkeypatch.setenv("RLX_ADAPTIVE_THREADS", "maybe")
+    with pytest.raises(ValueError, match="RLX_ADAPTIVE_THREADS must be '0' or '1'.*'maybe'"):
+        rlx_cpu.compile(g)
+    monkeypatch.delenv("RLX_ADAPTIVE_THREADS")
+    with pytest.raises(TypeError, match="compile: adaptive_threads must be True, False or None, got 1"):
+        rlx_cpu.compile(g, adaptive_threads=1)
+
+
+@pytest.mark.skipif(not _runtime.openmp_enabled(), reason="single-threaded build (no OpenMP)")
+def test_adaptive_plan_counts_its_runs(rng):
+    plan, _ = _mixed_plan(rng)
+    x = rng.standard_normal((2, 16, 12, 12)).astype(np.float32)
+    ctx = plan.new_context()
+    first = plan.run({"x": x}, context=ctx)
+    for _ in range(40):
+        again = plan.run({"x": x}, context=ctx)
+        for a, b in zip(first, again):
+            np.testing.assert_array_equal(a, b)
+    stats = ctx.sequence.adaptive_stats
+    assert stats["runs"] == 41 and stats["single_thread_runs"] >= 3       # at least the first probe
+    assert stats["next_threads"] in (1, 2)

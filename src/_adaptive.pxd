@@ -1,0 +1,158 @@
+# The thread count of each run of a multi-threaded plan, chosen from measured
+# run times so that CPU contention cannot make it slower than one thread.
+#
+# An OpenMP parallel region ends in a barrier that waits for every thread of
+# the team.  When another busy process shares the cores, a worker thread is
+# often descheduled for a whole scheduler slice, and each region of the run
+# then waits for it: a 2-thread run became 1.5-7x slower than the same plan on
+# one thread.  A run with one thread has no barrier to wait at.
+#
+# A run context therefore times its runs (one monotonic clock read on each
+# side of the launch loop) and keeps the last RING run times of each option,
+# "full" (the plan's thread count) and "single" (one thread).  It runs the
+# chosen option; every `interval` runs it probes the other option for
+# PROBE_RUNS runs and switches when the other's median is clearly lower
+# (below SWITCH_RATIO times the chosen one's).  A probe that confirms the
+# choice doubles the interval (up to MAX_INTERVAL runs); a switch resets it to
+# MIN_INTERVAL.  When the chosen option's median drifts above DRIFT_RATIO
+# times its value at the last decision (a competitor arrived), the next run
+# probes at once.  On a quiet machine the only cost is a PROBE_RUNS-run
+# single-thread probe every MAX_INTERVAL runs (under 1% of the time).
+#
+# Results do not depend on the choice: launches are bound (partitions, scratch,
+# blocking) for the plan's thread count, and every kernel computes each output
+# element in an order fixed at bind time, whichever thread runs it
+# (tests/test_threads.py checks this bitwise for every op family).
+
+cdef extern from *:
+    """
+    #if defined(_WIN32)
+    #include <windows.h>
+    static double rlx_monotonic_seconds(void) {
+        LARGE_INTEGER f, c;
+        QueryPerformanceFrequency(&f);
+        QueryPerformanceCounter(&c);
+        return (double)c.QuadPart / (double)f.QuadPart;
+    }
+    #else
+    #include <time.h>
+    static double rlx_monotonic_seconds(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    }
+    #endif
+    #define RLX_SWITCH_RATIO 0.9
+    #define RLX_DRIFT_RATIO 1.5
+    """
+    double rlx_monotonic_seconds() noexcept nogil
+    const double SWITCH_RATIO "RLX_SWITCH_RATIO"
+    const double DRIFT_RATIO "RLX_DRIFT_RATIO"
+
+cdef enum:
+    RING = 5
+    PROBE_RUNS = 3
+    MIN_INTERVAL = 16
+    MAX_INTERVAL = 512
+
+
+cdef struct Chooser:
+    int full               # the plan's thread count (> 1 for the chooser to matter)
+    int cur                # chosen option: 0 = full, 1 = single
+    int probing            # runs left in the current probe of the other option
+    int since              # runs of the chosen option since the last decision
+    int interval           # runs of the chosen option between probes
+    double ref             # the chosen option's median at the last decision (0: none yet)
+    double ring[2][RING]   # the last run times of each option
+    int count[2]
+    int pos[2]
+    long long runs         # statistics: runs, runs on one thread, switches
+    long long single_runs
+    long long switches
+
+
+cdef inline void chooser_init(Chooser* ch, int full) noexcept nogil:
+    cdef int i, j
+    ch.full = full
+    ch.cur = 0
+    ch.probing = 0
+    ch.since = 0
+    ch.interval = MIN_INTERVAL
+    ch.ref = 0
+    for i in range(2):
+        ch.count[i] = 0
+        ch.pos[i] = 0
+        for j in range(RING):
+            ch.ring[i][j] = 0
+    ch.runs = 0
+    ch.single_runs = 0
+    ch.switches = 0
+
+
+cdef inline int chooser_option(const Chooser* ch) noexcept nogil:
+    """The option (0 full, 1 single) the next run uses."""
+    return 1 - ch.cur if ch.probing > 0 else ch.cur
+
+
+cdef inline int chooser_threads(const Chooser* ch) noexcept nogil:
+    """The thread count of the next run."""
+    return 1 if chooser_option(ch) == 1 else ch.full
+
+
+cdef inline double _ring_median(const Chooser* ch, int opt) noexcept nogil:
+    cdef double v[RING]
+    cdef double t
+    cdef int n = ch.count[opt], i, j
+    if n == 0:
+        return 0
+    for i in range(n):
+        v[i] = ch.ring[opt][i]
+    for i in range(1, n):                 # insertion sort of <= RING values
+        t = v[i]
+        j = i - 1
+        while j >= 0 and v[j] > t:
+            v[j + 1] = v[j]
+            j -= 1
+        v[j + 1] = t
+    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+
+cdef inline void _ring_push(Chooser* ch, int opt, double seconds) noexcept nogil:
+    ch.ring[opt][ch.pos[opt]] = seconds
+    ch.pos[opt] = (ch.pos[opt] + 1) % RING
+    if ch.count[opt] < RING:
+        ch.count[opt] += 1
+
+
+cdef inline void _chooser_decide(Chooser* ch) noexcept nogil:
+    cdef int other = 1 - ch.cur
+    cdef double m_other = _ring_median(ch, other)
+    cdef double m_cur = _ring_median(ch, ch.cur)
+    if m_other < SWITCH_RATIO * m_cur:
+        ch.cur = other
+        ch.interval = MIN_INTERVAL
+        ch.switches += 1
+    else:
+        ch.interval = ch.interval * 2 if ch.interval * 2 <= MAX_INTERVAL else MAX_INTERVAL
+    ch.since = 0
+    ch.ref = _ring_median(ch, ch.cur)
+
+
+cdef inline void chooser_record(Chooser* ch, int opt, double seconds) noexcept nogil:
+    """Account a run of option `opt` (as chooser_option returned) that took
+    `seconds`, and plan the next ones."""
+    ch.runs += 1
+    if opt == 1:
+        ch.single_runs += 1
+    _ring_push(ch, opt, seconds)
+    if ch.probing > 0:
+        ch.probing -= 1
+        if ch.probing == 0:
+            _chooser_decide(ch)
+        return
+    ch.since += 1
+    if ch.since >= ch.interval or (ch.ref > 0 and ch.count[ch.cur] == RING
+                                   and _ring_median(ch, ch.cur) > DRIFT_RATIO * ch.ref):
+        ch.count[1 - ch.cur] = 0          # the other option's old times are stale
+        ch.pos[1 - ch.cur] = 0
+        ch.probing = PROBE_RUNS
