@@ -330,6 +330,8 @@ def test_c_example_compiles_and_runs(tmp_path):
     r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "max |C - Python| = 0" in r.stdout, r.stdout
+    line = next(l for l in r.stdout.splitlines() if l.startswith("kernel conv2d_forward_f32:"))
+    assert float(line.split("=")[-1]) <= 1e-4, line
 
 
 def test_bench_cli_nogil(capsys):
