@@ -29,9 +29,9 @@
  * called without the GIL: when the pointers equal those of the previous call
  * on this context they run without touching Python at all; new pointers make
  * them take the GIL once to re-bind.  context_new, context_free, kernel_new,
- * kernel_free and rlx_cpu_import take the GIL themselves (or need it held, for
- * rlx_cpu_import).  nthreads is the OpenMP thread count of the kernels
- * (<= 0: the plan's own setting).
+ * the kernel entries of ABI 2, kernel_free and rlx_cpu_import take the GIL
+ * themselves (or need it held, for rlx_cpu_import).  nthreads is the OpenMP
+ * thread count of the kernels (<= 0: the plan's own setting).
  * Errors.  Functions return 0 (or a valid pointer / count) on success and -1
  * (or NULL) on failure; the message of the calling thread's last failure is
  * copied by error_message.
@@ -53,7 +53,8 @@
  * at base + its byte offset.  Conv weights are [C_out, C_in/groups, k...];
  * conv-transpose weights [C_in, C_out/groups, k...].  maxpool2d_backward
  * reads x and dy and writes dx (= [n, c, h, w]; each window's dy goes to its
- * first maximum, overlapping windows add); resize_nearest_2x writes
+ * first maximum in window order, or its last NaN; overlapping windows add;
+ * padded taps are never read); resize_nearest_2x writes
  * [n, c, 2h, 2w].  The kernel writes only the output operand's bytes (the
  * whole of them) and reads only its input operands' bytes; scratch lives in
  * the kernel object's own memory.  kernel_arena_nbytes is the end of the
