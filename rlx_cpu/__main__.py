@@ -168,7 +168,14 @@ def run_demo(batch=1, threads=None, repeat=20, algorithm="auto", out=sys.stdout)
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """Keeps the docstring's layout and shows every option's default."""
+    """Keeps the docstring's layout and shows every option's default, unless
+    its help states the default itself (an option whose None default means
+    "given before the subcommand, or else ..." says what that is)."""
+
+    def _get_help_string(self, action):
+        if "(default:" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
 
 
 # Options of the demo; also accepted before any subcommand, where they mean

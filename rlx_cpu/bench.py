@@ -46,7 +46,9 @@ def add_bench_arguments(p):
     p.add_argument("--samples", type=int, default=7, help="timed loops; the median is reported")
     p.add_argument("--shape", default="1x1x8x8", help="input shape NxCxHxW")
     p.add_argument("--channels", type=int, default=1, help="conv output channels")
-    p.add_argument("--threads", type=int, default=None, help="plan num_threads (default: 1)")
+    # None: not given here; `python -m rlx_cpu --threads N bench` then sets it, else 1
+    p.add_argument("--threads", type=int, default=None,
+                   help="plan num_threads (default: 1, or --threads given before 'bench')")
 
 
 def main(argv=None):

@@ -10,7 +10,7 @@
 from cpython.pycapsule cimport PyCapsule_New
 from cpython.exc cimport PyErr_Fetch, PyErr_NormalizeException
 from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF, Py_XDECREF
-from libc.stdint cimport int64_t, uintptr_t
+from libc.stdint cimport int64_t, uint32_t, uintptr_t
 from libc.stdlib cimport calloc, free
 from libc.string cimport memcpy, strncpy
 
@@ -298,6 +298,15 @@ ctypedef struct KernelState:
     char* base
     int default_threads
     Launches launches
+    # Entries with the host calling convention (_CSpecKernel): a one-op
+    # plan's context whose inputs and output are bound at base + offset.
+    # NULL for thunk-record kernels (_CKernel).
+    CtxState* plan_ctx
+    int n_in
+    int64_t in_off[2]
+    int64_t out_off
+    const float* in_ptrs[2]
+    void* out_ptrs[1]
 
 
 cdef class _CKernel:
@@ -312,7 +321,7 @@ cdef class _CKernel:
         for s in thunk.slices():
             if s.segment != "arena":
                 raise ValueError(f"kernel_new: every slice of {thunk.kind} must be in the caller's arena "
-                                 f"(segment 'arena'), got {s!r}; see rlx_cpu.capi_kernel")
+                                 f"(segment 'arena'), got {s!r}")
             if s.offset % 4:
                 raise ValueError(f"kernel_new: slice {s!r} is not 4-byte aligned")
             end = max(end, s.offset + s.nbytes)
@@ -362,6 +371,20 @@ cdef int64_t c_kernel_arena_nbytes(const RlxKernel* k) noexcept nogil:
 
 cdef int c_kernel_run(RlxKernel* k, char* base, int nthreads) noexcept nogil:
     cdef KernelState* st = <KernelState*>k
+    cdef int i
+    if st.plan_ctx != NULL:
+        if base == NULL or (<uintptr_t>base) % 4:
+            with gil:
+                addr = <uintptr_t>base
+                _store_error(ValueError(f"kernel_run: arena base {addr:#x} is NULL or not 4-byte aligned"))
+            return -1
+        if base != st.base:
+            for i in range(st.n_in):
+                st.in_ptrs[i] = <const float*>(base + st.in_off[i])
+            st.out_ptrs[0] = <void*>(base + st.out_off)
+            st.base = base
+        # c_run re-binds (with the GIL) only when these pointers changed.
+        return c_run(<RlxContext*>st.plan_ctx, st.in_ptrs, st.out_ptrs, nthreads)
     if base != st.base:
         with gil:
             try:
@@ -373,6 +396,97 @@ cdef int c_kernel_run(RlxKernel* k, char* base, int nthreads) noexcept nogil:
         _store_pending_error()
         return -1
     return 0
+
+
+cdef class _CSpecKernel:
+    """A kernel called with the host convention (operands at byte offsets of
+    the caller's arena, integer dims): a one-op plan compiled from those dims
+    (rlx_cpu.capi_kernels), run through a _CContext bound at base + offset."""
+    cdef KernelState st
+    cdef object cctx
+
+    def __cinit__(self, fn, args):
+        from rlx_cpu.capi_kernels import spec_plan
+        plan, in_off, out_off, nbytes = spec_plan(fn, args)
+        cctx = _CContext(plan)
+        # borrowed: this object keeps the context alive
+        (<_CContext>cctx).st.owner = <PyObject*>cctx
+        self.cctx = cctx
+        self.st.plan_ctx = &(<_CContext>cctx).st
+        names = plan.input_names
+        if len(names) > 2 or len(plan.output_shapes) != 1:
+            raise AssertionError(f"{fn}: plan has {len(names)} inputs, {len(plan.output_shapes)} outputs")
+        self.st.n_in = len(names)
+        for i, name in enumerate(names):
+            self.st.in_off[i] = in_off[name]
+        self.st.out_off = out_off
+        self.st.arena_nbytes = nbytes
+        self.st.base = NULL
+        self.st.default_threads = plan.num_threads
+
+
+cdef RlxKernel* _spec_new(str fn, tuple args) noexcept:
+    try:
+        obj = _CSpecKernel(fn, args)
+    except BaseException as e:
+        _store_error(e)
+        return NULL
+    Py_INCREF(obj)
+    (<_CSpecKernel>obj).st.owner = <PyObject*>obj
+    return <RlxKernel*>&(<_CSpecKernel>obj).st
+
+
+cdef RlxKernel* c_conv2d_forward_f32(
+        int64_t src, int64_t weight, int64_t dst, uint32_t n, uint32_t c_in, uint32_t h, uint32_t w,
+        uint32_t c_out, uint32_t h_out, uint32_t w_out, uint32_t kh, uint32_t kw, uint32_t sh, uint32_t sw,
+        uint32_t ph, uint32_t pw, uint32_t dh, uint32_t dw, uint32_t groups) noexcept nogil:
+    with gil:
+        return _spec_new("conv2d_forward_f32", (src, weight, dst, n, c_in, h, w, c_out, h_out, w_out,
+                                                kh, kw, sh, sw, ph, pw, dh, dw, groups))
+
+
+cdef RlxKernel* c_conv3d_forward_f32(
+        int64_t src, int64_t weight, int64_t dst, uint32_t n, uint32_t c_in, uint32_t d, uint32_t h,
+        uint32_t w, uint32_t c_out, uint32_t d_out, uint32_t h_out, uint32_t w_out, uint32_t kd, uint32_t kh,
+        uint32_t kw, uint32_t sd, uint32_t sh, uint32_t sw, uint32_t pd, uint32_t ph, uint32_t pw, uint32_t dd,
+        uint32_t dh, uint32_t dw, uint32_t groups) noexcept nogil:
+    with gil:
+        return _spec_new("conv3d_forward_f32", (src, weight, dst, n, c_in, d, h, w, c_out, d_out, h_out, w_out,
+                                                kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw, groups))
+
+
+cdef RlxKernel* c_conv_transpose2d_nchw_f32(
+        int64_t src, int64_t weight, int64_t dst, uint32_t n, uint32_t c_in, uint32_t h, uint32_t w_in,
+        uint32_t c_out, uint32_t h_out, uint32_t w_out, uint32_t kh, uint32_t kw, uint32_t sh, uint32_t sw,
+        uint32_t ph, uint32_t pw, uint32_t dh, uint32_t dw, uint32_t groups) noexcept nogil:
+    with gil:
+        return _spec_new("conv_transpose2d_nchw_f32", (src, weight, dst, n, c_in, h, w_in, c_out, h_out, w_out,
+                                                       kh, kw, sh, sw, ph, pw, dh, dw, groups))
+
+
+cdef RlxKernel* c_conv_transpose3d_ncdhw_f32(
+        int64_t src, int64_t weight, int64_t dst, uint32_t n, uint32_t c_in, uint32_t d, uint32_t h,
+        uint32_t w_in, uint32_t c_out, uint32_t d_out, uint32_t h_out, uint32_t w_out, uint32_t kd,
+        uint32_t kh, uint32_t kw, uint32_t sd, uint32_t sh, uint32_t sw, uint32_t pd, uint32_t ph, uint32_t pw,
+        uint32_t dd, uint32_t dh, uint32_t dw, uint32_t groups) noexcept nogil:
+    with gil:
+        return _spec_new("conv_transpose3d_ncdhw_f32", (src, weight, dst, n, c_in, d, h, w_in, c_out, d_out,
+                                                        h_out, w_out, kd, kh, kw, sd, sh, sw, pd, ph, pw,
+                                                        dd, dh, dw, groups))
+
+
+cdef RlxKernel* c_maxpool2d_backward_f32(
+        int64_t x, int64_t dy, int64_t dx, uint32_t n, uint32_t c, uint32_t h, uint32_t w, uint32_t h_out,
+        uint32_t w_out, uint32_t kh, uint32_t kw, uint32_t sh, uint32_t sw, uint32_t ph,
+        uint32_t pw) noexcept nogil:
+    with gil:
+        return _spec_new("maxpool2d_backward_f32", (x, dy, dx, n, c, h, w, h_out, w_out, kh, kw, sh, sw, ph, pw))
+
+
+cdef RlxKernel* c_resize_nearest_2x_f32(int64_t src, int64_t dst, uint32_t n, uint32_t c, uint32_t h,
+                                        uint32_t w) noexcept nogil:
+    with gil:
+        return _spec_new("resize_nearest_2x_f32", (src, dst, n, c, h, w))
 
 
 cdef void c_error_message(char* buf, size_t size) noexcept nogil:
@@ -399,6 +513,12 @@ _api.kernel_free = c_kernel_free
 _api.kernel_arena_nbytes = c_kernel_arena_nbytes
 _api.kernel_run = c_kernel_run
 _api.error_message = c_error_message
+_api.conv2d_forward_f32 = c_conv2d_forward_f32
+_api.conv3d_forward_f32 = c_conv3d_forward_f32
+_api.conv_transpose2d_nchw_f32 = c_conv_transpose2d_nchw_f32
+_api.conv_transpose3d_ncdhw_f32 = c_conv_transpose3d_ncdhw_f32
+_api.maxpool2d_backward_f32 = c_maxpool2d_backward_f32
+_api.resize_nearest_2x_f32 = c_resize_nearest_2x_f32
 
 _C_API = PyCapsule_New(<void*>&_api, "rlx_cpu._capi._C_API", NULL)
 

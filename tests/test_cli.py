@@ -63,6 +63,30 @@ def test_every_option_has_help_and_shows_its_default():
             if a.option_strings and not isinstance(a, (argparse._HelpAction, argparse._StoreTrueAction))), name
 
 
+def test_no_option_shows_two_defaults():
+    for name, parser in _parsers():
+        fmt = parser.formatter_class(prog=parser.prog)
+        for action in parser._actions:
+            if action.help and action.option_strings:
+                shown = fmt._get_help_string(action)
+                assert shown.count("(default:") <= 1, (name, action.option_strings, shown)
+    bench = dict(_parsers())["bench"]
+    text = " ".join(bench.format_help().split())
+    assert "plan num_threads (default: 1, or --threads given before 'bench')" in text
+    assert "(default: None)" not in text
+
+
+@pytest.mark.parametrize("argv,threads", [(["bench"], None), (["bench", "--threads", "2"], 2),
+                                          (["--threads", "2", "bench"], 2)])
+def test_bench_threads_default(argv, threads, monkeypatch):
+    import rlx_cpu.bench as bench
+
+    seen = {}
+    monkeypatch.setattr(bench, "run_bench", lambda args, error: seen.update(threads=args.threads) or 0)
+    assert main(argv) == 0
+    assert seen["threads"] == threads            # None: run_bench uses 1
+
+
 def test_no_job_runs_the_demo_with_leading_options(capfd, monkeypatch):
     import rlx_cpu.__main__ as cli
 
