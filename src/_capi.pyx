@@ -19,7 +19,8 @@ import time
 
 import numpy as np
 
-from rlx_cpu._launch cimport Launch
+from rlx_cpu._launch cimport Launch, process_threads
+from _adaptive cimport Chooser, chooser_init, chooser_option, chooser_record, chooser_threads, rlx_monotonic_seconds
 from rlx_cpu.capi cimport RlxApi, RlxContext, RlxKernel, RLX_CPU_ABI_VERSION
 
 cdef enum:
@@ -88,6 +89,8 @@ cdef int _fill_launches(Launches* ls, list launches) except -1:
 ctypedef struct CtxState:
     PyObject* owner            # the _CContext (strong reference, dropped by context_free)
     int n_in, n_out, default_threads, bound
+    bint adaptive              # the plan's adaptive_threads (src/_adaptive.pxd)
+    Chooser chooser
     int64_t* in_dims           # [n_in * MAX_RANK]
     int64_t* out_dims
     int* in_rank
@@ -123,6 +126,8 @@ cdef class _CContext:
         cdef CtxState* st = &self.st
         st.n_in, st.n_out = len(plan.input_names), len(plan.output_shapes)
         st.default_threads = plan.num_threads
+        st.adaptive = plan.adaptive_threads
+        chooser_init(&st.chooser, 0)
         n_in, n_out = max(st.n_in, 1), max(st.n_out, 1)
         st.in_dims = <int64_t*>calloc(n_in * MAX_RANK, sizeof(int64_t))
         st.out_dims = <int64_t*>calloc(n_out * MAX_RANK, sizeof(int64_t))
@@ -284,9 +289,23 @@ cdef int c_run(RlxContext* c, const float* const* inputs, void* const* outputs, 
             except BaseException as e:
                 _store_error(e)
                 return -1
-    if _run_launches_raw(&st.launches, nthreads if nthreads > 0 else st.default_threads) != 0:
+    # as LaunchSequence.run: one thread in a forked child, and the adaptive
+    # thread count when the plan has it
+    nthreads = process_threads(nthreads if nthreads > 0 else st.default_threads)
+    cdef bint choose = st.adaptive and nthreads > 1
+    cdef int opt = 0
+    cdef double t0 = 0
+    if choose:
+        if st.chooser.full != nthreads:
+            chooser_init(&st.chooser, nthreads)
+        opt = chooser_option(&st.chooser)
+        nthreads = chooser_threads(&st.chooser)
+        t0 = rlx_monotonic_seconds()
+    if _run_launches_raw(&st.launches, nthreads) != 0:
         _store_pending_error()
         return -1
+    if choose:
+        chooser_record(&st.chooser, opt, rlx_monotonic_seconds() - t0)
     for i in range(st.n_fix):
         memcpy(st.fix_dst[i], st.fix_src[i], st.fix_nbytes[i])
     return 0
@@ -392,7 +411,7 @@ cdef int c_kernel_run(RlxKernel* k, char* base, int nthreads) noexcept nogil:
             except BaseException as e:
                 _store_error(e)
                 return -1
-    if _run_launches_raw(&st.launches, nthreads if nthreads > 0 else st.default_threads) != 0:
+    if _run_launches_raw(&st.launches, process_threads(nthreads if nthreads > 0 else st.default_threads)) != 0:
         _store_pending_error()
         return -1
     return 0

@@ -55,10 +55,13 @@ def _build_plan(threads):
 
 def _child(threads, want_plan, want_fn):
     """Runs in the child: the inherited plan (or, without one, a plan built
-    here), then a new functional call; returns their max abs errors."""
+    here) from Python and through the C API's nogil loop, then a new
+    functional call; returns their max abs errors."""
+    from rlx_cpu import _capi
     x, w = _conv_case()
     plan = _PARENT_PLAN if _PARENT_PLAN is not None else _build_plan(threads)
     got_plan = plan.run({"x": x})[0]
+    assert _capi.bench_nogil(plan, {"x": x}, 3) > 0      # C API runs pass the fork limit too
     got_fn = rlx_cpu.conv2d(x, w, stride=1, padding=0)
     return (_PARENT_PLAN is not None, float(np.abs(got_plan - want_plan).max()),
             float(np.abs(got_fn - want_fn).max()))
