@@ -43,6 +43,23 @@ def _mp_bwd_torch(k, s):
     return call
 
 
+def _mp_fwd_bwd_torch(k, s, p):
+    def call(torch, F, x, dy):
+        def run():
+            y, ind = F.max_pool2d(x, k, s, p, return_indices=True)
+            return torch.ops.aten.max_pool2d_with_indices_backward(dy, x, [k, k], [s, s], [p, p], [1, 1], False,
+                                                                    ind)
+        return run
+    return call
+
+
+def _mp_fwd_bwd(k, s, p):
+    def build(g, x, dy):
+        y, ind = g.max_pool2d(x, k, s, p, return_indices=True)
+        return g.max_pool_backward_indices(dy, ind), y
+    return build
+
+
 def _spec(desc, inputs, build, torch_call=None, ort=None):
     """inputs: {name: shape}; build(g, *values) -> output(s); torch_call(torch, F, *tensors) -> a
     zero-argument callable; ort: (op_type, n_out, attrs, initializers) on the first input."""
@@ -90,6 +107,11 @@ SHAPES = {
                   ("MaxPool", 1, dict(kernel_shape=[2, 2, 2], strides=[2, 2, 2]), ())),
     "mp2d_bwd": _spec("max_pool2d backward k2 s2 N32 C64 28", {"x": (32, 64, 28, 28), "dy": (32, 64, 14, 14)},
                       lambda g, x, dy: g.max_pool2d_backward(x, dy, 2, 2), _mp_bwd_torch(2, 2)),
+    "mp2d_fb": _spec("max_pool2d k2 s2 +indices, then backward from them, N32 C64 28",
+                     {"x": (32, 64, 28, 28), "dy": (32, 64, 14, 14)}, _mp_fwd_bwd(2, 2, 0), _mp_fwd_bwd_torch(2, 2, 0)),
+    "mp2d_fb_k3": _spec("max_pool2d k3 s2 p1 +indices, then backward from them, N1 C64 112",
+                        {"x": (1, 64, 112, 112), "dy": (1, 64, 56, 56)}, _mp_fwd_bwd(3, 2, 1),
+                        _mp_fwd_bwd_torch(3, 2, 1)),
     "ap2d_bwd": _spec("avg_pool2d backward k2 s2 N32 C64 28", {"dy": (32, 64, 14, 14)},
                       lambda g, dy: g.avg_pool2d_backward(dy, (32, 64, 28, 28), 2, 2),
                       lambda torch, F, dy: (lambda: torch.ops.aten.avg_pool2d_backward(

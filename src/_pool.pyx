@@ -13,6 +13,9 @@
 #                 then one combine per plane             (doubles)
 #   pool backward one (image, channel) plane (1-D and 2-D;   none (avg: two line
 #                 rlx_pool.h: rlx_mpb_plane, rlx_apb_plane) buffers on the stack)
+#   max pool      one (image, channel) plane, any rank: a     none
+#   backward from scatter-add of dy through the forward's
+#   indices       int64 indices (rlx_mpbi_plane)
 #
 # Work items never depend on the thread count, and each output is computed
 # by one item in a fixed order, so results are identical for any thread
@@ -81,6 +84,17 @@ cdef extern from "rlx_pool.h":
     # dx of one (image, channel) plane of a 1-D / 2-D average pool
     void rlx_apb_plane(const float* dy, Py_ssize_t dy_len, float* dx, Py_ssize_t dx_len, const ApbGeom* g,
                        Py_ssize_t plane) noexcept nogil
+    ctypedef struct PwiGeom "rlx_pwi_geom":
+        Py_ssize_t D, H, W, OD, OH, OW
+        Py_ssize_t kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw
+        int flat
+    enum: RLX_PWI_MAX_ROWS
+    # outputs [w0, w1) of one output line of a max pool with indices
+    void rlx_pwi_line(const float* x, Py_ssize_t x_len, float* y, int64_t* ind, Py_ssize_t y_len,
+                      const PwiGeom* g, Py_ssize_t line, Py_ssize_t w0, Py_ssize_t w1) noexcept nogil
+    # dx of one plane of a max pool of any rank from the forward's indices
+    void rlx_mpbi_plane(const float* dy, const int64_t* ind, Py_ssize_t dy_len, float* dx, Py_ssize_t dx_len,
+                        Py_ssize_t in_sz, Py_ssize_t out_sz, int flat, Py_ssize_t plane) noexcept nogil
 
 cdef extern from "rlx_simd.h":
     void rlx_simd_init() nogil
@@ -330,6 +344,8 @@ cdef class PoolLaunch(Launch):
     cdef bint include_pad
     cdef Py_ssize_t divisor_override, w_chunk
     cdef PoolGeom sep       # row-separable kernel's geometry; sep.row_len == 0: chunked kernel
+    cdef PwiGeom pwi        # max with plane / ONNX indices: rlx_pwi_line's geometry
+    cdef bint use_pwi
 
     def __init__(self, x, y, indices, scratch, tuple dims, int kind, bint include_pad,
                  Py_ssize_t divisor_override, int indices_mode, Py_ssize_t w_chunk, int max_threads):
@@ -359,12 +375,40 @@ cdef class PoolLaunch(Launch):
             self.sep.kind_max = kind == POOL_KIND_MAX
             self.sep.include_pad = include_pad
             self.sep.divisor_override = divisor_override
+        # rlx_pwi_line: int32 offsets within a plane, the line's input rows on the stack
+        self.use_pwi = (kind == POOL_KIND_MAX and self.indices_mode in (POOL_IND_PLANE, POOL_IND_ONNX)
+                        and self.g.in_vol < 2 ** 31 and self.g.k[0] * self.g.k[1] <= RLX_PWI_MAX_ROWS)
+        if self.use_pwi:
+            self.pwi.D, self.pwi.H, self.pwi.W = self.g.size[0], self.g.size[1], self.g.size[2]
+            self.pwi.OD, self.pwi.OH, self.pwi.OW = self.g.out[0], self.g.out[1], self.g.out[2]
+            self.pwi.kd, self.pwi.kh, self.pwi.kw = self.g.k[0], self.g.k[1], self.g.k[2]
+            self.pwi.sd, self.pwi.sh, self.pwi.sw = self.g.s[0], self.g.s[1], self.g.s[2]
+            self.pwi.pd, self.pwi.ph, self.pwi.pw = self.g.pb[0], self.g.pb[1], self.g.pb[2]
+            self.pwi.dd, self.pwi.dh, self.pwi.dw = self.g.dil[0], self.g.dil[1], self.g.dil[2]
+            self.pwi.flat = self.indices_mode == POOL_IND_ONNX
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
         if self.sep.row_len > 0:
             return self._run_sep(t)
+        if self.use_pwi:
+            return self._run_pwi(t)
         return self._run_chunked(t)
+
+    cdef int _run_pwi(self, int t) except -1 nogil:
+        # Items as the chunked kernel's: (line, block of <= w_chunk outputs).
+        cdef Py_ssize_t nwc = (self.g.out[2] + self.w_chunk - 1) // self.w_chunk
+        cdef Py_ssize_t items = self.g.n * self.g.c * self.g.out[0] * self.g.out[1] * nwc
+        cdef Py_ssize_t item, w0, w1
+        for item in prange(items, num_threads=t, schedule='static'):
+            w0 = (item % nwc) * self.w_chunk
+            w1 = w0 + self.w_chunk
+            if w1 > self.g.out[2]:
+                w1 = self.g.out[2]
+            rlx_pwi_line(&self.x[0], self.x.shape[0], &self.y[0], &self.ind[0], self.y.shape[0], &self.pwi,
+                         item // nwc, w0, w1)
+        # end: prange
+        return 0
 
     cdef int _run_sep(self, int t) except -1 nogil:
         # One output line per item; each thread reduces into its own row buffer.
@@ -675,5 +719,39 @@ cdef class AvgPoolBackwardLaunch(Launch):
         for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
             _avg_pool_backward_plane(self.dy, self.dx, &self.g, self.count_include_pad,
                                      self.divisor_override, plane)
+        # end: prange
+        return 0
+
+
+cdef class MaxPoolBackwardIndicesLaunch(Launch):
+    """dx of a max pool of any rank from the forward's int64 indices: zero each
+    plane, then add every dy at the input its index names, in output order (the
+    additions MaxPoolBackwardLaunch makes, without re-scanning the windows)."""
+    cdef const float[::1] dy
+    cdef const int64_t[::1] ind
+    cdef float[::1] dx
+    cdef Py_ssize_t planes, in_size, out_size
+    cdef int flat
+
+    def __init__(self, dy, ind, dx, Py_ssize_t planes, Py_ssize_t in_size, Py_ssize_t out_size, bint flat,
+                 int max_threads):
+        if dy.shape[0] != planes * out_size or ind.shape[0] != planes * out_size or dx.shape[0] != planes * in_size:
+            raise ValueError(f"max pool backward (indices): buffers of {dy.shape[0]} / {ind.shape[0]} / "
+                             f"{dx.shape[0]} entries for {planes} planes of {out_size} -> {in_size}")
+        self.dy = dy
+        self.ind = ind
+        self.dx = dx
+        self.planes = planes
+        self.in_size = in_size
+        self.out_size = out_size
+        self.flat = flat
+        self.max_threads = max(1, max_threads)
+
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
+        cdef Py_ssize_t plane
+        for plane in prange(self.planes, num_threads=t, schedule='static'):
+            rlx_mpbi_plane(&self.dy[0], &self.ind[0], self.dy.shape[0], &self.dx[0], self.dx.shape[0],
+                           self.in_size, self.out_size, self.flat, plane)
         # end: prange
         return 0

@@ -609,4 +609,270 @@ static void rlx_apb_plane(const float* dy, ptrdiff_t dy_len, float* dx, ptrdiff_
     else rlx_apb_plane_base(dy, dy_len, dx, dx_len, g, plane);
 }
 
+/* ------------------------------------------------------------------------- */
+/* Max pool backward from the forward's indices (any rank), one (image,      */
+/* channel) plane per call: dx = 0, then dx[ind[o] - base] += dy[o] in output */
+/* order -- the same additions in the same order as rlx_mpb_plane, without    */
+/* reading x.  base is 0 for indices within the plane (PyTorch) and the       */
+/* plane's offset in the tensor for indices over [N, C, *spatial] (ONNX).     */
+/* The indices come from the pool thunk of the same plan, so each lies in the */
+/* plane (checked in debug builds).  One variant: the scatter has no SIMD    */
+/* form without conflict detection (windows may overlap), and the zeroing is */
+/* libc's memset.                                                            */
+/* ------------------------------------------------------------------------- */
+static void rlx_mpbi_plane(const float* restrict dy, const int64_t* restrict ind, ptrdiff_t dy_len,
+                                    float* restrict dx, ptrdiff_t dx_len, ptrdiff_t in_sz, ptrdiff_t out_sz,
+                                    int flat, ptrdiff_t plane) {
+    const float* restrict dyp = dy + plane * out_sz;
+    const int64_t* restrict ip = ind + plane * out_sz;
+    float* restrict dxp = dx + plane * in_sz;
+    const int64_t base = flat ? (int64_t)(plane * in_sz) : 0;
+    RLX_CHECK_RANGE(plane * in_sz, (plane + 1) * in_sz, dx_len, "max pool backward dx");
+    RLX_CHECK_RANGE(plane * out_sz, (plane + 1) * out_sz, dy_len, "max pool backward dy/indices");
+    (void)dx_len;
+    (void)dy_len;
+    memset(dxp, 0, (size_t)in_sz * sizeof(float));
+    for (ptrdiff_t o = 0; o < out_sz; ++o) {
+        const ptrdiff_t i = (ptrdiff_t)(ip[o] - base);
+        RLX_CHECK_RANGE(i, i + 1, in_sz, "max pool backward index");
+        dxp[i] += dyp[o];
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Max pool with indices (any rank), outputs [w0, w1) of one output line      */
+/* (plane, od, oh).                                                          */
+/*                                                                           */
+/* The line's in-bounds (d, h) taps give up to RLX_PWI_MAX_ROWS input rows,   */
+/* visited in window order, each with its kw taps along w: the forward's rule */
+/* (start at -inf on the first in-bounds tap, take v when v > best or v is    */
+/* NaN) gives the first maximum in window order, or the last NaN, or the      */
+/* first in-bounds tap of an all -inf window -- PyTorch's choice.  Outputs    */
+/* whose window lies inside the row along w run 8 at a time in the AVX2       */
+/* variant (w dilation 1, stride 1 or 2: blends on the values and on int32    */
+/* plane offsets), else tap-major in chunks the compiler vectorises; border   */
+/* outputs run a scalar loop.  Offsets are int32 (planes below 2^31 elements, */
+/* checked at bind); indices are stored as int64, plus the plane's offset in  */
+/* the tensor when `flat` (ONNX layout).                                     */
+/* ------------------------------------------------------------------------- */
+#define RLX_PWI_MAX_ROWS 256
+typedef struct {
+    ptrdiff_t D, H, W, OD, OH, OW;
+    ptrdiff_t kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw;
+    int flat;
+} rlx_pwi_geom;
+
+RLX_INLINE void rlx_pwi_scalar(const float* restrict xp, const int32_t* restrict rows, ptrdiff_t nr,
+                               const rlx_pwi_geom* g, ptrdiff_t ow, float* best_out, int32_t* bi_out) {
+    const ptrdiff_t ws = ow * g->sw - g->pw;
+    ptrdiff_t j0, j1;
+    rlx_pool_taps(ws, g->dw, g->kw, 0, g->W, &j0, &j1);
+    float best = -INFINITY;
+    int32_t bi = (int32_t)(rows[0] + ws + j0 * g->dw);
+    for (ptrdiff_t r = 0; r < nr; ++r)
+        for (ptrdiff_t j = j0; j < j1; ++j) {
+            /* bit-mask selects: a ternary here becomes a mispredicting branch */
+            const int32_t i = (int32_t)(rows[r] + ws + j * g->dw);
+            const float v = xp[i];
+            const uint32_t m = (uint32_t)0 - (uint32_t)RLX_TAKE(v, best);
+            uint32_t vb, cb;
+            memcpy(&vb, &v, 4);
+            memcpy(&cb, &best, 4);
+            cb = (vb & m) | (cb & ~m);
+            memcpy(&best, &cb, 4);
+            bi = (int32_t)(((uint32_t)i & m) | ((uint32_t)bi & ~m));
+        }
+    *best_out = best;
+    *bi_out = bi;
+}
+
+#define RLX_PWI_CHUNK 64
+/* Interior outputs [o0, o1), at most RLX_PWI_CHUNK: tap-major, so the loop
+ * over outputs has no control flow and vectorises. */
+RLX_INLINE void rlx_pwi_chunk(const float* restrict xp, const int32_t* restrict rows, ptrdiff_t nr,
+                              const rlx_pwi_geom* g, ptrdiff_t o0, ptrdiff_t o1, float* restrict best,
+                              int32_t* restrict bi) {
+    /* selects on the bits (values as uint32), which gcc keeps branch-free */
+    uint32_t bb[RLX_PWI_CHUNK];
+    const ptrdiff_t n = o1 - o0, sw = g->sw, ws0 = o0 * sw - g->pw;
+    const float ninf = -INFINITY;
+    uint32_t ninf_b;
+    memcpy(&ninf_b, &ninf, 4);
+    for (ptrdiff_t i = 0; i < n; ++i) {
+        bb[i] = ninf_b;
+        bi[i] = (int32_t)(rows[0] + ws0 + i * sw);
+    }
+    for (ptrdiff_t r = 0; r < nr; ++r)
+        for (ptrdiff_t j = 0; j < g->kw; ++j) {
+            const int32_t off = (int32_t)(rows[r] + ws0 + j * g->dw);
+            const float* restrict xr = xp + off;
+            for (ptrdiff_t i = 0; i < n; ++i) {
+                const float v = xr[i * sw];
+                float c;
+                uint32_t vb;
+                memcpy(&c, &bb[i], 4);
+                memcpy(&vb, &v, 4);
+                const uint32_t m = (uint32_t)0 - (uint32_t)RLX_TAKE(v, c);
+                bb[i] = (vb & m) | (bb[i] & ~m);
+                bi[i] = (int32_t)(((uint32_t)(off + (int32_t)(i * sw)) & m) | ((uint32_t)bi[i] & ~m));
+            }
+        }
+    memcpy(best, bb, (size_t)n * sizeof(float));
+}
+
+#if RLX_X86_DISPATCH
+/* One tap update of a block: take v where v > best or v is NaN. */
+#define RLX_PWI_TAKE8(k, v, tap)                                                                           \
+    do {                                                                                                   \
+        __m256 take_ = _mm256_or_ps(_mm256_cmp_ps((v), best[k], _CMP_GT_OQ), _mm256_cmp_ps((v), (v), _CMP_UNORD_Q)); \
+        best[k] = _mm256_blendv_ps(best[k], (v), take_);                                                   \
+        bi[k] = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(bi[k]),                           \
+                                                     _mm256_castsi256_ps(_mm256_add_epi32(lane, (tap))), take_)); \
+    } while (0)
+
+/* Outputs ow .. ow + 8*nb - 1 (windows inside the row, w dilation 1, stride 1
+ * or 2), nb independent blocks of 8 so that the compare -> blend chains of
+ * the blocks overlap: values to y, indices (int64, + base) to ind. */
+RLX_TARGET_AVX2 static inline __attribute__((always_inline)) void
+rlx_pwi_blocks_body(const float* xp, const int32_t* rows, ptrdiff_t nr, const rlx_pwi_geom* g, ptrdiff_t ow,
+                    const int nb, float* y, int64_t* ind, int64_t base) {
+    const ptrdiff_t sw = g->sw, ws = ow * sw - g->pw, kw = g->kw;
+    const __m256i lane = sw == 2 ? _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)
+                                 : _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256 best[4];
+    __m256i bi[4];
+    for (int k = 0; k < nb; ++k) {
+        best[k] = _mm256_set1_ps(-INFINITY);
+        bi[k] = _mm256_add_epi32(lane, _mm256_set1_epi32((int32_t)(rows[0] + ws + 8 * sw * k)));
+    }
+    for (ptrdiff_t r = 0; r < nr; ++r) {
+        const ptrdiff_t row = rows[r] + ws;
+        const float* xr = xp + row;
+        if (sw == 2) {
+            for (ptrdiff_t j = 0; j < kw; j += 2) {
+                for (int k = 0; k < nb; ++k) {
+                    __m256 e, o;
+                    const __m256i tap = _mm256_set1_epi32((int32_t)(row + j + 16 * k));
+                    rlx_deint8(xr + j + 16 * k, &e, &o);
+                    RLX_PWI_TAKE8(k, e, tap);
+                    if (j + 1 < kw) RLX_PWI_TAKE8(k, o, _mm256_add_epi32(tap, _mm256_set1_epi32(1)));
+                }
+            }
+        } else {
+            for (ptrdiff_t j = 0; j < kw; ++j)
+                for (int k = 0; k < nb; ++k) {
+                    const __m256 v = _mm256_loadu_ps(xr + j + 8 * k);
+                    RLX_PWI_TAKE8(k, v, _mm256_set1_epi32((int32_t)(row + j + 8 * k)));
+                }
+        }
+    }
+    const __m256i b64 = _mm256_set1_epi64x(base);
+    for (int k = 0; k < nb; ++k) {
+        _mm256_storeu_ps(y + 8 * k, best[k]);
+        _mm256_storeu_si256((__m256i*)(ind + 8 * k),
+                            _mm256_add_epi64(b64, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(bi[k]))));
+        _mm256_storeu_si256((__m256i*)(ind + 8 * k + 4),
+                            _mm256_add_epi64(b64, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(bi[k], 1))));
+    }
+}
+RLX_TARGET_AVX2 static void rlx_pwi_blocks_avx2(const float* xp, const int32_t* rows, ptrdiff_t nr,
+                                                const rlx_pwi_geom* g, ptrdiff_t ow, int nb, float* y, int64_t* ind,
+                                                int64_t base) {
+    if (nb == 4) rlx_pwi_blocks_body(xp, rows, nr, g, ow, 4, y, ind, base);
+    else rlx_pwi_blocks_body(xp, rows, nr, g, ow, 1, y, ind, base);
+}
+#endif
+
+RLX_INLINE void rlx_pwi_line_body(const float* restrict x, ptrdiff_t x_len, float* restrict y,
+                                  int64_t* restrict ind, ptrdiff_t y_len, const rlx_pwi_geom* g, ptrdiff_t line,
+                                  ptrdiff_t w0, ptrdiff_t w1, int avx2) {
+    const ptrdiff_t W = g->W, OW = g->OW, in_vol = g->D * g->H * W;
+    const ptrdiff_t oh = line % g->OH, od = (line / g->OH) % g->OD, plane = line / (g->OH * g->OD);
+    const ptrdiff_t sd = od * g->sd - g->pd, sh = oh * g->sh - g->ph;
+    const float* restrict xp = x + plane * in_vol;
+    float* restrict yr = y + line * OW;
+    int64_t* restrict ir = ind + line * OW;
+    const int64_t base = g->flat ? (int64_t)(plane * in_vol) : 0;
+    int32_t rows[RLX_PWI_MAX_ROWS];
+    ptrdiff_t a0, a1, b0, b1, nr = 0;
+    RLX_CHECK_RANGE(plane * in_vol, (plane + 1) * in_vol, x_len, "max pool x");
+    RLX_CHECK_RANGE(line * OW + w0, line * OW + w1, y_len, "max pool y/indices");
+    (void)x_len;
+    (void)y_len;
+    rlx_pool_taps(sd, g->dd, g->kd, 0, g->D, &a0, &a1);
+    rlx_pool_taps(sh, g->dh, g->kh, 0, g->H, &b0, &b1);
+    for (ptrdiff_t a = a0; a < a1; ++a)
+        for (ptrdiff_t b = b0; b < b1; ++b)
+            rows[nr++] = (int32_t)(((sd + a * g->dd) * g->H + sh + b * g->dh) * W);
+    /* outputs [ilo, ihi) have windows inside [0, W) along w */
+    ptrdiff_t ilo = g->pw > 0 ? (g->pw + g->sw - 1) / g->sw : 0;
+    const ptrdiff_t last = W - 1 - (g->kw - 1) * g->dw + g->pw;     /* ow * sw <= last */
+    ptrdiff_t ihi = last >= 0 ? last / g->sw + 1 : 0;
+    if (ihi > w1) ihi = w1;
+    if (ilo < w0) ilo = w0;
+    if (ilo > ihi) ilo = ihi;
+    ptrdiff_t ow = w0;
+    for (; ow < ilo; ++ow) {
+        float v;
+        int32_t i;
+        rlx_pwi_scalar(xp, rows, nr, g, ow, &v, &i);
+        yr[ow] = v;
+        ir[ow] = base + i;
+    }
+#if RLX_X86_DISPATCH
+    if (avx2 && g->dw == 1 && (g->sw == 1 || g->sw == 2) && ihi - ilo >= 8) {
+        /* a block starting at ow loads x[ws .. ws + reach] of its rows
+         * (stride 2: 16-float loads whose last odd lane may be unused);
+         * blocks stay inside the row */
+        const ptrdiff_t reach = g->sw == 2 ? (g->kw - 1) - ((g->kw - 1) & 1) + 15 : g->kw - 1 + 7;
+        ptrdiff_t vhi = ihi;
+        while (vhi - 8 >= ilo && (vhi - 8) * g->sw - g->pw + reach >= W) --vhi;
+        if (vhi - ilo >= 8) {
+            RLX_CHECK_RANGE(rows[0] + ilo * g->sw - g->pw, rows[nr - 1] + (vhi - 8) * g->sw - g->pw + reach + 1,
+                            in_vol, "max pool block loads");
+            for (; ow + 32 <= vhi; ow += 32)
+                rlx_pwi_blocks_avx2(xp, rows, nr, g, ow, 4, yr + ow, ir + ow, base);
+            for (; ow + 8 <= vhi; ow += 8) rlx_pwi_blocks_avx2(xp, rows, nr, g, ow, 1, yr + ow, ir + ow, base);
+            if (ow < vhi) {         /* the block of 8 ending at vhi rewrites a few outputs */
+                rlx_pwi_blocks_avx2(xp, rows, nr, g, vhi - 8, 1, yr + vhi - 8, ir + vhi - 8, base);
+                ow = vhi;
+            }
+        }
+    }
+#endif
+    while (ow < ihi && (!avx2 || ihi - ow >= 8)) {
+        float best[RLX_PWI_CHUNK];
+        int32_t bi[RLX_PWI_CHUNK];
+        const ptrdiff_t o1 = ihi - ow > RLX_PWI_CHUNK ? ow + RLX_PWI_CHUNK : ihi;
+        rlx_pwi_chunk(xp, rows, nr, g, ow, o1, best, bi);
+        for (ptrdiff_t l = 0; l < o1 - ow; ++l) {
+            yr[ow + l] = best[l];
+            ir[ow + l] = base + bi[l];
+        }
+        ow = o1;
+    }
+    for (; ow < w1; ++ow) {
+        float v;
+        int32_t i;
+        rlx_pwi_scalar(xp, rows, nr, g, ow, &v, &i);
+        yr[ow] = v;
+        ir[ow] = base + i;
+    }
+}
+
+static void rlx_pwi_line_base(const float* x, ptrdiff_t x_len, float* y, int64_t* ind, ptrdiff_t y_len,
+                              const rlx_pwi_geom* g, ptrdiff_t line, ptrdiff_t w0, ptrdiff_t w1) {
+    rlx_pwi_line_body(x, x_len, y, ind, y_len, g, line, w0, w1, 0);
+}
+RLX_TARGET_AVX2 static void rlx_pwi_line_avx2(const float* x, ptrdiff_t x_len, float* y, int64_t* ind,
+                                              ptrdiff_t y_len, const rlx_pwi_geom* g, ptrdiff_t line, ptrdiff_t w0,
+                                              ptrdiff_t w1) {
+    rlx_pwi_line_body(x, x_len, y, ind, y_len, g, line, w0, w1, 1);
+}
+static void rlx_pwi_line(const float* x, ptrdiff_t x_len, float* y, int64_t* ind, ptrdiff_t y_len,
+                         const rlx_pwi_geom* g, ptrdiff_t line, ptrdiff_t w0, ptrdiff_t w1) {
+    if (rlx_simd_level()) rlx_pwi_line_avx2(x, x_len, y, ind, y_len, g, line, w0, w1);
+    else rlx_pwi_line_base(x, x_len, y, ind, y_len, g, line, w0, w1);
+}
+
 #endif

@@ -20,7 +20,10 @@ spatial axis to 1.
 Node ops: ``max_pool{1,2,3}d``, ``avg_pool{1,2,3}d`` (the rank-generic
 ``max_pool`` / ``avg_pool`` build the same nodes), ``max_pool_indices`` (the
 int64 argmax output of a max pool node), ``global_avg_pool``,
-``global_max_pool``, ``max_pool{1,2}d_backward``, ``avg_pool{1,2}d_backward``.
+``global_max_pool``, ``max_pool{1,2}d_backward``, ``avg_pool{1,2}d_backward``,
+``max_pool_backward_indices`` (the gradient of a max pool of any rank from its
+indices node: a scatter-add of dy, no window re-scan; autograd asks the
+forward pool for plane indices and uses it).
 """
 import math
 from dataclasses import dataclass
@@ -31,7 +34,7 @@ import numpy as np
 from .. import _pool
 from ..compiler import compile as _compile
 from ..functional import as_real, cached_plan, freeze, shape_key, run_unary
-from ..ir import Graph, Shape, check_grad_shape, as_flag, fmt_shape, shape_arg
+from ..ir import Graph, Node, Shape, check_grad_shape, as_flag, fmt_shape, shape_arg
 from ..onnx_import import spatial_rank, window_padding
 from ..registry import compile_rule, functional, gradient, graph_method, onnx_op
 from ..shapes import as_tuple, first_padding_only_window, pool_out_size, resolve_padding
@@ -147,9 +150,38 @@ def _window_pool(graph, op, kind, nsp, x, kernel_size, stride, padding, dilation
     if attrs.indices == "none":
         return y
     # The pool thunk writes both values and indices: the indices node is
-    # always the node right after its pool node (see compile_pool).
-    idx = graph._add("max_pool_indices", [y], shape, y.name + ".indices", dtype="int64")
+    # always the node right after its pool node (see compile_pool).  Its
+    # attrs are the index layout.
+    idx = graph._add("max_pool_indices", [y], shape, y.name + ".indices", attrs=attrs.indices, dtype="int64")
     return y, idx
+
+
+def indices_node(graph, pool):
+    """The max_pool_indices node reading max-pool node `pool`, or None: the
+    node after it (return_indices=True) or one that autograd appended later
+    (request_indices).  A pool node has at most one."""
+    if pool.op not in MAX_POOL_OPS:
+        return None
+    if pool.attrs.indices != "none":
+        return graph.node(pool.id + 1)
+    for n in graph.nodes[pool.id + 1:]:
+        if n.op == "max_pool_indices" and n.inputs == (pool.id,):
+            return n
+    return None
+
+
+def request_indices(graph, pool):
+    """The indices node of max-pool node `pool`, appending one with plane
+    layout (PyTorch's) when the pool was built without: the pool's thunk then
+    writes the argmax of every window beside its values, the way
+    return_indices=True does."""
+    idx = indices_node(graph, pool)
+    if idx is not None:
+        return idx
+    name, k = pool.name + ".indices", 1
+    while name in graph._names:
+        name, k = f"{pool.name}.indices{k}", k + 1
+    return graph._add("max_pool_indices", [pool], pool.shape, name, attrs="plane", dtype="int64")
 
 
 @graph_method()
@@ -230,6 +262,28 @@ def _max_pool_backward_method(nd):
     return op, method, doc
 
 
+@graph_method()
+def max_pool_backward_indices(graph, grad_output, indices, name=None):
+    """Gradient of a max pool (1 to 3 spatial axes) w.r.t. its input, from the
+    pool's indices node (``g.max_pool*d(..., return_indices=True)[1]``, layout
+    'plane' or 'onnx'): each window's gradient is added at the input its index
+    names, overlapping windows accumulate.  The same result as
+    max_pool{1,2}d_backward (same additions, same order) without re-scanning
+    the windows of x.  Shape: the pool's input shape."""
+    op = "max_pool_backward_indices"
+    dy = graph._value(grad_output, op, "grad_output")
+    if not isinstance(indices, Node) or indices.graph is not graph or indices.op != "max_pool_indices":
+        raise TypeError(f"{op}: indices must be the indices node of a max pool of this graph "
+                        f"(g.max_pool*d(..., return_indices=True)[1]), got {indices!r}")
+    if indices.attrs not in ("plane", "onnx"):
+        raise ValueError(f"{op}: indices must have layout 'plane' or 'onnx', got {indices.attrs!r} "
+                         f"(use max_pool{{1,2}}d_backward for storage_order=1 indices)")
+    pool = graph.node(indices.inputs[0])
+    xs = graph.node(pool.inputs[0]).shape
+    check_grad_shape(op, dy.shape, pool.shape, f"{pool.op} of input {fmt_shape(xs)}")
+    return graph._add(op, [dy, indices], xs, name)
+
+
 def _avg_pool_backward_method(nd):
     op = f"avg_pool{nd}d_backward"
 
@@ -248,6 +302,7 @@ def _avg_pool_backward_method(nd):
 
 # The gradient builders by rank (the registered Graph methods), for the
 # gradient rule and the functional wrappers.
+MAX_POOL_OPS = frozenset(f"max_pool{nd}d" for nd in RANKS)
 MAX_POOL_BACKWARD = {}
 AVG_POOL_BACKWARD = {}
 
@@ -347,6 +402,30 @@ class MaxPoolBackwardThunk(Thunk):
 
 
 @dataclass(frozen=True, repr=False)
+class MaxPoolBackwardIndicesThunk(Thunk):
+    """dx of a max pool of any rank from its int64 indices: per (n, c) plane,
+    dx = 0 then dx[index] += dy; `flat`: indices over the whole input (ONNX)
+    rather than within the plane."""
+    dy: Slice
+    indices: Slice
+    dx: Slice
+    planes: int
+    in_size: int              # spatial volume of x
+    out_size: int             # spatial volume of dy
+    flat: bool
+    max_threads: int
+
+    kind: ClassVar[str] = "max_pool_backward_indices"
+    reads: ClassVar[tuple] = ("dy", "indices")
+    writes: ClassVar[tuple] = ("dx",)
+
+    def bind(self, view):
+        return _pool.MaxPoolBackwardIndicesLaunch(view(self.dy), _int64_view(view, self.indices), view(self.dx),
+                                                  self.planes, self.in_size, self.out_size, self.flat,
+                                                  self.max_threads)
+
+
+@dataclass(frozen=True, repr=False)
 class AvgPoolBackwardThunk(Thunk):
     """dx of a 1-D / 2-D average pool; divisor as PoolThunk's."""
     dy: Slice
@@ -382,13 +461,14 @@ def compile_pool(ctx, node):
     w_chunk = min(_pool.W_CHUNK, dims.out[2])
     t = ctx.num_threads
     indices, mode = None, _pool.INDICES_NONE
-    if a.indices != "none":
-        # _window_pool appends the indices node right after its pool node.
-        inode = ctx.graph.node(node.id + 1)
+    # return_indices=True puts the indices node right after its pool node;
+    # autograd may append one later (request_indices).
+    inode = indices_node(ctx.graph, node)
+    if inode is not None:
         assert inode.op == "max_pool_indices" and inode.inputs == (node.id,), inode
         if ctx.is_live(inode.id):
             indices = ctx.buf(inode.id)
-            mode = _INDICES_MODE[a.indices]
+            mode = _INDICES_MODE[inode.attrs]
     scratch = ctx.scratch(4 * _pool.scratch_floats(kind, dims.as_tuple(), w_chunk, t, indices is not None),
                           node.name + ".scratch")
     ctx.emit(PoolThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), indices, scratch, dims, kind,
@@ -424,6 +504,15 @@ def compile_max_pool_backward(ctx, node):
                                   ctx.buf(node.id), dims, ctx.num_threads))
 
 
+@compile_rule("max_pool_backward_indices")
+def compile_max_pool_backward_indices(ctx, node):
+    xs, ys = node.shape, ctx.graph.node(node.inputs[0]).shape
+    inode = ctx.graph.node(node.inputs[1])
+    ctx.emit(MaxPoolBackwardIndicesThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(inode.id), ctx.buf(node.id),
+                                         xs[0] * xs[1], math.prod(xs[2:]), math.prod(ys[2:]),
+                                         inode.attrs == "onnx", ctx.num_threads))
+
+
 @compile_rule(*(f"avg_pool{nd}d_backward" for nd in BACKWARD_RANKS))
 def compile_avg_pool_backward(ctx, node):
     dims = _pool_backward_dims(node, node.shape, ctx.graph.node(node.inputs[0]).shape)
@@ -437,14 +526,22 @@ def compile_avg_pool_backward(ctx, node):
 
 @gradient(*(f"{kind}_pool{nd}d" for kind in ("max", "avg") for nd in RANKS))
 def vjp_pool(g, node, dy, needs):
-    """dx of a window pool: the pool's own backward op, same geometry (the
-    pads as (begin, end) pairs, which every padding argument accepts)."""
+    """dx of a window pool.  Max: a scatter-add of dy through the pool's
+    indices (requested from the forward when it was built without; ONNX
+    storage_order=1 indices take the recomputing backward).  Average (and that
+    case): the pool's own backward op, same geometry (the pads as (begin, end)
+    pairs, which every padding argument accepts)."""
     a = node.attrs
+    if a.kind == "max":
+        idx = request_indices(g, node)
+        if idx.attrs in ("plane", "onnx"):
+            return [max_pool_backward_indices(g, dy, idx)]
     table = MAX_POOL_BACKWARD if a.kind == "max" else AVG_POOL_BACKWARD
     backward = table.get(a.ndim)
     if backward is None:
-        raise NotImplementedError(f"grads: {node.op} (node {node.name!r}) is not differentiable: pooling "
-                                  f"gradients exist for 1-D and 2-D pools only")
+        raise NotImplementedError(f"grads: {node.op} (node {node.name!r}) is not differentiable: average "
+                                  f"pooling gradients exist for 1-D and 2-D pools only, max pooling gradients "
+                                  f"of 3-D pools need plane or onnx indices")
     x = g.node(node.inputs[0])
     geo = dict(stride=a.stride, padding=tuple(zip(a.pads_begin, a.pads_end)), ceil_mode=a.ceil_mode)
     if a.kind == "max":
