@@ -1,7 +1,8 @@
 # The small non-convolution kernels a CNN training step needs, float32:
 # bias add and its reduction, ReLU and its mask, elementwise add (gradient
-# accumulation), a dense layer as one GEMM, softmax cross-entropy and its
-# gradient.  Flatten/reshape has no kernel: the compiler aliases the buffer.
+# accumulation), softmax cross-entropy and its gradient (the dense layer's
+# GEMM is _matmul.GemmLaunch, shared with ONNX Gemm).  Flatten/reshape has
+# no kernel: the compiler aliases the buffer.
 #
 # Each launch writes its whole output (nothing accumulates across runs), so
 # the planner may reuse output bytes.  Work below PARALLEL_MIN elements runs
@@ -10,7 +11,6 @@ cimport cython
 from cython.parallel cimport prange
 from libc.math cimport exp, log, NAN
 
-from _blas cimport sgemm_rm_split
 from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder, small_work_threads
 
 import numpy as np
@@ -149,43 +149,6 @@ cdef class ElementwiseLaunch(Launch):
             _elementwise_block(self.op, self.a, self.b, self.out, blk * BLOCK,
                                min((blk + 1) * BLOCK, self.size))
         # end: prange
-        return 0
-
-
-# ---------------------------------------------------------------------------
-# dense layer pieces: C[m, n] = op(A) . op(B) (+ bias[n] on every row)
-# ---------------------------------------------------------------------------
-
-cdef class GemmLaunch(Launch):
-    """One GEMM split into panels over the threads (never nested BLAS threads).
-    A is [m, k] (or [k, m] when trans_a), B is [k, n] (or [n, k] when trans_b)."""
-    cdef const float[::1] a
-    cdef const float[::1] b
-    cdef const float[::1] bias
-    cdef float[::1] c
-    cdef bint trans_a, trans_b, has_bias
-    cdef int m, n, k
-
-    def __init__(self, a, b, bias, c, int m, int n, int k, bint trans_a, bint trans_b,
-                 int max_threads):
-        self.a, self.b, self.c = a, b, c
-        self.has_bias = bias is not None
-        self.bias = or_placeholder(bias, np.float32)
-        self.m, self.n, self.k = m, n, k
-        self.trans_a, self.trans_b = trans_a, trans_b
-        self.max_threads = max(1, max_threads)
-
-    cdef int run(self, int nthreads) except -1 nogil:
-        cdef int t = effective_threads(nthreads, self.max_threads)
-        cdef int lda = self.m if self.trans_a else self.k
-        cdef int ldb = self.k if self.trans_b else self.n
-        cdef Py_ssize_t i, j
-        sgemm_rm_split(self.trans_a, self.trans_b, self.m, self.n, self.k, 1.0,
-                       &self.a[0], lda, &self.b[0], ldb, 0.0, &self.c[0], self.n, self.max_threads, t)
-        if self.has_bias:
-            for i in range(self.m):
-                for j in range(self.n):
-                    self.c[i * self.n + j] += self.bias[j]
         return 0
 
 

@@ -20,7 +20,7 @@ from typing import ClassVar, Optional
 
 import numpy as np
 
-from .. import _train
+from .. import _matmul, _train
 from ..ir import fmt_shape
 from ..registry import compile_rule, gradient, graph_method
 from ..shapes import check_blas_dims
@@ -299,8 +299,10 @@ class GemmThunk(Thunk):
         return 2 * self.m * self.n * self.k
 
     def bind(self, view):
-        return _train.GemmLaunch(view(self.a), view(self.b), view_or_none(view, self.bias), view(self.c),
-                                 self.m, self.n, self.k, self.trans_a, self.trans_b, self.max_threads)
+        # the bias is Gemm's C broadcast along rows: element stride 0 per row, 1 per column
+        return _matmul.GemmLaunch(view(self.a), view(self.b), view_or_none(view, self.bias), view(self.c),
+                                  self.m, self.n, self.k, self.trans_a, self.trans_b, 1.0, 1.0, 0, 1,
+                                  self.max_threads)
 
 
 @dataclass(frozen=True, repr=False)
