@@ -49,7 +49,9 @@ class NodeArg:
         return f"NodeArg(name={self.name!r}, type={self.type!r}, shape={self.shape!r})"
 
 
-def _node_arg(vi):
+def _node_arg(vi, generated=()):
+    """NodeArg of a ValueInfoProto; dim params in `generated` (names shape
+    inference made up for unknown dims) count as unknown (None)."""
     onnx = _onnx()
     t = vi.type
     if not t.HasField("tensor_type"):
@@ -62,7 +64,7 @@ def _node_arg(vi):
     for d in tt.shape.dim:
         if d.HasField("dim_value"):
             shape.append(int(d.dim_value))
-        elif d.HasField("dim_param"):
+        elif d.HasField("dim_param") and d.dim_param not in generated:
             shape.append(d.dim_param)
         else:
             shape.append(None)
@@ -114,7 +116,12 @@ class InferenceSession:
                     f"constants={{{vi.name!r}: ...}})")
         self._inputs = [_node_arg(vi) for vi in runtime]
         self._input_dims = [_declared_dims(vi) for vi in runtime]
-        self._outputs = [_node_arg(vi) for vi in g.output]
+        declared_params = {d.dim_param for vi in list(g.input) + list(g.output) + list(g.value_info)
+                           for d in vi.type.tensor_type.shape.dim if d.HasField("dim_param")}
+        inferred = self._inferred_outputs()
+        generated = {d.dim_param for vi in inferred for d in vi.type.tensor_type.shape.dim
+                     if d.HasField("dim_param") and d.dim_param.startswith("unk__")} - declared_params
+        self._outputs = [_node_arg(vi, generated) for vi in inferred]
         self._output_index = {o.name: j for j, o in enumerate(self._outputs)}
 
         # Refuse unsupported ops now (all of them at once), not on the first run.
@@ -217,6 +224,18 @@ class InferenceSession:
         return outs if picks is None else [outs[j] for j in picks]
 
     # -- internals ---------------------------------------------------------------
+    def _inferred_outputs(self):
+        """The graph outputs with the dims ONNX shape inference can tell
+        (ONNX Runtime reports those too); the declared ones if it fails."""
+        onnx = _onnx()
+        try:
+            inferred = onnx.shape_inference.infer_shapes(self._model, strict_mode=False).graph.output
+        except Exception:       # inference is only for the metadata: fall back to the declarations
+            return list(self._model.graph.output)
+        if [vi.name for vi in inferred] != [vi.name for vi in self._model.graph.output]:
+            return list(self._model.graph.output)
+        return list(inferred)
+
     @staticmethod
     def _check_shape(arg, dims, shape):
         if dims is None:

@@ -13,6 +13,8 @@ without torch.
 Weights are random, seeded per model name; nothing is downloaded.
 """
 import io
+import logging
+import warnings
 
 import numpy as np
 
@@ -87,8 +89,6 @@ def export(model, x, dynamo=False, fold=True, input_name="x", output_name="y"):
     xt = torch.from_numpy(np.ascontiguousarray(x, np.float32))
     with torch.no_grad():
         if dynamo:
-            import logging
-            import warnings
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 prev = logging.root.manager.disable
@@ -101,7 +101,9 @@ def export(model, x, dynamo=False, fold=True, input_name="x", output_name="y"):
                     logging.disable(prev)
             return prog.model_proto.SerializeToString()
         buf = io.BytesIO()
-        torch.onnx.export(model, (xt,), buf, dynamo=False, opset_version=TORCHSCRIPT_OPSET,
-                          input_names=[input_name], output_names=[output_name], do_constant_folding=fold,
-                          dynamic_axes={input_name: {0: "batch"}, output_name: {0: "batch"}})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)     # "legacy TorchScript-based exporter"
+            torch.onnx.export(model, (xt,), buf, dynamo=False, opset_version=TORCHSCRIPT_OPSET,
+                              input_names=[input_name], output_names=[output_name], do_constant_folding=fold,
+                              dynamic_axes={input_name: {0: "batch"}, output_name: {0: "batch"}})
         return buf.getvalue()
