@@ -81,13 +81,20 @@ class InferenceSession:
         inputs that set shapes); they are not inputs of :meth:`run`.
     conv_algorithm: as :func:`rlx_cpu.compile`.
     max_cached_plans: how many input signatures keep a compiled plan.
+    providers: accepted for code written for ONNX Runtime; only
+        ``["CPUExecutionProvider"]`` (or None).
 
     Unsupported ops raise ``NotImplementedError`` here, listing every
     unsupported node.  See the module docstring for dynamic dims and threads.
     """
 
     def __init__(self, path_or_bytes, *, num_threads=None, constants=None, conv_algorithm="auto",
-                 max_cached_plans=DEFAULT_MAX_CACHED_PLANS):
+                 max_cached_plans=DEFAULT_MAX_CACHED_PLANS, providers=None):
+        if providers is not None:
+            names = [p[0] if isinstance(p, tuple) else p for p in providers]
+            if any(n != "CPUExecutionProvider" for n in names):
+                raise ValueError(f"InferenceSession: rlx_cpu runs on the CPU only; providers must be "
+                                 f"['CPUExecutionProvider'] or None, got {list(providers)!r}")
         if not isinstance(max_cached_plans, int) or isinstance(max_cached_plans, bool) or max_cached_plans < 1:
             raise ValueError(f"InferenceSession: max_cached_plans must be an int >= 1, got {max_cached_plans!r}")
         self._model = load_model(path_or_bytes)

@@ -187,3 +187,14 @@ def test_run_zoo_exports_runs_and_summarises(capfd):
     assert "geometric mean" in summary
     assert main(["run", "--zoo", "--models", "nope"]) == 2
     assert "unknown model(s) ['nope']" in capfd.readouterr().err
+
+
+def test_import_and_zoo_module_do_not_import_torch():
+    """torch is an optional peer: neither `import rlx_cpu` nor the zoo
+    module (nor the run job's module) imports it until a model is built."""
+    res = subprocess.run([sys.executable, "-c",
+                          "import sys, rlx_cpu, rlx_cpu.zoo, rlx_cpu.modelrun, rlx_cpu.session; "
+                          "print('torch' in sys.modules, 'onnx' in sys.modules)"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["False", "False"]

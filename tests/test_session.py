@@ -136,6 +136,10 @@ def test_bad_output_names_and_arguments(model):
         sess.run(None, [x])
     with pytest.raises(ValueError, match="max_cached_plans"):
         rlx_cpu.InferenceSession(model[0], max_cached_plans=0)
+    with pytest.raises(ValueError, match="CPU only.*CUDAExecutionProvider"):
+        rlx_cpu.InferenceSession(model[0], providers=["CUDAExecutionProvider"])
+    sess = rlx_cpu.InferenceSession(model[0], providers=["CPUExecutionProvider"], num_threads=1)
+    assert sess.get_providers() == ["CPUExecutionProvider"]
 
 
 def test_shape_setting_constant_and_initializer_are_folded(rng):
