@@ -26,6 +26,7 @@ from .autograd import grads
 from .training import Trainer
 # --- ONNX import (onnx itself is imported lazily, inside from_onnx) ---
 from .onnx_import import from_onnx, import_onnx
+from .session import InferenceSession
 
 globals().update(_FUNCTIONS)
 
@@ -47,6 +48,6 @@ __all__ = [
     "__version__", "Graph", "Node", "Plan", "RunContext", "IncompatiblePlanError", "get_include", "compile",
     "ConvAlgorithm", "ConvFlags", "select_conv_algorithm", "select_convnd_algorithm",
     "get_num_threads", "set_num_threads", "show_config",
-    "from_onnx", "import_onnx", "grads", "Trainer",
+    "from_onnx", "import_onnx", "InferenceSession", "grads", "Trainer",
     *sorted(_FUNCTIONS),
 ]

@@ -8,6 +8,9 @@ jobs:
   config          prints show_config().
   bench           per-call cost of running a plan, from Python and (--nogil)
                   from a nogil C-API loop (python -m rlx_cpu bench --help).
+  run             runs an ONNX model (run MODEL.onnx) or the model zoo
+                  (run --zoo): parity vs ONNX Runtime, per-layer times, ms per
+                  image vs ONNX Runtime and PyTorch (python -m rlx_cpu run --help).
 
 --threads may come before or after the job; the demo's other options may
 also come first when no job is named (python -m rlx_cpu --batch 2).
@@ -206,7 +209,7 @@ def build_parser():
         if "choices" not in kw:
             kw["metavar"] = flag[2:].upper()
         p.add_argument(flag, dest="global_" + flag[2:], **kw)
-    sub = p.add_subparsers(dest="cmd", metavar="{demo,train,config,bench}",
+    sub = p.add_subparsers(dest="cmd", metavar="{demo,train,config,bench,run}",
                            help="job to run (default: demo; '<job> --help' lists its options)")
     d = sub.add_parser("demo", help="conv-stack demo: parity vs reference kernels and a per-layer timing table",
                        description="Build a small CNN-like conv stack with random weights, check every layer "
@@ -227,6 +230,11 @@ def build_parser():
                                    "and with --nogil K iterations inside one nogil C-API call.",
                        formatter_class=_HelpFormatter)
     add_bench_arguments(b)
+    from .modelrun import __doc__ as run_doc, add_run_arguments
+    r = sub.add_parser("run", help="run an ONNX model or the model zoo: parity vs ONNX Runtime, per-layer "
+                                   "times, speed vs ONNX Runtime and PyTorch",
+                       description=run_doc, formatter_class=_HelpFormatter)
+    add_run_arguments(r)
     return p
 
 
@@ -265,6 +273,9 @@ def main(argv=None):
     if cmd == "bench":
         from .bench import run_bench
         return run_bench(args, p.error)
+    if cmd == "run":
+        from .modelrun import run_cli
+        return run_cli(args, p.error)
     return run_demo(args.batch, args.threads, args.repeat, args.algorithm)
 
 

@@ -51,7 +51,7 @@ def _parsers():
 
 def test_every_option_has_help_and_shows_its_default():
     names = [n for n, _ in _parsers()]
-    assert names == ["python -m rlx_cpu", "bench", "config", "demo", "train"]
+    assert names == ["python -m rlx_cpu", "bench", "config", "demo", "run", "train"]
     for name, parser in _parsers():
         text = parser.format_help()
         for action in parser._actions:
@@ -137,3 +137,88 @@ def test_demo_output_to_a_pipe_has_no_carriage_returns():
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "\r" not in res.stderr and "\r" not in res.stdout
+
+
+# ---------------------------------------------------------------------------
+# python -m rlx_cpu run
+# ---------------------------------------------------------------------------
+
+def _small_onnx(path):
+    """Conv -> Relu -> GlobalAveragePool with a dynamic batch, built with onnx.helper."""
+    onnx = pytest.importorskip("onnx", reason="onnx is not installed (the `test` extra pins onnx==1.22.0)")
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+    w = np.random.default_rng(0).standard_normal((8, 3, 3, 3)).astype(np.float32)
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Conv", ["img", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+         helper.make_node("Relu", ["c"], ["r"], name="relu"),
+         helper.make_node("GlobalAveragePool", ["r"], ["y"], name="gap")], "small",
+        [helper.make_tensor_value_info("img", TensorProto.FLOAT, ("N", 3, 16, 16))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ("N", 8, 1, 1))],
+        initializer=[numpy_helper.from_array(w, "w")]), opset_imports=[helper.make_opsetid("", 13)])
+    onnx.save(model, path)
+    return path
+
+
+def test_run_a_model_file_through_a_pipe(tmp_path):
+    """Parity line, per-layer table, per-kind split, images/s; torch is n/a
+    for a file; no carriage return in either stream (not a terminal)."""
+    import importlib.util
+    path = _small_onnx(str(tmp_path / "m.onnx"))
+    res = subprocess.run([sys.executable, "-m", "rlx_cpu", "run", path, "--batch", "3", "--threads", "1",
+                          "--repeat", "2"], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr + res.stdout
+    out = res.stdout
+    assert "\r" not in out and "\r" not in res.stderr
+    assert "input img [3, 3, 16, 16], 1 thread(s)" in out
+    for row in ("per layer", " conv ", " relu ", "global_pool", "by kind", "ms/image", "images/s"):
+        assert row in out, (row, out)
+    assert "torch         n/a (a model file has no PyTorch module" in out
+    if importlib.util.find_spec("onnxruntime"):
+        assert "parity vs ONNX Runtime: max rel err" in out and "OK" in out
+        assert "\nonnxruntime " in out
+    else:
+        assert "parity vs ONNX Runtime: n/a" in out
+
+
+def test_run_needs_a_file_or_the_zoo(capfd, tmp_path):
+    for argv in (["run"], ["run", "m.onnx", "--zoo"], ["run", "m.onnx", "--models", "vgg11"],
+                 ["run", "--zoo", "--batch", "0"]):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2
+    err = capfd.readouterr().err
+    assert "either an .onnx file or --zoo" in err and "--models needs --zoo" in err and "--batch must be" in err
+    with pytest.raises(SystemExit):
+        main(["run", str(tmp_path / "missing.onnx")])
+    assert "cannot read" in capfd.readouterr().err
+
+
+@pytest.mark.peer
+def test_run_zoo_exports_runs_and_summarises(capfd):
+    pytest.importorskip("torch", reason="torch is not installed (the `test` extra pins torch==2.13.0)")
+    pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (part of the `test` extra)")
+    assert main(["run", "--zoo", "--models", "resnet_basic,vocoder_1d", "--resolution", "32", "--threads", "1",
+                 "--repeat", "2", "--batch", "2"]) == 0
+    out = capfd.readouterr().out
+    assert "== resnet_basic: input x [2, 3, 32, 32], 1 thread(s)" in out
+    assert "== vocoder_1d: input x [2, 16, 32]" in out
+    assert out.count("parity vs ONNX Runtime: max rel err") == 2 and "FAILED" not in out
+    summary = out[out.index("summary"):]
+    for name in ("resnet_basic", "vocoder_1d"):
+        line = next(s for s in summary.splitlines() if s.startswith(name))
+        assert "n/a" not in line, line           # rlx, ORT and torch figures all present
+    assert "geometric mean" in summary
+    assert main(["run", "--zoo", "--models", "nope"]) == 2
+    assert "unknown model(s) ['nope']" in capfd.readouterr().err
+
+
+def test_import_and_zoo_module_do_not_import_torch():
+    """torch is an optional peer: neither `import rlx_cpu` nor the zoo
+    module (nor the run job's module) imports it until a model is built."""
+    res = subprocess.run([sys.executable, "-c",
+                          "import sys, rlx_cpu, rlx_cpu.zoo, rlx_cpu.modelrun, rlx_cpu.session; "
+                          "print('torch' in sys.modules, 'onnx' in sys.modules)"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["False", "False"]

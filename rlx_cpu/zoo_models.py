@@ -1,11 +1,17 @@
-"""CNN architectures as small torch.nn.Module definitions.
+"""CNN architectures as small torch.nn.Module definitions (needs torch).
 
-They follow torchvision's layer configurations (block structure, expansion
-ratios, where activations, SE and shortcuts sit) at reduced width and depth so
-that exporting and running them takes well under a second each; weights are
-random (seeded by the caller), nothing is downloaded.  BatchNorm layers get
-random running statistics so the folded (or imported) normalisation is not an
-identity.
+The model zoo of ``python -m rlx_cpu run --zoo`` and of the model tests
+(tests/test_models.py).  torchvision cannot be a dependency, so the
+architectures are written here following torchvision's layer configurations
+(block structure, expansion ratios, where activations, SE and shortcuts sit);
+the zoo entries (``MODELS`` at the end) use reduced width and depth so that
+exporting and running one takes well under a second at small resolutions.
+Weights are random (seeded by the caller), nothing is downloaded.  BatchNorm
+layers get random running statistics (:func:`randomize_batch_norms`) so the
+folded (or imported) normalisation is not an identity.
+
+This module imports torch at its top: import it only where torch is wanted
+(``rlx_cpu.zoo`` does so lazily; ``import rlx_cpu`` never does).
 """
 import torch
 from torch import nn
@@ -402,18 +408,300 @@ class SegHead(nn.Module):
         return F.interpolate(y, scale_factor=2.0, mode="bilinear", align_corners=self.align_corners)
 
 
-# name -> (constructor, input shape)
+# ---------------------------------------------------------------------------
+# VGG (Simonyan & Zisserman 2014; torchvision.models.vgg)
+# ---------------------------------------------------------------------------
+
+class VGG(nn.Module):
+    """torchvision's VGG: 3x3 conv stacks (with BatchNorm for the _bn
+    variants) and 2x2 max pools, adaptive average pool, three fully connected
+    layers.  `cfg` uses torchvision's notation (ints: conv widths, "M": pool);
+    `pool` is the adaptive pool's size (7 in torchvision, where 224x224 inputs
+    reach it at 7x7)."""
+
+    def __init__(self, cfg, batch_norm=False, pool=1, hidden=64, num_classes=10):
+        super().__init__()
+        layers, c = [], 3
+        for v in cfg:
+            if v == "M":
+                layers.append(nn.MaxPool2d(2, 2))
+                continue
+            layers.append(nn.Conv2d(c, v, 3, padding=1))
+            if batch_norm:
+                layers.append(nn.BatchNorm2d(v))
+            layers.append(nn.ReLU(inplace=True))
+            c = v
+        self.features = nn.Sequential(*layers)
+        self.avgpool = nn.AdaptiveAvgPool2d(pool)
+        self.classifier = nn.Sequential(nn.Linear(c * pool * pool, hidden), nn.ReLU(True), nn.Dropout(),
+                                        nn.Linear(hidden, hidden), nn.ReLU(True), nn.Dropout(),
+                                        nn.Linear(hidden, num_classes))
+
+    def forward(self, x):
+        return self.classifier(torch.flatten(self.avgpool(self.features(x)), 1))
+
+
+# ---------------------------------------------------------------------------
+# DenseNet (Huang et al. 2017; torchvision.models.densenet)
+# ---------------------------------------------------------------------------
+
+class DenseLayer(nn.Module):
+    """Pre-activation bottleneck: BN-ReLU-1x1 conv (bn_size * growth) then
+    BN-ReLU-3x3 conv (growth); the BatchNorms follow a Concat, not a conv, so
+    no exporter can fold them into one."""
+
+    def __init__(self, cin, growth, bn_size):
+        super().__init__()
+        self.norm1 = nn.BatchNorm2d(cin)
+        self.conv1 = nn.Conv2d(cin, bn_size * growth, 1, bias=False)
+        self.norm2 = nn.BatchNorm2d(bn_size * growth)
+        self.conv2 = nn.Conv2d(bn_size * growth, growth, 3, padding=1, bias=False)
+
+    def forward(self, x):
+        y = self.conv1(F.relu(self.norm1(x)))
+        return torch.cat([x, self.conv2(F.relu(self.norm2(y)))], 1)
+
+
+class DenseNet(nn.Module):
+    """torchvision's DenseNet: 7x7/2 stem, 3x3/2 max pool, dense blocks joined
+    by transitions (BN-ReLU-1x1 conv halving the channels, 2x2 average pool),
+    final BN-ReLU, global average pool, fully connected."""
+
+    def __init__(self, growth=8, blocks=(2, 2, 2), init=16, bn_size=4, num_classes=10):
+        super().__init__()
+        layers = [nn.Conv2d(3, init, 7, 2, 3, bias=False), nn.BatchNorm2d(init), nn.ReLU(inplace=True),
+                  nn.MaxPool2d(3, 2, 1)]
+        c = init
+        for i, n in enumerate(blocks):
+            for _ in range(n):
+                layers.append(DenseLayer(c, growth, bn_size))
+                c += growth
+            if i != len(blocks) - 1:
+                layers += [nn.BatchNorm2d(c), nn.ReLU(inplace=True), nn.Conv2d(c, c // 2, 1, bias=False),
+                           nn.AvgPool2d(2, 2)]
+                c //= 2
+        layers.append(nn.BatchNorm2d(c))
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Linear(c, num_classes)
+
+    def forward(self, x):
+        x = F.adaptive_avg_pool2d(F.relu(self.features(x)), (1, 1))
+        return self.classifier(torch.flatten(x, 1))
+
+
+# ---------------------------------------------------------------------------
+# MNASNet (Tan et al. 2019; torchvision.models.mnasnet)
+# ---------------------------------------------------------------------------
+
+class MNASNet(nn.Module):
+    """torchvision's MNASNet: a depthwise-separable stem, stacks of inverted
+    residuals (ReLU, no SE, 3x3 or 5x5 depthwise), 1x1 head conv, mean over
+    the spatial axes, dropout and a fully connected layer."""
+
+    # (in, out, kernel, stride, expansion, repeats) as torchvision's _stack calls, widths / 4, repeats trimmed
+    SETTING = ((4, 6, 3, 2, 3, 2), (6, 10, 5, 2, 3, 1), (10, 20, 5, 2, 6, 2), (20, 24, 3, 1, 6, 1),
+               (24, 48, 5, 2, 6, 1), (48, 80, 3, 1, 6, 1))
+
+    def __init__(self, num_classes=10, last=320):
+        super().__init__()
+        layers = [conv_bn(3, 8, 3, 2), conv_bn(8, 8, 3, 1, groups=8), conv_bn(8, 4, 1, act=None)]
+        for cin, cout, k, s, e, n in self.SETTING:
+            for i in range(n):
+                layers.append(MBConvMNAS(cin if i == 0 else cout, cout, k, s if i == 0 else 1, e))
+        layers.append(conv_bn(80, last, 1))
+        self.layers = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(last, num_classes))
+
+    def forward(self, x):
+        return self.classifier(self.layers(x).mean([2, 3]))
+
+
+class MBConvMNAS(nn.Module):
+    """torchvision's _InvertedResidual of MNASNet: 1x1 expand, k x k
+    depthwise, 1x1 project, ReLU, identity shortcut at stride 1."""
+
+    def __init__(self, cin, cout, k, stride, expand):
+        super().__init__()
+        hidden = cin * expand
+        self.layers = nn.Sequential(conv_bn(cin, hidden, 1), conv_bn(hidden, hidden, k, stride, groups=hidden),
+                                    conv_bn(hidden, cout, 1, act=None))
+        self.use_res = cin == cout and stride == 1
+
+    def forward(self, x):
+        return self.layers(x) + x if self.use_res else self.layers(x)
+
+
+# ---------------------------------------------------------------------------
+# EfficientNetV2 (Tan & Le 2021; torchvision.models.efficientnet_v2_*):
+# Fused-MBConv early stages, MBConv with SE later
+# ---------------------------------------------------------------------------
+
+class FusedMBConv(nn.Module):
+    """torchvision's FusedMBConv: a k x k conv does the expansion (and the
+    stride), then a 1x1 projection; with expansion 1 the k x k conv alone.
+    SiLU, no SE, identity shortcut at stride 1 with equal widths."""
+
+    def __init__(self, cin, cout, k, stride, expand):
+        super().__init__()
+        hidden = cin * expand
+        if expand == 1:
+            layers = [conv_bn(cin, cout, k, stride, act=nn.SiLU)]
+        else:
+            layers = [conv_bn(cin, hidden, k, stride, act=nn.SiLU), conv_bn(hidden, cout, 1, act=None)]
+        self.block = nn.Sequential(*layers)
+        self.use_res = stride == 1 and cin == cout
+
+    def forward(self, x):
+        y = self.block(x)
+        return y + x if self.use_res else y
+
+
+class EfficientNetV2Slim(nn.Module):
+    # (block, expand, k, stride, in, out, layers) as torchvision's efficientnet_v2_s, widths / 3, depth trimmed
+    SETTING = (("fused", 1, 3, 1, 8, 8, 2), ("fused", 4, 3, 2, 8, 16, 2), ("fused", 4, 3, 2, 16, 24, 1),
+               ("mb", 4, 3, 2, 24, 40, 2), ("mb", 6, 3, 1, 40, 56, 1), ("mb", 6, 3, 2, 56, 88, 1))
+
+    def __init__(self, num_classes=10, last=320):
+        super().__init__()
+        layers = [conv_bn(3, 8, 3, 2, act=nn.SiLU)]
+        for kind, e, k, s, cin, cout, n in self.SETTING:
+            block = FusedMBConv if kind == "fused" else MBConvEfficientNet
+            for i in range(n):
+                layers.append(block(cin if i == 0 else cout, cout, k, s if i == 0 else 1, e))
+        layers.append(conv_bn(88, last, 1, act=nn.SiLU))
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(last, num_classes))
+
+    def forward(self, x):
+        x = F.adaptive_avg_pool2d(self.features(x), 1)
+        return self.classifier(torch.flatten(x, 1))
+
+
+# ---------------------------------------------------------------------------
+# RegNet (Radosavovic et al. 2020; torchvision.models.regnet): X (no SE) and
+# Y (SE) bottlenecks with grouped 3x3 convs of a fixed group width
+# ---------------------------------------------------------------------------
+
+class RegNetBlock(nn.Module):
+    """torchvision's ResBottleneckBlock (bottleneck multiplier 1): 1x1, grouped
+    3x3 (stride here), optional SE (squeeze = se_ratio x block input width,
+    ReLU, Sigmoid), 1x1 without activation, ReLU after the residual add."""
+
+    def __init__(self, cin, cout, stride, group_width, se_ratio):
+        super().__init__()
+        groups = cout // group_width
+        layers = [conv_bn(cin, cout, 1), conv_bn(cout, cout, 3, stride, groups=groups)]
+        if se_ratio:
+            layers.append(SqueezeExcitation(cout, int(round(se_ratio * cin)), act=nn.ReLU, scale_act=nn.Sigmoid))
+        layers.append(conv_bn(cout, cout, 1, act=None))
+        self.f = nn.Sequential(*layers)
+        self.proj = conv_bn(cin, cout, 1, stride, act=None) if (cin != cout or stride != 1) else None
+
+    def forward(self, x):
+        return F.relu((x if self.proj is None else self.proj(x)) + self.f(x))
+
+
+class RegNet(nn.Module):
+    """torchvision's RegNet: 3x3/2 stem (ReLU), stages of RegNetBlocks each
+    starting at stride 2, global average pool, fully connected.  Defaults:
+    RegNetY-400MF's group width 8 and SE ratio 0.25 with widths and depths cut."""
+
+    def __init__(self, widths=(16, 24, 48, 96), depths=(1, 1, 2, 1), group_width=8, se_ratio=0.25,
+                 num_classes=10, stem=16):
+        super().__init__()
+        layers = [conv_bn(3, stem, 3, 2)]
+        c = stem
+        for w, d in zip(widths, depths):
+            for i in range(d):
+                layers.append(RegNetBlock(c, w, 2 if i == 0 else 1, group_width, se_ratio))
+                c = w
+        self.trunk = nn.Sequential(*layers)
+        self.fc = nn.Linear(c, num_classes)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.trunk(x), 1), 1))
+
+
+# ---------------------------------------------------------------------------
+# 1-D vocoder stack (HiFi-GAN generator, Kong et al. 2020): conv1d,
+# conv_transpose1d up-sampling, leaky ReLU and residual blocks of dilated
+# conv1d, mean of the blocks, tanh
+# ---------------------------------------------------------------------------
+
+class VocoderResBlock(nn.Module):
+    def __init__(self, c, k, dilations):
+        super().__init__()
+        self.convs1 = nn.ModuleList(nn.Conv1d(c, c, k, dilation=d, padding=d * (k - 1) // 2) for d in dilations)
+        self.convs2 = nn.ModuleList(nn.Conv1d(c, c, k, padding=(k - 1) // 2) for _ in dilations)
+
+    def forward(self, x):
+        for c1, c2 in zip(self.convs1, self.convs2):
+            x = x + c2(F.leaky_relu(c1(F.leaky_relu(x, 0.1)), 0.1))
+        return x
+
+
+class Vocoder1d(nn.Module):
+    """HiFi-GAN's generator at reduced width: mel frames [N, mels, T] ->
+    waveform [N, 1, T x prod(rates)]."""
+
+    def __init__(self, mels=16, channels=32, rates=(4, 4), kernels=(3, 5), dilations=(1, 3)):
+        super().__init__()
+        self.pre = nn.Conv1d(mels, channels, 7, padding=3)
+        self.ups = nn.ModuleList()
+        self.blocks = nn.ModuleList()
+        c = channels
+        for r in rates:
+            self.ups.append(nn.ConvTranspose1d(c, c // 2, 2 * r, stride=r, padding=r // 2))
+            c //= 2
+            self.blocks.append(nn.ModuleList(VocoderResBlock(c, k, dilations) for k in kernels))
+        self.post = nn.Conv1d(c, 1, 7, padding=3)
+
+    def forward(self, x):
+        x = self.pre(x)
+        for up, blocks in zip(self.ups, self.blocks):
+            x = up(F.leaky_relu(x, 0.1))
+            y = None
+            for b in blocks:
+                y = b(x) if y is None else y + b(x)
+            x = y / len(blocks)
+        return torch.tanh(self.post(F.leaky_relu(x)))
+
+
+# name -> (constructor, input shape): the reduced zoo the model tests and
+# `python -m rlx_cpu run --zoo` run (the CLI's --resolution replaces the
+# spatial size, or the frame count of the 1-D vocoder).
 MODELS = {
     "resnet_basic": (lambda: ResNet(BasicBlock, (2, 1, 1, 1), width=8), (2, 3, 64, 64)),
     "resnet_bottleneck": (lambda: ResNet(Bottleneck, (1, 1, 1, 1), width=8), (2, 3, 64, 64)),
     "resnext_bottleneck": (lambda: ResNet(Bottleneck, (1, 1, 1, 1), width=8, groups=4, base_width=16),
                            (1, 3, 64, 64)),
+    # wide_resnet50_2: torchvision's width_per_group=128 (twice the bottleneck width)
+    "wide_resnet_bottleneck": (lambda: ResNet(Bottleneck, (1, 1, 1, 1), width=8, base_width=128),
+                               (1, 3, 64, 64)),
+    # vgg11 / vgg11_bn: torchvision's cfg "A" with widths / 8
+    "vgg11": (lambda: VGG((8, "M", 16, "M", 32, 32, "M", 64, 64, "M", 64, 64, "M")), (2, 3, 32, 32)),
+    "vgg11_bn": (lambda: VGG((8, "M", 16, "M", 32, 32, "M", 64, 64, "M", 64, 64, "M"), batch_norm=True),
+                 (2, 3, 32, 32)),
+    "densenet": (DenseNet, (2, 3, 64, 64)),
     "mobilenet_v2": (MobileNetV2, (2, 3, 64, 64)),
+    "mobilenet_v3_small": (MobileNetV3Small, (2, 3, 64, 64)),
+    "mnasnet": (MNASNet, (2, 3, 64, 64)),
     "squeezenet1_1": (SqueezeNet, (2, 3, 64, 64)),
     "shufflenet_v2": (ShuffleNetV2, (2, 3, 64, 64)),
-    "mobilenet_v3_small": (MobileNetV3Small, (2, 3, 64, 64)),
     "efficientnet_b0_slim": (EfficientNetB0Slim, (2, 3, 64, 64)),
+    "efficientnet_v2_slim": (EfficientNetV2Slim, (2, 3, 64, 64)),
+    "regnet_x": (lambda: RegNet(se_ratio=0), (2, 3, 64, 64)),
+    "regnet_y": (RegNet, (2, 3, 64, 64)),
     "unet": (UNet, (1, 3, 32, 32)),
     "seg_head_bilinear": (SegHead, (1, 3, 32, 32)),
     "seg_head_bilinear_align_corners": (lambda: SegHead(align_corners=True), (1, 3, 32, 32)),
+    "vocoder_1d": (Vocoder1d, (1, 16, 32)),
+}
+
+# torchvision's real configurations (1000 classes, 224x224): what the speed
+# comparison runs (`python -m rlx_cpu run --zoo --models resnet18,resnet50`);
+# too slow for the test suite.
+FULL_MODELS = {
+    "resnet18": (lambda: ResNet(BasicBlock, (2, 2, 2, 2), width=64, num_classes=1000), (1, 3, 224, 224)),
+    "resnet50": (lambda: ResNet(Bottleneck, (3, 4, 6, 3), width=64, num_classes=1000), (1, 3, 224, 224)),
 }
