@@ -39,7 +39,7 @@ def add_run_arguments(p):
     p.add_argument("model", nargs="?", help="an .onnx file (omit with --zoo)")
     p.add_argument("--zoo", action="store_true", help="export and run the model zoo instead of a file")
     p.add_argument("--models", default=None,
-                   help="comma-separated zoo models (default: every reduced model; full-size: resnet18, resnet50)")
+                   help="comma-separated zoo models (default: every reduced model; full-size: resnet18, resnet50, mobilenet_v2_full)")
     p.add_argument("--resolution", type=int, default=None,
                    help="input height = width (zoo: the vocoder's frame count; file: its dynamic spatial dims); "
                         "None: the zoo's own sizes, 32-64")

@@ -40,7 +40,7 @@ def _tables():
 def names(full=False):
     """The zoo's model names: the reduced models (tests, default of ``run
     --zoo``), or with full=True also torchvision's full-size configurations
-    (resnet18, resnet50)."""
+    (resnet18, resnet50, mobilenet_v2_full)."""
     small, big = _tables()
     return list(small) + (list(big) if full else [])
 

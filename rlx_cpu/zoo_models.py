@@ -135,12 +135,15 @@ class InvertedResidual(nn.Module):
 class MobileNetV2(nn.Module):
     # (t, c, n, s) as torchvision's inverted_residual_setting, widths / 4, fewer repeats
     SETTING = ((1, 4, 1, 1), (6, 6, 2, 2), (6, 8, 2, 2), (6, 16, 2, 2), (6, 24, 1, 1), (6, 40, 2, 2), (6, 80, 1, 1))
+    # torchvision's mobilenet_v2 (width 1.0): stem 32, last 1280
+    FULL_SETTING = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+                    (6, 320, 1, 1))
 
-    def __init__(self, num_classes=10, last=160):
+    def __init__(self, num_classes=10, last=160, setting=None, stem=8):
         super().__init__()
-        layers = [conv_bn(3, 8, 3, 2, act=nn.ReLU6)]
-        cin = 8
-        for t, c, n, s in self.SETTING:
+        layers = [conv_bn(3, stem, 3, 2, act=nn.ReLU6)]
+        cin = stem
+        for t, c, n, s in (setting or self.SETTING):
             for i in range(n):
                 layers.append(InvertedResidual(cin, c, s if i == 0 else 1, t))
                 cin = c
@@ -699,9 +702,11 @@ MODELS = {
 }
 
 # torchvision's real configurations (1000 classes, 224x224): what the speed
-# comparison runs (`python -m rlx_cpu run --zoo --models resnet18,resnet50`);
+# comparison runs (`python -m rlx_cpu run --zoo --models resnet18,resnet50,mobilenet_v2_full`);
 # too slow for the test suite.
 FULL_MODELS = {
     "resnet18": (lambda: ResNet(BasicBlock, (2, 2, 2, 2), width=64, num_classes=1000), (1, 3, 224, 224)),
     "resnet50": (lambda: ResNet(Bottleneck, (3, 4, 6, 3), width=64, num_classes=1000), (1, 3, 224, 224)),
+    "mobilenet_v2_full": (lambda: MobileNetV2(num_classes=1000, last=1280, setting=MobileNetV2.FULL_SETTING,
+                                              stem=32), (1, 3, 224, 224)),
 }

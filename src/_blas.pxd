@@ -4,7 +4,7 @@
 # OpenMP, and when one GEMM must use every core (batch 1) it is split into
 # column or row panels here, each panel one single-threaded sgemm call.  BLAS
 # threads therefore never nest under OpenMP threads.
-from scipy.linalg.cython_blas cimport sgemm as _fortran_sgemm
+from scipy.linalg.cython_blas cimport sgemm as _fortran_sgemm, sgemv as _fortran_sgemv
 from cython.parallel cimport prange
 
 
@@ -28,10 +28,55 @@ cdef inline void sgemm_rm(bint trans_a, bint trans_b,
             for j in range(n):
                 c[i * ldc + j] = 0.0 if beta == 0.0 else beta * c[i * ldc + j]
         return
+    if m == 1 or n == 1:
+        # A matrix-vector product (a dense layer at batch 1): OpenBLAS's sgemm
+        # packs for it and runs ~10x slower than its sgemv.
+        _sgemv_rm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return
     ta = b'T' if trans_b else b'N'
     tb = b'T' if trans_a else b'N'
     _fortran_sgemm(&ta, &tb, &n, &m, &k, &alpha, <float*>b, &ldb,
                    <float*>a, &lda, &beta, c, &ldc)
+
+
+cdef inline void _sgemv_rm(bint trans_a, bint trans_b,
+                           int m, int n, int k,
+                           float alpha, const float* a, int lda,
+                           const float* b, int ldb,
+                           float beta, float* c, int ldc) noexcept nogil:
+    """sgemm_rm for m == 1 or n == 1 (k >= 1) through sgemv.  With beta == 0
+    C is zeroed first, so stale NaNs in C never leak through BLAS's y *= 0."""
+    cdef char tr
+    cdef int rows, cols, incx, incy, i
+    cdef float zero_beta = 0.0
+    cdef const float* mat
+    cdef const float* vec
+    if m == 1:
+        # c[0, :] (n, stride 1) = op(B)^T-as-column-major . a-row
+        mat, vec, incy = b, a, 1
+        incx = lda if trans_a else 1
+        if trans_b:     # B stored [n, k]: column-major [k, n]
+            tr, rows, cols = b'T', k, n
+        else:           # B stored [k, n]: column-major [n, k]
+            tr, rows, cols = b'N', n, k
+        if beta == 0.0:
+            for i in range(n):
+                c[i] = 0.0
+        _fortran_sgemv(&tr, &rows, &cols, &alpha, <float*>mat, &ldb, <float*>vec, &incx,
+                       &beta if beta != 0.0 else &zero_beta, c, &incy)
+        return
+    # n == 1: c[:, 0] (m, stride ldc) = op(A) . b-column
+    mat, vec, incy = a, b, ldc
+    incx = 1 if trans_b else ldb
+    if trans_a:         # A stored [k, m]: column-major [m, k]
+        tr, rows, cols = b'N', m, k
+    else:               # A stored [m, k]: column-major [k, m]
+        tr, rows, cols = b'T', k, m
+    if beta == 0.0:
+        for i in range(m):
+            c[i * ldc] = 0.0
+    _fortran_sgemv(&tr, &rows, &cols, &alpha, <float*>mat, &lda, <float*>vec, &incx,
+                   &beta if beta != 0.0 else &zero_beta, c, &incy)
 
 
 cdef inline int _panel(int total, int parts, int align) noexcept nogil:
