@@ -344,6 +344,7 @@ def _restore_plan(state):
         plan = Plan.__new__(Plan)
         plan._setup(state["thunks"], state["inputs"], state["outputs"], state["arena_plan"],
                     state["const_nbytes"], state["num_threads"], state.get("debug", False))
+        plan.pass_summary = str(state.get("passes", ""))
         const = np.frombuffer(state["const"], dtype=np.uint8)
     except (KeyError, TypeError, AttributeError) as exc:
         raise IncompatiblePlanError(f"pickled Plan state is incomplete or malformed: {exc!r}") from None
@@ -397,6 +398,7 @@ class Plan:
         self.num_threads = int(num_threads)
         self._const = aligned_empty(max(int(const_nbytes), 64))
         self.const_nbytes = const_nbytes
+        self.pass_summary = ""     # what the graph passes did (set by compile)
         self._local = threading.local()
 
     # -- pickling ------------------------------------------------------------
@@ -415,6 +417,7 @@ class Plan:
             "const": self._const.tobytes(),
             "num_threads": self.num_threads,
             "debug": self.debug,
+            "passes": self.pass_summary,
         }
         return (_restore_plan, (state,))
 
@@ -478,6 +481,8 @@ class Plan:
         lines = [f"Plan({len(self.thunks)} thunks, arena {self.arena_nbytes} B "
                  f"(saved {self.arena_saved_nbytes} B), const {self.const_nbytes} B, "
                  f"{self.num_threads} threads{', debug' if self.debug else ''})"]
+        if self.pass_summary:
+            lines.append(f"  passes: {self.pass_summary}")
         lines += [f"  {i}: {t!r}" for i, t in enumerate(self.thunks)]
         return "\n".join(lines)
 
