@@ -35,8 +35,9 @@ from ._version import __version__
 from .arena import aligned_empty
 from .debug import DebugSequence
 
-# Bumped whenever the pickled layout of a Plan changes.
-_PICKLE_FORMAT = 2
+# Bumped whenever the pickled layout of a Plan changes (3: conv records carry
+# a fused epilogue and residual; the state holds the pass summary).
+_PICKLE_FORMAT = 3
 
 
 class IncompatiblePlanError(ValueError):
