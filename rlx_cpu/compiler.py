@@ -16,6 +16,7 @@ from .algorithms import ConvAlgorithm, ConvFlags
 from .arena import ALIGNMENT, BufferRequest, align_up, plan_arena
 from .debug import GUARD, resolve_debug
 from .ir import Graph
+from .passes import run_passes, summary as pass_summary
 from .registry import COMPILE_RULES
 from .shapes import INDEX_MAX, nbytes_of
 from .threads import limit_blas_threads, resolve_adaptive_threads, resolve_num_threads
@@ -97,6 +98,18 @@ class CompileContext:
     def emit(self, thunk):
         self.thunks.append(thunk)
 
+    def maybe_in_place(self, node_id):
+        """Let a pointwise node the in_place pass marked write into its
+        input's buffer, if that buffer is an intermediate (never a graph
+        input, constant or output).  Each such op is one thunk computing
+        y[i] from x[i] alone, so reading and writing the same bytes is sound."""
+        src = getattr(self.graph, "in_place", {}).get(node_id)
+        if src is None:
+            return
+        b = self.buf(src)
+        if b.role == "temp" and not any(self.node_buf.get(o) is b for o in self.graph.outputs):
+            self.node_buf[node_id] = b
+
     def alias(self, node_id, src_node_id):
         """Let node_id's value share src_node_id's buffer (a zero-copy reshape).
         Sound because no thunk writes a buffer it also reads: the alias and its
@@ -164,7 +177,7 @@ def _check_inputs_read_only(ctx):
                                    "constants are read-only")
 
 
-def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True, debug=None,
+def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True, debug=None, passes=True,
             adaptive_threads=None):
     """Compile `graph` into an executable :class:`~rlx_cpu.plan.Plan`.
 
@@ -177,6 +190,10 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True, de
     debug: check every launch's slices and writes, with guard bytes around
         every arena buffer (slow; see rlx_cpu/debug.py).  None: the RLX_DEBUG
         environment variable ('1' on, '0' or unset off).
+    passes: the graph passes run first (rlx_cpu/passes.py): True (all: constant
+        folding, batch-norm folding, conv epilogue fusion, dead-node removal,
+        in-place elementwise ops), False/None (none, the graph as built) or a
+        list of pass names.  ``print(plan)`` says what each did.
     adaptive_threads: let each run of a multi-threaded plan fall back to one
         thread while that is measured to be faster (a busy competing process
         on the same cores); results are identical either way.  None: the
@@ -193,6 +210,7 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True, de
     if conv_algorithm not in ("auto", "reference", "im2col", "direct", "winograd"):
         raise ValueError("compile: conv_algorithm must be one of 'auto', 'reference', 'im2col', "
                          f"'direct', 'winograd', got {conv_algorithm!r}")
+    graph = run_passes(graph, passes)
     nthreads = resolve_num_threads(num_threads)
     debug = resolve_debug(debug)
     adaptive_threads = resolve_adaptive_threads(adaptive_threads)
@@ -210,6 +228,7 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True, de
         elif node.op == "constant":
             continue
         else:
+            ctx.maybe_in_place(node.id)
             COMPILE_RULES[node.op](ctx, node)
     # Every graph input is part of the contract, even one no output needs.
     for node in graph.nodes:
@@ -258,5 +277,7 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True, de
     const_items = [(const_offsets[b], ctx.const_values[b]) for b in const_offsets]
     inputs = [(n.name, n.shape, to_slice(ctx.buf(n.id))) for n in input_nodes]
     outputs = [(graph.node(i).shape, to_slice(ctx.buf(i)), graph.node(i).dtype) for i in graph.outputs]
-    return Plan(tuple(thunks), inputs, outputs, arena, const_nbytes, const_items, nthreads, debug,
+    plan = Plan(tuple(thunks), inputs, outputs, arena, const_nbytes, const_items, nthreads, debug,
                 adaptive_threads)
+    plan.pass_summary = pass_summary(graph)
+    return plan

@@ -8,7 +8,8 @@ Then:
   checked against the arena and the const segment (inside their bounds) and
   against the thunk's declared roles: every slice field is declared as read,
   written or scratch, written slices lie in the arena, and no written or
-  scratch slice overlaps another slice of the same thunk;
+  scratch slice overlaps another slice of the same thunk (a pointwise thunk
+  may read exactly the slice it writes: an in-place elementwise op);
 * on every run, each launch runs on its own, and afterwards every arena byte
   outside the launch's written and scratch slices (guards included) and the
   whole const segment must be unchanged.  A launch that wrote elsewhere
@@ -86,6 +87,10 @@ def check_thunk_slices(plan, arena_nbytes, const_nbytes):
             if declared[name] == "reads":
                 continue
             for other, o in fields:
+                # a pointwise thunk may compute in place: a read field exactly
+                # equal to the written one (see Thunk.pointwise)
+                if th.pointwise and declared[other] == "reads" and o == s:
+                    continue
                 if other != name and _overlap(s, o):
                     role = {"reads": "reads", "writes": "writes", "scratch_fields": "scratch"}[declared[other]]
                     raise RuntimeError(f"debug: {_label(i, th)} writes {name}={s!r}, which overlaps "

@@ -199,6 +199,8 @@ def run_model(label, data, torch_module, threads, batch, resolution, repeat, see
     shapes = ", ".join(f"{n} {list(feeds[n].shape)}" for n in names)
     print(f"\n== {label}: input {shapes}, {threads} thread(s); compiled in {compile_ms:.0f} ms "
           f"({len(plan.thunks)} thunks, arena {plan.arena_nbytes / 2**20:.2f} MiB)", file=out)
+    if plan.pass_summary:
+        print(f"graph passes: {plan.pass_summary}", file=out)
     if ort is None:
         print("parity vs ONNX Runtime: n/a (onnxruntime is not installed)", file=out)
     else:

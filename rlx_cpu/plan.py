@@ -35,8 +35,9 @@ from ._version import __version__
 from .arena import aligned_empty
 from .debug import DebugSequence
 
-# Bumped whenever the pickled layout of a Plan changes.
-_PICKLE_FORMAT = 2
+# Bumped whenever the pickled layout of a Plan changes (3: conv records carry
+# a fused epilogue and residual; the state holds the pass summary).
+_PICKLE_FORMAT = 3
 
 
 class IncompatiblePlanError(ValueError):
@@ -345,6 +346,7 @@ def _restore_plan(state):
         plan._setup(state["thunks"], state["inputs"], state["outputs"], state["arena_plan"],
                     state["const_nbytes"], state["num_threads"], state.get("debug", False),
                     state.get("adaptive_threads", True))
+        plan.pass_summary = str(state.get("passes", ""))
         const = np.frombuffer(state["const"], dtype=np.uint8)
     except (KeyError, TypeError, AttributeError) as exc:
         raise IncompatiblePlanError(f"pickled Plan state is incomplete or malformed: {exc!r}") from None
@@ -405,6 +407,7 @@ class Plan:
         self.adaptive_threads = bool(adaptive_threads)
         self._const = aligned_empty(max(int(const_nbytes), 64))
         self.const_nbytes = const_nbytes
+        self.pass_summary = ""     # what the graph passes did (set by compile)
         self._local = threading.local()
 
     # -- pickling ------------------------------------------------------------
@@ -424,6 +427,7 @@ class Plan:
             "num_threads": self.num_threads,
             "debug": self.debug,
             "adaptive_threads": self.adaptive_threads,
+            "passes": self.pass_summary,
         }
         return (_restore_plan, (state,))
 
@@ -487,6 +491,8 @@ class Plan:
         lines = [f"Plan({len(self.thunks)} thunks, arena {self.arena_nbytes} B "
                  f"(saved {self.arena_saved_nbytes} B), const {self.const_nbytes} B, "
                  f"{self.num_threads} threads{', debug' if self.debug else ''})"]
+        if self.pass_summary:
+            lines.append(f"  passes: {self.pass_summary}")
         lines += [f"  {i}: {t!r}" for i, t in enumerate(self.thunks)]
         return "\n".join(lines)
 

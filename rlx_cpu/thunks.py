@@ -43,6 +43,10 @@ class Thunk:
     reads: ClassVar[tuple] = ()
     writes: ClassVar[tuple] = ()
     scratch_fields: ClassVar[tuple] = ()
+    # True for records whose kernel computes each output element from the
+    # same element of its full-shape inputs alone, so an input and the output
+    # may be the same bytes (the in_place compile pass relies on it).
+    pointwise: ClassVar[bool] = False
 
     def slices(self, roles=("reads", "writes", "scratch_fields")):
         out = []

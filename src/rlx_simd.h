@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "rlx_omp.h"
+#include "rlx_epilogue.h"
 
 #if RLX_DEBUG_CHECKS
 #define RLX_CHECK_RANGE(lo, hi, len, what)                                          \
@@ -364,7 +365,8 @@ RLX_INLINE void rlx_wino_input_body(const float* restrict x, ptrdiff_t x_len, fl
 }
 
 RLX_INLINE void rlx_wino_output_body(const float* restrict m, float* restrict y, ptrdiff_t y_len,
-                                     const float* restrict bias, const rlx_conv_geom* g,
+                                     const float* restrict bias, const rlx_epilogue* epi,
+                                     const rlx_conv_geom* g,
                                      ptrdiff_t t0, ptrdiff_t cnt, ptrdiff_t tb, ptrdiff_t pstride) {
     const ptrdiff_t tw = (g->w_out + 1) / 2;
     const ptrdiff_t tiles_img = ((g->h_out + 1) / 2) * tw;
@@ -417,6 +419,20 @@ RLX_INLINE void rlx_wino_output_body(const float* restrict m, float* restrict y,
                     if (wo0 + 1 < Wo) y1[wo0 + 1] = s[5] - s[6] - s[7] + b;
                 }
             }
+            if (epi) {
+                /* residual and activation on the rows of this run, just written
+                 * (the bias is already in) */
+                const ptrdiff_t c0 = 2 * tx0;
+                const ptrdiff_t c1 = 2 * (tx0 + run) < Wo ? 2 * (tx0 + run) : Wo;
+                const ptrdiff_t off0 = y0 - y;
+                RLX_CHECK_RANGE(off0 + c0, off0 + c1, epi->res ? epi->res_len : y_len, "winograd residual");
+                rlx_epilogue_span_body(y0 + c0, off0 + c0, c1 - c0, 0.0f, epi);
+                if (ho0 + 1 < Ho) {
+                    RLX_CHECK_RANGE(off0 + Wo + c0, off0 + Wo + c1, epi->res ? epi->res_len : y_len,
+                                    "winograd residual");
+                    rlx_epilogue_span_body(y1 + c0, off0 + Wo + c0, c1 - c0, 0.0f, epi);
+                }
+            }
             tl += run;
         }
     }
@@ -438,18 +454,23 @@ static void rlx_wino_input(const float* x, ptrdiff_t x_len, float* v, const rlx_
 }
 
 static void rlx_wino_output_base(const float* m, float* y, ptrdiff_t y_len, const float* bias,
-                                 const rlx_conv_geom* g, ptrdiff_t t0, ptrdiff_t cnt, ptrdiff_t tb, ptrdiff_t ps) {
-    rlx_wino_output_body(m, y, y_len, bias, g, t0, cnt, tb, ps);
+                                 const rlx_epilogue* epi, const rlx_conv_geom* g, ptrdiff_t t0,
+                                 ptrdiff_t cnt, ptrdiff_t tb, ptrdiff_t ps) {
+    rlx_wino_output_body(m, y, y_len, bias, epi, g, t0, cnt, tb, ps);
 }
 RLX_TARGET_AVX2 static void rlx_wino_output_avx2(const float* m, float* y, ptrdiff_t y_len,
-                                                 const float* bias, const rlx_conv_geom* g,
-                                                 ptrdiff_t t0, ptrdiff_t cnt, ptrdiff_t tb, ptrdiff_t ps) {
-    rlx_wino_output_body(m, y, y_len, bias, g, t0, cnt, tb, ps);
+                                                 const float* bias, const rlx_epilogue* epi,
+                                                 const rlx_conv_geom* g, ptrdiff_t t0, ptrdiff_t cnt,
+                                                 ptrdiff_t tb, ptrdiff_t ps) {
+    rlx_wino_output_body(m, y, y_len, bias, epi, g, t0, cnt, tb, ps);
 }
+/* epi: NULL, or the residual/activation to apply to each run of tiles as it
+ * is written. */
 static void rlx_wino_output(const float* m, float* y, ptrdiff_t y_len, const float* bias,
-                            const rlx_conv_geom* g, ptrdiff_t t0, ptrdiff_t cnt, ptrdiff_t tb, ptrdiff_t ps) {
-    if (rlx_simd_level()) rlx_wino_output_avx2(m, y, y_len, bias, g, t0, cnt, tb, ps);
-    else rlx_wino_output_base(m, y, y_len, bias, g, t0, cnt, tb, ps);
+                            const rlx_epilogue* epi, const rlx_conv_geom* g, ptrdiff_t t0,
+                            ptrdiff_t cnt, ptrdiff_t tb, ptrdiff_t ps) {
+    if (rlx_simd_level()) rlx_wino_output_avx2(m, y, y_len, bias, epi, g, t0, cnt, tb, ps);
+    else rlx_wino_output_base(m, y, y_len, bias, epi, g, t0, cnt, tb, ps);
 }
 
 #endif

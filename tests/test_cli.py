@@ -161,7 +161,7 @@ def _small_onnx(path):
 
 
 def test_run_a_model_file_through_a_pipe(tmp_path):
-    """Parity line, per-layer table, per-kind split, images/s; torch is n/a
+    """Parity line, graph passes, per-layer table, per-kind split, images/s; torch is n/a
     for a file; no carriage return in either stream (not a terminal)."""
     import importlib.util
     path = _small_onnx(str(tmp_path / "m.onnx"))
@@ -171,7 +171,9 @@ def test_run_a_model_file_through_a_pipe(tmp_path):
     out = res.stdout
     assert "\r" not in out and "\r" not in res.stderr
     assert "input img [3, 3, 16, 16], 1 thread(s)" in out
-    for row in ("per layer", " conv ", " relu ", "global_pool", "by kind", "ms/image", "images/s"):
+    # the Relu is fused into the conv's epilogue by the graph passes
+    for row in ("graph passes:", "fuse_epilogue: 1 relu", "per layer", " conv ", "global_pool", "by kind",
+                "ms/image", "images/s"):
         assert row in out, (row, out)
     assert "torch         n/a (a model file has no PyTorch module" in out
     if importlib.util.find_spec("onnxruntime"):

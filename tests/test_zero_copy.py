@@ -78,8 +78,10 @@ def test_zero_copy_matches_the_copying_path_and_reference(rng, monkeypatch):
 
 def test_arena_holds_only_intermediates_and_scratch(rng):
     g, _ = _net(rng)
-    # debug=False: debug mode (RLX_DEBUG=1 runs) adds guard bytes around buffers
-    plan = rlx_cpu.compile(g, conv_algorithm="reference", reuse_arena=False, debug=False)
+    # debug=False: debug mode (RLX_DEBUG=1 runs) adds guard bytes around buffers;
+    # passes=False: the graph as built (with the passes, conv1's relu is fused
+    # into it and only one of the two values below remains, checked at the end)
+    plan = rlx_cpu.compile(g, conv_algorithm="reference", reuse_arena=False, debug=False, passes=False)
     # the relu and conv1 outputs are the only non-I/O values; the only other
     # arena bytes are scratch (reference conv has none; the max pool keeps a
     # line buffer per thread)
@@ -91,6 +93,9 @@ def test_arena_holds_only_intermediates_and_scratch(rng):
     assert plan.arena_nbytes == 2 * (2 * 4 * 10 * 10 * 4) + scratch
     segs = {s.segment for t in plan.thunks for s in t.slices()}
     assert segs == {"arena", "const", "input:0", "output:0", "output:1"}
+    fused = rlx_cpu.compile(g, conv_algorithm="reference", reuse_arena=False, debug=False)
+    assert "fuse_epilogue: 1 relu" in fused.pass_summary
+    assert fused.arena_nbytes == 2 * 4 * 10 * 10 * 4 + scratch
     g1 = rlx_cpu.Graph()
     g1.output(g1.conv2d(g1.input("x", (1, 2, 5, 5)), np.ones((3, 2, 3, 3), np.float32)))
     assert rlx_cpu.compile(g1, conv_algorithm="reference", debug=False).arena_nbytes == 0

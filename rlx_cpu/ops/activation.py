@@ -71,6 +71,7 @@ class UnaryThunk(Thunk):
     kind: ClassVar[str] = "unary"
     reads: ClassVar[tuple] = ("x",)
     writes: ClassVar[tuple] = ("y",)
+    pointwise: ClassVar[bool] = True
 
     def bind(self, view):
         return _elementwise.UnaryLaunch(self.op, view(self.x), view(self.y), self.size, self.alpha, self.beta,

@@ -82,6 +82,7 @@ class BinaryThunk(Thunk):
     kind: ClassVar[str] = "binary"
     reads: ClassVar[tuple] = ("a", "b")
     writes: ClassVar[tuple] = ("y",)
+    pointwise: ClassVar[bool] = True
 
     def bind(self, view):
         return _elementwise.BinaryLaunch(self.op, view(self.a), view(self.b), view(self.y), self.dims,
@@ -154,6 +155,7 @@ class ChannelAffineThunk(Thunk):
     kind: ClassVar[str] = "batch_norm"
     reads: ClassVar[tuple] = ("x", "scale", "shift")
     writes: ClassVar[tuple] = ("y",)
+    pointwise: ClassVar[bool] = True
 
     def bind(self, view):
         return _elementwise.ChannelAffineLaunch(view(self.x), view(self.scale), view(self.shift), view(self.y),

@@ -47,18 +47,56 @@ _LAYOUT = {1: ("[N, C, L]", "k"), 2: ("[N, C, H, W]", "kH, kW"), 3: ("[N, C, D, 
 # ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
+class ConvEpilogue:
+    """What a conv1d/conv2d node applies to its output before storing it:
+    y = act(conv(x, W) + bias + residual).  Only the graph passes
+    (rlx_cpu/passes.py) build it, by fusing the elementwise nodes after a
+    conv; `act` is an activation op name (a key of EPILOGUE_ACTS) or None,
+    with that op's alpha and beta, and `residual` says the node's last input
+    is a tensor of the output's shape added before the activation."""
+    act: Optional[str] = None
+    alpha: float = 0.0
+    beta: float = 0.0
+    residual: bool = False
+
+    def __repr__(self):
+        parts = ["add"] if self.residual else []
+        if self.act is not None:
+            parts.append(self.act if self.act not in ("clip", "leaky_relu") else
+                         f"{self.act}({self.alpha:g}, {self.beta:g})" if self.act == "clip" else
+                         f"{self.act}({self.alpha:g})")
+        return "+".join(parts) or "none"
+
+
+# Activation op -> epilogue code of the conv2d kernels (src/rlx_epilogue.h).
+EPILOGUE_ACTS = {"relu": _conv2d.ACT_RELU, "clip": _conv2d.ACT_CLIP, "leaky_relu": _conv2d.ACT_LEAKY_RELU,
+                 "sigmoid": _conv2d.ACT_SIGMOID, "hard_sigmoid": _conv2d.ACT_HARD_SIGMOID,
+                 "hard_swish": _conv2d.ACT_HARD_SWISH, "tanh": _conv2d.ACT_TANH}
+
+
+@dataclass(frozen=True)
 class ConvAttrs:
-    """Canonical convolution attributes for n spatial axes (n = 1, 2, 3)."""
+    """Canonical convolution attributes for n spatial axes (n = 1, 2, 3).
+    `epilogue` (conv1d/conv2d only, set by the graph passes) is fused into
+    the kernel; the node's inputs are then x, W, [bias], [residual]."""
     kernel: Shape
     stride: Shape
     pads_begin: Shape
     pads_end: Shape
     dilation: Shape
     groups: int
+    epilogue: Optional[ConvEpilogue] = None
 
     @property
     def ndim(self):
         return len(self.kernel)
+
+
+def conv_operands(node):
+    """(x, W, bias or None, residual or None) node ids of a conv node."""
+    ins = list(node.inputs)
+    residual = ins.pop() if node.attrs.epilogue is not None and node.attrs.epilogue.residual else None
+    return ins[0], ins[1], (ins[2] if len(ins) > 2 else None), residual
 
 
 # ---------------------------------------------------------------------------
@@ -172,10 +210,20 @@ class Conv2DDims:
                 f"d={self.dh},{self.dw} g={self.groups}")
 
 
+def _epilogue_args(epilogue, view, residual):
+    """The Conv2DLaunch keyword arguments of an epilogue (None: bias only)."""
+    if epilogue is None:
+        return {}
+    return dict(act=EPILOGUE_ACTS[epilogue.act] if epilogue.act is not None else _conv2d.ACT_NONE,
+                alpha=epilogue.alpha, beta=epilogue.beta,
+                residual=view(residual) if residual is not None else None)
+
+
 @dataclass(frozen=True, repr=False)
 class ConvThunk(Thunk):
-    """conv1d / conv2d with fused bias; `algorithm` was chosen at compile
-    time.  For Winograd, `weight` is the transformed filter U[16, c_out, c_in]."""
+    """conv1d / conv2d with fused bias and epilogue (activation, residual);
+    `algorithm` was chosen at compile time.  For Winograd, `weight` is the
+    transformed filter U[16, c_out, c_in]."""
     x: Slice
     weight: Slice
     bias: Optional[Slice]
@@ -185,9 +233,11 @@ class ConvThunk(Thunk):
     algorithm: ConvAlgorithm
     max_threads: int
     block: int = 0
+    residual: Optional[Slice] = None
+    epilogue: Optional[ConvEpilogue] = None
 
     kind: ClassVar[str] = "conv"
-    reads: ClassVar[tuple] = ("x", "weight", "bias")
+    reads: ClassVar[tuple] = ("x", "weight", "bias", "residual")
     writes: ClassVar[tuple] = ("y",)
     scratch_fields: ClassVar[tuple] = ("scratch",)
 
@@ -195,12 +245,14 @@ class ConvThunk(Thunk):
         return _conv2d.Conv2DLaunch(
             view(self.x), view(self.weight), view(self.bias) if self.bias else None, view(self.y),
             view(self.scratch) if self.scratch else None, self.dims.as_tuple(), int(self.algorithm),
-            self.max_threads, self.block)
+            self.max_threads, self.block, **_epilogue_args(self.epilogue, view, self.residual))
 
 
 @dataclass(frozen=True, repr=False)
 class Conv1x1Thunk(Thunk):
-    """1x1, stride 1, unpadded conv1d / conv2d: one GEMM per (image, group), fused bias."""
+    """1x1, stride 1, unpadded conv1d / conv2d: one GEMM per (image, group),
+    or with a bias/epilogue one GEMM per block of `block` output columns,
+    each finished while in cache."""
     x: Slice
     weight: Slice
     bias: Optional[Slice]
@@ -211,9 +263,12 @@ class Conv1x1Thunk(Thunk):
     hw: int
     groups: int
     max_threads: int
+    block: int = 0
+    residual: Optional[Slice] = None
+    epilogue: Optional[ConvEpilogue] = None
 
     kind: ClassVar[str] = "conv_1x1"
-    reads: ClassVar[tuple] = ("x", "weight", "bias")
+    reads: ClassVar[tuple] = ("x", "weight", "bias", "residual")
     writes: ClassVar[tuple] = ("y",)
 
     @property
@@ -224,7 +279,8 @@ class Conv1x1Thunk(Thunk):
         dims = (self.n, self.c_in, 1, self.hw, self.c_out, 1, self.hw, 1, 1, 1, 1, 0, 0, 1, 1, self.groups)
         return _conv2d.Conv2DLaunch(
             view(self.x), view(self.weight), view(self.bias) if self.bias else None, view(self.y), None,
-            dims, int(ConvAlgorithm.GEMM_1X1), self.max_threads, 0)
+            dims, int(ConvAlgorithm.GEMM_1X1), self.max_threads, self.block,
+            **_epilogue_args(self.epilogue, view, self.residual))
 
 
 @dataclass(frozen=True, repr=False)
@@ -360,13 +416,19 @@ def compile_conv(ctx, node):
     dims = conv_dims(node, ctx.graph)
     op = f"{node.op} {node.name!r}"
     algo = select_conv_algorithm(dims, ctx.conv_algorithm, ctx.flags, op=op)
-    x, w = ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1])
-    bias = ctx.buf(node.inputs[2]) if len(node.inputs) > 2 else None
+    x_id, w_id, b_id, r_id = conv_operands(node)
+    x, w = ctx.buf(x_id), ctx.buf(w_id)
+    bias = ctx.buf(b_id) if b_id is not None else None
+    residual = ctx.buf(r_id) if r_id is not None else None
+    epilogue = node.attrs.epilogue
     y = ctx.buf(node.id)
     t = ctx.num_threads
     if algo == ConvAlgorithm.GEMM_1X1:
+        block = 0
+        if bias is not None or epilogue is not None:
+            block = _conv2d.gemm_1x1_col_block(dims.as_tuple(), t)
         ctx.emit(Conv1x1Thunk(node.name, x, w, bias, y, dims.n, dims.c_in, dims.c_out,
-                              dims.h * dims.w, dims.groups, t))
+                              dims.h * dims.w, dims.groups, t, block, residual, epilogue))
         return
     block = 0
     if algo == ConvAlgorithm.IM2COL:
@@ -384,11 +446,14 @@ def compile_conv(ctx, node):
             w = u
     scratch_nbytes = 4 * _conv2d.scratch_floats(dims.as_tuple(), int(algo), t)
     scratch = ctx.scratch(scratch_nbytes, node.name + ".scratch")
-    ctx.emit(ConvThunk(node.name, x, w, bias, y, scratch, dims, algo, t, block))
+    ctx.emit(ConvThunk(node.name, x, w, bias, y, scratch, dims, algo, t, block, residual, epilogue))
 
 
 def emit_conv_nd(ctx, node, thunk_cls):
     """Emit a ConvNDKernelThunk subclass for a conv3d or conv-transpose node."""
+    if getattr(node.attrs, "epilogue", None) is not None:
+        raise NotImplementedError(f"{node.op} {node.name!r}: the N-d conv kernels have no fused epilogue "
+                                  f"({node.attrs.epilogue!r})")
     dims = ConvNDDims.from_attrs(ctx.graph.node(node.inputs[0]).shape, node.shape, node.attrs)
     transposed = thunk_cls.transposed
     t = ctx.num_threads
@@ -418,6 +483,9 @@ def _vjp_conv(g, node, dy, needs):
     # conv_backward imports this module, so its builder tables are read here.
     from .conv_backward import BACKWARD_INPUT, BACKWARD_WEIGHT
     a = node.attrs
+    if a.epilogue is not None:
+        raise ValueError(f"grads: {node.op} {node.name!r} has a fused epilogue ({a.epilogue!r}), which has no "
+                         "gradient rule; differentiate the graph before the compile passes fuse it")
     x, w = g.node(node.inputs[0]), g.node(node.inputs[1])
     geo = dict(stride=a.stride, padding=pad_pairs(a), dilation=a.dilation, groups=a.groups)
     out = [None] * len(node.inputs)

@@ -215,6 +215,7 @@ class BiasAddThunk(Thunk):
     kind: ClassVar[str] = "bias_add"
     reads: ClassVar[tuple] = ("x", "bias")
     writes: ClassVar[tuple] = ("y",)
+    pointwise: ClassVar[bool] = True
 
     def bind(self, view):
         return _train.BiasAddLaunch(view(self.x), view(self.bias), view(self.y), self.n, self.c, self.s,
@@ -254,6 +255,7 @@ class ElementwiseThunk(Thunk):
     kind: ClassVar[str] = "elementwise"
     reads: ClassVar[tuple] = ("a", "b")
     writes: ClassVar[tuple] = ("out",)
+    pointwise: ClassVar[bool] = True
 
     def bind(self, view):
         return _train.ElementwiseLaunch(self.op, view(self.a), view_or_none(view, self.b), view(self.out),

@@ -1,0 +1,360 @@
+"""Graph passes run by :func:`rlx_cpu.compile` before the compile rules.
+
+Each pass is a pure function ``Graph -> Graph``: it never changes the graph
+it is given and returns a new one (node ids renumbered, node names and output
+order kept), whose ``pass_log`` ends with ``(pass name, {what: count})``.
+
+=====================  ======================================================
+``fold_constants``     a node whose inputs are all constants is computed once,
+                       now, by its own compile rule and kernel (a one-node
+                       plan), and becomes a constant
+``fold_batch_norm``    ``batch_norm(conv(x, W, b))`` with W (and b) constant
+                       and the conv read only by the batch norm becomes
+                       ``conv(x, W * k, b * k + shift)`` (float64 maths)
+``fuse_epilogue``      ``act(conv(x) [+ bias] [+ skip])``: the bias_add,
+                       the residual add of a tensor of the output's shape and
+                       the activation (relu, clip, leaky_relu, sigmoid,
+                       hard_sigmoid, hard_swish, tanh) after a conv1d/conv2d
+                       become its epilogue (:class:`~rlx_cpu.ops.conv.ConvEpilogue`),
+                       applied by the kernel to each output block as it is
+                       computed; every intermediate must have that one reader
+                       and not be a graph output
+``dce``                nodes no output depends on are removed (graph inputs
+                       stay: they are the plan's contract)
+``in_place``           an elementwise node (not a graph output) whose input
+                       has no later reader (through reshape aliases too)
+                       and is not a graph input, constant or output is
+                       marked to write into
+                       that input's buffer (``graph.in_place``, honoured by
+                       the compiler)
+=====================  ======================================================
+
+Training graphs: the passes run on any graph, forward and backward alike.
+:func:`rlx_cpu.autograd.grads` appends the backward nodes *before* compile,
+so every value a gradient reads (a relu output for ``relu_backward``, a conv
+input for the weight gradient) is a node with a reader and is kept; fusion
+only removes values with a single reader, folding only replaces values by
+equal constants, and the in-place rule never overwrites a value that is read
+later.  The rewrites therefore preserve every value a training plan returns.
+A fused conv has no gradient rule: call ``grads`` on the graph you built, not
+on the output of these passes.
+
+``compile(graph, passes=...)`` takes True (all, in the order of
+:data:`DEFAULT_PASSES`), False/None (none) or a list of pass names.
+"""
+import dataclasses
+
+import numpy as np
+
+from .ir import Graph
+
+__all__ = ["DEFAULT_PASSES", "PASSES", "run_passes", "fold_constants", "fold_batch_norm", "fuse_epilogue",
+           "dce", "in_place", "summary"]
+
+CONV_OPS = ("conv1d", "conv2d", "conv3d")
+EPILOGUE_CONV_OPS = ("conv1d", "conv2d")      # the ops whose kernels run an epilogue
+ACTIVATIONS = ("relu", "clip", "leaky_relu", "sigmoid", "hard_sigmoid", "hard_swish", "tanh")
+# op -> indices of the inputs the op may overwrite (same shape as its output);
+# every one of these ops is one pointwise thunk y[i] = f(x[i], ...)
+POINTWISE = dict({a: (0,) for a in ACTIVATIONS},
+                 add=(0, 1), broadcast_add=(0, 1), sub=(0, 1), mul=(0, 1), div=(0, 1),
+                 bias_add=(0,), batch_norm=(0,), relu_backward=(0, 1))
+
+
+# ---------------------------------------------------------------------------
+# Rebuilding
+# ---------------------------------------------------------------------------
+
+class _Rebuild:
+    """Copy a graph node by node into a new one, with replacements."""
+
+    def __init__(self, src):
+        self.src = src
+        self.g = Graph()
+        self.map = {}                    # old id -> new Node
+
+    def new(self, op, inputs, shape, name, attrs=None, value=None, dtype="float32"):
+        return self.g._add(op, inputs, shape, name, attrs, value, dtype)
+
+    def copy(self, node):
+        out = self.g._add(node.op, [self.map[i] for i in node.inputs], node.shape, node.name, node.attrs,
+                          node.value, node.dtype)
+        self.map[node.id] = out
+        return out
+
+    def constant(self, array, name):
+        """A new constant named after `name` (made unique)."""
+        base, k = name, 1
+        while name in self.g._names or name in self.src._names:
+            name = f"{base}.{k}"
+            k += 1
+        return self.g.constant(np.asarray(array, dtype=np.float32), name=name)
+
+    def finish(self, pass_name, counts, in_place=None):
+        self.g.outputs = tuple(self.map[i].id for i in self.src.outputs)
+        self.g.pass_log = tuple(getattr(self.src, "pass_log", ())) + ((pass_name, dict(counts)),)
+        if in_place is None:
+            # ids changed: carry earlier in-place marks over by the new ids
+            in_place = {self.map[a].id: self.map[b].id for a, b in getattr(self.src, "in_place", {}).items()
+                        if a in self.map and b in self.map}
+        self.g.in_place = in_place
+        return self.g
+
+
+def _consumers(graph):
+    """{node id: [consumer ids, one per use]}."""
+    users = {n.id: [] for n in graph.nodes}
+    for n in graph.nodes:
+        for i in n.inputs:
+            users[i].append(n.id)
+    return users
+
+
+def _sole_reader(graph, users, node_id):
+    """The one node that reads node_id (once), or None; graph outputs have
+    the caller as a reader too."""
+    if node_id in graph.outputs:
+        return None
+    u = users[node_id]
+    return graph.node(u[0]) if len(u) == 1 else None
+
+
+def _rewrite(graph, pass_name, counts, replace, drop):
+    """New graph: nodes in `drop` left out, `replace[id](rb)` builds the
+    node standing for id at its position, every other node copied."""
+    rb = _Rebuild(graph)
+    for node in graph.nodes:
+        if node.id in drop:
+            continue
+        if node.id in replace:
+            rb.map[node.id] = replace[node.id](rb)
+        else:
+            rb.copy(node)
+    return rb.finish(pass_name, counts)
+
+
+# ---------------------------------------------------------------------------
+# Passes
+# ---------------------------------------------------------------------------
+
+def _evaluate(node, inputs):
+    """The value of `node` on constant inputs, computed by its own compile
+    rule and kernel: a one-node plan with no graph inputs."""
+    from .compiler import compile as _compile
+    g = Graph()
+    ins = [g.constant(graph_input.value, name=graph_input.name) for graph_input in inputs]
+    y = g._add(node.op, ins, node.shape, node.name, node.attrs, None, node.dtype)
+    g.output(y)
+    (out,) = _compile(g, num_threads=1, passes=False).run({})
+    return out
+
+
+def fold_constants(graph):
+    """Nodes whose inputs are all constants become constants."""
+    users = _consumers(graph)
+    rb = _Rebuild(graph)
+    folded = 0
+    for node in graph.nodes:
+        ins = [rb.map[i] for i in node.inputs]
+        foldable = (node.op not in ("input", "constant") and ins and all(n.op == "constant" for n in ins)
+                    and node.dtype == "float32"
+                    # a max pool with indices writes two nodes: keep the pair
+                    and not any(graph.node(u).op == "max_pool_indices" for u in users[node.id]))
+        if foldable:
+            value = _evaluate(node, ins)
+            rb.map[node.id] = rb.new("constant", (), node.shape, node.name, value=_frozen(value))
+            folded += 1
+        else:
+            rb.copy(node)
+    return rb.finish("fold_constants", {"folded": folded})
+
+
+def _frozen(value):
+    arr = np.array(value, dtype=np.float32, copy=True, order="C")
+    arr.setflags(write=False)
+    return arr
+
+
+def fold_batch_norm(graph):
+    """batch_norm(conv(x, W, b)) -> conv(x, W * k, b * k + shift)."""
+    from .ops.arithmetic import batch_norm_coefficients
+    users = _consumers(graph)
+    replace, drop = {}, set()
+    for bn in graph.nodes:
+        if bn.op != "batch_norm":
+            continue
+        conv = graph.node(bn.inputs[0])
+        if conv.op not in CONV_OPS or conv.attrs.epilogue is not None:
+            continue
+        if _sole_reader(graph, users, conv.id) is not bn:
+            continue
+        w = graph.node(conv.inputs[1])
+        b = graph.node(conv.inputs[2]) if len(conv.inputs) > 2 else None
+        if w.op != "constant" or (b is not None and b.op != "constant"):
+            continue
+        scale, shift, mean, var = (graph.node(i).value for i in bn.inputs[1:])
+        k, s = batch_norm_coefficients(scale, shift, mean, var, bn.attrs.epsilon)
+        w_new = w.value.astype(np.float64) * k.reshape((-1,) + (1,) * (w.value.ndim - 1))
+        b_new = (b.value.astype(np.float64) if b is not None else 0.0) * k + s
+
+        def build(rb, conv=conv, w_new=w_new, b_new=b_new):
+            wn = rb.constant(w_new, conv.name + ".weight_bn")
+            bnode = rb.constant(b_new, conv.name + ".bias_bn")
+            return rb.new(conv.op, [rb.map[conv.inputs[0]], wn, bnode], conv.shape, conv.name, conv.attrs)
+
+        replace[bn.id] = build
+        drop.add(conv.id)
+    return _rewrite(graph, "fold_batch_norm", {"folded": len(replace)}, replace, drop)
+
+
+def fuse_epilogue(graph):
+    """conv1d/conv2d [-> bias_add] [-> add(., skip)] [-> activation] -> one
+    conv with a fused epilogue."""
+    from .ops.conv import ConvEpilogue
+    users = _consumers(graph)
+    replace, drop, claimed = {}, set(), set()
+    counts = {}
+    for conv in graph.nodes:
+        if conv.op not in EPILOGUE_CONV_OPS or conv.attrs.epilogue is not None:
+            continue
+        inputs = list(conv.inputs)
+        cur, chain = conv, []
+
+        def reader(node_id):
+            n = _sole_reader(graph, users, node_id)
+            return None if n is None or n.id in claimed else n
+
+        nxt = reader(cur.id)
+        if nxt is not None and nxt.op == "bias_add" and len(inputs) == 2 and nxt.inputs[0] == cur.id \
+                and nxt.inputs[1] != cur.id:
+            inputs.append(nxt.inputs[1])
+            chain.append(("bias", nxt))
+            cur = nxt
+            nxt = reader(cur.id)
+        residual = None
+        if nxt is not None and nxt.op in ("add", "broadcast_add"):
+            a, b = nxt.inputs
+            other = b if a == cur.id else a
+            if other != cur.id and graph.node(other).shape == cur.shape and nxt.shape == cur.shape \
+                    and graph.node(other).dtype == "float32":
+                residual = other
+                chain.append(("add", nxt))
+                cur = nxt
+                nxt = reader(cur.id)
+        act = None
+        if nxt is not None and nxt.op in ACTIVATIONS:
+            act = nxt
+            chain.append((nxt.op, nxt))
+            cur = nxt
+        if not chain:
+            continue
+        alpha, beta = (act.attrs.alpha, act.attrs.beta) if act is not None and act.attrs is not None else (0.0, 0.0)
+        epi = ConvEpilogue(act.op if act is not None else None, alpha, beta, residual is not None)
+        attrs = dataclasses.replace(conv.attrs, epilogue=epi)
+        if residual is not None:
+            inputs.append(residual)
+
+        def build(rb, conv=conv, inputs=inputs, attrs=attrs):
+            return rb.new(conv.op, [rb.map[i] for i in inputs], conv.shape, conv.name, attrs)
+
+        replace[cur.id] = build
+        drop.add(conv.id)
+        drop.update(n.id for _, n in chain[:-1])
+        claimed.update(n.id for _, n in chain)
+        for what, _ in chain:
+            counts[what] = counts.get(what, 0) + 1
+    return _rewrite(graph, "fuse_epilogue", counts, replace, drop)
+
+
+def dce(graph):
+    """Remove the nodes no graph output depends on (inputs stay)."""
+    live = set(graph.outputs)
+    for node in reversed(graph.nodes):
+        if node.id in live:
+            live.update(node.inputs)
+    keep = set(live)
+    for node in graph.nodes:
+        if node.op == "input":
+            keep.add(node.id)
+        # a pool with indices and its indices node are emitted as a pair
+        elif node.op == "max_pool_indices" and node.inputs[0] in live:
+            keep.add(node.id)
+    drop = {n.id for n in graph.nodes if n.id not in keep}
+    return _rewrite(graph, "dce", {"removed": len(drop)}, {}, drop)
+
+
+def in_place(graph):
+    """Mark pointwise nodes that may write into an input's buffer."""
+    outputs = set(graph.outputs)
+    users = _consumers(graph)
+    parent = {n.id: n.inputs[0] for n in graph.nodes if n.op == "reshape"}    # zero-copy aliases
+
+    def root(i):
+        while i in parent:
+            i = parent[i]
+        return i
+
+    members = {}
+    for n in graph.nodes:
+        members.setdefault(root(n.id), []).append(n.id)
+    last_read = {r: max((u for m in ms for u in users[m]), default=-1) for r, ms in members.items()}
+    marks = {}
+    for node in graph.nodes:
+        cand = POINTWISE.get(node.op)
+        # a graph output is written into the caller's array by its own op
+        if cand is None or node.dtype != "float32" or node.id in outputs:
+            continue
+        for pos in cand:
+            src = graph.node(node.inputs[pos])
+            r = root(src.id)
+            if (src.shape != node.shape or src.dtype != "float32"
+                    or graph.node(r).op in ("input", "constant")
+                    or any(m in outputs for m in members[r])
+                    or last_read[r] != node.id):
+                continue
+            marks[node.id] = src.id
+            # node's value now lives in r's buffer, and so do its aliases
+            parent[node.id] = src.id
+            members[r].extend(members.pop(node.id, [node.id]))
+            last_read[r] = last_read.pop(node.id, -1)
+            break
+    rb = _Rebuild(graph)
+    for node in graph.nodes:
+        rb.copy(node)
+    return rb.finish("in_place", {"in place": len(marks)}, in_place={rb.map[a].id: rb.map[b].id
+                                                                        for a, b in marks.items()})
+
+
+PASSES = {"fold_constants": fold_constants, "fold_batch_norm": fold_batch_norm,
+          "fuse_epilogue": fuse_epilogue, "dce": dce, "in_place": in_place}
+DEFAULT_PASSES = ("fold_constants", "fold_batch_norm", "fuse_epilogue", "dce", "in_place")
+
+
+def resolve(passes):
+    """The pass names `passes` (True, False/None or a list of names) selects."""
+    if passes is True:
+        return DEFAULT_PASSES
+    if passes is None or passes is False:
+        return ()
+    if isinstance(passes, str) or not all(isinstance(p, str) for p in passes):
+        raise TypeError(f"compile: passes must be True, False or a list of pass names, got {passes!r}")
+    unknown = [p for p in passes if p not in PASSES]
+    if unknown:
+        raise ValueError(f"compile: unknown pass(es) {unknown}; passes are {list(PASSES)}")
+    return tuple(passes)
+
+
+def run_passes(graph, passes=True):
+    """Run the selected passes in order; returns the final graph."""
+    for name in resolve(passes):
+        graph = PASSES[name](graph)
+    return graph
+
+
+def summary(graph):
+    """One line: what each pass did, e.g. 'fold_batch_norm: 2 folded; dce: 1 removed'."""
+    parts = []
+    for name, counts in getattr(graph, "pass_log", ()):
+        what = ", ".join(f"{v} {k}" for k, v in counts.items() if v) or "nothing"
+        parts.append(f"{name}: {what}")
+    return "; ".join(parts)

@@ -1,0 +1,128 @@
+/* Conv epilogue: y = act(y + bias[c] + residual), applied by every conv2d
+ * algorithm to a span of output it has just written, while the span is still
+ * in cache, instead of separate elementwise passes over the whole output.
+ *
+ * The activation formulas are the ones of the standalone elementwise kernels
+ * (src/_elementwise.pyx, src/_train.pyx), in the same order of operations
+ * (bias first, then the residual, then the activation), so a fused conv gives
+ * the values of the unfused chain.  NaN stays NaN as there.
+ *
+ * The body is always-inline: called from a target("avx2,fma") function it is
+ * compiled (and auto-vectorised) for AVX2; rlx_epilogue_span dispatches for
+ * callers in plain code. */
+#ifndef RLX_EPILOGUE_H
+#define RLX_EPILOGUE_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+enum {
+    RLX_ACT_NONE = 0,
+    RLX_ACT_RELU = 1,          /* v <= 0 ? 0 : v */
+    RLX_ACT_CLIP = 2,          /* min(max(v, alpha), beta) */
+    RLX_ACT_LEAKY_RELU = 3,    /* v < 0 ? alpha v : v */
+    RLX_ACT_SIGMOID = 4,       /* 1 / (1 + exp(-v)), in double */
+    RLX_ACT_HARD_SIGMOID = 5,  /* clamp(alpha v + beta, 0, 1) */
+    RLX_ACT_HARD_SWISH = 6,    /* v clamp(alpha v + beta, 0, 1) */
+    RLX_ACT_TANH = 7           /* tanh(v), in double */
+};
+
+typedef struct {
+    int act;
+    float alpha, beta;
+    const float* res;          /* residual with y's layout, or NULL */
+    ptrdiff_t res_len;         /* its length in floats (debug range checks) */
+} rlx_epilogue;
+
+/* y[i] = act(y[i] + b + res[i]) for i in [0, n); `off` is y's offset in the
+ * whole output, which is also the residual's offset. */
+static inline __attribute__((always_inline)) void rlx_epilogue_span_body(
+        float* __restrict y, ptrdiff_t off, ptrdiff_t n, float b, const rlx_epilogue* e) {
+    const float* __restrict r = e->res ? e->res + off : NULL;
+    const float alpha = e->alpha, beta = e->beta;
+    ptrdiff_t i;
+    if (r) {
+        for (i = 0; i < n; ++i) y[i] = (y[i] + b) + r[i];
+    } else if (b != 0.0f) {
+        for (i = 0; i < n; ++i) y[i] = y[i] + b;
+    }
+    switch (e->act) {
+    case RLX_ACT_RELU:
+        for (i = 0; i < n; ++i) { float v = y[i]; y[i] = v <= 0.0f ? 0.0f : v; }
+        break;
+    case RLX_ACT_CLIP:
+        for (i = 0; i < n; ++i) {
+            float v = y[i];
+            v = v < alpha ? alpha : v;
+            y[i] = v > beta ? beta : v;
+        }
+        break;
+    case RLX_ACT_LEAKY_RELU:
+        for (i = 0; i < n; ++i) { float v = y[i]; y[i] = v < 0.0f ? alpha * v : v; }
+        break;
+    case RLX_ACT_SIGMOID:
+        for (i = 0; i < n; ++i) y[i] = (float)(1.0 / (1.0 + exp(-(double)y[i])));
+        break;
+    case RLX_ACT_HARD_SIGMOID:
+    case RLX_ACT_HARD_SWISH: {
+        const int swish = e->act == RLX_ACT_HARD_SWISH;
+        for (i = 0; i < n; ++i) {
+            float v = y[i], h = alpha * v + beta;
+            h = h < 0.0f ? 0.0f : h;
+            h = h > 1.0f ? 1.0f : h;
+            y[i] = swish ? v * h : h;
+        }
+        break;
+    }
+    case RLX_ACT_TANH:
+        for (i = 0; i < n; ++i) y[i] = (float)tanh((double)y[i]);
+        break;
+    default:
+        break;
+    }
+}
+
+static void rlx_epilogue_span_base(float* y, ptrdiff_t off, ptrdiff_t n, float b, const rlx_epilogue* e) {
+    rlx_epilogue_span_body(y, off, n, b, e);
+}
+
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+__attribute__((target("avx2,fma")))
+static void rlx_epilogue_span_avx2(float* y, ptrdiff_t off, ptrdiff_t n, float b, const rlx_epilogue* e) {
+    rlx_epilogue_span_body(y, off, n, b, e);
+}
+#define RLX_EPILOGUE_HAS_AVX2 1
+#else
+#define RLX_EPILOGUE_HAS_AVX2 0
+#endif
+
+/* The span [off, off + n) of y (whose whole length is y_len), with the
+ * per-channel bias b.  simd: 1 for the AVX2 variant (rlx_simd_level()). */
+static inline void rlx_epilogue_span(float* y, ptrdiff_t y_len, ptrdiff_t off, ptrdiff_t n, float b,
+                                     const rlx_epilogue* e, int simd) {
+#if RLX_DEBUG_CHECKS
+    if (off < 0 || off + n > y_len || (e->res && off + n > e->res_len)) {
+        fprintf(stderr, "rlx_cpu: conv epilogue span [%td, %td) out of bounds (y %td, residual %td)\n",
+                (ptrdiff_t)off, (ptrdiff_t)(off + n), (ptrdiff_t)y_len, (ptrdiff_t)e->res_len);
+        abort();
+    }
+#else
+    (void)y_len;
+#endif
+#if RLX_EPILOGUE_HAS_AVX2
+    if (simd) { rlx_epilogue_span_avx2(y + off, off, n, b, e); return; }
+#else
+    (void)simd;
+#endif
+    rlx_epilogue_span_base(y + off, off, n, b, e);
+}
+
+/* Whether there is anything to do besides a bias (which some kernels add
+ * themselves). */
+static inline int rlx_epilogue_active(const rlx_epilogue* e) {
+    return e->act != RLX_ACT_NONE || e->res != NULL;
+}
+
+#endif
