@@ -24,6 +24,7 @@ import os
 
 import numpy as np
 
+from .shapes import switch_setting
 from .thunks import Slice
 
 GUARD = 64                               # bytes each side of every arena buffer (keeps 64 B alignment)
@@ -32,16 +33,7 @@ PATTERN = np.uint32(0x7FC5A5A5)          # a quiet NaN: a kernel reading a guard
 
 def resolve_debug(debug, where="compile"):
     """compile's debug flag: True/False, or None for the RLX_DEBUG variable."""
-    if debug is None:
-        raw = os.environ.get("RLX_DEBUG", "").strip()
-        if raw in ("", "0"):
-            return False
-        if raw == "1":
-            return True
-        raise ValueError(f"RLX_DEBUG must be '0' or '1' (or unset), got {raw!r}")
-    if not isinstance(debug, bool):
-        raise TypeError(f"{where}: debug must be True, False or None, got {debug!r}")
-    return debug
+    return switch_setting(debug, "RLX_DEBUG", False, where, "debug")
 
 
 def _label(i, th):

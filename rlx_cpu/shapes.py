@@ -1,8 +1,9 @@
 """Shape arithmetic shared by the IR and the compiler: attribute
 normalisation (ints, tuples, PyTorch 'same'/'valid', ONNX pads and auto_pad)
-and output sizes."""
+and output sizes, and the on/off switches read from the environment."""
 import math
 import numbers
+import os
 import sys
 
 # The kernels' index types.  Sizes and offsets are Py_ssize_t; the GEMM
@@ -213,3 +214,19 @@ def layout_hint(x_shape, c_in):
     perm = ", ".join(["0", str(nsp + 1)] + [str(i) for i in range(1, nsp + 1)])
     return (f"; the input looks {last} (its last dim {x_shape[-1]} is the weight's C_in): rlx_cpu expects "
             f"{first} (channels first), e.g. x.transpose({perm})")
+
+
+def switch_setting(value, env, default, where, arg):
+    """A compile switch: True/False as given, or None for environment
+    variable `env` ('1' on, '0' off, unset: `default`); anything else raises
+    (ValueError for the variable, TypeError for the argument)."""
+    if value is None:
+        raw = os.environ.get(env, "").strip()
+        if raw == "":
+            return default
+        if raw in ("0", "1"):
+            return raw == "1"
+        raise ValueError(f"{env} must be '0' or '1' (or unset), got {raw!r}")
+    if not isinstance(value, bool):
+        raise TypeError(f"{where}: {arg} must be True, False or None, got {value!r}")
+    return value

@@ -23,6 +23,7 @@ import os
 import threading
 
 from . import _runtime
+from .shapes import switch_setting
 
 _lock = threading.Lock()
 _explicit = None
@@ -178,13 +179,4 @@ def resolve_adaptive_threads(adaptive, where="compile"):
     measured run times say one is faster -- which happens when another busy
     process shares the cores (see src/_adaptive.pxd).  Results are identical
     either way; off, every run uses exactly num_threads."""
-    if adaptive is None:
-        raw = os.environ.get("RLX_ADAPTIVE_THREADS", "").strip()
-        if raw in ("", "1"):
-            return True
-        if raw == "0":
-            return False
-        raise ValueError(f"RLX_ADAPTIVE_THREADS must be '0' or '1' (or unset), got {raw!r}")
-    if not isinstance(adaptive, bool):
-        raise TypeError(f"{where}: adaptive_threads must be True, False or None, got {adaptive!r}")
-    return adaptive
+    return switch_setting(adaptive, "RLX_ADAPTIVE_THREADS", True, where, "adaptive_threads")

@@ -156,3 +156,17 @@ cdef inline void chooser_record(Chooser* ch, int opt, double seconds) noexcept n
         ch.count[1 - ch.cur] = 0          # the other option's old times are stale
         ch.pos[1 - ch.cur] = 0
         ch.probing = PROBE_RUNS
+
+
+cdef inline int chooser_begin(Chooser* ch, int nthreads, int* opt, double* t0) noexcept nogil:
+    """Start a run asked for `nthreads` (> 1): returns the thread count to
+    use; `opt` and `t0` go to chooser_end when the run has finished."""
+    if ch.full != nthreads:
+        chooser_init(ch, nthreads)
+    opt[0] = chooser_option(ch)
+    t0[0] = rlx_monotonic_seconds()
+    return chooser_threads(ch)
+
+
+cdef inline void chooser_end(Chooser* ch, int opt, double t0) noexcept nogil:
+    chooser_record(ch, opt, rlx_monotonic_seconds() - t0)

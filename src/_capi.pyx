@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 from rlx_cpu._launch cimport Launch, process_threads
-from _adaptive cimport Chooser, chooser_init, chooser_option, chooser_record, chooser_threads, rlx_monotonic_seconds
+from _adaptive cimport Chooser, chooser_begin, chooser_end, chooser_init
 from rlx_cpu.capi cimport RlxApi, RlxContext, RlxKernel, RLX_CPU_ABI_VERSION
 
 cdef enum:
@@ -296,16 +296,12 @@ cdef int c_run(RlxContext* c, const float* const* inputs, void* const* outputs, 
     cdef int opt = 0
     cdef double t0 = 0
     if choose:
-        if st.chooser.full != nthreads:
-            chooser_init(&st.chooser, nthreads)
-        opt = chooser_option(&st.chooser)
-        nthreads = chooser_threads(&st.chooser)
-        t0 = rlx_monotonic_seconds()
+        nthreads = chooser_begin(&st.chooser, nthreads, &opt, &t0)
     if _run_launches_raw(&st.launches, nthreads) != 0:
         _store_pending_error()
         return -1
     if choose:
-        chooser_record(&st.chooser, opt, rlx_monotonic_seconds() - t0)
+        chooser_end(&st.chooser, opt, t0)
     for i in range(st.n_fix):
         memcpy(st.fix_dst[i], st.fix_src[i], st.fix_nbytes[i])
     return 0

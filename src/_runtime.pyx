@@ -6,8 +6,8 @@ from libc.stdint cimport uintptr_t
 from libc.stdlib cimport free, malloc
 
 from rlx_cpu._launch cimport Launch, process_threads
-from _adaptive cimport (Chooser, chooser_init, chooser_option, chooser_record, chooser_threads,
-                        rlx_monotonic_seconds)
+from _adaptive cimport (Chooser, chooser_begin, chooser_end, chooser_init, chooser_option, chooser_record,
+                        chooser_threads)
 
 from rlx_cpu._launch import forked_thread_limit  # noqa: F401  (re-exported)
 
@@ -140,11 +140,7 @@ cdef class LaunchSequence:
         nthreads = process_threads(nthreads)
         cdef bint choose = self.adaptive and nthreads > 1
         if choose:
-            if self._ch.full != nthreads:
-                chooser_init(&self._ch, nthreads)
-            opt = chooser_option(&self._ch)
-            nthreads = chooser_threads(&self._ch)
-            t0 = rlx_monotonic_seconds()
+            nthreads = chooser_begin(&self._ch, nthreads, &opt, &t0)
         for i in range(self.size):
             if i:
                 PyErr_CheckSignals()      # raises KeyboardInterrupt & co. between launches
@@ -154,7 +150,7 @@ cdef class LaunchSequence:
             else:
                 (<object>self._ptrs[i]).execute(nthreads)
         if choose:
-            chooser_record(&self._ch, opt, rlx_monotonic_seconds() - t0)
+            chooser_end(&self._ch, opt, t0)
         self.last_threads = nthreads
         return None
 
