@@ -33,6 +33,8 @@
 #define RLX_X86_DISPATCH 1
 #define RLX_INLINE static inline __attribute__((always_inline))
 #define RLX_TARGET_AVX2 __attribute__((target("avx2,fma")))
+/* a helper of an AVX2 variant, inlined into it */
+#define RLX_INLINE_AVX2 static inline __attribute__((always_inline, target("avx2,fma")))
 #include <immintrin.h>
 static int rlx_cpu_has_avx2_fma(void) {
     __builtin_cpu_init();
@@ -181,6 +183,233 @@ static void rlx_direct_plane(const float* x, ptrdiff_t x_len, const float* wt, f
                              ptrdiff_t y_len, const rlx_conv_geom* g, ptrdiff_t item) {
     if (rlx_simd_level()) rlx_direct_plane_avx2(x, x_len, wt, y, y_len, g, item);
     else rlx_direct_plane_base(x, x_len, wt, y, y_len, g, item);
+}
+
+/* ------------------------------------------------------------------------- */
+/* depthwise conv, stride 2, 3x3 or 5x5 kernel, dilation 1, any padding:     */
+/* one (image, channel) plane, bias fused.                                   */
+/* ------------------------------------------------------------------------- */
+/* Each output sums its taps from 0 and adds the bias last; taps on padding
+ * rows are skipped.  Portable variant: taps in (ki, kj) order, output
+ * columns [wa, wb) (every tap column inside the row) in a plain loop, the
+ * padding edges in a checked scalar loop that skips taps on padding columns.
+ * AVX2 variant: blocks of 8 outputs, taps summed down each tap column kj,
+ * then over kj; taps on padding columns read 0 through masked loads (the
+ * same sum for finite weights).  Either way an output's sum order depends
+ * only on the geometry, never on the plane's thread. */
+RLX_INLINE float rlx_dw_s2_point(const float* restrict xp, const float* restrict wp, ptrdiff_t W,
+                                 ptrdiff_t h0, ptrdiff_t ki_lo, ptrdiff_t ki_hi, ptrdiff_t c0,
+                                 const int K) {
+    float acc = 0.0f;
+    for (ptrdiff_t ki = ki_lo; ki < ki_hi; ++ki) {
+        const float* restrict r = xp + (h0 + ki) * W;
+        for (int kj = 0; kj < K; ++kj) {
+            const ptrdiff_t c = c0 + kj;
+            if (c >= 0 && c < W) acc += wp[ki * K + kj] * r[c];
+        }
+    }
+    return acc;
+}
+
+/* outputs [a, b) of one row, all K tap columns inside the row: columns
+ * 2*wo - pw + kj of rows h0 + ki, ki in [ki_lo, ki_hi) */
+RLX_INLINE void rlx_dw_s2_span(const float* restrict xp, const float* restrict wp, float* restrict yr,
+                               ptrdiff_t W, ptrdiff_t pw, ptrdiff_t h0, ptrdiff_t ki_lo,
+                               ptrdiff_t ki_hi, ptrdiff_t a, ptrdiff_t b, float bias, const int K) {
+    for (ptrdiff_t wo = a; wo < b; ++wo) {
+        float acc = 0.0f;
+        for (ptrdiff_t ki = ki_lo; ki < ki_hi; ++ki) {
+            const float* restrict r = xp + (h0 + ki) * W + 2 * wo - pw;
+            for (int kj = 0; kj < K; ++kj) acc += wp[ki * K + kj] * r[kj];
+        }
+        yr[wo] = acc + bias;
+    }
+}
+
+#if RLX_X86_DISPATCH
+/* 8 outputs wo..wo+7 at a time from stride-1 sums over input columns: `lo`
+ * at columns c..c+7 (c = 2*wo - pw, outputs are its even lanes) and `hi` at
+ * c+7..c+14 (its odd lanes): plain unaligned loads, no shuffle per tap, no
+ * column past c + 14 + K - 1, the last one output wo+7 reads.  A block that
+ * reaches into the column padding loads with a mask (masked-off lanes read
+ * nothing and give 0); the others load plainly.  An output's value depends
+ * only on its own lanes, so an output that two overlapping blocks compute
+ * gets the same bits from both. */
+RLX_INLINE_AVX2 void rlx_dw_s2_block_avx2(const float* xp, const float* wp, float* yr,
+                                          ptrdiff_t W, ptrdiff_t pw, ptrdiff_t h0,
+                                          ptrdiff_t ki_lo, ptrdiff_t ki_hi, ptrdiff_t wo,
+                                          __m256 vb, const int K, const int masked,
+                                          ptrdiff_t nstore) {
+    const ptrdiff_t c = 2 * wo - pw;
+    __m256i mlo[5], mhi[5];
+    if (masked) {
+        const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        const __m256i wlim = _mm256_set1_epi32((int)W), neg = _mm256_set1_epi32(-1);
+        for (int kj = 0; kj < K; ++kj) {
+            __m256i cl = _mm256_add_epi32(_mm256_set1_epi32((int)(c + kj)), iota);
+            __m256i ch = _mm256_add_epi32(_mm256_set1_epi32((int)(c + 7 + kj)), iota);
+            mlo[kj] = _mm256_and_si256(_mm256_cmpgt_epi32(cl, neg), _mm256_cmpgt_epi32(wlim, cl));
+            mhi[kj] = _mm256_and_si256(_mm256_cmpgt_epi32(ch, neg), _mm256_cmpgt_epi32(wlim, ch));
+        }
+    }
+    /* one accumulator pair per tap column kj (down the rows), summed in kj
+     * order at the end: 2K short FMA chains instead of two K*K long ones */
+    __m256 lo[5], hi[5];
+    for (int kj = 0; kj < K; ++kj) lo[kj] = hi[kj] = _mm256_setzero_ps();
+    for (ptrdiff_t ki = ki_lo; ki < ki_hi; ++ki) {
+        /* row pointer and offsets from the row start: with a mask, c + kj
+         * may be negative and only in-row lanes are read */
+        const float* row = xp + (h0 + ki) * W;
+        for (int kj = 0; kj < K; ++kj) {
+            const __m256 wv = _mm256_broadcast_ss(wp + ki * K + kj);
+            __m256 a, b;
+            if (masked) {
+                a = _mm256_maskload_ps(row + (c + kj), mlo[kj]);
+                b = _mm256_maskload_ps(row + (c + 7 + kj), mhi[kj]);
+            } else {
+                a = _mm256_loadu_ps(row + c + kj);
+                b = _mm256_loadu_ps(row + c + 7 + kj);
+            }
+            lo[kj] = _mm256_fmadd_ps(wv, a, lo[kj]);
+            hi[kj] = _mm256_fmadd_ps(wv, b, hi[kj]);
+        }
+    }
+    for (int kj = 1; kj < K; ++kj) {
+        lo[0] = _mm256_add_ps(lo[0], lo[kj]);
+        hi[0] = _mm256_add_ps(hi[0], hi[kj]);
+    }
+    /* per 128-bit half: lo lanes 0, 2 and hi lanes 1, 3 -> outputs 0 1 4 5 | 2 3 6 7 */
+    __m256 e = _mm256_shuffle_ps(lo[0], hi[0], _MM_SHUFFLE(3, 1, 2, 0));
+    e = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+    e = _mm256_add_ps(e, vb);
+    if (nstore >= 8)
+        _mm256_storeu_ps(yr + wo, e);
+    else    /* a row of fewer than 8 outputs: store only those */
+        _mm256_maskstore_ps(yr + wo, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nstore),
+                                                        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)), e);
+}
+
+/* One output row in blocks of 8 (the last one overlapping when w_out is not
+ * a multiple of 8; a row shorter than 8 is one block with a masked store). */
+RLX_INLINE_AVX2 void rlx_dw_s2_row_avx2(const float* xp, const float* wp, float* yr,
+                                        ptrdiff_t W, ptrdiff_t pw, ptrdiff_t w_out,
+                                        ptrdiff_t h0, ptrdiff_t ki_lo, ptrdiff_t ki_hi,
+                                        float bias, const int K) {
+    const __m256 vb = _mm256_set1_ps(bias);
+    if (w_out < 8) {
+        rlx_dw_s2_block_avx2(xp, wp, yr, W, pw, h0, ki_lo, ki_hi, 0, vb, K, 1, w_out);
+        return;
+    }
+    for (ptrdiff_t b0 = 0; b0 < w_out; b0 += 8) {
+        const ptrdiff_t wo = b0 + 8 <= w_out ? b0 : w_out - 8;
+        const ptrdiff_t c = 2 * wo - pw;
+        if (c >= 0 && c + 14 + K - 1 < W)
+            rlx_dw_s2_block_avx2(xp, wp, yr, W, pw, h0, ki_lo, ki_hi, wo, vb, K, 0, 8);
+        else
+            rlx_dw_s2_block_avx2(xp, wp, yr, W, pw, h0, ki_lo, ki_hi, wo, vb, K, 1, 8);
+    }
+}
+#endif
+
+/* The pointers and the first and last interior output column of a plane. */
+typedef struct {
+    const float* xp;
+    const float* wp;
+    float* yp;
+    float bias;
+    ptrdiff_t wa, wb;
+} rlx_dw_s2_plane_ptrs;
+
+RLX_INLINE rlx_dw_s2_plane_ptrs rlx_dw_s2_plane_setup(const float* x, ptrdiff_t x_len, const float* wt,
+                                                      const float* bias, float* y, ptrdiff_t y_len,
+                                                      const rlx_conv_geom* g, ptrdiff_t item, const int K) {
+    rlx_dw_s2_plane_ptrs p;
+    const ptrdiff_t c = item % g->c_out, H = g->h, W = g->w, h_out = g->h_out, w_out = g->w_out;
+    (void)x_len;
+    (void)y_len;
+    RLX_CHECK_RANGE(item * H * W, (item + 1) * H * W, x_len, "depthwise s2 x");
+    RLX_CHECK_RANGE(item * h_out * w_out, (item + 1) * h_out * w_out, y_len, "depthwise s2 y");
+    p.xp = x + item * H * W;
+    p.wp = wt + c * K * K;
+    p.yp = y + item * h_out * w_out;
+    p.bias = bias ? bias[c] : 0.0f;
+    /* output columns whose K taps are all inside [0, W) */
+    p.wa = (g->pw + 1) / 2;
+    p.wb = W - K + g->pw >= 0 ? (W - K + g->pw) / 2 + 1 : 0;
+    if (p.wb > w_out) p.wb = w_out;
+    if (p.wa > w_out) p.wa = w_out;
+    if (p.wb < p.wa) p.wb = p.wa;
+    return p;
+}
+
+/* taps ki in [*lo, *hi) of output row ho have their input row inside [0, H) */
+RLX_INLINE ptrdiff_t rlx_dw_s2_rows(const rlx_conv_geom* g, ptrdiff_t ho, const int K, ptrdiff_t* lo,
+                                    ptrdiff_t* hi) {
+    const ptrdiff_t h0 = 2 * ho - g->ph;     /* input row of tap ki is h0 + ki */
+    *lo = h0 < 0 ? -h0 : 0;
+    *hi = g->h - h0 < K ? g->h - h0 : K;
+    if (*hi < *lo) *hi = *lo;
+    return h0;
+}
+
+RLX_INLINE void rlx_dw_s2_row_scalar(const rlx_dw_s2_plane_ptrs* p, const rlx_conv_geom* g, ptrdiff_t ho,
+                                     const int K) {
+    ptrdiff_t ki_lo, ki_hi;
+    const ptrdiff_t h0 = rlx_dw_s2_rows(g, ho, K, &ki_lo, &ki_hi);
+    const ptrdiff_t W = g->w, pw = g->pw, w_out = g->w_out;
+    float* restrict yr = p->yp + ho * w_out;
+    for (ptrdiff_t wo = 0; wo < p->wa; ++wo)
+        yr[wo] = rlx_dw_s2_point(p->xp, p->wp, W, h0, ki_lo, ki_hi, 2 * wo - pw, K) + p->bias;
+    rlx_dw_s2_span(p->xp, p->wp, yr, W, pw, h0, ki_lo, ki_hi, p->wa, p->wb, p->bias, K);
+    for (ptrdiff_t wo = p->wb; wo < w_out; ++wo)
+        yr[wo] = rlx_dw_s2_point(p->xp, p->wp, W, h0, ki_lo, ki_hi, 2 * wo - pw, K) + p->bias;
+}
+
+RLX_INLINE void rlx_dw_s2_plane_scalar(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
+                                       float* y, ptrdiff_t y_len, const rlx_conv_geom* g, ptrdiff_t item,
+                                       const int K) {
+    const rlx_dw_s2_plane_ptrs p = rlx_dw_s2_plane_setup(x, x_len, wt, bias, y, y_len, g, item, K);
+    for (ptrdiff_t ho = 0; ho < g->h_out; ++ho) rlx_dw_s2_row_scalar(&p, g, ho, K);
+}
+
+static void rlx_dw_s2_plane_base(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
+                                 float* y, ptrdiff_t y_len, const rlx_conv_geom* g, ptrdiff_t item) {
+    if (g->kh == 3) rlx_dw_s2_plane_scalar(x, x_len, wt, bias, y, y_len, g, item, 3);
+    else rlx_dw_s2_plane_scalar(x, x_len, wt, bias, y, y_len, g, item, 5);
+}
+
+#if RLX_X86_DISPATCH
+RLX_INLINE_AVX2 void rlx_dw_s2_plane_wide(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
+                                          float* y, ptrdiff_t y_len, const rlx_conv_geom* g, ptrdiff_t item,
+                                          const int K) {
+    const rlx_dw_s2_plane_ptrs p = rlx_dw_s2_plane_setup(x, x_len, wt, bias, y, y_len, g, item, K);
+    for (ptrdiff_t ho = 0; ho < g->h_out; ++ho) {
+        ptrdiff_t ki_lo, ki_hi;
+        const ptrdiff_t h0 = rlx_dw_s2_rows(g, ho, K, &ki_lo, &ki_hi);
+        rlx_dw_s2_row_avx2(p.xp, p.wp, p.yp + ho * g->w_out, g->w, g->pw, g->w_out, h0, ki_lo, ki_hi,
+                           p.bias, K);
+    }
+}
+
+RLX_TARGET_AVX2 static void rlx_dw_s2_plane_avx2(const float* x, ptrdiff_t x_len, const float* wt,
+                                                 const float* bias, float* y, ptrdiff_t y_len,
+                                                 const rlx_conv_geom* g, ptrdiff_t item) {
+    if (g->kh == 3) rlx_dw_s2_plane_wide(x, x_len, wt, bias, y, y_len, g, item, 3);
+    else rlx_dw_s2_plane_wide(x, x_len, wt, bias, y, y_len, g, item, 5);
+}
+#else
+#define rlx_dw_s2_plane_avx2 rlx_dw_s2_plane_base
+#endif
+
+/* Planes [p0, p1) of a depthwise stride-2 conv (kh == kw, 3 or 5; the
+ * compiler admits no other shape). */
+static void rlx_dw_s2_planes(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
+                             float* y, ptrdiff_t y_len, const rlx_conv_geom* g, ptrdiff_t p0,
+                             ptrdiff_t p1) {
+    for (ptrdiff_t item = p0; item < p1; ++item) {
+        if (rlx_simd_level()) rlx_dw_s2_plane_avx2(x, x_len, wt, bias, y, y_len, g, item);
+        else rlx_dw_s2_plane_base(x, x_len, wt, bias, y, y_len, g, item);
+    }
 }
 
 /* ------------------------------------------------------------------------- */
