@@ -194,8 +194,8 @@ static void rlx_direct_plane(const float* x, ptrdiff_t x_len, const float* wt, f
  * columns [wa, wb) (every tap column inside the row) in a plain loop, the
  * padding edges in a checked scalar loop that skips taps on padding columns.
  * AVX2 variant: blocks of 8 outputs, taps summed down each tap column kj,
- * then over kj; taps on padding columns read 0 through masked loads (the
- * same sum for finite weights).  Either way an output's sum order depends
+ * then over kj; taps on padding columns read 0 from the split rows (the same
+ * sum for finite weights).  Either way an output's sum order depends
  * only on the geometry, never on the plane's thread. */
 RLX_INLINE float rlx_dw_s2_point(const float* restrict xp, const float* restrict wp, ptrdiff_t W,
                                  ptrdiff_t h0, ptrdiff_t ki_lo, ptrdiff_t ki_hi, ptrdiff_t c0,
@@ -225,91 +225,6 @@ RLX_INLINE void rlx_dw_s2_span(const float* restrict xp, const float* restrict w
         yr[wo] = acc + bias;
     }
 }
-
-#if RLX_X86_DISPATCH
-/* 8 outputs wo..wo+7 at a time from stride-1 sums over input columns: `lo`
- * at columns c..c+7 (c = 2*wo - pw, outputs are its even lanes) and `hi` at
- * c+7..c+14 (its odd lanes): plain unaligned loads, no shuffle per tap, no
- * column past c + 14 + K - 1, the last one output wo+7 reads.  A block that
- * reaches into the column padding loads with a mask (masked-off lanes read
- * nothing and give 0); the others load plainly.  An output's value depends
- * only on its own lanes, so an output that two overlapping blocks compute
- * gets the same bits from both. */
-RLX_INLINE_AVX2 void rlx_dw_s2_block_avx2(const float* xp, const float* wp, float* yr,
-                                          ptrdiff_t W, ptrdiff_t pw, ptrdiff_t h0,
-                                          ptrdiff_t ki_lo, ptrdiff_t ki_hi, ptrdiff_t wo,
-                                          __m256 vb, const int K, const int masked,
-                                          ptrdiff_t nstore) {
-    const ptrdiff_t c = 2 * wo - pw;
-    __m256i mlo[5], mhi[5];
-    if (masked) {
-        const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        const __m256i wlim = _mm256_set1_epi32((int)W), neg = _mm256_set1_epi32(-1);
-        for (int kj = 0; kj < K; ++kj) {
-            __m256i cl = _mm256_add_epi32(_mm256_set1_epi32((int)(c + kj)), iota);
-            __m256i ch = _mm256_add_epi32(_mm256_set1_epi32((int)(c + 7 + kj)), iota);
-            mlo[kj] = _mm256_and_si256(_mm256_cmpgt_epi32(cl, neg), _mm256_cmpgt_epi32(wlim, cl));
-            mhi[kj] = _mm256_and_si256(_mm256_cmpgt_epi32(ch, neg), _mm256_cmpgt_epi32(wlim, ch));
-        }
-    }
-    /* one accumulator pair per tap column kj (down the rows), summed in kj
-     * order at the end: 2K short FMA chains instead of two K*K long ones */
-    __m256 lo[5], hi[5];
-    for (int kj = 0; kj < K; ++kj) lo[kj] = hi[kj] = _mm256_setzero_ps();
-    for (ptrdiff_t ki = ki_lo; ki < ki_hi; ++ki) {
-        /* row pointer and offsets from the row start: with a mask, c + kj
-         * may be negative and only in-row lanes are read */
-        const float* row = xp + (h0 + ki) * W;
-        for (int kj = 0; kj < K; ++kj) {
-            const __m256 wv = _mm256_broadcast_ss(wp + ki * K + kj);
-            __m256 a, b;
-            if (masked) {
-                a = _mm256_maskload_ps(row + (c + kj), mlo[kj]);
-                b = _mm256_maskload_ps(row + (c + 7 + kj), mhi[kj]);
-            } else {
-                a = _mm256_loadu_ps(row + c + kj);
-                b = _mm256_loadu_ps(row + c + 7 + kj);
-            }
-            lo[kj] = _mm256_fmadd_ps(wv, a, lo[kj]);
-            hi[kj] = _mm256_fmadd_ps(wv, b, hi[kj]);
-        }
-    }
-    for (int kj = 1; kj < K; ++kj) {
-        lo[0] = _mm256_add_ps(lo[0], lo[kj]);
-        hi[0] = _mm256_add_ps(hi[0], hi[kj]);
-    }
-    /* per 128-bit half: lo lanes 0, 2 and hi lanes 1, 3 -> outputs 0 1 4 5 | 2 3 6 7 */
-    __m256 e = _mm256_shuffle_ps(lo[0], hi[0], _MM_SHUFFLE(3, 1, 2, 0));
-    e = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
-    e = _mm256_add_ps(e, vb);
-    if (nstore >= 8)
-        _mm256_storeu_ps(yr + wo, e);
-    else    /* a row of fewer than 8 outputs: store only those */
-        _mm256_maskstore_ps(yr + wo, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nstore),
-                                                        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)), e);
-}
-
-/* One output row in blocks of 8 (the last one overlapping when w_out is not
- * a multiple of 8; a row shorter than 8 is one block with a masked store). */
-RLX_INLINE_AVX2 void rlx_dw_s2_row_avx2(const float* xp, const float* wp, float* yr,
-                                        ptrdiff_t W, ptrdiff_t pw, ptrdiff_t w_out,
-                                        ptrdiff_t h0, ptrdiff_t ki_lo, ptrdiff_t ki_hi,
-                                        float bias, const int K) {
-    const __m256 vb = _mm256_set1_ps(bias);
-    if (w_out < 8) {
-        rlx_dw_s2_block_avx2(xp, wp, yr, W, pw, h0, ki_lo, ki_hi, 0, vb, K, 1, w_out);
-        return;
-    }
-    for (ptrdiff_t b0 = 0; b0 < w_out; b0 += 8) {
-        const ptrdiff_t wo = b0 + 8 <= w_out ? b0 : w_out - 8;
-        const ptrdiff_t c = 2 * wo - pw;
-        if (c >= 0 && c + 14 + K - 1 < W)
-            rlx_dw_s2_block_avx2(xp, wp, yr, W, pw, h0, ki_lo, ki_hi, wo, vb, K, 0, 8);
-        else
-            rlx_dw_s2_block_avx2(xp, wp, yr, W, pw, h0, ki_lo, ki_hi, wo, vb, K, 1, 8);
-    }
-}
-#endif
 
 /* The pointers and the first and last interior output column of a plane. */
 typedef struct {
@@ -379,36 +294,144 @@ static void rlx_dw_s2_plane_base(const float* x, ptrdiff_t x_len, const float* w
 }
 
 #if RLX_X86_DISPATCH
-RLX_INLINE_AVX2 void rlx_dw_s2_plane_wide(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
-                                          float* y, ptrdiff_t y_len, const rlx_conv_geom* g, ptrdiff_t item,
-                                          const int K) {
-    const rlx_dw_s2_plane_ptrs p = rlx_dw_s2_plane_setup(x, x_len, wt, bias, y, y_len, g, item, K);
-    for (ptrdiff_t ho = 0; ho < g->h_out; ++ho) {
-        ptrdiff_t ki_lo, ki_hi;
-        const ptrdiff_t h0 = rlx_dw_s2_rows(g, ho, K, &ki_lo, &ki_hi);
-        rlx_dw_s2_row_avx2(p.xp, p.wp, p.yp + ho * g->w_out, g->w, g->pw, g->w_out, h0, ki_lo, ki_hi,
-                           p.bias, K);
+/* AVX2 variant.  Each input row a plane needs is split once into its even
+ * and odd columns, E[j] = x[2j - pw] and O[j] = x[2j + 1 - pw] (0 where the
+ * column is padding), in a per-thread ring of K row buffers; tap (ki, kj) of
+ * output wo is then E[wo + kj/2] (kj even) or O[wo + kj/2] (kj odd) of row
+ * h0 + ki, so 8 outputs take K*K plain loads and FMAs.  The sums run down
+ * each tap column kj (K short FMA chains), then over kj, then + bias. */
+#define RLX_DW_S2_SLOTS 5
+
+/* Floats of one half (E or O) of a split row: entries [0, n) are filled in
+ * blocks of 8, n = max(w_out, 8) + 2 (block8 reads E/O up to the last output
+ * + 2), so a half holds n rounded up to 8 plus slack. */
+static inline ptrdiff_t rlx_dw_s2_half(ptrdiff_t w_out) {
+    const ptrdiff_t w = w_out > 8 ? w_out : 8;
+    return (w + 7) / 8 * 8 + 16;
+}
+
+RLX_INLINE_AVX2 void rlx_dw_s2_split_row(const float* xr, ptrdiff_t W, ptrdiff_t pw, float* e, float* o,
+                                         ptrdiff_t n) {
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i wlim = _mm256_set1_epi32((int)W), neg = _mm256_set1_epi32(-1);
+    for (ptrdiff_t j = 0; j < n; j += 8) {
+        /* E/O entries [j, j+8) from columns c .. c+15 */
+        const ptrdiff_t c = 2 * j - pw;
+        __m256 lo, hi;
+        if (c >= 0 && c + 15 < W) {
+            lo = _mm256_loadu_ps(xr + c);
+            hi = _mm256_loadu_ps(xr + c + 8);
+        } else {            /* padding columns: masked off, read as 0 */
+            const __m256i cl = _mm256_add_epi32(_mm256_set1_epi32((int)c), iota);
+            const __m256i ch = _mm256_add_epi32(_mm256_set1_epi32((int)(c + 8)), iota);
+            lo = _mm256_maskload_ps(xr + c, _mm256_and_si256(_mm256_cmpgt_epi32(cl, neg),
+                                                             _mm256_cmpgt_epi32(wlim, cl)));
+            hi = _mm256_maskload_ps(xr + c + 8, _mm256_and_si256(_mm256_cmpgt_epi32(ch, neg),
+                                                                 _mm256_cmpgt_epi32(wlim, ch)));
+        }
+        __m256 ev = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+        __m256 od = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+        _mm256_storeu_ps(e + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev),
+                                                                       _MM_SHUFFLE(3, 1, 2, 0))));
+        _mm256_storeu_ps(o + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od),
+                                                                       _MM_SHUFFLE(3, 1, 2, 0))));
     }
 }
 
-RLX_TARGET_AVX2 static void rlx_dw_s2_plane_avx2(const float* x, ptrdiff_t x_len, const float* wt,
-                                                 const float* bias, float* y, ptrdiff_t y_len,
-                                                 const rlx_conv_geom* g, ptrdiff_t item) {
-    if (g->kh == 3) rlx_dw_s2_plane_wide(x, x_len, wt, bias, y, y_len, g, item, 3);
-    else rlx_dw_s2_plane_wide(x, x_len, wt, bias, y, y_len, g, item, 5);
+/* outputs wo..wo+7 of one row from the split rows rows[ki] (E at +0, O at +half) */
+RLX_INLINE_AVX2 __m256 rlx_dw_s2_block8(const float* const* rows, const float* wp, ptrdiff_t half,
+                                        ptrdiff_t ki_lo, ptrdiff_t ki_hi, ptrdiff_t wo, __m256 vb,
+                                        const int K) {
+    __m256 acc[5];
+    for (int kj = 0; kj < K; ++kj) acc[kj] = _mm256_setzero_ps();
+    for (ptrdiff_t ki = ki_lo; ki < ki_hi; ++ki) {
+        const float* r = rows[ki] + wo;
+        for (int kj = 0; kj < K; ++kj) {
+            const float* src = (kj & 1) ? r + half + kj / 2 : r + kj / 2;
+            acc[kj] = _mm256_fmadd_ps(_mm256_broadcast_ss(wp + ki * K + kj), _mm256_loadu_ps(src), acc[kj]);
+        }
+    }
+    for (int kj = 1; kj < K; ++kj) acc[0] = _mm256_add_ps(acc[0], acc[kj]);
+    return _mm256_add_ps(acc[0], vb);
 }
-#else
-#define rlx_dw_s2_plane_avx2 rlx_dw_s2_plane_base
+
+RLX_INLINE_AVX2 void rlx_dw_s2_plane_wide(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
+                                          float* y, ptrdiff_t y_len, float* ring, ptrdiff_t ring_len,
+                                          const rlx_conv_geom* g, ptrdiff_t item, const int K) {
+    const ptrdiff_t c = item % g->c_out, H = g->h, W = g->w, h_out = g->h_out, w_out = g->w_out;
+    const ptrdiff_t half = rlx_dw_s2_half(w_out);
+    const float* xp = x + item * H * W;
+    const float* wp = wt + c * K * K;
+    float* yp = y + item * h_out * w_out;
+    const __m256 vb = _mm256_set1_ps(bias ? bias[c] : 0.0f);
+    ptrdiff_t held[RLX_DW_S2_SLOTS];       /* input row in each ring slot, -1: none */
+    (void)x_len;
+    (void)y_len;
+    (void)ring_len;
+    RLX_CHECK_RANGE(item * H * W, (item + 1) * H * W, x_len, "depthwise s2 x");
+    RLX_CHECK_RANGE(item * h_out * w_out, (item + 1) * h_out * w_out, y_len, "depthwise s2 y");
+    RLX_CHECK_RANGE(0, K * 2 * half, ring_len, "depthwise s2 ring");
+    for (int i = 0; i < K; ++i) held[i] = -1;
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(w_out < 8 ? w_out : 8)), lanes);
+    for (ptrdiff_t ho = 0; ho < h_out; ++ho) {
+        ptrdiff_t ki_lo, ki_hi;
+        const ptrdiff_t h0 = rlx_dw_s2_rows(g, ho, K, &ki_lo, &ki_hi);
+        const float* rows[RLX_DW_S2_SLOTS];
+        for (ptrdiff_t ki = ki_lo; ki < ki_hi; ++ki) {
+            const ptrdiff_t hi = h0 + ki, slot = hi % K;
+            float* buf = ring + slot * 2 * half;
+            if (held[slot] != hi) {
+                rlx_dw_s2_split_row(xp + hi * W, W, g->pw, buf, buf + half, (w_out > 8 ? w_out : 8) + 2);
+                held[slot] = hi;
+            }
+            rows[ki] = buf;
+        }
+        float* yr = yp + ho * w_out;
+        if (w_out < 8) {
+            _mm256_maskstore_ps(yr, tail, rlx_dw_s2_block8(rows, wp, half, ki_lo, ki_hi, 0, vb, K));
+            continue;
+        }
+        /* the last block overlaps the one before it when w_out is not a
+         * multiple of 8: its outputs get the same bits again */
+        for (ptrdiff_t b0 = 0; b0 < w_out; b0 += 8) {
+            const ptrdiff_t wo = b0 + 8 <= w_out ? b0 : w_out - 8;
+            _mm256_storeu_ps(yr + wo, rlx_dw_s2_block8(rows, wp, half, ki_lo, ki_hi, wo, vb, K));
+        }
+    }
+}
 #endif
+
+#if RLX_X86_DISPATCH
+RLX_TARGET_AVX2 static void rlx_dw_s2_plane_avx2(const float* x, ptrdiff_t x_len, const float* wt,
+                                                 const float* bias, float* y, ptrdiff_t y_len, float* ring,
+                                                 ptrdiff_t ring_len, const rlx_conv_geom* g, ptrdiff_t item) {
+    if (g->kh == 3) rlx_dw_s2_plane_wide(x, x_len, wt, bias, y, y_len, ring, ring_len, g, item, 3);
+    else rlx_dw_s2_plane_wide(x, x_len, wt, bias, y, y_len, ring, ring_len, g, item, 5);
+}
+#endif
+
+/* Floats of per-thread scratch the AVX2 variant needs (K split rows). */
+static ptrdiff_t rlx_dw_s2_scratch(const rlx_conv_geom* g) {
+    const ptrdiff_t w = g->w_out > 8 ? g->w_out : 8;
+    return g->kh * 2 * ((w + 7) / 8 * 8 + 16);
+}
 
 /* Planes [p0, p1) of a depthwise stride-2 conv (kh == kw, 3 or 5; the
  * compiler admits no other shape). */
 static void rlx_dw_s2_planes(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
-                             float* y, ptrdiff_t y_len, const rlx_conv_geom* g, ptrdiff_t p0,
-                             ptrdiff_t p1) {
+                             float* y, ptrdiff_t y_len, float* ring, ptrdiff_t ring_len,
+                             const rlx_conv_geom* g, ptrdiff_t p0, ptrdiff_t p1) {
+    (void)ring;
+    (void)ring_len;
     for (ptrdiff_t item = p0; item < p1; ++item) {
-        if (rlx_simd_level()) rlx_dw_s2_plane_avx2(x, x_len, wt, bias, y, y_len, g, item);
-        else rlx_dw_s2_plane_base(x, x_len, wt, bias, y, y_len, g, item);
+#if RLX_X86_DISPATCH
+        if (rlx_simd_level()) {
+            rlx_dw_s2_plane_avx2(x, x_len, wt, bias, y, y_len, ring, ring_len, g, item);
+            continue;
+        }
+#endif
+        rlx_dw_s2_plane_base(x, x_len, wt, bias, y, y_len, g, item);
     }
 }
 
