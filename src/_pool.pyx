@@ -54,6 +54,9 @@ cdef extern from "rlx_pool.h":
                         int64_t i0) noexcept nogil
     # sum of x[0..n) in double, eight lanes in a fixed order
     double rlx_sum_f64(const float* x, Py_ssize_t n) noexcept nogil
+    # global pool chunk partials, AVX2 or portable (rlx_gsum: the same bits as rlx_sum_f64)
+    float rlx_gmax(const float* x, Py_ssize_t n) noexcept nogil
+    double rlx_gsum(const float* x, Py_ssize_t n) noexcept nogil
     ctypedef struct PoolGeom "rlx_pool_geom":
         Py_ssize_t D, H, W, OD, OH, OW
         Py_ssize_t kd, kh, kw, sd, sh, sw, pd, ph, pw, ped, peh, pew, dd, dh
@@ -457,7 +460,7 @@ cdef double _sum_range(const float[::1] x, Py_ssize_t lo, Py_ssize_t hi) except?
     if hi <= lo:
         return 0.0
     if not RLX_DEBUG_CHECKS:
-        return rlx_sum_f64(&x[lo], hi - lo)
+        return rlx_gsum(&x[lo], hi - lo)
     # same lanes and order, indexed so a debug build checks the bounds
     for j in range(8):
         lane[j] = 0.0
@@ -472,14 +475,31 @@ cdef double _sum_range(const float[::1] x, Py_ssize_t lo, Py_ssize_t hi) except?
 
 
 cdef float _max_range(const float[::1] x, Py_ssize_t lo, Py_ssize_t hi) except? -2 nogil:
-    cdef float m = -INFINITY
+    """Max over rlx_gmax's 32 lanes (v taken when v > max or v is NaN)."""
+    cdef float lane[32]
     cdef float v
-    cdef Py_ssize_t i
-    for i in range(lo, hi):
+    cdef Py_ssize_t i = lo, j, w
+    if hi <= lo:
+        return -INFINITY
+    if not RLX_DEBUG_CHECKS:
+        return rlx_gmax(&x[lo], hi - lo)
+    # same lanes and order, indexed so a debug build checks the bounds
+    for j in range(32):
+        lane[j] = -INFINITY
+    while i < hi:
         v = x[i]
-        if v > m or v != v:
-            m = v
-    return m
+        j = (i - lo) % 32
+        if v > lane[j] or v != v:
+            lane[j] = v
+        i += 1
+    w = 16
+    while w >= 1:
+        for j in range(w):
+            v = lane[j + w]
+            if v > lane[j] or v != v:
+                lane[j] = v
+        w //= 2
+    return lane[0]
 
 
 cdef class GlobalPoolLaunch(Launch):
