@@ -52,7 +52,7 @@ cdef extern from "rlx_pool.h":
     # y[i], ip[i] := x[i*s], i0 + i*s where x[i*s] beats y[i] (or is NaN); no branches
     void rlx_argmax_run(float* y, int64_t* ip, const float* x, Py_ssize_t n, Py_ssize_t s,
                         int64_t i0) noexcept nogil
-    # sum of x[0..n) in double, eight lanes in a fixed order
+    # sum of x[0..n) in double, 16 lanes in a fixed order
     double rlx_sum_f64(const float* x, Py_ssize_t n) noexcept nogil
     # global pool chunk partials, AVX2 or portable (rlx_gsum: the same bits as rlx_sum_f64)
     float rlx_gmax(const float* x, Py_ssize_t n) noexcept nogil
@@ -454,24 +454,29 @@ cdef class PoolLaunch(Launch):
 # ---------------------------------------------------------------------------
 
 cdef double _sum_range(const float[::1] x, Py_ssize_t lo, Py_ssize_t hi) except? -1 nogil:
-    """Sum in double in a fixed order (rlx_sum_f64's eight lanes)."""
-    cdef double lane[8]
-    cdef Py_ssize_t i = lo, j
+    """Sum in double in a fixed order (rlx_sum_f64's 16 lanes)."""
+    cdef double lane[16]
+    cdef Py_ssize_t i = lo, j, w
     if hi <= lo:
         return 0.0
     if not RLX_DEBUG_CHECKS:
         return rlx_gsum(&x[lo], hi - lo)
     # same lanes and order, indexed so a debug build checks the bounds
-    for j in range(8):
+    for j in range(16):
         lane[j] = 0.0
-    while i + 8 <= hi:
-        for j in range(8):
+    while i + 16 <= hi:
+        for j in range(16):
             lane[j] += x[i + j]
-        i += 8
+        i += 16
     while i < hi:
         lane[0] += x[i]
         i += 1
-    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]))
+    w = 8
+    while w >= 1:
+        for j in range(w):
+            lane[j] += lane[j + w]
+        w //= 2
+    return lane[0]
 
 
 cdef float _max_range(const float[::1] x, Py_ssize_t lo, Py_ssize_t hi) except? -2 nogil:

@@ -32,21 +32,28 @@ static inline void rlx_argmax_run(float *restrict y, int64_t *restrict ip, const
     }
 }
 
-/* Sum of x[0..n) in double over eight interleaved lanes, combined pairwise:
- * a fixed order (so any thread count gives the same bits) that the compiler
- * can vectorise (float -> double conversions two or four at a time).  No
- * multiplies, so the AVX2 build of the same body (rlx_gsum) gives the same
- * bits as this one. */
+/* Sum of x[0..n) in double over 16 interleaved lanes (lane j takes x[i]
+ * with i % 16 == j, up to the last whole block of 16; the rest goes into
+ * lane 0 in order), then lane j += lane j + w for w = 8, 4, 2, 1: a fixed
+ * order (so any thread count gives the same bits) that the compiler
+ * vectorises (float -> double conversions four at a time, four independent
+ * add chains).  No multiplies, so the AVX2 build of the same body (rlx_gsum)
+ * gives the same bits as this one. */
+#define RLX_GSUM_LANES 16
 RLX_INLINE double rlx_sum_f64_body(const float *restrict x, ptrdiff_t n)
 {
-    double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    double lane[RLX_GSUM_LANES];
+    for (int j = 0; j < RLX_GSUM_LANES; ++j) lane[j] = 0.0;
     ptrdiff_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; ++j)
+    for (; i + RLX_GSUM_LANES <= n; i += RLX_GSUM_LANES)
+        for (int j = 0; j < RLX_GSUM_LANES; ++j)
             lane[j] += (double)x[i + j];
-    for (; i < n; ++i)
+    for (; i < n; ++i)          /* the tail into lane 0 (a constant index keeps the lanes in registers) */
         lane[0] += (double)x[i];
-    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    for (int w = RLX_GSUM_LANES / 2; w >= 1; w /= 2)
+        for (int j = 0; j < w; ++j)
+            lane[j] += lane[j + w];
+    return lane[0];
 }
 
 static inline double rlx_sum_f64(const float *restrict x, ptrdiff_t n) { return rlx_sum_f64_body(x, n); }
@@ -281,7 +288,26 @@ RLX_TARGET_AVX2 static float rlx_gmax_avx2(const float* x, ptrdiff_t n) {
     return _mm_cvtss_f32(q);
 }
 
-RLX_TARGET_AVX2 static double rlx_gsum_avx2(const float* x, ptrdiff_t n) { return rlx_sum_f64_body(x, n); }
+/* rlx_sum_f64's lanes and order, explicitly, so the lanes never leave the
+ * registers: lanes 0-3, 4-7, 8-11, 12-15 in four accumulators. */
+RLX_TARGET_AVX2 static double rlx_gsum_avx2(const float* x, ptrdiff_t n) {
+    __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+    ptrdiff_t i = 0;
+    for (; i + RLX_GSUM_LANES <= n; i += RLX_GSUM_LANES) {
+        a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm_loadu_ps(x + i)));
+        a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4)));
+        a2 = _mm256_add_pd(a2, _mm256_cvtps_pd(_mm_loadu_ps(x + i + 8)));
+        a3 = _mm256_add_pd(a3, _mm256_cvtps_pd(_mm_loadu_ps(x + i + 12)));
+    }
+    if (i < n) {
+        double l0 = _mm256_cvtsd_f64(a0);
+        for (; i < n; ++i) l0 += (double)x[i];
+        a0 = _mm256_blend_pd(a0, _mm256_set1_pd(l0), 1);
+    }
+    a0 = _mm256_add_pd(_mm256_add_pd(a0, a2), _mm256_add_pd(a1, a3));     /* w = 8, then 4 */
+    __m128d q = _mm_add_pd(_mm256_castpd256_pd128(a0), _mm256_extractf128_pd(a0, 1));   /* w = 2 */
+    return _mm_cvtsd_f64(_mm_add_sd(q, _mm_unpackhi_pd(q, q)));                       /* w = 1 */
+}
 #endif
 
 static float rlx_gmax_base(const float* x, ptrdiff_t n) { return rlx_gmax_body(x, n); }
