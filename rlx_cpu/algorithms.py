@@ -125,11 +125,31 @@ def is_gemm_1x1(d):
         and d.h_out == d.h and d.w_out == d.w
 
 
+def is_depthwise_s2(d):
+    """A depthwise conv (groups == C_in == C_out) with a 3x3 or 5x5 kernel at
+    stride 2 and dilation 1, any padding: MobileNet's downsampling layers.
+    The direct algorithm runs it with its own plane kernel
+    (rlx_dw_s2_planes in src/rlx_simd.h), bias fused."""
+    return d.groups == d.c_in == d.c_out and (d.kh, d.kw) in ((3, 3), (5, 5)) \
+        and (d.sh, d.sw) == (2, 2) and (d.dh, d.dw) == (1, 1) and _dw_s2_columns_fit(d)
+
+
+def _dw_s2_columns_fit(d):
+    # The AVX2 kernel masks its loads with 32-bit column indices, which run
+    # from -pw to about 2 * w_out + 16.
+    return max(d.w, 2 * d.w_out) + d.pw + 64 < 2 ** 31
+
+
 def direct_ineligible_reason(d):
-    """Direct kernel: unit stride and dilation (any padding, any groups); it
-    checks every tap against the real output shape, so it never reads out of
-    bounds."""
+    """Direct kernel: unit stride and dilation (any padding, any groups), or
+    a depthwise 3x3/5x5 conv at stride 2 (is_depthwise_s2); it checks every
+    tap against the real output shape, so it never reads out of bounds."""
+    if is_depthwise_s2(d):
+        return None
     if (d.sh, d.sw) != (1, 1):
+        if d.groups == d.c_in == d.c_out and (d.dh, d.dw) == (1, 1):
+            return (f"stride 1, or stride 2 with a 3x3/5x5 kernel for a depthwise conv "
+                    f"(got stride {d.sh},{d.sw}, kernel {d.kh}x{d.kw})")
         return f"stride 1 (got {d.sh},{d.sw})"
     if (d.dh, d.dw) != (1, 1):
         return f"dilation 1 (got {d.dh},{d.dw})"

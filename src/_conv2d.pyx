@@ -12,7 +12,8 @@
 #                                                           items
 #   gemm_1x1    1x1 kernel, stride 1, no padding            (n, group) items or
 #                                                           GEMM panels
-#   direct      stride 1, dilation 1                        (n, c_out) planes
+#   direct      stride 1, dilation 1; or depthwise 3x3/5x5  (n, c_out) planes
+#               at stride 2 (its own plane kernel)
 #   winograd    3x3, stride 1, dilation 1, groups 1         blocks of 2x2 tiles
 #
 # K = c_in/groups * kh * kw (GEMM depth), P = h_out * w_out (GEMM width).
@@ -53,6 +54,10 @@ cdef extern from "rlx_simd.h":
     int rlx_simd_level() nogil
     void rlx_direct_plane(const float* x, Py_ssize_t x_len, const float* wt, float* y,
                           Py_ssize_t y_len, const ConvGeom* g, Py_ssize_t item) nogil
+    void rlx_dw_s2_planes(const float* x, Py_ssize_t x_len, const float* wt, const float* bias,
+                          float* y, Py_ssize_t y_len, float* ring, Py_ssize_t ring_len,
+                          const ConvGeom* g, Py_ssize_t p0, Py_ssize_t p1) nogil
+    Py_ssize_t rlx_dw_s2_scratch(const ConvGeom* g) nogil
     void rlx_wino_input(const float* x, Py_ssize_t x_len, float* v, const ConvGeom* g,
                         Py_ssize_t t0, Py_ssize_t cnt, Py_ssize_t tb, Py_ssize_t pstride) nogil
     void rlx_wino_output(const float* m, float* y, Py_ssize_t y_len, const float* bias,
@@ -182,6 +187,8 @@ def scratch_floats(tuple dims, int algorithm, int nthreads):
     if algorithm == CONV_WINOGRAD:
         tb = winograd_tile_block(dims, nthreads)
         return int(_winograd_slab(&g, tb) * nthreads)
+    if algorithm == CONV_DIRECT and g.sh == 2:      # depthwise stride 2: split input rows
+        return int(rlx_dw_s2_scratch(&g) * nthreads)
     return 0
 
 
@@ -377,7 +384,8 @@ cdef int conv_gemm_1x1(const float[::1] x, const float[::1] wt, float[::1] y,
 
 
 # ---------------------------------------------------------------------------
-# direct (stride 1, dilation 1, any padding): contiguous row updates
+# direct (stride 1, dilation 1, any padding): contiguous row updates;
+# depthwise 3x3/5x5 at stride 2: its own plane kernel
 # ---------------------------------------------------------------------------
 
 cdef int conv_direct(const float[::1] x, const float[::1] wt, float[::1] y,
@@ -388,6 +396,32 @@ cdef int conv_direct(const float[::1] x, const float[::1] wt, float[::1] y,
         rlx_direct_plane(&x[0], x.shape[0], &wt[0], &y[0], y.shape[0], g, item)
         if f.on:
             _epilogue_rows(y, f, item * plane, plane, item % g.c_out, 1, plane)
+    return 0
+
+
+cdef int conv_depthwise_s2(const float[::1] x, const float[::1] wt, const float[::1] bias,
+                           bint has_bias, float[::1] y, float[::1] scratch, const ConvGeom* g,
+                           int split, int nthreads) except -1 nogil:
+    """Depthwise (groups == c_in == c_out) 3x3/5x5 conv at stride 2, bias
+    fused.  The (image, channel) planes are cut into `split` contiguous runs,
+    split being the thread count the launch was bound for; a run on fewer
+    threads takes several runs each.  Every plane is computed whole by one
+    call in the same order, so the result never depends on either count.
+    Each thread has its own slab of scratch (the AVX2 variant's split rows)."""
+    cdef Py_ssize_t planes = g.n * g.c_out
+    cdef Py_ssize_t runs = split if split < planes else planes
+    cdef Py_ssize_t slab = rlx_dw_s2_scratch(g)
+    cdef Py_ssize_t r
+    cdef const float* b = &bias[0] if has_bias else NULL
+    if runs < 1:
+        return 0
+    if scratch.shape[0] < slab * nthreads:
+        with gil:
+            raise ValueError(f"conv2d depthwise stride 2: scratch of {scratch.shape[0]} floats, "
+                             f"needs {slab * nthreads}")
+    for r in prange(runs, num_threads=nthreads, schedule='static'):
+        rlx_dw_s2_planes(&x[0], x.shape[0], &wt[0], b, &y[0], y.shape[0], &scratch[threadid() * slab], slab,
+                         g, planes * r // runs, planes * (r + 1) // runs)
     return 0
 
 
@@ -555,6 +589,16 @@ cdef class Conv2DLaunch(Launch):
                 # no column block chosen (a record made without one): the
                 # epilogue runs per plane after the GEMMs
                 _epilogue_planes(self.y, &self.fused, &self.g, t)
+        elif self.algorithm == CONV_DIRECT and self.g.sh == 2:   # depthwise stride 2
+            if rlx_epilogue_active(&self.fused.e):
+                # an activation or a residual: the whole epilogue (bias
+                # included) runs per plane after the kernel
+                conv_depthwise_s2(self.x, self.weight, self.bias, False, self.y, self.scratch,
+                                  &self.g, self.max_threads, t)
+                _epilogue_planes(self.y, &self.fused, &self.g, t)
+            else:                                                 # bias fused in the kernel
+                conv_depthwise_s2(self.x, self.weight, self.bias, self.has_bias, self.y, self.scratch,
+                                  &self.g, self.max_threads, t)
         elif self.algorithm == CONV_DIRECT:
             conv_direct(self.x, self.weight, self.y, &self.g, &self.fused, t)
         else:

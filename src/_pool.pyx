@@ -52,8 +52,11 @@ cdef extern from "rlx_pool.h":
     # y[i], ip[i] := x[i*s], i0 + i*s where x[i*s] beats y[i] (or is NaN); no branches
     void rlx_argmax_run(float* y, int64_t* ip, const float* x, Py_ssize_t n, Py_ssize_t s,
                         int64_t i0) noexcept nogil
-    # sum of x[0..n) in double, eight lanes in a fixed order
+    # sum of x[0..n) in double, 16 lanes in a fixed order
     double rlx_sum_f64(const float* x, Py_ssize_t n) noexcept nogil
+    # global pool chunk partials, AVX2 or portable (rlx_gsum: the same bits as rlx_sum_f64)
+    float rlx_gmax(const float* x, Py_ssize_t n) noexcept nogil
+    double rlx_gsum(const float* x, Py_ssize_t n) noexcept nogil
     ctypedef struct PoolGeom "rlx_pool_geom":
         Py_ssize_t D, H, W, OD, OH, OW
         Py_ssize_t kd, kh, kw, sd, sh, sw, pd, ph, pw, ped, peh, pew, dd, dh
@@ -451,35 +454,57 @@ cdef class PoolLaunch(Launch):
 # ---------------------------------------------------------------------------
 
 cdef double _sum_range(const float[::1] x, Py_ssize_t lo, Py_ssize_t hi) except? -1 nogil:
-    """Sum in double in a fixed order (rlx_sum_f64's eight lanes)."""
-    cdef double lane[8]
-    cdef Py_ssize_t i = lo, j
+    """Sum in double in a fixed order (rlx_sum_f64's 16 lanes)."""
+    cdef double lane[16]
+    cdef Py_ssize_t i = lo, j, w
     if hi <= lo:
         return 0.0
     if not RLX_DEBUG_CHECKS:
-        return rlx_sum_f64(&x[lo], hi - lo)
+        return rlx_gsum(&x[lo], hi - lo)
     # same lanes and order, indexed so a debug build checks the bounds
-    for j in range(8):
+    for j in range(16):
         lane[j] = 0.0
-    while i + 8 <= hi:
-        for j in range(8):
+    while i + 16 <= hi:
+        for j in range(16):
             lane[j] += x[i + j]
-        i += 8
+        i += 16
     while i < hi:
         lane[0] += x[i]
         i += 1
-    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]))
+    w = 8
+    while w >= 1:
+        for j in range(w):
+            lane[j] += lane[j + w]
+        w //= 2
+    return lane[0]
 
 
 cdef float _max_range(const float[::1] x, Py_ssize_t lo, Py_ssize_t hi) except? -2 nogil:
-    cdef float m = -INFINITY
+    """Max over rlx_gmax's 32 lanes (v taken when v > max or v is NaN)."""
+    cdef float lane[32]
     cdef float v
-    cdef Py_ssize_t i
-    for i in range(lo, hi):
+    cdef Py_ssize_t i = lo, j, w
+    if hi <= lo:
+        return -INFINITY
+    if not RLX_DEBUG_CHECKS:
+        return rlx_gmax(&x[lo], hi - lo)
+    # same lanes and order, indexed so a debug build checks the bounds
+    for j in range(32):
+        lane[j] = -INFINITY
+    while i < hi:
         v = x[i]
-        if v > m or v != v:
-            m = v
-    return m
+        j = (i - lo) % 32
+        if v > lane[j] or v != v:
+            lane[j] = v
+        i += 1
+    w = 16
+    while w >= 1:
+        for j in range(w):
+            v = lane[j + w]
+            if v > lane[j] or v != v:
+                lane[j] = v
+        w //= 2
+    return lane[0]
 
 
 cdef class GlobalPoolLaunch(Launch):

@@ -32,20 +32,31 @@ static inline void rlx_argmax_run(float *restrict y, int64_t *restrict ip, const
     }
 }
 
-/* Sum of x[0..n) in double over eight interleaved lanes, combined pairwise:
- * a fixed order (so any thread count gives the same bits) that the compiler
- * can vectorise (float -> double conversions two or four at a time). */
-static inline double rlx_sum_f64(const float *restrict x, ptrdiff_t n)
+/* Sum of x[0..n) in double over 16 interleaved lanes (lane j takes x[i]
+ * with i % 16 == j, up to the last whole block of 16; the rest goes into
+ * lane 0 in order), then lane j += lane j + w for w = 8, 4, 2, 1: a fixed
+ * order (so any thread count gives the same bits) that the compiler
+ * vectorises (float -> double conversions four at a time, four independent
+ * add chains).  No multiplies, so the AVX2 build of the same body (rlx_gsum)
+ * gives the same bits as this one. */
+#define RLX_GSUM_LANES 16
+RLX_INLINE double rlx_sum_f64_body(const float *restrict x, ptrdiff_t n)
 {
-    double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    double lane[RLX_GSUM_LANES];
+    for (int j = 0; j < RLX_GSUM_LANES; ++j) lane[j] = 0.0;
     ptrdiff_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; ++j)
+    for (; i + RLX_GSUM_LANES <= n; i += RLX_GSUM_LANES)
+        for (int j = 0; j < RLX_GSUM_LANES; ++j)
             lane[j] += (double)x[i + j];
-    for (; i < n; ++i)
+    for (; i < n; ++i)          /* the tail into lane 0 (a constant index keeps the lanes in registers) */
         lane[0] += (double)x[i];
-    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    for (int w = RLX_GSUM_LANES / 2; w >= 1; w /= 2)
+        for (int j = 0; j < w; ++j)
+            lane[j] += lane[j + w];
+    return lane[0];
 }
+
+static inline double rlx_sum_f64(const float *restrict x, ptrdiff_t n) { return rlx_sum_f64_body(x, n); }
 
 /* ------------------------------------------------------------------------- */
 /* Row-separable window pool: one output line (plane, od, oh) at a time.     */
@@ -209,6 +220,112 @@ RLX_TARGET_AVX2 static void rlx_vmax_avx2(float* r, const float* x, ptrdiff_t n)
     }
 }
 #endif
+
+/* ------------------------------------------------------------------------- */
+/* Global pool partials: one fixed chunk of a plane per call, so the partials */
+/* and their combination never depend on the thread count.                   */
+/* ------------------------------------------------------------------------- */
+
+/* Max of x[0..n) over 32 interleaved lanes (lane j takes x[i] with
+ * i % 32 == j), combined in a fixed order; v replaces a lane's max when
+ * v > max or v is NaN, so a NaN anywhere gives NaN.  Max is exact: only the
+ * sign of a tied zero and which NaN comes out may differ from a sequential
+ * scan. */
+#define RLX_GMAX_LANES 32
+RLX_INLINE float rlx_gmax_body(const float* restrict x, ptrdiff_t n) {
+    float lane[RLX_GMAX_LANES];
+    for (int j = 0; j < RLX_GMAX_LANES; ++j) lane[j] = -INFINITY;
+    ptrdiff_t i = 0;
+    for (; i + RLX_GMAX_LANES <= n; i += RLX_GMAX_LANES)
+        for (int j = 0; j < RLX_GMAX_LANES; ++j) {
+            const float v = x[i + j], c = lane[j];
+            lane[j] = RLX_TAKE(v, c) ? v : c;
+        }
+    for (int j = 0; i < n; ++i, ++j) {
+        const float v = x[i], c = lane[j];
+        lane[j] = RLX_TAKE(v, c) ? v : c;
+    }
+    for (int w = RLX_GMAX_LANES / 2; w >= 1; w /= 2)      /* pairwise: lane j with lane j + w */
+        for (int j = 0; j < w; ++j) {
+            const float v = lane[j + w], c = lane[j];
+            lane[j] = RLX_TAKE(v, c) ? v : c;
+        }
+    return lane[0];
+}
+
+#if RLX_X86_DISPATCH
+/* The same lanes and combination order, explicitly: four 8-float
+ * accumulators; the last partial block loads with a mask and puts -inf in
+ * the lanes past the end (which then change nothing). */
+RLX_TARGET_AVX2 static inline __m128 rlx_max4(__m128 c, __m128 v) {
+    __m128 m = _mm_max_ps(v, c);
+    return _mm_blendv_ps(m, v, _mm_cmp_ps(v, v, _CMP_UNORD_Q));
+}
+
+RLX_TARGET_AVX2 static float rlx_gmax_avx2(const float* x, ptrdiff_t n) {
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 a[4] = {ninf, ninf, ninf, ninf};
+    ptrdiff_t i = 0;
+    for (; i + RLX_GMAX_LANES <= n; i += RLX_GMAX_LANES) {
+        a[0] = rlx_max8(a[0], _mm256_loadu_ps(x + i));
+        a[1] = rlx_max8(a[1], _mm256_loadu_ps(x + i + 8));
+        a[2] = rlx_max8(a[2], _mm256_loadu_ps(x + i + 16));
+        a[3] = rlx_max8(a[3], _mm256_loadu_ps(x + i + 24));
+    }
+    if (i < n) {
+        const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        for (int k = 0; k < 4 && i + 8 * k < n; ++k) {
+            const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - i - 8 * k)), iota);
+            const __m256 v = _mm256_blendv_ps(ninf, _mm256_maskload_ps(x + i + 8 * k, m), _mm256_castsi256_ps(m));
+            a[k] = rlx_max8(a[k], v);
+        }
+    }
+    /* lane j takes lane j + w for w = 16, 8, 4, 2, 1 */
+    __m256 b = rlx_max8(rlx_max8(a[0], a[2]), rlx_max8(a[1], a[3]));
+    __m128 q = rlx_max4(_mm256_castps256_ps128(b), _mm256_extractf128_ps(b, 1));
+    q = rlx_max4(q, _mm_movehl_ps(q, q));
+    q = rlx_max4(q, _mm_shuffle_ps(q, q, _MM_SHUFFLE(1, 1, 1, 1)));
+    return _mm_cvtss_f32(q);
+}
+
+/* rlx_sum_f64's lanes and order, explicitly, so the lanes never leave the
+ * registers: lanes 0-3, 4-7, 8-11, 12-15 in four accumulators. */
+RLX_TARGET_AVX2 static double rlx_gsum_avx2(const float* x, ptrdiff_t n) {
+    __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+    ptrdiff_t i = 0;
+    for (; i + RLX_GSUM_LANES <= n; i += RLX_GSUM_LANES) {
+        a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm_loadu_ps(x + i)));
+        a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4)));
+        a2 = _mm256_add_pd(a2, _mm256_cvtps_pd(_mm_loadu_ps(x + i + 8)));
+        a3 = _mm256_add_pd(a3, _mm256_cvtps_pd(_mm_loadu_ps(x + i + 12)));
+    }
+    if (i < n) {
+        double l0 = _mm256_cvtsd_f64(a0);
+        for (; i < n; ++i) l0 += (double)x[i];
+        a0 = _mm256_blend_pd(a0, _mm256_set1_pd(l0), 1);
+    }
+    a0 = _mm256_add_pd(_mm256_add_pd(a0, a2), _mm256_add_pd(a1, a3));     /* w = 8, then 4 */
+    __m128d q = _mm_add_pd(_mm256_castpd256_pd128(a0), _mm256_extractf128_pd(a0, 1));   /* w = 2 */
+    return _mm_cvtsd_f64(_mm_add_sd(q, _mm_unpackhi_pd(q, q)));                       /* w = 1 */
+}
+#endif
+
+static float rlx_gmax_base(const float* x, ptrdiff_t n) { return rlx_gmax_body(x, n); }
+
+/* max / double sum of one chunk, in the variant rlx_simd_level() picks */
+static float rlx_gmax(const float* x, ptrdiff_t n) {
+#if RLX_X86_DISPATCH
+    if (rlx_simd_level()) return rlx_gmax_avx2(x, n);
+#endif
+    return rlx_gmax_base(x, n);
+}
+
+static double rlx_gsum(const float* x, ptrdiff_t n) {
+#if RLX_X86_DISPATCH
+    if (rlx_simd_level()) return rlx_gsum_avx2(x, n);
+#endif
+    return rlx_sum_f64(x, n);
+}
 
 RLX_INLINE void rlx_pool_line_body(const float* restrict x, ptrdiff_t x_len, float* restrict y, ptrdiff_t y_len,
                                    void* restrict scratch, const rlx_pool_geom* g, ptrdiff_t line, int avx2) {

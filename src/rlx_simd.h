@@ -34,6 +34,8 @@
 #define RLX_X86_DISPATCH 1
 #define RLX_INLINE static inline __attribute__((always_inline))
 #define RLX_TARGET_AVX2 __attribute__((target("avx2,fma")))
+/* a helper of an AVX2 variant, inlined into it */
+#define RLX_INLINE_AVX2 static inline __attribute__((always_inline, target("avx2,fma")))
 #include <immintrin.h>
 static int rlx_cpu_has_avx2_fma(void) {
     __builtin_cpu_init();
@@ -182,6 +184,256 @@ static void rlx_direct_plane(const float* x, ptrdiff_t x_len, const float* wt, f
                              ptrdiff_t y_len, const rlx_conv_geom* g, ptrdiff_t item) {
     if (rlx_simd_level()) rlx_direct_plane_avx2(x, x_len, wt, y, y_len, g, item);
     else rlx_direct_plane_base(x, x_len, wt, y, y_len, g, item);
+}
+
+/* ------------------------------------------------------------------------- */
+/* depthwise conv, stride 2, 3x3 or 5x5 kernel, dilation 1, any padding:     */
+/* one (image, channel) plane, bias fused.                                   */
+/* ------------------------------------------------------------------------- */
+/* Each output sums its taps from 0 and adds the bias last; taps on padding
+ * rows are skipped.  Portable variant: taps in (ki, kj) order, output
+ * columns [wa, wb) (every tap column inside the row) in a plain loop, the
+ * padding edges in a checked scalar loop that skips taps on padding columns.
+ * AVX2 variant: blocks of 8 outputs, taps summed down each tap column kj,
+ * then over kj; taps on padding columns read 0 from the split rows (the same
+ * sum for finite weights).  Either way an output's sum order depends
+ * only on the geometry, never on the plane's thread. */
+RLX_INLINE float rlx_dw_s2_point(const float* restrict xp, const float* restrict wp, ptrdiff_t W,
+                                 ptrdiff_t h0, ptrdiff_t ki_lo, ptrdiff_t ki_hi, ptrdiff_t c0,
+                                 const int K) {
+    float acc = 0.0f;
+    for (ptrdiff_t ki = ki_lo; ki < ki_hi; ++ki) {
+        const float* restrict r = xp + (h0 + ki) * W;
+        for (int kj = 0; kj < K; ++kj) {
+            const ptrdiff_t c = c0 + kj;
+            if (c >= 0 && c < W) acc += wp[ki * K + kj] * r[c];
+        }
+    }
+    return acc;
+}
+
+/* outputs [a, b) of one row, all K tap columns inside the row: columns
+ * 2*wo - pw + kj of rows h0 + ki, ki in [ki_lo, ki_hi) */
+RLX_INLINE void rlx_dw_s2_span(const float* restrict xp, const float* restrict wp, float* restrict yr,
+                               ptrdiff_t W, ptrdiff_t pw, ptrdiff_t h0, ptrdiff_t ki_lo,
+                               ptrdiff_t ki_hi, ptrdiff_t a, ptrdiff_t b, float bias, const int K) {
+    for (ptrdiff_t wo = a; wo < b; ++wo) {
+        float acc = 0.0f;
+        for (ptrdiff_t ki = ki_lo; ki < ki_hi; ++ki) {
+            const float* restrict r = xp + (h0 + ki) * W + 2 * wo - pw;
+            for (int kj = 0; kj < K; ++kj) acc += wp[ki * K + kj] * r[kj];
+        }
+        yr[wo] = acc + bias;
+    }
+}
+
+/* The pointers and the first and last interior output column of a plane. */
+typedef struct {
+    const float* xp;
+    const float* wp;
+    float* yp;
+    float bias;
+    ptrdiff_t wa, wb;
+} rlx_dw_s2_plane_ptrs;
+
+RLX_INLINE rlx_dw_s2_plane_ptrs rlx_dw_s2_plane_setup(const float* x, ptrdiff_t x_len, const float* wt,
+                                                      const float* bias, float* y, ptrdiff_t y_len,
+                                                      const rlx_conv_geom* g, ptrdiff_t item, const int K) {
+    rlx_dw_s2_plane_ptrs p;
+    const ptrdiff_t c = item % g->c_out, H = g->h, W = g->w, h_out = g->h_out, w_out = g->w_out;
+    (void)x_len;
+    (void)y_len;
+    RLX_CHECK_RANGE(item * H * W, (item + 1) * H * W, x_len, "depthwise s2 x");
+    RLX_CHECK_RANGE(item * h_out * w_out, (item + 1) * h_out * w_out, y_len, "depthwise s2 y");
+    p.xp = x + item * H * W;
+    p.wp = wt + c * K * K;
+    p.yp = y + item * h_out * w_out;
+    p.bias = bias ? bias[c] : 0.0f;
+    /* output columns whose K taps are all inside [0, W) */
+    p.wa = (g->pw + 1) / 2;
+    p.wb = W - K + g->pw >= 0 ? (W - K + g->pw) / 2 + 1 : 0;
+    if (p.wb > w_out) p.wb = w_out;
+    if (p.wa > w_out) p.wa = w_out;
+    if (p.wb < p.wa) p.wb = p.wa;
+    return p;
+}
+
+/* taps ki in [*lo, *hi) of output row ho have their input row inside [0, H) */
+RLX_INLINE ptrdiff_t rlx_dw_s2_rows(const rlx_conv_geom* g, ptrdiff_t ho, const int K, ptrdiff_t* lo,
+                                    ptrdiff_t* hi) {
+    const ptrdiff_t h0 = 2 * ho - g->ph;     /* input row of tap ki is h0 + ki */
+    *lo = h0 < 0 ? -h0 : 0;
+    *hi = g->h - h0 < K ? g->h - h0 : K;
+    if (*hi < *lo) *hi = *lo;
+    return h0;
+}
+
+RLX_INLINE void rlx_dw_s2_row_scalar(const rlx_dw_s2_plane_ptrs* p, const rlx_conv_geom* g, ptrdiff_t ho,
+                                     const int K) {
+    ptrdiff_t ki_lo, ki_hi;
+    const ptrdiff_t h0 = rlx_dw_s2_rows(g, ho, K, &ki_lo, &ki_hi);
+    const ptrdiff_t W = g->w, pw = g->pw, w_out = g->w_out;
+    float* restrict yr = p->yp + ho * w_out;
+    for (ptrdiff_t wo = 0; wo < p->wa; ++wo)
+        yr[wo] = rlx_dw_s2_point(p->xp, p->wp, W, h0, ki_lo, ki_hi, 2 * wo - pw, K) + p->bias;
+    rlx_dw_s2_span(p->xp, p->wp, yr, W, pw, h0, ki_lo, ki_hi, p->wa, p->wb, p->bias, K);
+    for (ptrdiff_t wo = p->wb; wo < w_out; ++wo)
+        yr[wo] = rlx_dw_s2_point(p->xp, p->wp, W, h0, ki_lo, ki_hi, 2 * wo - pw, K) + p->bias;
+}
+
+RLX_INLINE void rlx_dw_s2_plane_scalar(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
+                                       float* y, ptrdiff_t y_len, const rlx_conv_geom* g, ptrdiff_t item,
+                                       const int K) {
+    const rlx_dw_s2_plane_ptrs p = rlx_dw_s2_plane_setup(x, x_len, wt, bias, y, y_len, g, item, K);
+    for (ptrdiff_t ho = 0; ho < g->h_out; ++ho) rlx_dw_s2_row_scalar(&p, g, ho, K);
+}
+
+static void rlx_dw_s2_plane_base(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
+                                 float* y, ptrdiff_t y_len, const rlx_conv_geom* g, ptrdiff_t item) {
+    if (g->kh == 3) rlx_dw_s2_plane_scalar(x, x_len, wt, bias, y, y_len, g, item, 3);
+    else rlx_dw_s2_plane_scalar(x, x_len, wt, bias, y, y_len, g, item, 5);
+}
+
+#if RLX_X86_DISPATCH
+/* AVX2 variant.  Each input row a plane needs is split once into its even
+ * and odd columns, E[j] = x[2j - pw] and O[j] = x[2j + 1 - pw] (0 where the
+ * column is padding), in a per-thread ring of K row buffers; tap (ki, kj) of
+ * output wo is then E[wo + kj/2] (kj even) or O[wo + kj/2] (kj odd) of row
+ * h0 + ki, so 8 outputs take K*K plain loads and FMAs.  The sums run down
+ * each tap column kj (K short FMA chains), then over kj, then + bias. */
+#define RLX_DW_S2_SLOTS 5
+
+/* Floats of one half (E or O) of a split row: entries [0, n) are filled in
+ * blocks of 8, n = max(w_out, 8) + 2 (block8 reads E/O up to the last output
+ * + 2), so a half holds n rounded up to 8 plus slack. */
+static inline ptrdiff_t rlx_dw_s2_half(ptrdiff_t w_out) {
+    const ptrdiff_t w = w_out > 8 ? w_out : 8;
+    return (w + 7) / 8 * 8 + 16;
+}
+
+RLX_INLINE_AVX2 void rlx_dw_s2_split_row(const float* xr, ptrdiff_t W, ptrdiff_t pw, float* e, float* o,
+                                         ptrdiff_t n) {
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i wlim = _mm256_set1_epi32((int)W), neg = _mm256_set1_epi32(-1);
+    for (ptrdiff_t j = 0; j < n; j += 8) {
+        /* E/O entries [j, j+8) from columns c .. c+15 */
+        const ptrdiff_t c = 2 * j - pw;
+        __m256 lo, hi;
+        if (c >= 0 && c + 15 < W) {
+            lo = _mm256_loadu_ps(xr + c);
+            hi = _mm256_loadu_ps(xr + c + 8);
+        } else {            /* padding columns: masked off, read as 0 */
+            const __m256i cl = _mm256_add_epi32(_mm256_set1_epi32((int)c), iota);
+            const __m256i ch = _mm256_add_epi32(_mm256_set1_epi32((int)(c + 8)), iota);
+            lo = _mm256_maskload_ps(xr + c, _mm256_and_si256(_mm256_cmpgt_epi32(cl, neg),
+                                                             _mm256_cmpgt_epi32(wlim, cl)));
+            hi = _mm256_maskload_ps(xr + c + 8, _mm256_and_si256(_mm256_cmpgt_epi32(ch, neg),
+                                                                 _mm256_cmpgt_epi32(wlim, ch)));
+        }
+        __m256 ev = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+        __m256 od = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+        _mm256_storeu_ps(e + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev),
+                                                                       _MM_SHUFFLE(3, 1, 2, 0))));
+        _mm256_storeu_ps(o + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od),
+                                                                       _MM_SHUFFLE(3, 1, 2, 0))));
+    }
+}
+
+/* outputs wo..wo+7 of one row from the split rows rows[ki] (E at +0, O at +half) */
+RLX_INLINE_AVX2 __m256 rlx_dw_s2_block8(const float* const* rows, const float* wp, ptrdiff_t half,
+                                        ptrdiff_t ki_lo, ptrdiff_t ki_hi, ptrdiff_t wo, __m256 vb,
+                                        const int K) {
+    __m256 acc[5];
+    for (int kj = 0; kj < K; ++kj) acc[kj] = _mm256_setzero_ps();
+    for (ptrdiff_t ki = ki_lo; ki < ki_hi; ++ki) {
+        const float* r = rows[ki] + wo;
+        for (int kj = 0; kj < K; ++kj) {
+            const float* src = (kj & 1) ? r + half + kj / 2 : r + kj / 2;
+            acc[kj] = _mm256_fmadd_ps(_mm256_broadcast_ss(wp + ki * K + kj), _mm256_loadu_ps(src), acc[kj]);
+        }
+    }
+    for (int kj = 1; kj < K; ++kj) acc[0] = _mm256_add_ps(acc[0], acc[kj]);
+    return _mm256_add_ps(acc[0], vb);
+}
+
+RLX_INLINE_AVX2 void rlx_dw_s2_plane_wide(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
+                                          float* y, ptrdiff_t y_len, float* ring, ptrdiff_t ring_len,
+                                          const rlx_conv_geom* g, ptrdiff_t item, const int K) {
+    const ptrdiff_t c = item % g->c_out, H = g->h, W = g->w, h_out = g->h_out, w_out = g->w_out;
+    const ptrdiff_t half = rlx_dw_s2_half(w_out);
+    const float* xp = x + item * H * W;
+    const float* wp = wt + c * K * K;
+    float* yp = y + item * h_out * w_out;
+    const __m256 vb = _mm256_set1_ps(bias ? bias[c] : 0.0f);
+    ptrdiff_t held[RLX_DW_S2_SLOTS];       /* input row in each ring slot, -1: none */
+    (void)x_len;
+    (void)y_len;
+    (void)ring_len;
+    RLX_CHECK_RANGE(item * H * W, (item + 1) * H * W, x_len, "depthwise s2 x");
+    RLX_CHECK_RANGE(item * h_out * w_out, (item + 1) * h_out * w_out, y_len, "depthwise s2 y");
+    RLX_CHECK_RANGE(0, K * 2 * half, ring_len, "depthwise s2 ring");
+    for (int i = 0; i < K; ++i) held[i] = -1;
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(w_out < 8 ? w_out : 8)), lanes);
+    for (ptrdiff_t ho = 0; ho < h_out; ++ho) {
+        ptrdiff_t ki_lo, ki_hi;
+        const ptrdiff_t h0 = rlx_dw_s2_rows(g, ho, K, &ki_lo, &ki_hi);
+        const float* rows[RLX_DW_S2_SLOTS];
+        for (ptrdiff_t ki = ki_lo; ki < ki_hi; ++ki) {
+            const ptrdiff_t hi = h0 + ki, slot = hi % K;
+            float* buf = ring + slot * 2 * half;
+            if (held[slot] != hi) {
+                rlx_dw_s2_split_row(xp + hi * W, W, g->pw, buf, buf + half, (w_out > 8 ? w_out : 8) + 2);
+                held[slot] = hi;
+            }
+            rows[ki] = buf;
+        }
+        float* yr = yp + ho * w_out;
+        if (w_out < 8) {
+            _mm256_maskstore_ps(yr, tail, rlx_dw_s2_block8(rows, wp, half, ki_lo, ki_hi, 0, vb, K));
+            continue;
+        }
+        /* the last block overlaps the one before it when w_out is not a
+         * multiple of 8: its outputs get the same bits again */
+        for (ptrdiff_t b0 = 0; b0 < w_out; b0 += 8) {
+            const ptrdiff_t wo = b0 + 8 <= w_out ? b0 : w_out - 8;
+            _mm256_storeu_ps(yr + wo, rlx_dw_s2_block8(rows, wp, half, ki_lo, ki_hi, wo, vb, K));
+        }
+    }
+}
+#endif
+
+#if RLX_X86_DISPATCH
+RLX_TARGET_AVX2 static void rlx_dw_s2_plane_avx2(const float* x, ptrdiff_t x_len, const float* wt,
+                                                 const float* bias, float* y, ptrdiff_t y_len, float* ring,
+                                                 ptrdiff_t ring_len, const rlx_conv_geom* g, ptrdiff_t item) {
+    if (g->kh == 3) rlx_dw_s2_plane_wide(x, x_len, wt, bias, y, y_len, ring, ring_len, g, item, 3);
+    else rlx_dw_s2_plane_wide(x, x_len, wt, bias, y, y_len, ring, ring_len, g, item, 5);
+}
+#endif
+
+/* Floats of per-thread scratch the AVX2 variant needs (K split rows). */
+static ptrdiff_t rlx_dw_s2_scratch(const rlx_conv_geom* g) {
+    const ptrdiff_t w = g->w_out > 8 ? g->w_out : 8;
+    return g->kh * 2 * ((w + 7) / 8 * 8 + 16);
+}
+
+/* Planes [p0, p1) of a depthwise stride-2 conv (kh == kw, 3 or 5; the
+ * compiler admits no other shape). */
+static void rlx_dw_s2_planes(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
+                             float* y, ptrdiff_t y_len, float* ring, ptrdiff_t ring_len,
+                             const rlx_conv_geom* g, ptrdiff_t p0, ptrdiff_t p1) {
+    (void)ring;
+    (void)ring_len;
+    for (ptrdiff_t item = p0; item < p1; ++item) {
+#if RLX_X86_DISPATCH
+        if (rlx_simd_level()) {
+            rlx_dw_s2_plane_avx2(x, x_len, wt, bias, y, y_len, ring, ring_len, g, item);
+            continue;
+        }
+#endif
+        rlx_dw_s2_plane_base(x, x_len, wt, bias, y, y_len, g, item);
+    }
 }
 
 /* ------------------------------------------------------------------------- */

@@ -97,7 +97,8 @@ def conv(data):
     outs = [_out(size[i], k[i], s[i], pb[i], pe[i], d[i]) for i in range(nsp)]
     k2 = (1,) * (2 - nsp) + k if nsp < 3 else k
     eligible = {
-        "direct": all(v == 1 for v in s) and all(v == 1 for v in d),
+        "direct": (all(v == 1 for v in s) and all(v == 1 for v in d))
+        or (nsp == 2 and cpg == cog == 1 and k2 in ((3, 3), (5, 5)) and s == (2, 2) and d == (1, 1)),
         "winograd": k2 == (3, 3) and all(v == 1 for v in s) and all(v == 1 for v in d) and groups == 1,
     }.get(algo, True)
     if min(outs) < 1 or not eligible:

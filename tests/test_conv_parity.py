@@ -50,6 +50,9 @@ CASES_2D = [
     _case("groups2_s2_d2", 1, 6, 4, 2, (13, 12), (3, 3), 2, 2, dilation=2),
     _case("depthwise", 2, 6, 6, 6, (10, 9), (3, 3), 1, 1),
     _case("depthwise_x2_k5_s2", 1, 4, 8, 4, (11, 11), (5, 5), 2, 2),
+    _case("depthwise_k3_s2", 2, 5, 5, 5, (13, 20), (3, 3), 2, 1),
+    _case("depthwise_k5_s2_asym", 1, 3, 3, 3, (22, 9), (5, 5), 2, ((2, 1), (0, 2)), ((2, 0), (1, 2))),
+    _case("depthwise_k3_s2_valid", 3, 4, 4, 4, (9, 31), (3, 3), 2, 0),
     _case("1x1", 3, 8, 12, 1, (7, 5), (1, 1)),
     _case("1x1_stride2", 2, 8, 6, 1, (9, 7), (1, 1), 2),
     _case("1x1_grouped", 2, 8, 6, 2, (6, 7), (1, 1)),
@@ -94,7 +97,10 @@ def expected_eligible(c, algo):
     s1 = all(s == 1 for s in _tup(c["stride"], nsp))
     d1 = all(d == 1 for d in _tup(c["dilation"], nsp))
     if algo == "direct":
-        return s1 and d1
+        # unit stride and dilation; or a depthwise 3x3/5x5 at stride 2
+        depthwise_s2 = (nsp == 2 and c["groups"] == c["c_in"] == c["c_out"] and kernel in ((3, 3), (5, 5))
+                        and _tup(c["stride"], nsp) == (2, 2) and d1)
+        return (s1 and d1) or depthwise_s2
     if algo == "winograd":
         return kernel == (3, 3) and s1 and d1 and c["groups"] == 1
     return True
@@ -248,7 +254,7 @@ def test_algorithms_agree_where_all_eligible(case):
 # into panels whose widths depend on the thread count, and the BLAS rounds a
 # panel differently -> equal within tolerance only.  Winograd's tile block (the
 # GEMM width) is derived from the thread count -> within tolerance only.
-THREAD_CASES = ["basic", "batch3", "stride2", "groups2", "depthwise", "1x1", "1x1_grouped",
+THREAD_CASES = ["basic", "batch3", "stride2", "groups2", "depthwise", "depthwise_k3_s2", "1x1", "1x1_grouped",
                 "c16", "c16_many_tiles", "batch1_col_panels", "batch1_row_panels", "batch4_groups2",
                 "1d_basic", "1d_1x1"]
 

@@ -217,6 +217,39 @@ def test_fuse_epilogue_parts_on_every_algorithm(rng, algo, bias, bias_op, residu
                  f"epilogue parts {algo} vs unfused")
 
 
+@pytest.mark.parametrize("k", (3, 5))
+@pytest.mark.parametrize("act,bias,residual", [("clip", True, None), ("relu", False, "right"), (None, True, None),
+                                               ("hard_swish", True, "left")])
+@pytest.mark.parametrize("threads", (1, 2))
+def test_fuse_epilogue_on_depthwise_stride_2(rng, k, act, bias, residual, threads):
+    # MobileNet's downsampling depthwise conv + BN + ReLU6: the stride-2
+    # depthwise kernel runs the epilogue (activation, residual, bias) too
+    c, pad = 16, k // 2
+    w = rng.normal(size=(c, 1, k, k)).astype(np.float32) / k
+    b = rng.normal(size=c).astype(np.float32)
+    g = rlx_cpu.Graph()
+    x = g.input("x", (2, c, 15, 12))
+    y = g.conv2d(x, w, b if bias else None, stride=2, padding=pad, groups=c)
+    feeds = {"x": rng.normal(size=(2, c, 15, 12))}
+    want = ref.conv_nd(feeds["x"], w, b if bias else None, stride=2, pads_begin=pad, pads_end=pad, groups=c)
+    if residual:
+        feeds["skip"] = rng.normal(size=y.shape)
+        skip = g.input("skip", y.shape)
+        y = g.add(skip, y) if residual == "left" else g.add(y, skip)
+        want = want + feeds["skip"]
+    if act is not None:
+        kw, f = ACTS[act]
+        y = getattr(g, act)(y, **kw)
+        want = f(want)
+    g.output(y)
+    plan = rlx_cpu.compile(g, num_threads=threads)
+    assert [t.kind for t in plan.thunks] == ["conv"] and plan.thunks[0].algorithm.label == "direct"
+    got = plan.run(feeds)[0]
+    check_parity(got, want, f"depthwise s2 k{k} epilogue {act} {residual}")
+    check_parity(got, rlx_cpu.compile(g, num_threads=threads, passes=False).run(feeds)[0],
+                 f"depthwise s2 k{k} epilogue vs unfused")
+
+
 def test_fuse_epilogue_1x1_column_blocks_cover_large_planes(rng):
     # one image, two threads: 41x39 = 1599 columns in two blocks (800 + 799)
     g, feeds, want = _block(rng, (1, 32, 41, 39), (96, 32, 1, 1), "hard_swish", True, "right", padding=0)

@@ -1,6 +1,6 @@
 """The row-separable pool kernel (src/rlx_pool.h: max without indices and
-average, w dilation 1) and the max / avg pool backward kernels (rlx_mpb_plane,
-rlx_apb_plane) in
+average, w dilation 1), the max / avg pool backward kernels (rlx_mpb_plane,
+rlx_apb_plane) and the global pool partials (rlx_gmax, rlx_gsum) in
 both SIMD variants: parity with the float64 reference on shapes long enough
 for the 8-wide blocks and their tails, NaN / -inf / signed-zero / tied data,
 thread-count invariance, and RLX_SIMD=baseline giving the same bits as the
@@ -64,8 +64,25 @@ def _graph(shape, k, s, pb, pe, ceil):
     return g
 
 
+# global pools: planes shorter than the 32 max lanes, with a lane tail, and
+# longer than one 4096-float partial (rlx_cpu._pool.GLOBAL_CHUNK) with a tail
+GLOBAL_CASES = [(3, 4, 5, 5), (2, 3, 70, 71), (1, 2, 5, 7, 9), (2, 3, 33), (1, 2, 128, 64)]
+
+
+def _global_graph(shape):
+    g = rlx_cpu.Graph()
+    x = g.input("x", shape)
+    g.output(g.global_max_pool(x), g.global_avg_pool(x))
+    return g
+
+
 def _run_all(num_threads):
     out = {}
+    for i, shape in enumerate(GLOBAL_CASES):
+        x = _x(shape, 200 + i)
+        plan = rlx_cpu.compile(_global_graph(shape), num_threads=num_threads)
+        out[f"{i}_gmax"] = plan.run({"x": x})[0]
+        out[f"{i}_gavg"] = plan.run({"x": np.nan_to_num(x, nan=0.5, neginf=-2.5)})[1]
     for i, (shape, k, s, pb, pe, ceil) in enumerate(CASES):
         x = _x(shape, i)
         xa = np.nan_to_num(x, nan=0.5, neginf=-2.5)               # finite data for the averages
@@ -155,6 +172,20 @@ def test_separable_pools_match_reference(case):
     assert ref.rel_error(a_in, ref.avg_pool_nd(xa, k, s, pb, pe, 1, ceil, True)) <= 1e-6
     assert ref.rel_error(a_ex, ref.avg_pool_nd(xa, k, s, pb, pe, 1, ceil, False)) <= 1e-6
     assert ref.rel_error(a_div, ref.avg_pool_nd(xa, k, s, pb, pe, 1, ceil, False, divisor_override=5)) <= 1e-6
+
+
+@pytest.mark.parametrize("case", range(len(GLOBAL_CASES)))
+def test_global_pools_match_reference(case):
+    shape = GLOBAL_CASES[case]
+    x = _x(shape, 200 + case)
+    x[0, 0] = np.abs(x[0, 0])                       # one plane without NaN, with -0.0 turned to +0
+    x[-1, -1] = np.where(np.isnan(x[-1, -1]), -np.inf, x[-1, -1])
+    if x[-1, -1].size > 40:
+        x[-1, -1].reshape(-1)[-1] = 7.0             # the max in a plane's very last element
+    plan = rlx_cpu.compile(_global_graph(shape), num_threads=2)
+    np.testing.assert_array_equal(plan.run({"x": x})[0], ref.global_pool(x, "max").astype(np.float32))
+    xa = np.nan_to_num(x, nan=0.5, neginf=-2.5)
+    assert ref.rel_error(plan.run({"x": xa})[1], ref.global_pool(xa, "avg")) <= 1e-6
 
 
 def test_separable_pools_thread_invariant():

@@ -41,7 +41,9 @@ def independent_eligible(d, algo):
     """Eligibility written out again from the documented rules."""
     unit = (d.sh, d.sw, d.dh, d.dw) == (1, 1, 1, 1)
     if algo == A.DIRECT:
-        return unit
+        depthwise_s2 = d.groups == d.c_in == d.c_out and (d.kh, d.kw) in ((3, 3), (5, 5)) \
+            and (d.sh, d.sw, d.dh, d.dw) == (2, 2, 1, 1)
+        return unit or depthwise_s2
     if algo == A.WINOGRAD:
         return unit and (d.kh, d.kw) == (3, 3) and d.groups == 1
     if algo == A.GEMM_1X1:
@@ -57,6 +59,8 @@ SHAPES = [
     dims2d(c_in=8, c_out=8, g=8), dims2d(c_in=32, c_out=32, d=2, p=2), dims2d(k=1, p=0, c_in=32, c_out=16),
     dims2d(k=1, p=0, s=2, c_in=32, c_out=16), dims2d(k=1, p=(1, 0)), dims2d(k=5, p=2, c_in=16, c_out=16),
     dims2d(k=(1, 7), p=(0, 3), h=1, w=40), dims2d(c_in=16, c_out=32, g=2),
+    dims2d(c_in=8, c_out=8, g=8, s=2), dims2d(c_in=8, c_out=8, g=8, k=5, s=2, p=2),
+    dims2d(c_in=8, c_out=8, g=8, k=7, s=2, p=3), dims2d(c_in=8, c_out=16, g=8, s=2),
 ]
 FLAG_SETS = [ConvFlags(fast, wino, direct) for fast, wino, direct in
              itertools.product([True, False], [None, True, False], [None, True, False])]
