@@ -85,7 +85,7 @@ def conv(data):
         padding = "valid"
     else:
         padding = tuple(zip(pb, pe))
-    algos = ["auto", "reference", "im2col"] + (["direct", "winograd"] if nsp < 3 else [])
+    algos = ["auto", "reference", "im2col"] + (["direct", "winograd", "winograd_f4"] if nsp < 3 else [])
     algo = data.draw(st.sampled_from(algos), label="algorithm")
     bias = data.draw(st.booleans(), label="bias")
     rng = _rng(data)
@@ -99,7 +99,9 @@ def conv(data):
     eligible = {
         "direct": all(v == 1 for v in s) and all(v == 1 for v in d),
         "winograd": k2 == (3, 3) and all(v == 1 for v in s) and all(v == 1 for v in d) and groups == 1,
-    }.get(algo, True)
+    }
+    eligible["winograd_f4"] = eligible["winograd"]
+    eligible = eligible.get(algo, True)
     if min(outs) < 1 or not eligible:
         _expect_error(call, f"conv{nsp}d outs={outs} algo={algo}")
         return

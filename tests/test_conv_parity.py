@@ -95,7 +95,7 @@ def expected_eligible(c, algo):
     d1 = all(d == 1 for d in _tup(c["dilation"], nsp))
     if algo == "direct":
         return s1 and d1
-    if algo == "winograd":
+    if algo in ("winograd", "winograd_f4"):
         return kernel == (3, 3) and s1 and d1 and c["groups"] == 1
     return True
 

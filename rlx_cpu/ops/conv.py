@@ -175,7 +175,8 @@ class Conv2DDims:
 @dataclass(frozen=True, repr=False)
 class ConvThunk(Thunk):
     """conv1d / conv2d with fused bias; `algorithm` was chosen at compile
-    time.  For Winograd, `weight` is the transformed filter U[16, c_out, c_in]."""
+    time.  For Winograd, `weight` is the transformed filter U[16, c_out, c_in]
+    (F(2x2,3x3)) or U[36, c_out, c_in] (F(4x4,3x3))."""
     x: Slice
     weight: Slice
     bias: Optional[Slice]
@@ -230,18 +231,21 @@ class Conv1x1Thunk(Thunk):
 @dataclass(frozen=True, repr=False)
 class WinogradFilterThunk(Thunk):
     """U = G g G^T for a weight that is not a constant (e.g. a graph input);
-    constant weights are transformed at compile time instead."""
+    constant weights are transformed at compile time instead.  `tile` is the
+    output tile size: 2 for F(2x2,3x3) (U[16, ...]), 4 for F(4x4,3x3) (U[36, ...])."""
     weight: Slice
     u: Slice
     c_out: int
     c_in: int
+    tile: int = 2
 
     kind: ClassVar[str] = "winograd_filter"
     reads: ClassVar[tuple] = ("weight",)
     writes: ClassVar[tuple] = ("u",)
 
     def bind(self, view):
-        return _conv2d.WinogradFilterLaunch(view(self.weight), view(self.u), self.c_out, self.c_in)
+        return _conv2d.WinogradFilterLaunch(view(self.weight), view(self.u), self.c_out, self.c_in,
+                                            self.tile)
 
 
 @dataclass(frozen=True)
@@ -371,16 +375,19 @@ def compile_conv(ctx, node):
     block = 0
     if algo == ConvAlgorithm.IM2COL:
         block = _conv2d.im2col_col_block(dims.as_tuple(), t)
-    if algo == ConvAlgorithm.WINOGRAD:
-        block = _conv2d.winograd_tile_block(dims.as_tuple(), t)
+    if algo in (ConvAlgorithm.WINOGRAD, ConvAlgorithm.WINOGRAD_F4):
+        f4 = algo == ConvAlgorithm.WINOGRAD_F4
+        block = (_conv2d.winograd4_tile_block if f4 else _conv2d.winograd_tile_block)(dims.as_tuple(), t)
         wnode = node.inputs[1]
         if ctx.is_constant(wnode):
             # Transform once, now; runs only read U.
-            u = _conv2d.winograd_filter_transform(ctx.graph.node(wnode).value)
+            transform = _conv2d.winograd4_filter_transform if f4 else _conv2d.winograd_filter_transform
+            u = transform(ctx.graph.node(wnode).value)
             w = ctx.constant(u, node.name + ".winograd_U")
         else:
-            u = ctx.temp(16 * dims.c_out * dims.c_in * 4, node.name + ".winograd_U")
-            ctx.emit(WinogradFilterThunk(node.name, w, u, dims.c_out, dims.c_in))
+            planes = 36 if f4 else 16
+            u = ctx.temp(planes * dims.c_out * dims.c_in * 4, node.name + ".winograd_U")
+            ctx.emit(WinogradFilterThunk(node.name, w, u, dims.c_out, dims.c_in, 4 if f4 else 2))
             w = u
     scratch_nbytes = 4 * _conv2d.scratch_floats(dims.as_tuple(), int(algo), t)
     scratch = ctx.scratch(scratch_nbytes, node.name + ".scratch")
