@@ -10,7 +10,7 @@ taps and out-of-range reads being zero (padding).  Per axis the output size is
 floor((in + pads - d * (k - 1) - 1) / s) + 1.
 
 conv1d and conv2d run on the 2-D kernels (src/_conv2d.pyx: reference,
-im2col, direct, Winograd F(2x2, 3x3), 1x1 GEMM) over :class:`Conv2DDims`; a
+im2col, direct, Winograd F(2x2, 3x3) and F(4x4, 3x3), 1x1 GEMM) over :class:`Conv2DDims`; a
 1-D conv is a 2-D conv with H = 1.  conv3d runs on the N-d kernels
 (src/_convnd.pyx) over :class:`ConvNDDims`, the canonical three-axis geometry
 that conv-transpose and the conv gradients share.
@@ -524,7 +524,8 @@ _CONV_FUNCTION_DOC = """{nd}-D convolution (cross-correlation, as torch.nn.funct
             size); or ONNX "SAME_UPPER" / "SAME_LOWER".
     groups  divides C_in and C_out.
     conv_algorithm: "auto" (chosen per shape), "reference", "im2col",
-            "direct" or "winograd" (ValueError where it cannot run).
+            "direct", "winograd" (F(2x2, 3x3)) or "winograd_f4" (F(4x4, 3x3))
+            (ValueError where it cannot run).
 
     Returns a new float32 array [N, C_out, out...].  Bad arguments raise
     ValueError/TypeError naming the argument and the shapes.
@@ -546,7 +547,11 @@ _WINOGRAD_RANGE_DOC = """
     max|input| <= 8.5e37 (FLT_MAX / 4) and
     81 * C_in * max|input| * max|weight| <= 3.4e38 (FLT_MAX).  Beyond that it
     can return inf where the exact result is finite: for such data pass
-    conv_algorithm='direct' or 'im2col', or set RLX_WINOGRAD=0.
+    conv_algorithm='direct' or 'im2col', or set RLX_WINOGRAD=0.  Where auto
+    picks Winograd F(4x4, 3x3) instead (at least 32 4x4 output tiles, C_in
+    <= 192; also conv_algorithm='winograd_f4') the range is
+    max|input| <= 3.4e36 (FLT_MAX / 100) and
+    2304 * C_in * max|input| * max|weight| <= 3.4e38.
     'reference', 'im2col' and 'direct' overflow only where the float32 sums
     themselves do."""
 
