@@ -460,8 +460,9 @@ static void rlx_wino_output(const float* m, float* y, ptrdiff_t y_len, const flo
 /*   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0;         */
 /*          0 2 -1 -2 1 0; 0 4 0 -5 0 1]                                      */
 /*   A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]          */
-/* Tiles are numbered as in F(2x2,3x3) above; interior runs of a tile row go  */
-/* 8 tiles at a time through the AVX2 variant.                                */
+/* Tiles are numbered as in F(2x2,3x3) above.  The AVX2 variant transforms   */
+/* 8 tiles of a tile row at a time: inputs from a zero-padded copy of the six */
+/* rows, full output tiles straight into y and clipped ones via a buffer.     */
 /* ------------------------------------------------------------------------- */
 #define RLX_W4_BT(d0, d1, d2, d3, d4, d5, o0, o1, o2, o3, o4, o5) do {        \
         const float a_ = (d4) - 4.0f * (d2), b_ = (d3) - 4.0f * (d1);          \
@@ -557,7 +558,7 @@ RLX_TARGET_AVX2 static inline void rlx_w4_at8(const __m256 m[6], __m256 o[4]) {
 }
 
 /* Tiles a..b-1 of one tile row (all fully inside), 8 at a time; r0 points at
- * the input pixel of tile column 0's top-left corner.  Tile k of 8 reads
+ * the input pixel of tile column 0's top-left corner (the band copy below).  Tile k of 8 reads
  * columns 4k..4k+5: halves [tile m | tile m+4] transpose into columns 0..3 of
  * all 8 tiles in order, and the same shifted by one tile gives columns 4, 5
  * (its last half loads only the two floats tile 7 needs). */
@@ -622,12 +623,71 @@ RLX_TARGET_AVX2 static ptrdiff_t rlx_w4_out_wide_avx2(const float* a, ptrdiff_t 
     }
     return tx;
 }
-#define RLX_W4_IN_WIDE(r0, W, o, ps, a, b) (rlx_simd_level() ? rlx_w4_in_wide_avx2(r0, W, o, ps, a, b) : (a))
+
+/* Tiles t_lo..t_hi-1 of one tile row that are not all inside the image (or
+ * the last < 8 inside ones): per group of 8, a zero-padded copy of the six
+ * input rows (40 columns, 34 used) goes through the same 8-tile transform; a
+ * partial group is transformed into a local V and only its tiles copied.
+ * o is V at tile t_lo. */
+#define RLX_W4_BAND 40
+RLX_TARGET_AVX2 static void rlx_w4_in_band_avx2(const float* xp, const rlx_conv_geom* g, ptrdiff_t h0,
+                                                ptrdiff_t t_lo, ptrdiff_t t_hi, float* o, ptrdiff_t pstride) {
+    float buf[6 * RLX_W4_BAND];
+    float tmp[36 * 8];
+    for (ptrdiff_t t = t_lo; t < t_hi; t += 8) {
+        const ptrdiff_t k = t_hi - t < 8 ? t_hi - t : 8;
+        const ptrdiff_t c0 = 4 * t - g->pw;            /* input column of buf column 0 */
+        ptrdiff_t j_lo = -c0, j_hi = g->w - c0;         /* buf columns inside the image */
+        if (j_lo < 0) j_lo = 0;
+        if (j_lo > RLX_W4_BAND) j_lo = RLX_W4_BAND;
+        if (j_hi > RLX_W4_BAND) j_hi = RLX_W4_BAND;
+        for (int i = 0; i < 6; ++i) {
+            float* row = buf + RLX_W4_BAND * i;
+            const ptrdiff_t hh = h0 + i;
+            if (hh < 0 || hh >= g->h || j_hi <= j_lo) {
+                memset(row, 0, sizeof(float) * RLX_W4_BAND);
+                continue;
+            }
+            if (j_lo > 0) memset(row, 0, sizeof(float) * (size_t)j_lo);
+            memcpy(row + j_lo, xp + hh * g->w + c0 + j_lo, sizeof(float) * (size_t)(j_hi - j_lo));
+            if (j_hi < RLX_W4_BAND) memset(row + j_hi, 0, sizeof(float) * (size_t)(RLX_W4_BAND - j_hi));
+        }
+        if (k == 8) {
+            rlx_w4_in_wide_avx2(buf, RLX_W4_BAND, o + (t - t_lo), pstride, 0, 8);
+        } else {
+            rlx_w4_in_wide_avx2(buf, RLX_W4_BAND, tmp, 8, 0, 8);
+            for (int p = 0; p < 36; ++p)
+                for (ptrdiff_t q = 0; q < k; ++q) o[p * pstride + (t - t_lo) + q] = tmp[p * 8 + q];
+        }
+    }
+}
+
+/* Output tiles t_lo..t_hi-1 of one tile row that are clipped (or the last
+ * < 8 full ones), 8 at a time into a local 4x32 buffer, of which the nr rows
+ * and the columns inside y are copied.  A partial group reads up to 7 tiles
+ * past the block's run (the next tile slots of M, or its 16 floats of plane
+ * padding); their lanes are computed and dropped. */
+RLX_TARGET_AVX2 static void rlx_w4_out_band_avx2(const float* a, ptrdiff_t pstride, float* y0, ptrdiff_t Wo,
+                                                 int nr, float bias, ptrdiff_t t_lo, ptrdiff_t t_hi) {
+    float ybuf[4 * 32];
+    for (ptrdiff_t t = t_lo; t < t_hi; t += 8) {
+        const ptrdiff_t k = t_hi - t < 8 ? t_hi - t : 8;
+        ptrdiff_t cols = Wo - 4 * t;
+        if (cols > 4 * k) cols = 4 * k;
+        rlx_w4_out_wide_avx2(a + t, pstride, ybuf, 32, bias, 0, 8);
+        for (int r = 0; r < nr; ++r) memcpy(y0 + r * Wo + 4 * t, ybuf + 32 * r, sizeof(float) * (size_t)cols);
+    }
+}
 #define RLX_W4_OUT_WIDE(a, ps, y0, Wo, bias, tx0, full) \
     (rlx_simd_level() ? rlx_w4_out_wide_avx2(a, ps, y0, Wo, bias, tx0, full) : (tx0))
+#define RLX_W4_IN_BAND(xp, g, h0, lo, hi, o, ps) \
+    (rlx_simd_level() ? (rlx_w4_in_band_avx2(xp, g, h0, lo, hi, o, ps), 1) : 0)
+#define RLX_W4_OUT_BAND(a, ps, y0, Wo, nr, bias, lo, hi) \
+    (rlx_simd_level() ? (rlx_w4_out_band_avx2(a, ps, y0, Wo, nr, bias, lo, hi), 1) : 0)
 #else
-#define RLX_W4_IN_WIDE(r0, W, o, ps, a, b) (a)
 #define RLX_W4_OUT_WIDE(a, ps, y0, Wo, bias, tx0, full) (tx0)
+#define RLX_W4_IN_BAND(xp, g, h0, lo, hi, o, ps) 0
+#define RLX_W4_OUT_BAND(a, ps, y0, Wo, nr, bias, lo, hi) 0
 #endif
 
 RLX_INLINE void rlx_w4_input_body(const float* restrict x, ptrdiff_t x_len, float* restrict v,
@@ -657,16 +717,17 @@ RLX_INLINE void rlx_w4_input_body(const float* restrict x, ptrdiff_t x_len, floa
                 if (b > tx0 + run) b = tx0 + run;
                 if (b < a) b = a;
             }
-            for (ptrdiff_t tx = tx0; tx < a; ++tx)
-                rlx_w4_in_tile(xp, g, h0, 4 * tx - g->pw, 0, vc + tl + tx - tx0, pstride);
-            {
-                const float* r0 = xp + h0 * W - g->pw;
-                ptrdiff_t tx = RLX_W4_IN_WIDE(r0, W, vc + tl - tx0, pstride, a, b);
-                for (; tx < b; ++tx)
+            /* AVX2: the whole run in groups of 8 tiles through zero-padded
+             * row copies (fewer, fuller groups than splitting off the edge
+             * tiles: 2 instead of 3 per 56-wide row); portable: tile by tile. */
+            if (!RLX_W4_IN_BAND(xp, g, h0, tx0, tx0 + run, vc + tl, pstride)) {
+                for (ptrdiff_t tx = tx0; tx < a; ++tx)
+                    rlx_w4_in_tile(xp, g, h0, 4 * tx - g->pw, 0, vc + tl + tx - tx0, pstride);
+                for (ptrdiff_t tx = a; tx < b; ++tx)
                     rlx_w4_in_tile(xp, g, h0, 4 * tx - g->pw, 1, vc + tl + tx - tx0, pstride);
+                for (ptrdiff_t tx = b; tx < tx0 + run; ++tx)
+                    rlx_w4_in_tile(xp, g, h0, 4 * tx - g->pw, 0, vc + tl + tx - tx0, pstride);
             }
-            for (ptrdiff_t tx = b; tx < tx0 + run; ++tx)
-                rlx_w4_in_tile(xp, g, h0, 4 * tx - g->pw, 0, vc + tl + tx - tx0, pstride);
             tl += run;
         }
     }
@@ -699,11 +760,13 @@ RLX_INLINE void rlx_w4_output_body(const float* restrict m, float* restrict y, p
             if (full > tx0 + run) full = tx0 + run;
             if (full < tx0) full = tx0;
             ptrdiff_t tx = RLX_W4_OUT_WIDE(a, pstride, y0, Wo, b, tx0, full);
-            for (; tx < full; ++tx)
-                rlx_w4_out_tile(a + tx, pstride, y0 + 4 * tx, Wo, b, 4, 4);
-            for (; tx < tx0 + run; ++tx) {   /* clipped edge tiles */
-                const ptrdiff_t nc = Wo - 4 * tx < 4 ? Wo - 4 * tx : 4;
-                rlx_w4_out_tile(a + tx, pstride, y0 + 4 * tx, Wo, b, nr, (int)nc);
+            if (!RLX_W4_OUT_BAND(a, pstride, y0, Wo, nr, b, tx, tx0 + run)) {
+                for (; tx < full; ++tx)
+                    rlx_w4_out_tile(a + tx, pstride, y0 + 4 * tx, Wo, b, 4, 4);
+                for (; tx < tx0 + run; ++tx) {   /* clipped edge tiles */
+                    const ptrdiff_t nc = Wo - 4 * tx < 4 ? Wo - 4 * tx : 4;
+                    rlx_w4_out_tile(a + tx, pstride, y0 + 4 * tx, Wo, b, nr, (int)nc);
+                }
             }
             tl += run;
         }
