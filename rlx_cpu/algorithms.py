@@ -209,9 +209,10 @@ def _prefers_winograd(d):
 
 # F(4x4,3x3) vs F(2x2,3x3), from measurement (one thread, 2-core Zen 4,
 # float32, interleaved medians): F(4x4) does 36 instead of 64 multiplies per
-# 4x4 outputs per channel pair and measured 1.3-1.4x faster on 64->64 56x56
-# (batch 1 and 8) and 128->128 28x28, but only as fast on 256->256 14x14
-# (batch 1 and 8) and 3x slower on 512->512 7x7 at batch 1.  Its 36 GEMMs per
+# 4x4 outputs per channel pair and measured 1.45-1.5x faster on 64->64 56x56
+# (batch 1 and 8) and 128->128 28x28, but within noise of F(2x2) on 256->256
+# 14x14 (0.9-1.07x, batch 1 and 8) and 512->512 7x7 at batch 8 (1.07x), and
+# 1.7x slower on 512->512 7x7 at batch 1 (4 tiles).  Its 36 GEMMs per
 # block each re-read a [C_out x C_in] filter plane (36 planes in all, from L3
 # or memory once channels are large) while the block's transformed input is
 # kept in L2, which holds fewer tiles as C_in grows: past about 192 input
