@@ -33,7 +33,7 @@ SHAPES = {
     "deep": (1, 256, 14, 14, 256, 3, 1, 1, 1),
     "depthwise": (1, 128, 56, 56, 128, 3, 1, 1, 128),
 }
-ALGOS = ["im2col", "direct", "winograd", "reference"]
+ALGOS = ["im2col", "direct", "winograd", "winograd_f4", "reference"]
 
 
 def bench_shape(name, spec, threads, repeat, algos, torch, ort):

@@ -188,7 +188,8 @@ _DEMO_OPTIONS = (
     ("--threads", dict(type=int, default=None,
                        help="OpenMP threads of the compiled plans (None: rlx_cpu.get_num_threads())")),
     ("--repeat", dict(type=int, default=20, help="timed runs; the table shows the median per layer")),
-    ("--algorithm", dict(default="auto", choices=["auto", "reference", "im2col", "direct", "winograd"],
+    ("--algorithm", dict(default="auto",
+                         choices=["auto", "reference", "im2col", "direct", "winograd", "winograd_f4"],
                          help="conv2d algorithm for every layer ('auto' chooses per shape)")),
 )
 

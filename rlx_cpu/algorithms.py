@@ -20,13 +20,16 @@ class ConvAlgorithm(enum.IntEnum):
     GEMM_1X1 = _conv2d.ALGO_GEMM_1X1
     DIRECT = _conv2d.ALGO_DIRECT
     WINOGRAD = _conv2d.ALGO_WINOGRAD
+    WINOGRAD_F4 = _conv2d.ALGO_WINOGRAD_F4
 
     @property
     def label(self):
         return self.name.lower()
 
 
-CONV_ALGORITHM_NAMES = ("auto", "reference", "im2col", "direct", "winograd")
+# 'winograd' is F(2x2, 3x3) (the finite range below is exact for it);
+# 'winograd_f4' is F(4x4, 3x3).  'auto' picks between them per shape.
+CONV_ALGORITHM_NAMES = ("auto", "reference", "im2col", "direct", "winograd", "winograd_f4")
 
 _ON = ("1", "on", "true", "yes")
 _OFF = ("0", "off", "false", "no")
@@ -102,7 +105,7 @@ def conv2d_blas_dims(d, algo):
     cpg, cog = d.c_in // d.groups, d.c_out // d.groups
     if algo == ConvAlgorithm.GEMM_1X1:
         return {"C_out/groups": cog, "C_in/groups": cpg, "H*W": d.h * d.w}
-    if algo == ConvAlgorithm.WINOGRAD:
+    if algo in (ConvAlgorithm.WINOGRAD, ConvAlgorithm.WINOGRAD_F4):
         return {"C_out": d.c_out, "C_in": d.c_in}
     return {"C_out/groups": cog, "H_out*W_out": d.h_out * d.w_out, "C_in/groups*kH*kW": cpg * d.kh * d.kw}
 
@@ -170,9 +173,21 @@ FLT_MAX = 3.4028234663852886e38
 WINOGRAD_MAX_ABS_INPUT = FLT_MAX / 4
 WINOGRAD_GROWTH = 81
 
+# The same for F(4x4, 3x3).  Each row of its B^T has absolute sum <= 10, so
+# |V| <= 100 max|x|; G's rows have absolute sums (1/4, 1/2, 1/2, 7/24, 7/24,
+# 1), so |U_ij| <= g_i g_j max|w|; with gb = (2.5, 5, 5, 1.75, 1.75, 10) the
+# per-plane products are bounded by C_in max|x| max|w| gb_i gb_j, and the
+# largest row of A^T = (0 1 -1 8 -8 1) weights gb to 48, so every output and
+# intermediate is at most 48^2 = 2304 times C_in * max|x| * max|w|.  Finite
+# whenever max|x| <= FLT_MAX / 100 and 2304 * C_in * max|x| * max|w| <= FLT_MAX.
+WINOGRAD_F4_MAX_ABS_INPUT = FLT_MAX / 100
+WINOGRAD_F4_GROWTH = 2304
+
 
 def winograd_ineligible_reason(d):
-    """Winograd F(2x2,3x3): 3x3 kernel, unit stride and dilation, groups 1."""
+    """Winograd F(2x2,3x3) and F(4x4,3x3): 3x3 kernel, unit stride and
+    dilation, groups 1 (any padding; partial edge tiles are zero-filled and
+    clipped)."""
     if (d.kh, d.kw) != (3, 3):
         return f"a 3x3 kernel (got {d.kh}x{d.kw})"
     if (d.sh, d.sw) != (1, 1):
@@ -212,6 +227,37 @@ def _prefers_winograd(d):
     return d.c_in >= 16 and d.c_out >= 16
 
 
+# F(4x4,3x3) vs F(2x2,3x3), from measurement (one thread, 2-core Zen 4,
+# float32, interleaved medians): F(4x4) does 36 instead of 64 multiplies per
+# 4x4 outputs per channel pair and measured 1.45-1.5x faster on 64->64 56x56
+# (batch 1 and 8) and 128->128 28x28, but within noise of F(2x2) on 256->256
+# 14x14 (0.9-1.07x, batch 1 and 8) and 512->512 7x7 at batch 8 (1.07x), and
+# 1.7x slower on 512->512 7x7 at batch 1 (4 tiles).  Its 36 GEMMs per
+# block each re-read a [C_out x C_in] filter plane (36 planes in all, from L3
+# or memory once channels are large) while the block's transformed input is
+# kept in L2, which holds fewer tiles as C_in grows: past about 192 input
+# channels (or with fewer than 32 tiles in all) the GEMMs are too narrow for
+# the filter stream to pay, and F(2x2) stays.  Its float32 error (measured
+# <= 1e-5 of the result's magnitude on ResNet-like data up to C_in 2048,
+# about 10x F(2x2)'s) is not what limits it.
+WINOGRAD_F4_MIN_TILES = 32
+WINOGRAD_F4_MAX_C_IN = 192
+
+
+def winograd4_tiles(d):
+    """4x4 output tiles of a conv (F(4x4,3x3)'s GEMM width over the batch)."""
+    return d.n * ((d.h_out + 3) // 4) * ((d.w_out + 3) // 4)
+
+
+def _prefers_winograd_f4(d):
+    return winograd4_tiles(d) >= WINOGRAD_F4_MIN_TILES and d.c_in <= WINOGRAD_F4_MAX_C_IN
+
+
+def _winograd_variant(d):
+    """The Winograd tile size auto (and RLX_WINOGRAD=1) uses for an eligible conv."""
+    return ConvAlgorithm.WINOGRAD_F4 if _prefers_winograd_f4(d) else ConvAlgorithm.WINOGRAD
+
+
 def _prefers_direct(d):
     # Few taps per output (depthwise and tiny channel groups): a GEMM with a
     # depth this small runs far below peak, the direct loop does not.
@@ -224,9 +270,11 @@ def select_conv_algorithm(dims, requested="auto", flags=None, op="conv2d"):
     """Return the ConvAlgorithm for a conv of these dims.
 
     `requested` is 'auto' or a forced algorithm ('reference', 'im2col',
-    'direct', 'winograd'); a forced algorithm overrides the environment flags
-    and raises ValueError on a shape it cannot run.  Under 'auto' or 'im2col'
-    a 1x1/stride-1/unpadded conv runs as a plain GEMM.
+    'direct', 'winograd' = F(2x2,3x3), 'winograd_f4' = F(4x4,3x3)); a forced
+    algorithm overrides the environment flags and raises ValueError on a shape
+    it cannot run.  Under 'auto' or 'im2col' a 1x1/stride-1/unpadded conv runs
+    as a plain GEMM; where auto picks Winograd, _prefers_winograd_f4 picks the
+    tile size.
     """
     if flags is None:
         flags = ConvFlags.from_env()
@@ -251,7 +299,7 @@ def select_conv_algorithm(dims, requested="auto", flags=None, op="conv2d"):
             algo = ConvAlgorithm.DIRECT
         else:
             reason = winograd_ineligible_reason(dims)
-            algo = ConvAlgorithm.WINOGRAD
+            algo = ConvAlgorithm.WINOGRAD_F4 if requested == "winograd_f4" else ConvAlgorithm.WINOGRAD
         if reason is not None:
             raise ValueError(f"{op}: conv_algorithm={requested!r} needs {reason}; conv is {dims!r}")
         return algo
@@ -261,13 +309,13 @@ def select_conv_algorithm(dims, requested="auto", flags=None, op="conv2d"):
     winograd_ok = winograd_ineligible_reason(dims) is None
     direct_ok = direct_ineligible_reason(dims) is None
     if flags.winograd and winograd_ok:
-        return ConvAlgorithm.WINOGRAD
+        return _winograd_variant(dims)
     if flags.direct and direct_ok:
         return ConvAlgorithm.DIRECT
     if gemm_1x1_ineligible_reason(dims) is None:
         return ConvAlgorithm.GEMM_1X1
     if winograd_ok and flags.winograd is not False and _prefers_winograd(dims):
-        return ConvAlgorithm.WINOGRAD
+        return _winograd_variant(dims)
     if direct_ok and flags.direct is not False and _prefers_direct(dims):
         return ConvAlgorithm.DIRECT
     if im2col_ineligible_reason(dims) is None:
@@ -317,7 +365,7 @@ def select_convnd_algorithm(dims, requested="auto", flags=None, op="conv3d", tra
         requested = requested.label
     if requested not in CONV_ALGORITHM_NAMES:
         raise ValueError(f"{op}: conv_algorithm must be one of {CONV_ALGORITHM_NAMES}, got {requested!r}")
-    if requested in ("direct", "winograd"):
+    if requested in ("direct", "winograd", "winograd_f4"):
         raise ValueError(f"{op}: conv_algorithm={requested!r} exists for conv1d/conv2d only; "
                          f"use 'auto', 'reference' or 'im2col' ({dims!r})")
     if requested == "reference":
@@ -361,7 +409,7 @@ def select_conv_backward_algorithm(dims, requested="auto", flags=None):
     'reference' (or RLX_FAST_CONV off) -> the constant-memory reference loops;
     otherwise GEMM_1X1 where eligible, GEMM while one patch-matrix slab stays
     under the forward im2col bound, else the reference loops.  The forward-only
-    choices ('direct', 'winograd') mean 'auto' here."""
+    choices ('direct', 'winograd', 'winograd_f4') mean 'auto' here."""
     if flags is None:
         flags = ConvFlags.from_env()
     if isinstance(requested, ConvAlgorithm):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .algorithms import ConvAlgorithm, ConvFlags
+from .algorithms import CONV_ALGORITHM_NAMES, ConvAlgorithm, ConvFlags
 from .arena import ALIGNMENT, BufferRequest, align_up, plan_arena
 from .debug import GUARD, resolve_debug
 from .ir import Graph
@@ -182,7 +182,8 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True, de
     """Compile `graph` into an executable :class:`~rlx_cpu.plan.Plan`.
 
     conv_algorithm: 'auto' (choose per shape) or one of 'reference', 'im2col',
-        'direct', 'winograd' forced on every conv (ValueError where ineligible).
+        'direct', 'winograd' (F(2x2,3x3)), 'winograd_f4' (F(4x4,3x3)) forced on
+        every conv (ValueError where ineligible).
         conv3d and conv-transpose know 'reference' and 'im2col' (their GEMM
         path: vol2col + GEMM, or GEMM + col2vol).
     num_threads: OpenMP threads for this plan (default: get_num_threads()).
@@ -207,9 +208,9 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True, de
         raise ValueError("compile: the graph has no outputs; call graph.output(...) first")
     if isinstance(conv_algorithm, ConvAlgorithm):
         conv_algorithm = conv_algorithm.label
-    if conv_algorithm not in ("auto", "reference", "im2col", "direct", "winograd"):
+    if conv_algorithm not in CONV_ALGORITHM_NAMES:
         raise ValueError("compile: conv_algorithm must be one of 'auto', 'reference', 'im2col', "
-                         f"'direct', 'winograd', got {conv_algorithm!r}")
+                         f"'direct', 'winograd', 'winograd_f4', got {conv_algorithm!r}")
     graph = run_passes(graph, passes)
     nthreads = resolve_num_threads(num_threads)
     debug = resolve_debug(debug)

@@ -10,6 +10,7 @@ cdef enum:
     CONV_GEMM_1X1 = 2
     CONV_DIRECT = 3
     CONV_WINOGRAD = 4
+    CONV_WINOGRAD_F4 = 5
 
 # Conv backward algorithm (rlx_cpu.algorithms.ConvBackwardAlgorithm).
 cdef enum:

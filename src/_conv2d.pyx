@@ -15,6 +15,7 @@
 #   direct      stride 1, dilation 1; or depthwise 3x3/5x5  (n, c_out) planes
 #               at stride 2 (its own plane kernel)
 #   winograd    3x3, stride 1, dilation 1, groups 1         blocks of 2x2 tiles
+#   winograd_f4 3x3, stride 1, dilation 1, groups 1         blocks of 4x4 tiles
 #
 # K = c_in/groups * kh * kw (GEMM depth), P = h_out * w_out (GEMM width).
 cimport cython
@@ -22,7 +23,7 @@ from cython.parallel cimport prange, threadid
 
 from _blas cimport sgemm_rm, sgemm_rm_split
 from _codes cimport (CONV_REFERENCE, CONV_IM2COL, CONV_GEMM_1X1, CONV_DIRECT, CONV_WINOGRAD,
-                     MAX_COL_FLOATS)
+                     CONV_WINOGRAD_F4, MAX_COL_FLOATS)
 from libc.string cimport memcpy, memset
 
 from _window cimport out_range
@@ -38,6 +39,7 @@ ALGO_IM2COL = CONV_IM2COL
 ALGO_GEMM_1X1 = CONV_GEMM_1X1
 ALGO_DIRECT = CONV_DIRECT
 ALGO_WINOGRAD = CONV_WINOGRAD
+ALGO_WINOGRAD_F4 = CONV_WINOGRAD_F4
 
 # Past this many floats of patch matrix (2 GB) no GEMM path is eligible
 # (im2col here; vol2col and conv backward use the same cap, see _codes.pxd).
@@ -63,6 +65,12 @@ cdef extern from "rlx_simd.h":
     void rlx_wino_output(const float* m, float* y, Py_ssize_t y_len, const float* bias,
                          const Epilogue* epi, const ConvGeom* g, Py_ssize_t t0, Py_ssize_t cnt,
                          Py_ssize_t tb, Py_ssize_t pstride) nogil
+    void rlx_wino4_input(const float* x, Py_ssize_t x_len, float* v, const ConvGeom* g,
+                         Py_ssize_t t0, Py_ssize_t cnt, Py_ssize_t tb, Py_ssize_t pstride) nogil
+    void rlx_wino4_output(const float* m, float* y, Py_ssize_t y_len, const float* bias,
+                          const ConvGeom* g, Py_ssize_t t0, Py_ssize_t cnt, Py_ssize_t tb,
+                          Py_ssize_t pstride) nogil
+
 
 
 cdef extern from "rlx_epilogue.h":
@@ -158,6 +166,41 @@ def winograd_tile_block(tuple dims, int nthreads):
     return int(tb)
 
 
+# F(4x4, 3x3): 36 planes of V and M, padded the same way.
+cdef inline Py_ssize_t _winograd4_slab(const ConvGeom* g, Py_ssize_t tb) noexcept nogil:
+    """Floats of per-thread F(4x4,3x3) scratch: V[36, c_in, tb] then M[36, c_out, tb]."""
+    return 36 * (_wino_v_stride(g, tb) + _wino_m_stride(g, tb))
+
+
+cdef inline Py_ssize_t _winograd4_tiles(const ConvGeom* g) noexcept nogil:
+    return g.n * ((g.h_out + 3) // 4) * ((g.w_out + 3) // 4)
+
+
+# Bytes of one F(4x4,3x3) block's transformed input V.  The block's 36 GEMMs
+# each read one V plane while the filter planes stream past: with V in L2
+# (1 MiB per Zen 4 core) those reads stay out of L3.  (Measured on one
+# thread: V+M within 1 MiB made 256->256 blocks 16 tiles wide, too narrow for
+# sgemm; 2-8 MiB of V+M were all within noise of this on 64..128 channels.)
+WINOGRAD_F4_BLOCK_BYTES = 1024 * 1024
+
+
+def winograd4_tile_block(tuple dims, int nthreads):
+    """Tiles per F(4x4,3x3) block: as many as keep one block's V within
+    WINOGRAD_F4_BLOCK_BYTES (at least 16, a multiple of 8 for the 8-tile SIMD
+    transforms), and no more than give every one of `nthreads` threads a
+    block.  `nthreads` is the launch's bound thread count, so a run on fewer
+    threads cuts the same blocks and gives bitwise the same result."""
+    cdef ConvGeom g = _geom_from(dims)
+    cdef Py_ssize_t nt = _winograd4_tiles(&g)
+    cdef Py_ssize_t per_thread = (nt + nthreads - 1) // max(nthreads, 1)
+    cdef Py_ssize_t cap = WINOGRAD_F4_BLOCK_BYTES // (4 * 36 * g.c_in)
+    cap = min(max(cap // 8 * 8, 16), 1024)
+    cdef Py_ssize_t tb = min(max(per_thread, 1), cap)
+    if tb > 8:
+        tb = (tb + 7) // 8 * 8
+    return int(tb)
+
+
 def im2col_col_block(tuple dims, int nthreads):
     """Output columns per im2col work item.  A block of the patch matrix
     (K rows x block columns) holds at most ~1 Mi floats (4 MiB), so it is
@@ -189,6 +232,9 @@ def scratch_floats(tuple dims, int algorithm, int nthreads):
         return int(_winograd_slab(&g, tb) * nthreads)
     if algorithm == CONV_DIRECT and g.sh == 2:      # depthwise stride 2: split input rows
         return int(rlx_dw_s2_scratch(&g) * nthreads)
+    if algorithm == CONV_WINOGRAD_F4:
+        tb = winograd4_tile_block(dims, nthreads)
+        return int(_winograd4_slab(&g, tb) * nthreads)
     return 0
 
 
@@ -517,6 +563,109 @@ cdef int conv_winograd(const float[::1] x, const float[::1] u, const float[::1] 
 
 
 # ---------------------------------------------------------------------------
+# Winograd F(4x4, 3x3) (Lavin & Gray; interpolation points 0, +-1, +-2, inf)
+#   Y = A^T [ (G g G^T) . (B^T d B) ] A on 6x6 input tiles d -> 4x4 outputs.
+#   Same scheme as F(2x2, 3x3): U[36, c_out, c_in] once, then per block of
+#   tiles the input transform, 36 GEMMs [c_out x c_in] . [c_in x tiles] and
+#   the output transform with the bias.  B and A are in src/rlx_simd.h.
+#   Points: in a numpy float32 emulation on ResNet-like data (normal input,
+#   He-scaled weights, C_in 16..512) 0, +-1, +-2 and 0, +-1, +-1/2 gave the
+#   same error within seed noise (max 2.7e-6..1.4e-5 of the result's
+#   magnitude); the asymmetric 0, -1, 1, 1/2, -2 was about 3x smaller but
+#   loses the even/odd pairing that keeps B^T and A^T at a few adds per
+#   column, and all are far inside the 1e-4 bound.
+# ---------------------------------------------------------------------------
+
+cdef int _winograd4_filter(const float[::1] w, float[::1] u, Py_ssize_t c_out,
+                           Py_ssize_t c_in, Py_ssize_t pair) except -1 nogil:
+    """u[:, co, ci] = G g G^T (6x6) for the 3x3 filter g of pair = co * c_in + ci,
+    G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6;
+    0 0 1], computed in double and rounded once."""
+    cdef double t[18]
+    cdef double r0, r1, r2
+    cdef Py_ssize_t j, i, b = pair * 9, stride = c_out * c_in
+    for j in range(3):                       # t = G g  (6x3)
+        r0 = w[b + j]
+        r1 = w[b + 3 + j]
+        r2 = w[b + 6 + j]
+        t[j] = r0 / 4.0
+        t[3 + j] = -(r0 + r1 + r2) / 6.0
+        t[6 + j] = -(r0 - r1 + r2) / 6.0
+        t[9 + j] = (r0 + 2.0 * r1 + 4.0 * r2) / 24.0
+        t[12 + j] = (r0 - 2.0 * r1 + 4.0 * r2) / 24.0
+        t[15 + j] = r2
+    for i in range(6):                       # u = t G^T (6x6)
+        r0 = t[3 * i]
+        r1 = t[3 * i + 1]
+        r2 = t[3 * i + 2]
+        u[(6 * i + 0) * stride + pair] = <float>(r0 / 4.0)
+        u[(6 * i + 1) * stride + pair] = <float>(-(r0 + r1 + r2) / 6.0)
+        u[(6 * i + 2) * stride + pair] = <float>(-(r0 - r1 + r2) / 6.0)
+        u[(6 * i + 3) * stride + pair] = <float>((r0 + 2.0 * r1 + 4.0 * r2) / 24.0)
+        u[(6 * i + 4) * stride + pair] = <float>((r0 - 2.0 * r1 + 4.0 * r2) / 24.0)
+        u[(6 * i + 5) * stride + pair] = <float>r2
+    return 0
+
+
+cdef int winograd4_filter_transform_into(const float[::1] w, float[::1] u, Py_ssize_t c_out,
+                                         Py_ssize_t c_in, int nthreads) except -1 nogil:
+    cdef Py_ssize_t pair
+    for pair in prange(c_out * c_in, num_threads=nthreads, schedule='static'):
+        _winograd4_filter(w, u, c_out, c_in, pair)
+    return 0
+
+
+def winograd4_filter_transform(weight):
+    """U[36, c_out, c_in] for a [c_out, c_in, 3, 3] float32 weight (compile-time use)."""
+    w = np.ascontiguousarray(weight, dtype=np.float32)
+    if w.ndim != 4 or w.shape[2:] != (3, 3):
+        raise ValueError(f"winograd4_filter_transform: weight must be [C_out, C_in, 3, 3], got {w.shape}")
+    u = np.empty((36, w.shape[0], w.shape[1]), dtype=np.float32)
+    cdef const float[::1] wv = w.reshape(-1)
+    cdef float[::1] uv = u.reshape(-1)
+    cdef Py_ssize_t co = w.shape[0], ci = w.shape[1]
+    with nogil:
+        winograd4_filter_transform_into(wv, uv, co, ci, 1)
+    return u
+
+
+cdef int _winograd4_block(const float[::1] x, const float[::1] u, const float[::1] bias,
+                          bint has_bias, float[::1] y, float[::1] scratch, const ConvGeom* g,
+                          Py_ssize_t blk, Py_ssize_t tb, Py_ssize_t nt,
+                          Py_ssize_t slab) except -1 nogil:
+    cdef Py_ssize_t t0 = blk * tb
+    cdef Py_ssize_t cnt = nt - t0 if nt - t0 < tb else tb
+    cdef Py_ssize_t vps = _wino_v_stride(g, tb), mps = _wino_m_stride(g, tb)
+    cdef Py_ssize_t v_off = slab
+    cdef Py_ssize_t m_off = slab + 36 * vps
+    cdef Py_ssize_t p
+    rlx_wino4_input(&x[0], x.shape[0], &scratch[v_off], g, t0, cnt, tb, vps)
+    for p in range(36):
+        sgemm_rm(False, False, <int>g.c_out, <int>cnt, <int>g.c_in, 1.0,
+                 &u[p * g.c_out * g.c_in], <int>g.c_in,
+                 &scratch[v_off + p * vps], <int>tb, 0.0,
+                 &scratch[m_off + p * mps], <int>tb)
+    rlx_wino4_output(&scratch[m_off], &y[0], y.shape[0], &bias[0] if has_bias else NULL,
+                     g, t0, cnt, tb, mps)
+    return 0
+
+
+cdef int conv_winograd4(const float[::1] x, const float[::1] u, const float[::1] bias,
+                        bint has_bias, float[::1] y, float[::1] scratch, const ConvGeom* g,
+                        Py_ssize_t tb, int nthreads) except -1 nogil:
+    """Blocks of tb tiles (tb fixed at compile time from the bound thread
+    count), one per thread at a time; each block's 36 GEMMs are
+    single-threaded, so the result does not depend on nthreads."""
+    cdef Py_ssize_t nt = _winograd4_tiles(g)
+    cdef Py_ssize_t nblocks = (nt + tb - 1) // tb
+    cdef Py_ssize_t slab = _winograd4_slab(g, tb)
+    cdef Py_ssize_t blk
+    for blk in prange(nblocks, num_threads=nthreads, schedule='static'):
+        _winograd4_block(x, u, bias, has_bias, y, scratch, g, blk, tb, nt, threadid() * slab)
+    return 0
+
+
+# ---------------------------------------------------------------------------
 # Launches: a thunk bound to one arena's memory, run by the executor.
 # ---------------------------------------------------------------------------
 
@@ -525,7 +674,8 @@ cdef class Conv2DLaunch(Launch):
     y = act(conv(x, weight) + bias[c] + residual), each part optional.
 
     `weight` holds the raw weight, or for Winograd the transformed U[16, c_out,
-    c_in].  `max_threads` is the thread count the scratch was sized for;
+    c_in] (F(2x2,3x3)) or U[36, c_out, c_in] (F(4x4,3x3)).  `max_threads` is
+    the thread count the scratch was sized for;
     `block` is the work-item size chosen at compile time (Winograd: tiles per
     block, im2col and 1x1 with an epilogue: output columns per block).
     `act` is one of the ACT_* codes with its parameters alpha, beta (the
@@ -580,6 +730,16 @@ cdef class Conv2DLaunch(Launch):
             conv_winograd(self.x, self.weight, self.bias, self.has_bias,
                           &self.fused.e if rlx_epilogue_active(&self.fused.e) else NULL, self.y,
                           self.scratch, &self.g, self.block, t)
+        elif self.algorithm == CONV_WINOGRAD_F4:
+            if rlx_epilogue_active(&self.fused.e):
+                # an activation or a residual: the whole epilogue (bias
+                # included) runs per plane after the tiles
+                conv_winograd4(self.x, self.weight, self.bias, False, self.y,
+                               self.scratch, &self.g, self.block, t)
+                _epilogue_planes(self.y, &self.fused, &self.g, t)
+            else:                                   # bias fused in the output transform
+                conv_winograd4(self.x, self.weight, self.bias, self.has_bias, self.y,
+                               self.scratch, &self.g, self.block, t)
         elif self.algorithm == CONV_IM2COL:
             conv_im2col(self.x, self.weight, self.y, self.scratch, &self.g, &self.fused, self.block, t)
         elif self.algorithm == CONV_GEMM_1X1:
@@ -636,18 +796,27 @@ def gemm_1x1_col_block(tuple dims, int nthreads):
 
 
 cdef class WinogradFilterLaunch(Launch):
-    """Runtime filter transform, used only when the weight is not a constant."""
+    """Runtime filter transform, used only when the weight is not a constant;
+    `tile` is the output tile size, 2 (U[16, ...]) or 4 (U[36, ...])."""
     cdef const float[::1] weight
     cdef float[::1] u
     cdef Py_ssize_t c_out, c_in
+    cdef int tile
 
-    def __init__(self, weight, u, Py_ssize_t c_out, Py_ssize_t c_in):
+    def __init__(self, weight, u, Py_ssize_t c_out, Py_ssize_t c_in, int tile=2):
+        if tile not in (2, 4):
+            raise ValueError(f"WinogradFilterLaunch: tile must be 2 or 4, got {tile}")
         self.weight = weight
         self.u = u
         self.c_out = c_out
         self.c_in = c_in
+        self.tile = tile
 
     cdef int run(self, int nthreads) except -1 nogil:
-        winograd_filter_transform_into(self.weight, self.u, self.c_out, self.c_in,
-                                       effective_threads(nthreads, self.max_threads))
+        if self.tile == 4:
+            winograd4_filter_transform_into(self.weight, self.u, self.c_out, self.c_in,
+                                            effective_threads(nthreads, self.max_threads))
+        else:
+            winograd_filter_transform_into(self.weight, self.u, self.c_out, self.c_in,
+                                           effective_threads(nthreads, self.max_threads))
         return 0

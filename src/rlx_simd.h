@@ -725,4 +725,355 @@ static void rlx_wino_output(const float* m, float* y, ptrdiff_t y_len, const flo
     else rlx_wino_output_base(m, y, y_len, bias, epi, g, t0, cnt, tb, ps);
 }
 
+/* ------------------------------------------------------------------------- */
+/* Winograd F(4x4,3x3) (Lavin & Gray, interpolation points 0, +-1, +-2, inf)  */
+/* over one block of output tiles: 6x6 input tiles at stride 4 -> 4x4 outputs. */
+/*   V[p, ci, tl] (p = 6*i + j, i the row index) = (B^T d B)[i][j]             */
+/*   y tile = A^T M A, M[p, co, tl]                                           */
+/*   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0;         */
+/*          0 2 -1 -2 1 0; 0 4 0 -5 0 1]                                      */
+/*   A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]          */
+/* Tiles are numbered as in F(2x2,3x3) above.  The AVX2 variant transforms   */
+/* 8 tiles of a tile row at a time: inputs from a zero-padded copy of the six */
+/* rows, full output tiles straight into y and clipped ones via a buffer.     */
+/* ------------------------------------------------------------------------- */
+#define RLX_W4_BT(d0, d1, d2, d3, d4, d5, o0, o1, o2, o3, o4, o5) do {        \
+        const float a_ = (d4) - 4.0f * (d2), b_ = (d3) - 4.0f * (d1);          \
+        const float c_ = (d4) - (d2), e_ = 2.0f * ((d3) - (d1));               \
+        o0 = 4.0f * (d0) - 5.0f * (d2) + (d4);                                 \
+        o1 = a_ + b_; o2 = a_ - b_; o3 = c_ + e_; o4 = c_ - e_;                \
+        o5 = 4.0f * (d1) - 5.0f * (d3) + (d5);                                 \
+    } while (0)
+
+#define RLX_W4_AT(m0, m1, m2, m3, m4, m5, o0, o1, o2, o3) do {                 \
+        const float a_ = (m1) + (m2), b_ = (m1) - (m2);                        \
+        const float c_ = (m3) + (m4), e_ = (m3) - (m4);                        \
+        o0 = (m0) + a_ + c_; o1 = b_ + 2.0f * e_;                              \
+        o2 = a_ + 4.0f * c_; o3 = b_ + 8.0f * e_ + (m5);                       \
+    } while (0)
+
+/* One 6x6 input tile whose top-left input pixel is (h0, w0), zeros outside
+ * the image, transformed and stored at vb[p * pstride]. */
+RLX_INLINE void rlx_w4_in_tile(const float* restrict xp, const rlx_conv_geom* g, ptrdiff_t h0,
+                               ptrdiff_t w0, int inside, float* restrict vb, ptrdiff_t pstride) {
+    float d[36], t[36];
+    if (inside) {
+        for (int i = 0; i < 6; ++i)
+            for (int j = 0; j < 6; ++j) d[6 * i + j] = xp[(h0 + i) * g->w + w0 + j];
+    } else {
+        for (int i = 0; i < 6; ++i)
+            for (int j = 0; j < 6; ++j) {
+                ptrdiff_t hh = h0 + i, ww = w0 + j;
+                d[6 * i + j] = (hh >= 0 && hh < g->h && ww >= 0 && ww < g->w) ? xp[hh * g->w + ww] : 0.0f;
+            }
+    }
+    for (int i = 0; i < 6; ++i)              /* t = d B (rows) */
+        RLX_W4_BT(d[6 * i], d[6 * i + 1], d[6 * i + 2], d[6 * i + 3], d[6 * i + 4], d[6 * i + 5],
+                  t[6 * i], t[6 * i + 1], t[6 * i + 2], t[6 * i + 3], t[6 * i + 4], t[6 * i + 5]);
+    for (int j = 0; j < 6; ++j) {            /* v = B^T t (columns) */
+        float v0, v1, v2, v3, v4, v5;
+        RLX_W4_BT(t[j], t[6 + j], t[12 + j], t[18 + j], t[24 + j], t[30 + j], v0, v1, v2, v3, v4, v5);
+        vb[(0 + j) * pstride] = v0;  vb[(6 + j) * pstride] = v1;  vb[(12 + j) * pstride] = v2;
+        vb[(18 + j) * pstride] = v3; vb[(24 + j) * pstride] = v4; vb[(30 + j) * pstride] = v5;
+    }
+}
+
+/* One output tile from a[p * pstride] (+ bias), clipped to rows < nr and
+ * columns < nc of y0 (row stride Wo). */
+RLX_INLINE void rlx_w4_out_tile(const float* restrict a, ptrdiff_t pstride, float* restrict y0,
+                                ptrdiff_t Wo, float b, int nr, int nc) {
+    float s[24];
+    for (int j = 0; j < 6; ++j)              /* s = A^T m (columns) */
+        RLX_W4_AT(a[j * pstride], a[(6 + j) * pstride], a[(12 + j) * pstride], a[(18 + j) * pstride],
+                  a[(24 + j) * pstride], a[(30 + j) * pstride], s[j], s[6 + j], s[12 + j], s[18 + j]);
+    for (int r = 0; r < nr; ++r) {           /* y = s A (rows) */
+        float o[4];
+        RLX_W4_AT(s[6 * r], s[6 * r + 1], s[6 * r + 2], s[6 * r + 3], s[6 * r + 4], s[6 * r + 5],
+                  o[0], o[1], o[2], o[3]);
+        for (int c = 0; c < nc; ++c) y0[r * Wo + c] = o[c] + b;
+    }
+}
+
+#if RLX_X86_DISPATCH
+/* Lane-wise 4x4 transpose of four vectors, each 128-bit half separately. */
+#define RLX_TRANSPOSE4_HALVES(a0, a1, a2, a3, o0, o1, o2, o3) do {                         \
+        const __m256 t0_ = _mm256_unpacklo_ps(a0, a1), t1_ = _mm256_unpackhi_ps(a0, a1);    \
+        const __m256 t2_ = _mm256_unpacklo_ps(a2, a3), t3_ = _mm256_unpackhi_ps(a2, a3);    \
+        o0 = _mm256_shuffle_ps(t0_, t2_, _MM_SHUFFLE(1, 0, 1, 0));                          \
+        o1 = _mm256_shuffle_ps(t0_, t2_, _MM_SHUFFLE(3, 2, 3, 2));                          \
+        o2 = _mm256_shuffle_ps(t1_, t3_, _MM_SHUFFLE(1, 0, 1, 0));                          \
+        o3 = _mm256_shuffle_ps(t1_, t3_, _MM_SHUFFLE(3, 2, 3, 2));                          \
+    } while (0)
+
+RLX_TARGET_AVX2 static inline __m256 rlx_load2x4(const float* lo, const float* hi) {
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(lo)), _mm_loadu_ps(hi), 1);
+}
+
+RLX_TARGET_AVX2 static inline void rlx_w4_bt8(const __m256 d[6], __m256 o[6]) {
+    const __m256 four = _mm256_set1_ps(4.0f), five = _mm256_set1_ps(5.0f), two = _mm256_set1_ps(2.0f);
+    const __m256 a = _mm256_fnmadd_ps(four, d[2], d[4]), b = _mm256_fnmadd_ps(four, d[1], d[3]);
+    const __m256 c = _mm256_sub_ps(d[4], d[2]), e = _mm256_mul_ps(two, _mm256_sub_ps(d[3], d[1]));
+    o[0] = _mm256_add_ps(_mm256_fnmadd_ps(five, d[2], _mm256_mul_ps(four, d[0])), d[4]);
+    o[1] = _mm256_add_ps(a, b);
+    o[2] = _mm256_sub_ps(a, b);
+    o[3] = _mm256_add_ps(c, e);
+    o[4] = _mm256_sub_ps(c, e);
+    o[5] = _mm256_add_ps(_mm256_fnmadd_ps(five, d[3], _mm256_mul_ps(four, d[1])), d[5]);
+}
+
+RLX_TARGET_AVX2 static inline void rlx_w4_at8(const __m256 m[6], __m256 o[4]) {
+    const __m256 a = _mm256_add_ps(m[1], m[2]), b = _mm256_sub_ps(m[1], m[2]);
+    const __m256 c = _mm256_add_ps(m[3], m[4]), e = _mm256_sub_ps(m[3], m[4]);
+    o[0] = _mm256_add_ps(_mm256_add_ps(m[0], a), c);
+    o[1] = _mm256_fmadd_ps(_mm256_set1_ps(2.0f), e, b);
+    o[2] = _mm256_fmadd_ps(_mm256_set1_ps(4.0f), c, a);
+    o[3] = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(8.0f), e, b), m[5]);
+}
+
+/* Tiles a..b-1 of one tile row (all fully inside), 8 at a time; r0 points at
+ * the input pixel of tile column 0's top-left corner (the band copy below).  Tile k of 8 reads
+ * columns 4k..4k+5: halves [tile m | tile m+4] transpose into columns 0..3 of
+ * all 8 tiles in order, and the same shifted by one tile gives columns 4, 5
+ * (its last half loads only the two floats tile 7 needs). */
+RLX_TARGET_AVX2 static ptrdiff_t rlx_w4_in_wide_avx2(const float* r0, ptrdiff_t W, float* o,
+                                                     ptrdiff_t pstride, ptrdiff_t a, ptrdiff_t b) {
+    ptrdiff_t tx = a;
+    for (; tx + 8 <= b; tx += 8) {
+        __m256 h[6][6];
+        for (int i = 0; i < 6; ++i) {
+            const float* p = r0 + i * W + 4 * tx;
+            __m256 d[6];
+            const __m256 a0 = rlx_load2x4(p, p + 16), a1 = rlx_load2x4(p + 4, p + 20);
+            const __m256 a2 = rlx_load2x4(p + 8, p + 24), a3 = rlx_load2x4(p + 12, p + 28);
+            const __m256 b3 = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(p + 16)),
+                                                   _mm_castpd_ps(_mm_load_sd((const double*)(p + 32))), 1);
+            RLX_TRANSPOSE4_HALVES(a0, a1, a2, a3, d[0], d[1], d[2], d[3]);
+            const __m256 u0 = _mm256_unpacklo_ps(a1, a2), u2 = _mm256_unpacklo_ps(a3, b3);
+            d[4] = _mm256_shuffle_ps(u0, u2, _MM_SHUFFLE(1, 0, 1, 0));
+            d[5] = _mm256_shuffle_ps(u0, u2, _MM_SHUFFLE(3, 2, 3, 2));
+            rlx_w4_bt8(d, h[i]);                 /* row i of d B */
+        }
+        for (int j = 0; j < 6; ++j) {
+            __m256 col[6], v[6];
+            for (int i = 0; i < 6; ++i) col[i] = h[i][j];
+            rlx_w4_bt8(col, v);                  /* column j of B^T (d B) */
+            for (int i = 0; i < 6; ++i) _mm256_storeu_ps(o + (6 * i + j) * pstride + tx, v[i]);
+        }
+    }
+    return tx;
+}
+
+/* Full 4x4 output tiles tx0..full-1 of one tile row, 8 at a time: y0 is the
+ * tile row's first output row (row stride Wo). */
+RLX_TARGET_AVX2 static ptrdiff_t rlx_w4_out_wide_avx2(const float* a, ptrdiff_t pstride, float* y0,
+                                                      ptrdiff_t Wo, float bias, ptrdiff_t tx0,
+                                                      ptrdiff_t full) {
+    const __m256 vb = _mm256_set1_ps(bias);
+    ptrdiff_t tx = tx0;
+    for (; tx + 8 <= full; tx += 8) {
+        __m256 s[4][6];
+        for (int j = 0; j < 6; ++j) {
+            __m256 m[6], o[4];
+            for (int i = 0; i < 6; ++i) m[i] = _mm256_loadu_ps(a + (6 * i + j) * pstride + tx);
+            rlx_w4_at8(m, o);                    /* column j of A^T M */
+            for (int r = 0; r < 4; ++r) s[r][j] = o[r];
+        }
+        for (int r = 0; r < 4; ++r) {
+            __m256 o[4], q0, q1, q2, q3;
+            rlx_w4_at8(s[r], o);                 /* row r of (A^T M) A */
+            for (int c = 0; c < 4; ++c) o[c] = _mm256_add_ps(o[c], vb);
+            RLX_TRANSPOSE4_HALVES(o[0], o[1], o[2], o[3], q0, q1, q2, q3);
+            float* yr = y0 + r * Wo + 4 * tx;
+            _mm_storeu_ps(yr, _mm256_castps256_ps128(q0));
+            _mm_storeu_ps(yr + 4, _mm256_castps256_ps128(q1));
+            _mm_storeu_ps(yr + 8, _mm256_castps256_ps128(q2));
+            _mm_storeu_ps(yr + 12, _mm256_castps256_ps128(q3));
+            _mm_storeu_ps(yr + 16, _mm256_extractf128_ps(q0, 1));
+            _mm_storeu_ps(yr + 20, _mm256_extractf128_ps(q1, 1));
+            _mm_storeu_ps(yr + 24, _mm256_extractf128_ps(q2, 1));
+            _mm_storeu_ps(yr + 28, _mm256_extractf128_ps(q3, 1));
+        }
+    }
+    return tx;
+}
+
+/* Tiles t_lo..t_hi-1 of one tile row that are not all inside the image (or
+ * the last < 8 inside ones): per group of 8, a zero-padded copy of the six
+ * input rows (40 columns, 34 used) goes through the same 8-tile transform; a
+ * partial group is transformed into a local V and only its tiles copied.
+ * o is V at tile t_lo. */
+#define RLX_W4_BAND 40
+RLX_TARGET_AVX2 static void rlx_w4_in_band_avx2(const float* xp, const rlx_conv_geom* g, ptrdiff_t h0,
+                                                ptrdiff_t t_lo, ptrdiff_t t_hi, float* o, ptrdiff_t pstride) {
+    float buf[6 * RLX_W4_BAND];
+    float tmp[36 * 8];
+    for (ptrdiff_t t = t_lo; t < t_hi; t += 8) {
+        const ptrdiff_t k = t_hi - t < 8 ? t_hi - t : 8;
+        const ptrdiff_t c0 = 4 * t - g->pw;            /* input column of buf column 0 */
+        ptrdiff_t j_lo = -c0, j_hi = g->w - c0;         /* buf columns inside the image */
+        if (j_lo < 0) j_lo = 0;
+        if (j_lo > RLX_W4_BAND) j_lo = RLX_W4_BAND;
+        if (j_hi > RLX_W4_BAND) j_hi = RLX_W4_BAND;
+        for (int i = 0; i < 6; ++i) {
+            float* row = buf + RLX_W4_BAND * i;
+            const ptrdiff_t hh = h0 + i;
+            if (hh < 0 || hh >= g->h || j_hi <= j_lo) {
+                memset(row, 0, sizeof(float) * RLX_W4_BAND);
+                continue;
+            }
+            if (j_lo > 0) memset(row, 0, sizeof(float) * (size_t)j_lo);
+            memcpy(row + j_lo, xp + hh * g->w + c0 + j_lo, sizeof(float) * (size_t)(j_hi - j_lo));
+            if (j_hi < RLX_W4_BAND) memset(row + j_hi, 0, sizeof(float) * (size_t)(RLX_W4_BAND - j_hi));
+        }
+        if (k == 8) {
+            rlx_w4_in_wide_avx2(buf, RLX_W4_BAND, o + (t - t_lo), pstride, 0, 8);
+        } else {
+            rlx_w4_in_wide_avx2(buf, RLX_W4_BAND, tmp, 8, 0, 8);
+            for (int p = 0; p < 36; ++p)
+                for (ptrdiff_t q = 0; q < k; ++q) o[p * pstride + (t - t_lo) + q] = tmp[p * 8 + q];
+        }
+    }
+}
+
+/* Output tiles t_lo..t_hi-1 of one tile row that are clipped (or the last
+ * < 8 full ones), 8 at a time into a local 4x32 buffer, of which the nr rows
+ * and the columns inside y are copied.  A partial group reads up to 7 tiles
+ * past the block's run (the next tile slots of M, or its 16 floats of plane
+ * padding); their lanes are computed and dropped. */
+RLX_TARGET_AVX2 static void rlx_w4_out_band_avx2(const float* a, ptrdiff_t pstride, float* y0, ptrdiff_t Wo,
+                                                 int nr, float bias, ptrdiff_t t_lo, ptrdiff_t t_hi) {
+    float ybuf[4 * 32];
+    for (ptrdiff_t t = t_lo; t < t_hi; t += 8) {
+        const ptrdiff_t k = t_hi - t < 8 ? t_hi - t : 8;
+        ptrdiff_t cols = Wo - 4 * t;
+        if (cols > 4 * k) cols = 4 * k;
+        rlx_w4_out_wide_avx2(a + t, pstride, ybuf, 32, bias, 0, 8);
+        for (int r = 0; r < nr; ++r) memcpy(y0 + r * Wo + 4 * t, ybuf + 32 * r, sizeof(float) * (size_t)cols);
+    }
+}
+#define RLX_W4_OUT_WIDE(a, ps, y0, Wo, bias, tx0, full) \
+    (rlx_simd_level() ? rlx_w4_out_wide_avx2(a, ps, y0, Wo, bias, tx0, full) : (tx0))
+#define RLX_W4_IN_BAND(xp, g, h0, lo, hi, o, ps) \
+    (rlx_simd_level() ? (rlx_w4_in_band_avx2(xp, g, h0, lo, hi, o, ps), 1) : 0)
+#define RLX_W4_OUT_BAND(a, ps, y0, Wo, nr, bias, lo, hi) \
+    (rlx_simd_level() ? (rlx_w4_out_band_avx2(a, ps, y0, Wo, nr, bias, lo, hi), 1) : 0)
+#else
+#define RLX_W4_OUT_WIDE(a, ps, y0, Wo, bias, tx0, full) (tx0)
+#define RLX_W4_IN_BAND(xp, g, h0, lo, hi, o, ps) 0
+#define RLX_W4_OUT_BAND(a, ps, y0, Wo, nr, bias, lo, hi) 0
+#endif
+
+RLX_INLINE void rlx_w4_input_body(const float* restrict x, ptrdiff_t x_len, float* restrict v,
+                                  const rlx_conv_geom* g, ptrdiff_t t0, ptrdiff_t cnt, ptrdiff_t tb,
+                                  ptrdiff_t pstride) {
+    const ptrdiff_t tw = (g->w_out + 3) / 4;
+    const ptrdiff_t tiles_img = ((g->h_out + 3) / 4) * tw;
+    const ptrdiff_t plane = g->h * g->w, W = g->w;
+    (void)x_len;
+    for (ptrdiff_t ci = 0; ci < g->c_in; ++ci) {
+        float* restrict vc = v + ci * tb;
+        ptrdiff_t tl = 0;
+        while (tl < cnt) {
+            const ptrdiff_t tile = t0 + tl, ni = tile / tiles_img, rem = tile % tiles_img;
+            const ptrdiff_t ty = rem / tw, tx0 = rem % tw;
+            ptrdiff_t run = tw - tx0;
+            if (run > cnt - tl) run = cnt - tl;
+            const float* restrict xp = x + (ni * g->c_in + ci) * plane;
+            RLX_CHECK_RANGE((ni * g->c_in + ci) * plane, (ni * g->c_in + ci + 1) * plane, x_len, "winograd4 x");
+            const ptrdiff_t h0 = 4 * ty - g->ph;
+            /* tile columns [a, b) whose 6x6 patch is fully inside the image */
+            ptrdiff_t a = tx0 + run, b = tx0 + run;
+            if (h0 >= 0 && h0 + 6 <= g->h && W >= 6) {
+                a = (g->pw + 3) / 4;
+                b = (W - 6 + g->pw) / 4 + 1;
+                if (a < tx0) a = tx0;
+                if (b > tx0 + run) b = tx0 + run;
+                if (b < a) b = a;
+            }
+            /* AVX2: the whole run in groups of 8 tiles through zero-padded
+             * row copies (fewer, fuller groups than splitting off the edge
+             * tiles: 2 instead of 3 per 56-wide row); portable: tile by tile. */
+            if (!RLX_W4_IN_BAND(xp, g, h0, tx0, tx0 + run, vc + tl, pstride)) {
+                for (ptrdiff_t tx = tx0; tx < a; ++tx)
+                    rlx_w4_in_tile(xp, g, h0, 4 * tx - g->pw, 0, vc + tl + tx - tx0, pstride);
+                for (ptrdiff_t tx = a; tx < b; ++tx)
+                    rlx_w4_in_tile(xp, g, h0, 4 * tx - g->pw, 1, vc + tl + tx - tx0, pstride);
+                for (ptrdiff_t tx = b; tx < tx0 + run; ++tx)
+                    rlx_w4_in_tile(xp, g, h0, 4 * tx - g->pw, 0, vc + tl + tx - tx0, pstride);
+            }
+            tl += run;
+        }
+    }
+}
+
+RLX_INLINE void rlx_w4_output_body(const float* restrict m, float* restrict y, ptrdiff_t y_len,
+                                   const float* restrict bias, const rlx_conv_geom* g,
+                                   ptrdiff_t t0, ptrdiff_t cnt, ptrdiff_t tb, ptrdiff_t pstride) {
+    const ptrdiff_t tw = (g->w_out + 3) / 4;
+    const ptrdiff_t tiles_img = ((g->h_out + 3) / 4) * tw;
+    const ptrdiff_t Wo = g->w_out, Ho = g->h_out;
+    (void)y_len;
+    for (ptrdiff_t co = 0; co < g->c_out; ++co) {
+        const float b = bias ? bias[co] : 0.0f;
+        const float* restrict mc = m + co * tb;
+        ptrdiff_t tl = 0;
+        while (tl < cnt) {
+            const ptrdiff_t tile = t0 + tl, ni = tile / tiles_img, rem = tile % tiles_img;
+            const ptrdiff_t ty = rem / tw, tx0 = rem % tw;
+            ptrdiff_t run = tw - tx0;
+            if (run > cnt - tl) run = cnt - tl;
+            const ptrdiff_t ho0 = 4 * ty;
+            const int nr = (int)(Ho - ho0 < 4 ? Ho - ho0 : 4);
+            float* restrict y0 = y + ((ni * g->c_out + co) * Ho + ho0) * Wo;
+            RLX_CHECK_RANGE(((ni * g->c_out + co) * Ho + ho0) * Wo, ((ni * g->c_out + co) * Ho + ho0 + nr) * Wo,
+                            y_len, "winograd4 y");
+            const float* restrict a = mc + tl - tx0;
+            /* full 4x4 tiles: columns tx with 4*tx + 3 < Wo, and four rows */
+            ptrdiff_t full = (nr == 4) ? Wo / 4 : 0;
+            if (full > tx0 + run) full = tx0 + run;
+            if (full < tx0) full = tx0;
+            ptrdiff_t tx = RLX_W4_OUT_WIDE(a, pstride, y0, Wo, b, tx0, full);
+            if (!RLX_W4_OUT_BAND(a, pstride, y0, Wo, nr, b, tx, tx0 + run)) {
+                for (; tx < full; ++tx)
+                    rlx_w4_out_tile(a + tx, pstride, y0 + 4 * tx, Wo, b, 4, 4);
+                for (; tx < tx0 + run; ++tx) {   /* clipped edge tiles */
+                    const ptrdiff_t nc = Wo - 4 * tx < 4 ? Wo - 4 * tx : 4;
+                    rlx_w4_out_tile(a + tx, pstride, y0 + 4 * tx, Wo, b, nr, (int)nc);
+                }
+            }
+            tl += run;
+        }
+    }
+}
+
+static void rlx_w4_input_base(const float* x, ptrdiff_t x_len, float* v, const rlx_conv_geom* g,
+                              ptrdiff_t t0, ptrdiff_t cnt, ptrdiff_t tb, ptrdiff_t ps) {
+    rlx_w4_input_body(x, x_len, v, g, t0, cnt, tb, ps);
+}
+RLX_TARGET_AVX2 static void rlx_w4_input_avx2(const float* x, ptrdiff_t x_len, float* v,
+                                              const rlx_conv_geom* g, ptrdiff_t t0, ptrdiff_t cnt,
+                                              ptrdiff_t tb, ptrdiff_t ps) {
+    rlx_w4_input_body(x, x_len, v, g, t0, cnt, tb, ps);
+}
+static void rlx_wino4_input(const float* x, ptrdiff_t x_len, float* v, const rlx_conv_geom* g,
+                            ptrdiff_t t0, ptrdiff_t cnt, ptrdiff_t tb, ptrdiff_t ps) {
+    if (rlx_simd_level()) rlx_w4_input_avx2(x, x_len, v, g, t0, cnt, tb, ps);
+    else rlx_w4_input_base(x, x_len, v, g, t0, cnt, tb, ps);
+}
+
+static void rlx_w4_output_base(const float* m, float* y, ptrdiff_t y_len, const float* bias,
+                               const rlx_conv_geom* g, ptrdiff_t t0, ptrdiff_t cnt, ptrdiff_t tb, ptrdiff_t ps) {
+    rlx_w4_output_body(m, y, y_len, bias, g, t0, cnt, tb, ps);
+}
+RLX_TARGET_AVX2 static void rlx_w4_output_avx2(const float* m, float* y, ptrdiff_t y_len,
+                                               const float* bias, const rlx_conv_geom* g,
+                                               ptrdiff_t t0, ptrdiff_t cnt, ptrdiff_t tb, ptrdiff_t ps) {
+    rlx_w4_output_body(m, y, y_len, bias, g, t0, cnt, tb, ps);
+}
+static void rlx_wino4_output(const float* m, float* y, ptrdiff_t y_len, const float* bias,
+                             const rlx_conv_geom* g, ptrdiff_t t0, ptrdiff_t cnt, ptrdiff_t tb, ptrdiff_t ps) {
+    if (rlx_simd_level()) rlx_w4_output_avx2(m, y, y_len, bias, g, t0, cnt, tb, ps);
+    else rlx_w4_output_base(m, y, y_len, bias, g, t0, cnt, tb, ps);
+}
+
 #endif

@@ -45,7 +45,7 @@ def rng(request):
 # --- conv helpers ---
 # ---------------------------------------------------------------------------
 
-ALGORITHMS = ("reference", "im2col", "direct", "winograd")
+ALGORITHMS = ("reference", "im2col", "direct", "winograd", "winograd_f4")
 TOL = 1e-4
 
 

@@ -85,7 +85,7 @@ def conv(data):
         padding = "valid"
     else:
         padding = tuple(zip(pb, pe))
-    algos = ["auto", "reference", "im2col"] + (["direct", "winograd"] if nsp < 3 else [])
+    algos = ["auto", "reference", "im2col"] + (["direct", "winograd", "winograd_f4"] if nsp < 3 else [])
     algo = data.draw(st.sampled_from(algos), label="algorithm")
     bias = data.draw(st.booleans(), label="bias")
     rng = _rng(data)
@@ -100,7 +100,9 @@ def conv(data):
         "direct": (all(v == 1 for v in s) and all(v == 1 for v in d))
         or (nsp == 2 and cpg == cog == 1 and k2 in ((3, 3), (5, 5)) and s == (2, 2) and d == (1, 1)),
         "winograd": k2 == (3, 3) and all(v == 1 for v in s) and all(v == 1 for v in d) and groups == 1,
-    }.get(algo, True)
+    }
+    eligible["winograd_f4"] = eligible["winograd"]
+    eligible = eligible.get(algo, True)
     if min(outs) < 1 or not eligible:
         _expect_error(call, f"conv{nsp}d outs={outs} algo={algo}")
         return

@@ -101,7 +101,7 @@ def expected_eligible(c, algo):
         depthwise_s2 = (nsp == 2 and c["groups"] == c["c_in"] == c["c_out"] and kernel in ((3, 3), (5, 5))
                         and _tup(c["stride"], nsp) == (2, 2) and d1)
         return (s1 and d1) or depthwise_s2
-    if algo == "winograd":
+    if algo in ("winograd", "winograd_f4"):
         return kernel == (3, 3) and s1 and d1 and c["groups"] == 1
     return True
 

@@ -178,7 +178,7 @@ def test_compile_errors():
     with pytest.raises(ValueError, match=r"compile: the graph has no outputs; call graph.output"):
         rlx_cpu.compile(g)
     with pytest.raises(ValueError, match=r"compile: conv_algorithm must be one of 'auto', 'reference', 'im2col', "
-                                         r"'direct', 'winograd', got 'fft'"):
+                                         r"'direct', 'winograd', 'winograd_f4', got 'fft'"):
         rlx_cpu.compile(_small_graph(), conv_algorithm="fft")
     for bad in (0, -1, 1.5, True, "2"):
         with pytest.raises(ValueError, match=r"compile: num_threads must be a positive integer or None, got "
@@ -194,7 +194,7 @@ def test_bad_conv_algorithm_name_everywhere():
         rlx_cpu.conv1d(np.ones((1, 4, 8)), _w(2, 4, 3), conv_algorithm="gemm")
     dims = Conv2DDims(1, 4, 8, 8, 2, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1)
     with pytest.raises(ValueError, match=r"conv2d: conv_algorithm must be one of \('auto', 'reference', 'im2col', "
-                                         r"'direct', 'winograd'\), got 'fast'"):
+                                         r"'direct', 'winograd', 'winograd_f4'\), got 'fast'"):
         rlx_cpu.select_conv_algorithm(dims, "fast", rlx_cpu.ConvFlags())
 
 

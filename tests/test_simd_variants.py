@@ -1,4 +1,4 @@
-"""The direct and Winograd hot loops exist in a portable and an AVX2+FMA
+"""The direct and Winograd (F(2x2) and F(4x4)) hot loops exist in a portable and an AVX2+FMA
 variant chosen at run time; RLX_SIMD=baseline forces the portable one.  The
 rest of the suite runs whichever this CPU selects, so run the other here."""
 import os
@@ -15,7 +15,9 @@ rng = np.random.default_rng(7)
 worst = 0.0
 for (n, ci, co, h, w, pads, algo) in [(2, 5, 7, 23, 45, (1, 2, 0, 1), "direct"),
                                       (1, 8, 8, 30, 67, (1, 1, 1, 1), "winograd"),
-                                      (3, 4, 6, 9, 40, (0, 2, 2, 0), "winograd")]:
+                                      (3, 4, 6, 9, 40, (0, 2, 2, 0), "winograd"),
+                                      (1, 8, 8, 30, 67, (1, 1, 1, 1), "winograd_f4"),
+                                      (3, 4, 6, 9, 40, (0, 2, 2, 0), "winograd_f4")]:
     x = rng.standard_normal((n, ci, h, w)).astype(np.float32)
     wt = rng.standard_normal((co, ci, 3, 3)).astype(np.float32)
     g = rlx_cpu.Graph(); xi = g.input("x", x.shape)

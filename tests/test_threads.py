@@ -305,7 +305,9 @@ def _invariance_cases(rng):
         return rng.standard_normal(s).astype(f32)
     x4 = (2, 16, 32, 32)
     cases = {
-        "conv2d-winograd": (x4, lambda g, x: g.conv2d(x, r(16, 16, 3, 3), r(16), padding=1)),
+        # auto: F(4x4,3x3) at 128 4x4 tiles, F(2x2,3x3) at 25 (test_winograd_f4.py checks the choice)
+        "conv2d-winograd-f4": (x4, lambda g, x: g.conv2d(x, r(16, 16, 3, 3), r(16), padding=1)),
+        "conv2d-winograd-f2": ((1, 16, 20, 20), lambda g, x: g.conv2d(x, r(16, 16, 3, 3), r(16), padding=1)),
         "conv2d-im2col-s2": (x4, lambda g, x: g.conv2d(x, r(24, 16, 3, 3), stride=2, padding=1)),
         "conv2d-1x1": (x4, lambda g, x: g.conv2d(x, r(32, 16, 1, 1))),
         "conv2d-depthwise": (x4, lambda g, x: g.conv2d(x, r(16, 1, 3, 3), padding=1, groups=16)),

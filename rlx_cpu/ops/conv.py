@@ -10,7 +10,7 @@ taps and out-of-range reads being zero (padding).  Per axis the output size is
 floor((in + pads - d * (k - 1) - 1) / s) + 1.
 
 conv1d and conv2d run on the 2-D kernels (src/_conv2d.pyx: reference,
-im2col, direct, Winograd F(2x2, 3x3), 1x1 GEMM) over :class:`Conv2DDims`; a
+im2col, direct, Winograd F(2x2, 3x3) and F(4x4, 3x3), 1x1 GEMM) over :class:`Conv2DDims`; a
 1-D conv is a 2-D conv with H = 1.  conv3d runs on the N-d kernels
 (src/_convnd.pyx) over :class:`ConvNDDims`, the canonical three-axis geometry
 that conv-transpose and the conv gradients share.
@@ -223,7 +223,8 @@ def _epilogue_args(epilogue, view, residual):
 class ConvThunk(Thunk):
     """conv1d / conv2d with fused bias and epilogue (activation, residual);
     `algorithm` was chosen at compile time.  For Winograd, `weight` is the
-    transformed filter U[16, c_out, c_in]."""
+    transformed filter U[16, c_out, c_in] (F(2x2,3x3)) or U[36, c_out, c_in]
+    (F(4x4,3x3))."""
     x: Slice
     weight: Slice
     bias: Optional[Slice]
@@ -286,18 +287,21 @@ class Conv1x1Thunk(Thunk):
 @dataclass(frozen=True, repr=False)
 class WinogradFilterThunk(Thunk):
     """U = G g G^T for a weight that is not a constant (e.g. a graph input);
-    constant weights are transformed at compile time instead."""
+    constant weights are transformed at compile time instead.  `tile` is the
+    output tile size: 2 for F(2x2,3x3) (U[16, ...]), 4 for F(4x4,3x3) (U[36, ...])."""
     weight: Slice
     u: Slice
     c_out: int
     c_in: int
+    tile: int = 2
 
     kind: ClassVar[str] = "winograd_filter"
     reads: ClassVar[tuple] = ("weight",)
     writes: ClassVar[tuple] = ("u",)
 
     def bind(self, view):
-        return _conv2d.WinogradFilterLaunch(view(self.weight), view(self.u), self.c_out, self.c_in)
+        return _conv2d.WinogradFilterLaunch(view(self.weight), view(self.u), self.c_out, self.c_in,
+                                            self.tile)
 
 
 @dataclass(frozen=True)
@@ -433,16 +437,19 @@ def compile_conv(ctx, node):
     block = 0
     if algo == ConvAlgorithm.IM2COL:
         block = _conv2d.im2col_col_block(dims.as_tuple(), t)
-    if algo == ConvAlgorithm.WINOGRAD:
-        block = _conv2d.winograd_tile_block(dims.as_tuple(), t)
+    if algo in (ConvAlgorithm.WINOGRAD, ConvAlgorithm.WINOGRAD_F4):
+        f4 = algo == ConvAlgorithm.WINOGRAD_F4
+        block = (_conv2d.winograd4_tile_block if f4 else _conv2d.winograd_tile_block)(dims.as_tuple(), t)
         wnode = node.inputs[1]
         if ctx.is_constant(wnode):
             # Transform once, now; runs only read U.
-            u = _conv2d.winograd_filter_transform(ctx.graph.node(wnode).value)
+            transform = _conv2d.winograd4_filter_transform if f4 else _conv2d.winograd_filter_transform
+            u = transform(ctx.graph.node(wnode).value)
             w = ctx.constant(u, node.name + ".winograd_U")
         else:
-            u = ctx.temp(16 * dims.c_out * dims.c_in * 4, node.name + ".winograd_U")
-            ctx.emit(WinogradFilterThunk(node.name, w, u, dims.c_out, dims.c_in))
+            planes = 36 if f4 else 16
+            u = ctx.temp(planes * dims.c_out * dims.c_in * 4, node.name + ".winograd_U")
+            ctx.emit(WinogradFilterThunk(node.name, w, u, dims.c_out, dims.c_in, 4 if f4 else 2))
             w = u
     scratch_nbytes = 4 * _conv2d.scratch_floats(dims.as_tuple(), int(algo), t)
     scratch = ctx.scratch(scratch_nbytes, node.name + ".scratch")
@@ -585,7 +592,8 @@ _CONV_FUNCTION_DOC = """{nd}-D convolution (cross-correlation, as torch.nn.funct
             size); or ONNX "SAME_UPPER" / "SAME_LOWER".
     groups  divides C_in and C_out.
     conv_algorithm: "auto" (chosen per shape), "reference", "im2col",
-            "direct" or "winograd" (ValueError where it cannot run).
+            "direct", "winograd" (F(2x2, 3x3)) or "winograd_f4" (F(4x4, 3x3))
+            (ValueError where it cannot run).
 
     Returns a new float32 array [N, C_out, out...].  Bad arguments raise
     ValueError/TypeError naming the argument and the shapes.
@@ -607,7 +615,11 @@ _WINOGRAD_RANGE_DOC = """
     max|input| <= 8.5e37 (FLT_MAX / 4) and
     81 * C_in * max|input| * max|weight| <= 3.4e38 (FLT_MAX).  Beyond that it
     can return inf where the exact result is finite: for such data pass
-    conv_algorithm='direct' or 'im2col', or set RLX_WINOGRAD=0.
+    conv_algorithm='direct' or 'im2col', or set RLX_WINOGRAD=0.  Where auto
+    picks Winograd F(4x4, 3x3) instead (at least 32 4x4 output tiles, C_in
+    <= 192; also conv_algorithm='winograd_f4') the range is
+    max|input| <= 3.4e36 (FLT_MAX / 100) and
+    2304 * C_in * max|input| * max|weight| <= 3.4e38.
     'reference', 'im2col' and 'direct' overflow only where the float32 sums
     themselves do."""
 
