@@ -70,6 +70,9 @@ class ConvFlags:
     winograd  RLX_WINOGRAD: on -> Winograd wherever eligible; off -> never under auto.
     direct    RLX_DIRECT_CONV: on -> direct wherever eligible (after Winograd);
               off -> never under auto.
+    microkernel  RLX_CONV_MICROKERNEL: on -> the gemm_1x1 and im2col GEMMs run
+              on the conv microkernel (src/rlx_gemm.h) on every shape; off ->
+              always sgemm; unset -> where `prefers_conv_microkernel` says so.
 
     On is 1/on/true/yes, off 0/off/false/no (any case); unset or empty means
     the default.  Any other value raises ValueError naming the accepted ones,
@@ -78,12 +81,14 @@ class ConvFlags:
     fast: bool = True
     winograd: Optional[bool] = None
     direct: Optional[bool] = None
+    microkernel: Optional[bool] = None
 
     @classmethod
     def from_env(cls):
         check_simd_env()
         fast = _tristate("RLX_FAST_CONV") is not False
-        return cls(fast, _tristate("RLX_WINOGRAD"), _tristate("RLX_DIRECT_CONV"))
+        return cls(fast, _tristate("RLX_WINOGRAD"), _tristate("RLX_DIRECT_CONV"),
+                   _tristate("RLX_CONV_MICROKERNEL"))
 
 
 # -- eligibility --------------------------------------------------------------
@@ -196,6 +201,37 @@ def _prefers_direct(d):
     # Few taps per output (depthwise and tiny channel groups): a GEMM with a
     # depth this small runs far below peak, the direct loop does not.
     return (d.c_in // d.groups) * d.kh * d.kw < 32 and (d.c_out // d.groups) < 16
+
+
+# -- GEMM engine of gemm_1x1 and im2col ----------------------------------------
+
+# The conv microkernel (src/rlx_gemm.h, 6x16 AVX2+FMA register tile, weight
+# packed at compile time, bias in the epilogue) against scipy's single-threaded
+# OpenBLAS sgemm, measured interleaved in one process on a 2-core Zen 4 (see
+# the figures in _microkernel_wins): it wins once the GEMM depth K gives each
+# register tile enough FMAs to hide the tile's loads and stores and the X
+# panel copy; at K = 9 (MNIST conv1) sgemm is as fast or faster.
+MICROKERNEL_MIN_DEPTH = 32
+
+
+def _microkernel_wins(d):
+    # Measured (GFLOP/s, kernel vs sgemm, 1 thread, machine loaded):
+    #   1x1 256->64 56x56  (M=64, K=256, N=3136):  82 vs 63
+    #   MNIST conv1        (M=32, K=9,   N=784):   15 vs 17
+    k = (d.c_in // d.groups) * d.kh * d.kw
+    return k >= MICROKERNEL_MIN_DEPTH
+
+
+def prefers_conv_microkernel(d, algo, flags):
+    """True when a gemm_1x1 or im2col conv runs its GEMMs on the conv
+    microkernel rather than sgemm: forced by flags.microkernel, else only with
+    the AVX2+FMA variant (the portable one exists for plans moved to an older
+    CPU, and is slower than sgemm) on shapes where it measured faster."""
+    if algo not in (ConvAlgorithm.GEMM_1X1, ConvAlgorithm.IM2COL):
+        return False
+    if flags.microkernel is not None:
+        return flags.microkernel
+    return _conv2d.simd_level() >= 1 and _microkernel_wins(d)
 
 
 # -- selection ----------------------------------------------------------------

@@ -23,7 +23,8 @@ from typing import ClassVar, Optional, Tuple
 import numpy as np
 
 from .. import _conv2d, _convnd
-from ..algorithms import ConvAlgorithm, ConvFlags, select_conv_algorithm, select_convnd_algorithm
+from ..algorithms import (ConvAlgorithm, ConvFlags, prefers_conv_microkernel, select_conv_algorithm,
+                          select_convnd_algorithm)
 from ..shapes import pad_pairs
 from ..compiler import compile as _compile
 from ..functional import as_real, cached_plan, freeze
@@ -185,6 +186,7 @@ class ConvThunk(Thunk):
     algorithm: ConvAlgorithm
     max_threads: int
     block: int = 0
+    packed: bool = False        # weight packed for the conv microkernel
 
     kind: ClassVar[str] = "conv"
     reads: ClassVar[tuple] = ("x", "weight", "bias")
@@ -195,7 +197,7 @@ class ConvThunk(Thunk):
         return _conv2d.Conv2DLaunch(
             view(self.x), view(self.weight), view(self.bias) if self.bias else None, view(self.y),
             view(self.scratch) if self.scratch else None, self.dims.as_tuple(), int(self.algorithm),
-            self.max_threads, self.block)
+            self.max_threads, self.block, self.packed)
 
 
 @dataclass(frozen=True, repr=False)
@@ -211,6 +213,7 @@ class Conv1x1Thunk(Thunk):
     hw: int
     groups: int
     max_threads: int
+    packed: bool = False        # weight packed for the conv microkernel
 
     kind: ClassVar[str] = "conv_1x1"
     reads: ClassVar[tuple] = ("x", "weight", "bias")
@@ -224,7 +227,25 @@ class Conv1x1Thunk(Thunk):
         dims = (self.n, self.c_in, 1, self.hw, self.c_out, 1, self.hw, 1, 1, 1, 1, 0, 0, 1, 1, self.groups)
         return _conv2d.Conv2DLaunch(
             view(self.x), view(self.weight), view(self.bias) if self.bias else None, view(self.y), None,
-            dims, int(ConvAlgorithm.GEMM_1X1), self.max_threads, 0)
+            dims, int(ConvAlgorithm.GEMM_1X1), self.max_threads, 0, self.packed)
+
+
+@dataclass(frozen=True, repr=False)
+class GemmPackThunk(Thunk):
+    """The weight packed for the conv microkernel when it is not a constant
+    (e.g. a graph input); constant weights are packed at compile time."""
+    weight: Slice
+    packed: Slice
+    c_out: int
+    k: int
+    groups: int
+
+    kind: ClassVar[str] = "gemm_pack"
+    reads: ClassVar[tuple] = ("weight",)
+    writes: ClassVar[tuple] = ("packed",)
+
+    def bind(self, view):
+        return _conv2d.GemmPackLaunch(view(self.weight), view(self.packed), self.c_out, self.k, self.groups)
 
 
 @dataclass(frozen=True, repr=False)
@@ -364,9 +385,12 @@ def compile_conv(ctx, node):
     bias = ctx.buf(node.inputs[2]) if len(node.inputs) > 2 else None
     y = ctx.buf(node.id)
     t = ctx.num_threads
+    packed = prefers_conv_microkernel(dims, algo, ctx.flags)
+    if packed:
+        w = _packed_weight(ctx, node, w, dims)
     if algo == ConvAlgorithm.GEMM_1X1:
         ctx.emit(Conv1x1Thunk(node.name, x, w, bias, y, dims.n, dims.c_in, dims.c_out,
-                              dims.h * dims.w, dims.groups, t))
+                              dims.h * dims.w, dims.groups, t, packed))
         return
     block = 0
     if algo == ConvAlgorithm.IM2COL:
@@ -384,7 +408,21 @@ def compile_conv(ctx, node):
             w = u
     scratch_nbytes = 4 * _conv2d.scratch_floats(dims.as_tuple(), int(algo), t)
     scratch = ctx.scratch(scratch_nbytes, node.name + ".scratch")
-    ctx.emit(ConvThunk(node.name, x, w, bias, y, scratch, dims, algo, t, block))
+    ctx.emit(ConvThunk(node.name, x, w, bias, y, scratch, dims, algo, t, block, packed))
+
+
+def _packed_weight(ctx, node, w, dims):
+    """The buffer of the weight packed for the conv microkernel: packed now for
+    a constant weight, else by a GemmPackThunk at the start of each run."""
+    k = (dims.c_in // dims.groups) * dims.kh * dims.kw
+    wnode = node.inputs[1]
+    if ctx.is_constant(wnode):
+        return ctx.constant(_conv2d.gemm_pack_weight(ctx.graph.node(wnode).value, dims.groups),
+                            node.name + ".packed_W")
+    nfloats = max(_conv2d.gemm_packed_floats(dims.c_out, k, dims.groups), 1)
+    packed = ctx.temp(4 * nfloats, node.name + ".packed_W")
+    ctx.emit(GemmPackThunk(node.name, w, packed, dims.c_out, k, dims.groups))
+    return packed
 
 
 def emit_conv_nd(ctx, node, thunk_cls):
