@@ -205,21 +205,26 @@ def _prefers_direct(d):
 
 # -- GEMM engine of gemm_1x1 and im2col ----------------------------------------
 
-# The conv microkernel (src/rlx_gemm.h, 6x16 AVX2+FMA register tile, weight
+# The conv microkernel (src/rlx_gemm.h: 6x16 AVX2+FMA register tile, weight
 # packed at compile time, bias in the epilogue) against scipy's single-threaded
-# OpenBLAS sgemm, measured interleaved in one process on a 2-core Zen 4 (see
-# the figures in _microkernel_wins): it wins once the GEMM depth K gives each
-# register tile enough FMAs to hide the tile's loads and stores and the X
-# panel copy; at K = 9 (MNIST conv1) sgemm is as fast or faster.
-MICROKERNEL_MIN_DEPTH = 32
+# OpenBLAS sgemm, GFLOP/s measured interleaved in one process on the 2-core
+# Zen 4 (1 thread, load ~5 from other jobs), GEMM alone, M x K x N:
+#     64 x  256 x 3136 (1x1 256->64 56x56)   88 vs 67
+#     64 x  147 x 1024 (7x7 stem, one block)  79 vs 66
+#     32 x    9 x  784 (MNIST conv1 image)    41 vs 33
+#    256 x   64 x 3136                        89 vs 76
+#    128 x 1152 x  196                        85 vs 78
+#   1024 x  256 x  196 / 256 x 2304 x 196     90 vs 91 / 84 vs 84
+#   2048 x  512 x   49 / 512 x 4608 x 49      73 vs 78 / 67 vs 72
+# and as whole convs (im2col fill included, median of 31): 1x1 256->64 56x56
+# 79 vs 62, stem 30 vs 27, MNIST conv1 N=64 19 vs 15.  It wins or ties
+# everywhere but on small planes, where a 16-column panel has little to
+# amortise its packing and the N remainder over: there sgemm stays.
+MICROKERNEL_MIN_PIXELS = 64
 
 
 def _microkernel_wins(d):
-    # Measured (GFLOP/s, kernel vs sgemm, 1 thread, machine loaded):
-    #   1x1 256->64 56x56  (M=64, K=256, N=3136):  82 vs 63
-    #   MNIST conv1        (M=32, K=9,   N=784):   15 vs 17
-    k = (d.c_in // d.groups) * d.kh * d.kw
-    return k >= MICROKERNEL_MIN_DEPTH
+    return d.h_out * d.w_out >= MICROKERNEL_MIN_PIXELS
 
 
 def prefers_conv_microkernel(d, algo, flags):

@@ -74,6 +74,7 @@ cdef extern from "rlx_gemm.h":
                        float* c, Py_ssize_t c_len, Py_ssize_t c_off, Py_ssize_t ldc, Py_ssize_t n,
                        const float* bias) nogil
     int RLX_GEMM_NR
+    void rlx_gather_strided(const float* src, Py_ssize_t stride, float* dst, Py_ssize_t n) nogil
 
 
 # The SIMD variant is chosen here, at import, before any kernel runs.
@@ -306,8 +307,10 @@ cdef int _im2col_block_row(const float[::1] x, Py_ssize_t x_off, float[::1] col,
             if g.sw == 1:
                 memcpy(&col[dst + a], &x[src + a], (b - a) * sizeof(float))
             else:
-                for wo in range(a, b):
-                    col[dst + wo] = x[src + wo * g.sw]
+                # the last element of each range, so a debug build checks both ends
+                col[dst + b - 1]
+                x[src + (b - 1) * g.sw]
+                rlx_gather_strided(&x[src + a * g.sw], g.sw, &col[dst + a], b - a)
             if b < we:
                 memset(&col[dst + b], 0, (we - b) * sizeof(float))
         p += we - ws

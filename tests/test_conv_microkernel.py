@@ -31,11 +31,11 @@ def gemm_error(w, x, b, got):
     return float((np.abs(got - want) / np.maximum(mag, 1e-30)).max()) if got.size else 0.0
 
 
-# M around the 6-row tile, K around the 256-deep K block, N around the
-# 16-column panel.
-GRID_M = (1, 5, 6, 7, 13, 64)
+# M around the 6-row tile and past the 192-row M block, K around the
+# 256-deep K block, N around the 8- and 16-column tiles.
+GRID_M = (1, 5, 6, 7, 13, 64, 200)
 GRID_K = (1, 2, 9, 147, 256, 257, 530)
-GRID_N = (1, 15, 16, 17, 33, 100)
+GRID_N = (1, 7, 8, 9, 15, 16, 17, 33, 100)
 
 
 @pytest.mark.parametrize("m", GRID_M)
@@ -135,7 +135,7 @@ def test_microkernel_results_do_not_depend_on_the_run_thread_count(clean_conv_en
 
 
 def test_sgemm_and_microkernel_agree(clean_conv_env, rng):
-    xs, ws = (1, 64, 14, 14), (32, 64, 1, 1)
+    xs, ws = (1, 64, 14, 14), (32, 64, 1, 1)      # 196 pixels: auto may pick either
     x = rng.standard_normal(xs).astype(np.float32)
     g = one_conv_graph(xs, rng.standard_normal(ws).astype(np.float32),
                        rng.standard_normal(32).astype(np.float32))
@@ -153,14 +153,15 @@ def _dims(c_in, c_out, k, h=8, w=8, groups=1):
 
 
 def test_selection_rule():
-    deep, shallow = _dims(64, 32, 1), _dims(1, 32, 3)
+    big, small = _dims(64, 32, 1, 28, 28), _dims(512, 2048, 1, 7, 7)   # 784 and 49 pixels
     gemm, im2col = ConvAlgorithm.GEMM_1X1, ConvAlgorithm.IM2COL
-    assert prefers_conv_microkernel(shallow, im2col, ConvFlags(microkernel=True))
-    assert not prefers_conv_microkernel(deep, gemm, ConvFlags(microkernel=False))
-    assert not prefers_conv_microkernel(deep, ConvAlgorithm.WINOGRAD, ConvFlags(microkernel=True))
-    # auto: only the AVX2+FMA variant, and only past the measured depth
-    assert prefers_conv_microkernel(deep, gemm, ConvFlags()) == (_conv2d.simd_level() >= 1)
-    assert not prefers_conv_microkernel(shallow, im2col, ConvFlags())
+    assert prefers_conv_microkernel(small, im2col, ConvFlags(microkernel=True))
+    assert not prefers_conv_microkernel(big, gemm, ConvFlags(microkernel=False))
+    assert not prefers_conv_microkernel(big, ConvAlgorithm.WINOGRAD, ConvFlags(microkernel=True))
+    # auto: only the AVX2+FMA variant, and only on planes where it measured faster
+    assert prefers_conv_microkernel(big, gemm, ConvFlags()) == (_conv2d.simd_level() >= 1)
+    assert prefers_conv_microkernel(_dims(1, 32, 3, 30, 30), im2col, ConvFlags()) == (_conv2d.simd_level() >= 1)
+    assert not prefers_conv_microkernel(small, gemm, ConvFlags())
 
 
 def test_flag_typo_raises(clean_conv_env):
