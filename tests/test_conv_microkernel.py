@@ -202,3 +202,16 @@ def test_baseline_variant_matches_reference():
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert float(out.stdout.strip()) <= TOL
+
+
+def test_strided_im2col_rows_match_reference(rng):
+    # The stride-2 row gather has a vector loop of 8 outputs that must stop
+    # before reading past the row: widths around multiples of 8, with padding.
+    w = rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
+    for width in range(3, 41):
+        for s, p in ((2, 0), (2, 1), (3, 1)):
+            xs = (1, 2, 5, width)
+            x = rng.standard_normal(xs).astype(np.float32)
+            g = one_conv_graph(xs, w, stride=s, padding=p)
+            y = rlx_cpu.compile(g, conv_algorithm="im2col").run({"x": x})[0]
+            assert rel_error(y, _ref(x, w, None, {"stride": s, "padding": p})) <= TOL
