@@ -195,17 +195,20 @@ def winograd_tile_block(tuple dims, int nthreads):
     return int(tb)
 
 
-def im2col_col_block(tuple dims, int nthreads):
+def im2col_col_block(tuple dims, int nthreads, bint packed=False):
     """Output columns per im2col work item.  A block of the patch matrix
     (K rows x block columns) holds at most ~1 Mi floats (4 MiB), so it is
     still in cache when its GEMM reads it and the weight is repacked rarely;
     and there are enough (image, group, block) items to give every thread one.
-    (Measured on a 2-core AVX2 machine: 1 Mi floats beat 64 Ki and 1 Gi.)"""
+    (Measured on a 2-core AVX2 machine: 1 Mi floats beat 64 Ki and 1 Gi.)
+    For the microkernel (`packed`) the block is 64 Ki floats (256 KiB, in L2
+    beside the packed weight, which it does not repack): 7x7 stem 70 vs 64
+    GFLOP/s, 3x3 s2 64->128 at 56x56 73 vs 71 (1 Mi), 69 and 72 at 32 Ki."""
     cdef ConvGeom g = _geom_from(dims)
     cdef Py_ssize_t k = (g.c_in // g.groups) * g.kh * g.kw
     cdef Py_ssize_t p = g.h_out * g.w_out
     cdef Py_ssize_t items = g.n * g.groups
-    cdef Py_ssize_t cb = (1024 * 1024) // max(k, 1)
+    cdef Py_ssize_t cb = (64 * 1024 if packed else 1024 * 1024) // max(k, 1)
     cdef Py_ssize_t per_item = (nthreads + items - 1) // items
     cb = max(cb // 16 * 16, 64)
     if per_item > 1:
@@ -213,14 +216,15 @@ def im2col_col_block(tuple dims, int nthreads):
     return int(min(cb, p))
 
 
-def scratch_floats(tuple dims, int algorithm, int nthreads):
-    """Floats of arena scratch an algorithm needs for these dims and threads."""
+def scratch_floats(tuple dims, int algorithm, int nthreads, bint packed=False):
+    """Floats of arena scratch an algorithm needs for these dims and threads
+    (`packed`: im2col runs on the microkernel)."""
     cdef ConvGeom g = _geom_from(dims)
     cdef Py_ssize_t k = (g.c_in // g.groups) * g.kh * g.kw
     cdef Py_ssize_t p = g.h_out * g.w_out
     cdef Py_ssize_t tb
     if algorithm == CONV_IM2COL:
-        return int(k * im2col_col_block(dims, nthreads) * nthreads)
+        return int(k * im2col_col_block(dims, nthreads, packed) * nthreads)
     if algorithm == CONV_WINOGRAD:
         tb = winograd_tile_block(dims, nthreads)
         return int(_winograd_slab(&g, tb) * nthreads)

@@ -394,7 +394,7 @@ def compile_conv(ctx, node):
         return
     block = 0
     if algo == ConvAlgorithm.IM2COL:
-        block = _conv2d.im2col_col_block(dims.as_tuple(), t)
+        block = _conv2d.im2col_col_block(dims.as_tuple(), t, packed)
     if algo == ConvAlgorithm.WINOGRAD:
         block = _conv2d.winograd_tile_block(dims.as_tuple(), t)
         wnode = node.inputs[1]
@@ -406,7 +406,7 @@ def compile_conv(ctx, node):
             u = ctx.temp(16 * dims.c_out * dims.c_in * 4, node.name + ".winograd_U")
             ctx.emit(WinogradFilterThunk(node.name, w, u, dims.c_out, dims.c_in))
             w = u
-    scratch_nbytes = 4 * _conv2d.scratch_floats(dims.as_tuple(), int(algo), t)
+    scratch_nbytes = 4 * _conv2d.scratch_floats(dims.as_tuple(), int(algo), t, packed)
     scratch = ctx.scratch(scratch_nbytes, node.name + ".scratch")
     ctx.emit(ConvThunk(node.name, x, w, bias, y, scratch, dims, algo, t, block, packed))
 
