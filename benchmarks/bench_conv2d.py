@@ -32,6 +32,7 @@ SHAPES = {
     "stem": (1, 3, 224, 224, 64, 7, 2, 3, 1),
     "deep": (1, 256, 14, 14, 256, 3, 1, 1, 1),
     "depthwise": (1, 128, 56, 56, 128, 3, 1, 1, 128),
+    "mnist_b64": (64, 1, 28, 28, 32, 3, 1, 1, 1),
 }
 ALGOS = ["im2col", "direct", "winograd", "winograd_f4", "reference"]
 

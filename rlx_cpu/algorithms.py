@@ -73,6 +73,9 @@ class ConvFlags:
     winograd  RLX_WINOGRAD: on -> Winograd wherever eligible; off -> never under auto.
     direct    RLX_DIRECT_CONV: on -> direct wherever eligible (after Winograd);
               off -> never under auto.
+    microkernel  RLX_CONV_MICROKERNEL: on -> the gemm_1x1 and im2col GEMMs run
+              on the conv microkernel (src/rlx_gemm.h) on every shape; off ->
+              always sgemm; unset -> where `prefers_conv_microkernel` says so.
 
     On is 1/on/true/yes, off 0/off/false/no (any case); unset or empty means
     the default.  Any other value raises ValueError naming the accepted ones,
@@ -81,12 +84,14 @@ class ConvFlags:
     fast: bool = True
     winograd: Optional[bool] = None
     direct: Optional[bool] = None
+    microkernel: Optional[bool] = None
 
     @classmethod
     def from_env(cls):
         check_simd_env()
         fast = _tristate("RLX_FAST_CONV") is not False
-        return cls(fast, _tristate("RLX_WINOGRAD"), _tristate("RLX_DIRECT_CONV"))
+        return cls(fast, _tristate("RLX_WINOGRAD"), _tristate("RLX_DIRECT_CONV"),
+                   _tristate("RLX_CONV_MICROKERNEL"))
 
 
 # -- eligibility --------------------------------------------------------------
@@ -262,6 +267,42 @@ def _prefers_direct(d):
     # Few taps per output (depthwise and tiny channel groups): a GEMM with a
     # depth this small runs far below peak, the direct loop does not.
     return (d.c_in // d.groups) * d.kh * d.kw < 32 and (d.c_out // d.groups) < 16
+
+
+# -- GEMM engine of gemm_1x1 and im2col ----------------------------------------
+
+# The conv microkernel (src/rlx_gemm.h: 6x16 AVX2+FMA register tile, weight
+# packed at compile time, bias in the epilogue) against scipy's single-threaded
+# OpenBLAS sgemm, GFLOP/s measured interleaved in one process on the 2-core
+# Zen 4 (1 thread, load ~5 from other jobs), GEMM alone, M x K x N:
+#     64 x  256 x 3136 (1x1 256->64 56x56)   88 vs 67
+#     64 x  147 x 1024 (7x7 stem, one block)  79 vs 66
+#     32 x    9 x  784 (MNIST conv1 image)    41 vs 33
+#    256 x   64 x 3136                        89 vs 76
+#    128 x 1152 x  196                        85 vs 78
+#   1024 x  256 x  196 / 256 x 2304 x 196     90 vs 91 / 84 vs 84
+#   2048 x  512 x   49 / 512 x 4608 x 49      73 vs 78 / 67 vs 72
+# and as whole convs (im2col fill included, median of 31): 1x1 256->64 56x56
+# 79 vs 62, stem 30 vs 27, MNIST conv1 N=64 19 vs 15.  It wins or ties
+# everywhere but on small planes, where a 16-column panel has little to
+# amortise its packing and the N remainder over: there sgemm stays.
+MICROKERNEL_MIN_PIXELS = 64
+
+
+def _microkernel_wins(d):
+    return d.h_out * d.w_out >= MICROKERNEL_MIN_PIXELS
+
+
+def prefers_conv_microkernel(d, algo, flags):
+    """True when a gemm_1x1 or im2col conv runs its GEMMs on the conv
+    microkernel rather than sgemm: forced by flags.microkernel, else only with
+    the AVX2+FMA variant (the portable one exists for plans moved to an older
+    CPU, and is slower than sgemm) on shapes where it measured faster."""
+    if algo not in (ConvAlgorithm.GEMM_1X1, ConvAlgorithm.IM2COL):
+        return False
+    if flags.microkernel is not None:
+        return flags.microkernel
+    return _conv2d.simd_level() >= 1 and _microkernel_wins(d)
 
 
 # -- selection ----------------------------------------------------------------

@@ -11,12 +11,17 @@
 #   im2col      K*P <= IM2COL_MAX_COL_FLOATS                (n, group, column block)
 #                                                           items
 #   gemm_1x1    1x1 kernel, stride 1, no padding            (n, group) items or
-#                                                           GEMM panels
+#                                                           GEMM panels (sgemm), or
+#                                                           (n, group, column chunk)
+#                                                           items (microkernel)
 #   direct      stride 1, dilation 1; or depthwise 3x3/5x5  (n, c_out) planes
 #               at stride 2 (its own plane kernel)
 #   winograd    3x3, stride 1, dilation 1, groups 1         blocks of 2x2 tiles
 #   winograd_f4 3x3, stride 1, dilation 1, groups 1         blocks of 4x4 tiles
 #
+# gemm_1x1 and im2col run their GEMMs either through sgemm or through the conv
+# microkernel of src/rlx_gemm.h (`packed`: the weight was packed into its
+# register-tile panels, and the bias is added in its epilogue).
 # K = c_in/groups * kh * kw (GEMM depth), P = h_out * w_out (GEMM width).
 cimport cython
 from cython.parallel cimport prange, threadid
@@ -117,6 +122,17 @@ cdef inline void _epilogue_rows(float[::1] y, const Fused* f, Py_ssize_t off, Py
                           f.bias[c0 + c] if f.bias != NULL else 0.0, &f.e, simd)
 
 
+cdef extern from "rlx_gemm.h":
+    Py_ssize_t rlx_gemm_packed_floats(Py_ssize_t m, Py_ssize_t k) nogil
+    void rlx_gemm_pack_w(const float* w, Py_ssize_t ldw, Py_ssize_t m, Py_ssize_t k, float* wp) nogil
+    void rlx_gemm_conv(const float* wp, Py_ssize_t wp_len, Py_ssize_t m, Py_ssize_t k,
+                       const float* x, Py_ssize_t x_len, Py_ssize_t x_off, Py_ssize_t ldx,
+                       float* c, Py_ssize_t c_len, Py_ssize_t c_off, Py_ssize_t ldc, Py_ssize_t n,
+                       const float* bias) nogil
+    int RLX_GEMM_NR
+    void rlx_gather_strided(const float* src, Py_ssize_t stride, float* dst, Py_ssize_t n) nogil
+
+
 # The SIMD variant is chosen here, at import, before any kernel runs.
 rlx_simd_init()
 
@@ -124,6 +140,75 @@ rlx_simd_init()
 def simd_level():
     """1 when the AVX2+FMA variants of the hot loops run, 0 for the baseline."""
     return rlx_simd_level()
+
+
+# ---------------------------------------------------------------------------
+# Conv GEMM microkernel (src/rlx_gemm.h): weight packing and a test entry
+# ---------------------------------------------------------------------------
+
+def gemm_packed_floats(Py_ssize_t c_out, Py_ssize_t k, Py_ssize_t groups):
+    """Floats of a [c_out, k] weight (k = c_in/groups * kh * kw) packed for the
+    microkernel: each group's c_out/groups rows in zero-padded 6-row panels."""
+    return int(groups * rlx_gemm_packed_floats(c_out // groups, k))
+
+
+cdef int gemm_pack_weight_into(const float[::1] w, float[::1] wp, Py_ssize_t c_out, Py_ssize_t k,
+                               Py_ssize_t groups) except -1 nogil:
+    cdef Py_ssize_t cog = c_out // groups
+    cdef Py_ssize_t pf = rlx_gemm_packed_floats(cog, k)
+    cdef Py_ssize_t gi
+    if k <= 0 or cog <= 0:
+        return 0
+    for gi in range(groups):
+        # touch both ends so a debug build bounds-checks the whole range
+        w[(gi + 1) * cog * k - 1]
+        wp[(gi + 1) * pf - 1]
+        rlx_gemm_pack_w(&w[gi * cog * k], k, cog, k, &wp[gi * pf])
+    return 0
+
+
+def gemm_pack_weight(weight, Py_ssize_t groups):
+    """Pack a conv weight [c_out, c_in/groups, *kernel] for the microkernel
+    (compile-time use for constant weights)."""
+    w = np.ascontiguousarray(weight, dtype=np.float32)
+    if w.ndim < 2 or groups < 1 or w.shape[0] % groups:
+        raise ValueError(f"gemm_pack_weight: weight must be [C_out, ...] with C_out divisible by "
+                         f"groups={groups}, got {w.shape}")
+    cdef Py_ssize_t c_out = w.shape[0]
+    cdef Py_ssize_t k = w.size // max(c_out, 1)
+    wp = np.zeros(max(gemm_packed_floats(c_out, k, groups), 1), dtype=np.float32)
+    cdef const float[::1] wv = w.reshape(-1) if w.size else np.zeros(1, np.float32)
+    cdef float[::1] pv = wp
+    with nogil:
+        gemm_pack_weight_into(wv, pv, c_out, k, groups)
+    return wp
+
+
+def gemm_microkernel(weight, x, bias=None, packed=None, out=None):
+    """C = W . X (+ bias[:, None]) through the conv microkernel, for tests and
+    benchmarks: W [m, k] and X [k, n] float32; the weight is packed here
+    unless `packed` (gemm_pack_weight(W, 1)) is given; `out` is C [m, n]."""
+    w = np.ascontiguousarray(weight, dtype=np.float32)
+    xx = np.ascontiguousarray(x, dtype=np.float32)
+    if w.ndim != 2 or xx.ndim != 2 or w.shape[1] != xx.shape[0]:
+        raise ValueError(f"gemm_microkernel: need W [m, k] and X [k, n], got {w.shape} and {xx.shape}")
+    cdef Py_ssize_t m = w.shape[0], k = w.shape[1], n = xx.shape[1]
+    c = np.empty((m, n), dtype=np.float32) if out is None else out
+    if c.shape != (m, n) or c.dtype != np.float32 or not c.flags.c_contiguous:
+        raise ValueError(f"gemm_microkernel: out must be a C-contiguous float32 [{m}, {n}] array")
+    if m == 0 or n == 0:
+        return c
+    wp = gemm_pack_weight(w, 1) if packed is None else packed
+    b = None if bias is None else np.ascontiguousarray(bias, dtype=np.float32).reshape(m)
+    cdef const float[::1] pv = wp
+    cdef const float[::1] xv = xx.reshape(-1) if xx.size else np.zeros(1, np.float32)
+    cdef float[::1] cv = c.reshape(-1)
+    cdef const float[::1] bv = b if b is not None else np.zeros(1, np.float32)
+    cdef bint has_bias = b is not None
+    with nogil:
+        rlx_gemm_conv(&pv[0], pv.shape[0], m, k, &xv[0], xv.shape[0], 0, n,
+                      &cv[0], cv.shape[0], 0, n, n, &bv[0] if has_bias else NULL)
+    return c
 
 
 cdef ConvGeom _geom_from(tuple dims) except *:
@@ -201,17 +286,20 @@ def winograd4_tile_block(tuple dims, int nthreads):
     return int(tb)
 
 
-def im2col_col_block(tuple dims, int nthreads):
+def im2col_col_block(tuple dims, int nthreads, bint packed=False):
     """Output columns per im2col work item.  A block of the patch matrix
     (K rows x block columns) holds at most ~1 Mi floats (4 MiB), so it is
     still in cache when its GEMM reads it and the weight is repacked rarely;
     and there are enough (image, group, block) items to give every thread one.
-    (Measured on a 2-core AVX2 machine: 1 Mi floats beat 64 Ki and 1 Gi.)"""
+    (Measured on a 2-core AVX2 machine: 1 Mi floats beat 64 Ki and 1 Gi.)
+    For the microkernel (`packed`) the block is 64 Ki floats (256 KiB, in L2
+    beside the packed weight, which it does not repack): 7x7 stem 70 vs 64
+    GFLOP/s, 3x3 s2 64->128 at 56x56 73 vs 71 (1 Mi), 69 and 72 at 32 Ki."""
     cdef ConvGeom g = _geom_from(dims)
     cdef Py_ssize_t k = (g.c_in // g.groups) * g.kh * g.kw
     cdef Py_ssize_t p = g.h_out * g.w_out
     cdef Py_ssize_t items = g.n * g.groups
-    cdef Py_ssize_t cb = (1024 * 1024) // max(k, 1)
+    cdef Py_ssize_t cb = (64 * 1024 if packed else 1024 * 1024) // max(k, 1)
     cdef Py_ssize_t per_item = (nthreads + items - 1) // items
     cb = max(cb // 16 * 16, 64)
     if per_item > 1:
@@ -219,14 +307,15 @@ def im2col_col_block(tuple dims, int nthreads):
     return int(min(cb, p))
 
 
-def scratch_floats(tuple dims, int algorithm, int nthreads):
-    """Floats of arena scratch an algorithm needs for these dims and threads."""
+def scratch_floats(tuple dims, int algorithm, int nthreads, bint packed=False):
+    """Floats of arena scratch an algorithm needs for these dims and threads
+    (`packed`: im2col runs on the microkernel)."""
     cdef ConvGeom g = _geom_from(dims)
     cdef Py_ssize_t k = (g.c_in // g.groups) * g.kh * g.kw
     cdef Py_ssize_t p = g.h_out * g.w_out
     cdef Py_ssize_t tb
     if algorithm == CONV_IM2COL:
-        return int(k * im2col_col_block(dims, nthreads) * nthreads)
+        return int(k * im2col_col_block(dims, nthreads, packed) * nthreads)
     if algorithm == CONV_WINOGRAD:
         tb = winograd_tile_block(dims, nthreads)
         return int(_winograd_slab(&g, tb) * nthreads)
@@ -321,19 +410,22 @@ cdef int _im2col_block_row(const float[::1] x, Py_ssize_t x_off, float[::1] col,
             if g.sw == 1:
                 memcpy(&col[dst + a], &x[src + a], (b - a) * sizeof(float))
             else:
-                for wo in range(a, b):
-                    col[dst + wo] = x[src + wo * g.sw]
+                # the last element of each range, so a debug build checks both ends
+                col[dst + b - 1]
+                x[src + (b - 1) * g.sw]
+                rlx_gather_strided(&x[src + a * g.sw], g.sw, &col[dst + a], b - a)
             if b < we:
                 memset(&col[dst + b], 0, (we - b) * sizeof(float))
         p += we - ws
     return 0
 
 
-cdef int _im2col_block_item(const float[::1] x, const float[::1] wt, float[::1] y,
+cdef int _im2col_block_item(const float[::1] x, const float[::1] wt, bint packed, float[::1] y,
                             float[::1] scratch, const ConvGeom* g, const Fused* f, Py_ssize_t item,
                             Py_ssize_t cb, Py_ssize_t col_off) except -1 nogil:
     """One (image, group, column block): fill K x cb of the patch matrix into
-    this thread's slab, then one single-threaded GEMM into those columns of y."""
+    this thread's slab, then one single-threaded GEMM into those columns of y
+    (sgemm, or the microkernel when `packed`), then the epilogue on them."""
     cdef Py_ssize_t cpg = g.c_in // g.groups
     cdef Py_ssize_t cog = g.c_out // g.groups
     cdef Py_ssize_t k = cpg * g.kh * g.kw
@@ -347,16 +439,23 @@ cdef int _im2col_block_item(const float[::1] x, const float[::1] wt, float[::1] 
     cdef Py_ssize_t p1 = p0 + cb if p0 + cb < p else p
     cdef Py_ssize_t x_off = (ni * g.c_in + gi * cpg) * g.h * g.w
     cdef Py_ssize_t r
+    cdef Py_ssize_t pf
     for r in range(k):
         _im2col_block_row(x, x_off, scratch, col_off, p1 - p0, g, r, p0, p1)
-    sgemm_rm(False, False, <int>cog, <int>(p1 - p0), <int>k, 1.0, &wt[gi * cog * k], <int>k,
-             &scratch[col_off], <int>(p1 - p0), 0.0, &y[(ni * g.c_out + gi * cog) * p + p0], <int>p)
+    if packed:
+        pf = rlx_gemm_packed_floats(cog, k)
+        rlx_gemm_conv(&wt[gi * pf], wt.shape[0] - gi * pf, cog, k, &scratch[0], scratch.shape[0],
+                      col_off, p1 - p0, &y[0], y.shape[0], (ni * g.c_out + gi * cog) * p + p0, p,
+                      p1 - p0, NULL)
+    else:
+        sgemm_rm(False, False, <int>cog, <int>(p1 - p0), <int>k, 1.0, &wt[gi * cog * k], <int>k,
+                 &scratch[col_off], <int>(p1 - p0), 0.0, &y[(ni * g.c_out + gi * cog) * p + p0], <int>p)
     if f.on:
         _epilogue_rows(y, f, (ni * g.c_out + gi * cog) * p + p0, p, gi * cog, cog, p1 - p0)
     return 0
 
 
-cdef int conv_im2col(const float[::1] x, const float[::1] wt, float[::1] y,
+cdef int conv_im2col(const float[::1] x, const float[::1] wt, bint packed, float[::1] y,
                      float[::1] scratch, const ConvGeom* g, const Fused* f, Py_ssize_t cb,
                      int nthreads) except -1 nogil:
     """Work items are (image, group, block of cb output columns), one per
@@ -367,7 +466,7 @@ cdef int conv_im2col(const float[::1] x, const float[::1] wt, float[::1] y,
     cdef Py_ssize_t items = g.n * g.groups * ((p + cb - 1) // cb)
     cdef Py_ssize_t item
     for item in prange(items, num_threads=nthreads, schedule='static'):
-        _im2col_block_item(x, wt, y, scratch, g, f, item, cb, threadid() * k * cb)
+        _im2col_block_item(x, wt, packed, y, scratch, g, f, item, cb, threadid() * k * cb)
     return 0
 
 
@@ -393,6 +492,48 @@ cdef int _gemm_1x1_block_item(const float[::1] x, const float[::1] wt, float[::1
     sgemm_rm(False, False, <int>cog, <int>(p1 - p0), <int>cpg, 1.0, &wt[gi * cog * cpg], <int>cpg,
              &x[(ni * g.c_in + gi * cpg) * p + p0], <int>p, 0.0, &y[y_off], <int>p)
     _epilogue_rows(y, f, y_off, p, gi * cog, cog, p1 - p0)
+    return 0
+
+
+cdef inline Py_ssize_t gemm_column_chunks(Py_ssize_t items, Py_ssize_t p, int split) noexcept nogil:
+    """Column chunks per (image, group) for the microkernel: one when the
+    (image, group) items already split evenly over `split` threads, else
+    `split` chunks (so batch 1 feeds every core); chunks of at least two
+    16-column panels."""
+    if split <= 1 or items % split == 0:
+        return 1
+    if p < 32 * split:
+        return max(1, p // 32)
+    return split
+
+
+cdef int conv_gemm_1x1_packed(const float[::1] x, const float[::1] wp, const Fused* f,
+                              float[::1] y, const ConvGeom* g, int split,
+                              int nthreads) except -1 nogil:
+    """Work items are (image, group, column chunk), the chunks decided by
+    `split` alone; every output element's sum runs in the same order in any
+    chunk, so the result depends on neither split nor nthreads."""
+    cdef Py_ssize_t cpg = g.c_in // g.groups
+    cdef Py_ssize_t cog = g.c_out // g.groups
+    cdef Py_ssize_t p = g.h * g.w
+    cdef Py_ssize_t pf = rlx_gemm_packed_floats(cog, cpg)
+    cdef Py_ssize_t base = g.n * g.groups
+    cdef Py_ssize_t chunks = gemm_column_chunks(base, p, split)
+    cdef Py_ssize_t width = ((p + chunks - 1) // chunks + RLX_GEMM_NR - 1) // RLX_GEMM_NR * RLX_GEMM_NR
+    cdef Py_ssize_t item, ni, gi, ng, j0, j1
+    for item in prange(base * chunks, num_threads=nthreads, schedule='static'):
+        ng = item // chunks
+        ni = ng // g.groups
+        gi = ng % g.groups
+        j0 = (item % chunks) * width
+        j1 = j0 + width if j0 + width < p else p
+        if j0 < j1:
+            rlx_gemm_conv(&wp[gi * pf], wp.shape[0] - gi * pf, cog, cpg, &x[0], x.shape[0],
+                          (ni * g.c_in + gi * cpg) * p + j0, p, &y[0], y.shape[0],
+                          (ni * g.c_out + gi * cog) * p + j0, p, j1 - j0,
+                          NULL)
+            if f.on:
+                _epilogue_rows(y, f, (ni * g.c_out + gi * cog) * p + j0, p, gi * cog, cog, j1 - j0)
     return 0
 
 
@@ -673,9 +814,11 @@ cdef class Conv2DLaunch(Launch):
     """Conv2D with its fused epilogue, bound to arena views:
     y = act(conv(x, weight) + bias[c] + residual), each part optional.
 
-    `weight` holds the raw weight, or for Winograd the transformed U[16, c_out,
-    c_in] (F(2x2,3x3)) or U[36, c_out, c_in] (F(4x4,3x3)).  `max_threads` is
-    the thread count the scratch was sized for;
+    `weight` holds the raw weight, for Winograd the transformed U[16, c_out,
+    c_in] (F(2x2,3x3)) or U[36, c_out, c_in] (F(4x4,3x3)), or when `packed`
+    (gemm_1x1 and im2col) the weight packed for the microkernel
+    (gemm_pack_weight).  `max_threads` is the thread count the scratch was
+    sized for;
     `block` is the work-item size chosen at compile time (Winograd: tiles per
     block, im2col and 1x1 with an epilogue: output columns per block).
     `act` is one of the ACT_* codes with its parameters alpha, beta (the
@@ -692,12 +835,13 @@ cdef class Conv2DLaunch(Launch):
     cdef ConvGeom g
     cdef int algorithm
     cdef bint has_bias
+    cdef bint packed
     cdef Py_ssize_t block
     cdef Fused fused
 
     def __init__(self, x, weight, bias, y, scratch, tuple dims, int algorithm,
                  int max_threads, Py_ssize_t block=0, int act=RLX_ACT_NONE, float alpha=0.0,
-                 float beta=0.0, residual=None):
+                 float beta=0.0, residual=None, bint packed=False):
         self.x = x
         self.weight = weight
         self.has_bias = bias is not None
@@ -723,6 +867,13 @@ cdef class Conv2DLaunch(Launch):
         self.fused.e.res_len = self.residual.shape[0]
         self.fused.bias = &self.bias[0] if self.has_bias else NULL
         self.fused.on = self.has_bias or rlx_epilogue_active(&self.fused.e)
+        self.packed = packed and algorithm in (CONV_IM2COL, CONV_GEMM_1X1)
+        k = (self.g.c_in // self.g.groups) * self.g.kh * self.g.kw
+        if self.packed:
+            need = gemm_packed_floats(self.g.c_out, k, self.g.groups)
+            if self.weight.shape[0] < need:
+                raise ValueError(f"Conv2DLaunch: packed weight has {self.weight.shape[0]} floats, "
+                                 f"needs {need}")
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
@@ -741,7 +892,10 @@ cdef class Conv2DLaunch(Launch):
                 conv_winograd4(self.x, self.weight, self.bias, self.has_bias, self.y,
                                self.scratch, &self.g, self.block, t)
         elif self.algorithm == CONV_IM2COL:
-            conv_im2col(self.x, self.weight, self.y, self.scratch, &self.g, &self.fused, self.block, t)
+            conv_im2col(self.x, self.weight, self.packed, self.y, self.scratch, &self.g, &self.fused,
+                        self.block, t)
+        elif self.algorithm == CONV_GEMM_1X1 and self.packed:
+            conv_gemm_1x1_packed(self.x, self.weight, &self.fused, self.y, &self.g, self.max_threads, t)
         elif self.algorithm == CONV_GEMM_1X1:
             conv_gemm_1x1(self.x, self.weight, self.y, &self.g, &self.fused, self.block,
                           self.max_threads, t)
@@ -793,6 +947,27 @@ def gemm_1x1_col_block(tuple dims, int nthreads):
     if per_item > 1:
         cb = min(cb, ((p + per_item - 1) // per_item + 15) // 16 * 16)
     return int(max(min(cb, p), 1))
+
+
+cdef class GemmPackLaunch(Launch):
+    """Runtime weight packing for the microkernel, used only when the weight is
+    not a constant (constant weights are packed at compile time)."""
+    cdef const float[::1] weight
+    cdef float[::1] packed
+    cdef Py_ssize_t c_out, k, groups
+
+    def __init__(self, weight, packed, Py_ssize_t c_out, Py_ssize_t k, Py_ssize_t groups):
+        self.weight = weight
+        self.packed = packed
+        self.c_out = c_out
+        self.k = k
+        self.groups = groups
+        if packed.shape[0] < gemm_packed_floats(c_out, k, groups) or weight.shape[0] < c_out * k:
+            raise ValueError("GemmPackLaunch: weight or packed buffer too small")
+
+    cdef int run(self, int nthreads) except -1 nogil:
+        gemm_pack_weight_into(self.weight, self.packed, self.c_out, self.k, self.groups)
+        return 0
 
 
 cdef class WinogradFilterLaunch(Launch):

@@ -310,6 +310,7 @@ def _invariance_cases(rng):
         "conv2d-winograd-f2": ((1, 16, 20, 20), lambda g, x: g.conv2d(x, r(16, 16, 3, 3), r(16), padding=1)),
         "conv2d-im2col-s2": (x4, lambda g, x: g.conv2d(x, r(24, 16, 3, 3), stride=2, padding=1)),
         "conv2d-1x1": (x4, lambda g, x: g.conv2d(x, r(32, 16, 1, 1))),
+        "conv2d-1x1-microkernel-b1": ((1, 64, 21, 23), lambda g, x: g.conv2d(x, r(40, 64, 1, 1), r(40))),
         "conv2d-depthwise": (x4, lambda g, x: g.conv2d(x, r(16, 1, 3, 3), padding=1, groups=16)),
         "conv2d-depthwise-s2": (x4, lambda g, x: g.conv2d(x, r(16, 1, 3, 3), r(16), stride=2, padding=1,
                                                           groups=16)),

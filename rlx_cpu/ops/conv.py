@@ -23,7 +23,8 @@ from typing import ClassVar, Optional, Tuple
 import numpy as np
 
 from .. import _conv2d, _convnd
-from ..algorithms import ConvAlgorithm, ConvFlags, select_conv_algorithm, select_convnd_algorithm
+from ..algorithms import (ConvAlgorithm, ConvFlags, prefers_conv_microkernel, select_conv_algorithm,
+                          select_convnd_algorithm)
 from ..shapes import pad_pairs
 from ..compiler import compile as _compile
 from ..functional import as_real, cached_plan, freeze
@@ -236,6 +237,7 @@ class ConvThunk(Thunk):
     block: int = 0
     residual: Optional[Slice] = None
     epilogue: Optional[ConvEpilogue] = None
+    packed: bool = False        # weight packed for the conv microkernel
 
     kind: ClassVar[str] = "conv"
     reads: ClassVar[tuple] = ("x", "weight", "bias", "residual")
@@ -246,7 +248,8 @@ class ConvThunk(Thunk):
         return _conv2d.Conv2DLaunch(
             view(self.x), view(self.weight), view(self.bias) if self.bias else None, view(self.y),
             view(self.scratch) if self.scratch else None, self.dims.as_tuple(), int(self.algorithm),
-            self.max_threads, self.block, **_epilogue_args(self.epilogue, view, self.residual))
+            self.max_threads, self.block, packed=self.packed,
+            **_epilogue_args(self.epilogue, view, self.residual))
 
 
 @dataclass(frozen=True, repr=False)
@@ -267,6 +270,7 @@ class Conv1x1Thunk(Thunk):
     block: int = 0
     residual: Optional[Slice] = None
     epilogue: Optional[ConvEpilogue] = None
+    packed: bool = False        # weight packed for the conv microkernel
 
     kind: ClassVar[str] = "conv_1x1"
     reads: ClassVar[tuple] = ("x", "weight", "bias", "residual")
@@ -280,8 +284,26 @@ class Conv1x1Thunk(Thunk):
         dims = (self.n, self.c_in, 1, self.hw, self.c_out, 1, self.hw, 1, 1, 1, 1, 0, 0, 1, 1, self.groups)
         return _conv2d.Conv2DLaunch(
             view(self.x), view(self.weight), view(self.bias) if self.bias else None, view(self.y), None,
-            dims, int(ConvAlgorithm.GEMM_1X1), self.max_threads, self.block,
+            dims, int(ConvAlgorithm.GEMM_1X1), self.max_threads, self.block, packed=self.packed,
             **_epilogue_args(self.epilogue, view, self.residual))
+
+
+@dataclass(frozen=True, repr=False)
+class GemmPackThunk(Thunk):
+    """The weight packed for the conv microkernel when it is not a constant
+    (e.g. a graph input); constant weights are packed at compile time."""
+    weight: Slice
+    packed: Slice
+    c_out: int
+    k: int
+    groups: int
+
+    kind: ClassVar[str] = "gemm_pack"
+    reads: ClassVar[tuple] = ("weight",)
+    writes: ClassVar[tuple] = ("packed",)
+
+    def bind(self, view):
+        return _conv2d.GemmPackLaunch(view(self.weight), view(self.packed), self.c_out, self.k, self.groups)
 
 
 @dataclass(frozen=True, repr=False)
@@ -427,16 +449,19 @@ def compile_conv(ctx, node):
     epilogue = node.attrs.epilogue
     y = ctx.buf(node.id)
     t = ctx.num_threads
+    packed = prefers_conv_microkernel(dims, algo, ctx.flags)
+    if packed:
+        w = _packed_weight(ctx, node, w, dims)
     if algo == ConvAlgorithm.GEMM_1X1:
         block = 0
         if bias is not None or epilogue is not None:
             block = _conv2d.gemm_1x1_col_block(dims.as_tuple(), t)
         ctx.emit(Conv1x1Thunk(node.name, x, w, bias, y, dims.n, dims.c_in, dims.c_out,
-                              dims.h * dims.w, dims.groups, t, block, residual, epilogue))
+                              dims.h * dims.w, dims.groups, t, block, residual, epilogue, packed))
         return
     block = 0
     if algo == ConvAlgorithm.IM2COL:
-        block = _conv2d.im2col_col_block(dims.as_tuple(), t)
+        block = _conv2d.im2col_col_block(dims.as_tuple(), t, packed)
     if algo in (ConvAlgorithm.WINOGRAD, ConvAlgorithm.WINOGRAD_F4):
         f4 = algo == ConvAlgorithm.WINOGRAD_F4
         block = (_conv2d.winograd4_tile_block if f4 else _conv2d.winograd_tile_block)(dims.as_tuple(), t)
@@ -451,9 +476,23 @@ def compile_conv(ctx, node):
             u = ctx.temp(planes * dims.c_out * dims.c_in * 4, node.name + ".winograd_U")
             ctx.emit(WinogradFilterThunk(node.name, w, u, dims.c_out, dims.c_in, 4 if f4 else 2))
             w = u
-    scratch_nbytes = 4 * _conv2d.scratch_floats(dims.as_tuple(), int(algo), t)
+    scratch_nbytes = 4 * _conv2d.scratch_floats(dims.as_tuple(), int(algo), t, packed)
     scratch = ctx.scratch(scratch_nbytes, node.name + ".scratch")
-    ctx.emit(ConvThunk(node.name, x, w, bias, y, scratch, dims, algo, t, block, residual, epilogue))
+    ctx.emit(ConvThunk(node.name, x, w, bias, y, scratch, dims, algo, t, block, residual, epilogue, packed))
+
+
+def _packed_weight(ctx, node, w, dims):
+    """The buffer of the weight packed for the conv microkernel: packed now for
+    a constant weight, else by a GemmPackThunk at the start of each run."""
+    k = (dims.c_in // dims.groups) * dims.kh * dims.kw
+    wnode = node.inputs[1]
+    if ctx.is_constant(wnode):
+        return ctx.constant(_conv2d.gemm_pack_weight(ctx.graph.node(wnode).value, dims.groups),
+                            node.name + ".packed_W")
+    nfloats = max(_conv2d.gemm_packed_floats(dims.c_out, k, dims.groups), 1)
+    packed = ctx.temp(4 * nfloats, node.name + ".packed_W")
+    ctx.emit(GemmPackThunk(node.name, w, packed, dims.c_out, k, dims.groups))
+    return packed
 
 
 def emit_conv_nd(ctx, node, thunk_cls):
