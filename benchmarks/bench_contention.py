@@ -13,6 +13,7 @@ numbers move with whatever else runs; compare the columns of one invocation.
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -101,35 +102,50 @@ def main():
     ap.add_argument("--steps", type=int, default=30, help="timed training steps per figure")
     ap.add_argument("--no-ort", action="store_true")
     ap.add_argument("--env", action="append", default=[], help="extra NAME=VALUE for the measured process")
+    ap.add_argument("--compare-fixed", action="store_true",
+                    help="also run the 2-thread rlx rows with RLX_ADAPTIVE_THREADS=0 ('fixed': every run on 2 threads)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="quiet+loaded rounds; each figure is the median over rounds (default 1)")
     args = ap.parse_args()
     env_extra = dict(e.split("=", 1) for e in args.env)
-    configs = [("rlx", 1, args.repeat), ("rlx", 2, args.repeat)]
+    # (label, kind, threads, runs, extra environment)
+    configs = [("rlx", "rlx", 1, args.repeat, {}), ("rlx", "rlx", 2, args.repeat, {})]
+    if args.compare_fixed:
+        configs.append(("rlx fixed", "rlx", 2, args.repeat, {"RLX_ADAPTIVE_THREADS": "0"}))
     if not args.no_ort:
-        configs += [("ort", 1, args.repeat), ("ort", 2, args.repeat)]
-    configs += [("train", 1, args.steps), ("train", 2, args.steps)]
+        configs += [("ort", "ort", 1, args.repeat, {}), ("ort", "ort", 2, args.repeat, {})]
+    configs += [("train", "train", 1, args.steps, {}), ("train", "train", 2, args.steps, {})]
+    if args.compare_fixed:
+        configs.append(("train fixed", "train", 2, args.steps, {"RLX_ADAPTIVE_THREADS": "0"}))
+    samples = {}
+    for _ in range(max(1, args.rounds)):
+        for load in ("quiet", "loaded"):
+            competitor = subprocess.Popen([sys.executable, "-c", SPIN]) if load == "loaded" else None
+            try:
+                if competitor:
+                    time.sleep(0.3)
+                for label, kind, t, n, env in configs:
+                    samples.setdefault((load, label, t), []).append(measure(kind, t, n, {**env_extra, **env}))
+            finally:
+                if competitor:
+                    competitor.kill()
+                    competitor.wait()
     results = {}
-    for load in ("quiet", "loaded"):
-        competitor = subprocess.Popen([sys.executable, "-c", SPIN]) if load == "loaded" else None
-        try:
-            if competitor:
-                time.sleep(0.3)
-            for kind, t, n in configs:
-                results[(load, kind, t)] = measure(kind, t, n, env_extra)
-        finally:
-            if competitor:
-                competitor.kill()
-                competitor.wait()
+    for key, runs in samples.items():
+        bad = [r for r in runs if "error" in r]
+        results[key] = bad[0] if bad else {k: statistics.median(r[k] for r in runs) for k in runs[0]}
     print(f"conv stack {STACK} batch 1 (median ms per run) and the example CNN's training step "
-          f"(batch 32, median images/s); {os.cpu_count()} CPUs" + (f"; env {env_extra}" if env_extra else ""))
+          f"(batch 32, median images/s); {os.cpu_count()} CPUs; median of {max(1, args.rounds)} round(s)"
+          + (f"; env {env_extra}" if env_extra else ""))
     print(f"{'':14s} {'quiet':>12s} {'loaded':>12s} {'loaded/quiet':>13s}")
-    for kind, t, _ in configs:
-        q, lo = results[("quiet", kind, t)], results[("loaded", kind, t)]
+    for label, kind, t, _, _ in configs:
+        q, lo = results[("quiet", label, t)], results[("loaded", label, t)]
         key = "images_per_s" if kind == "train" else "ms"
         if "error" in q or "error" in lo:
-            print(f"{kind} {t}T: {q.get('error') or lo.get('error')}")
+            print(f"{label} {t}T: {q.get('error') or lo.get('error')}")
             continue
         unit = "img/s" if kind == "train" else "ms"
-        print(f"{kind + ' ' + str(t) + 'T':14s} {q[key]:9.1f} {unit:>2s} {lo[key]:9.1f} {unit:>2s} "
+        print(f"{label + ' ' + str(t) + 'T':14s} {q[key]:9.2f} {unit:>2s} {lo[key]:9.2f} {unit:>2s} "
               f"{lo[key] / q[key]:12.2f}x")
 
 

@@ -10,14 +10,16 @@
 # A run context therefore times its runs (one monotonic clock read on each
 # side of the launch loop) and keeps the last RING run times of each option,
 # "full" (the plan's thread count) and "single" (one thread).  It runs the
-# chosen option; every `interval` runs it probes the other option for
-# PROBE_RUNS runs and switches when the other's median is clearly lower
-# (below SWITCH_RATIO times the chosen one's).  A probe that confirms the
+# chosen option; every `interval` runs it probes the other option for up to
+# PROBE_RUNS runs and switches when the other's mean time is clearly lower
+# (below SWITCH_RATIO times the chosen one's).  A probe run slower than
+# ABORT_RATIO times the chosen option's mean ends the probe there, so a
+# probe that is plainly losing costs one run.  A probe that confirms the
 # choice doubles the interval (up to MAX_INTERVAL runs); a switch resets it to
-# MIN_INTERVAL.  When the chosen option's median drifts above DRIFT_RATIO
+# MIN_INTERVAL.  When the chosen option's mean drifts above DRIFT_RATIO
 # times its value at the last decision (a competitor arrived), the next run
-# probes at once.  On a quiet machine the only cost is a PROBE_RUNS-run
-# single-thread probe every MAX_INTERVAL runs (under 1% of the time).
+# probes at once.  On a quiet machine the only cost is one single-thread run
+# every MAX_INTERVAL runs.
 #
 # Results do not depend on the choice: launches are bound (partitions, scratch,
 # blocking) for the plan's thread count, and every kernel computes each output
@@ -44,14 +46,16 @@ cdef extern from *:
     #endif
     #define RLX_SWITCH_RATIO 0.9
     #define RLX_DRIFT_RATIO 1.5
+    #define RLX_ABORT_RATIO 1.25
     """
     double rlx_monotonic_seconds() noexcept nogil
     const double SWITCH_RATIO "RLX_SWITCH_RATIO"
     const double DRIFT_RATIO "RLX_DRIFT_RATIO"
+    const double ABORT_RATIO "RLX_ABORT_RATIO"
 
 cdef enum:
     RING = 5
-    PROBE_RUNS = 3
+    PROBE_RUNS = 6
     MIN_INTERVAL = 16
     MAX_INTERVAL = 512
 
@@ -62,7 +66,7 @@ cdef struct Chooser:
     int probing            # runs left in the current probe of the other option
     int since              # runs of the chosen option since the last decision
     int interval           # runs of the chosen option between probes
-    double ref             # the chosen option's median at the last decision (0: none yet)
+    double ref             # the chosen option's mean at the last decision (0: none yet)
     double ring[2][RING]   # the last run times of each option
     int count[2]
     int pos[2]
@@ -99,22 +103,17 @@ cdef inline int chooser_threads(const Chooser* ch) noexcept nogil:
     return 1 if chooser_option(ch) == 1 else ch.full
 
 
-cdef inline double _ring_median(const Chooser* ch, int opt) noexcept nogil:
-    cdef double v[RING]
-    cdef double t
-    cdef int n = ch.count[opt], i, j
+cdef inline double _ring_mean(const Chooser* ch, int opt) noexcept nogil:
+    # The mean, not the median: under contention a multi-threaded run's
+    # median can look fine while a few descheduled runs take many times it,
+    # and throughput pays for those.
+    cdef double t = 0
+    cdef int n = ch.count[opt], i
     if n == 0:
         return 0
     for i in range(n):
-        v[i] = ch.ring[opt][i]
-    for i in range(1, n):                 # insertion sort of <= RING values
-        t = v[i]
-        j = i - 1
-        while j >= 0 and v[j] > t:
-            v[j + 1] = v[j]
-            j -= 1
-        v[j + 1] = t
-    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+        t += ch.ring[opt][i]
+    return t / n
 
 
 cdef inline void _ring_push(Chooser* ch, int opt, double seconds) noexcept nogil:
@@ -126,8 +125,8 @@ cdef inline void _ring_push(Chooser* ch, int opt, double seconds) noexcept nogil
 
 cdef inline void _chooser_decide(Chooser* ch) noexcept nogil:
     cdef int other = 1 - ch.cur
-    cdef double m_other = _ring_median(ch, other)
-    cdef double m_cur = _ring_median(ch, ch.cur)
+    cdef double m_other = _ring_mean(ch, other)
+    cdef double m_cur = _ring_mean(ch, ch.cur)
     if m_other < SWITCH_RATIO * m_cur:
         ch.cur = other
         ch.interval = MIN_INTERVAL
@@ -135,7 +134,7 @@ cdef inline void _chooser_decide(Chooser* ch) noexcept nogil:
     else:
         ch.interval = ch.interval * 2 if ch.interval * 2 <= MAX_INTERVAL else MAX_INTERVAL
     ch.since = 0
-    ch.ref = _ring_median(ch, ch.cur)
+    ch.ref = _ring_mean(ch, ch.cur)
 
 
 cdef inline void chooser_record(Chooser* ch, int opt, double seconds) noexcept nogil:
@@ -147,12 +146,16 @@ cdef inline void chooser_record(Chooser* ch, int opt, double seconds) noexcept n
     _ring_push(ch, opt, seconds)
     if ch.probing > 0:
         ch.probing -= 1
-        if ch.probing == 0:
+        # A probe run clearly slower than the chosen option ends the probe at
+        # once: under contention a 2-thread run can take many times a
+        # 1-thread one, and on a quiet machine the 1-thread probe is the cost.
+        if ch.probing == 0 or seconds > ABORT_RATIO * _ring_mean(ch, ch.cur):
+            ch.probing = 0
             _chooser_decide(ch)
         return
     ch.since += 1
     if ch.since >= ch.interval or (ch.ref > 0 and ch.count[ch.cur] == RING
-                                   and _ring_median(ch, ch.cur) > DRIFT_RATIO * ch.ref):
+                                   and _ring_mean(ch, ch.cur) > DRIFT_RATIO * ch.ref):
         ch.count[1 - ch.cur] = 0          # the other option's old times are stale
         ch.pos[1 - ch.cur] = 0
         ch.probing = PROBE_RUNS
