@@ -15,6 +15,7 @@ import pytest
 
 import reference as ref
 import rlx_cpu
+from rlx_cpu import _runtime
 from conftest import ALGORITHMS, TOL, check_parity
 from rlx_cpu import passes
 from rlx_cpu.autograd import grads
@@ -250,6 +251,7 @@ def test_fuse_epilogue_on_depthwise_stride_2(rng, k, act, bias, residual, thread
                  f"depthwise s2 k{k} epilogue vs unfused")
 
 
+@pytest.mark.skipif(not _runtime.openmp_enabled(), reason="single-threaded build (no OpenMP): no 2-thread plan")
 def test_fuse_epilogue_1x1_column_blocks_cover_large_planes(rng):
     # one image, two threads: 41x39 = 1599 columns in two blocks (800 + 799)
     g, feeds, want = _block(rng, (1, 32, 41, 39), (96, 32, 1, 1), "hard_swish", True, "right", padding=0)
