@@ -148,7 +148,7 @@ ACTS = {
 }
 
 
-def _block(rng, x_shape, w_shape, act, bias, residual, padding, bias_op=False, nd=2):
+def _block(rng, x_shape, w_shape, act, bias, residual, padding, bias_op=False, nd=2, stride=1, groups=1):
     """conv [-> bias_add] [-> + skip] [-> act]; returns (graph, feeds, float64 reference)."""
     w = rng.normal(size=w_shape).astype(np.float32) / np.sqrt(np.prod(w_shape[1:]))
     b = rng.normal(size=w_shape[0]).astype(np.float32)
@@ -156,12 +156,13 @@ def _block(rng, x_shape, w_shape, act, bias, residual, padding, bias_op=False, n
     g = rlx_cpu.Graph()
     x = g.input("x", x_shape)
     conv = getattr(g, f"conv{nd}d")
-    y = conv(x, w, b if bias and not bias_op else None, padding=padding)
+    y = conv(x, w, b if bias and not bias_op else None, stride=stride, padding=padding, groups=groups)
     y_shape = y.shape
     if bias and bias_op:
         y = g.bias_add(y, b)
     feeds = {"x": rng.normal(size=x_shape)}
-    want = ref.conv_nd(feeds["x"], w, b if bias else None, pads_begin=padding, pads_end=padding)
+    want = ref.conv_nd(feeds["x"], w, b if bias else None, stride=stride, pads_begin=padding, pads_end=padding,
+                       groups=groups)
     if residual:
         feeds["skip"] = rng.normal(size=y_shape)
         y = g.add(g.input("skip", y_shape), y) if residual == "left" else g.add(y, g.input("skip", y_shape))
@@ -225,24 +226,9 @@ def test_fuse_epilogue_parts_on_every_algorithm(rng, algo, bias, bias_op, residu
 def test_fuse_epilogue_on_depthwise_stride_2(rng, k, act, bias, residual, threads):
     # MobileNet's downsampling depthwise conv + BN + ReLU6: the stride-2
     # depthwise kernel runs the epilogue (activation, residual, bias) too
-    c, pad = 16, k // 2
-    w = rng.normal(size=(c, 1, k, k)).astype(np.float32) / k
-    b = rng.normal(size=c).astype(np.float32)
-    g = rlx_cpu.Graph()
-    x = g.input("x", (2, c, 15, 12))
-    y = g.conv2d(x, w, b if bias else None, stride=2, padding=pad, groups=c)
-    feeds = {"x": rng.normal(size=(2, c, 15, 12))}
-    want = ref.conv_nd(feeds["x"], w, b if bias else None, stride=2, pads_begin=pad, pads_end=pad, groups=c)
-    if residual:
-        feeds["skip"] = rng.normal(size=y.shape)
-        skip = g.input("skip", y.shape)
-        y = g.add(skip, y) if residual == "left" else g.add(y, skip)
-        want = want + feeds["skip"]
-    if act is not None:
-        kw, f = ACTS[act]
-        y = getattr(g, act)(y, **kw)
-        want = f(want)
-    g.output(y)
+    c = 16
+    g, feeds, want = _block(rng, (2, c, 15, 12), (c, 1, k, k), act, bias, residual, padding=k // 2, stride=2,
+                            groups=c)
     plan = rlx_cpu.compile(g, num_threads=threads)
     assert [t.kind for t in plan.thunks] == ["conv"] and plan.thunks[0].algorithm.label == "direct"
     got = plan.run(feeds)[0]
