@@ -199,6 +199,7 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True, de
         thread while that is measured to be faster (a busy competing process
         on the same cores); results are identical either way.  None: the
         RLX_ADAPTIVE_THREADS environment variable ('1' or unset on, '0' off).
+        Debug plans always run on exactly num_threads.
     """
     from .plan import Plan
 

@@ -16,7 +16,7 @@ from conftest import check_parity, conv_case, conv_nd, one_conv_graph
 N_PY_THREADS = 4
 
 
-def _mixed_plan(rng, num_threads=2):
+def _mixed_plan(rng, num_threads=2, debug=None):
     """x -> winograd 3x3 -> im2col stride 2 -> 1x1 GEMM, outputs the last two."""
     g = rlx_cpu.Graph()
     x = g.input("x", (2, 16, 12, 12))
@@ -27,7 +27,7 @@ def _mixed_plan(rng, num_threads=2):
     b = g.conv2d(a, w2, stride=2, padding=1)
     c = g.conv2d(b, w3)
     g.output(c, b)
-    plan = rlx_cpu.compile(g, num_threads=num_threads)
+    plan = rlx_cpu.compile(g, num_threads=num_threads, debug=debug)
 
     def reference(xv):
         bv = conv_nd(conv_nd(xv, w1, None, 1, 1, 1), w2, None, 2, 1, 1)
@@ -433,7 +433,8 @@ def test_adaptive_threads_setting(monkeypatch, rng):
 
 @pytest.mark.skipif(not _runtime.openmp_enabled(), reason="single-threaded build (no OpenMP)")
 def test_adaptive_plan_counts_its_runs(rng):
-    plan, _ = _mixed_plan(rng)
+    # debug=False even under RLX_DEBUG=1: debug mode runs exactly num_threads
+    plan, _ = _mixed_plan(rng, debug=False)
     x = rng.standard_normal((2, 16, 12, 12)).astype(np.float32)
     ctx = plan.new_context()
     first = plan.run({"x": x}, context=ctx)
