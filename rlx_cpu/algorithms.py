@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-from . import _backward, _conv2d, _convnd
+from . import _backward, _conv2d, _convnd, _runtime
 from .shapes import BLAS_INT_MAX
 
 
@@ -88,10 +88,22 @@ class ConvFlags:
 
     @classmethod
     def from_env(cls):
+        # Parsed again only when one of the raw values changed: the
+        # functional API keys its plan cache on these flags on every call.
+        raw = _runtime.env_values(_FLAG_ENV)
+        memo = _flags_memo
+        if memo and memo[0] == raw:
+            return memo[1]
         check_simd_env()
         fast = _tristate("RLX_FAST_CONV") is not False
-        return cls(fast, _tristate("RLX_WINOGRAD"), _tristate("RLX_DIRECT_CONV"),
-                   _tristate("RLX_CONV_MICROKERNEL"))
+        flags = cls(fast, _tristate("RLX_WINOGRAD"), _tristate("RLX_DIRECT_CONV"),
+                    _tristate("RLX_CONV_MICROKERNEL"))
+        _flags_memo[:] = [raw, flags]
+        return flags
+
+
+_FLAG_ENV = (b"RLX_SIMD", b"RLX_FAST_CONV", b"RLX_WINOGRAD", b"RLX_DIRECT_CONV", b"RLX_CONV_MICROKERNEL")
+_flags_memo = []        # [raw env values, ConvFlags] of the last from_env
 
 
 # -- eligibility --------------------------------------------------------------

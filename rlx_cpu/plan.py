@@ -116,6 +116,8 @@ class RunContext:
             self.sequence = DebugSequence(plan, self, _runtime.LaunchSequence)
         else:
             self.sequence = _runtime.LaunchSequence(self.launches, plan.adaptive_threads)
+        # the identity check of the last binding and the run, in C (run())
+        self._fast = _runtime.BoundRun(self._names, self._in_src, self._out_dst, self.sequence, np.copyto)
         self._fixups = ()
         self._set_fixups()
 
@@ -151,6 +153,7 @@ class RunContext:
                 src = self._bytes[s.segment][s.offset:s.offset + s.nbytes].view(dtype).reshape(shape)
                 fix.append((dst, src))
         self._fixups = tuple(fix)
+        self._fast.fixups = self._fixups
 
     # -- binding ---------------------------------------------------------------
     def _check_names(self, feeds, what):
@@ -293,6 +296,7 @@ class RunContext:
                 self._in_src[key], self._in_arr[key] = val
         self._staged = tuple(i for i in range(len(self.inputs))
                              if self._target[f"input:{i}"] is self.inputs[i][2] and self._in_arr[i] is not None)
+        self._fast.staged = tuple((self.inputs[i][2], self._in_arr[i]) for i in self._staged)
         self._set_fixups()
 
     def _note_churn(self, seg, arr, own):
@@ -309,7 +313,9 @@ class RunContext:
 
     def run(self, feeds, outputs, nthreads):
         """Bind, execute, complete the outputs no kernel writes."""
-        self._bind(feeds, outputs, "run" if outputs is None else "run_into")
+        if self._fast.run(feeds, outputs, nthreads):     # the same objects as last run
+            return
+        self._rebind(feeds, outputs, "run" if outputs is None else "run_into")
         self.sequence.run(nthreads)
         fix = self._fixups
         k, n = 0, len(fix)

@@ -89,6 +89,15 @@ def get_num_threads():
     return available_cpus()
 
 
+def threads_key():
+    """A cheap hashable stand-in for get_num_threads() and the RLX_* conv
+    switches in plan-cache keys: the explicit setting plus every RLX_* and
+    OMP_* variable (about 0.2 us, where get_num_threads() asks the OS for the
+    affinity mask, about 1 us).  A cached plan of the default count keeps the
+    CPUs seen when it was built."""
+    return _explicit, _runtime.env_snapshot()
+
+
 def set_num_threads(n):
     """Set the default thread count for plans compiled from now on;
     ``None`` restores the default (RLX_NUM_THREADS, OMP_NUM_THREADS, CPUs)."""

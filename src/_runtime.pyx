@@ -1,9 +1,10 @@
 # Runtime helpers shared by the executor: OpenMP facts of this build and the
 # flat launch loop.  Kept tiny; kernels live in their own family modules.
+from cpython.dict cimport PyDict_GetItem
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.ref cimport PyObject
 from libc.stdint cimport uintptr_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport free, getenv, malloc
 
 from rlx_cpu._launch cimport Launch, process_threads
 from _adaptive cimport (Chooser, chooser_begin, chooser_end, chooser_init, chooser_option, chooser_record,
@@ -134,6 +135,9 @@ cdef class LaunchSequence:
     def run(self, int nthreads):
         """Run every launch in order on `nthreads` OpenMP threads (or on one,
         when adaptive and one has been measured to be faster)."""
+        self._run(nthreads)
+
+    cdef int _run(self, int nthreads) except -1:
         cdef Py_ssize_t i
         cdef int opt = 0
         cdef double t0 = 0
@@ -152,7 +156,7 @@ cdef class LaunchSequence:
         if choose:
             chooser_end(&self._ch, opt, t0)
         self.last_threads = nthreads
-        return None
+        return 0
 
     @property
     def adaptive_stats(self):
@@ -161,6 +165,72 @@ cdef class LaunchSequence:
         return {"runs": self._ch.runs, "single_thread_runs": self._ch.single_runs,
                 "switches": self._ch.switches,
                 "next_threads": chooser_threads(&self._ch) if self._ch.full > 1 else self.last_threads}
+
+
+cdef class BoundRun:
+    """A run context's last binding and its run, in one call: the hot path of
+    plan.run / run_into when the caller passes the same objects again.
+
+    names: the input names in order; in_src: the caller's object last bound
+    to each input; out_dst: the caller's array last bound to each output
+    (None: the context's own); staged: (staging array, source) pairs copied
+    before the launches (inputs converted to float32); fixups: (destination,
+    source) pairs copied after them.  The lists are the run context's own
+    (it updates them in place); the tuples it replaces on every re-bind."""
+    cdef public tuple names
+    cdef public list in_src, out_dst
+    cdef public tuple staged, fixups
+    cdef public object sequence
+    cdef object _copyto
+
+    def __cinit__(self, tuple names, list in_src, list out_dst, sequence, copyto):
+        self.names, self.in_src, self.out_dst = names, in_src, out_dst
+        self.staged = self.fixups = ()
+        self.sequence = sequence
+        self._copyto = copyto
+
+    def run(self, feeds, outputs, int nthreads):
+        """Run and return True when `feeds` (a dict) holds the last bound
+        object under every name and `outputs` is None or a list/tuple of the
+        last bound arrays; else return False and run nothing (the caller
+        re-binds).  Allocates nothing."""
+        cdef Py_ssize_t i, n = len(self.names)
+        cdef PyObject* v
+        cdef tuple pair
+        if type(feeds) is not dict or len(<dict>feeds) != n:
+            return False
+        for i in range(n):
+            v = PyDict_GetItem(<dict>feeds, self.names[i])
+            if v == NULL or <object>v is not self.in_src[i]:
+                return False
+        n = len(self.out_dst)
+        if outputs is None:
+            for i in range(n):
+                if self.out_dst[i] is not None:
+                    return False
+        elif type(outputs) is list:
+            if len(<list>outputs) != n:
+                return False
+            for i in range(n):
+                if (<list>outputs)[i] is not self.out_dst[i]:
+                    return False
+        elif type(outputs) is tuple:
+            if len(<tuple>outputs) != n:
+                return False
+            for i in range(n):
+                if (<tuple>outputs)[i] is not self.out_dst[i]:
+                    return False
+        else:
+            return False
+        for pair in self.staged:
+            self._copyto(pair[0], pair[1], casting="unsafe")
+        if type(self.sequence) is LaunchSequence:
+            (<LaunchSequence>self.sequence)._run(nthreads)
+        else:
+            self.sequence.run(nthreads)
+        for pair in self.fixups:
+            self._copyto(pair[0], pair[1])
+        return True
 
 
 cdef class ThreadChooser:
@@ -208,6 +278,44 @@ def run_launches_timed(list launches, int nthreads, timer):
             obj.execute(nthreads)
         out.append(timer() - t0)
     return out
+
+
+def env_values(tuple names):
+    """The values of the environment variables `names` (bytes) as getenv sees
+    them: a tuple of bytes, None for an unset one.  Assignments to os.environ
+    call putenv, so this sees them too, for about 50 ns a name (os.environ.get
+    costs about 1 us): the per-call caches of the functional API compare it
+    to notice a changed switch without re-parsing every one."""
+    cdef Py_ssize_t i, n = len(names)
+    cdef const char* v
+    out = [None] * n
+    for i in range(n):
+        v = getenv(<bytes>names[i])
+        if v != NULL:
+            out[i] = <bytes>v
+    return tuple(out)
+
+
+cdef extern from *:
+    """
+    extern char **environ;
+    """
+    char** environ
+
+
+def env_snapshot():
+    """Every RLX_* and OMP_* variable of the environment as a tuple of
+    b"NAME=value" entries (in environ's order): one pass over environ, about
+    0.1 us, so plan caches can key on all the switches compile() reads."""
+    cdef char** e = environ
+    out = []
+    if e != NULL:
+        while e[0] != NULL:
+            if (e[0][0] == b'R' and e[0][1] == b'L' and e[0][2] == b'X' and e[0][3] == b'_') or \
+                    (e[0][0] == b'O' and e[0][1] == b'M' and e[0][2] == b'P' and e[0][3] == b'_'):
+                out.append(<bytes>e[0])
+            e += 1
+    return tuple(out)
 
 
 def address_of(arr):

@@ -460,3 +460,22 @@ def test_im2col_column_blocks_cut_output_rows(rng, threads, c_in, spatial, strid
     y = plan.run({"x": x})[0]
     want = conv_nd(x, w, stride=stride, pads_begin=pads[:2], pads_end=pads[2:], dilation=dilation)
     check_parity(y, want, "im2col column blocks")
+
+
+def test_functional_plans_follow_thread_setting(rng):
+    """A call after set_num_threads gets a plan of the new count, also when
+    the previous call had the very same shapes (the last-lookup memo)."""
+    F.clear_plan_cache()
+    x, w, b = conv_case(rng, 1, 4, 4, (8, 8), (3, 3))
+    try:
+        seen = []
+        for n in (1, 2, 1):
+            rlx_cpu.set_num_threads(n)
+            y = rlx_cpu.conv2d(x, w, b, padding=1)
+            check_parity(y, conv_nd(x, w, b, 1, 1, 1), f"functional conv2d {n} threads")
+            seen.append(F._last[1].num_threads)
+    finally:
+        rlx_cpu.set_num_threads(None)
+    want = [1, 2, 1] if rlx_cpu._runtime.openmp_enabled() else [1, 1, 1]
+    assert seen == want
+    assert len(F._cache) == 2          # one plan per setting, reused on the way back to 1

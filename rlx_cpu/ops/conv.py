@@ -23,7 +23,7 @@ from typing import ClassVar, Optional, Tuple
 import numpy as np
 
 from .. import _conv2d, _convnd
-from ..algorithms import (ConvAlgorithm, ConvFlags, prefers_conv_microkernel, select_conv_algorithm,
+from ..algorithms import (ConvAlgorithm, prefers_conv_microkernel, select_conv_algorithm,
                           select_convnd_algorithm)
 from ..shapes import pad_pairs
 from ..compiler import compile as _compile
@@ -32,7 +32,7 @@ from ..ir import Graph, fmt_shape
 from ..onnx_import import graph_op, spatial_rank, window_padding
 from ..registry import compile_rule, functional, gradient, graph_method, onnx_op, per_rank
 from ..shapes import as_tuple, conv_out_size, layout_hint, resolve_padding
-from ..threads import get_num_threads
+from ..threads import threads_key
 from ..thunks import Slice, Thunk
 
 Shape = Tuple[int, ...]
@@ -586,11 +586,11 @@ def _run_conv(op, x, weight, bias, stride, padding, dilation, groups, conv_algor
     if bias is not None:
         bias = as_real("bias", op, bias)
         feeds["bias"] = bias
-    # Everything compile() reads goes into the key, including the env flags
-    # (read at compile time), so a cached plan never hides a change of them.
+    # Everything compile() reads goes into the key, including the RLX_* env
+    # flags (threads_key holds every one), so a cached plan never hides a
+    # change of them.
     key = (op, x.shape, weight.shape, None if bias is None else bias.shape, freeze(stride),
-           freeze(padding), freeze(dilation), freeze(groups), conv_algorithm, get_num_threads(),
-           ConvFlags.from_env())
+           freeze(padding), freeze(dilation), freeze(groups), conv_algorithm, threads_key())
 
     def build():
         g = Graph()

@@ -22,7 +22,7 @@ from ..functional import as_real, cached_plan, freeze, shape_key
 from ..ir import Graph, fmt_shape, shape_arg
 from ..registry import compile_rule, functional, graph_method, per_rank
 from ..shapes import as_tuple, conv_out_size, layout_hint, resolve_padding
-from ..threads import get_num_threads
+from ..threads import threads_key
 from ..thunks import Slice, Thunk, view_or_none
 from .conv import RANKS, ConvAttrs, ConvNDDims, check_groups, named
 
@@ -196,7 +196,7 @@ def _run_backward(op, first, second, target_shape, stride, padding, dilation, gr
     b = as_real(b_name, op, b)
     target = shape_key(target_shape)
     key = (op, a.shape, b.shape, target, freeze(stride), freeze(padding), freeze(dilation), freeze(groups),
-           conv_algorithm, get_num_threads())
+           conv_algorithm, threads_key())
 
     def build():
         g = Graph()

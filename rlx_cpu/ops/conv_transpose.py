@@ -24,7 +24,7 @@ from ..ir import Graph, fmt_shape
 from ..onnx_import import graph_op, window_padding
 from ..registry import compile_rule, functional, gradient, graph_method, onnx_op, per_rank
 from ..shapes import as_tuple, conv_transpose_out_size, layout_hint, resolve_padding
-from ..threads import get_num_threads
+from ..threads import threads_key
 from .conv import CONV, RANKS, ConvNDKernelThunk, check_groups, emit_conv_nd, named, onnx_conv_geometry, with_bias
 
 Shape = Tuple[int, ...]
@@ -321,7 +321,7 @@ def _run_conv_transpose(op, x, weight, bias, stride, padding, output_padding, gr
         feeds["bias"] = bias
     key = (op, x.shape, weight.shape, None if bias is None else bias.shape, freeze(stride),
            freeze(padding), freeze(output_padding), freeze(groups), freeze(dilation),
-           freeze(output_size), conv_algorithm, get_num_threads())
+           freeze(output_size), conv_algorithm, threads_key())
 
     def build():
         g = Graph()

@@ -39,7 +39,7 @@ from ..onnx_import import spatial_rank, window_padding
 from ..registry import compile_rule, functional, gradient, graph_method, onnx_op
 from ..shapes import as_tuple, first_padding_only_window, pool_out_size, resolve_padding
 from ..thunks import Slice, Thunk, WindowDims
-from ..threads import get_num_threads
+from ..threads import threads_key
 
 RANKS = (1, 2, 3)
 BACKWARD_RANKS = (1, 2)          # the pool-gradient kernels take 1-D and 2-D windows
@@ -683,7 +683,7 @@ def _max_pool_backward_function(nd):
         x = as_real("input", op, input)
         dy = as_real("grad_output", op, grad_output)
         key = (op, x.shape, dy.shape, freeze(kernel_size), freeze(stride), freeze(padding),
-               freeze(dilation), ceil_mode, get_num_threads())
+               freeze(dilation), ceil_mode, threads_key())
 
         def build():
             g = Graph()
@@ -706,7 +706,7 @@ def _avg_pool_backward_function(nd):
         dy = as_real("grad_output", op, grad_output)
         xs = shape_key(input_shape)
         key = (op, dy.shape, xs, freeze(kernel_size), freeze(stride), freeze(padding), ceil_mode,
-               count_include_pad, divisor_override, get_num_threads())
+               count_include_pad, divisor_override, threads_key())
 
         def build():
             g = Graph()
