@@ -11,6 +11,8 @@ import time
 
 import numpy as np
 
+from rlx_cpu.timing import DEFAULT_SETTLE_S, interleaved_medians  # noqa: F401  (re-exported)
+
 
 def median_ms(fn, repeat, warmup=2):
     """Median wall milliseconds of fn() over `repeat` calls after `warmup`."""
@@ -22,22 +24,6 @@ def median_ms(fn, repeat, warmup=2):
         fn()
         ts.append(time.perf_counter() - t0)
     return 1e3 * statistics.median(ts)
-
-
-def interleaved_medians(fns, repeat, warmup=2):
-    """{name: median ms} for several callables timed round-robin, one call of
-    each per round, so that a load spike on this small machine hits all of
-    them alike instead of whichever ran during it."""
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    ts = {name: [] for name in fns}
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            ts[name].append(time.perf_counter() - t0)
-    return {name: 1e3 * statistics.median(v) for name, v in ts.items()}
 
 
 def optional_torch(disabled=False):

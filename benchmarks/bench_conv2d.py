@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 import rlx_cpu
-from _harness import (fmt_ms, fmt_ratio, interleaved_medians, median_ms, optional_ort, optional_torch,
+from _harness import (DEFAULT_SETTLE_S, fmt_ms, fmt_ratio, interleaved_medians, median_ms, optional_ort, optional_torch,
                       ort_session, ort_single_node)
 
 SHAPES = {
@@ -79,7 +79,8 @@ def bench_shape(name, spec, threads, repeat, algos, torch, ort):
             prof = [plan.profile({"x": x}, repeat=1, warmup=0)[-1][1] for _ in range(r + 2)][2:]
             ms = 1e3 * statistics.median(prof)
             out = [np.empty(plan.output_shapes[0], np.float32)]
-            timed = interleaved_medians({"rlx": lambda: plan.run_into({"x": x}, out), **peers}, r)
+            timed = interleaved_medians({"rlx": lambda: plan.run_into({"x": x}, out), **peers}, r,
+                                        settle=DEFAULT_SETTLE_S if t > 1 else 0.0)
             rows.append((name, t, algo, label, ms, flops / ms / 1e6, timed.pop("rlx"), timed))
     return rows
 

@@ -17,6 +17,9 @@ For each shape and thread count it reports, in a markdown table:
     the physical reference of a memory-bound op;
   * `best/run` and `best/kernel`: the faster peer's ms over rlx_cpu's (> 1:
     rlx_cpu faster).
+At 2+ threads each runtime's timed call comes after a 20 ms sleep and one
+untimed call (rlx_cpu/timing.py), so no other runtime's spinning pool shares
+its cores.
 `--json PATH` also writes every row.  Timings on a shared machine are noisy:
 compare within one run.
 """
@@ -26,7 +29,7 @@ import json
 import numpy as np
 
 import rlx_cpu
-from _harness import interleaved_medians, median_ms, memcpy_ms, optional_ort, optional_torch, ort_session, \
+from _harness import DEFAULT_SETTLE_S, interleaved_medians, median_ms, memcpy_ms, optional_ort, optional_torch, ort_session, \
     ort_single_node
 from rlx_cpu import _runtime
 
@@ -193,7 +196,8 @@ def bench_shape(name, spec, threads, repeat, torch, ort):
             if sess is not None:
                 peers["ort"] = lambda sess=sess, xa=xa: sess.run(None, {"x": xa})
         outs = [np.empty(s_, d) for s_, d in zip(plan.output_shapes, plan.output_dtypes)]
-        timed = interleaved_medians({"rlx": lambda: plan.run_into(arrays, outs), **peers}, repeat)
+        timed = interleaved_medians({"rlx": lambda: plan.run_into(arrays, outs), **peers}, repeat,
+                                    settle=DEFAULT_SETTLE_S if t > 1 else 0.0)
         run_ms = timed.pop("rlx")
         best = min(timed.values()) if timed else None
         rows.append(dict(shape=name, op=spec["desc"], threads=t, kernel_ms=ms, run_ms=run_ms,

@@ -31,6 +31,8 @@ import time
 
 import numpy as np
 
+from .timing import DEFAULT_SETTLE_S, interleaved_samples
+
 TOL = 1e-4
 
 
@@ -185,14 +187,10 @@ def run_model(label, data, torch_module, threads, batch, resolution, repeat, see
     done += 1
     bar.update(done)
 
-    # Interleaved: one run of each runtime per round, so a burst of load
-    # from another process hits them alike.
-    samples = {name: [] for name, _ in runners}
-    for _ in range(repeat):
-        for name, fn in runners:
-            t = time.perf_counter()
-            fn()
-            samples[name].append(time.perf_counter() - t)
+    # Interleaved, with the other runtimes' spinning workers parked before
+    # each turn at several threads (rlx_cpu/timing.py).
+    samples = interleaved_samples(dict(runners), repeat, warmup=0,
+                                  settle=DEFAULT_SETTLE_S if threads > 1 else 0.0)
     ms = {name: 1e3 * statistics.median(v) for name, v in samples.items()}
     row.update(rlx=ms["rlx_cpu"], ort=ms.get("onnxruntime"), torch=ms.get("torch"), kinds=per_kind(prof))
 

@@ -1,0 +1,42 @@
+"""Interleaved timing of several runtimes in one process (the benchmarks and
+``python -m rlx_cpu run`` share it).
+
+One call of each runtime per round, so that a burst of load from another
+process hits them alike.  With several threads, every runtime's thread pool
+(rlx_cpu's and PyTorch's OpenMP, ONNX Runtime's own) keeps its workers
+spinning for a while after a call: timed back to back, the next runtime then
+shares its cores with the previous one's spinners.  ``settle`` seconds of
+sleep before each runtime's turn lets those workers park; one untimed call
+then wakes the runtime's own pool, and the timed call measures it hot, as a
+serving loop would see it.
+"""
+import statistics
+import time
+
+# Long enough for libgomp's default spin (GOMP_SPINCOUNT 300k pause loops,
+# a few ms here) and ONNX Runtime's to end.
+DEFAULT_SETTLE_S = 0.02
+
+
+def interleaved_samples(fns, repeat, warmup=2, settle=0.0):
+    """{name: [seconds]} of `repeat` timed calls of each callable in
+    fns (a dict name -> zero-argument callable), round-robin."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    ts = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            if settle > 0:
+                time.sleep(settle)
+                fn()
+            t0 = time.perf_counter()
+            fn()
+            ts[name].append(time.perf_counter() - t0)
+    return ts
+
+
+def interleaved_medians(fns, repeat, warmup=2, settle=0.0):
+    """{name: median ms} of interleaved_samples."""
+    return {name: 1e3 * statistics.median(v)
+            for name, v in interleaved_samples(fns, repeat, warmup, settle).items()}
