@@ -319,7 +319,35 @@ def prefers_conv_microkernel(d, algo, flags):
 
 # -- selection ----------------------------------------------------------------
 
-def select_conv_algorithm(dims, requested="auto", flags=None, op="conv2d"):
+# A weight that is not a constant (a plan input: the functional API, a
+# trained weight fed each run) makes Winograd transform its filters on every
+# run.  Per 3x3 filter, one thread (blocked transform, 256x256 filters):
+# F(2x2) 7.5 ns, F(4x4) 29 ns (double intermediates).  Against the effective
+# speed of each conv in GFLOP/s of the direct count 2*9*C_in*C_out*outputs
+# (bench_conv2d, one thread, quiet): F(2x2) 110, F(4x4) 170, im2col on the
+# conv microkernel 80.  Auto then takes the cheapest total, so a per-run
+# transform never costs more than the algorithm it displaces would.
+_FILTER_TRANSFORM_NS = {"winograd": 7.5, "winograd_f4": 29.0}
+_EFFECTIVE_GFLOPS = {"winograd": 110.0, "winograd_f4": 170.0, "im2col": 80.0}
+
+
+def runtime_weight_cost_ns(d, algo):
+    """Estimated ns of one run of this 3x3 conv with `algo` when the filter
+    transform runs every time (see _FILTER_TRANSFORM_NS)."""
+    flops = 2.0 * 9 * d.c_in * d.c_out * d.n * d.h_out * d.w_out
+    return flops / _EFFECTIVE_GFLOPS[algo.label] + _FILTER_TRANSFORM_NS.get(algo.label, 0.0) * d.c_in * d.c_out
+
+
+def _winograd_for_runtime_weight(d):
+    """F(4x4), F(2x2) or im2col for a Winograd-eligible conv whose weight is
+    transformed every run: the cheapest by runtime_weight_cost_ns."""
+    options = [_winograd_variant(d), ConvAlgorithm.WINOGRAD]
+    if im2col_ineligible_reason(d) is None:
+        options.append(ConvAlgorithm.IM2COL)
+    return min(options, key=lambda a: runtime_weight_cost_ns(d, a))
+
+
+def select_conv_algorithm(dims, requested="auto", flags=None, op="conv2d", weight_constant=True):
     """Return the ConvAlgorithm for a conv of these dims.
 
     `requested` is 'auto' or a forced algorithm ('reference', 'im2col',
@@ -327,7 +355,8 @@ def select_conv_algorithm(dims, requested="auto", flags=None, op="conv2d"):
     algorithm overrides the environment flags and raises ValueError on a shape
     it cannot run.  Under 'auto' or 'im2col' a 1x1/stride-1/unpadded conv runs
     as a plain GEMM; where auto picks Winograd, _prefers_winograd_f4 picks the
-    tile size.
+    tile size.  weight_constant=False (the weight is a plan input) makes auto
+    count Winograd's per-run filter transform (_winograd_for_runtime_weight).
     """
     if flags is None:
         flags = ConvFlags.from_env()
@@ -368,7 +397,7 @@ def select_conv_algorithm(dims, requested="auto", flags=None, op="conv2d"):
     if gemm_1x1_ineligible_reason(dims) is None:
         return ConvAlgorithm.GEMM_1X1
     if winograd_ok and flags.winograd is not False and _prefers_winograd(dims):
-        return _winograd_variant(dims)
+        return _winograd_variant(dims) if weight_constant else _winograd_for_runtime_weight(dims)
     if direct_ok and flags.direct is not False and _prefers_direct(dims):
         return ConvAlgorithm.DIRECT
     if im2col_ineligible_reason(dims) is None:

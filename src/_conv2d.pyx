@@ -620,37 +620,106 @@ cdef int conv_depthwise_s2(const float[::1] x, const float[::1] wt, const float[
 #   GEMMs per block and scatters the inverse-transformed outputs.
 # ---------------------------------------------------------------------------
 
-cdef int _winograd_filter(const float[::1] w, float[::1] u, Py_ssize_t c_out,
-                          Py_ssize_t c_in, Py_ssize_t pair) except -1 nogil:
-    """u[:, co, ci] = G g G^T for the 3x3 filter g of pair = co * c_in + ci."""
-    cdef float t[12]
-    cdef float r0, r1, r2
-    cdef Py_ssize_t j, i, b = pair * 9, stride = c_out * c_in
-    for j in range(3):                       # t = G g  (4x3)
-        r0 = w[b + j]
-        r1 = w[b + 3 + j]
-        r2 = w[b + 6 + j]
-        t[j] = r0
-        t[3 + j] = 0.5 * (r0 + r1 + r2)
-        t[6 + j] = 0.5 * (r0 - r1 + r2)
-        t[9 + j] = r2
-    for i in range(4):                       # u = t G^T (4x4)
-        r0 = t[3 * i]
-        r1 = t[3 * i + 1]
-        r2 = t[3 * i + 2]
-        u[(4 * i + 0) * stride + pair] = r0
-        u[(4 * i + 1) * stride + pair] = 0.5 * (r0 + r1 + r2)
-        u[(4 * i + 2) * stride + pair] = 0.5 * (r0 - r1 + r2)
-        u[(4 * i + 3) * stride + pair] = r2
+# Filters per block of the filter transforms.  U is position-major
+# (U[k, c_out, c_in]), so writing each filter's 16 or 36 values straight to
+# U strides by c_out * c_in floats: for a power-of-two channel product every
+# one of those streams falls into the same L1 set and each store misses
+# (256 -> 256 channels took 7 ms).  A block transforms FILTER_BLOCK filters
+# at once (rlx_wino_filter_block), writing k contiguous runs.
+cdef enum:
+    FILTER_BLOCK = 64
+
+
+cdef extern from *:
+    """
+    /* Filters p0 .. p0 + cnt - 1 (cnt <= 64) of w[pairs][9] into U[k][pairs]:
+       transposed first so that every step below runs across the block's
+       filters, contiguous loops the compiler vectorises, and every U row gets
+       one contiguous run.  F(4x4,3x3) keeps its double intermediates (its
+       G has 1/6 and 1/24). */
+    static void rlx_wino_filter_block(const float* w, float* u, Py_ssize_t pairs, Py_ssize_t p0,
+                                      Py_ssize_t cnt, int tile)
+    {
+        float g[9][64];
+        Py_ssize_t p, j, i;
+        for (p = 0; p < cnt; p++)
+            for (j = 0; j < 9; j++)
+                g[j][p] = w[(p0 + p) * 9 + j];
+        if (tile == 2) {
+            float t[4][3][64];
+            for (j = 0; j < 3; j++)
+                for (p = 0; p < cnt; p++) {            /* t = G g (4x3) */
+                    float r0 = g[j][p], r1 = g[3 + j][p], r2 = g[6 + j][p];
+                    t[0][j][p] = r0;
+                    t[1][j][p] = 0.5f * (r0 + r1 + r2);
+                    t[2][j][p] = 0.5f * (r0 - r1 + r2);
+                    t[3][j][p] = r2;
+                }
+            for (i = 0; i < 4; i++) {                  /* u = t G^T (4x4) */
+                float* o = u + (4 * i) * pairs + p0;
+                for (p = 0; p < cnt; p++) {
+                    float r0 = t[i][0][p], r1 = t[i][1][p], r2 = t[i][2][p];
+                    o[p] = r0;
+                    o[pairs + p] = 0.5f * (r0 + r1 + r2);
+                    o[2 * pairs + p] = 0.5f * (r0 - r1 + r2);
+                    o[3 * pairs + p] = r2;
+                }
+            }
+        } else {
+            /* products with the reciprocals, not divisions (several times
+               slower); in double the difference is far below float rounding */
+            const double S6 = 1.0 / 6.0, S24 = 1.0 / 24.0;
+            double t[6][3][64];
+            for (j = 0; j < 3; j++)
+                for (p = 0; p < cnt; p++) {            /* t = G g (6x3) */
+                    double r0 = g[j][p], r1 = g[3 + j][p], r2 = g[6 + j][p];
+                    t[0][j][p] = r0 * 0.25;
+                    t[1][j][p] = -(r0 + r1 + r2) * S6;
+                    t[2][j][p] = -(r0 - r1 + r2) * S6;
+                    t[3][j][p] = (r0 + 2.0 * r1 + 4.0 * r2) * S24;
+                    t[4][j][p] = (r0 - 2.0 * r1 + 4.0 * r2) * S24;
+                    t[5][j][p] = r2;
+                }
+            for (i = 0; i < 6; i++) {                  /* u = t G^T (6x6) */
+                float* o = u + (6 * i) * pairs + p0;
+                for (p = 0; p < cnt; p++) {
+                    double r0 = t[i][0][p], r1 = t[i][1][p], r2 = t[i][2][p];
+                    o[p] = (float)(r0 * 0.25);
+                    o[pairs + p] = (float)(-(r0 + r1 + r2) * S6);
+                    o[2 * pairs + p] = (float)(-(r0 - r1 + r2) * S6);
+                    o[3 * pairs + p] = (float)((r0 + 2.0 * r1 + 4.0 * r2) * S24);
+                    o[4 * pairs + p] = (float)((r0 - 2.0 * r1 + 4.0 * r2) * S24);
+                    o[5 * pairs + p] = (float)r2;
+                }
+            }
+        }
+    }
+    """
+    void rlx_wino_filter_block(const float* w, float* u, Py_ssize_t pairs, Py_ssize_t p0,
+                               Py_ssize_t cnt, int tile) noexcept nogil
+
+
+cdef int _filter_transform_into(const float[::1] w, float[::1] u, Py_ssize_t c_out, Py_ssize_t c_in,
+                                int tile, int nthreads) except -1 nogil:
+    """U[k, co, ci] for every filter, k < 16 (tile 2) or 36 (tile 4), over
+    blocks of FILTER_BLOCK filters split across threads."""
+    cdef Py_ssize_t pairs = c_out * c_in, nblk = (pairs + FILTER_BLOCK - 1) // FILTER_BLOCK
+    cdef Py_ssize_t blk
+    if pairs == 0:
+        return 0
+    if w.shape[0] < pairs * 9 or u.shape[0] < (16 if tile == 2 else 36) * pairs:
+        with gil:
+            raise ValueError(f"winograd filter transform: {c_out}x{c_in} filters need {pairs * 9} weights and "
+                             f"a U of {(16 if tile == 2 else 36) * pairs} floats, got {w.shape[0]} and {u.shape[0]}")
+    for blk in prange(nblk, num_threads=nthreads, schedule='static'):
+        rlx_wino_filter_block(&w[0], &u[0], pairs, blk * FILTER_BLOCK,
+                              min(FILTER_BLOCK, pairs - blk * FILTER_BLOCK), tile)
     return 0
 
 
 cdef int winograd_filter_transform_into(const float[::1] w, float[::1] u, Py_ssize_t c_out,
                                         Py_ssize_t c_in, int nthreads) except -1 nogil:
-    cdef Py_ssize_t pair
-    for pair in prange(c_out * c_in, num_threads=nthreads, schedule='static'):
-        _winograd_filter(w, u, c_out, c_in, pair)
-    return 0
+    return _filter_transform_into(w, u, c_out, c_in, 2, nthreads)
 
 
 def winograd_filter_transform(weight):
@@ -717,43 +786,9 @@ cdef int conv_winograd(const float[::1] x, const float[::1] u, const float[::1] 
 #   column, and all are far inside the 1e-4 bound.
 # ---------------------------------------------------------------------------
 
-cdef int _winograd4_filter(const float[::1] w, float[::1] u, Py_ssize_t c_out,
-                           Py_ssize_t c_in, Py_ssize_t pair) except -1 nogil:
-    """u[:, co, ci] = G g G^T (6x6) for the 3x3 filter g of pair = co * c_in + ci,
-    G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6;
-    0 0 1], computed in double and rounded once."""
-    cdef double t[18]
-    cdef double r0, r1, r2
-    cdef Py_ssize_t j, i, b = pair * 9, stride = c_out * c_in
-    for j in range(3):                       # t = G g  (6x3)
-        r0 = w[b + j]
-        r1 = w[b + 3 + j]
-        r2 = w[b + 6 + j]
-        t[j] = r0 / 4.0
-        t[3 + j] = -(r0 + r1 + r2) / 6.0
-        t[6 + j] = -(r0 - r1 + r2) / 6.0
-        t[9 + j] = (r0 + 2.0 * r1 + 4.0 * r2) / 24.0
-        t[12 + j] = (r0 - 2.0 * r1 + 4.0 * r2) / 24.0
-        t[15 + j] = r2
-    for i in range(6):                       # u = t G^T (6x6)
-        r0 = t[3 * i]
-        r1 = t[3 * i + 1]
-        r2 = t[3 * i + 2]
-        u[(6 * i + 0) * stride + pair] = <float>(r0 / 4.0)
-        u[(6 * i + 1) * stride + pair] = <float>(-(r0 + r1 + r2) / 6.0)
-        u[(6 * i + 2) * stride + pair] = <float>(-(r0 - r1 + r2) / 6.0)
-        u[(6 * i + 3) * stride + pair] = <float>((r0 + 2.0 * r1 + 4.0 * r2) / 24.0)
-        u[(6 * i + 4) * stride + pair] = <float>((r0 - 2.0 * r1 + 4.0 * r2) / 24.0)
-        u[(6 * i + 5) * stride + pair] = <float>r2
-    return 0
-
-
 cdef int winograd4_filter_transform_into(const float[::1] w, float[::1] u, Py_ssize_t c_out,
                                          Py_ssize_t c_in, int nthreads) except -1 nogil:
-    cdef Py_ssize_t pair
-    for pair in prange(c_out * c_in, num_threads=nthreads, schedule='static'):
-        _winograd4_filter(w, u, c_out, c_in, pair)
-    return 0
+    return _filter_transform_into(w, u, c_out, c_in, 4, nthreads)
 
 
 def winograd4_filter_transform(weight):

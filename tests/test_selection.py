@@ -276,3 +276,33 @@ def test_im2col_cap_through_compile():
     assert plan.arena_nbytes < 16 * 2**20                 # input + output only
     with pytest.raises(ValueError, match=r"conv1d 'istft': conv_algorithm='im2col' needs a patch matrix"):
         rlx_cpu.compile(g, conv_algorithm="im2col")
+
+
+def _dims3x3(n, c, hw):
+    return Conv2DDims(n, c, hw, hw, c, hw, hw, 3, 3, 1, 1, 1, 1, 1, 1, 1)
+
+
+@pytest.mark.parametrize("n, c, hw, const_algo, input_algo", [
+    (1, 64, 56, A.WINOGRAD_F4, A.WINOGRAD_F4),     # 196 tiles: F(4x4)'s transform pays even per run
+    (1, 512, 4, A.WINOGRAD, A.IM2COL),             # 1 tile: a per-run transform of 262k filters does not
+    (1, 256, 14, A.WINOGRAD, A.WINOGRAD),
+])
+def test_weight_input_counts_the_filter_transform(n, c, hw, const_algo, input_algo):
+    """With the weight a plan input, Winograd's filter transform runs every
+    run: auto takes the cheapest total (runtime_weight_cost_ns), which may be
+    another algorithm; a constant weight keeps the plain choice."""
+    from rlx_cpu.algorithms import runtime_weight_cost_ns
+    d = _dims3x3(n, c, hw)
+    assert select_conv_algorithm(d, "auto", ConvFlags()) == const_algo
+    got = select_conv_algorithm(d, "auto", ConvFlags(), weight_constant=False)
+    assert got == input_algo
+    others = [A.WINOGRAD, A.WINOGRAD_F4, A.IM2COL]
+    assert runtime_weight_cost_ns(d, got) == min(runtime_weight_cost_ns(d, a) for a in others)
+    # the compiled plan agrees: weight as a graph input vs a constant
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((c, c, 3, 3)).astype(np.float32)
+    g = rlx_cpu.Graph()
+    x = g.input("x", (n, c, hw, hw))
+    wi = g.input("w", w.shape)
+    g.output(g.conv2d(x, wi, padding=1))
+    assert chosen_algorithm(rlx_cpu.compile(g)) == input_algo

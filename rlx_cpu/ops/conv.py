@@ -441,8 +441,9 @@ def conv_dims(node, graph):
 def compile_conv(ctx, node):
     dims = conv_dims(node, ctx.graph)
     op = f"{node.op} {node.name!r}"
-    algo = select_conv_algorithm(dims, ctx.conv_algorithm, ctx.flags, op=op)
     x_id, w_id, b_id, r_id = conv_operands(node)
+    algo = select_conv_algorithm(dims, ctx.conv_algorithm, ctx.flags, op=op,
+                                 weight_constant=ctx.is_constant(w_id))
     x, w = ctx.buf(x_id), ctx.buf(w_id)
     bias = ctx.buf(b_id) if b_id is not None else None
     residual = ctx.buf(r_id) if r_id is not None else None
