@@ -99,11 +99,37 @@ def _probe_openmp(compiler):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+# src/rlx_gomp_wrap.c: one-thread parallel regions skip libgomp's team.
+_GOMP_WRAP_SRC = os.path.join(SRC_DIR, "rlx_gomp_wrap.c")
+_GOMP_WRAP_LINK = ["-Wl,--wrap=GOMP_parallel"]
+
+
+def _probe_gomp_wrap(compiler, omp):
+    """True when an OpenMP program links and runs its regions through
+    src/rlx_gomp_wrap.c (GCC's GOMP_parallel and GNU ld's --wrap)."""
+    if omp is None or sys.platform == "darwin" or compiler.compiler_type == "msvc":
+        return False
+    tmp = tempfile.mkdtemp(prefix="rlx_gomp_probe_")
+    try:
+        src = os.path.join(tmp, "probe.c")
+        with open(src, "w") as fh:
+            fh.write(_OMP_PROBE)
+        try:
+            objs = compiler.compile([src, _GOMP_WRAP_SRC], output_dir=tmp, extra_postargs=omp[0])
+            compiler.link_executable(objs, "probe", output_dir=tmp, extra_postargs=omp[1] + _GOMP_WRAP_LINK)
+        except Exception:
+            return False
+        return True
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 class BuildExtWithOpenMP(build_ext):
     """Adds optimisation and (when the compiler supports it) OpenMP flags."""
 
     def build_extensions(self):
         omp = _probe_openmp(self.compiler)
+        wrap = _probe_gomp_wrap(self.compiler, omp)
         ctype = self.compiler.compiler_type
         if ctype == "msvc":
             opt = ["/Od", "/Zi"] if DEBUG else ["/O2"]
@@ -119,8 +145,13 @@ class BuildExtWithOpenMP(build_ext):
                 ext.extra_compile_args += omp[0]
                 ext.extra_link_args += omp[1]
                 ext.define_macros.append(("RLX_HAVE_OPENMP", "1"))
-        mode = "debug=%s openmp=%s flags=%s" % ("on" if DEBUG else "off", " ".join(omp[0]) if omp else "off",
-                                                " ".join(opt))
+            if wrap:
+                ext.sources.append(_GOMP_WRAP_SRC)
+                ext.extra_link_args += _GOMP_WRAP_LINK
+                ext.define_macros.append(("RLX_GOMP_WRAPPED", "1"))
+        mode = "debug=%s openmp=%s gomp_wrap=%s flags=%s" % ("on" if DEBUG else "off",
+                                                            " ".join(omp[0]) if omp else "off",
+                                                            "on" if wrap else "off", " ".join(opt))
         print("rlx_cpu build:", mode)
         # setuptools only compares file times, so a mode change must force a
         # full recompile or the previous mode's objects would be reused.

@@ -4,8 +4,9 @@ Times the one-thunk plan of the per-call overhead target (a 1x1x8x8 input,
 3x3 conv with padding 1, unless --shape/--channels say otherwise) K times:
 
 * from Python: ``plan.run_into`` with the same input and output arrays (a
-  serving loop; kernels read and write those arrays in place), and
-  ``plan.run`` (returns new arrays);
+  serving loop; kernels read and write those arrays in place),
+  ``plan.run`` (returns new arrays), and the functional ``rlx_cpu.conv2d``
+  on the same arrays (its cached plan takes the weight as an input);
 * with --nogil: K iterations inside one nogil call through the C API
   (rlx_cpu/include/rlx_cpu.h), so Python is excluded.
 
@@ -27,6 +28,23 @@ def _median_ns(fn, iterations, samples):
             fn()
         out.append((time.perf_counter_ns() - t0) / iterations)
     return statistics.median(out)
+
+
+def _functional_ns(shape, channels, threads, k, s):
+    """rlx_cpu.conv2d on the same arrays: its plan (weight as an input) is
+    compiled on the first call and found in the cache after."""
+    from . import conv2d, set_num_threads
+    from . import threads as threads_mod
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((channels, shape[1], 3, 3)).astype(np.float32)
+    saved = threads_mod._explicit
+    set_num_threads(threads)
+    try:
+        conv2d(x, w, padding=1)
+        return _median_ns(lambda: conv2d(x, w, padding=1), k, s)
+    finally:
+        set_num_threads(saved)
 
 
 def build_plan(shape, channels, threads):
@@ -75,7 +93,8 @@ def run_bench(args, error):
     plan.run_into(feeds, outs)
     k, s = args.iterations, args.samples
     rows = [("run_into (Python, same arrays)", _median_ns(lambda: plan.run_into(feeds, outs), k, s)),
-            ("run (Python, new outputs)", _median_ns(lambda: plan.run(feeds), k, s))]
+            ("run (Python, new outputs)", _median_ns(lambda: plan.run(feeds), k, s)),
+            ("functional conv2d (cached plan)", _functional_ns(shape, args.channels, args.threads, k, s))]
     if args.nogil:
         from ._capi import bench_nogil
         bench_nogil(plan, feeds, min(k, 100), args.threads)          # warm-up

@@ -221,7 +221,9 @@ def test_layout_with_branches_winograd_and_scratch(rng):
     """Several outputs, a value read late, a runtime Winograd transform (its U
     temp) and im2col/Winograd scratch, all in one plan."""
     g = rlx_cpu.Graph()
-    x = g.input("x", (1, 16, 10, 10))
+    # 32x32: enough tiles that auto keeps Winograd with its per-run filter
+    # transform (select_conv_algorithm, weight_constant=False)
+    x = g.input("x", (1, 16, 32, 32))
     w_in = g.input("w", (16, 16, 3, 3))
     ws = [rng.standard_normal((16, 16, 3, 3)).astype(np.float32) for _ in range(3)]
     a = g.conv2d(x, w_in, padding=1, name="a")                       # runtime Winograd filter
@@ -234,7 +236,7 @@ def test_layout_with_branches_winograd_and_scratch(rng):
     assert "winograd_filter" in kinds
     assert any(t.slices(("scratch_fields",)) for t in plan.thunks)
     assert_plan_layout(plan)
-    xv = rng.standard_normal((1, 16, 10, 10)).astype(np.float32)
+    xv = rng.standard_normal((1, 16, 32, 32)).astype(np.float32)
     wv = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
     yc, yd, ya = plan.run({"x": xv, "w": wv})
     ra = conv_nd(xv, wv, None, 1, 1, 1)
