@@ -453,11 +453,13 @@ static inline ptrdiff_t rlx_dw_s1_row_floats(ptrdiff_t w_out, ptrdiff_t K) {
     return (w + K - 1 + 7) / 8 * 8;
 }
 
-/* Floats of per-thread scratch the AVX2 variant needs: K + 1 padded rows
- * (two output rows at a time read K + 1 input rows) and one zero row that
- * stands for the padding rows. */
+/* Floats of per-thread scratch the AVX2 variant needs: a ring of
+ * RLX_DW_S1_SLOTS padded rows (two output rows at a time read K + 1 <= 6
+ * input rows; input row hi sits in slot hi & 7, no division) and one zero
+ * row that stands for the padding rows. */
+#define RLX_DW_S1_SLOTS 8
 static ptrdiff_t rlx_dw_s1_scratch(const rlx_conv_geom* g) {
-    return (g->kh + 2) * rlx_dw_s1_row_floats(g->w_out, g->kh);
+    return (RLX_DW_S1_SLOTS + 1) * rlx_dw_s1_row_floats(g->w_out, g->kh);
 }
 
 RLX_INLINE void rlx_dw_s1_rows_scalar(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
@@ -484,11 +486,13 @@ static void rlx_dw_s1_rows_base(const float* x, ptrdiff_t x_len, const float* wt
 
 #if RLX_X86_DISPATCH
 /* AVX2 variant.  Each input row is copied once into a padded row of a
- * per-thread ring (K + 1 slots), so the taps of 8 outputs at column wo are
+ * per-thread ring, so the taps of 8 outputs at column wo are
  * plain loads P[wo + kj .. wo + kj + 7] with no edge cases; rows of padding
  * read a zero row.  Two output rows at a time share their K + 1 input rows
  * (each loaded vector feeds both rows' FMAs).  The kernel's K*K weights are
- * broadcast once per plane. */
+ * broadcast once per plane (3x3: they stay in registers).  For 5x5 this
+ * measured faster than one output row in strips of 32 outputs with the 5
+ * weights of one kernel row in registers. */
 RLX_INLINE_AVX2 void rlx_dw_s1_pad_row(const float* xr, ptrdiff_t W, ptrdiff_t pw, float* p, ptrdiff_t n) {
     const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256i wlim = _mm256_set1_epi32((int)W), neg = _mm256_set1_epi32(-1);
@@ -547,7 +551,7 @@ RLX_INLINE_AVX2 void rlx_dw_s1_row_group(const float* xp, float* yp, float* ring
             rows[i] = zero;
             continue;
         }
-        const ptrdiff_t slot = hi % (K + 1);
+        const ptrdiff_t slot = hi & (RLX_DW_S1_SLOTS - 1);
         float* buf = ring + slot * L;
         if (held[slot] != hi) {
             rlx_dw_s1_pad_row(xp + hi * W, W, g->pw, buf, L);
@@ -557,11 +561,12 @@ RLX_INLINE_AVX2 void rlx_dw_s1_row_group(const float* xp, float* yp, float* ring
     }
     float* yr = yp + ho * w_out;
     __m256 out[2];
-    if (w_out < 8) {
-        const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)w_out),
-                                                _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    if (w_out < 8) {        /* (a plain copy: masked stores are slow on some CPUs) */
+        float tmp[16];
         rlx_dw_s1_block(rows, wv, 0, vb, out, K, R);
-        for (int r = 0; r < R; ++r) _mm256_maskstore_ps(yr + r * w_out, tail, out[r]);
+        for (int r = 0; r < R; ++r) _mm256_storeu_ps(tmp + 8 * r, out[r]);
+        for (int r = 0; r < R; ++r)
+            for (ptrdiff_t i = 0; i < w_out; ++i) yr[r * w_out + i] = tmp[8 * r + i];
     } else {
         /* the last block overlaps the one before it when w_out is not a
          * multiple of 8: its outputs get the same bits again */
@@ -582,11 +587,11 @@ RLX_INLINE_AVX2 void rlx_dw_s1_rows_wide(const float* x, ptrdiff_t x_len, const 
                                          ptrdiff_t r1, const int K) {
     const ptrdiff_t H = g->h, W = g->w, h_out = g->h_out, w_out = g->w_out;
     const ptrdiff_t L = rlx_dw_s1_row_floats(w_out, K);
-    float* zero = ring + (K + 1) * L;
+    float* zero = ring + RLX_DW_S1_SLOTS * L;
     (void)x_len;
     (void)y_len;
     (void)ring_len;
-    RLX_CHECK_RANGE(0, (K + 2) * L, ring_len, "depthwise s1 ring");
+    RLX_CHECK_RANGE(0, (RLX_DW_S1_SLOTS + 1) * L, ring_len, "depthwise s1 ring");
     memset(zero, 0, (size_t)L * sizeof(float));
     ptrdiff_t r = r0;
     while (r < r1) {
@@ -602,8 +607,8 @@ RLX_INLINE_AVX2 void rlx_dw_s1_rows_wide(const float* x, ptrdiff_t x_len, const 
         __m256 wv[25];
         for (int i = 0; i < K * K; ++i) wv[i] = _mm256_broadcast_ss(wp + i);
         const __m256 vb = _mm256_set1_ps(bias ? bias[c] : 0.0f);
-        ptrdiff_t held[6];
-        for (int i = 0; i < K + 1; ++i) held[i] = -1;
+        ptrdiff_t held[RLX_DW_S1_SLOTS];
+        for (int i = 0; i < RLX_DW_S1_SLOTS; ++i) held[i] = -1;
         ptrdiff_t ho = r - item * h_out;
         for (; ho + 2 <= ho_end; ho += 2)
             rlx_dw_s1_row_group(xp, yp, ring, zero, held, wv, vb, g, e, item * h_out * w_out, ho, K, 2);
