@@ -14,8 +14,10 @@
 #                                                           GEMM panels (sgemm), or
 #                                                           (n, group, column chunk)
 #                                                           items (microkernel)
-#   direct      stride 1, dilation 1; or depthwise 3x3/5x5  (n, c_out) planes
-#               at stride 2 (its own plane kernel)
+#   direct      stride 1, dilation 1; or depthwise 3x3/5x5  (n, c_out) planes;
+#               at stride 2 (its own plane kernel)          depthwise 3x3/5x5 at
+#                                                           stride 1 (own kernel):
+#                                                           runs of output rows
 #   winograd    3x3, stride 1, dilation 1, groups 1         blocks of 2x2 tiles
 #   winograd_f4 3x3, stride 1, dilation 1, groups 1         blocks of 4x4 tiles
 #
