@@ -561,7 +561,7 @@ RLX_INLINE_AVX2 void rlx_dw_s1_row_group(const float* xp, float* yp, float* ring
     }
     float* yr = yp + ho * w_out;
     __m256 out[2];
-    if (w_out < 8) {        /* (a plain copy: masked stores are slow on some CPUs) */
+    if (w_out < 8) {        /* a plain copy: measured faster than masked stores here */
         float tmp[16];
         rlx_dw_s1_block(rows, wv, 0, vb, out, K, R);
         for (int r = 0; r < R; ++r) _mm256_storeu_ps(tmp + 8 * r, out[r]);
