@@ -500,6 +500,8 @@ RLX_INLINE_AVX2 void rlx_dw_s1_pad_row(const float* xr, ptrdiff_t W, ptrdiff_t p
         const ptrdiff_t c = j - pw;
         if (c >= 0 && c + 8 <= W) {
             _mm256_storeu_ps(p + j, _mm256_loadu_ps(xr + c));
+        } else if (c >= W || c + 8 <= 0) {      /* all padding */
+            _mm256_storeu_ps(p + j, _mm256_setzero_ps());
         } else {            /* padding columns: masked off, read as 0 */
             const __m256i cl = _mm256_add_epi32(_mm256_set1_epi32((int)c), iota);
             _mm256_storeu_ps(p + j, _mm256_maskload_ps(xr + c, _mm256_and_si256(_mm256_cmpgt_epi32(cl, neg),
