@@ -160,6 +160,23 @@ SHAPES = {
 }
 
 
+def _dw_s1_spec(c, hw, k):
+    """A stride-1 'same' depthwise conv of one image (MobileNet/EfficientNet layers)."""
+    w, p = _dw_weight(c, k), k // 2
+    return _spec(f"depthwise {k}x{k} p{p} N1 C{c} {hw}", {"x": (1, c, hw, hw)},
+                 lambda g, x: g.conv2d(x, w, padding=p, groups=c),
+                 lambda torch, F, x: (lambda wt=torch.from_numpy(w): F.conv2d(x, wt, None, 1, p, 1, c)),
+                 ("Conv", 1, dict(kernel_shape=[k, k], pads=[p] * 4, group=c), (("w", w),)))
+
+
+# MobileNetV2's stride-1 depthwise layers at 224 (mv2_<C>_<H>) and 5x5 ones
+# of MobileNetV3 / EfficientNet (dw5_<C>_<H>).
+for _c, _hw in ((32, 112), (96, 112), (144, 56), (192, 28), (384, 14), (576, 14), (960, 7)):
+    SHAPES[f"mv2_{_c}_{_hw}"] = _dw_s1_spec(_c, _hw, 3)
+for _c, _hw in ((120, 28), (480, 14), (960, 7)):
+    SHAPES[f"dw5_{_c}_{_hw}"] = _dw_s1_spec(_c, _hw, 5)
+
+
 def bench_shape(name, spec, threads, repeat, torch, ort):
     rng = np.random.default_rng(0)
     arrays = {k: rng.standard_normal(s).astype(np.float32) for k, s in spec["inputs"].items()}

@@ -145,26 +145,29 @@ def is_gemm_1x1(d):
         and d.h_out == d.h and d.w_out == d.w
 
 
-def is_depthwise_s2(d):
+def is_depthwise_3x3_5x5(d, stride=None):
     """A depthwise conv (groups == C_in == C_out) with a 3x3 or 5x5 kernel at
-    stride 2 and dilation 1, any padding: MobileNet's downsampling layers.
-    The direct algorithm runs it with its own plane kernel
-    (rlx_dw_s2_planes in src/rlx_simd.h), bias fused."""
+    stride 1 or 2 (the same in both axes; `stride` asks for one of them) and
+    dilation 1, any padding: MobileNet's and EfficientNet's depthwise layers.
+    The direct algorithm runs them with their own plane kernels
+    (rlx_dw_s1_rows / rlx_dw_s2_planes in src/rlx_simd.h, chosen by
+    depthwise_stride in src/_conv2d.pyx, which tests the same), bias fused."""
     return d.groups == d.c_in == d.c_out and (d.kh, d.kw) in ((3, 3), (5, 5)) \
-        and (d.sh, d.sw) == (2, 2) and (d.dh, d.dw) == (1, 1) and _dw_s2_columns_fit(d)
+        and d.sh == d.sw and d.sh in ((1, 2) if stride is None else (stride,)) \
+        and (d.dh, d.dw) == (1, 1) and _dw_columns_fit(d)
 
 
-def _dw_s2_columns_fit(d):
-    # The AVX2 kernel masks its loads with 32-bit column indices, which run
-    # from -pw to about 2 * w_out + 16.
+def _dw_columns_fit(d):
+    # The AVX2 kernels mask their loads with 32-bit column indices, which run
+    # from -pw to about max(w, 2 * w_out) + 16.
     return max(d.w, 2 * d.w_out) + d.pw + 64 < 2 ** 31
 
 
 def direct_ineligible_reason(d):
     """Direct kernel: unit stride and dilation (any padding, any groups), or
-    a depthwise 3x3/5x5 conv at stride 2 (is_depthwise_s2); it checks every
-    tap against the real output shape, so it never reads out of bounds."""
-    if is_depthwise_s2(d):
+    a depthwise 3x3/5x5 conv at stride 2 (is_depthwise_3x3_5x5); it checks
+    every tap against the real output shape, so it never reads out of bounds."""
+    if is_depthwise_3x3_5x5(d, stride=2):
         return None
     if (d.sh, d.sw) != (1, 1):
         if d.groups == d.c_in == d.c_out and (d.dh, d.dw) == (1, 1):
@@ -277,8 +280,9 @@ def _winograd_variant(d):
 
 def _prefers_direct(d):
     # Few taps per output (depthwise and tiny channel groups): a GEMM with a
-    # depth this small runs far below peak, the direct loop does not.
-    return (d.c_in // d.groups) * d.kh * d.kw < 32 and (d.c_out // d.groups) < 16
+    # depth this small runs far below peak, the direct loop does not (and
+    # depthwise 3x3/5x5 convs have their own plane kernels there).
+    return is_depthwise_3x3_5x5(d) or (d.c_in // d.groups) * d.kh * d.kw < 32 and (d.c_out // d.groups) < 16
 
 
 # -- GEMM engine of gemm_1x1 and im2col ----------------------------------------

@@ -14,8 +14,10 @@
 #                                                           GEMM panels (sgemm), or
 #                                                           (n, group, column chunk)
 #                                                           items (microkernel)
-#   direct      stride 1, dilation 1; or depthwise 3x3/5x5  (n, c_out) planes
-#               at stride 2 (its own plane kernel)
+#   direct      stride 1, dilation 1; or depthwise 3x3/5x5  (n, c_out) planes;
+#               at stride 2 (its own plane kernel)          depthwise 3x3/5x5 at
+#                                                           stride 1 (own kernel):
+#                                                           runs of output rows
 #   winograd    3x3, stride 1, dilation 1, groups 1         blocks of 2x2 tiles
 #   winograd_f4 3x3, stride 1, dilation 1, groups 1         blocks of 4x4 tiles
 #
@@ -65,6 +67,10 @@ cdef extern from "rlx_simd.h":
                           float* y, Py_ssize_t y_len, float* ring, Py_ssize_t ring_len,
                           const ConvGeom* g, Py_ssize_t p0, Py_ssize_t p1) nogil
     Py_ssize_t rlx_dw_s2_scratch(const ConvGeom* g) nogil
+    void rlx_dw_s1_rows(const float* x, Py_ssize_t x_len, const float* wt, const float* bias,
+                        float* y, Py_ssize_t y_len, float* ring, Py_ssize_t ring_len,
+                        const ConvGeom* g, const Epilogue* e, Py_ssize_t r0, Py_ssize_t r1) nogil
+    Py_ssize_t rlx_dw_s1_scratch(const ConvGeom* g) nogil
     void rlx_wino_input(const float* x, Py_ssize_t x_len, float* v, const ConvGeom* g,
                         Py_ssize_t t0, Py_ssize_t cnt, Py_ssize_t tb, Py_ssize_t pstride) nogil
     void rlx_wino_output(const float* m, float* y, Py_ssize_t y_len, const float* bias,
@@ -319,8 +325,10 @@ def scratch_floats(tuple dims, int algorithm, int nthreads, bint packed=False):
     if algorithm == CONV_WINOGRAD:
         tb = winograd_tile_block(dims, nthreads)
         return int(_winograd_slab(&g, tb) * nthreads)
-    if algorithm == CONV_DIRECT and g.sh == 2:      # depthwise stride 2: split input rows
+    if algorithm == CONV_DIRECT and depthwise_stride(&g) == 2:      # split input rows
         return int(rlx_dw_s2_scratch(&g) * nthreads)
+    if algorithm == CONV_DIRECT and depthwise_stride(&g) == 1:      # padded input rows
+        return int(rlx_dw_s1_scratch(&g) * nthreads)
     if algorithm == CONV_WINOGRAD_F4:
         tb = winograd4_tile_block(dims, nthreads)
         return int(_winograd4_slab(&g, tb) * nthreads)
@@ -572,8 +580,21 @@ cdef int conv_gemm_1x1(const float[::1] x, const float[::1] wt, float[::1] y,
 
 # ---------------------------------------------------------------------------
 # direct (stride 1, dilation 1, any padding): contiguous row updates;
-# depthwise 3x3/5x5 at stride 2: its own plane kernel
+# depthwise 3x3/5x5 at stride 1 or 2: their own plane kernels
 # ---------------------------------------------------------------------------
+
+cdef inline int depthwise_stride(const ConvGeom* g) noexcept nogil:
+    """1 or 2 for a depthwise conv (groups == c_in == c_out) with a 3x3 or
+    5x5 kernel, dilation 1 and that stride in both axes, whose columns fit
+    the AVX2 kernels' 32-bit lane indices (rlx_cpu.algorithms.is_depthwise_3x3_5x5
+    is the same test); 0 for any other conv."""
+    if not (g.groups == g.c_in and g.c_in == g.c_out and g.kh == g.kw and (g.kh == 3 or g.kh == 5)
+            and g.dh == 1 and g.dw == 1 and g.sh == g.sw and (g.sh == 1 or g.sh == 2)):
+        return 0
+    if max(g.w, 2 * g.w_out) + g.pw + 64 >= (<Py_ssize_t>1) << 31:
+        return 0
+    return <int>g.sh
+
 
 cdef int conv_direct(const float[::1] x, const float[::1] wt, float[::1] y,
                      const ConvGeom* g, const Fused* f, int nthreads) except -1 nogil:
@@ -609,6 +630,34 @@ cdef int conv_depthwise_s2(const float[::1] x, const float[::1] wt, const float[
     for r in prange(runs, num_threads=nthreads, schedule='static'):
         rlx_dw_s2_planes(&x[0], x.shape[0], &wt[0], b, &y[0], y.shape[0], &scratch[threadid() * slab], slab,
                          g, planes * r // runs, planes * (r + 1) // runs)
+    return 0
+
+
+cdef int conv_depthwise_s1(const float[::1] x, const float[::1] wt, const float[::1] bias,
+                           bint has_bias, const Epilogue* e, float[::1] y, float[::1] scratch,
+                           const ConvGeom* g, int split, int nthreads) except -1 nogil:
+    """Depthwise (groups == c_in == c_out) 3x3/5x5 conv at stride 1, bias and
+    the epilogue e (NULL: none) fused.  The output rows of all (image,
+    channel) planes, counted plane after plane, are cut into `split`
+    contiguous runs, split being the thread count the launch was bound for;
+    a run on fewer threads takes several runs each.  Every output is computed
+    by the same operations whichever run holds it, so the result never
+    depends on either count.  Each thread has its own slab of scratch (the
+    AVX2 variant's padded rows)."""
+    cdef Py_ssize_t rows = g.n * g.c_out * g.h_out
+    cdef Py_ssize_t runs = split if split < rows else rows
+    cdef Py_ssize_t slab = rlx_dw_s1_scratch(g)
+    cdef Py_ssize_t r
+    cdef const float* b = &bias[0] if has_bias else NULL
+    if runs < 1:
+        return 0
+    if scratch.shape[0] < slab * nthreads:
+        with gil:
+            raise ValueError(f"conv2d depthwise stride 1: scratch of {scratch.shape[0]} floats, "
+                             f"needs {slab * nthreads}")
+    for r in prange(runs, num_threads=nthreads, schedule='static'):
+        rlx_dw_s1_rows(&x[0], x.shape[0], &wt[0], b, &y[0], y.shape[0], &scratch[threadid() * slab], slab,
+                       g, e, rows * r // runs, rows * (r + 1) // runs)
     return 0
 
 
@@ -938,7 +987,11 @@ cdef class Conv2DLaunch(Launch):
                 # no column block chosen (a record made without one): the
                 # epilogue runs per plane after the GEMMs
                 _epilogue_planes(self.y, &self.fused, &self.g, t)
-        elif self.algorithm == CONV_DIRECT and self.g.sh == 2:   # depthwise stride 2
+        elif self.algorithm == CONV_DIRECT and depthwise_stride(&self.g) == 1:
+            conv_depthwise_s1(self.x, self.weight, self.bias, self.has_bias,
+                              &self.fused.e if rlx_epilogue_active(&self.fused.e) else NULL, self.y,
+                              self.scratch, &self.g, self.max_threads, t)
+        elif self.algorithm == CONV_DIRECT and depthwise_stride(&self.g) == 2:
             if rlx_epilogue_active(&self.fused.e):
                 # an activation or a residual: the whole epilogue (bias
                 # included) runs per plane after the kernel

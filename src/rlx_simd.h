@@ -187,20 +187,23 @@ static void rlx_direct_plane(const float* x, ptrdiff_t x_len, const float* wt, f
 }
 
 /* ------------------------------------------------------------------------- */
-/* depthwise conv, stride 2, 3x3 or 5x5 kernel, dilation 1, any padding:     */
-/* one (image, channel) plane, bias fused.                                   */
+/* depthwise conv, stride 1 or 2, 3x3 or 5x5 kernel, dilation 1, any        */
+/* padding: one (image, channel) plane (or a run of its rows), bias fused.   */
 /* ------------------------------------------------------------------------- */
-/* Each output sums its taps from 0 and adds the bias last; taps on padding
- * rows are skipped.  Portable variant: taps in (ki, kj) order, output
- * columns [wa, wb) (every tap column inside the row) in a plain loop, the
- * padding edges in a checked scalar loop that skips taps on padding columns.
- * AVX2 variant: blocks of 8 outputs, taps summed down each tap column kj,
- * then over kj; taps on padding columns read 0 from the split rows (the same
- * sum for finite weights).  Either way an output's sum order depends
- * only on the geometry, never on the plane's thread. */
-RLX_INLINE float rlx_dw_s2_point(const float* restrict xp, const float* restrict wp, ptrdiff_t W,
-                                 ptrdiff_t h0, ptrdiff_t ki_lo, ptrdiff_t ki_hi, ptrdiff_t c0,
-                                 const int K) {
+/* Each output sums its taps from 0 and adds the bias last.  Portable
+ * variant (both strides): taps in (ki, kj) order, taps on padding rows
+ * skipped, output columns [wa, wb) (every tap column inside the row) in a
+ * plain loop, the padding edges in a checked scalar loop that skips taps on
+ * padding columns.  AVX2 variants: blocks of 8 outputs that read taps on
+ * padding as 0 from per-thread row copies (the same sum for finite weights);
+ * stride 2 sums down each tap column kj, then over kj (below), stride 1 sums
+ * the taps of even and of odd kernel rows ki in two chains, then adds them
+ * (rlx_dw_s1_block).  Either way an output's sum order depends only on the
+ * geometry, never on its thread or on which rows a work item holds.
+ * S (stride) and K (kernel size) are compile-time constants of each caller. */
+RLX_INLINE float rlx_dw_point(const float* restrict xp, const float* restrict wp, ptrdiff_t W,
+                              ptrdiff_t h0, ptrdiff_t ki_lo, ptrdiff_t ki_hi, ptrdiff_t c0,
+                              const int K) {
     float acc = 0.0f;
     for (ptrdiff_t ki = ki_lo; ki < ki_hi; ++ki) {
         const float* restrict r = xp + (h0 + ki) * W;
@@ -213,14 +216,15 @@ RLX_INLINE float rlx_dw_s2_point(const float* restrict xp, const float* restrict
 }
 
 /* outputs [a, b) of one row, all K tap columns inside the row: columns
- * 2*wo - pw + kj of rows h0 + ki, ki in [ki_lo, ki_hi) */
-RLX_INLINE void rlx_dw_s2_span(const float* restrict xp, const float* restrict wp, float* restrict yr,
-                               ptrdiff_t W, ptrdiff_t pw, ptrdiff_t h0, ptrdiff_t ki_lo,
-                               ptrdiff_t ki_hi, ptrdiff_t a, ptrdiff_t b, float bias, const int K) {
+ * S*wo - pw + kj of rows h0 + ki, ki in [ki_lo, ki_hi) */
+RLX_INLINE void rlx_dw_span(const float* restrict xp, const float* restrict wp, float* restrict yr,
+                            ptrdiff_t W, ptrdiff_t pw, ptrdiff_t h0, ptrdiff_t ki_lo,
+                            ptrdiff_t ki_hi, ptrdiff_t a, ptrdiff_t b, float bias, const int K,
+                            const int S) {
     for (ptrdiff_t wo = a; wo < b; ++wo) {
         float acc = 0.0f;
         for (ptrdiff_t ki = ki_lo; ki < ki_hi; ++ki) {
-            const float* restrict r = xp + (h0 + ki) * W + 2 * wo - pw;
+            const float* restrict r = xp + (h0 + ki) * W + S * wo - pw;
             for (int kj = 0; kj < K; ++kj) acc += wp[ki * K + kj] * r[kj];
         }
         yr[wo] = acc + bias;
@@ -234,24 +238,25 @@ typedef struct {
     float* yp;
     float bias;
     ptrdiff_t wa, wb;
-} rlx_dw_s2_plane_ptrs;
+} rlx_dw_plane_ptrs;
 
-RLX_INLINE rlx_dw_s2_plane_ptrs rlx_dw_s2_plane_setup(const float* x, ptrdiff_t x_len, const float* wt,
-                                                      const float* bias, float* y, ptrdiff_t y_len,
-                                                      const rlx_conv_geom* g, ptrdiff_t item, const int K) {
-    rlx_dw_s2_plane_ptrs p;
+RLX_INLINE rlx_dw_plane_ptrs rlx_dw_plane_setup(const float* x, ptrdiff_t x_len, const float* wt,
+                                                const float* bias, float* y, ptrdiff_t y_len,
+                                                const rlx_conv_geom* g, ptrdiff_t item, const int K,
+                                                const int S) {
+    rlx_dw_plane_ptrs p;
     const ptrdiff_t c = item % g->c_out, H = g->h, W = g->w, h_out = g->h_out, w_out = g->w_out;
     (void)x_len;
     (void)y_len;
-    RLX_CHECK_RANGE(item * H * W, (item + 1) * H * W, x_len, "depthwise s2 x");
-    RLX_CHECK_RANGE(item * h_out * w_out, (item + 1) * h_out * w_out, y_len, "depthwise s2 y");
+    RLX_CHECK_RANGE(item * H * W, (item + 1) * H * W, x_len, "depthwise x");
+    RLX_CHECK_RANGE(item * h_out * w_out, (item + 1) * h_out * w_out, y_len, "depthwise y");
     p.xp = x + item * H * W;
     p.wp = wt + c * K * K;
     p.yp = y + item * h_out * w_out;
     p.bias = bias ? bias[c] : 0.0f;
     /* output columns whose K taps are all inside [0, W) */
-    p.wa = (g->pw + 1) / 2;
-    p.wb = W - K + g->pw >= 0 ? (W - K + g->pw) / 2 + 1 : 0;
+    p.wa = (g->pw + S - 1) / S;
+    p.wb = W - K + g->pw >= 0 ? (W - K + g->pw) / S + 1 : 0;
     if (p.wb > w_out) p.wb = w_out;
     if (p.wa > w_out) p.wa = w_out;
     if (p.wb < p.wa) p.wb = p.wa;
@@ -259,33 +264,33 @@ RLX_INLINE rlx_dw_s2_plane_ptrs rlx_dw_s2_plane_setup(const float* x, ptrdiff_t 
 }
 
 /* taps ki in [*lo, *hi) of output row ho have their input row inside [0, H) */
-RLX_INLINE ptrdiff_t rlx_dw_s2_rows(const rlx_conv_geom* g, ptrdiff_t ho, const int K, ptrdiff_t* lo,
-                                    ptrdiff_t* hi) {
-    const ptrdiff_t h0 = 2 * ho - g->ph;     /* input row of tap ki is h0 + ki */
+RLX_INLINE ptrdiff_t rlx_dw_rows(const rlx_conv_geom* g, ptrdiff_t ho, const int K, const int S,
+                                 ptrdiff_t* lo, ptrdiff_t* hi) {
+    const ptrdiff_t h0 = S * ho - g->ph;     /* input row of tap ki is h0 + ki */
     *lo = h0 < 0 ? -h0 : 0;
     *hi = g->h - h0 < K ? g->h - h0 : K;
     if (*hi < *lo) *hi = *lo;
     return h0;
 }
 
-RLX_INLINE void rlx_dw_s2_row_scalar(const rlx_dw_s2_plane_ptrs* p, const rlx_conv_geom* g, ptrdiff_t ho,
-                                     const int K) {
+RLX_INLINE void rlx_dw_row_scalar(const rlx_dw_plane_ptrs* p, const rlx_conv_geom* g, ptrdiff_t ho,
+                                  const int K, const int S) {
     ptrdiff_t ki_lo, ki_hi;
-    const ptrdiff_t h0 = rlx_dw_s2_rows(g, ho, K, &ki_lo, &ki_hi);
+    const ptrdiff_t h0 = rlx_dw_rows(g, ho, K, S, &ki_lo, &ki_hi);
     const ptrdiff_t W = g->w, pw = g->pw, w_out = g->w_out;
     float* restrict yr = p->yp + ho * w_out;
     for (ptrdiff_t wo = 0; wo < p->wa; ++wo)
-        yr[wo] = rlx_dw_s2_point(p->xp, p->wp, W, h0, ki_lo, ki_hi, 2 * wo - pw, K) + p->bias;
-    rlx_dw_s2_span(p->xp, p->wp, yr, W, pw, h0, ki_lo, ki_hi, p->wa, p->wb, p->bias, K);
+        yr[wo] = rlx_dw_point(p->xp, p->wp, W, h0, ki_lo, ki_hi, S * wo - pw, K) + p->bias;
+    rlx_dw_span(p->xp, p->wp, yr, W, pw, h0, ki_lo, ki_hi, p->wa, p->wb, p->bias, K, S);
     for (ptrdiff_t wo = p->wb; wo < w_out; ++wo)
-        yr[wo] = rlx_dw_s2_point(p->xp, p->wp, W, h0, ki_lo, ki_hi, 2 * wo - pw, K) + p->bias;
+        yr[wo] = rlx_dw_point(p->xp, p->wp, W, h0, ki_lo, ki_hi, S * wo - pw, K) + p->bias;
 }
 
 RLX_INLINE void rlx_dw_s2_plane_scalar(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
                                        float* y, ptrdiff_t y_len, const rlx_conv_geom* g, ptrdiff_t item,
                                        const int K) {
-    const rlx_dw_s2_plane_ptrs p = rlx_dw_s2_plane_setup(x, x_len, wt, bias, y, y_len, g, item, K);
-    for (ptrdiff_t ho = 0; ho < g->h_out; ++ho) rlx_dw_s2_row_scalar(&p, g, ho, K);
+    const rlx_dw_plane_ptrs p = rlx_dw_plane_setup(x, x_len, wt, bias, y, y_len, g, item, K, 2);
+    for (ptrdiff_t ho = 0; ho < g->h_out; ++ho) rlx_dw_row_scalar(&p, g, ho, K, 2);
 }
 
 static void rlx_dw_s2_plane_base(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
@@ -377,7 +382,7 @@ RLX_INLINE_AVX2 void rlx_dw_s2_plane_wide(const float* x, ptrdiff_t x_len, const
     const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(w_out < 8 ? w_out : 8)), lanes);
     for (ptrdiff_t ho = 0; ho < h_out; ++ho) {
         ptrdiff_t ki_lo, ki_hi;
-        const ptrdiff_t h0 = rlx_dw_s2_rows(g, ho, K, &ki_lo, &ki_hi);
+        const ptrdiff_t h0 = rlx_dw_rows(g, ho, K, 2, &ki_lo, &ki_hi);
         const float* rows[RLX_DW_S2_SLOTS];
         for (ptrdiff_t ki = ki_lo; ki < ki_hi; ++ki) {
             const ptrdiff_t hi = h0 + ki, slot = hi % K;
@@ -434,6 +439,213 @@ static void rlx_dw_s2_planes(const float* x, ptrdiff_t x_len, const float* wt, c
 #endif
         rlx_dw_s2_plane_base(x, x_len, wt, bias, y, y_len, g, item);
     }
+}
+
+/* Stride 1.  Work items are runs of output rows, counted over all planes
+ * (row r is row r % h_out of plane r / h_out), so a few large planes still
+ * split evenly over the threads. */
+
+/* Floats of one padded row copy: P[j] = x[j - pw] (0 on padding) for j in
+ * [0, n); blocks of 8 outputs at wo <= max(w_out, 8) - 8 read P up to
+ * max(w_out, 8) + K - 2. */
+static inline ptrdiff_t rlx_dw_s1_row_floats(ptrdiff_t w_out, ptrdiff_t K) {
+    const ptrdiff_t w = w_out > 8 ? w_out : 8;
+    return (w + K - 1 + 7) / 8 * 8;
+}
+
+/* Floats of per-thread scratch the AVX2 variant needs: a ring of
+ * RLX_DW_S1_SLOTS padded rows (two output rows at a time read K + 1 <= 6
+ * input rows; input row hi sits in slot hi & 7, no division) and one zero
+ * row that stands for the padding rows. */
+#define RLX_DW_S1_SLOTS 8
+static ptrdiff_t rlx_dw_s1_scratch(const rlx_conv_geom* g) {
+    return (RLX_DW_S1_SLOTS + 1) * rlx_dw_s1_row_floats(g->w_out, g->kh);
+}
+
+RLX_INLINE void rlx_dw_s1_rows_scalar(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
+                                      float* y, ptrdiff_t y_len, const rlx_conv_geom* g,
+                                      const rlx_epilogue* e, ptrdiff_t r0, ptrdiff_t r1, const int K) {
+    const ptrdiff_t h_out = g->h_out, w_out = g->w_out;
+    for (ptrdiff_t r = r0; r < r1; ++r) {
+        const ptrdiff_t item = r / h_out, ho = r % h_out;
+        const rlx_dw_plane_ptrs p = rlx_dw_plane_setup(x, x_len, wt, bias, y, y_len, g, item, K, 1);
+        rlx_dw_row_scalar(&p, g, ho, K, 1);
+        if (e) {
+            RLX_CHECK_RANGE(r * w_out, (r + 1) * w_out, e->res ? e->res_len : y_len, "depthwise residual");
+            rlx_epilogue_span_body(p.yp + ho * w_out, r * w_out, w_out, 0.0f, e);
+        }
+    }
+}
+
+static void rlx_dw_s1_rows_base(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
+                                float* y, ptrdiff_t y_len, const rlx_conv_geom* g, const rlx_epilogue* e,
+                                ptrdiff_t r0, ptrdiff_t r1) {
+    if (g->kh == 3) rlx_dw_s1_rows_scalar(x, x_len, wt, bias, y, y_len, g, e, r0, r1, 3);
+    else rlx_dw_s1_rows_scalar(x, x_len, wt, bias, y, y_len, g, e, r0, r1, 5);
+}
+
+#if RLX_X86_DISPATCH
+/* AVX2 variant.  Each input row is copied once into a padded row of a
+ * per-thread ring, so the taps of 8 outputs at column wo are
+ * plain loads P[wo + kj .. wo + kj + 7] with no edge cases; rows of padding
+ * read a zero row.  Two output rows at a time share their K + 1 input rows
+ * (each loaded vector feeds both rows' FMAs).  The kernel's K*K weights are
+ * broadcast once per plane (3x3: they stay in registers).  For 5x5 this
+ * measured faster than one output row in strips of 32 outputs with the 5
+ * weights of one kernel row in registers. */
+RLX_INLINE_AVX2 void rlx_dw_s1_pad_row(const float* xr, ptrdiff_t W, ptrdiff_t pw, float* p, ptrdiff_t n) {
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i wlim = _mm256_set1_epi32((int)W), neg = _mm256_set1_epi32(-1);
+    for (ptrdiff_t j = 0; j < n; j += 8) {
+        const ptrdiff_t c = j - pw;
+        if (c >= 0 && c + 8 <= W) {
+            _mm256_storeu_ps(p + j, _mm256_loadu_ps(xr + c));
+        } else if (c >= W || c + 8 <= 0) {      /* all padding */
+            _mm256_storeu_ps(p + j, _mm256_setzero_ps());
+        } else {            /* padding columns: masked off, read as 0 */
+            const __m256i cl = _mm256_add_epi32(_mm256_set1_epi32((int)c), iota);
+            _mm256_storeu_ps(p + j, _mm256_maskload_ps(xr + c, _mm256_and_si256(_mm256_cmpgt_epi32(cl, neg),
+                                                                                _mm256_cmpgt_epi32(wlim, cl))));
+        }
+    }
+}
+
+/* outputs wo..wo+7 of R consecutive output rows; rows[i] is the padded
+ * input row of tap ki = i - r of output row r.  Per output: taps of even ki
+ * in one chain, of odd ki in another, each in (ki, kj) order, then
+ * even + odd + bias -- the same operations whichever R its row is done in. */
+RLX_INLINE_AVX2 void rlx_dw_s1_block(const float* const* rows, const __m256* wv, ptrdiff_t wo, __m256 vb,
+                                     __m256* out, const int K, const int R) {
+    __m256 ev[2], od[2];
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) ev[r] = od[r] = _mm256_setzero_ps();
+#pragma GCC unroll 6
+    for (int i = 0; i < R + K - 1; ++i) {
+        const float* src = rows[i] + wo;
+#pragma GCC unroll 5
+        for (int kj = 0; kj < K; ++kj) {
+            const __m256 xv = _mm256_loadu_ps(src + kj);
+#pragma GCC unroll 2
+            for (int r = 0; r < R; ++r) {
+                const int ki = i - r;
+                if (ki < 0 || ki >= K) continue;
+                if (ki & 1) od[r] = _mm256_fmadd_ps(wv[ki * K + kj], xv, od[r]);
+                else ev[r] = _mm256_fmadd_ps(wv[ki * K + kj], xv, ev[r]);
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) out[r] = _mm256_add_ps(_mm256_add_ps(ev[r], od[r]), vb);
+}
+
+/* R output rows ho.. of one plane (xp, yp at the plane), then their epilogue */
+RLX_INLINE_AVX2 void rlx_dw_s1_row_group(const float* xp, float* yp, float* ring, const float* zero,
+                                         ptrdiff_t* held, const __m256* wv, __m256 vb, const rlx_conv_geom* g,
+                                         const rlx_epilogue* e, ptrdiff_t plane_off, ptrdiff_t ho,
+                                         const int K, const int R) {
+    const ptrdiff_t H = g->h, W = g->w, w_out = g->w_out;
+    const ptrdiff_t L = rlx_dw_s1_row_floats(w_out, K);
+    const float* rows[6];
+#pragma GCC unroll 6
+    for (int i = 0; i < R + K - 1; ++i) {
+        const ptrdiff_t hi = ho - g->ph + i;
+        if (hi < 0 || hi >= H) {
+            rows[i] = zero;
+            continue;
+        }
+        const ptrdiff_t slot = hi & (RLX_DW_S1_SLOTS - 1);
+        float* buf = ring + slot * L;
+        if (held[slot] != hi) {
+            rlx_dw_s1_pad_row(xp + hi * W, W, g->pw, buf, L);
+            held[slot] = hi;
+        }
+        rows[i] = buf;
+    }
+    float* yr = yp + ho * w_out;
+    __m256 out[2];
+    if (w_out < 8) {        /* a plain copy: measured faster than masked stores here */
+        float tmp[16];
+        rlx_dw_s1_block(rows, wv, 0, vb, out, K, R);
+        for (int r = 0; r < R; ++r) _mm256_storeu_ps(tmp + 8 * r, out[r]);
+        for (int r = 0; r < R; ++r)
+            for (ptrdiff_t i = 0; i < w_out; ++i) yr[r * w_out + i] = tmp[8 * r + i];
+    } else {
+        /* the last block overlaps the one before it when w_out is not a
+         * multiple of 8: its outputs get the same bits again */
+        for (ptrdiff_t b0 = 0; b0 < w_out; b0 += 8) {
+            const ptrdiff_t wo = b0 + 8 <= w_out ? b0 : w_out - 8;
+            rlx_dw_s1_block(rows, wv, wo, vb, out, K, R);
+            for (int r = 0; r < R; ++r) _mm256_storeu_ps(yr + r * w_out + wo, out[r]);
+        }
+    }
+    if (e)
+        for (int r = 0; r < R; ++r)
+            rlx_epilogue_span_body(yr + r * w_out, plane_off + (ho + r) * w_out, w_out, 0.0f, e);
+}
+
+RLX_INLINE_AVX2 void rlx_dw_s1_rows_wide(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
+                                         float* y, ptrdiff_t y_len, float* ring, ptrdiff_t ring_len,
+                                         const rlx_conv_geom* g, const rlx_epilogue* e, ptrdiff_t r0,
+                                         ptrdiff_t r1, const int K) {
+    const ptrdiff_t H = g->h, W = g->w, h_out = g->h_out, w_out = g->w_out;
+    const ptrdiff_t L = rlx_dw_s1_row_floats(w_out, K);
+    float* zero = ring + RLX_DW_S1_SLOTS * L;
+    (void)x_len;
+    (void)y_len;
+    (void)ring_len;
+    RLX_CHECK_RANGE(0, (RLX_DW_S1_SLOTS + 1) * L, ring_len, "depthwise s1 ring");
+    memset(zero, 0, (size_t)L * sizeof(float));
+    ptrdiff_t r = r0;
+    while (r < r1) {
+        const ptrdiff_t item = r / h_out, c = item % g->c_out;
+        const ptrdiff_t ho_end = (item + 1) * h_out <= r1 ? h_out : r1 - item * h_out;
+        const float* xp = x + item * H * W;
+        const float* wp = wt + c * K * K;
+        float* yp = y + item * h_out * w_out;
+        RLX_CHECK_RANGE(item * H * W, (item + 1) * H * W, x_len, "depthwise s1 x");
+        RLX_CHECK_RANGE(item * h_out * w_out, (item + 1) * h_out * w_out, y_len, "depthwise s1 y");
+        if (e && e->res)
+            RLX_CHECK_RANGE(item * h_out * w_out, (item + 1) * h_out * w_out, e->res_len, "depthwise residual");
+        __m256 wv[25];
+        for (int i = 0; i < K * K; ++i) wv[i] = _mm256_broadcast_ss(wp + i);
+        const __m256 vb = _mm256_set1_ps(bias ? bias[c] : 0.0f);
+        ptrdiff_t held[RLX_DW_S1_SLOTS];
+        for (int i = 0; i < RLX_DW_S1_SLOTS; ++i) held[i] = -1;
+        ptrdiff_t ho = r - item * h_out;
+        for (; ho + 2 <= ho_end; ho += 2)
+            rlx_dw_s1_row_group(xp, yp, ring, zero, held, wv, vb, g, e, item * h_out * w_out, ho, K, 2);
+        if (ho < ho_end)
+            rlx_dw_s1_row_group(xp, yp, ring, zero, held, wv, vb, g, e, item * h_out * w_out, ho, K, 1);
+        r = item * h_out + ho_end;
+    }
+}
+
+RLX_TARGET_AVX2 static void rlx_dw_s1_rows_avx2(const float* x, ptrdiff_t x_len, const float* wt,
+                                                const float* bias, float* y, ptrdiff_t y_len, float* ring,
+                                                ptrdiff_t ring_len, const rlx_conv_geom* g,
+                                                const rlx_epilogue* e, ptrdiff_t r0, ptrdiff_t r1) {
+    if (g->kh == 3) rlx_dw_s1_rows_wide(x, x_len, wt, bias, y, y_len, ring, ring_len, g, e, r0, r1, 3);
+    else rlx_dw_s1_rows_wide(x, x_len, wt, bias, y, y_len, ring, ring_len, g, e, r0, r1, 5);
+}
+#endif
+
+/* Output rows [r0, r1) (over all planes) of a depthwise stride-1 conv
+ * (kh == kw, 3 or 5; the compiler admits no other shape), bias fused, then
+ * the epilogue e (NULL: none; called with bias 0, the bias being in y
+ * already) on each row while it is in cache. */
+static void rlx_dw_s1_rows(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
+                           float* y, ptrdiff_t y_len, float* ring, ptrdiff_t ring_len,
+                           const rlx_conv_geom* g, const rlx_epilogue* e, ptrdiff_t r0, ptrdiff_t r1) {
+    (void)ring;
+    (void)ring_len;
+    if (r0 >= r1) return;
+#if RLX_X86_DISPATCH
+    if (rlx_simd_level()) {
+        rlx_dw_s1_rows_avx2(x, x_len, wt, bias, y, y_len, ring, ring_len, g, e, r0, r1);
+        return;
+    }
+#endif
+    rlx_dw_s1_rows_base(x, x_len, wt, bias, y, y_len, g, e, r0, r1);
 }
 
 /* ------------------------------------------------------------------------- */

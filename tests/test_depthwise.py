@@ -1,10 +1,12 @@
-"""Depthwise convs on the direct kernel: output planes above
-RLX_DIRECT_L1_FLOATS (8192) run the row-outer loop order, smaller ones the
-tap-outer order; both match the float64 reference, give the same bits for
-1/2/3 threads, and the auto selection picks direct for them.  Depthwise 3x3
-and 5x5 at stride 2 run their own plane kernel (rlx_dw_s2_planes), checked
-the same way in both SIMD variants: rows shorter than 8 outputs, rows whose
-8-output blocks overlap or reach into the padding, any padding."""
+"""Depthwise convs on the direct algorithm.  3x3 and 5x5 at stride 1 run
+their own kernel (rlx_dw_s1_rows, work cut into runs of output rows), at
+stride 2 theirs (rlx_dw_s2_planes); both are checked in both SIMD variants
+against the float64 reference and for the same bits at 1/2/3 threads: rows
+shorter than 8 outputs, rows whose 8-output blocks overlap or reach into the
+padding, planes from 1x1 up, any padding incl. asymmetric, batch > 1.  Other
+kernel sizes (7x7 here) run the generic direct kernel: output planes above
+RLX_DIRECT_L1_FLOATS (8192) its row-outer loop order, smaller ones its
+tap-outer order."""
 import numpy as np
 import pytest
 
@@ -13,7 +15,8 @@ import reference as ref
 from conftest import chosen_algorithm
 
 
-@pytest.mark.parametrize("hw,k,pad", [((96, 97), 3, 1), ((91, 100), 5, 2), ((40, 45), 3, 1), ((30, 33), 5, 0)])
+@pytest.mark.parametrize("hw,k,pad", [((96, 97), 3, 1), ((91, 100), 5, 2), ((40, 45), 3, 1), ((30, 33), 5, 0),
+                                      ((96, 97), 7, 3), ((30, 33), 7, 2)])
 def test_depthwise_direct_matches_reference_in_both_loop_orders(hw, k, pad):
     rng = np.random.default_rng(hw[0] + k)
     x = rng.standard_normal((2, 3) + hw).astype(np.float32)
@@ -23,7 +26,8 @@ def test_depthwise_direct_matches_reference_in_both_loop_orders(hw, k, pad):
     g.output(g.conv2d(xi, w, padding=pad, groups=3))
     outs = []
     for t in (1, 2, 3):
-        plan = rlx_cpu.compile(g, num_threads=t)
+        # auto picks direct for 3x3/5x5 depthwise; 7x7 is forced onto it
+        plan = rlx_cpu.compile(g, num_threads=t, conv_algorithm="direct" if k == 7 else "auto")
         assert chosen_algorithm(plan) == rlx_cpu.ConvAlgorithm.DIRECT
         outs.append(plan.run({"x": x})[0])
     want = ref.conv_nd(x, w, pads_begin=(pad, pad), pads_end=(pad, pad), groups=3)
@@ -39,10 +43,13 @@ import reference as ref
 assert c.simd_level() == 0
 rng = np.random.default_rng(3)
 x = rng.standard_normal((1, 4, 95, 99)).astype(np.float32)
-w = rng.standard_normal((4, 1, 3, 3)).astype(np.float32)
-g = rlx_cpu.Graph(); xi = g.input("x", x.shape); g.output(g.conv2d(xi, w, padding=1, groups=4))
-y = rlx_cpu.compile(g, conv_algorithm="direct", num_threads=2).run({"x": x})[0]
-print(ref.rel_error(y, ref.conv_nd(x, w, pads_begin=1, pads_end=1, groups=4)))
+worst = 0.0
+for k in (3, 5, 7):     # the stride-1 depthwise kernel, then the generic direct one
+    w = rng.standard_normal((4, 1, k, k)).astype(np.float32)
+    g = rlx_cpu.Graph(); xi = g.input("x", x.shape); g.output(g.conv2d(xi, w, padding=1, groups=4))
+    y = rlx_cpu.compile(g, conv_algorithm="direct", num_threads=2).run({"x": x})[0]
+    worst = max(worst, ref.rel_error(y, ref.conv_nd(x, w, pads_begin=1, pads_end=1, groups=4)))
+print(worst)
 """
 
 
@@ -150,6 +157,96 @@ def test_depthwise_stride2_baseline_variant():
     env = dict(os.environ, RLX_SIMD="baseline")
     env["PYTHONPATH"] = os.pathsep.join([here] + [p for p in sys.path if p])
     out = subprocess.run([sys.executable, "-c", S2_BASELINE_SCRIPT, here], env=env, cwd=here, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout.strip()) <= 1e-5
+
+
+# Stride 1: (batch, channels, H, W, kernel, pads as ((top, bottom), (left, right))):
+# tiny planes (1x1 with padding, output rows < 8), odd widths, widths a
+# multiple of 8 and not, padding 0 .. k-1, asymmetric, one channel.
+S1_CASES = [
+    (1, 3, 1, 1, 3, ((1, 1), (1, 1))),
+    (2, 2, 2, 3, 3, ((1, 1), (1, 1))),
+    (1, 4, 7, 7, 3, ((0, 0), (0, 0))),
+    (3, 2, 9, 8, 3, ((2, 2), (2, 2))),
+    (2, 3, 13, 17, 3, ((1, 0), (0, 1))),
+    (1, 1, 30, 33, 3, ((1, 1), (1, 1))),
+    (1, 5, 16, 16, 3, ((0, 2), (2, 0))),
+    (1, 3, 3, 5, 5, ((2, 2), (2, 2))),
+    (2, 2, 6, 7, 5, ((4, 4), (4, 4))),
+    (1, 3, 14, 14, 5, ((2, 2), (2, 2))),
+    (2, 3, 23, 40, 5, ((0, 0), (0, 0))),
+    (1, 2, 11, 24, 5, ((1, 3), (3, 1))),
+    (3, 4, 5, 9, 5, ((2, 1), (0, 2))),
+]
+
+
+@pytest.mark.parametrize("n,c,h,w,k,pads", S1_CASES)
+@pytest.mark.parametrize("bias", (True, False))
+def test_depthwise_stride1_matches_reference_and_thread_counts(n, c, h, w, k, pads, bias):
+    rng = np.random.default_rng(h * 100 + w + k)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((c, 1, k, k)).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32) if bias else None
+    g = rlx_cpu.Graph()
+    g.output(g.conv2d(g.input("x", x.shape), wt, b, padding=pads, groups=c))
+    want = ref.conv_nd(x, wt, b, 1, pads_begin=(pads[0][0], pads[1][0]), pads_end=(pads[0][1], pads[1][1]),
+                       groups=c)
+    outs = []
+    for t in (1, 2, 3):
+        plan = rlx_cpu.compile(g, num_threads=t)
+        assert chosen_algorithm(plan) == rlx_cpu.ConvAlgorithm.DIRECT
+        outs.append(plan.run({"x": x})[0])
+    assert outs[0].shape == want.shape
+    # 25 float32 products per output: a few ulp of the largest term
+    assert ref.rel_error(outs[0], want) <= 1e-5
+    for y in outs[1:]:
+        np.testing.assert_array_equal(y, outs[0])
+
+
+def test_depthwise_stride1_is_the_direct_choice():
+    from rlx_cpu.algorithms import is_depthwise_3x3_5x5, select_conv_algorithm
+    from rlx_cpu.ops.conv import Conv2DDims
+    for k, s, dil, groups, c_out, want in [(3, 1, 1, 8, 8, True), (5, 1, 1, 8, 8, True), (5, 2, 1, 8, 8, True),
+                                           (7, 1, 1, 8, 8, False), (3, 1, 2, 8, 8, False), (3, 1, 1, 8, 16, False),
+                                           (3, 1, 1, 4, 8, False)]:
+        p = k // 2
+        h_out = (20 + 2 * p - dil * (k - 1) - 1) // s + 1
+        d = Conv2DDims(1, 8, 20, 20, c_out, h_out, h_out, k, k, s, s, p, p, dil, dil, groups)
+        assert is_depthwise_3x3_5x5(d) == want, (k, s, dil, groups, c_out)
+        if want:
+            assert select_conv_algorithm(d) == rlx_cpu.ConvAlgorithm.DIRECT
+
+
+S1_BASELINE_SCRIPT = r"""
+import sys, numpy as np, rlx_cpu, rlx_cpu._conv2d as c
+sys.path.insert(0, sys.argv[1])
+import reference as ref
+assert c.simd_level() == 0
+worst = 0.0
+rng = np.random.default_rng(7)
+for (n, ch, h, w, k, p) in [(2, 3, 17, 18, 3, 1), (1, 2, 3, 2, 3, 2), (2, 3, 23, 40, 5, 2), (1, 2, 30, 47, 3, 0),
+                            (1, 2, 11, 64, 5, 4), (3, 1, 1, 1, 5, 2)]:
+    x = rng.standard_normal((n, ch, h, w)).astype(np.float32)
+    wt = rng.standard_normal((ch, 1, k, k)).astype(np.float32)
+    b = rng.standard_normal(ch).astype(np.float32)
+    g = rlx_cpu.Graph(); xi = g.input("x", x.shape); g.output(g.relu(g.conv2d(xi, wt, b, padding=p, groups=ch)))
+    ys = [rlx_cpu.compile(g, num_threads=t).run({"x": x})[0] for t in (1, 2)]
+    assert np.array_equal(ys[0], ys[1])
+    worst = max(worst, ref.rel_error(ys[0], ref.relu(ref.conv_nd(x, wt, b, 1, p, p, groups=ch))))
+print(worst)
+"""
+
+
+def test_depthwise_stride1_baseline_variant():
+    import os
+    import subprocess
+    import sys
+    here = os.path.dirname(__file__)
+    env = dict(os.environ, RLX_SIMD="baseline")
+    env["PYTHONPATH"] = os.pathsep.join([here] + [p for p in sys.path if p])
+    out = subprocess.run([sys.executable, "-c", S1_BASELINE_SCRIPT, here], env=env, cwd=here, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert float(out.stdout.strip()) <= 1e-5

@@ -221,20 +221,24 @@ def test_fuse_epilogue_parts_on_every_algorithm(rng, algo, bias, bias_op, residu
 
 @pytest.mark.parametrize("k", (3, 5))
 @pytest.mark.parametrize("act,bias,residual", [("clip", True, None), ("relu", False, "right"), (None, True, None),
-                                               ("hard_swish", True, "left")])
+                                               ("hard_swish", True, "left"), ("sigmoid", False, None),
+                                               ("leaky_relu", True, "right")])
 @pytest.mark.parametrize("threads", (1, 2))
-def test_fuse_epilogue_on_depthwise_stride_2(rng, k, act, bias, residual, threads):
-    # MobileNet's downsampling depthwise conv + BN + ReLU6: the stride-2
-    # depthwise kernel runs the epilogue (activation, residual, bias) too
-    c = 16
-    g, feeds, want = _block(rng, (2, c, 15, 12), (c, 1, k, k), act, bias, residual, padding=k // 2, stride=2,
+@pytest.mark.parametrize("stride,x_shape", [(2, (2, 16, 15, 12)), (1, (2, 16, 15, 12)), (1, (1, 5, 15, 12))])
+def test_fuse_epilogue_on_depthwise(rng, k, act, bias, residual, threads, stride, x_shape):
+    # MobileNet's depthwise conv + BN + ReLU6 (and EfficientNet's 5x5 +
+    # swish): the depthwise kernels run the epilogue (activation, residual,
+    # bias) too.  At stride 1 five planes of 15 rows split mid-plane over 2
+    # threads, so a run's residual and output offsets start inside a plane.
+    c = x_shape[1]
+    g, feeds, want = _block(rng, x_shape, (c, 1, k, k), act, bias, residual, padding=k // 2, stride=stride,
                             groups=c)
     plan = rlx_cpu.compile(g, num_threads=threads)
     assert [t.kind for t in plan.thunks] == ["conv"] and plan.thunks[0].algorithm.label == "direct"
     got = plan.run(feeds)[0]
-    check_parity(got, want, f"depthwise s2 k{k} epilogue {act} {residual}")
+    check_parity(got, want, f"depthwise s{stride} k{k} epilogue {act} {residual}")
     check_parity(got, rlx_cpu.compile(g, num_threads=threads, passes=False).run(feeds)[0],
-                 f"depthwise s2 k{k} epilogue vs unfused")
+                 f"depthwise s{stride} k{k} epilogue vs unfused")
 
 
 @pytest.mark.skipif(not _runtime.openmp_enabled(), reason="single-threaded build (no OpenMP): no 2-thread plan")

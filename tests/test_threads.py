@@ -328,6 +328,9 @@ def _invariance_cases(rng):
         "conv2d-depthwise": (x4, lambda g, x: g.conv2d(x, r(16, 1, 3, 3), padding=1, groups=16)),
         "conv2d-depthwise-s2": (x4, lambda g, x: g.conv2d(x, r(16, 1, 3, 3), r(16), stride=2, padding=1,
                                                           groups=16)),
+        # stride 1, batch 1, 6 planes of 37 rows: the two runs split a plane
+        "conv2d-depthwise5-s1-b1-epilogue": ((1, 6, 37, 30), lambda g, x: g.clip(
+            g.conv2d(x, r(6, 1, 5, 5), r(6), padding=2, groups=6), 0.0, 6.0)),
         "conv2d-depthwise5-s2-b1": ((1, 24, 33, 40), lambda g, x: g.conv2d(x, r(24, 1, 5, 5), stride=2,
                                                                            padding=2, groups=24)),
         "conv2d-grouped-dilated": (x4, lambda g, x: g.conv2d(x, r(16, 4, 3, 3), padding=2, dilation=2,
