@@ -99,6 +99,14 @@ cdef extern from "rlx_pool.h":
     void rlx_mpbi_plane(const float* dy, const int64_t* ind, Py_ssize_t dy_len, float* dx, Py_ssize_t dx_len,
                         Py_ssize_t in_sz, Py_ssize_t out_sz, int flat, Py_ssize_t plane) noexcept nogil
 
+cdef extern from "rlx_pool_bwd.h":
+    # dx rows of output rows [oh0, oh1) of one plane: max pool window 2 (h: 1 or 2), stride = window, no pad
+    void rlx_mpb22_band(const float* x, Py_ssize_t x_len, const float* dy, Py_ssize_t dy_len, float* dx,
+                        const MpbGeom* g, Py_ssize_t plane, Py_ssize_t oh0, Py_ssize_t oh1) noexcept nogil
+    # the same for an average pool whose windows never overlap
+    void rlx_apb_nov_band(const float* dy, Py_ssize_t dy_len, float* dx, Py_ssize_t dx_len, const ApbGeom* g,
+                          Py_ssize_t plane, Py_ssize_t oh0, Py_ssize_t oh1) noexcept nogil
+
 cdef extern from "rlx_simd.h":
     void rlx_simd_init() nogil
     int rlx_simd_level() nogil
@@ -576,6 +584,22 @@ cdef class GlobalPoolLaunch(Launch):
 # when the graph is built).
 # ---------------------------------------------------------------------------
 
+cdef Py_ssize_t _row_bands(Py_ssize_t planes, Py_ssize_t out_rows, int max_threads) noexcept:
+    """Output-row bands per plane for the non-overlapping backward kernels:
+    one while the planes give every bound thread four items, else enough
+    bands for that (batch 1, few channels).  Bands own disjoint dx rows, so
+    the split never changes a bit; it depends on max_threads only."""
+    cdef Py_ssize_t want = 4 * max_threads, b
+    if planes >= want or out_rows <= 1:
+        return 1
+    b = (want + planes - 1) // planes
+    return b if b < out_rows else out_rows
+
+
+cdef inline bint _no_overlap(const Win* g, int axis) noexcept:
+    return (g.k[axis] - 1) * g.dil[axis] + 1 <= g.s[axis]
+
+
 cdef Win _pool2d_win(tuple dims) except *:
     """win_from(dims) for a 1-D or 2-D pool: the depth axis must be trivial."""
     if dims[2] != 1 or dims[5] != 1 or dims[8] != 1:
@@ -676,6 +700,7 @@ cdef class MaxPoolBackwardLaunch(Launch):
     cdef Win g
     cdef MpbGeom mg
     cdef bint fast      # rlx_mpb_plane (int32 plane offsets) instead of _max_pool_backward_plane
+    cdef Py_ssize_t bands   # > 0: rlx_mpb22_band (window 2, stride 2, no padding), bands per plane
 
     def __init__(self, x, dy, dx, tuple dims, int max_threads):
         self.x = x
@@ -684,6 +709,11 @@ cdef class MaxPoolBackwardLaunch(Launch):
         self.g = _pool2d_win(dims)
         self.max_threads = max(1, max_threads)
         self.fast = self.g.size[1] * self.g.size[2] < 2 ** 31
+        g = &self.g
+        self.bands = 0
+        if (g.k[2] == 2 and g.s[2] == 2 and g.dil[2] == 1 and g.pb[2] == 0 and g.pb[1] == 0
+                and g.dil[1] == 1 and g.k[1] == g.s[1] and g.k[1] <= 2):
+            self.bands = _row_bands(g.n * g.c, g.out[1], self.max_threads)
         self.mg.H, self.mg.W = self.g.size[1], self.g.size[2]
         self.mg.OH, self.mg.OW = self.g.out[1], self.g.out[2]
         self.mg.kh, self.mg.kw = self.g.k[1], self.g.k[2]
@@ -693,7 +723,14 @@ cdef class MaxPoolBackwardLaunch(Launch):
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
-        cdef Py_ssize_t plane
+        cdef Py_ssize_t plane, item, nb = self.bands
+        if nb > 0:
+            for item in prange(self.g.n * self.g.c * nb, num_threads=t, schedule='static'):
+                rlx_mpb22_band(&self.x[0], self.x.shape[0], &self.dy[0], self.dy.shape[0], &self.dx[0], &self.mg,
+                               item // nb, (item % nb) * self.g.out[1] // nb,
+                               (item % nb + 1) * self.g.out[1] // nb)
+            # end: prange
+            return 0
         if self.fast:
             for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
                 rlx_mpb_plane(&self.x[0], self.x.shape[0], &self.dy[0], self.dy.shape[0], &self.dx[0],
@@ -714,6 +751,7 @@ cdef class AvgPoolBackwardLaunch(Launch):
     cdef bint count_include_pad
     cdef Py_ssize_t divisor_override
     cdef ApbGeom ag     # rlx_apb_plane's geometry; ag.row_len == 0: _avg_pool_backward_plane
+    cdef Py_ssize_t bands   # > 0: rlx_apb_nov_band (windows never overlap), bands per plane
 
     def __init__(self, dy, dx, tuple dims, bint count_include_pad, Py_ssize_t divisor_override, int max_threads):
         self.dy = dy
@@ -732,10 +770,20 @@ cdef class AvgPoolBackwardLaunch(Launch):
         self.ag.dh, self.ag.dw = g.dil[1], g.dil[2]
         self.ag.include_pad = count_include_pad
         self.ag.divisor_override = divisor_override
+        self.bands = 0
+        if _no_overlap(g, 1) and _no_overlap(g, 2) and g.out[2] <= RLX_APB_MAX:
+            self.bands = _row_bands(g.n * g.c, g.out[1], self.max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
-        cdef Py_ssize_t plane
+        cdef Py_ssize_t plane, item, nb = self.bands
+        if nb > 0:
+            for item in prange(self.g.n * self.g.c * nb, num_threads=t, schedule='static'):
+                rlx_apb_nov_band(&self.dy[0], self.dy.shape[0], &self.dx[0], self.dx.shape[0], &self.ag,
+                                 item // nb, (item % nb) * self.g.out[1] // nb,
+                                 (item % nb + 1) * self.g.out[1] // nb)
+            # end: prange
+            return 0
         if self.ag.row_len > 0:
             for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
                 rlx_apb_plane(&self.dy[0], self.dy.shape[0], &self.dx[0], self.dx.shape[0], &self.ag, plane)

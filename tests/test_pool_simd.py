@@ -38,6 +38,16 @@ BWD_CASES = [
     ((1, 2, 9, 46), 3, 2, 1, 1, (1, 2), False),            # w dilation 2
     ((2, 2, 70), 4, 2, 1, 1, 1, True),                     # 1-D
     ((1, 1, 5, 41), 3, 2, 0, 0, 1, False),                 # last window ends the buffer: loads stay inside
+    # windows that never overlap (src/rlx_pool_bwd.h: each dx element written once)
+    ((2, 3, 11, 37), 2, 2, 0, 0, 1, True),                 # k2s2 ceil: last row / column alone
+    ((2, 3, 11, 37), 2, 2, 0, 0, 1, False),                # k2s2 floor: last row / column uncovered
+    ((1, 2, 9, 39), 2, 2, 0, 1, 1, False),                 # k2s2, end padding cuts the last windows
+    ((1, 1, 16, 64), 2, 2, 0, 0, 1, False),                # batch 1, one plane: bands of rows
+    ((1, 1, 5, 40), 2, 2, 0, 0, 1, True),                  # ceil with an odd row count, few rows
+    ((2, 2, 70), 2, 2, 0, 0, 1, True),                     # 1-D k2s2
+    ((1, 2, 10, 42), 2, 2, 1, 1, 1, False),                # k2s2 with padding (avg: the general line)
+    ((1, 2, 9, 40), (2, 3), 3, (1, 0), (0, 1), 1, True),   # stride > window: zero gaps
+    ((1, 2, 12, 40), 2, 3, 0, 0, (2, 2), False),           # dilated, still no overlap
 ]
 
 
