@@ -107,6 +107,15 @@ cdef extern from "rlx_pool_bwd.h":
     void rlx_apb_nov_band(const float* dy, Py_ssize_t dy_len, float* dx, Py_ssize_t dx_len, const ApbGeom* g,
                           Py_ssize_t plane, Py_ssize_t oh0, Py_ssize_t oh1) noexcept nogil
 
+    enum: RLX_PWI_PAD_FLOATS
+    Py_ssize_t rlx_pwi_pad_row(Py_ssize_t n, Py_ssize_t kw, Py_ssize_t sw) noexcept nogil
+    # outputs [w0, w1) of one output line of a max pool with indices: rows padded with -inf in a stack
+    # buffer, blocks of 8 (AVX2; else rlx_pwi_line)
+    void rlx_pwi_lines_padded(const float* x, Py_ssize_t x_len, float* y, int64_t* ind, Py_ssize_t y_len,
+                              const PwiGeom* g, Py_ssize_t l0, Py_ssize_t l1) noexcept nogil
+    void rlx_pwi_line_padded(const float* x, Py_ssize_t x_len, float* y, int64_t* ind, Py_ssize_t y_len,
+                          const PwiGeom* g, Py_ssize_t line, Py_ssize_t w0, Py_ssize_t w1) noexcept nogil
+
 cdef extern from "rlx_simd.h":
     void rlx_simd_init() nogil
     int rlx_simd_level() nogil
@@ -357,6 +366,7 @@ cdef class PoolLaunch(Launch):
     cdef PoolGeom sep       # row-separable kernel's geometry; sep.row_len == 0: chunked kernel
     cdef PwiGeom pwi        # max with plane / ONNX indices: rlx_pwi_line's geometry
     cdef bint use_pwi
+    cdef bint pwi_pad       # rlx_pwi_line_padded: w dilation 1, stride 1 or 2, rows fit its buffer
 
     def __init__(self, x, y, indices, scratch, tuple dims, int kind, bint include_pad,
                  Py_ssize_t divisor_override, int indices_mode, Py_ssize_t w_chunk, int max_threads):
@@ -397,6 +407,10 @@ cdef class PoolLaunch(Launch):
             self.pwi.pd, self.pwi.ph, self.pwi.pw = self.g.pb[0], self.g.pb[1], self.g.pb[2]
             self.pwi.dd, self.pwi.dh, self.pwi.dw = self.g.dil[0], self.g.dil[1], self.g.dil[2]
             self.pwi.flat = self.indices_mode == POOL_IND_ONNX
+            self.pwi_pad = (self.g.dil[2] == 1 and self.g.s[2] in (1, 2) and self.g.out[2] >= 8
+                            and self.g.k[0] * self.g.k[1]
+                            * rlx_pwi_pad_row(min(self.w_chunk, self.g.out[2]), self.g.k[2], self.g.s[2])
+                            <= RLX_PWI_PAD_FLOATS)
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
@@ -410,14 +424,27 @@ cdef class PoolLaunch(Launch):
         # Items as the chunked kernel's: (line, block of <= w_chunk outputs).
         cdef Py_ssize_t nwc = (self.g.out[2] + self.w_chunk - 1) // self.w_chunk
         cdef Py_ssize_t items = self.g.n * self.g.c * self.g.out[0] * self.g.out[1] * nwc
-        cdef Py_ssize_t item, w0, w1
+        cdef Py_ssize_t item, w0, w1, nblk
+        if self.pwi_pad and nwc == 1:
+            # whole lines, in 16 blocks of lines per bound thread (each output is computed alone,
+            # so the split never changes a bit)
+            nblk = min(items, 16 * self.max_threads)
+            for item in prange(nblk, num_threads=t, schedule='static'):
+                rlx_pwi_lines_padded(&self.x[0], self.x.shape[0], &self.y[0], &self.ind[0], self.y.shape[0],
+                                     &self.pwi, item * items // nblk, (item + 1) * items // nblk)
+            # end: prange
+            return 0
         for item in prange(items, num_threads=t, schedule='static'):
             w0 = (item % nwc) * self.w_chunk
             w1 = w0 + self.w_chunk
             if w1 > self.g.out[2]:
                 w1 = self.g.out[2]
-            rlx_pwi_line(&self.x[0], self.x.shape[0], &self.y[0], &self.ind[0], self.y.shape[0], &self.pwi,
-                         item // nwc, w0, w1)
+            if self.pwi_pad:
+                rlx_pwi_line_padded(&self.x[0], self.x.shape[0], &self.y[0], &self.ind[0], self.y.shape[0],
+                                    &self.pwi, item // nwc, w0, w1)
+            else:
+                rlx_pwi_line(&self.x[0], self.x.shape[0], &self.y[0], &self.ind[0], self.y.shape[0], &self.pwi,
+                             item // nwc, w0, w1)
         # end: prange
         return 0
 

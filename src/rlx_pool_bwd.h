@@ -301,3 +301,265 @@ static void rlx_apb_nov_band(const float* dy, ptrdiff_t dy_len, float* dx, ptrdi
 }
 
 #endif
+
+/* ------------------------------------------------------------------------- */
+/* Max pool with indices, AVX2, w dilation 1, stride 1 or 2: outputs         */
+/* [w0, w1) of one output line (w1 - w0 >= 8) as blocks of 8 only.  The      */
+/* line's input rows are first copied into a stack buffer with -inf in the    */
+/* padding (and past the row), so the border windows run the same blocks as   */
+/* the interior: a -inf tap never beats the running max (which starts at     */
+/* -inf), and each lane's starting index is its window's first in-bounds     */
+/* tap, max(ws, 0) in its first row -- the forward's rule (rlx_pwi_line).    */
+/* The last block ends at w1 and rewrites a few outputs with the same bits.  */
+/* Indices are plane offsets of the real input (int32 inside, stored int64   */
+/* + base).                                                                  */
+/* ------------------------------------------------------------------------- */
+#define RLX_PWI_PAD_FLOATS 8192
+
+/* stack buffer floats a chunk of n outputs needs, per row */
+static inline ptrdiff_t rlx_pwi_pad_row(ptrdiff_t n, ptrdiff_t kw, ptrdiff_t sw) {
+    return (n - 1) * sw + kw + 16;
+}
+
+#if RLX_X86_DISPATCH
+#define RLX_PWI_PAD_TAKE(k, v, tap)                                                                            \
+    do {                                                                                                       \
+        const __m256 t_ = _mm256_or_ps(_mm256_cmp_ps((v), best[k], _CMP_GT_OQ), _mm256_cmp_ps((v), (v), _CMP_UNORD_Q)); \
+        best[k] = _mm256_blendv_ps(best[k], (v), t_);                                                          \
+        bi[k] = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(bi[k]),                               \
+                                                     _mm256_castsi256_ps(_mm256_add_epi32(lane, (tap))), t_)); \
+    } while (0)
+
+/* nb blocks of 8 outputs starting at ow[k] (independent chains that overlap
+ * in the pipeline): values from the buffer rows vb + r*L at buffer column
+ * (ow[k] - w0)*sw, indices rows[r] + ws + j + lane*sw */
+RLX_TARGET_AVX2 static inline __attribute__((always_inline)) void
+rlx_pwi_pad_blocks_body(const float* vb, ptrdiff_t L, const int32_t* rows, ptrdiff_t nr, const rlx_pwi_geom* g,
+                        ptrdiff_t w0, const ptrdiff_t* ow, const int nb, float* yr, int64_t* ir, int64_t base) {
+    const ptrdiff_t sw = g->sw, kw = g->kw;
+    const __m256i lane = sw == 2 ? _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14) : _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256 best[4];
+    __m256i bi[4];
+    for (int k = 0; k < nb; ++k) {
+        const int32_t ws = (int32_t)(ow[k] * sw - g->pw);
+        best[k] = _mm256_set1_ps(-INFINITY);
+        bi[k] = _mm256_add_epi32(_mm256_set1_epi32(rows[0]), _mm256_max_epi32(
+            _mm256_add_epi32(lane, _mm256_set1_epi32(ws)), _mm256_setzero_si256()));
+    }
+    for (ptrdiff_t r = 0; r < nr; ++r) {
+        const float* xr = vb + r * L;
+        if (sw == 2) {
+            for (ptrdiff_t j = 0; j < kw; j += 2)
+                for (int k = 0; k < nb; ++k) {
+                    __m256 e, o;
+                    const __m256i tap = _mm256_set1_epi32((int32_t)(rows[r] + ow[k] * 2 - g->pw + j));
+                    rlx_deint8(xr + (ow[k] - w0) * 2 + j, &e, &o);
+                    RLX_PWI_PAD_TAKE(k, e, tap);
+                    if (j + 1 < kw) RLX_PWI_PAD_TAKE(k, o, _mm256_add_epi32(tap, _mm256_set1_epi32(1)));
+                }
+        } else {
+            for (ptrdiff_t j = 0; j < kw; ++j)
+                for (int k = 0; k < nb; ++k) {
+                    const __m256 v = _mm256_loadu_ps(xr + (ow[k] - w0) + j);
+                    RLX_PWI_PAD_TAKE(k, v, _mm256_set1_epi32((int32_t)(rows[r] + ow[k] - g->pw + j)));
+                }
+        }
+    }
+    const __m256i b64 = _mm256_set1_epi64x(base);
+    for (int k = 0; k < nb; ++k) {
+        _mm256_storeu_ps(yr + ow[k], best[k]);
+        _mm256_storeu_si256((__m256i*)(ir + ow[k]),
+                            _mm256_add_epi64(b64, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(bi[k]))));
+        _mm256_storeu_si256((__m256i*)(ir + ow[k] + 4),
+                            _mm256_add_epi64(b64, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(bi[k], 1))));
+    }
+}
+
+RLX_TARGET_AVX2 static void rlx_pwi_pad_blocks(const float* vb, ptrdiff_t L, const int32_t* rows, ptrdiff_t nr,
+                                               const rlx_pwi_geom* g, ptrdiff_t w0, const ptrdiff_t* ow, int nb,
+                                               float* yr, int64_t* ir, int64_t base) {
+    switch (nb) {
+    case 4: rlx_pwi_pad_blocks_body(vb, L, rows, nr, g, w0, ow, 4, yr, ir, base); break;
+    case 3: rlx_pwi_pad_blocks_body(vb, L, rows, nr, g, w0, ow, 3, yr, ir, base); break;
+    case 2: rlx_pwi_pad_blocks_body(vb, L, rows, nr, g, w0, ow, 2, yr, ir, base); break;
+    default: rlx_pwi_pad_blocks_body(vb, L, rows, nr, g, w0, ow, 1, yr, ir, base); break;
+    }
+}
+
+/* The same without NaN in the buffered rows (checked per line): take v when
+ * v > best, and the running index is the tap's offset at window start 0,
+ * rows[r] + j (a broadcast constant shared by the blocks), plus ws +
+ * lane*sw at the end; -1 (nothing beat -inf) gives the first in-bounds
+ * tap.  Stride 2 compares in the lane order of the in-lane
+ * even/odd shuffles and restores the output order once per block. */
+RLX_TARGET_AVX2 static inline __attribute__((always_inline)) void
+rlx_pwi_fast_body(const float* vb, ptrdiff_t L, const int32_t* rows, ptrdiff_t nr, const rlx_pwi_geom* g, ptrdiff_t w0,
+                  const ptrdiff_t* ow, const int nb, float* yr, int64_t* ir, int64_t base, int32_t row0) {
+    const ptrdiff_t sw = g->sw, kw = g->kw;
+    const __m256i lane = sw == 2 ? _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14) : _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256 best[4], id[4];
+    for (int k = 0; k < nb; ++k) {
+        best[k] = _mm256_set1_ps(-INFINITY);
+        id[k] = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+    }
+    for (ptrdiff_t r = 0; r < nr; ++r) {
+        const float* xr = vb + r * L;
+        if (sw == 2) {
+            for (ptrdiff_t j = 0; j < kw; j += 2) {
+                const __m256 t0 = _mm256_castsi256_ps(_mm256_set1_epi32(rows[r] + (int32_t)j));
+                const __m256 t1 = _mm256_castsi256_ps(_mm256_set1_epi32(rows[r] + (int32_t)j + 1));
+                for (int k = 0; k < nb; ++k) {
+                    const float* p = xr + (ow[k] - w0) * 2 + j;
+                    const __m256 lo = _mm256_loadu_ps(p), hi = _mm256_loadu_ps(p + 8);
+                    const __m256 e = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+                    __m256 m = _mm256_cmp_ps(e, best[k], _CMP_GT_OQ);
+                    best[k] = _mm256_blendv_ps(best[k], e, m);
+                    id[k] = _mm256_blendv_ps(id[k], t0, m);
+                    if (j + 1 < kw) {
+                        const __m256 o = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+                        m = _mm256_cmp_ps(o, best[k], _CMP_GT_OQ);
+                        best[k] = _mm256_blendv_ps(best[k], o, m);
+                        id[k] = _mm256_blendv_ps(id[k], t1, m);
+                    }
+                }
+            }
+        } else {
+            for (ptrdiff_t j = 0; j < kw; ++j) {
+                const __m256 t0 = _mm256_castsi256_ps(_mm256_set1_epi32(rows[r] + (int32_t)j));
+                for (int k = 0; k < nb; ++k) {
+                    const __m256 v = _mm256_loadu_ps(xr + (ow[k] - w0) + j);
+                    const __m256 m = _mm256_cmp_ps(v, best[k], _CMP_GT_OQ);
+                    best[k] = _mm256_blendv_ps(best[k], v, m);
+                    id[k] = _mm256_blendv_ps(id[k], t0, m);
+                }
+            }
+        }
+    }
+    const __m256i b64 = _mm256_set1_epi64x(base);
+    for (int k = 0; k < nb; ++k) {
+        __m256 b = best[k];
+        __m256i t = _mm256_castps_si256(id[k]);
+        if (sw == 2) {
+            b = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(b), _MM_SHUFFLE(3, 1, 2, 0)));
+            t = _mm256_permute4x64_epi64(t, _MM_SHUFFLE(3, 1, 2, 0));
+        }
+        const __m256i wsl = _mm256_add_epi32(lane, _mm256_set1_epi32((int32_t)(ow[k] * sw - g->pw)));
+        const __m256i none = _mm256_cmpgt_epi32(_mm256_setzero_si256(), t);
+        const __m256i hit = _mm256_add_epi32(t, wsl);
+        const __m256i first = _mm256_add_epi32(_mm256_set1_epi32(row0), _mm256_max_epi32(wsl, _mm256_setzero_si256()));
+        const __m256i bi = _mm256_blendv_epi8(hit, first, none);
+        _mm256_storeu_ps(yr + ow[k], b);
+        _mm256_storeu_si256((__m256i*)(ir + ow[k]),
+                            _mm256_add_epi64(b64, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(bi))));
+        _mm256_storeu_si256((__m256i*)(ir + ow[k] + 4),
+                            _mm256_add_epi64(b64, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(bi, 1))));
+    }
+}
+
+RLX_TARGET_AVX2 static void rlx_pwi_fast_blocks(const float* vb, ptrdiff_t L, const int32_t* rows, ptrdiff_t nr,
+                                                const rlx_pwi_geom* g, ptrdiff_t w0, const ptrdiff_t* ow, int nb,
+                                                float* yr, int64_t* ir, int64_t base, int32_t row0) {
+    switch (nb) {
+    case 4: rlx_pwi_fast_body(vb, L, rows, nr, g, w0, ow, 4, yr, ir, base, row0); break;
+    case 3: rlx_pwi_fast_body(vb, L, rows, nr, g, w0, ow, 3, yr, ir, base, row0); break;
+    case 2: rlx_pwi_fast_body(vb, L, rows, nr, g, w0, ow, 2, yr, ir, base, row0); break;
+    default: rlx_pwi_fast_body(vb, L, rows, nr, g, w0, ow, 1, yr, ir, base, row0); break;
+    }
+}
+
+/* line = (plane * OD + od) * OH + oh */
+RLX_TARGET_AVX2 static void rlx_pwi_line_pad(const float* x, ptrdiff_t x_len, float* y, int64_t* ind, ptrdiff_t y_len,
+                                             const rlx_pwi_geom* g, ptrdiff_t line, ptrdiff_t plane, ptrdiff_t od,
+                                             ptrdiff_t oh, ptrdiff_t w0, ptrdiff_t w1) {
+    float vb[RLX_PWI_PAD_FLOATS];
+    int32_t rows[RLX_PWI_MAX_ROWS];
+    const ptrdiff_t W = g->W, OW = g->OW, in_vol = g->D * g->H * W, sw = g->sw, kw = g->kw;
+    const ptrdiff_t sd = od * g->sd - g->pd, sh = oh * g->sh - g->ph;
+    const float* xp = x + plane * in_vol;
+    const int64_t base = g->flat ? (int64_t)(plane * in_vol) : 0;
+    const ptrdiff_t L = rlx_pwi_pad_row(w1 - w0, kw, sw), c0 = w0 * sw - g->pw;   /* buffer column 0: input c0 */
+    ptrdiff_t a0, a1, b0, b1, nr = 0;
+    RLX_CHECK_RANGE(plane * in_vol, (plane + 1) * in_vol, x_len, "max pool x");
+    RLX_CHECK_RANGE(line * OW + w0, line * OW + w1, y_len, "max pool y/indices");
+    (void)x_len;
+    (void)y_len;
+    rlx_pool_taps(sd, g->dd, g->kd, 0, g->D, &a0, &a1);
+    rlx_pool_taps(sh, g->dh, g->kh, 0, g->H, &b0, &b1);
+    for (ptrdiff_t a = a0; a < a1; ++a)
+        for (ptrdiff_t b = b0; b < b1; ++b)
+            rows[nr++] = (int32_t)(((sd + a * g->dd) * g->H + sh + b * g->dh) * W);
+    RLX_CHECK_RANGE(0, nr * L, RLX_PWI_PAD_FLOATS, "max pool row buffer");
+    /* buffer columns [lo, hi) hold input columns c0 + [lo, hi) inside [0, W) */
+    const ptrdiff_t lo = c0 < 0 ? -c0 : 0, hi = W - c0 < L ? W - c0 : L;
+    /* the copy also looks for NaN (which only the slower blocks handle) */
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 nan = _mm256_setzero_ps();
+    int any_nan = 0;
+    for (ptrdiff_t r = 0; r < nr; ++r) {
+        float* br = vb + r * L;
+        const float* xr = xp + rows[r] + c0;
+        ptrdiff_t i = 0;
+        for (; i < lo; ++i) br[i] = -INFINITY;
+        for (; i + 8 <= hi; i += 8) {
+            const __m256 v = _mm256_loadu_ps(xr + i);
+            _mm256_storeu_ps(br + i, v);
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        }
+        for (; i < hi; ++i) {
+            br[i] = xr[i];
+            any_nan |= xr[i] != xr[i];
+        }
+        for (; i + 8 <= L; i += 8) _mm256_storeu_ps(br + i, ninf);
+        for (; i < L; ++i) br[i] = -INFINITY;
+    }
+    any_nan |= _mm256_movemask_ps(nan) != 0;
+    float* yr = y + line * OW;
+    int64_t* ir = ind + line * OW;
+    const int fast = !any_nan;
+    /* groups of up to 4 blocks; the last block ends at w1 */
+    for (ptrdiff_t o = w0; o < w1;) {
+        ptrdiff_t st[4];
+        int nb = 0;
+        for (; nb < 4 && o < w1; ++nb, o += 8) st[nb] = o + 8 <= w1 ? o : w1 - 8;
+        if (fast) rlx_pwi_fast_blocks(vb, L, rows, nr, g, w0, st, nb, yr, ir, base, rows[0]);
+        else rlx_pwi_pad_blocks(vb, L, rows, nr, g, w0, st, nb, yr, ir, base);
+    }
+}
+#endif
+
+/* rlx_pwi_line_pad where it runs (AVX2, at least 8 outputs), else rlx_pwi_line;
+ * the caller checks w dilation 1, stride 1 or 2 and the buffer size */
+static void rlx_pwi_line_padded(const float* x, ptrdiff_t x_len, float* y, int64_t* ind, ptrdiff_t y_len,
+                                const rlx_pwi_geom* g, ptrdiff_t line, ptrdiff_t w0, ptrdiff_t w1) {
+#if RLX_X86_DISPATCH
+    if (rlx_simd_level() && w1 - w0 >= 8) {
+        rlx_pwi_line_pad(x, x_len, y, ind, y_len, g, line, line / (g->OH * g->OD), (line / g->OH) % g->OD,
+                         line % g->OH, w0, w1);
+        return;
+    }
+#endif
+    rlx_pwi_line(x, x_len, y, ind, y_len, g, line, w0, w1);
+}
+
+/* whole output lines [l0, l1) (OW >= 8): the line's coordinates advance
+ * without divisions */
+static void rlx_pwi_lines_padded(const float* x, ptrdiff_t x_len, float* y, int64_t* ind, ptrdiff_t y_len,
+                                 const rlx_pwi_geom* g, ptrdiff_t l0, ptrdiff_t l1) {
+#if RLX_X86_DISPATCH
+    if (rlx_simd_level()) {
+        ptrdiff_t oh = l0 % g->OH, od = (l0 / g->OH) % g->OD, plane = l0 / (g->OH * g->OD);
+        for (ptrdiff_t l = l0; l < l1; ++l) {
+            rlx_pwi_line_pad(x, x_len, y, ind, y_len, g, l, plane, od, oh, 0, g->OW);
+            if (++oh == g->OH) {
+                oh = 0;
+                if (++od == g->OD) {
+                    od = 0;
+                    ++plane;
+                }
+            }
+        }
+        return;
+    }
+#endif
+    for (ptrdiff_t l = l0; l < l1; ++l) rlx_pwi_line(x, x_len, y, ind, y_len, g, l, 0, g->OW);
+}
