@@ -111,6 +111,10 @@ cdef extern from "rlx_pool_bwd.h":
     Py_ssize_t rlx_pwi_pad_row(Py_ssize_t n, Py_ssize_t kw, Py_ssize_t sw) noexcept nogil
     # outputs [w0, w1) of one output line of a max pool with indices: rows padded with -inf in a stack
     # buffer, blocks of 8 (AVX2; else rlx_pwi_line)
+    enum: RLX_MPB_PAD_MAX_OW
+    # dx of one plane of a 1-D / 2-D max pool, winners by rlx_pwi_line_pad (AVX2 only)
+    void rlx_mpb_plane_pad(const float* x, Py_ssize_t x_len, const float* dy, Py_ssize_t dy_len, float* dx,
+                           const PwiGeom* g, Py_ssize_t plane) noexcept nogil
     void rlx_pwi_lines_padded(const float* x, Py_ssize_t x_len, float* y, int64_t* ind, Py_ssize_t y_len,
                               const PwiGeom* g, Py_ssize_t l0, Py_ssize_t l1) noexcept nogil
     void rlx_pwi_line_padded(const float* x, Py_ssize_t x_len, float* y, int64_t* ind, Py_ssize_t y_len,
@@ -728,6 +732,8 @@ cdef class MaxPoolBackwardLaunch(Launch):
     cdef MpbGeom mg
     cdef bint fast      # rlx_mpb_plane (int32 plane offsets) instead of _max_pool_backward_plane
     cdef Py_ssize_t bands   # > 0: rlx_mpb22_band (window 2, stride 2, no padding), bands per plane
+    cdef PwiGeom pg         # rlx_mpb_plane_pad's geometry, when use_pad
+    cdef bint use_pad
 
     def __init__(self, x, dy, dx, tuple dims, int max_threads):
         self.x = x
@@ -741,6 +747,16 @@ cdef class MaxPoolBackwardLaunch(Launch):
         if (g.k[2] == 2 and g.s[2] == 2 and g.dil[2] == 1 and g.pb[2] == 0 and g.pb[1] == 0
                 and g.dil[1] == 1 and g.k[1] == g.s[1] and g.k[1] <= 2):
             self.bands = _row_bands(g.n * g.c, g.out[1], self.max_threads)
+        self.use_pad = (self.bands == 0 and rlx_simd_level() and self.fast and g.dil[2] == 1 and g.s[2] in (1, 2)
+                        and 8 <= g.out[2] <= RLX_MPB_PAD_MAX_OW
+                        and g.k[1] * rlx_pwi_pad_row(g.out[2], g.k[2], g.s[2]) <= RLX_PWI_PAD_FLOATS)
+        self.pg.D, self.pg.H, self.pg.W = 1, g.size[1], g.size[2]
+        self.pg.OD, self.pg.OH, self.pg.OW = 1, g.out[1], g.out[2]
+        self.pg.kd, self.pg.kh, self.pg.kw = 1, g.k[1], g.k[2]
+        self.pg.sd, self.pg.sh, self.pg.sw = 1, g.s[1], g.s[2]
+        self.pg.pd, self.pg.ph, self.pg.pw = 0, g.pb[1], g.pb[2]
+        self.pg.dd, self.pg.dh, self.pg.dw = 1, g.dil[1], g.dil[2]
+        self.pg.flat = 0
         self.mg.H, self.mg.W = self.g.size[1], self.g.size[2]
         self.mg.OH, self.mg.OW = self.g.out[1], self.g.out[2]
         self.mg.kh, self.mg.kw = self.g.k[1], self.g.k[2]
@@ -756,6 +772,12 @@ cdef class MaxPoolBackwardLaunch(Launch):
                 rlx_mpb22_band(&self.x[0], self.x.shape[0], &self.dy[0], self.dy.shape[0], &self.dx[0], &self.mg,
                                item // nb, (item % nb) * self.g.out[1] // nb,
                                (item % nb + 1) * self.g.out[1] // nb)
+            # end: prange
+            return 0
+        if self.use_pad:
+            for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
+                rlx_mpb_plane_pad(&self.x[0], self.x.shape[0], &self.dy[0], self.dy.shape[0], &self.dx[0],
+                                  &self.pg, plane)
             # end: prange
             return 0
         if self.fast:

@@ -300,8 +300,6 @@ static void rlx_apb_nov_band(const float* dy, ptrdiff_t dy_len, float* dx, ptrdi
     else rlx_apb_nov_band_base(dy, dy_len, dx, dx_len, g, plane, oh0, oh1);
 }
 
-#endif
-
 /* ------------------------------------------------------------------------- */
 /* Max pool with indices, AVX2, w dilation 1, stride 1 or 2: outputs         */
 /* [w0, w1) of one output line (w1 - w0 >= 8) as blocks of 8 only.  The      */
@@ -335,7 +333,8 @@ static inline ptrdiff_t rlx_pwi_pad_row(ptrdiff_t n, ptrdiff_t kw, ptrdiff_t sw)
  * (ow[k] - w0)*sw, indices rows[r] + ws + j + lane*sw */
 RLX_TARGET_AVX2 static inline __attribute__((always_inline)) void
 rlx_pwi_pad_blocks_body(const float* vb, ptrdiff_t L, const int32_t* rows, ptrdiff_t nr, const rlx_pwi_geom* g,
-                        ptrdiff_t w0, const ptrdiff_t* ow, const int nb, float* yr, int64_t* ir, int64_t base) {
+                        ptrdiff_t w0, const ptrdiff_t* ow, const int nb, float* yr, int64_t* ir, int64_t base,
+                        int32_t* wi) {
     const ptrdiff_t sw = g->sw, kw = g->kw;
     const __m256i lane = sw == 2 ? _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14) : _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     __m256 best[4];
@@ -367,6 +366,10 @@ rlx_pwi_pad_blocks_body(const float* vb, ptrdiff_t L, const int32_t* rows, ptrdi
     }
     const __m256i b64 = _mm256_set1_epi64x(base);
     for (int k = 0; k < nb; ++k) {
+        if (wi) {
+            _mm256_storeu_si256((__m256i*)(wi + ow[k]), bi[k]);
+            continue;
+        }
         _mm256_storeu_ps(yr + ow[k], best[k]);
         _mm256_storeu_si256((__m256i*)(ir + ow[k]),
                             _mm256_add_epi64(b64, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(bi[k]))));
@@ -377,12 +380,12 @@ rlx_pwi_pad_blocks_body(const float* vb, ptrdiff_t L, const int32_t* rows, ptrdi
 
 RLX_TARGET_AVX2 static void rlx_pwi_pad_blocks(const float* vb, ptrdiff_t L, const int32_t* rows, ptrdiff_t nr,
                                                const rlx_pwi_geom* g, ptrdiff_t w0, const ptrdiff_t* ow, int nb,
-                                               float* yr, int64_t* ir, int64_t base) {
+                                               float* yr, int64_t* ir, int64_t base, int32_t* wi) {
     switch (nb) {
-    case 4: rlx_pwi_pad_blocks_body(vb, L, rows, nr, g, w0, ow, 4, yr, ir, base); break;
-    case 3: rlx_pwi_pad_blocks_body(vb, L, rows, nr, g, w0, ow, 3, yr, ir, base); break;
-    case 2: rlx_pwi_pad_blocks_body(vb, L, rows, nr, g, w0, ow, 2, yr, ir, base); break;
-    default: rlx_pwi_pad_blocks_body(vb, L, rows, nr, g, w0, ow, 1, yr, ir, base); break;
+    case 4: rlx_pwi_pad_blocks_body(vb, L, rows, nr, g, w0, ow, 4, yr, ir, base, wi); break;
+    case 3: rlx_pwi_pad_blocks_body(vb, L, rows, nr, g, w0, ow, 3, yr, ir, base, wi); break;
+    case 2: rlx_pwi_pad_blocks_body(vb, L, rows, nr, g, w0, ow, 2, yr, ir, base, wi); break;
+    default: rlx_pwi_pad_blocks_body(vb, L, rows, nr, g, w0, ow, 1, yr, ir, base, wi); break;
     }
 }
 
@@ -394,7 +397,8 @@ RLX_TARGET_AVX2 static void rlx_pwi_pad_blocks(const float* vb, ptrdiff_t L, con
  * even/odd shuffles and restores the output order once per block. */
 RLX_TARGET_AVX2 static inline __attribute__((always_inline)) void
 rlx_pwi_fast_body(const float* vb, ptrdiff_t L, const int32_t* rows, ptrdiff_t nr, const rlx_pwi_geom* g, ptrdiff_t w0,
-                  const ptrdiff_t* ow, const int nb, float* yr, int64_t* ir, int64_t base, int32_t row0) {
+                  const ptrdiff_t* ow, const int nb, float* yr, int64_t* ir, int64_t base, int32_t row0,
+                  int32_t* wi) {
     const ptrdiff_t sw = g->sw, kw = g->kw;
     const __m256i lane = sw == 2 ? _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14) : _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     __m256 best[4], id[4];
@@ -448,6 +452,10 @@ rlx_pwi_fast_body(const float* vb, ptrdiff_t L, const int32_t* rows, ptrdiff_t n
         const __m256i hit = _mm256_add_epi32(t, wsl);
         const __m256i first = _mm256_add_epi32(_mm256_set1_epi32(row0), _mm256_max_epi32(wsl, _mm256_setzero_si256()));
         const __m256i bi = _mm256_blendv_epi8(hit, first, none);
+        if (wi) {
+            _mm256_storeu_si256((__m256i*)(wi + ow[k]), bi);
+            continue;
+        }
         _mm256_storeu_ps(yr + ow[k], b);
         _mm256_storeu_si256((__m256i*)(ir + ow[k]),
                             _mm256_add_epi64(b64, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(bi))));
@@ -458,19 +466,20 @@ rlx_pwi_fast_body(const float* vb, ptrdiff_t L, const int32_t* rows, ptrdiff_t n
 
 RLX_TARGET_AVX2 static void rlx_pwi_fast_blocks(const float* vb, ptrdiff_t L, const int32_t* rows, ptrdiff_t nr,
                                                 const rlx_pwi_geom* g, ptrdiff_t w0, const ptrdiff_t* ow, int nb,
-                                                float* yr, int64_t* ir, int64_t base, int32_t row0) {
+                                                float* yr, int64_t* ir, int64_t base, int32_t row0, int32_t* wi) {
     switch (nb) {
-    case 4: rlx_pwi_fast_body(vb, L, rows, nr, g, w0, ow, 4, yr, ir, base, row0); break;
-    case 3: rlx_pwi_fast_body(vb, L, rows, nr, g, w0, ow, 3, yr, ir, base, row0); break;
-    case 2: rlx_pwi_fast_body(vb, L, rows, nr, g, w0, ow, 2, yr, ir, base, row0); break;
-    default: rlx_pwi_fast_body(vb, L, rows, nr, g, w0, ow, 1, yr, ir, base, row0); break;
+    case 4: rlx_pwi_fast_body(vb, L, rows, nr, g, w0, ow, 4, yr, ir, base, row0, wi); break;
+    case 3: rlx_pwi_fast_body(vb, L, rows, nr, g, w0, ow, 3, yr, ir, base, row0, wi); break;
+    case 2: rlx_pwi_fast_body(vb, L, rows, nr, g, w0, ow, 2, yr, ir, base, row0, wi); break;
+    default: rlx_pwi_fast_body(vb, L, rows, nr, g, w0, ow, 1, yr, ir, base, row0, wi); break;
     }
 }
 
-/* line = (plane * OD + od) * OH + oh */
+/* line = (plane * OD + od) * OH + oh; wi not NULL: the winners' plane
+ * offsets (int32) go to wi[w0..w1) instead of values and indices */
 RLX_TARGET_AVX2 static void rlx_pwi_line_pad(const float* x, ptrdiff_t x_len, float* y, int64_t* ind, ptrdiff_t y_len,
                                              const rlx_pwi_geom* g, ptrdiff_t line, ptrdiff_t plane, ptrdiff_t od,
-                                             ptrdiff_t oh, ptrdiff_t w0, ptrdiff_t w1) {
+                                             ptrdiff_t oh, ptrdiff_t w0, ptrdiff_t w1, int32_t* wi) {
     float vb[RLX_PWI_PAD_FLOATS];
     int32_t rows[RLX_PWI_MAX_ROWS];
     const ptrdiff_t W = g->W, OW = g->OW, in_vol = g->D * g->H * W, sw = g->sw, kw = g->kw;
@@ -513,16 +522,16 @@ RLX_TARGET_AVX2 static void rlx_pwi_line_pad(const float* x, ptrdiff_t x_len, fl
         for (; i < L; ++i) br[i] = -INFINITY;
     }
     any_nan |= _mm256_movemask_ps(nan) != 0;
-    float* yr = y + line * OW;
-    int64_t* ir = ind + line * OW;
+    float* yr = y ? y + line * OW : NULL;
+    int64_t* ir = ind ? ind + line * OW : NULL;
     const int fast = !any_nan;
     /* groups of up to 4 blocks; the last block ends at w1 */
     for (ptrdiff_t o = w0; o < w1;) {
         ptrdiff_t st[4];
         int nb = 0;
         for (; nb < 4 && o < w1; ++nb, o += 8) st[nb] = o + 8 <= w1 ? o : w1 - 8;
-        if (fast) rlx_pwi_fast_blocks(vb, L, rows, nr, g, w0, st, nb, yr, ir, base, rows[0]);
-        else rlx_pwi_pad_blocks(vb, L, rows, nr, g, w0, st, nb, yr, ir, base);
+        if (fast) rlx_pwi_fast_blocks(vb, L, rows, nr, g, w0, st, nb, yr, ir, base, rows[0], wi);
+        else rlx_pwi_pad_blocks(vb, L, rows, nr, g, w0, st, nb, yr, ir, base, wi);
     }
 }
 #endif
@@ -534,7 +543,7 @@ static void rlx_pwi_line_padded(const float* x, ptrdiff_t x_len, float* y, int64
 #if RLX_X86_DISPATCH
     if (rlx_simd_level() && w1 - w0 >= 8) {
         rlx_pwi_line_pad(x, x_len, y, ind, y_len, g, line, line / (g->OH * g->OD), (line / g->OH) % g->OD,
-                         line % g->OH, w0, w1);
+                         line % g->OH, w0, w1, NULL);
         return;
     }
 #endif
@@ -549,7 +558,7 @@ static void rlx_pwi_lines_padded(const float* x, ptrdiff_t x_len, float* y, int6
     if (rlx_simd_level()) {
         ptrdiff_t oh = l0 % g->OH, od = (l0 / g->OH) % g->OD, plane = l0 / (g->OH * g->OD);
         for (ptrdiff_t l = l0; l < l1; ++l) {
-            rlx_pwi_line_pad(x, x_len, y, ind, y_len, g, l, plane, od, oh, 0, g->OW);
+            rlx_pwi_line_pad(x, x_len, y, ind, y_len, g, l, plane, od, oh, 0, g->OW, NULL);
             if (++oh == g->OH) {
                 oh = 0;
                 if (++od == g->OD) {
@@ -563,3 +572,43 @@ static void rlx_pwi_lines_padded(const float* x, ptrdiff_t x_len, float* y, int6
 #endif
     for (ptrdiff_t l = l0; l < l1; ++l) rlx_pwi_line(x, x_len, y, ind, y_len, g, l, 0, g->OW);
 }
+
+/* ------------------------------------------------------------------------- */
+/* Max pool backward (1-D / 2-D) by lines of >= 8 outputs: each output row's */
+/* winners come from rlx_pwi_line_pad (the forward's rule, rows buffered     */
+/* with -inf padding), then dy is added at them in output order -- the       */
+/* additions rlx_mpb_plane makes, in the same order, on a zeroed plane.      */
+/* AVX2 only (the caller checks the simd level, w dilation 1, stride 1 or 2, */
+/* OW <= RLX_MPB_PAD_MAX_OW and the buffer size).                            */
+/* ------------------------------------------------------------------------- */
+#define RLX_MPB_PAD_MAX_OW 4096
+#if RLX_X86_DISPATCH
+static void rlx_mpb_plane_pad(const float* x, ptrdiff_t x_len, const float* dy, ptrdiff_t dy_len, float* dx,
+                              const rlx_pwi_geom* g, ptrdiff_t plane) {
+    int32_t win[RLX_MPB_PAD_MAX_OW];
+    const ptrdiff_t in_sz = g->H * g->W, OW = g->OW;
+    float* dxp = dx + plane * in_sz;
+    RLX_CHECK_RANGE(plane * in_sz, (plane + 1) * in_sz, x_len, "max pool backward x/dx");
+    RLX_CHECK_RANGE(plane * g->OH * OW, (plane + 1) * g->OH * OW, dy_len, "max pool backward dy");
+    memset(dxp, 0, (size_t)in_sz * sizeof(float));
+    for (ptrdiff_t oh = 0; oh < g->OH; ++oh) {
+        ptrdiff_t a0, a1;
+        rlx_pool_taps(oh * g->sh - g->ph, g->dh, g->kh, 0, g->H, &a0, &a1);
+        if (a0 >= a1) continue;                  /* window entirely in padding: no gradient */
+        const ptrdiff_t line = plane * g->OH + oh;
+        rlx_pwi_line_pad(x, x_len, NULL, NULL, dy_len, g, line, plane, 0, oh, 0, OW, win);
+        const float* dyr = dy + line * OW;
+        for (ptrdiff_t ow = 0; ow < OW; ++ow) {
+            RLX_CHECK_RANGE(win[ow], win[ow] + 1, in_sz, "max pool backward winner");
+            dxp[win[ow]] += dyr[ow];
+        }
+    }
+}
+#else
+static void rlx_mpb_plane_pad(const float* x, ptrdiff_t x_len, const float* dy, ptrdiff_t dy_len, float* dx,
+                              const rlx_pwi_geom* g, ptrdiff_t plane) {
+    (void)x; (void)x_len; (void)dy; (void)dy_len; (void)dx; (void)g; (void)plane;
+}
+#endif
+
+#endif
