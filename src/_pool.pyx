@@ -12,7 +12,17 @@
 #   global pool   (plane, chunk of GLOBAL_CHUNK inputs), one partial per item
 #                 then one combine per plane             (doubles)
 #   pool backward one (image, channel) plane (1-D and 2-D;   none (avg: two line
-#                 rlx_pool.h: rlx_mpb_plane, rlx_apb_plane) buffers on the stack)
+#                 rlx_pool.h: rlx_mpb_plane, rlx_apb_plane;  buffers on the stack)
+#                 max, lines of >= 8 outputs with AVX2:
+#                 rlx_pool_bwd.h rlx_mpb_plane_pad)
+#   pool backward,  (plane, band of output rows): each dx    none
+#   windows that  element written once (rlx_pool_bwd.h:
+#   never overlap rlx_mpb22_band for max k2s2, rlx_apb_nov_band
+#                 for average); bands only when the planes
+#                 give a bound thread fewer than 4 items
+#   max pool with one output line (chunk), or blocks of        rows on the stack
+#   indices       whole lines (rlx_pool_bwd.h:
+#                 rlx_pwi_lines_padded, AVX2, >= 8 outputs)
 #   max pool      one (image, channel) plane, any rank: a     none
 #   backward from scatter-add of dy through the forward's
 #   indices       int64 indices (rlx_mpbi_plane)
