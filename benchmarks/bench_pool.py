@@ -56,6 +56,45 @@ def _mp_fwd_bwd_torch(k, s, p):
     return call
 
 
+def _mp_bwd_torch_nd(k, s, p, ceil=False, nd=2):
+    """torch's max pool backward from indices (1-D: the 2-D op on [N, C, 1, L])."""
+    def call(torch, F, x, dy):
+        if nd == 1:
+            x, dy = x.unsqueeze(2), dy.unsqueeze(2)
+        kk, ss, pp = ([1, k], [1, s], [0, p]) if nd == 1 else ([k] * nd, [s] * nd, [p] * nd)
+        pool = F.max_pool3d if nd == 3 else F.max_pool2d
+        _, ind = pool(x, kk, ss, pp, ceil_mode=ceil, return_indices=True)
+        op = torch.ops.aten.max_pool3d_with_indices_backward if nd == 3 else \
+            torch.ops.aten.max_pool2d_with_indices_backward
+        return lambda: op(dy, x, kk, ss, pp, [1] * len(kk), ceil, ind)
+    return call
+
+
+def _mp_fwd_bwd_torch_nd(k, s, p, nd):
+    def call(torch, F, x, dy):
+        pool = F.max_pool3d if nd == 3 else F.max_pool1d
+        kk, ss, pp = [k] * nd, [s] * nd, [p] * nd
+
+        def run():
+            _, ind = pool(x, k, s, p, return_indices=True)
+            if nd == 3:
+                return torch.ops.aten.max_pool3d_with_indices_backward(dy, x, kk, ss, pp, [1] * nd, False, ind)
+            return torch.ops.aten.max_pool2d_with_indices_backward(dy.unsqueeze(2), x.unsqueeze(2), [1, k], [1, s],
+                                                                    [0, p], [1, 1], False, ind.unsqueeze(2))
+        return run
+    return call
+
+
+def _ap_bwd_torch(xshape, k, s, p, ceil=False, nd=2):
+    def call(torch, F, dy):
+        x = torch.empty(xshape)
+        if nd == 1:
+            return lambda: torch.ops.aten.avg_pool2d_backward(dy.unsqueeze(2), x.unsqueeze(2), [1, k], [1, s], [0, p],
+                                                              ceil, True, None)
+        return lambda: torch.ops.aten.avg_pool2d_backward(dy, x, [k, k], [s, s], [p, p], ceil, True, None)
+    return call
+
+
 def _mp_fwd_bwd(k, s, p):
     def build(g, x, dy):
         y, ind = g.max_pool2d(x, k, s, p, return_indices=True)
@@ -119,6 +158,38 @@ SHAPES = {
                       lambda g, dy: g.avg_pool2d_backward(dy, (32, 64, 28, 28), 2, 2),
                       lambda torch, F, dy: (lambda: torch.ops.aten.avg_pool2d_backward(
                           dy, torch.empty(32, 64, 28, 28), [2, 2], [2, 2], [0, 0], False, True, None))),
+    "mp2d_bwd_b1": _spec("max_pool2d backward k2 s2 N1 C64 112", {"x": (1, 64, 112, 112), "dy": (1, 64, 56, 56)},
+                         lambda g, x, dy: g.max_pool2d_backward(x, dy, 2, 2), _mp_bwd_torch(2, 2)),
+    "mp2d_bwd_k3": _spec("max_pool2d backward k3 s2 p1 ceil N1 C64 112",
+                         {"x": (1, 64, 112, 112), "dy": (1, 64, 57, 57)},
+                         lambda g, x, dy: g.max_pool2d_backward(x, dy, 3, 2, 1, ceil_mode=True),
+                         _mp_bwd_torch_nd(3, 2, 1, ceil=True)),
+    "ap2d_bwd_k3": _spec("avg_pool2d backward k3 s2 p1 ceil N1 C64 112", {"dy": (1, 64, 57, 57)},
+                         lambda g, dy: g.avg_pool2d_backward(dy, (1, 64, 112, 112), 3, 2, 1, ceil_mode=True),
+                         _ap_bwd_torch((1, 64, 112, 112), 3, 2, 1, ceil=True)),
+    "mp1d_bwd": _spec("max_pool1d backward k2 s2 N8 C64 4096", {"x": (8, 64, 4096), "dy": (8, 64, 2048)},
+                      lambda g, x, dy: g.max_pool1d_backward(x, dy, 2, 2), _mp_bwd_torch_nd(2, 2, 0, nd=1)),
+    "ap1d_bwd": _spec("avg_pool1d backward k3 s2 p1 N8 C64 4096", {"dy": (8, 64, 2048)},
+                      lambda g, dy: g.avg_pool1d_backward(dy, (8, 64, 4096), 3, 2, 1),
+                      _ap_bwd_torch((8, 64, 4096), 3, 2, 1, nd=1)),
+    "mp1d_idx": _spec("max_pool1d k3 s2 p1 +indices N1 C64 8192", {"x": (1, 64, 8192)},
+                      lambda g, x: g.max_pool1d(x, 3, 2, 1, return_indices=True),
+                      _fwd(lambda F, x: F.max_pool1d(x, 3, 2, 1, return_indices=True)),
+                      ("MaxPool", 2, dict(kernel_shape=[3], strides=[2], pads=[1, 1]), ())),
+    "mp3d_idx": _spec("max_pool3d k2 s2 +indices N2 C32 16x56", {"x": (2, 32, 16, 56, 56)},
+                      lambda g, x: g.max_pool3d(x, 2, return_indices=True),
+                      _fwd(lambda F, x: F.max_pool3d(x, 2, return_indices=True)),
+                      ("MaxPool", 2, dict(kernel_shape=[2, 2, 2], strides=[2, 2, 2]), ())),
+    "mp1d_fb": _spec("max_pool1d k3 s2 p1 +indices, then backward from them, N8 C64 4096",
+                     {"x": (8, 64, 4096), "dy": (8, 64, 2048)},
+                     lambda g, x, dy: (lambda y, i: (g.max_pool_backward_indices(dy, i), y))(
+                         *g.max_pool1d(x, 3, 2, 1, return_indices=True)),
+                     _mp_fwd_bwd_torch_nd(3, 2, 1, 1)),
+    "mp3d_fb": _spec("max_pool3d k2 s2 +indices, then backward from them, N2 C32 16x56",
+                     {"x": (2, 32, 16, 56, 56), "dy": (2, 32, 8, 28, 28)},
+                     lambda g, x, dy: (lambda y, i: (g.max_pool_backward_indices(dy, i), y))(
+                         *g.max_pool3d(x, 2, return_indices=True)),
+                     _mp_fwd_bwd_torch_nd(2, 2, 0, 3)),
     "gap": _spec("global_avg_pool N8 C512 14", {"x": (8, 512, 14, 14)},
                  lambda g, x: g.global_avg_pool(x), _fwd(lambda F, x: F.adaptive_avg_pool2d(x, 1)),
                  ("GlobalAveragePool", 1, {}, ())),

@@ -12,7 +12,17 @@
 #   global pool   (plane, chunk of GLOBAL_CHUNK inputs), one partial per item
 #                 then one combine per plane             (doubles)
 #   pool backward one (image, channel) plane (1-D and 2-D;   none (avg: two line
-#                 rlx_pool.h: rlx_mpb_plane, rlx_apb_plane) buffers on the stack)
+#                 rlx_pool.h: rlx_mpb_plane, rlx_apb_plane;  buffers on the stack)
+#                 max, lines of >= 8 outputs with AVX2:
+#                 rlx_pool_bwd.h rlx_mpb_plane_pad)
+#   pool backward,  (plane, band of output rows): each dx    none
+#   windows that  element written once (rlx_pool_bwd.h:
+#   never overlap rlx_mpb22_band for max k2s2, rlx_apb_nov_band
+#                 for average); bands only when the planes
+#                 give a bound thread fewer than 4 items
+#   max pool with one output line (chunk), or blocks of        rows on the stack
+#   indices       whole lines (rlx_pool_bwd.h:
+#                 rlx_pwi_lines_padded, AVX2, >= 8 outputs)
 #   max pool      one (image, channel) plane, any rank: a     none
 #   backward from scatter-add of dy through the forward's
 #   indices       int64 indices (rlx_mpbi_plane)
@@ -98,6 +108,27 @@ cdef extern from "rlx_pool.h":
     # dx of one plane of a max pool of any rank from the forward's indices
     void rlx_mpbi_plane(const float* dy, const int64_t* ind, Py_ssize_t dy_len, float* dx, Py_ssize_t dx_len,
                         Py_ssize_t in_sz, Py_ssize_t out_sz, int flat, Py_ssize_t plane) noexcept nogil
+
+cdef extern from "rlx_pool_bwd.h":
+    # dx rows of output rows [oh0, oh1) of one plane: max pool window 2 (h: 1 or 2), stride = window, no pad
+    void rlx_mpb22_band(const float* x, Py_ssize_t x_len, const float* dy, Py_ssize_t dy_len, float* dx,
+                        const MpbGeom* g, Py_ssize_t plane, Py_ssize_t oh0, Py_ssize_t oh1) noexcept nogil
+    # the same for an average pool whose windows never overlap
+    void rlx_apb_nov_band(const float* dy, Py_ssize_t dy_len, float* dx, Py_ssize_t dx_len, const ApbGeom* g,
+                          Py_ssize_t plane, Py_ssize_t oh0, Py_ssize_t oh1) noexcept nogil
+
+    enum: RLX_PWI_PAD_FLOATS
+    Py_ssize_t rlx_pwi_pad_row(Py_ssize_t n, Py_ssize_t kw, Py_ssize_t sw) noexcept nogil
+    # outputs [w0, w1) of one output line of a max pool with indices: rows padded with -inf in a stack
+    # buffer, blocks of 8 (AVX2; else rlx_pwi_line)
+    enum: RLX_MPB_PAD_MAX_OW
+    # dx of one plane of a 1-D / 2-D max pool, winners by rlx_pwi_line_pad (AVX2 only)
+    void rlx_mpb_plane_pad(const float* x, Py_ssize_t x_len, const float* dy, Py_ssize_t dy_len, float* dx,
+                           const PwiGeom* g, Py_ssize_t plane) noexcept nogil
+    void rlx_pwi_lines_padded(const float* x, Py_ssize_t x_len, float* y, int64_t* ind, Py_ssize_t y_len,
+                              const PwiGeom* g, Py_ssize_t l0, Py_ssize_t l1) noexcept nogil
+    void rlx_pwi_line_padded(const float* x, Py_ssize_t x_len, float* y, int64_t* ind, Py_ssize_t y_len,
+                          const PwiGeom* g, Py_ssize_t line, Py_ssize_t w0, Py_ssize_t w1) noexcept nogil
 
 cdef extern from "rlx_simd.h":
     void rlx_simd_init() nogil
@@ -349,6 +380,7 @@ cdef class PoolLaunch(Launch):
     cdef PoolGeom sep       # row-separable kernel's geometry; sep.row_len == 0: chunked kernel
     cdef PwiGeom pwi        # max with plane / ONNX indices: rlx_pwi_line's geometry
     cdef bint use_pwi
+    cdef bint pwi_pad       # rlx_pwi_line_padded: w dilation 1, stride 1 or 2, rows fit its buffer
 
     def __init__(self, x, y, indices, scratch, tuple dims, int kind, bint include_pad,
                  Py_ssize_t divisor_override, int indices_mode, Py_ssize_t w_chunk, int max_threads):
@@ -389,6 +421,10 @@ cdef class PoolLaunch(Launch):
             self.pwi.pd, self.pwi.ph, self.pwi.pw = self.g.pb[0], self.g.pb[1], self.g.pb[2]
             self.pwi.dd, self.pwi.dh, self.pwi.dw = self.g.dil[0], self.g.dil[1], self.g.dil[2]
             self.pwi.flat = self.indices_mode == POOL_IND_ONNX
+            self.pwi_pad = (self.g.dil[2] == 1 and self.g.s[2] in (1, 2) and self.g.out[2] >= 8
+                            and self.g.k[0] * self.g.k[1]
+                            * rlx_pwi_pad_row(min(self.w_chunk, self.g.out[2]), self.g.k[2], self.g.s[2])
+                            <= RLX_PWI_PAD_FLOATS)
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
@@ -402,14 +438,27 @@ cdef class PoolLaunch(Launch):
         # Items as the chunked kernel's: (line, block of <= w_chunk outputs).
         cdef Py_ssize_t nwc = (self.g.out[2] + self.w_chunk - 1) // self.w_chunk
         cdef Py_ssize_t items = self.g.n * self.g.c * self.g.out[0] * self.g.out[1] * nwc
-        cdef Py_ssize_t item, w0, w1
+        cdef Py_ssize_t item, w0, w1, nblk
+        if self.pwi_pad and nwc == 1:
+            # whole lines, in 16 blocks of lines per bound thread (each output is computed alone,
+            # so the split never changes a bit)
+            nblk = min(items, 16 * self.max_threads)
+            for item in prange(nblk, num_threads=t, schedule='static'):
+                rlx_pwi_lines_padded(&self.x[0], self.x.shape[0], &self.y[0], &self.ind[0], self.y.shape[0],
+                                     &self.pwi, item * items // nblk, (item + 1) * items // nblk)
+            # end: prange
+            return 0
         for item in prange(items, num_threads=t, schedule='static'):
             w0 = (item % nwc) * self.w_chunk
             w1 = w0 + self.w_chunk
             if w1 > self.g.out[2]:
                 w1 = self.g.out[2]
-            rlx_pwi_line(&self.x[0], self.x.shape[0], &self.y[0], &self.ind[0], self.y.shape[0], &self.pwi,
-                         item // nwc, w0, w1)
+            if self.pwi_pad:
+                rlx_pwi_line_padded(&self.x[0], self.x.shape[0], &self.y[0], &self.ind[0], self.y.shape[0],
+                                    &self.pwi, item // nwc, w0, w1)
+            else:
+                rlx_pwi_line(&self.x[0], self.x.shape[0], &self.y[0], &self.ind[0], self.y.shape[0], &self.pwi,
+                             item // nwc, w0, w1)
         # end: prange
         return 0
 
@@ -576,6 +625,22 @@ cdef class GlobalPoolLaunch(Launch):
 # when the graph is built).
 # ---------------------------------------------------------------------------
 
+cdef Py_ssize_t _row_bands(Py_ssize_t planes, Py_ssize_t out_rows, int max_threads) noexcept:
+    """Output-row bands per plane for the non-overlapping backward kernels:
+    one while the planes give every bound thread four items, else enough
+    bands for that (batch 1, few channels).  Bands own disjoint dx rows, so
+    the split never changes a bit; it depends on max_threads only."""
+    cdef Py_ssize_t want = 4 * max_threads, b
+    if planes >= want or out_rows <= 1:
+        return 1
+    b = (want + planes - 1) // planes
+    return b if b < out_rows else out_rows
+
+
+cdef inline bint _no_overlap(const Win* g, int axis) noexcept:
+    return (g.k[axis] - 1) * g.dil[axis] + 1 <= g.s[axis]
+
+
 cdef Win _pool2d_win(tuple dims) except *:
     """win_from(dims) for a 1-D or 2-D pool: the depth axis must be trivial."""
     if dims[2] != 1 or dims[5] != 1 or dims[8] != 1:
@@ -676,6 +741,9 @@ cdef class MaxPoolBackwardLaunch(Launch):
     cdef Win g
     cdef MpbGeom mg
     cdef bint fast      # rlx_mpb_plane (int32 plane offsets) instead of _max_pool_backward_plane
+    cdef Py_ssize_t bands   # > 0: rlx_mpb22_band (window 2, stride 2, no padding), bands per plane
+    cdef PwiGeom pg         # rlx_mpb_plane_pad's geometry, when use_pad
+    cdef bint use_pad
 
     def __init__(self, x, dy, dx, tuple dims, int max_threads):
         self.x = x
@@ -684,6 +752,21 @@ cdef class MaxPoolBackwardLaunch(Launch):
         self.g = _pool2d_win(dims)
         self.max_threads = max(1, max_threads)
         self.fast = self.g.size[1] * self.g.size[2] < 2 ** 31
+        g = &self.g
+        self.bands = 0
+        if (g.k[2] == 2 and g.s[2] == 2 and g.dil[2] == 1 and g.pb[2] == 0 and g.pb[1] == 0
+                and g.dil[1] == 1 and g.k[1] == g.s[1] and g.k[1] <= 2):
+            self.bands = _row_bands(g.n * g.c, g.out[1], self.max_threads)
+        self.use_pad = (self.bands == 0 and rlx_simd_level() and self.fast and g.dil[2] == 1 and g.s[2] in (1, 2)
+                        and 8 <= g.out[2] <= RLX_MPB_PAD_MAX_OW
+                        and g.k[1] * rlx_pwi_pad_row(g.out[2], g.k[2], g.s[2]) <= RLX_PWI_PAD_FLOATS)
+        self.pg.D, self.pg.H, self.pg.W = 1, g.size[1], g.size[2]
+        self.pg.OD, self.pg.OH, self.pg.OW = 1, g.out[1], g.out[2]
+        self.pg.kd, self.pg.kh, self.pg.kw = 1, g.k[1], g.k[2]
+        self.pg.sd, self.pg.sh, self.pg.sw = 1, g.s[1], g.s[2]
+        self.pg.pd, self.pg.ph, self.pg.pw = 0, g.pb[1], g.pb[2]
+        self.pg.dd, self.pg.dh, self.pg.dw = 1, g.dil[1], g.dil[2]
+        self.pg.flat = 0
         self.mg.H, self.mg.W = self.g.size[1], self.g.size[2]
         self.mg.OH, self.mg.OW = self.g.out[1], self.g.out[2]
         self.mg.kh, self.mg.kw = self.g.k[1], self.g.k[2]
@@ -693,7 +776,20 @@ cdef class MaxPoolBackwardLaunch(Launch):
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
-        cdef Py_ssize_t plane
+        cdef Py_ssize_t plane, item, nb = self.bands
+        if nb > 0:
+            for item in prange(self.g.n * self.g.c * nb, num_threads=t, schedule='static'):
+                rlx_mpb22_band(&self.x[0], self.x.shape[0], &self.dy[0], self.dy.shape[0], &self.dx[0], &self.mg,
+                               item // nb, (item % nb) * self.g.out[1] // nb,
+                               (item % nb + 1) * self.g.out[1] // nb)
+            # end: prange
+            return 0
+        if self.use_pad:
+            for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
+                rlx_mpb_plane_pad(&self.x[0], self.x.shape[0], &self.dy[0], self.dy.shape[0], &self.dx[0],
+                                  &self.pg, plane)
+            # end: prange
+            return 0
         if self.fast:
             for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
                 rlx_mpb_plane(&self.x[0], self.x.shape[0], &self.dy[0], self.dy.shape[0], &self.dx[0],
@@ -714,6 +810,7 @@ cdef class AvgPoolBackwardLaunch(Launch):
     cdef bint count_include_pad
     cdef Py_ssize_t divisor_override
     cdef ApbGeom ag     # rlx_apb_plane's geometry; ag.row_len == 0: _avg_pool_backward_plane
+    cdef Py_ssize_t bands   # > 0: rlx_apb_nov_band (windows never overlap), bands per plane
 
     def __init__(self, dy, dx, tuple dims, bint count_include_pad, Py_ssize_t divisor_override, int max_threads):
         self.dy = dy
@@ -732,10 +829,20 @@ cdef class AvgPoolBackwardLaunch(Launch):
         self.ag.dh, self.ag.dw = g.dil[1], g.dil[2]
         self.ag.include_pad = count_include_pad
         self.ag.divisor_override = divisor_override
+        self.bands = 0
+        if _no_overlap(g, 1) and _no_overlap(g, 2) and g.out[2] <= RLX_APB_MAX:
+            self.bands = _row_bands(g.n * g.c, g.out[1], self.max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
-        cdef Py_ssize_t plane
+        cdef Py_ssize_t plane, item, nb = self.bands
+        if nb > 0:
+            for item in prange(self.g.n * self.g.c * nb, num_threads=t, schedule='static'):
+                rlx_apb_nov_band(&self.dy[0], self.dy.shape[0], &self.dx[0], self.dx.shape[0], &self.ag,
+                                 item // nb, (item % nb) * self.g.out[1] // nb,
+                                 (item % nb + 1) * self.g.out[1] // nb)
+            # end: prange
+            return 0
         if self.ag.row_len > 0:
             for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
                 rlx_apb_plane(&self.dy[0], self.dy.shape[0], &self.dx[0], self.dx.shape[0], &self.ag, plane)

@@ -38,7 +38,68 @@ BWD_CASES = [
     ((1, 2, 9, 46), 3, 2, 1, 1, (1, 2), False),            # w dilation 2
     ((2, 2, 70), 4, 2, 1, 1, 1, True),                     # 1-D
     ((1, 1, 5, 41), 3, 2, 0, 0, 1, False),                 # last window ends the buffer: loads stay inside
+    # windows that never overlap (src/rlx_pool_bwd.h: each dx element written once)
+    ((2, 3, 11, 37), 2, 2, 0, 0, 1, True),                 # k2s2 ceil: last row / column alone
+    ((2, 3, 11, 37), 2, 2, 0, 0, 1, False),                # k2s2 floor: last row / column uncovered
+    ((1, 2, 9, 39), 2, 2, 0, 1, 1, False),                 # k2s2, end padding cuts the last windows
+    ((1, 1, 16, 64), 2, 2, 0, 0, 1, False),                # batch 1, one plane: bands of rows
+    ((1, 1, 5, 40), 2, 2, 0, 0, 1, True),                  # ceil with an odd row count, few rows
+    ((2, 2, 70), 2, 2, 0, 0, 1, True),                     # 1-D k2s2
+    ((1, 2, 10, 42), 2, 2, 1, 1, 1, False),                # k2s2 with padding (avg: the general line)
+    ((1, 2, 9, 40), (2, 3), 3, (1, 0), (0, 1), 1, True),   # stride > window: zero gaps
+    ((1, 2, 12, 40), 2, 3, 0, 0, (2, 2), False),           # dilated, still no overlap
 ]
+
+
+# max pool with indices on lines of >= 8 outputs (src/rlx_pool_bwd.h: rows
+# buffered with -inf padding, blocks of 8; lines holding a NaN take the
+# NaN-aware blocks): (input shape, kernel, stride, pads_begin, pads_end, ceil_mode)
+IDX_CASES = [
+    ((2, 3, 9, 40), 3, 2, 1, 1, True),                     # k3s2p1 ceil
+    ((1, 2, 7, 37), 3, 1, 1, 1, False),                    # k3s1p1
+    ((2, 2, 8, 45), (2, 3), (1, 2), (1, 1), (0, 1), True),
+    ((1, 2, 6, 50), 2, 2, 0, 0, False),                    # k2s2
+    ((1, 2, 5, 41), (3, 5), 2, (1, 2), (1, 2), True),      # kw 5, w padding 2
+    ((1, 2, 1100), 3, 2, 1, 1, True),                      # 1-D: line chunks of W_CHUNK outputs
+    ((1, 1, 2, 1030), 3, 1, 1, 1, False),                  # last chunk of 6 outputs: the general line
+    ((1, 2, 4, 6, 40), 3, 2, 1, 1, False),                 # 3-D
+]
+
+
+def _idx_data(shape, seed):
+    """Ties, -inf runs (all -inf windows) and -0; NaN in plane 0 only, so
+    other planes' lines take the NaN-free blocks."""
+    x = _x(shape, seed)
+    rest = x[1:, :] if shape[0] > 1 else x[:, 1:]
+    np.nan_to_num(rest, copy=False, nan=2.0)
+    flat = x.reshape(-1)
+    flat[flat.size // 2: flat.size // 2 + 7] = -np.inf
+    return x
+
+
+def _idx_plan(case, num_threads, layout="plane"):
+    shape, k, s, pb, pe, ceil = case
+    nsp = len(shape) - 2
+    pads = ((pb,) * nsp if np.isscalar(pb) else tuple(pb)) + ((pe,) * nsp if np.isscalar(pe) else tuple(pe))
+    g = rlx_cpu.Graph()
+    x = g.input("x", shape)
+    g.output(*g.max_pool(x, k, s, pads, 1, ceil, return_indices=True, indices_layout=layout))
+    return rlx_cpu.compile(g, num_threads=num_threads)
+
+
+@pytest.mark.parametrize("layout", ["plane", "onnx"])
+@pytest.mark.parametrize("case", range(len(IDX_CASES)))
+def test_max_pool_indices_wide_lines_match_reference(case, layout):
+    shape, k, s, pb, pe, ceil = IDX_CASES[case]
+    x = _idx_data(shape, 300 + case)
+    want, want_idx = ref.max_pool_nd(x, k, s, pb, pe, 1, ceil)
+    if layout == "onnx":
+        planes = np.arange(shape[0] * shape[1]).reshape(shape[:2] + (1,) * (len(shape) - 2))
+        want_idx = want_idx + planes * int(np.prod(shape[2:]))
+    for threads in (1, 2):
+        y, idx = _idx_plan(IDX_CASES[case], threads, layout).run({"x": x})
+        np.testing.assert_array_equal(y, want.astype(np.float32))
+        np.testing.assert_array_equal(idx, want_idx)
 
 
 def _x(shape, seed):
@@ -90,6 +151,9 @@ def _run_all(num_threads):
         out[f"{i}_max"] = plan.run({"x": x})[0]
         for j, y in enumerate(plan.run({"x": xa})[1:]):
             out[f"{i}_avg{j}"] = y
+    for i, case in enumerate(IDX_CASES):
+        y, idx = _idx_plan(case, num_threads).run({"x": _idx_data(case[0], 300 + i)})
+        out[f"{i}_idxy"], out[f"{i}_idx"] = y, idx
     for i, case in enumerate(BWD_CASES):
         x, dy, plan = _bwd_plan(case, num_threads)
         out[f"{i}_bwd"] = plan.run({"x": x, "dy": dy})[0]

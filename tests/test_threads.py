@@ -357,6 +357,9 @@ def _invariance_cases(rng):
         "max_pool3d": ((1, 8, 8, 16, 16), lambda g, x: g.max_pool3d(x, 2)),
         "global_avg_pool": (x4, lambda g, x: g.global_avg_pool(x)),
         "max_pool2d_backward": (x4, lambda g, x: g.max_pool2d_backward(x, r(2, 16, 16, 16), 2)),
+        "max_pool2d_backward-k2s2-b1": ((1, 2, 32, 33), lambda g, x: g.max_pool2d_backward(
+            x, r(1, 2, 16, 17), 2, ceil_mode=True)),
+        "avg_pool2d_backward-k2s2-b1": ((1, 3, 16, 16), lambda g, x: g.avg_pool2d_backward(x, (1, 3, 32, 32), 2)),
         "max_pool_backward_indices": (x4, lambda g, x: g.max_pool_backward_indices(
             r(2, 16, 16, 16), g.max_pool2d(x, 3, 2, 1, return_indices=True)[1])),
         "avg_pool2d_backward": ((2, 16, 17, 17), lambda g, x: g.avg_pool2d_backward(x, x4, 3, 2, 1,

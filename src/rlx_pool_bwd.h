@@ -1,0 +1,614 @@
+/* Pool backward for windows that never overlap: every dx element belongs to
+ * at most one window, so each is written exactly once (no zero-fill pass,
+ * no scatter-add) and a band of output rows owns a band of dx rows.  Work
+ * items are (plane, band of output rows); the bands never share a dx row,
+ * so any split gives the same bits.
+ *
+ * Band [oh0, oh1) of a plane owns the dx rows [start(oh0), start(oh1)) with
+ * start(0) = 0, start(OH) = H and start(oh) = clip(oh*sh - ph, 0, H): the
+ * window rows of its outputs, the rows between windows (stride > window)
+ * and, for the last band, the rows below the last window (floor mode).
+ *
+ * Semantics as rlx_mpb_plane / rlx_apb_plane (rlx_pool.h): max sends dy to
+ * the forward's index (the first maximum in window order, or the last NaN,
+ * or the first in-bounds tap of an all -inf window); average spreads
+ * dy / divisor.  Values are written as dy + 0.0f, the bits that zero-fill
+ * then add give (a -0 gradient lands as +0). */
+#ifndef RLX_POOL_BWD_H
+#define RLX_POOL_BWD_H
+
+#include "rlx_pool.h"
+
+static inline ptrdiff_t rlx_nov_row_start(ptrdiff_t oh, ptrdiff_t OH, ptrdiff_t H, ptrdiff_t sh, ptrdiff_t ph) {
+    if (oh <= 0) return 0;
+    if (oh >= OH) return H;
+    ptrdiff_t r = oh * sh - ph;
+    return r < 0 ? 0 : (r > H ? H : r);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Max pool backward, window 2 along w (stride 2), 1 or 2 along h (stride =   */
+/* window), no padding, no dilation: ceil mode (a last window cut by the     */
+/* edge) and odd sizes (a last row / column no window covers) allowed.       */
+/* Compare-and-select per window: the winner's tap gets dy, the others 0.    */
+/* ------------------------------------------------------------------------- */
+
+/* One window at columns c, c+1 (c+1 only when two_cols) of rows x0 (and x1
+ * when not NULL): the taps in window order, the forward's rule. */
+RLX_INLINE void rlx_mpb22_window(const float* restrict x0, const float* restrict x1, float* restrict d0,
+                                 float* restrict d1, ptrdiff_t c, int two_cols, float g) {
+    const float* xs[4];
+    float* ds[4];
+    int n = 0;
+    xs[n] = x0 + c; ds[n++] = d0 + c;
+    if (two_cols) { xs[n] = x0 + c + 1; ds[n++] = d0 + c + 1; }
+    if (x1) {
+        xs[n] = x1 + c; ds[n++] = d1 + c;
+        if (two_cols) { xs[n] = x1 + c + 1; ds[n++] = d1 + c + 1; }
+    }
+    float best = -INFINITY;
+    uint32_t win = 0;
+    for (int t = 0; t < n; ++t) {
+        /* bit-mask selects: a ternary here becomes a mispredicting branch */
+        const float v = *xs[t];
+        const uint32_t m = (uint32_t)0 - (uint32_t)RLX_TAKE(v, best);
+        uint32_t vb, cb;
+        memcpy(&vb, &v, 4);
+        memcpy(&cb, &best, 4);
+        cb = (vb & m) | (cb & ~m);
+        memcpy(&best, &cb, 4);
+        win = ((uint32_t)t & m) | (win & ~m);
+    }
+    const float gz = g + 0.0f;
+    for (int t = 0; t < n; ++t) *ds[t] = (uint32_t)t == win ? gz : 0.0f;
+}
+
+#if RLX_X86_DISPATCH
+/* Windows ow .. ow+7 of rows x0 (and x1 when two_rows): reads and writes
+ * columns [2*ow, 2*ow + 16). */
+RLX_TARGET_AVX2 static inline void rlx_mpb22_block8(const float* x0, const float* x1, float* d0, float* d1, const float* dyr,
+                                      ptrdiff_t ow, int two_rows) {
+    const __m256 zero = _mm256_setzero_ps();
+    __m256 e0, o0, e1, o1, t1, t2, t3;
+    rlx_deint8(x0 + 2 * ow, &e0, &o0);
+    /* tap 0 always "wins" first: the running max starts as its value */
+    __m256 best = e0;
+    t1 = _mm256_or_ps(_mm256_cmp_ps(o0, best, _CMP_GT_OQ), _mm256_cmp_ps(o0, o0, _CMP_UNORD_Q));
+    const __m256 g = _mm256_add_ps(_mm256_loadu_ps(dyr + ow), zero);
+    if (two_rows) {
+        best = _mm256_blendv_ps(best, o0, t1);
+        rlx_deint8(x1 + 2 * ow, &e1, &o1);
+        t2 = _mm256_or_ps(_mm256_cmp_ps(e1, best, _CMP_GT_OQ), _mm256_cmp_ps(e1, e1, _CMP_UNORD_Q));
+        best = _mm256_blendv_ps(best, e1, t2);
+        t3 = _mm256_or_ps(_mm256_cmp_ps(o1, best, _CMP_GT_OQ), _mm256_cmp_ps(o1, o1, _CMP_UNORD_Q));
+        /* the winner is the last tap taken */
+        const __m256 w3 = t3, w2 = _mm256_andnot_ps(t3, t2);
+        const __m256 w1 = _mm256_andnot_ps(_mm256_or_ps(t2, t3), t1);
+        const __m256 w0 = _mm256_or_ps(_mm256_or_ps(t1, t2), t3);     /* complement: andnot below */
+        const __m256 a = _mm256_andnot_ps(w0, g), b = _mm256_and_ps(w1, g);
+        const __m256 c = _mm256_and_ps(w2, g), d = _mm256_and_ps(w3, g);
+        __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
+        _mm256_storeu_ps(d0 + 2 * ow, _mm256_permute2f128_ps(lo, hi, 0x20));
+        _mm256_storeu_ps(d0 + 2 * ow + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+        lo = _mm256_unpacklo_ps(c, d);
+        hi = _mm256_unpackhi_ps(c, d);
+        _mm256_storeu_ps(d1 + 2 * ow, _mm256_permute2f128_ps(lo, hi, 0x20));
+        _mm256_storeu_ps(d1 + 2 * ow + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+    } else {
+        const __m256 a = _mm256_andnot_ps(t1, g), b = _mm256_and_ps(t1, g);
+        const __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
+        _mm256_storeu_ps(d0 + 2 * ow, _mm256_permute2f128_ps(lo, hi, 0x20));
+        _mm256_storeu_ps(d0 + 2 * ow + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+    }
+}
+#endif
+
+RLX_INLINE void rlx_mpb22_band_body(const float* restrict x, ptrdiff_t x_len, const float* restrict dy,
+                                    ptrdiff_t dy_len, float* restrict dx, const rlx_mpb_geom* g, ptrdiff_t plane,
+                                    ptrdiff_t oh0, ptrdiff_t oh1, int avx2) {
+    const ptrdiff_t H = g->H, W = g->W, OW = g->OW, sh = g->sh, in_sz = H * W;
+    const float* restrict xp = x + plane * in_sz;
+    const float* restrict dyp = dy + plane * g->OH * OW;
+    float* restrict dxp = dx + plane * in_sz;
+    const ptrdiff_t r_lo = rlx_nov_row_start(oh0, g->OH, H, sh, 0), r_hi = rlx_nov_row_start(oh1, g->OH, H, sh, 0);
+    RLX_CHECK_RANGE(plane * in_sz + r_lo * W, plane * in_sz + r_hi * W, x_len, "max pool backward x/dx");
+    RLX_CHECK_RANGE(plane * g->OH * OW + oh0 * OW, plane * g->OH * OW + oh1 * OW, dy_len, "max pool backward dy");
+    (void)x_len;
+    (void)dy_len;
+    (void)avx2;
+    (void)r_lo;
+    (void)r_hi;
+    /* windows [0, nfull) span two columns; a ceil-mode last window one */
+    const ptrdiff_t nfull = OW < W / 2 ? OW : W / 2;
+    for (ptrdiff_t oh = oh0; oh < oh1; ++oh) {
+        const ptrdiff_t r0 = oh * sh;
+        const int two_rows = sh == 2 && r0 + 1 < H;
+        const float* restrict x0 = xp + r0 * W;
+        const float* restrict x1 = two_rows ? x0 + W : NULL;
+        float* restrict d0 = dxp + r0 * W;
+        float* d1 = two_rows ? d0 + W : d0;       /* unused for one row */
+        const float* restrict dyr = dyp + oh * OW;
+        ptrdiff_t ow = 0;
+#if RLX_X86_DISPATCH
+        /* blocks of 8 windows; the last block ends at nfull and rewrites a
+         * few windows with the same values */
+        if (avx2 && nfull >= 8) {
+            if (two_rows) {
+                for (; ow + 8 <= nfull; ow += 8) rlx_mpb22_block8(x0, x1, d0, d1, dyr, ow, 1);
+                if (ow < nfull) rlx_mpb22_block8(x0, x1, d0, d1, dyr, nfull - 8, 1);
+            } else {
+                for (; ow + 8 <= nfull; ow += 8) rlx_mpb22_block8(x0, x1, d0, d1, dyr, ow, 0);
+                if (ow < nfull) rlx_mpb22_block8(x0, x1, d0, d1, dyr, nfull - 8, 0);
+            }
+            ow = nfull;
+        }
+#endif
+        for (; ow < nfull; ++ow) rlx_mpb22_window(x0, x1, d0, d1, 2 * ow, 1, dyr[ow]);
+        if (ow < OW) rlx_mpb22_window(x0, x1, d0, d1, 2 * ow, 0, dyr[ow]);   /* ceil: column W-1 alone */
+        for (ptrdiff_t c = 2 * OW < W ? 2 * OW : W; c < W; ++c) {          /* floor: columns no window covers */
+            d0[c] = 0.0f;
+            if (two_rows) d1[c] = 0.0f;
+        }
+    }
+    /* floor mode: rows below the last window */
+    const ptrdiff_t covered = g->OH * sh < H ? g->OH * sh : H;
+    if (oh1 == g->OH && covered < H) memset(dxp + covered * W, 0, (size_t)((H - covered) * W) * sizeof(float));
+}
+
+static void rlx_mpb22_band_base(const float* x, ptrdiff_t x_len, const float* dy, ptrdiff_t dy_len, float* dx,
+                                const rlx_mpb_geom* g, ptrdiff_t plane, ptrdiff_t oh0, ptrdiff_t oh1) {
+    rlx_mpb22_band_body(x, x_len, dy, dy_len, dx, g, plane, oh0, oh1, 0);
+}
+RLX_TARGET_AVX2 static void rlx_mpb22_band_avx2(const float* x, ptrdiff_t x_len, const float* dy, ptrdiff_t dy_len,
+                                                float* dx, const rlx_mpb_geom* g, ptrdiff_t plane, ptrdiff_t oh0,
+                                                ptrdiff_t oh1) {
+    rlx_mpb22_band_body(x, x_len, dy, dy_len, dx, g, plane, oh0, oh1, 1);
+}
+/* dx rows of output rows [oh0, oh1) of one plane (see above) */
+static void rlx_mpb22_band(const float* x, ptrdiff_t x_len, const float* dy, ptrdiff_t dy_len, float* dx,
+                           const rlx_mpb_geom* g, ptrdiff_t plane, ptrdiff_t oh0, ptrdiff_t oh1) {
+    if (rlx_simd_level()) rlx_mpb22_band_avx2(x, x_len, dy, dy_len, dx, g, plane, oh0, oh1);
+    else rlx_mpb22_band_base(x, x_len, dy, dy_len, dx, g, plane, oh0, oh1);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Average pool backward, windows that never overlap along either axis       */
+/* ((k-1)*d + 1 <= s), any padding / ceil mode / divisor rule: per output    */
+/* row the window's gradient line (dy / divisor at each in-bounds tap, 0     */
+/* between windows) is built in its first in-bounds dx row and copied to the */
+/* others; dx rows between windows are zeroed.  Stride 2, window 2, no w     */
+/* padding or dilation (the common k2s2): the line is a 2x upsample, 8       */
+/* outputs at a time in the AVX2 variant.  OW <= RLX_APB_MAX (stack lines). */
+/* ------------------------------------------------------------------------- */
+#if RLX_X86_DISPATCH
+/* l0[2i] = l0[2i + 1] = dy[i] / (rows * cols[i]) + 0 for 8 outputs from i
+ * (and the same in l1 when not NULL) */
+RLX_TARGET_AVX2 static inline void rlx_up2_block8(float* l0, float* l1, const float* dy, const int32_t* cols,
+                                                  int32_t rows, ptrdiff_t i) {
+    const __m256 div = _mm256_cvtepi32_ps(_mm256_mullo_epi32(_mm256_set1_epi32(rows),
+                                                             _mm256_loadu_si256((const __m256i*)(cols + i))));
+    const __m256 a = _mm256_add_ps(_mm256_div_ps(_mm256_loadu_ps(dy + i), div), _mm256_setzero_ps());
+    const __m256 lo = _mm256_unpacklo_ps(a, a), hi = _mm256_unpackhi_ps(a, a);
+    const __m256 p = _mm256_permute2f128_ps(lo, hi, 0x20), q = _mm256_permute2f128_ps(lo, hi, 0x31);
+    _mm256_storeu_ps(l0 + 2 * i, p);
+    _mm256_storeu_ps(l0 + 2 * i + 8, q);
+    if (l1) {
+        _mm256_storeu_ps(l1 + 2 * i, p);
+        _mm256_storeu_ps(l1 + 2 * i + 8, q);
+    }
+}
+/* rlx_up2_block8 over outputs [0, n) when n >= 8 (the last block ends at n,
+ * rewriting a few); returns the count done (n or 0) */
+RLX_TARGET_AVX2 static ptrdiff_t rlx_up2_avx2(float* l0, float* l1, const float* dy, const int32_t* cols,
+                                              int32_t rows, ptrdiff_t n) {
+    ptrdiff_t i = 0;
+    if (n < 8) return 0;
+    for (; i + 8 <= n; i += 8) rlx_up2_block8(l0, l1, dy, cols, rows, i);
+    if (i < n) rlx_up2_block8(l0, l1, dy, cols, rows, n - 8);
+    return n;
+}
+#endif
+
+RLX_INLINE void rlx_apb_nov_band_body(const float* restrict dy, ptrdiff_t dy_len, float* restrict dx,
+                                      ptrdiff_t dx_len, const rlx_apb_geom* g, ptrdiff_t plane, ptrdiff_t oh0,
+                                      ptrdiff_t oh1, int avx2) {
+    float gv[RLX_APB_MAX];
+    int32_t cols[RLX_APB_MAX];
+    const ptrdiff_t H = g->H, W = g->W, OW = g->OW, sw = g->sw, dw = g->dw, pw = g->pw, in_sz = H * W;
+    const float* restrict dyp = dy + plane * g->OH * OW;
+    float* restrict dxp = dx + plane * in_sz;
+    const ptrdiff_t r_lo = rlx_nov_row_start(oh0, g->OH, H, g->sh, g->ph);
+    const ptrdiff_t r_hi = rlx_nov_row_start(oh1, g->OH, H, g->sh, g->ph);
+    RLX_CHECK_RANGE(plane * in_sz + r_lo * W, plane * in_sz + r_hi * W, dx_len, "avg pool backward dx");
+    RLX_CHECK_RANGE(plane * g->OH * OW + oh0 * OW, plane * g->OH * OW + oh1 * OW, dy_len, "avg pool backward dy");
+    (void)dx_len;
+    (void)dy_len;
+    (void)avx2;
+    const int up2 = sw == 2 && g->kw == 2 && dw == 1 && pw == 0;
+    const ptrdiff_t lo_w = g->include_pad ? -pw : 0, hi_w = g->include_pad ? W + g->pew : W;
+    for (ptrdiff_t ow = 0; ow < OW; ++ow) {
+        ptrdiff_t j0, j1;
+        rlx_pool_taps(ow * sw - pw, dw, g->kw, lo_w, hi_w, &j0, &j1);
+        cols[ow] = g->divisor_override > 0 ? 1 : (int32_t)(j1 - j0);
+    }
+    ptrdiff_t next = r_lo;                  /* first dx row of the band not yet written */
+    for (ptrdiff_t oh = oh0; oh < oh1; ++oh) {
+        const ptrdiff_t hs = oh * g->sh - g->ph;
+        ptrdiff_t a0, a1, pa0, pa1;
+        rlx_pool_taps(hs, g->dh, g->kh, 0, H, &a0, &a1);
+        if (a0 >= a1) continue;             /* rows zeroed as gaps below */
+        if (g->include_pad) rlx_pool_taps(hs, g->dh, g->kh, -g->ph, H + g->peh, &pa0, &pa1);
+        else { pa0 = a0; pa1 = a1; }
+        const float* restrict dyr = dyp + oh * OW;
+        const int32_t rows = g->divisor_override > 0 ? (int32_t)g->divisor_override : (int32_t)(pa1 - pa0);
+        const ptrdiff_t first = hs + a0 * g->dh;
+        float* restrict line = dxp + first * W;
+        if (first > next) memset(dxp + next * W, 0, (size_t)((first - next) * W) * sizeof(float));
+        /* with two adjacent window rows (k2s2), the 2x upsample writes both */
+        float* restrict line2 = up2 && a1 - a0 == 2 && g->dh == 1 ? line + W : NULL;
+        if (up2) {
+            const ptrdiff_t nfull = OW < W / 2 ? OW : W / 2;
+            ptrdiff_t i = 0, done2 = 0;         /* done2: columns [0, done2) of line2 written */
+#if RLX_X86_DISPATCH
+            if (avx2) i = rlx_up2_avx2(line, line2, dyr, cols, rows, nfull);
+            done2 = 2 * i;
+#endif
+            for (; i < nfull; ++i) line[2 * i] = line[2 * i + 1] = dyr[i] / (float)(rows * cols[i]) + 0.0f;
+            if (nfull < OW) line[2 * nfull] = dyr[nfull] / (float)(rows * cols[nfull]) + 0.0f;  /* ceil: W-1 alone */
+            for (ptrdiff_t c = 2 * OW < W ? 2 * OW : W; c < W; ++c) line[c] = 0.0f;
+            if (line2) {
+                for (ptrdiff_t c = done2; c < W; ++c) line2[c] = line[c];
+                next = first + 2;
+                continue;
+            }
+        } else {
+            for (ptrdiff_t ow = 0; ow < OW; ++ow) gv[ow] = dyr[ow] / (float)(rows * cols[ow]) + 0.0f;
+            for (ptrdiff_t c = 0; c < W; ++c) line[c] = 0.0f;
+            for (ptrdiff_t ow = 0; ow < OW; ++ow) {
+                ptrdiff_t j0, j1;
+                const ptrdiff_t ws = ow * sw - pw;
+                rlx_pool_taps(ws, dw, g->kw, 0, W, &j0, &j1);
+                for (ptrdiff_t j = j0; j < j1; ++j) line[ws + j * dw] = gv[ow];
+            }
+        }
+        /* the window's other rows: a copy of the line, zeros between them (h dilation) */
+        ptrdiff_t r = first + 1;
+        for (ptrdiff_t a = a0 + 1; a < a1; ++a) {
+            const ptrdiff_t h = hs + a * g->dh;
+            if (h > r) memset(dxp + r * W, 0, (size_t)((h - r) * W) * sizeof(float));
+            memcpy(dxp + h * W, line, (size_t)W * sizeof(float));
+            r = h + 1;
+        }
+        next = r;
+    }
+    if (r_hi > next) memset(dxp + next * W, 0, (size_t)((r_hi - next) * W) * sizeof(float));
+}
+
+static void rlx_apb_nov_band_base(const float* dy, ptrdiff_t dy_len, float* dx, ptrdiff_t dx_len,
+                                  const rlx_apb_geom* g, ptrdiff_t plane, ptrdiff_t oh0, ptrdiff_t oh1) {
+    rlx_apb_nov_band_body(dy, dy_len, dx, dx_len, g, plane, oh0, oh1, 0);
+}
+RLX_TARGET_AVX2 static void rlx_apb_nov_band_avx2(const float* dy, ptrdiff_t dy_len, float* dx, ptrdiff_t dx_len,
+                                                  const rlx_apb_geom* g, ptrdiff_t plane, ptrdiff_t oh0,
+                                                  ptrdiff_t oh1) {
+    rlx_apb_nov_band_body(dy, dy_len, dx, dx_len, g, plane, oh0, oh1, 1);
+}
+/* dx rows of output rows [oh0, oh1) of one plane (see above) */
+static void rlx_apb_nov_band(const float* dy, ptrdiff_t dy_len, float* dx, ptrdiff_t dx_len, const rlx_apb_geom* g,
+                             ptrdiff_t plane, ptrdiff_t oh0, ptrdiff_t oh1) {
+    if (rlx_simd_level()) rlx_apb_nov_band_avx2(dy, dy_len, dx, dx_len, g, plane, oh0, oh1);
+    else rlx_apb_nov_band_base(dy, dy_len, dx, dx_len, g, plane, oh0, oh1);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Max pool with indices, AVX2, w dilation 1, stride 1 or 2: outputs         */
+/* [w0, w1) of one output line (w1 - w0 >= 8) as blocks of 8 only.  The      */
+/* line's input rows are first copied into a stack buffer with -inf in the    */
+/* padding (and past the row), so the border windows run the same blocks as   */
+/* the interior: a -inf tap never beats the running max (which starts at     */
+/* -inf), and each lane's starting index is its window's first in-bounds     */
+/* tap, max(ws, 0) in its first row -- the forward's rule (rlx_pwi_line).    */
+/* The last block ends at w1 and rewrites a few outputs with the same bits.  */
+/* Indices are plane offsets of the real input (int32 inside, stored int64   */
+/* + base).                                                                  */
+/* ------------------------------------------------------------------------- */
+#define RLX_PWI_PAD_FLOATS 8192
+
+/* stack buffer floats a chunk of n outputs needs, per row */
+static inline ptrdiff_t rlx_pwi_pad_row(ptrdiff_t n, ptrdiff_t kw, ptrdiff_t sw) {
+    return (n - 1) * sw + kw + 16;
+}
+
+#if RLX_X86_DISPATCH
+#define RLX_PWI_PAD_TAKE(k, v, tap)                                                                            \
+    do {                                                                                                       \
+        const __m256 t_ = _mm256_or_ps(_mm256_cmp_ps((v), best[k], _CMP_GT_OQ), _mm256_cmp_ps((v), (v), _CMP_UNORD_Q)); \
+        best[k] = _mm256_blendv_ps(best[k], (v), t_);                                                          \
+        bi[k] = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(bi[k]),                               \
+                                                     _mm256_castsi256_ps(_mm256_add_epi32(lane, (tap))), t_)); \
+    } while (0)
+
+/* nb blocks of 8 outputs starting at ow[k] (independent chains that overlap
+ * in the pipeline): values from the buffer rows vb + r*L at buffer column
+ * (ow[k] - w0)*sw, indices rows[r] + ws + j + lane*sw */
+RLX_TARGET_AVX2 static inline __attribute__((always_inline)) void
+rlx_pwi_pad_blocks_body(const float* vb, ptrdiff_t L, const int32_t* rows, ptrdiff_t nr, const rlx_pwi_geom* g,
+                        ptrdiff_t w0, const ptrdiff_t* ow, const int nb, float* yr, int64_t* ir, int64_t base,
+                        int32_t* wi) {
+    const ptrdiff_t sw = g->sw, kw = g->kw;
+    const __m256i lane = sw == 2 ? _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14) : _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256 best[4];
+    __m256i bi[4];
+    for (int k = 0; k < nb; ++k) {
+        const int32_t ws = (int32_t)(ow[k] * sw - g->pw);
+        best[k] = _mm256_set1_ps(-INFINITY);
+        bi[k] = _mm256_add_epi32(_mm256_set1_epi32(rows[0]), _mm256_max_epi32(
+            _mm256_add_epi32(lane, _mm256_set1_epi32(ws)), _mm256_setzero_si256()));
+    }
+    for (ptrdiff_t r = 0; r < nr; ++r) {
+        const float* xr = vb + r * L;
+        if (sw == 2) {
+            for (ptrdiff_t j = 0; j < kw; j += 2)
+                for (int k = 0; k < nb; ++k) {
+                    __m256 e, o;
+                    const __m256i tap = _mm256_set1_epi32((int32_t)(rows[r] + ow[k] * 2 - g->pw + j));
+                    rlx_deint8(xr + (ow[k] - w0) * 2 + j, &e, &o);
+                    RLX_PWI_PAD_TAKE(k, e, tap);
+                    if (j + 1 < kw) RLX_PWI_PAD_TAKE(k, o, _mm256_add_epi32(tap, _mm256_set1_epi32(1)));
+                }
+        } else {
+            for (ptrdiff_t j = 0; j < kw; ++j)
+                for (int k = 0; k < nb; ++k) {
+                    const __m256 v = _mm256_loadu_ps(xr + (ow[k] - w0) + j);
+                    RLX_PWI_PAD_TAKE(k, v, _mm256_set1_epi32((int32_t)(rows[r] + ow[k] - g->pw + j)));
+                }
+        }
+    }
+    const __m256i b64 = _mm256_set1_epi64x(base);
+    for (int k = 0; k < nb; ++k) {
+        if (wi) {
+            _mm256_storeu_si256((__m256i*)(wi + ow[k]), bi[k]);
+            continue;
+        }
+        _mm256_storeu_ps(yr + ow[k], best[k]);
+        _mm256_storeu_si256((__m256i*)(ir + ow[k]),
+                            _mm256_add_epi64(b64, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(bi[k]))));
+        _mm256_storeu_si256((__m256i*)(ir + ow[k] + 4),
+                            _mm256_add_epi64(b64, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(bi[k], 1))));
+    }
+}
+
+RLX_TARGET_AVX2 static void rlx_pwi_pad_blocks(const float* vb, ptrdiff_t L, const int32_t* rows, ptrdiff_t nr,
+                                               const rlx_pwi_geom* g, ptrdiff_t w0, const ptrdiff_t* ow, int nb,
+                                               float* yr, int64_t* ir, int64_t base, int32_t* wi) {
+    switch (nb) {
+    case 4: rlx_pwi_pad_blocks_body(vb, L, rows, nr, g, w0, ow, 4, yr, ir, base, wi); break;
+    case 3: rlx_pwi_pad_blocks_body(vb, L, rows, nr, g, w0, ow, 3, yr, ir, base, wi); break;
+    case 2: rlx_pwi_pad_blocks_body(vb, L, rows, nr, g, w0, ow, 2, yr, ir, base, wi); break;
+    default: rlx_pwi_pad_blocks_body(vb, L, rows, nr, g, w0, ow, 1, yr, ir, base, wi); break;
+    }
+}
+
+/* The same without NaN in the buffered rows (checked per line): take v when
+ * v > best, and the running index is the tap's offset at window start 0,
+ * rows[r] + j (a broadcast constant shared by the blocks), plus ws +
+ * lane*sw at the end; -1 (nothing beat -inf) gives the first in-bounds
+ * tap.  Stride 2 compares in the lane order of the in-lane
+ * even/odd shuffles and restores the output order once per block. */
+RLX_TARGET_AVX2 static inline __attribute__((always_inline)) void
+rlx_pwi_fast_body(const float* vb, ptrdiff_t L, const int32_t* rows, ptrdiff_t nr, const rlx_pwi_geom* g, ptrdiff_t w0,
+                  const ptrdiff_t* ow, const int nb, float* yr, int64_t* ir, int64_t base, int32_t row0,
+                  int32_t* wi) {
+    const ptrdiff_t sw = g->sw, kw = g->kw;
+    const __m256i lane = sw == 2 ? _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14) : _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256 best[4], id[4];
+    for (int k = 0; k < nb; ++k) {
+        best[k] = _mm256_set1_ps(-INFINITY);
+        id[k] = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+    }
+    for (ptrdiff_t r = 0; r < nr; ++r) {
+        const float* xr = vb + r * L;
+        if (sw == 2) {
+            for (ptrdiff_t j = 0; j < kw; j += 2) {
+                const __m256 t0 = _mm256_castsi256_ps(_mm256_set1_epi32(rows[r] + (int32_t)j));
+                const __m256 t1 = _mm256_castsi256_ps(_mm256_set1_epi32(rows[r] + (int32_t)j + 1));
+                for (int k = 0; k < nb; ++k) {
+                    const float* p = xr + (ow[k] - w0) * 2 + j;
+                    const __m256 lo = _mm256_loadu_ps(p), hi = _mm256_loadu_ps(p + 8);
+                    const __m256 e = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+                    __m256 m = _mm256_cmp_ps(e, best[k], _CMP_GT_OQ);
+                    best[k] = _mm256_blendv_ps(best[k], e, m);
+                    id[k] = _mm256_blendv_ps(id[k], t0, m);
+                    if (j + 1 < kw) {
+                        const __m256 o = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+                        m = _mm256_cmp_ps(o, best[k], _CMP_GT_OQ);
+                        best[k] = _mm256_blendv_ps(best[k], o, m);
+                        id[k] = _mm256_blendv_ps(id[k], t1, m);
+                    }
+                }
+            }
+        } else {
+            for (ptrdiff_t j = 0; j < kw; ++j) {
+                const __m256 t0 = _mm256_castsi256_ps(_mm256_set1_epi32(rows[r] + (int32_t)j));
+                for (int k = 0; k < nb; ++k) {
+                    const __m256 v = _mm256_loadu_ps(xr + (ow[k] - w0) + j);
+                    const __m256 m = _mm256_cmp_ps(v, best[k], _CMP_GT_OQ);
+                    best[k] = _mm256_blendv_ps(best[k], v, m);
+                    id[k] = _mm256_blendv_ps(id[k], t0, m);
+                }
+            }
+        }
+    }
+    const __m256i b64 = _mm256_set1_epi64x(base);
+    for (int k = 0; k < nb; ++k) {
+        __m256 b = best[k];
+        __m256i t = _mm256_castps_si256(id[k]);
+        if (sw == 2) {
+            b = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(b), _MM_SHUFFLE(3, 1, 2, 0)));
+            t = _mm256_permute4x64_epi64(t, _MM_SHUFFLE(3, 1, 2, 0));
+        }
+        const __m256i wsl = _mm256_add_epi32(lane, _mm256_set1_epi32((int32_t)(ow[k] * sw - g->pw)));
+        const __m256i none = _mm256_cmpgt_epi32(_mm256_setzero_si256(), t);
+        const __m256i hit = _mm256_add_epi32(t, wsl);
+        const __m256i first = _mm256_add_epi32(_mm256_set1_epi32(row0), _mm256_max_epi32(wsl, _mm256_setzero_si256()));
+        const __m256i bi = _mm256_blendv_epi8(hit, first, none);
+        if (wi) {
+            _mm256_storeu_si256((__m256i*)(wi + ow[k]), bi);
+            continue;
+        }
+        _mm256_storeu_ps(yr + ow[k], b);
+        _mm256_storeu_si256((__m256i*)(ir + ow[k]),
+                            _mm256_add_epi64(b64, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(bi))));
+        _mm256_storeu_si256((__m256i*)(ir + ow[k] + 4),
+                            _mm256_add_epi64(b64, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(bi, 1))));
+    }
+}
+
+RLX_TARGET_AVX2 static void rlx_pwi_fast_blocks(const float* vb, ptrdiff_t L, const int32_t* rows, ptrdiff_t nr,
+                                                const rlx_pwi_geom* g, ptrdiff_t w0, const ptrdiff_t* ow, int nb,
+                                                float* yr, int64_t* ir, int64_t base, int32_t row0, int32_t* wi) {
+    switch (nb) {
+    case 4: rlx_pwi_fast_body(vb, L, rows, nr, g, w0, ow, 4, yr, ir, base, row0, wi); break;
+    case 3: rlx_pwi_fast_body(vb, L, rows, nr, g, w0, ow, 3, yr, ir, base, row0, wi); break;
+    case 2: rlx_pwi_fast_body(vb, L, rows, nr, g, w0, ow, 2, yr, ir, base, row0, wi); break;
+    default: rlx_pwi_fast_body(vb, L, rows, nr, g, w0, ow, 1, yr, ir, base, row0, wi); break;
+    }
+}
+
+/* line = (plane * OD + od) * OH + oh; wi not NULL: the winners' plane
+ * offsets (int32) go to wi[w0..w1) instead of values and indices */
+RLX_TARGET_AVX2 static void rlx_pwi_line_pad(const float* x, ptrdiff_t x_len, float* y, int64_t* ind, ptrdiff_t y_len,
+                                             const rlx_pwi_geom* g, ptrdiff_t line, ptrdiff_t plane, ptrdiff_t od,
+                                             ptrdiff_t oh, ptrdiff_t w0, ptrdiff_t w1, int32_t* wi) {
+    float vb[RLX_PWI_PAD_FLOATS];
+    int32_t rows[RLX_PWI_MAX_ROWS];
+    const ptrdiff_t W = g->W, OW = g->OW, in_vol = g->D * g->H * W, sw = g->sw, kw = g->kw;
+    const ptrdiff_t sd = od * g->sd - g->pd, sh = oh * g->sh - g->ph;
+    const float* xp = x + plane * in_vol;
+    const int64_t base = g->flat ? (int64_t)(plane * in_vol) : 0;
+    const ptrdiff_t L = rlx_pwi_pad_row(w1 - w0, kw, sw), c0 = w0 * sw - g->pw;   /* buffer column 0: input c0 */
+    ptrdiff_t a0, a1, b0, b1, nr = 0;
+    RLX_CHECK_RANGE(plane * in_vol, (plane + 1) * in_vol, x_len, "max pool x");
+    RLX_CHECK_RANGE(line * OW + w0, line * OW + w1, y_len, "max pool y/indices");
+    (void)x_len;
+    (void)y_len;
+    rlx_pool_taps(sd, g->dd, g->kd, 0, g->D, &a0, &a1);
+    rlx_pool_taps(sh, g->dh, g->kh, 0, g->H, &b0, &b1);
+    for (ptrdiff_t a = a0; a < a1; ++a)
+        for (ptrdiff_t b = b0; b < b1; ++b)
+            rows[nr++] = (int32_t)(((sd + a * g->dd) * g->H + sh + b * g->dh) * W);
+    RLX_CHECK_RANGE(0, nr * L, RLX_PWI_PAD_FLOATS, "max pool row buffer");
+    /* buffer columns [lo, hi) hold input columns c0 + [lo, hi) inside [0, W) */
+    const ptrdiff_t lo = c0 < 0 ? -c0 : 0, hi = W - c0 < L ? W - c0 : L;
+    /* the copy also looks for NaN (which only the slower blocks handle) */
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 nan = _mm256_setzero_ps();
+    int any_nan = 0;
+    for (ptrdiff_t r = 0; r < nr; ++r) {
+        float* br = vb + r * L;
+        const float* xr = xp + rows[r] + c0;
+        ptrdiff_t i = 0;
+        for (; i < lo; ++i) br[i] = -INFINITY;
+        for (; i + 8 <= hi; i += 8) {
+            const __m256 v = _mm256_loadu_ps(xr + i);
+            _mm256_storeu_ps(br + i, v);
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        }
+        for (; i < hi; ++i) {
+            br[i] = xr[i];
+            any_nan |= xr[i] != xr[i];
+        }
+        for (; i + 8 <= L; i += 8) _mm256_storeu_ps(br + i, ninf);
+        for (; i < L; ++i) br[i] = -INFINITY;
+    }
+    any_nan |= _mm256_movemask_ps(nan) != 0;
+    float* yr = y ? y + line * OW : NULL;
+    int64_t* ir = ind ? ind + line * OW : NULL;
+    const int fast = !any_nan;
+    /* groups of up to 4 blocks; the last block ends at w1 */
+    for (ptrdiff_t o = w0; o < w1;) {
+        ptrdiff_t st[4];
+        int nb = 0;
+        for (; nb < 4 && o < w1; ++nb, o += 8) st[nb] = o + 8 <= w1 ? o : w1 - 8;
+        if (fast) rlx_pwi_fast_blocks(vb, L, rows, nr, g, w0, st, nb, yr, ir, base, rows[0], wi);
+        else rlx_pwi_pad_blocks(vb, L, rows, nr, g, w0, st, nb, yr, ir, base, wi);
+    }
+}
+#endif
+
+/* rlx_pwi_line_pad where it runs (AVX2, at least 8 outputs), else rlx_pwi_line;
+ * the caller checks w dilation 1, stride 1 or 2 and the buffer size */
+static void rlx_pwi_line_padded(const float* x, ptrdiff_t x_len, float* y, int64_t* ind, ptrdiff_t y_len,
+                                const rlx_pwi_geom* g, ptrdiff_t line, ptrdiff_t w0, ptrdiff_t w1) {
+#if RLX_X86_DISPATCH
+    if (rlx_simd_level() && w1 - w0 >= 8) {
+        rlx_pwi_line_pad(x, x_len, y, ind, y_len, g, line, line / (g->OH * g->OD), (line / g->OH) % g->OD,
+                         line % g->OH, w0, w1, NULL);
+        return;
+    }
+#endif
+    rlx_pwi_line(x, x_len, y, ind, y_len, g, line, w0, w1);
+}
+
+/* whole output lines [l0, l1) (OW >= 8): the line's coordinates advance
+ * without divisions */
+static void rlx_pwi_lines_padded(const float* x, ptrdiff_t x_len, float* y, int64_t* ind, ptrdiff_t y_len,
+                                 const rlx_pwi_geom* g, ptrdiff_t l0, ptrdiff_t l1) {
+#if RLX_X86_DISPATCH
+    if (rlx_simd_level()) {
+        ptrdiff_t oh = l0 % g->OH, od = (l0 / g->OH) % g->OD, plane = l0 / (g->OH * g->OD);
+        for (ptrdiff_t l = l0; l < l1; ++l) {
+            rlx_pwi_line_pad(x, x_len, y, ind, y_len, g, l, plane, od, oh, 0, g->OW, NULL);
+            if (++oh == g->OH) {
+                oh = 0;
+                if (++od == g->OD) {
+                    od = 0;
+                    ++plane;
+                }
+            }
+        }
+        return;
+    }
+#endif
+    for (ptrdiff_t l = l0; l < l1; ++l) rlx_pwi_line(x, x_len, y, ind, y_len, g, l, 0, g->OW);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Max pool backward (1-D / 2-D) by lines of >= 8 outputs: each output row's */
+/* winners come from rlx_pwi_line_pad (the forward's rule, rows buffered     */
+/* with -inf padding), then dy is added at them in output order -- the       */
+/* additions rlx_mpb_plane makes, in the same order, on a zeroed plane.      */
+/* AVX2 only (the caller checks the simd level, w dilation 1, stride 1 or 2, */
+/* OW <= RLX_MPB_PAD_MAX_OW and the buffer size).                            */
+/* ------------------------------------------------------------------------- */
+#define RLX_MPB_PAD_MAX_OW 4096
+#if RLX_X86_DISPATCH
+static void rlx_mpb_plane_pad(const float* x, ptrdiff_t x_len, const float* dy, ptrdiff_t dy_len, float* dx,
+                              const rlx_pwi_geom* g, ptrdiff_t plane) {
+    int32_t win[RLX_MPB_PAD_MAX_OW];
+    const ptrdiff_t in_sz = g->H * g->W, OW = g->OW;
+    float* dxp = dx + plane * in_sz;
+    RLX_CHECK_RANGE(plane * in_sz, (plane + 1) * in_sz, x_len, "max pool backward x/dx");
+    RLX_CHECK_RANGE(plane * g->OH * OW, (plane + 1) * g->OH * OW, dy_len, "max pool backward dy");
+    memset(dxp, 0, (size_t)in_sz * sizeof(float));
+    for (ptrdiff_t oh = 0; oh < g->OH; ++oh) {
+        ptrdiff_t a0, a1;
+        rlx_pool_taps(oh * g->sh - g->ph, g->dh, g->kh, 0, g->H, &a0, &a1);
+        if (a0 >= a1) continue;                  /* window entirely in padding: no gradient */
+        const ptrdiff_t line = plane * g->OH + oh;
+        rlx_pwi_line_pad(x, x_len, NULL, NULL, dy_len, g, line, plane, 0, oh, 0, OW, win);
+        const float* dyr = dy + line * OW;
+        for (ptrdiff_t ow = 0; ow < OW; ++ow) {
+            RLX_CHECK_RANGE(win[ow], win[ow] + 1, in_sz, "max pool backward winner");
+            dxp[win[ow]] += dyr[ow];
+        }
+    }
+}
+#else
+static void rlx_mpb_plane_pad(const float* x, ptrdiff_t x_len, const float* dy, ptrdiff_t dy_len, float* dx,
+                              const rlx_pwi_geom* g, ptrdiff_t plane) {
+    (void)x; (void)x_len; (void)dy; (void)dy_len; (void)dx; (void)g; (void)plane;
+}
+#endif
+
+#endif
