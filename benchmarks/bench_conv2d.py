@@ -33,6 +33,33 @@ SHAPES = {
     "deep": (1, 256, 14, 14, 256, 3, 1, 1, 1),
     "depthwise": (1, 128, 56, 56, 128, 3, 1, 1, 128),
     "mnist_b64": (64, 1, 28, 28, 32, 3, 1, 1, 1),
+    # pointwise (1x1) convs of MobileNetV2 (mb_) and ResNet-50 (r50_) at batch 1
+    "mb_32_16": (1, 32, 112, 112, 16, 1, 1, 0, 1),
+    "mb_16_96": (1, 16, 112, 112, 96, 1, 1, 0, 1),
+    "mb_24_144": (1, 24, 56, 56, 144, 1, 1, 0, 1),
+    "mb_144_24": (1, 144, 56, 56, 24, 1, 1, 0, 1),
+    "mb_32_192": (1, 32, 28, 28, 192, 1, 1, 0, 1),
+    "mb_192_32": (1, 192, 28, 28, 32, 1, 1, 0, 1),
+    "mb_64_384": (1, 64, 14, 14, 384, 1, 1, 0, 1),
+    "mb_384_64": (1, 384, 14, 14, 64, 1, 1, 0, 1),
+    "mb_96_576": (1, 96, 14, 14, 576, 1, 1, 0, 1),
+    "mb_576_96": (1, 576, 14, 14, 96, 1, 1, 0, 1),
+    "mb_160_960": (1, 160, 7, 7, 960, 1, 1, 0, 1),
+    "mb_960_160": (1, 960, 7, 7, 160, 1, 1, 0, 1),
+    "mb_320_1280": (1, 320, 7, 7, 1280, 1, 1, 0, 1),
+    "r50_64_256": (1, 64, 56, 56, 256, 1, 1, 0, 1),
+    "r50_256_64": (1, 256, 56, 56, 64, 1, 1, 0, 1),
+    "r50_256_128": (1, 256, 56, 56, 128, 1, 1, 0, 1),
+    "r50_512_128": (1, 512, 28, 28, 128, 1, 1, 0, 1),
+    "r50_128_512": (1, 128, 28, 28, 512, 1, 1, 0, 1),
+    "r50_1024_256": (1, 1024, 14, 14, 256, 1, 1, 0, 1),
+    "r50_256_1024": (1, 256, 14, 14, 1024, 1, 1, 0, 1),
+    "r50_2048_512": (1, 2048, 7, 7, 512, 1, 1, 0, 1),
+    "r50_512_2048": (1, 512, 7, 7, 2048, 1, 1, 0, 1),
+    "mb_16_96_b8": (8, 16, 112, 112, 96, 1, 1, 0, 1),
+    "mb_960_160_b8": (8, 960, 7, 7, 160, 1, 1, 0, 1),
+    "r50_1024_256_b8": (8, 1024, 14, 14, 256, 1, 1, 0, 1),
+    "r50_512_2048_b8": (8, 512, 7, 7, 2048, 1, 1, 0, 1),
 }
 ALGOS = ["im2col", "direct", "winograd", "winograd_f4", "reference"]
 
@@ -102,7 +129,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--shapes", default="resnet,1x1")
+    ap.add_argument("--shapes", default="resnet,1x1",
+                    help="comma-separated SHAPES names; 'pointwise' = every mb_/r50_ row")
     ap.add_argument("--algos", default=",".join(ALGOS))
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--no-ort", action="store_true")
@@ -115,7 +143,10 @@ def main():
           f"onnxruntime {ort[1].__version__ if ort else 'not installed'}; median of {args.repeat}")
     print(f"{'shape':<10} {'thr':>3} {'requested':<10} {'ran':<10} {'kernel ms':>9} {'GFLOP/s':>8} {'%peak':>6} "
           f"{'run ms':>9} {'torch ms':>9} {'ort ms':>9} {'torch/':>7} {'ort/':>7} {'best/':>7}")
+    names = []
     for name in args.shapes.split(","):
+        names += [s for s in SHAPES if s.startswith(("mb_", "r50_"))] if name == "pointwise" else [name]
+    for name in names:
         for row in bench_shape(name, SHAPES[name], threads, args.repeat, args.algos.split(","), torch, ort):
             name_, t, algo, label, ms, gf, run_ms, peers = row
             tms, oms = peers.get("torch"), peers.get("ort")

@@ -301,12 +301,30 @@ def _prefers_direct(d):
 # and as whole convs (im2col fill included, median of 31): 1x1 256->64 56x56
 # 79 vs 62, stem 30 vs 27, MNIST conv1 N=64 19 vs 15.  It wins or ties
 # everywhere but on small planes, where a 16-column panel has little to
-# amortise its packing and the N remainder over: there sgemm stays.
+# amortise its packing and the N remainder over: there im2col keeps sgemm.
 MICROKERNEL_MIN_PIXELS = 64
+# A gemm_1x1 plane of 2..63 pixels runs on the channel-panel variant instead
+# (6 pixels x 16 output channels per tile, no column remainder), except when
+# the pixel count is a multiple of 16 (the row-panel tile has no remainder
+# there either).  Whole 1x1 convs, 1 thread, ms min of 15 interleaved runs,
+# load ~7 from other jobs: channel panels / row panels / sgemm / ORT
+#   49 px  160->960  0.268 / 0.271 / 0.315 / 0.336
+#   49 px  960->160  0.257 / 0.336 / 0.363 / 0.314
+#   49 px 320->1280  0.692 / 0.863 / 0.861 / 0.772
+#   49 px 2048->512  1.494 / 1.610 / 1.588 / 1.411
+#   49 px 512->2048  1.474 / 1.719 / 1.738 / 1.429
+#   36 px  256->256  0.061 / 0.067 / 0.071 / 0.076
+#   25 px  480->480  0.237 / 0.260 / 0.290 / 0.237
+#    4 px  256->512  0.027 / 0.042 / 0.043 / 0.041
+#   16 px  256->512  0.083 / 0.066 / 0.092 / 0.095   (row panels)
+#    1 px  512->512  0.029 / 0.086 / 0.021 / 0.037   (sgemm)
+# and at 196 px (14x14) the row panels won (64->384 0.116 vs 0.145).
+MICROKERNEL_CHANNELS_MAX_PIXELS = 63
 
 
-def _microkernel_wins(d):
-    return d.h_out * d.w_out >= MICROKERNEL_MIN_PIXELS
+def _microkernel_wins(d, algo=None):
+    p = d.h_out * d.w_out
+    return p >= MICROKERNEL_MIN_PIXELS or (algo == ConvAlgorithm.GEMM_1X1 and p >= 2)
 
 
 def prefers_conv_microkernel(d, algo, flags):
@@ -318,7 +336,20 @@ def prefers_conv_microkernel(d, algo, flags):
         return False
     if flags.microkernel is not None:
         return flags.microkernel
-    return _conv2d.simd_level() >= 1 and _microkernel_wins(d)
+    return _conv2d.simd_level() >= 1 and _microkernel_wins(d, algo)
+
+
+def conv_microkernel_layout(d, algo, flags):
+    """0 when a gemm_1x1 or im2col conv runs its GEMMs on sgemm, else the
+    packed-weight layout of the microkernel it runs on: channel panels for
+    gemm_1x1 planes of at most MICROKERNEL_CHANNELS_MAX_PIXELS pixels, row
+    panels otherwise (and for pixel counts that are multiples of 16)."""
+    if not prefers_conv_microkernel(d, algo, flags):
+        return 0
+    p = d.h_out * d.w_out
+    if algo == ConvAlgorithm.GEMM_1X1 and p <= MICROKERNEL_CHANNELS_MAX_PIXELS and p % 16:
+        return _conv2d.GEMM_LAYOUT_CHANNELS
+    return _conv2d.GEMM_LAYOUT_ROWS
 
 
 # -- selection ----------------------------------------------------------------

@@ -13,7 +13,10 @@
 #   gemm_1x1    1x1 kernel, stride 1, no padding            (n, group) items or
 #                                                           GEMM panels (sgemm), or
 #                                                           (n, group, column chunk)
-#                                                           items (microkernel)
+#                                                           items (microkernel), or
+#                                                           (n, group, channel run)
+#                                                           items (its small-plane
+#                                                           channel-panel variant)
 #   direct      stride 1, dilation 1; or depthwise 3x3/5x5  (n, c_out) planes;
 #               at stride 2 (its own plane kernel)          depthwise 3x3/5x5 at
 #                                                           stride 1 (own kernel):
@@ -135,8 +138,32 @@ cdef extern from "rlx_gemm.h":
                        const float* x, Py_ssize_t x_len, Py_ssize_t x_off, Py_ssize_t ldx,
                        float* c, Py_ssize_t c_len, Py_ssize_t c_off, Py_ssize_t ldc, Py_ssize_t n,
                        const float* bias) nogil
+    void rlx_gemm_conv_ep(const float* wp, Py_ssize_t wp_len, Py_ssize_t m, Py_ssize_t k,
+                          const float* x, Py_ssize_t x_len, Py_ssize_t x_off, Py_ssize_t ldx,
+                          float* c, Py_ssize_t c_len, Py_ssize_t c_off, Py_ssize_t ldc, Py_ssize_t n,
+                          const float* bias, const Epilogue* ep, const float* ep_bias) nogil
     int RLX_GEMM_NR
+    int RLX_GEMM_CH
+    int RLX_GEMM_CH_MAX_N
+    Py_ssize_t rlx_gemm_ch_packed_floats(Py_ssize_t m, Py_ssize_t k) nogil
+    void rlx_gemm_ch_pack_w(const float* w, Py_ssize_t ldw, Py_ssize_t m, Py_ssize_t k, float* wq) nogil
+    void rlx_gemm_conv_ch(const float* wq, Py_ssize_t wq_len, Py_ssize_t m, Py_ssize_t k,
+                          const float* x, Py_ssize_t x_len, Py_ssize_t x_off, Py_ssize_t ldx,
+                          float* c, Py_ssize_t c_len, Py_ssize_t c_off, Py_ssize_t ldc, Py_ssize_t n,
+                          Py_ssize_t q0, Py_ssize_t q1, const Epilogue* ep, const float* ep_bias) nogil
     void rlx_gather_strided(const float* src, Py_ssize_t stride, float* dst, Py_ssize_t n) nogil
+
+
+# Packed weight layouts (the `packed` value of a conv launch): row panels for
+# the 6x16 tile (gemm_1x1 and im2col), channel panels for the 6-pixel x
+# 16-channel tile of small 1x1 planes (gemm_1x1 only).
+cdef enum:
+    LAYOUT_ROWS = 1
+    LAYOUT_CHANNELS = 2
+GEMM_LAYOUT_ROWS = LAYOUT_ROWS
+GEMM_LAYOUT_CHANNELS = LAYOUT_CHANNELS
+# Largest plane the channel-panel layout may be chosen for.
+GEMM_CHANNELS_MAX_PIXELS = RLX_GEMM_CH_MAX_N
 
 
 # The SIMD variant is chosen here, at import, before any kernel runs.
@@ -152,16 +179,24 @@ def simd_level():
 # Conv GEMM microkernel (src/rlx_gemm.h): weight packing and a test entry
 # ---------------------------------------------------------------------------
 
-def gemm_packed_floats(Py_ssize_t c_out, Py_ssize_t k, Py_ssize_t groups):
+cdef inline Py_ssize_t _packed_per_group(Py_ssize_t cog, Py_ssize_t k, int layout) noexcept nogil:
+    return rlx_gemm_ch_packed_floats(cog, k) if layout == LAYOUT_CHANNELS else rlx_gemm_packed_floats(cog, k)
+
+
+def gemm_packed_floats(Py_ssize_t c_out, Py_ssize_t k, Py_ssize_t groups, int layout=GEMM_LAYOUT_ROWS):
     """Floats of a [c_out, k] weight (k = c_in/groups * kh * kw) packed for the
-    microkernel: each group's c_out/groups rows in zero-padded 6-row panels."""
-    return int(groups * rlx_gemm_packed_floats(c_out // groups, k))
+    microkernel: each group's c_out/groups rows in zero-padded 6-row panels
+    (GEMM_LAYOUT_ROWS) or 16-channel panels (GEMM_LAYOUT_CHANNELS)."""
+    if layout not in (GEMM_LAYOUT_ROWS, GEMM_LAYOUT_CHANNELS):
+        raise ValueError(f"gemm_packed_floats: layout must be {GEMM_LAYOUT_ROWS} or {GEMM_LAYOUT_CHANNELS}, "
+                         f"got {layout}")
+    return int(groups * _packed_per_group(c_out // groups, k, layout))
 
 
 cdef int gemm_pack_weight_into(const float[::1] w, float[::1] wp, Py_ssize_t c_out, Py_ssize_t k,
-                               Py_ssize_t groups) except -1 nogil:
+                               Py_ssize_t groups, int layout) except -1 nogil:
     cdef Py_ssize_t cog = c_out // groups
-    cdef Py_ssize_t pf = rlx_gemm_packed_floats(cog, k)
+    cdef Py_ssize_t pf = _packed_per_group(cog, k, layout)
     cdef Py_ssize_t gi
     if k <= 0 or cog <= 0:
         return 0
@@ -169,31 +204,36 @@ cdef int gemm_pack_weight_into(const float[::1] w, float[::1] wp, Py_ssize_t c_o
         # touch both ends so a debug build bounds-checks the whole range
         w[(gi + 1) * cog * k - 1]
         wp[(gi + 1) * pf - 1]
-        rlx_gemm_pack_w(&w[gi * cog * k], k, cog, k, &wp[gi * pf])
+        if layout == LAYOUT_CHANNELS:
+            rlx_gemm_ch_pack_w(&w[gi * cog * k], k, cog, k, &wp[gi * pf])
+        else:
+            rlx_gemm_pack_w(&w[gi * cog * k], k, cog, k, &wp[gi * pf])
     return 0
 
 
-def gemm_pack_weight(weight, Py_ssize_t groups):
+def gemm_pack_weight(weight, Py_ssize_t groups, int layout=GEMM_LAYOUT_ROWS):
     """Pack a conv weight [c_out, c_in/groups, *kernel] for the microkernel
-    (compile-time use for constant weights)."""
+    (compile-time use for constant weights) in the given layout."""
     w = np.ascontiguousarray(weight, dtype=np.float32)
     if w.ndim < 2 or groups < 1 or w.shape[0] % groups:
         raise ValueError(f"gemm_pack_weight: weight must be [C_out, ...] with C_out divisible by "
                          f"groups={groups}, got {w.shape}")
     cdef Py_ssize_t c_out = w.shape[0]
     cdef Py_ssize_t k = w.size // max(c_out, 1)
-    wp = np.zeros(max(gemm_packed_floats(c_out, k, groups), 1), dtype=np.float32)
+    wp = np.zeros(max(gemm_packed_floats(c_out, k, groups, layout), 1), dtype=np.float32)
     cdef const float[::1] wv = w.reshape(-1) if w.size else np.zeros(1, np.float32)
     cdef float[::1] pv = wp
     with nogil:
-        gemm_pack_weight_into(wv, pv, c_out, k, groups)
+        gemm_pack_weight_into(wv, pv, c_out, k, groups, layout)
     return wp
 
 
-def gemm_microkernel(weight, x, bias=None, packed=None, out=None):
+def gemm_microkernel(weight, x, bias=None, packed=None, out=None, int layout=GEMM_LAYOUT_ROWS):
     """C = W . X (+ bias[:, None]) through the conv microkernel, for tests and
     benchmarks: W [m, k] and X [k, n] float32; the weight is packed here
-    unless `packed` (gemm_pack_weight(W, 1)) is given; `out` is C [m, n]."""
+    unless `packed` (gemm_pack_weight(W, 1, layout)) is given; `out` is C
+    [m, n].  GEMM_LAYOUT_CHANNELS runs the small-plane variant (n at most
+    GEMM_CHANNELS_MAX_PIXELS; the bias added after the sum)."""
     w = np.ascontiguousarray(weight, dtype=np.float32)
     xx = np.ascontiguousarray(x, dtype=np.float32)
     if w.ndim != 2 or xx.ndim != 2 or w.shape[1] != xx.shape[0]:
@@ -204,16 +244,32 @@ def gemm_microkernel(weight, x, bias=None, packed=None, out=None):
         raise ValueError(f"gemm_microkernel: out must be a C-contiguous float32 [{m}, {n}] array")
     if m == 0 or n == 0:
         return c
-    wp = gemm_pack_weight(w, 1) if packed is None else packed
+    if layout == LAYOUT_CHANNELS and n > GEMM_CHANNELS_MAX_PIXELS:
+        raise ValueError(f"gemm_microkernel: the channel layout takes at most {GEMM_CHANNELS_MAX_PIXELS} "
+                         f"columns, got {n}")
+    wp = gemm_pack_weight(w, 1, layout) if packed is None else packed
+    if wp.shape[0] < gemm_packed_floats(m, k, 1, layout):
+        raise ValueError(f"gemm_microkernel: packed weight has {wp.shape[0]} floats, "
+                         f"needs {gemm_packed_floats(m, k, 1, layout)}")
     b = None if bias is None else np.ascontiguousarray(bias, dtype=np.float32).reshape(m)
     cdef const float[::1] pv = wp
     cdef const float[::1] xv = xx.reshape(-1) if xx.size else np.zeros(1, np.float32)
     cdef float[::1] cv = c.reshape(-1)
     cdef const float[::1] bv = b if b is not None else np.zeros(1, np.float32)
     cdef bint has_bias = b is not None
+    cdef Epilogue e
+    e.act = RLX_ACT_NONE
+    e.alpha = e.beta = 0.0
+    e.res = NULL
+    e.res_len = 0
     with nogil:
-        rlx_gemm_conv(&pv[0], pv.shape[0], m, k, &xv[0], xv.shape[0], 0, n,
-                      &cv[0], cv.shape[0], 0, n, n, &bv[0] if has_bias else NULL)
+        if layout == LAYOUT_CHANNELS:
+            rlx_gemm_conv_ch(&pv[0], pv.shape[0], m, k, &xv[0], xv.shape[0], 0, n,
+                             &cv[0], cv.shape[0], 0, n, n, 0, (m + RLX_GEMM_CH - 1) // RLX_GEMM_CH,
+                             &e if has_bias else NULL, &bv[0] if has_bias else NULL)
+        else:
+            rlx_gemm_conv(&pv[0], pv.shape[0], m, k, &xv[0], xv.shape[0], 0, n,
+                          &cv[0], cv.shape[0], 0, n, n, &bv[0] if has_bias else NULL)
     return c
 
 
@@ -515,6 +571,38 @@ cdef inline Py_ssize_t gemm_column_chunks(Py_ssize_t items, Py_ssize_t p, int sp
     return split
 
 
+cdef int conv_gemm_1x1_channels(const float[::1] x, const float[::1] wq, const Fused* f,
+                                float[::1] y, const ConvGeom* g, int split,
+                                int nthreads) except -1 nogil:
+    """Small planes on the channel-panel kernel: work items are (image, group,
+    run of 16-channel panels), `split` runs per (image, group) unless those
+    items already split evenly over `split` threads.  Each output element's
+    sum is the same whatever the runs, so the result depends on neither split
+    nor nthreads."""
+    cdef Py_ssize_t cpg = g.c_in // g.groups
+    cdef Py_ssize_t cog = g.c_out // g.groups
+    cdef Py_ssize_t p = g.h * g.w
+    cdef Py_ssize_t pf = rlx_gemm_ch_packed_floats(cog, cpg)
+    cdef Py_ssize_t base = g.n * g.groups
+    cdef Py_ssize_t panels = (cog + RLX_GEMM_CH - 1) // RLX_GEMM_CH
+    cdef Py_ssize_t runs = 1 if split <= 1 or base % split == 0 else min(split, panels)
+    cdef Py_ssize_t item, ni, gi, ng, r
+    if p > RLX_GEMM_CH_MAX_N:
+        with gil:
+            raise ValueError(f"conv2d 1x1: channel-panel kernel on a plane of {p} pixels "
+                             f"(at most {RLX_GEMM_CH_MAX_N})")
+    for item in prange(base * runs, num_threads=nthreads, schedule='static'):
+        ng = item // runs
+        r = item % runs
+        ni = ng // g.groups
+        gi = ng % g.groups
+        rlx_gemm_conv_ch(&wq[gi * pf], wq.shape[0] - gi * pf, cog, cpg, &x[0], x.shape[0],
+                         (ni * g.c_in + gi * cpg) * p, p, &y[0], y.shape[0], (ni * g.c_out + gi * cog) * p, p, p,
+                         panels * r // runs, panels * (r + 1) // runs,
+                         &f.e if f.on else NULL, f.bias + gi * cog if f.bias != NULL else NULL)
+    return 0
+
+
 cdef int conv_gemm_1x1_packed(const float[::1] x, const float[::1] wp, const Fused* f,
                               float[::1] y, const ConvGeom* g, int split,
                               int nthreads) except -1 nogil:
@@ -536,12 +624,11 @@ cdef int conv_gemm_1x1_packed(const float[::1] x, const float[::1] wp, const Fus
         j0 = (item % chunks) * width
         j1 = j0 + width if j0 + width < p else p
         if j0 < j1:
-            rlx_gemm_conv(&wp[gi * pf], wp.shape[0] - gi * pf, cog, cpg, &x[0], x.shape[0],
-                          (ni * g.c_in + gi * cpg) * p + j0, p, &y[0], y.shape[0],
-                          (ni * g.c_out + gi * cog) * p + j0, p, j1 - j0,
-                          NULL)
-            if f.on:
-                _epilogue_rows(y, f, (ni * g.c_out + gi * cog) * p + j0, p, gi * cog, cog, j1 - j0)
+            # the epilogue runs inside, on each block of columns as it is finished
+            rlx_gemm_conv_ep(&wp[gi * pf], wp.shape[0] - gi * pf, cog, cpg, &x[0], x.shape[0],
+                             (ni * g.c_in + gi * cpg) * p + j0, p, &y[0], y.shape[0],
+                             (ni * g.c_out + gi * cog) * p + j0, p, j1 - j0,
+                             NULL, &f.e if f.on else NULL, f.bias + gi * cog if f.bias != NULL else NULL)
     return 0
 
 
@@ -919,13 +1006,13 @@ cdef class Conv2DLaunch(Launch):
     cdef ConvGeom g
     cdef int algorithm
     cdef bint has_bias
-    cdef bint packed
+    cdef int packed
     cdef Py_ssize_t block
     cdef Fused fused
 
     def __init__(self, x, weight, bias, y, scratch, tuple dims, int algorithm,
                  int max_threads, Py_ssize_t block=0, int act=RLX_ACT_NONE, float alpha=0.0,
-                 float beta=0.0, residual=None, bint packed=False):
+                 float beta=0.0, residual=None, int packed=0):
         self.x = x
         self.weight = weight
         self.has_bias = bias is not None
@@ -951,10 +1038,15 @@ cdef class Conv2DLaunch(Launch):
         self.fused.e.res_len = self.residual.shape[0]
         self.fused.bias = &self.bias[0] if self.has_bias else NULL
         self.fused.on = self.has_bias or rlx_epilogue_active(&self.fused.e)
-        self.packed = packed and algorithm in (CONV_IM2COL, CONV_GEMM_1X1)
+        if packed not in (0, LAYOUT_ROWS, LAYOUT_CHANNELS) or (
+                packed == LAYOUT_CHANNELS and (algorithm != CONV_GEMM_1X1
+                                                    or self.g.h * self.g.w > RLX_GEMM_CH_MAX_N)):
+            raise ValueError(f"Conv2DLaunch: packed layout {packed} does not fit algorithm {algorithm} "
+                             f"on a {self.g.h}x{self.g.w} plane")
+        self.packed = packed if algorithm in (CONV_IM2COL, CONV_GEMM_1X1) else 0
         k = (self.g.c_in // self.g.groups) * self.g.kh * self.g.kw
         if self.packed:
-            need = gemm_packed_floats(self.g.c_out, k, self.g.groups)
+            need = gemm_packed_floats(self.g.c_out, k, self.g.groups, self.packed)
             if self.weight.shape[0] < need:
                 raise ValueError(f"Conv2DLaunch: packed weight has {self.weight.shape[0]} floats, "
                                  f"needs {need}")
@@ -978,6 +1070,8 @@ cdef class Conv2DLaunch(Launch):
         elif self.algorithm == CONV_IM2COL:
             conv_im2col(self.x, self.weight, self.packed, self.y, self.scratch, &self.g, &self.fused,
                         self.block, t)
+        elif self.algorithm == CONV_GEMM_1X1 and self.packed == LAYOUT_CHANNELS:
+            conv_gemm_1x1_channels(self.x, self.weight, &self.fused, self.y, &self.g, self.max_threads, t)
         elif self.algorithm == CONV_GEMM_1X1 and self.packed:
             conv_gemm_1x1_packed(self.x, self.weight, &self.fused, self.y, &self.g, self.max_threads, t)
         elif self.algorithm == CONV_GEMM_1X1:
@@ -1043,18 +1137,21 @@ cdef class GemmPackLaunch(Launch):
     cdef const float[::1] weight
     cdef float[::1] packed
     cdef Py_ssize_t c_out, k, groups
+    cdef int layout
 
-    def __init__(self, weight, packed, Py_ssize_t c_out, Py_ssize_t k, Py_ssize_t groups):
+    def __init__(self, weight, packed, Py_ssize_t c_out, Py_ssize_t k, Py_ssize_t groups,
+                 int layout=GEMM_LAYOUT_ROWS):
         self.weight = weight
         self.packed = packed
         self.c_out = c_out
         self.k = k
         self.groups = groups
-        if packed.shape[0] < gemm_packed_floats(c_out, k, groups) or weight.shape[0] < c_out * k:
+        self.layout = layout
+        if packed.shape[0] < gemm_packed_floats(c_out, k, groups, layout) or weight.shape[0] < c_out * k:
             raise ValueError("GemmPackLaunch: weight or packed buffer too small")
 
     cdef int run(self, int nthreads) except -1 nogil:
-        gemm_pack_weight_into(self.weight, self.packed, self.c_out, self.k, self.groups)
+        gemm_pack_weight_into(self.weight, self.packed, self.c_out, self.k, self.groups, self.layout)
         return 0
 
 

@@ -6,10 +6,10 @@
  *      rows past M zero.  Per group the packed weight is
  *      rlx_gemm_packed_floats(M, K) floats.
  *   X  row-major with leading dimension ldx (the 1x1 conv's input planes, or
- *      an im2col patch block).  Each RLX_GEMM_NR-column panel of X is copied,
- *      one K block at a time, into a contiguous [kc][NR] buffer on the stack
- *      (zero-padded past n), which then stays in L1 while every panel of W
- *      streams past it.
+ *      an im2col patch block).  Blocks of RLX_GEMM_NC columns of X are
+ *      copied, one K block at a time, into contiguous [kc][NR] panels on the
+ *      stack (zero-padded past n); each panel then stays in L1 while every
+ *      panel of W streams past it.
  *   C  row-major with leading dimension ldc; written, not accumulated.  The
  *      first K block starts the accumulators from the bias, later K blocks
  *      from C.
@@ -38,6 +38,10 @@
 /* M block: 32 panels (192 rows) of W over one K block, 192 KiB, stay in L2
  * while the X panels stream past them. */
 #define RLX_GEMM_MC_PANELS 32
+/* Column block: X is packed RLX_GEMM_NC columns (4 panels) at a time. */
+#ifndef RLX_GEMM_NC
+#define RLX_GEMM_NC 64
+#endif
 
 static inline ptrdiff_t rlx_gemm_packed_floats(ptrdiff_t m, ptrdiff_t k) {
     return (m + RLX_GEMM_MR - 1) / RLX_GEMM_MR * RLX_GEMM_MR * k;
@@ -52,20 +56,6 @@ static void rlx_gemm_pack_w(const float* w, ptrdiff_t ldw, ptrdiff_t m, ptrdiff_
                 ptrdiff_t row = p * RLX_GEMM_MR + r;
                 wp[(p * k + kk) * RLX_GEMM_MR + r] = row < m ? w[row * ldw + kk] : 0.0f;
             }
-}
-
-/* Panel of X: xp[kk*NR + j] = X[kk, j] for j < nr, 0 for nr <= j < NR. */
-RLX_INLINE void rlx_gemm_pack_x(const float* restrict x, ptrdiff_t ldx, ptrdiff_t kc, ptrdiff_t nr,
-                                float* restrict xp) {
-    if (nr == RLX_GEMM_NR) {
-        for (ptrdiff_t kk = 0; kk < kc; ++kk)
-            memcpy(xp + kk * RLX_GEMM_NR, x + kk * ldx, RLX_GEMM_NR * sizeof(float));
-    } else {
-        for (ptrdiff_t kk = 0; kk < kc; ++kk) {
-            memcpy(xp + kk * RLX_GEMM_NR, x + kk * ldx, (size_t)nr * sizeof(float));
-            memset(xp + kk * RLX_GEMM_NR + nr, 0, (size_t)(RLX_GEMM_NR - nr) * sizeof(float));
-        }
-    }
 }
 
 /* ---- portable tile: acc[MR][NR] over kc steps ---------------------------- */
@@ -84,7 +74,43 @@ RLX_INLINE void rlx_gemm_tile_base(const float* restrict wp, const float* restri
         for (int j = 0; j < RLX_GEMM_NR; ++j) c[r * ldc + j] = acc[r][j];
 }
 
+/* The conv epilogue of one full-width tile, applied in registers before the
+ * store (last K block only): act in RLX_ACT_NONE/RELU/CLIP; res: the
+ * residual at the tile's first element (rows ldc apart, y's layout) or NULL;
+ * b[r]: row r's bias.  The arithmetic is rlx_epilogue_span_body's, in its
+ * order: (y + b) + res, or y + b when there is no residual and b != 0, then
+ * the activation with the same comparisons (NaN passes through, relu maps
+ * -0 to +0). */
+typedef struct {
+    int act;
+    float alpha, beta;
+    const float* res;
+    ptrdiff_t ldc;
+    float b[RLX_GEMM_MR];
+} rlx_gemm_tile_ep;
+
+static inline int rlx_gemm_ep_in_tile(const rlx_epilogue* e) {
+    return e->act == RLX_ACT_NONE || e->act == RLX_ACT_RELU || e->act == RLX_ACT_CLIP;
+}
+
 #if RLX_X86_DISPATCH
+RLX_INLINE_AVX2 __m256 rlx_gemm_ep_vec(__m256 v, const rlx_gemm_tile_ep* te, int r, int j) {
+    const float b = te->b[r];
+    if (te->res)
+        v = _mm256_add_ps(_mm256_add_ps(v, _mm256_set1_ps(b)), _mm256_loadu_ps(te->res + r * te->ldc + j));
+    else if (b != 0.0f)
+        v = _mm256_add_ps(v, _mm256_set1_ps(b));
+    if (te->act == RLX_ACT_RELU) {
+        /* v <= 0 ? 0 : v */
+        v = _mm256_andnot_ps(_mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LE_OQ), v);
+    } else if (te->act == RLX_ACT_CLIP) {
+        /* max_ps(a, v) = a > v ? a : v; min_ps(a, v) = a < v ? a : v */
+        v = _mm256_max_ps(_mm256_set1_ps(te->alpha), v);
+        v = _mm256_min_ps(_mm256_set1_ps(te->beta), v);
+    }
+    return v;
+}
+
 /* ---- AVX2+FMA tile: mr x 16 in 2*mr ymm accumulators (mr <= 6) ----------
  * One body, instantiated for each row count with a constant mr, so a
  * partial panel of W (the M remainder) costs only its own rows. */
@@ -110,6 +136,10 @@ RLX_INLINE void rlx_gemm_tile_base(const float* restrict wp, const float* restri
     }
 #define RLX_GEMM_STORE(r)                                                        \
     if (mr > r) {                                                                \
+        if (te) {                                                                \
+            a##r##0 = rlx_gemm_ep_vec(a##r##0, te, r, 0);                        \
+            if (nv > 1) a##r##1 = rlx_gemm_ep_vec(a##r##1, te, r, 8);            \
+        }                                                                        \
         _mm256_storeu_ps(c + (r) * ldc, a##r##0);                                \
         if (nv > 1) _mm256_storeu_ps(c + (r) * ldc + 8, a##r##1);                \
     }
@@ -118,7 +148,8 @@ RLX_TARGET_AVX2 RLX_INLINE void rlx_gemm_tile_avx2_body(const int mr, const int 
                                                         const float* restrict wp,
                                                         const float* restrict xp, ptrdiff_t ldxp,
                                                         ptrdiff_t kc, float* restrict c, ptrdiff_t ldc,
-                                                        const float* restrict init, int from_c) {
+                                                        const float* restrict init, int from_c,
+                                                        const rlx_gemm_tile_ep* te) {
     RLX_GEMM_ROWS(RLX_GEMM_DECL)
     RLX_GEMM_ROWS(RLX_GEMM_INIT)
     for (ptrdiff_t kk = 0; kk < kc; ++kk) {
@@ -141,8 +172,8 @@ RLX_TARGET_AVX2 RLX_INLINE void rlx_gemm_tile_avx2_body(const int mr, const int 
 #define RLX_GEMM_TILE_AVX2(MR_, NV_)                                                             \
     RLX_TARGET_AVX2 static void rlx_gemm_tile_avx2_##MR_##_##NV_(                                 \
         const float* wp, const float* xp, ptrdiff_t ldxp, ptrdiff_t kc, float* c, ptrdiff_t ldc,  \
-        const float* init, int from_c) {                                                          \
-        rlx_gemm_tile_avx2_body(MR_, NV_, wp, xp, ldxp, kc, c, ldc, init, from_c);                \
+        const float* init, int from_c, const rlx_gemm_tile_ep* te) {                              \
+        rlx_gemm_tile_avx2_body(MR_, NV_, wp, xp, ldxp, kc, c, ldc, init, from_c, te);            \
     }
 RLX_GEMM_TILE_AVX2(1, 1) RLX_GEMM_TILE_AVX2(2, 1) RLX_GEMM_TILE_AVX2(3, 1)
 RLX_GEMM_TILE_AVX2(4, 1) RLX_GEMM_TILE_AVX2(5, 1) RLX_GEMM_TILE_AVX2(6, 1)
@@ -151,7 +182,7 @@ RLX_GEMM_TILE_AVX2(4, 2) RLX_GEMM_TILE_AVX2(5, 2) RLX_GEMM_TILE_AVX2(6, 2)
 #undef RLX_GEMM_TILE_AVX2
 
 typedef void (*rlx_gemm_tile_fn)(const float*, const float*, ptrdiff_t, ptrdiff_t, float*, ptrdiff_t,
-                                 const float*, int);
+                                 const float*, int, const rlx_gemm_tile_ep*);
 static const rlx_gemm_tile_fn rlx_gemm_tiles_avx2[2][RLX_GEMM_MR + 1] = {
     {NULL, rlx_gemm_tile_avx2_1_1, rlx_gemm_tile_avx2_2_1, rlx_gemm_tile_avx2_3_1,
      rlx_gemm_tile_avx2_4_1, rlx_gemm_tile_avx2_5_1, rlx_gemm_tile_avx2_6_1},
@@ -177,7 +208,7 @@ RLX_INLINE void rlx_gemm_tile(int level, const float* wp, const float* xp, ptrdi
             for (ptrdiff_t r = 0; r < mr; ++r) memcpy(tmp + r * RLX_GEMM_NR, c + r * ldc, (size_t)nr * sizeof(float));
     }
 #if RLX_X86_DISPATCH
-    if (level) rlx_gemm_tiles_avx2[nr > 8][mr](wp, xp, ldxp, kc, dst, ld, init, from_c);
+    if (level) rlx_gemm_tiles_avx2[nr > 8][mr](wp, xp, ldxp, kc, dst, ld, init, from_c, NULL);
     else
 #endif
     {
@@ -201,44 +232,272 @@ RLX_INLINE void rlx_gemm_tile(int level, const float* wp, const float* xp, ptrdi
         for (ptrdiff_t r = 0; r < mr; ++r) memcpy(c + r * ldc, tmp + r * RLX_GEMM_NR, (size_t)nr * sizeof(float));
 }
 
+/* Pack a block of X: ncols (<= RLX_GEMM_NC) columns as consecutive NR-column
+ * panels, xp[(q*kc + kk)*NR + j] = X[kk, q*NR + j], zero past ncols.  Each
+ * row of X is read as one contiguous run of ncols floats: packing one
+ * 16-column panel at a time read 64 bytes from each of kc rows (kc streams
+ * the hardware prefetchers cannot follow). */
+RLX_INLINE void rlx_gemm_pack_x_block(const float* restrict x, ptrdiff_t ldx, ptrdiff_t kc,
+                                      ptrdiff_t ncols, float* restrict xp) {
+    const ptrdiff_t full = ncols / RLX_GEMM_NR, rem = ncols - full * RLX_GEMM_NR;
+    for (ptrdiff_t kk = 0; kk < kc; ++kk) {
+        const float* src = x + kk * ldx;
+        for (ptrdiff_t q = 0; q < full; ++q)
+            memcpy(xp + (q * kc + kk) * RLX_GEMM_NR, src + q * RLX_GEMM_NR, RLX_GEMM_NR * sizeof(float));
+        if (rem) {
+            float* dst = xp + (full * kc + kk) * RLX_GEMM_NR;
+            memcpy(dst, src + full * RLX_GEMM_NR, (size_t)rem * sizeof(float));
+            memset(dst + rem, 0, (size_t)(RLX_GEMM_NR - rem) * sizeof(float));
+        }
+    }
+}
+
 /* C[0:m, c_off + j] = sum_k W[0:m, k] X[x_off + k*ldx + j] (+ bias) for j in [0, n).
  * wp: this group's packed weight (rlx_gemm_packed_floats(m, k) floats);
- * bias: m floats or NULL.  Lengths are for the debug-build range checks. */
-static void rlx_gemm_conv(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, ptrdiff_t k,
-                          const float* x, ptrdiff_t x_len, ptrdiff_t x_off, ptrdiff_t ldx,
-                          float* c, ptrdiff_t c_len, ptrdiff_t c_off, ptrdiff_t ldc, ptrdiff_t n,
-                          const float* bias) {
-    float xp[RLX_GEMM_KC * RLX_GEMM_NR] __attribute__((aligned(64)));
+ * bias: m floats or NULL, the accumulators' start.  ep: NULL, or the conv
+ * epilogue y = act(y + ep_bias[i] + residual) (ep_bias: m floats or NULL),
+ * the same arithmetic as a separate pass over the output: relu, clip or no
+ * activation in registers on each full-width tile of the last K block
+ * before its store (a 16->96 1x1 conv at 112x112 then writes its 4.8 MB
+ * output once instead of writing, re-reading and writing it), on the stored
+ * rows of narrower tiles, and other activations on each block of
+ * RLX_GEMM_NC columns of an M block once its last K block is done.  Lengths
+ * are for the debug-build range checks.
+ *
+ * Loops, outer to inner: M blocks of RLX_GEMM_MC_PANELS panels of W, column
+ * blocks of RLX_GEMM_NC, K blocks of RLX_GEMM_KC (pack that block of X), the
+ * block's 16-column panels (one stays in L1), the M block's panels of W (in
+ * L2). */
+static void rlx_gemm_conv_ep(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, ptrdiff_t k,
+                             const float* x, ptrdiff_t x_len, ptrdiff_t x_off, ptrdiff_t ldx,
+                             float* c, ptrdiff_t c_len, ptrdiff_t c_off, ptrdiff_t ldc, ptrdiff_t n,
+                             const float* bias, const rlx_epilogue* ep, const float* ep_bias) {
+    float xp[RLX_GEMM_KC * RLX_GEMM_NC] __attribute__((aligned(64)));
     const int level = rlx_simd_level();
     const ptrdiff_t panels = (m + RLX_GEMM_MR - 1) / RLX_GEMM_MR;
+    /* relu/clip/none (with bias and residual) run in the tile, in registers
+     * (AVX2 only); other activations on each finished block of columns */
+    const int in_tile = ep && level && rlx_gemm_ep_in_tile(ep);
     if (m <= 0 || n <= 0) return;
     RLX_CHECK_RANGE(0, rlx_gemm_packed_floats(m, k), wp_len, "gemm packed weight");
     RLX_CHECK_RANGE(c_off, c_off + (m - 1) * ldc + n, c_len, "gemm C");
     if (k <= 0) {
         for (ptrdiff_t i = 0; i < m; ++i)
             for (ptrdiff_t j = 0; j < n; ++j) c[c_off + i * ldc + j] = bias ? bias[i] : 0.0f;
+        if (ep)
+            for (ptrdiff_t i = 0; i < m; ++i)
+                rlx_epilogue_span(c, c_len, c_off + i * ldc, n, ep_bias ? ep_bias[i] : 0.0f, ep, level);
         return;
     }
     RLX_CHECK_RANGE(x_off, x_off + (k - 1) * ldx + n, x_len, "gemm X");
     for (ptrdiff_t pb = 0; pb < panels; pb += RLX_GEMM_MC_PANELS) {
         const ptrdiff_t pe = pb + RLX_GEMM_MC_PANELS < panels ? pb + RLX_GEMM_MC_PANELS : panels;
-        for (ptrdiff_t j0 = 0; j0 < n; j0 += RLX_GEMM_NR) {
-            const ptrdiff_t nr = n - j0 < RLX_GEMM_NR ? n - j0 : RLX_GEMM_NR;
+        for (ptrdiff_t jb = 0; jb < n; jb += RLX_GEMM_NC) {
+            const ptrdiff_t ncols = n - jb < RLX_GEMM_NC ? n - jb : RLX_GEMM_NC;
             for (ptrdiff_t k0 = 0; k0 < k; k0 += RLX_GEMM_KC) {
                 const ptrdiff_t kc = k - k0 < RLX_GEMM_KC ? k - k0 : RLX_GEMM_KC;
-                /* Reading full panels of X in place (rows ldx apart) measured
-                 * no faster for 1x1 convs, and touches kc pages per panel. */
-                rlx_gemm_pack_x(x + x_off + k0 * ldx + j0, ldx, kc, nr, xp);
-                for (ptrdiff_t p = pb; p < pe; ++p) {
-                    const ptrdiff_t i0 = p * RLX_GEMM_MR;
-                    const ptrdiff_t mr = m - i0 < RLX_GEMM_MR ? m - i0 : RLX_GEMM_MR;
-                    float init[RLX_GEMM_MR] = {0};
-                    if (bias)
-                        for (ptrdiff_t r = 0; r < mr; ++r) init[r] = bias[i0 + r];
-                    rlx_gemm_tile(level, wp + (p * k + k0) * RLX_GEMM_MR, xp, RLX_GEMM_NR, kc,
-                                  c + c_off + i0 * ldc + j0, ldc, mr, nr, init, k0 > 0);
+                rlx_gemm_pack_x_block(x + x_off + k0 * ldx + jb, ldx, kc, ncols, xp);
+                for (ptrdiff_t j0 = 0; j0 < ncols; j0 += RLX_GEMM_NR) {
+                    const ptrdiff_t nr = ncols - j0 < RLX_GEMM_NR ? ncols - j0 : RLX_GEMM_NR;
+                    const float* xq = xp + j0 * kc;
+                    for (ptrdiff_t p = pb; p < pe; ++p) {
+                        const ptrdiff_t i0 = p * RLX_GEMM_MR;
+                        const ptrdiff_t mr = m - i0 < RLX_GEMM_MR ? m - i0 : RLX_GEMM_MR;
+                        float init[RLX_GEMM_MR] = {0};
+                        if (bias)
+                            for (ptrdiff_t r = 0; r < mr; ++r) init[r] = bias[i0 + r];
+                        float* ct = c + c_off + i0 * ldc + jb + j0;
+#if RLX_X86_DISPATCH
+                        if (in_tile && k0 + kc == k && nr == RLX_GEMM_NR) {
+                            /* full-width tile of the last K block: epilogue in registers */
+                            rlx_gemm_tile_ep te = {ep->act, ep->alpha, ep->beta, NULL, ldc, {0}};
+                            if (ep->res) {
+                                RLX_CHECK_RANGE(c_off + i0 * ldc + jb + j0,
+                                                c_off + (i0 + mr - 1) * ldc + jb + j0 + RLX_GEMM_NR, ep->res_len,
+                                                "gemm epilogue residual");
+                                te.res = ep->res + (ct - c);
+                            }
+                            for (ptrdiff_t r = 0; r < mr; ++r) te.b[r] = ep_bias ? ep_bias[i0 + r] : 0.0f;
+                            rlx_gemm_tiles_avx2[1][mr](wp + (p * k + k0) * RLX_GEMM_MR, xq, RLX_GEMM_NR, kc, ct,
+                                                       ldc, init, k0 > 0, &te);
+                            continue;
+                        }
+#endif
+                        rlx_gemm_tile(level, wp + (p * k + k0) * RLX_GEMM_MR, xq, RLX_GEMM_NR, kc,
+                                      ct, ldc, mr, nr, init, k0 > 0);
+                        if (in_tile && k0 + kc == k)   /* a narrow tile: its rows as spans */
+                            for (ptrdiff_t r = 0; r < mr; ++r)
+                                rlx_epilogue_span(c, c_len, (ct - c) + r * ldc, nr,
+                                                  ep_bias ? ep_bias[i0 + r] : 0.0f, ep, level);
+                    }
                 }
             }
+            if (ep && !in_tile) {
+                const ptrdiff_t i1 = pe * RLX_GEMM_MR < m ? pe * RLX_GEMM_MR : m;
+                for (ptrdiff_t i = pb * RLX_GEMM_MR; i < i1; ++i)
+                    rlx_epilogue_span(c, c_len, c_off + i * ldc + jb, ncols, ep_bias ? ep_bias[i] : 0.0f, ep,
+                                      level);
+            }
+        }
+    }
+}
+
+static void rlx_gemm_conv(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, ptrdiff_t k,
+                          const float* x, ptrdiff_t x_len, ptrdiff_t x_off, ptrdiff_t ldx,
+                          float* c, ptrdiff_t c_len, ptrdiff_t c_off, ptrdiff_t ldc, ptrdiff_t n,
+                          const float* bias) {
+    rlx_gemm_conv_ep(wp, wp_len, m, k, x, x_len, x_off, ldx, c, c_len, c_off, ldc, n, bias, NULL, NULL);
+}
+
+/* ---- small planes: output channels across the register tile -------------
+ * On planes of few pixels (7x7 = 49) 16-pixel panels leave a large N
+ * remainder (49 = 3 x 16 + 1 computes 56 columns).  This variant swaps the
+ * roles: the tile is 6 pixels x 16 output channels, X is broadcast straight
+ * from its rows (no packing) and the weight is packed at compile time into
+ * panels of 16 output channels, wq[(q*K + k)*16 + j] = W[q*16 + j, k] (zero
+ * past M), so only the pixel count has a remainder (49 = 8 x 6 + 1).  Each
+ * output element is the same chain of FMAs over k = 0..K-1 from 0 as in the
+ * row-panel kernel above, so both give the same bits. */
+#define RLX_GEMM_CH 16
+#ifndef RLX_GEMM_CH_KC
+#define RLX_GEMM_CH_KC 64
+#endif
+
+static inline ptrdiff_t rlx_gemm_ch_packed_floats(ptrdiff_t m, ptrdiff_t k) {
+    return (m + RLX_GEMM_CH - 1) / RLX_GEMM_CH * RLX_GEMM_CH * k;
+}
+
+static void rlx_gemm_ch_pack_w(const float* w, ptrdiff_t ldw, ptrdiff_t m, ptrdiff_t k, float* wq) {
+    ptrdiff_t panels = (m + RLX_GEMM_CH - 1) / RLX_GEMM_CH;
+    for (ptrdiff_t q = 0; q < panels; ++q)
+        for (ptrdiff_t kk = 0; kk < k; ++kk)
+            for (ptrdiff_t j = 0; j < RLX_GEMM_CH; ++j) {
+                ptrdiff_t row = q * RLX_GEMM_CH + j;
+                wq[(q * k + kk) * RLX_GEMM_CH + j] = row < m ? w[row * ldw + kk] : 0.0f;
+            }
+}
+
+/* acc[r][j] (pixels r < mr, channels j < 16, at t[r*16 + j]) over kc steps:
+ * from 0, or from t when from_t. */
+RLX_INLINE void rlx_gemm_ch_tile_base(int mr, const float* restrict wq, const float* restrict x,
+                                      ptrdiff_t ldx, ptrdiff_t kc, float* restrict t, int from_t) {
+    for (int r = 0; r < mr; ++r) {
+        float acc[RLX_GEMM_CH];
+        for (int j = 0; j < RLX_GEMM_CH; ++j) acc[j] = from_t ? t[r * RLX_GEMM_CH + j] : 0.0f;
+        for (ptrdiff_t kk = 0; kk < kc; ++kk) {
+            const float xv = x[kk * ldx + r];
+            for (int j = 0; j < RLX_GEMM_CH; ++j) acc[j] += xv * wq[kk * RLX_GEMM_CH + j];
+        }
+        for (int j = 0; j < RLX_GEMM_CH; ++j) t[r * RLX_GEMM_CH + j] = acc[j];
+    }
+}
+
+#if RLX_X86_DISPATCH
+#define RLX_GEMM_CH_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define RLX_GEMM_CH_DECL(r) __m256 a##r##0 = _mm256_setzero_ps(), a##r##1 = _mm256_setzero_ps();
+#define RLX_GEMM_CH_INIT(r)                                                      \
+    if (mr > r && from_t) {                                                      \
+        a##r##0 = _mm256_loadu_ps(t + (r) * RLX_GEMM_CH);                        \
+        a##r##1 = _mm256_loadu_ps(t + (r) * RLX_GEMM_CH + 8);                    \
+    }
+#define RLX_GEMM_CH_FMA(r)                                                       \
+    if (mr > r) {                                                                \
+        const __m256 xv = _mm256_broadcast_ss(x + (r));                          \
+        a##r##0 = _mm256_fmadd_ps(xv, w0, a##r##0);                              \
+        a##r##1 = _mm256_fmadd_ps(xv, w1, a##r##1);                              \
+    }
+#define RLX_GEMM_CH_STORE(r)                                                     \
+    if (mr > r) {                                                                \
+        _mm256_storeu_ps(t + (r) * RLX_GEMM_CH, a##r##0);                        \
+        _mm256_storeu_ps(t + (r) * RLX_GEMM_CH + 8, a##r##1);                    \
+    }
+RLX_TARGET_AVX2 RLX_INLINE void rlx_gemm_ch_tile_avx2_body(const int mr, const float* restrict wq,
+                                                           const float* restrict x, ptrdiff_t ldx,
+                                                           ptrdiff_t kc, float* restrict t, int from_t) {
+    RLX_GEMM_CH_ROWS(RLX_GEMM_CH_DECL)
+    RLX_GEMM_CH_ROWS(RLX_GEMM_CH_INIT)
+    for (ptrdiff_t kk = 0; kk < kc; ++kk) {
+        const __m256 w0 = _mm256_loadu_ps(wq);
+        const __m256 w1 = _mm256_loadu_ps(wq + 8);
+        RLX_GEMM_CH_ROWS(RLX_GEMM_CH_FMA)
+        x += ldx;
+        wq += RLX_GEMM_CH;
+    }
+    RLX_GEMM_CH_ROWS(RLX_GEMM_CH_STORE)
+}
+#undef RLX_GEMM_CH_DECL
+#undef RLX_GEMM_CH_INIT
+#undef RLX_GEMM_CH_FMA
+#undef RLX_GEMM_CH_STORE
+#undef RLX_GEMM_CH_ROWS
+
+#define RLX_GEMM_CH_TILE_AVX2(MR_)                                                                 \
+    RLX_TARGET_AVX2 static void rlx_gemm_ch_tile_avx2_##MR_(const float* wq, const float* x,        \
+                                                           ptrdiff_t ldx, ptrdiff_t kc, float* t,   \
+                                                           int from_t) {                            \
+        rlx_gemm_ch_tile_avx2_body(MR_, wq, x, ldx, kc, t, from_t);                                 \
+    }
+RLX_GEMM_CH_TILE_AVX2(1) RLX_GEMM_CH_TILE_AVX2(2) RLX_GEMM_CH_TILE_AVX2(3)
+RLX_GEMM_CH_TILE_AVX2(4) RLX_GEMM_CH_TILE_AVX2(5) RLX_GEMM_CH_TILE_AVX2(6)
+#undef RLX_GEMM_CH_TILE_AVX2
+typedef void (*rlx_gemm_ch_tile_fn)(const float*, const float*, ptrdiff_t, ptrdiff_t, float*, int);
+static const rlx_gemm_ch_tile_fn rlx_gemm_ch_tiles_avx2[RLX_GEMM_MR + 1] = {
+    NULL, rlx_gemm_ch_tile_avx2_1, rlx_gemm_ch_tile_avx2_2, rlx_gemm_ch_tile_avx2_3,
+    rlx_gemm_ch_tile_avx2_4, rlx_gemm_ch_tile_avx2_5, rlx_gemm_ch_tile_avx2_6};
+#endif
+
+/* Largest plane (pixels) the channel-panel variant takes: its transposed
+ * accumulator block lives on the stack. */
+#define RLX_GEMM_CH_MAX_N 256
+
+/* C rows [q0*16, q1*16) (clipped to m) of C[0:m, c_off + j] = sum_k W[., k]
+ * X[x_off + k*ldx + j], j < n <= RLX_GEMM_CH_MAX_N, from the channel-panel
+ * packed weight wq (rlx_gemm_ch_packed_floats(m, k) floats), then the conv
+ * epilogue ep (or NULL) with ep_bias (m floats, or NULL) on each finished
+ * row.  Per channel panel: every K block of every 6-pixel tile into a
+ * transposed block t[n][16] (stays in L1), then t is written out to the 16
+ * rows of C. */
+static void rlx_gemm_conv_ch(const float* wq, ptrdiff_t wq_len, ptrdiff_t m, ptrdiff_t k,
+                             const float* x, ptrdiff_t x_len, ptrdiff_t x_off, ptrdiff_t ldx,
+                             float* c, ptrdiff_t c_len, ptrdiff_t c_off, ptrdiff_t ldc, ptrdiff_t n,
+                             ptrdiff_t q0, ptrdiff_t q1, const rlx_epilogue* ep, const float* ep_bias) {
+    float t[(RLX_GEMM_CH_MAX_N + RLX_GEMM_MR) * RLX_GEMM_CH] __attribute__((aligned(64)));
+    const int level = rlx_simd_level();
+    const ptrdiff_t panels = (m + RLX_GEMM_CH - 1) / RLX_GEMM_CH;
+    if (q1 > panels) q1 = panels;
+    if (m <= 0 || n <= 0 || q0 >= q1) return;
+    if (n > RLX_GEMM_CH_MAX_N) {
+        fprintf(stderr, "rlx_cpu: rlx_gemm_conv_ch: plane of %td pixels > %d\n", (ptrdiff_t)n,
+                RLX_GEMM_CH_MAX_N);
+        abort();
+    }
+    RLX_CHECK_RANGE(0, rlx_gemm_ch_packed_floats(m, k), wq_len, "gemm channel-packed weight");
+    RLX_CHECK_RANGE(c_off, c_off + (m - 1) * ldc + n, c_len, "gemm C");
+    if (k > 0) RLX_CHECK_RANGE(x_off, x_off + (k - 1) * ldx + n, x_len, "gemm X");
+    for (ptrdiff_t q = q0; q < q1; ++q) {
+        const ptrdiff_t ch0 = q * RLX_GEMM_CH;
+        const ptrdiff_t nch = m - ch0 < RLX_GEMM_CH ? m - ch0 : RLX_GEMM_CH;
+        if (k <= 0) memset(t, 0, sizeof(float) * (size_t)(n * RLX_GEMM_CH));
+        for (ptrdiff_t k0 = 0; k0 < k; k0 += RLX_GEMM_CH_KC) {
+            const ptrdiff_t kc = k - k0 < RLX_GEMM_CH_KC ? k - k0 : RLX_GEMM_CH_KC;
+            for (ptrdiff_t i0 = 0; i0 < n; i0 += RLX_GEMM_MR) {
+                const int mr = (int)(n - i0 < RLX_GEMM_MR ? n - i0 : RLX_GEMM_MR);
+                const float* wqb = wq + (q * k + k0) * RLX_GEMM_CH;
+                const float* xb = x + x_off + k0 * ldx + i0;
+#if RLX_X86_DISPATCH
+                if (level) {
+                    rlx_gemm_ch_tiles_avx2[mr](wqb, xb, ldx, kc, t + i0 * RLX_GEMM_CH, k0 > 0);
+                    continue;
+                }
+#endif
+                rlx_gemm_ch_tile_base(mr, wqb, xb, ldx, kc, t + i0 * RLX_GEMM_CH, k0 > 0);
+            }
+        }
+        for (ptrdiff_t j = 0; j < nch; ++j) {
+            float* row = c + c_off + (ch0 + j) * ldc;
+            for (ptrdiff_t i = 0; i < n; ++i) row[i] = t[i * RLX_GEMM_CH + j];
+            if (ep) rlx_epilogue_span(c, c_len, c_off + (ch0 + j) * ldc, n, ep_bias ? ep_bias[ch0 + j] : 0.0f,
+                                      ep, level);
         }
     }
 }

@@ -14,10 +14,11 @@ import pytest
 
 import rlx_cpu
 from rlx_cpu import _conv2d, _runtime
-from rlx_cpu.algorithms import ConvAlgorithm, ConvFlags, prefers_conv_microkernel
+from rlx_cpu.algorithms import ConvAlgorithm, ConvFlags, conv_microkernel_layout, prefers_conv_microkernel
 from rlx_cpu.ops.conv import Conv2DDims
 
 from conftest import conv_thunk, one_conv_graph
+import reference
 from reference import conv_nd, rel_error
 
 TOL = 1e-4
@@ -161,7 +162,16 @@ def test_selection_rule():
     # auto: only the AVX2+FMA variant, and only on planes where it measured faster
     assert prefers_conv_microkernel(big, gemm, ConvFlags()) == (_conv2d.simd_level() >= 1)
     assert prefers_conv_microkernel(_dims(1, 32, 3, 30, 30), im2col, ConvFlags()) == (_conv2d.simd_level() >= 1)
-    assert not prefers_conv_microkernel(small, gemm, ConvFlags())
+    # small 1x1 planes: the channel-panel variant, except 1 pixel (sgemm) and
+    # multiples of 16 pixels (row panels); im2col keeps sgemm there
+    assert prefers_conv_microkernel(small, gemm, ConvFlags()) == (_conv2d.simd_level() >= 1)
+    assert not prefers_conv_microkernel(_dims(64, 32, 3, 9, 9), im2col, ConvFlags())
+    assert not prefers_conv_microkernel(_dims(64, 32, 1, 1, 1), gemm, ConvFlags())
+    if _conv2d.simd_level() >= 1:
+        assert conv_microkernel_layout(small, gemm, ConvFlags()) == _conv2d.GEMM_LAYOUT_CHANNELS
+        assert conv_microkernel_layout(_dims(64, 32, 1, 4, 4), gemm, ConvFlags()) == _conv2d.GEMM_LAYOUT_ROWS
+        assert conv_microkernel_layout(big, gemm, ConvFlags()) == _conv2d.GEMM_LAYOUT_ROWS
+    assert conv_microkernel_layout(big, gemm, ConvFlags(microkernel=False)) == 0
 
 
 def test_flag_typo_raises(clean_conv_env):
@@ -172,6 +182,7 @@ def test_flag_typo_raises(clean_conv_env):
 
 BASELINE_SCRIPT = r"""
 import numpy as np, rlx_cpu, rlx_cpu._conv2d as c
+import reference
 from reference import conv_nd, rel_error
 assert c.simd_level() == 0
 rng = np.random.default_rng(11)
@@ -215,3 +226,165 @@ def test_strided_im2col_rows_match_reference(rng):
             g = one_conv_graph(xs, w, stride=s, padding=p)
             y = rlx_cpu.compile(g, conv_algorithm="im2col").run({"x": x})[0]
             assert rel_error(y, _ref(x, w, None, {"stride": s, "padding": p})) <= TOL
+
+
+# The fused epilogue (bias, residual, activation) on the microkernel: relu,
+# clip and none run in the register tile (full-width tiles of the last K
+# block), narrow tiles and other activations on the stored rows.  Shapes
+# cover M, K and N remainders (tile rows 1..5, K past the 256-deep block, N
+# tails of 1..15 columns and 64-column blocks) and batch 2.
+EPILOGUE_ACTS = {
+    None: ({}, lambda v: v),
+    "relu": ({}, reference.relu),
+    "clip": ({"alpha": 0.0, "beta": 6.0}, lambda v: reference.clip(v, 0.0, 6.0)),
+    "leaky_relu": ({"alpha": 0.2}, lambda v: reference.leaky_relu(v, 0.2)),
+    "hard_swish": ({}, reference.hard_swish),
+}
+EPILOGUE_SHAPES = [   # (x shape, c_out)
+    ((1, 3, 1, 7), 1),
+    ((2, 17, 3, 11), 13),
+    ((1, 300, 5, 13), 7),
+    ((2, 24, 9, 9), 40),
+    ((1, 16, 8, 17), 200),
+    ((1, 31, 2, 31), 31),
+]
+
+
+def _epilogue_block(rng, xs, co, act, bias, residual):
+    w = (rng.standard_normal((co, xs[1], 1, 1)) / np.sqrt(xs[1])).astype(np.float32)
+    b = rng.standard_normal(co).astype(np.float32)
+    ys = (xs[0], co, xs[2], xs[3])
+    g = rlx_cpu.Graph()
+    y = g.conv2d(g.input("x", xs), w, b if bias else None)
+    feeds = {"x": rng.standard_normal(xs).astype(np.float32)}
+    want = conv_nd(feeds["x"], w, b if bias else None)
+    if residual:
+        feeds["skip"] = rng.standard_normal(ys).astype(np.float32)
+        y = g.add(y, g.input("skip", ys))
+        want = want + feeds["skip"]
+    kw, f = EPILOGUE_ACTS[act]
+    if act is not None:
+        y = getattr(g, act)(y, **kw)
+    g.output(y)
+    return g, feeds, f(want)
+
+
+@pytest.mark.parametrize("act", list(EPILOGUE_ACTS))
+@pytest.mark.parametrize("bias,residual", [(True, False), (False, True), (True, True)])
+def test_fused_epilogue_on_the_microkernel(clean_conv_env, rng, act, bias, residual):
+    clean_conv_env.setenv("RLX_CONV_MICROKERNEL", "1")
+    for xs, co in EPILOGUE_SHAPES:
+        g, feeds, want = _epilogue_block(rng, xs, co, act, bias, residual)
+        for t in (1, 2):
+            plan = rlx_cpu.compile(g, num_threads=t)
+            (th,) = plan.thunks
+            assert th.kind == "conv_1x1" and th.packed
+            got = plan.run(feeds)[0]
+            assert rel_error(got, want) <= TOL, (xs, co, t)
+            unfused = rlx_cpu.compile(g, num_threads=t, passes=False).run(feeds)[0]
+            if act == "hard_swish":
+                # the epilogue's alpha * v + beta may contract to an FMA
+                assert rel_error(got, unfused) <= TOL
+            else:
+                # the same arithmetic as the unfused chain (conv, add, activation)
+                np.testing.assert_array_equal(got, unfused)
+
+
+@pytest.mark.parametrize("act", ["relu", "clip"])
+def test_fused_epilogue_on_the_microkernel_passes_nan(clean_conv_env, rng, act):
+    clean_conv_env.setenv("RLX_CONV_MICROKERNEL", "1")
+    g, feeds, _ = _epilogue_block(rng, (1, 8, 4, 16), 12, act, True, True)
+    feeds["x"][0, 3, 1, 5] = np.nan
+    got = rlx_cpu.compile(g).run(feeds)[0]
+    assert np.isnan(got[0, :, 1, 5]).all() and not np.isnan(np.delete(got.reshape(12, -1), 21, axis=1)).any()
+    np.testing.assert_array_equal(got, rlx_cpu.compile(g, passes=False).run(feeds)[0])
+
+
+# The channel-panel variant (small 1x1 planes): 6 pixels x 16 output channels
+# per tile, so remainders are in M (channels past a multiple of 16) and in
+# the pixel count (past a multiple of 6); K around its 64-deep block.
+CH_GRID_M = (1, 5, 15, 16, 17, 31, 40)
+CH_GRID_K = (1, 2, 63, 64, 65, 300)
+CH_GRID_N = (1, 2, 5, 6, 7, 13, 31, 49, 63, 100, 256)
+
+
+@pytest.mark.parametrize("m", CH_GRID_M)
+def test_channel_layout_matches_reference_and_the_row_layout(rng, m):
+    worst = 0.0
+    for k in CH_GRID_K:
+        for n in CH_GRID_N:
+            w = rng.standard_normal((m, k)).astype(np.float32)
+            x = rng.standard_normal((k, n)).astype(np.float32)
+            got = _conv2d.gemm_microkernel(w, x, layout=_conv2d.GEMM_LAYOUT_CHANNELS)
+            worst = max(worst, gemm_error(w, x, None, got))
+            # the same chain of FMAs per element as the row-panel kernel
+            np.testing.assert_array_equal(got, _conv2d.gemm_microkernel(w, x))
+            b = rng.standard_normal(m).astype(np.float32)
+            got = _conv2d.gemm_microkernel(w, x, b, layout=_conv2d.GEMM_LAYOUT_CHANNELS)
+            worst = max(worst, gemm_error(w, x, b, got))
+    assert worst <= TOL
+
+
+def test_channel_layout_packing_and_limits(rng):
+    w = rng.standard_normal((20, 3)).astype(np.float32)
+    wq = _conv2d.gemm_pack_weight(w, 1, _conv2d.GEMM_LAYOUT_CHANNELS)
+    assert wq.size == _conv2d.gemm_packed_floats(20, 3, 1, _conv2d.GEMM_LAYOUT_CHANNELS) == 2 * 16 * 3
+    panels = wq.reshape(2, 3, 16)                               # [panel][k][channel]
+    np.testing.assert_array_equal(panels[0], w[:16].T)
+    np.testing.assert_array_equal(panels[1, :, :4], w[16:].T)
+    np.testing.assert_array_equal(panels[1, :, 4:], 0)
+    with pytest.raises(ValueError, match="layout"):
+        _conv2d.gemm_packed_floats(20, 3, 1, 3)
+    too_wide = _conv2d.GEMM_CHANNELS_MAX_PIXELS + 1
+    with pytest.raises(ValueError, match="channel layout"):
+        _conv2d.gemm_microkernel(w, np.zeros((3, too_wide), np.float32), layout=_conv2d.GEMM_LAYOUT_CHANNELS)
+
+
+# (x shape, c_out): 7x7 and odd small planes, batch > 1, channel remainders
+CH_CONV_CASES = [((1, 40, 7, 7), 52), ((3, 17, 5, 3), 33), ((2, 70, 1, 1), 9), ((1, 9, 3, 3), 16),
+                 ((8, 24, 7, 7), 40)]
+
+
+@pytest.mark.parametrize("act", [None, "relu", "clip", "hard_swish"])
+@pytest.mark.parametrize("bias,residual", [(True, False), (False, True), (True, True)])
+def test_conv_on_the_channel_layout(clean_conv_env, rng, act, bias, residual):
+    for xs, co in CH_CONV_CASES:
+        g, feeds, want = _epilogue_block(rng, xs, co, act, bias, residual)
+        for t in (1, 2):
+            plan = rlx_cpu.compile(g, num_threads=t, conv_algorithm="im2col")
+            (th,) = plan.thunks
+            assert th.kind == "conv_1x1"
+            if _conv2d.simd_level() >= 1 and xs[2] * xs[3] > 1:
+                assert th.packed == _conv2d.GEMM_LAYOUT_CHANNELS
+            got = plan.run(feeds)[0]
+            assert rel_error(got, want) <= TOL, (xs, co, t)
+
+
+def test_channel_layout_with_a_computed_weight(clean_conv_env, rng):
+    # a weight that is a graph input: packed into channel panels at run time
+    clean_conv_env.setenv("RLX_CONV_MICROKERNEL", "1")
+    xs, ws = (2, 24, 7, 7), (37, 24, 1, 1)
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    b = rng.standard_normal(37).astype(np.float32)
+    plan = rlx_cpu.compile(one_conv_graph(xs, w, b, weight_as_input=True), num_threads=2)
+    assert [t.kind for t in plan.thunks] == ["gemm_pack", "conv_1x1"]
+    assert plan.thunks[0].layout == plan.thunks[1].packed == _conv2d.GEMM_LAYOUT_CHANNELS
+    assert rel_error(plan.run({"x": x, "w": w})[0], _ref(x, w, b, {})) <= TOL
+
+
+def test_channel_layout_results_do_not_depend_on_the_run_thread_count(clean_conv_env, rng):
+    clean_conv_env.setenv("RLX_CONV_MICROKERNEL", "1")
+    for xs, co in CH_CONV_CASES:
+        g = one_conv_graph(xs, rng.standard_normal((co, xs[1], 1, 1)).astype(np.float32),
+                           rng.standard_normal(co).astype(np.float32))
+        plan = rlx_cpu.compile(g, num_threads=2, adaptive_threads=False)
+        assert plan.thunks[-1].packed == _conv2d.GEMM_LAYOUT_CHANNELS
+        ctx = plan.new_context()
+        ctx.load({"x": rng.standard_normal(xs).astype(np.float32)})
+        seq = _runtime.LaunchSequence(ctx.launches)
+        seq.run(2)
+        two = [o.copy() for o in ctx.outputs]
+        seq.run(1)
+        for a, b in zip(two, ctx.outputs):
+            np.testing.assert_array_equal(a, b)

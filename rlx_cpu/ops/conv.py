@@ -23,7 +23,7 @@ from typing import ClassVar, Optional, Tuple
 import numpy as np
 
 from .. import _conv2d, _convnd
-from ..algorithms import (ConvAlgorithm, prefers_conv_microkernel, select_conv_algorithm,
+from ..algorithms import (ConvAlgorithm, conv_microkernel_layout, prefers_conv_microkernel, select_conv_algorithm,
                           select_convnd_algorithm)
 from ..shapes import pad_pairs
 from ..compiler import compile as _compile
@@ -270,7 +270,7 @@ class Conv1x1Thunk(Thunk):
     block: int = 0
     residual: Optional[Slice] = None
     epilogue: Optional[ConvEpilogue] = None
-    packed: bool = False        # weight packed for the conv microkernel
+    packed: int = 0             # weight packed for the conv microkernel: its layout (GEMM_LAYOUT_*)
 
     kind: ClassVar[str] = "conv_1x1"
     reads: ClassVar[tuple] = ("x", "weight", "bias", "residual")
@@ -297,13 +297,15 @@ class GemmPackThunk(Thunk):
     c_out: int
     k: int
     groups: int
+    layout: int = 1             # _conv2d.GEMM_LAYOUT_ROWS or GEMM_LAYOUT_CHANNELS
 
     kind: ClassVar[str] = "gemm_pack"
     reads: ClassVar[tuple] = ("weight",)
     writes: ClassVar[tuple] = ("packed",)
 
     def bind(self, view):
-        return _conv2d.GemmPackLaunch(view(self.weight), view(self.packed), self.c_out, self.k, self.groups)
+        return _conv2d.GemmPackLaunch(view(self.weight), view(self.packed), self.c_out, self.k, self.groups,
+                                      self.layout)
 
 
 @dataclass(frozen=True, repr=False)
@@ -450,9 +452,9 @@ def compile_conv(ctx, node):
     epilogue = node.attrs.epilogue
     y = ctx.buf(node.id)
     t = ctx.num_threads
-    packed = prefers_conv_microkernel(dims, algo, ctx.flags)
+    packed = conv_microkernel_layout(dims, algo, ctx.flags)
     if packed:
-        w = _packed_weight(ctx, node, w, dims)
+        w = _packed_weight(ctx, node, w, dims, packed)
     if algo == ConvAlgorithm.GEMM_1X1:
         block = 0
         if bias is not None or epilogue is not None:
@@ -482,17 +484,18 @@ def compile_conv(ctx, node):
     ctx.emit(ConvThunk(node.name, x, w, bias, y, scratch, dims, algo, t, block, residual, epilogue, packed))
 
 
-def _packed_weight(ctx, node, w, dims):
-    """The buffer of the weight packed for the conv microkernel: packed now for
-    a constant weight, else by a GemmPackThunk at the start of each run."""
+def _packed_weight(ctx, node, w, dims, layout):
+    """The buffer of the weight packed for the conv microkernel in `layout`:
+    packed now for a constant weight, else by a GemmPackThunk at the start of
+    each run."""
     k = (dims.c_in // dims.groups) * dims.kh * dims.kw
     wnode = node.inputs[1]
     if ctx.is_constant(wnode):
-        return ctx.constant(_conv2d.gemm_pack_weight(ctx.graph.node(wnode).value, dims.groups),
+        return ctx.constant(_conv2d.gemm_pack_weight(ctx.graph.node(wnode).value, dims.groups, layout),
                             node.name + ".packed_W")
-    nfloats = max(_conv2d.gemm_packed_floats(dims.c_out, k, dims.groups), 1)
+    nfloats = max(_conv2d.gemm_packed_floats(dims.c_out, k, dims.groups, layout), 1)
     packed = ctx.temp(4 * nfloats, node.name + ".packed_W")
-    ctx.emit(GemmPackThunk(node.name, w, packed, dims.c_out, k, dims.groups))
+    ctx.emit(GemmPackThunk(node.name, w, packed, dims.c_out, k, dims.groups, layout))
     return packed
 
 
