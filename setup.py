@@ -78,6 +78,16 @@ def _openmp_flag_candidates(compiler):
     return cands
 
 
+def _links(compiler, tmp, sources, cflags, lflags):
+    """True when `sources` compile with cflags and link into a program with lflags."""
+    try:
+        objs = compiler.compile(sources, output_dir=tmp, extra_postargs=cflags)
+        compiler.link_executable(objs, "probe", output_dir=tmp, extra_postargs=lflags)
+    except Exception:
+        return False
+    return True
+
+
 def _probe_openmp(compiler):
     """Return (compile_args, link_args) that build an OpenMP program, or None."""
     if _env_on("RLX_DISABLE_OPENMP"):
@@ -88,25 +98,21 @@ def _probe_openmp(compiler):
         with open(src, "w") as fh:
             fh.write(_OMP_PROBE)
         for cflags, lflags in _openmp_flag_candidates(compiler):
-            try:
-                objs = compiler.compile([src], output_dir=tmp, extra_postargs=cflags)
-                compiler.link_executable(objs, "probe", output_dir=tmp, extra_postargs=lflags)
-            except Exception:
-                continue
-            return cflags, lflags
+            if _links(compiler, tmp, [src], cflags, lflags):
+                return cflags, lflags
         return None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-# src/rlx_gomp_wrap.c: one-thread parallel regions skip libgomp's team.
-_GOMP_WRAP_SRC = os.path.join(SRC_DIR, "rlx_gomp_wrap.c")
+# src/rlx_gomp_wrap.h: one-thread parallel regions skip libgomp's team.
+_GOMP_WRAP_CFLAGS = ["-include", os.path.join(SRC_DIR, "rlx_gomp_wrap.h")]
 _GOMP_WRAP_LINK = ["-Wl,--wrap=GOMP_parallel"]
 
 
 def _probe_gomp_wrap(compiler, omp):
-    """True when an OpenMP program links and runs its regions through
-    src/rlx_gomp_wrap.c (GCC's GOMP_parallel and GNU ld's --wrap)."""
+    """True when an OpenMP program builds with its regions going through
+    src/rlx_gomp_wrap.h (GCC's GOMP_parallel, -include and GNU ld's --wrap)."""
     if omp is None or sys.platform == "darwin" or compiler.compiler_type == "msvc":
         return False
     tmp = tempfile.mkdtemp(prefix="rlx_gomp_probe_")
@@ -114,12 +120,7 @@ def _probe_gomp_wrap(compiler, omp):
         src = os.path.join(tmp, "probe.c")
         with open(src, "w") as fh:
             fh.write(_OMP_PROBE)
-        try:
-            objs = compiler.compile([src, _GOMP_WRAP_SRC], output_dir=tmp, extra_postargs=omp[0])
-            compiler.link_executable(objs, "probe", output_dir=tmp, extra_postargs=omp[1] + _GOMP_WRAP_LINK)
-        except Exception:
-            return False
-        return True
+        return _links(compiler, tmp, [src], omp[0] + _GOMP_WRAP_CFLAGS, omp[1] + _GOMP_WRAP_LINK)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -146,7 +147,7 @@ class BuildExtWithOpenMP(build_ext):
                 ext.extra_link_args += omp[1]
                 ext.define_macros.append(("RLX_HAVE_OPENMP", "1"))
             if wrap:
-                ext.sources.append(_GOMP_WRAP_SRC)
+                ext.extra_compile_args += _GOMP_WRAP_CFLAGS
                 ext.extra_link_args += _GOMP_WRAP_LINK
                 ext.define_macros.append(("RLX_GOMP_WRAPPED", "1"))
         mode = "debug=%s openmp=%s gomp_wrap=%s flags=%s" % ("on" if DEBUG else "off",

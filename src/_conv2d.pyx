@@ -694,50 +694,40 @@ cdef int conv_direct(const float[::1] x, const float[::1] wt, float[::1] y,
     return 0
 
 
-cdef int conv_depthwise_s2(const float[::1] x, const float[::1] wt, const float[::1] bias,
-                           bint has_bias, float[::1] y, float[::1] scratch, const ConvGeom* g,
-                           int split, int nthreads) except -1 nogil:
-    """Depthwise (groups == c_in == c_out) 3x3/5x5 conv at stride 2, bias
-    fused.  The (image, channel) planes are cut into `split` contiguous runs,
-    split being the thread count the launch was bound for; a run on fewer
-    threads takes several runs each.  Every plane is computed whole by one
-    call in the same order, so the result never depends on either count.
-    Each thread has its own slab of scratch (the AVX2 variant's split rows)."""
-    cdef Py_ssize_t planes = g.n * g.c_out
-    cdef Py_ssize_t runs = split if split < planes else planes
-    cdef Py_ssize_t slab = rlx_dw_s2_scratch(g)
-    cdef Py_ssize_t r
+cdef int conv_depthwise(const float[::1] x, const float[::1] wt, const float[::1] bias,
+                        bint has_bias, const Epilogue* e, float[::1] y, float[::1] scratch,
+                        const ConvGeom* g, int split, int nthreads) except -1 nogil:
+    """Depthwise (groups == c_in == c_out) 3x3/5x5 conv at stride 1 or 2,
+    bias fused; at stride 1 the epilogue e (NULL: none) too.  The work units
+    -- output rows of all (image, channel) planes, counted plane after plane,
+    at stride 1; whole planes at stride 2 -- are cut into `split` contiguous
+    runs, split being the thread count the launch was bound for; a run on
+    fewer threads takes several runs each.  Every output is computed by the
+    same operations whichever run holds it, so the result never depends on
+    either count.  Each thread has its own slab of scratch (the AVX2
+    variants' padded or split rows)."""
+    cdef bint s2 = depthwise_stride(g) == 2
+    cdef Py_ssize_t units = g.n * g.c_out * (1 if s2 else g.h_out)
+    cdef Py_ssize_t runs = split if split < units else units
+    cdef Py_ssize_t slab = rlx_dw_s2_scratch(g) if s2 else rlx_dw_s1_scratch(g)
+    cdef Py_ssize_t r, lo, hi
     cdef const float* b = &bias[0] if has_bias else NULL
     if runs < 1:
         return 0
     if scratch.shape[0] < slab * nthreads:
         with gil:
-            raise ValueError(f"conv2d depthwise stride 2: scratch of {scratch.shape[0]} floats, "
+            raise ValueError(f"conv2d depthwise stride {2 if s2 else 1}: scratch of {scratch.shape[0]} floats, "
                              f"needs {slab * nthreads}")
     for r in prange(runs, num_threads=nthreads, schedule='static'):
-        rlx_dw_s2_planes(&x[0], x.shape[0], &wt[0], b, &y[0], y.shape[0], &scratch[threadid() * slab], slab,
-                         g, planes * r // runs, planes * (r + 1) // runs)
+        lo = units * r // runs
+        hi = units * (r + 1) // runs
+        if s2:
+            rlx_dw_s2_planes(&x[0], x.shape[0], &wt[0], b, &y[0], y.shape[0], &scratch[threadid() * slab], slab,
+                             g, lo, hi)
+        else:
+            rlx_dw_s1_rows(&x[0], x.shape[0], &wt[0], b, &y[0], y.shape[0], &scratch[threadid() * slab], slab,
+                           g, e, lo, hi)
     return 0
-
-
-cdef int conv_depthwise_s1(const float[::1] x, const float[::1] wt, const float[::1] bias,
-                           bint has_bias, const Epilogue* e, float[::1] y, float[::1] scratch,
-                           const ConvGeom* g, int split, int nthreads) except -1 nogil:
-    """Depthwise (groups == c_in == c_out) 3x3/5x5 conv at stride 1, bias and
-    the epilogue e (NULL: none) fused.  The output rows of all (image,
-    channel) planes, counted plane after plane, are cut into `split`
-    contiguous runs, split being the thread count the launch was bound for;
-    a run on fewer threads takes several runs each.  Every output is computed
-    by the same operations whichever run holds it, so the result never
-    depends on either count.  Each thread has its own slab of scratch (the
-    AVX2 variant's padded rows)."""
-    cdef Py_ssize_t rows = g.n * g.c_out * g.h_out
-    cdef Py_ssize_t runs = split if split < rows else rows
-    cdef Py_ssize_t slab = rlx_dw_s1_scratch(g)
-    cdef Py_ssize_t r
-    cdef const float* b = &bias[0] if has_bias else NULL
-    if runs < 1:
-        return 0
     if scratch.shape[0] < slab * nthreads:
         with gil:
             raise ValueError(f"conv2d depthwise stride 1: scratch of {scratch.shape[0]} floats, "
@@ -1082,19 +1072,19 @@ cdef class Conv2DLaunch(Launch):
                 # epilogue runs per plane after the GEMMs
                 _epilogue_planes(self.y, &self.fused, &self.g, t)
         elif self.algorithm == CONV_DIRECT and depthwise_stride(&self.g) == 1:
-            conv_depthwise_s1(self.x, self.weight, self.bias, self.has_bias,
-                              &self.fused.e if rlx_epilogue_active(&self.fused.e) else NULL, self.y,
-                              self.scratch, &self.g, self.max_threads, t)
+            conv_depthwise(self.x, self.weight, self.bias, self.has_bias,
+                           &self.fused.e if rlx_epilogue_active(&self.fused.e) else NULL, self.y,
+                           self.scratch, &self.g, self.max_threads, t)
         elif self.algorithm == CONV_DIRECT and depthwise_stride(&self.g) == 2:
             if rlx_epilogue_active(&self.fused.e):
                 # an activation or a residual: the whole epilogue (bias
                 # included) runs per plane after the kernel
-                conv_depthwise_s2(self.x, self.weight, self.bias, False, self.y, self.scratch,
-                                  &self.g, self.max_threads, t)
+                conv_depthwise(self.x, self.weight, self.bias, False, NULL, self.y, self.scratch,
+                               &self.g, self.max_threads, t)
                 _epilogue_planes(self.y, &self.fused, &self.g, t)
             else:                                                 # bias fused in the kernel
-                conv_depthwise_s2(self.x, self.weight, self.bias, self.has_bias, self.y, self.scratch,
-                                  &self.g, self.max_threads, t)
+                conv_depthwise(self.x, self.weight, self.bias, self.has_bias, NULL, self.y, self.scratch,
+                               &self.g, self.max_threads, t)
         elif self.algorithm == CONV_DIRECT:
             conv_direct(self.x, self.weight, self.y, &self.g, &self.fused, t)
         else:
