@@ -83,6 +83,18 @@ cdef inline void _line_copy(float* dst, const float* src, Py_ssize_t shift, Py_s
         memset(dst + hi, 0, (n - hi) * sizeof(float))
 
 
+cdef inline void _line_add(double* dst, const float* src, Py_ssize_t shift, Py_ssize_t lo, Py_ssize_t hi,
+                           Py_ssize_t sw) noexcept nogil:
+    """dst[i * sw + shift] += src[i] for i in [lo, hi) (the order of the indexed loop)."""
+    cdef Py_ssize_t i
+    if sw == 1:
+        for i in range(lo, hi):
+            dst[i + shift] += src[i]
+    else:
+        for i in range(lo, hi):
+            dst[i * sw + shift] += src[i]
+
+
 cdef int _im2col_line(const float[::1] x, float[::1] col, const Win* g, const ColStrides* st,
                       Py_ssize_t item) except -1 nogil:
     """Patch entries of output line item = (n, c, od, oh), all taps and ow."""
@@ -153,6 +165,10 @@ cdef int _col2im_line(const float[::1] col, float[::1] x, double[::1] acc, Py_ss
                 base = n * st.n + ck * st.ck + ((od * g.out[1] + oh) * g.out[2]) * st.l
                 shift = j * g.dil[2] - g.pb[2]
                 out_range(shift, sw, w, g.out[2], &lo, &hi)
+                if st.l == 1 and not RLX_DEBUG_CHECKS and hi > lo:
+                    # onnx layout: the tap's entries are contiguous (raw pointers vectorise)
+                    _line_add(&acc[acc_off], &col[base], shift, lo, hi, sw)
+                    continue
                 for ow in range(lo, hi):
                     acc[acc_off + ow * sw + shift] += col[base + ow * st.l]
     t = item * w
