@@ -1,4 +1,5 @@
-"""Memory-bound ops (pooling, pool backward, depthwise conv, resize, im2col)
+"""Memory-bound ops (pooling, pool backward, depthwise conv, resize, im2col / col2im, training
+elementwise ops)
 per thread count, side by side with PyTorch and ONNX Runtime.
 
     python benchmarks/bench_pool.py [--repeat 30] [--threads 1,2] [--shapes mp2d,ap2d] [--json out.json]
@@ -10,7 +11,7 @@ For each shape and thread count it reports, in a markdown table:
   * the peers, in the same process on the same thread count: the matching
     torch.nn.functional call (inference mode) and ONNX Runtime on the
     matching one-node model (weights as initializers; ORT has no op for
-    im2col or pool backward);
+    im2col, pool backward, relu backward or a bias gradient);
   * GB/s: input bytes read once + output bytes written over the kernel time
     (the memory-bound lower bound on traffic);
   * %memcpy: numpy copying the same bytes (one thread) over the kernel time,
@@ -115,6 +116,8 @@ def _fwd(call):
 W3 = _dw_weight(128, 3)
 W5 = _dw_weight(128, 5)
 W3_32 = _dw_weight(32, 3)
+ACT = (8, 64, 56, 56)
+B64 = np.linspace(-1, 1, 64, dtype=np.float32)
 
 SHAPES = {
     "mp2d": _spec("max_pool2d k3 s2 p1 N1 C64 112", {"x": (1, 64, 112, 112)},
@@ -228,6 +231,35 @@ SHAPES = {
                      (("roi", np.zeros(0, np.float32)), ("scales", np.array([1, 1, 1.5, 1.5], np.float32))))),
     "im2col": _spec("im2col k3 s1 p1 (onnx layout) C64 56", {"x": (1, 64, 56, 56)},
                     lambda g, x: g.im2col(x, 3, 1, 1, layout="onnx"), _fwd(lambda F, x: F.unfold(x, 3, 1, 1, 1))),
+    "col2im": _spec("col2im k3 s1 p1 (onnx layout) C64 56", {"x": (1, 64 * 9, 56 * 56)},
+                    lambda g, x: g.col2im(x, (56, 56), 3, 1, 1, layout="onnx"),
+                    _fwd(lambda F, x: F.fold(x, (56, 56), 3, 1, 1, 1)),
+                    ("Col2Im", 1, dict(pads=[1, 1, 1, 1]),
+                     (("image_shape", np.array([56, 56], np.int64)), ("block_shape", np.array([3, 3], np.int64))))),
+    "ap1d": _spec("avg_pool1d k3 s2 p1 ceil N8 C64 3137", {"x": (8, 64, 3137)},
+                  lambda g, x: g.avg_pool1d(x, 3, 2, 1, ceil_mode=True),
+                  _fwd(lambda F, x: F.avg_pool1d(x, 3, 2, 1, ceil_mode=True)),
+                  ("AveragePool", 1, dict(kernel_shape=[3], strides=[2], pads=[1, 1], ceil_mode=1,
+                                          count_include_pad=1), ())),
+    "ap3d": _spec("avg_pool3d k3 s2 p1 ceil N2 C32 15x55", {"x": (2, 32, 15, 55, 55)},
+                  lambda g, x: g.avg_pool3d(x, 3, 2, 1, ceil_mode=True),
+                  _fwd(lambda F, x: F.avg_pool3d(x, 3, 2, 1, ceil_mode=True)),
+                  ("AveragePool", 1, dict(kernel_shape=[3, 3, 3], strides=[2, 2, 2], pads=[1, 1, 1, 1, 1, 1],
+                                          ceil_mode=1, count_include_pad=1), ())),
+    # training elementwise ops on one [8, 64, 56, 56] activation (ORT: the second operand as an initializer)
+    "relu": _spec("relu N8 C64 56", {"x": ACT},
+                  lambda g, x: g.relu(x), _fwd(lambda F, x: F.relu(x)), ("Relu", 1, {}, ())),
+    "relu_bwd": _spec("relu_backward N8 C64 56", {"dy": ACT, "y": ACT},
+                      lambda g, dy, y: g.relu_backward(dy, y),
+                      lambda torch, F, dy, y: (lambda: torch.ops.aten.threshold_backward(dy, y, 0))),
+    "bias_add": _spec("bias_add N8 C64 56", {"x": ACT, "b": (64,)},
+                      lambda g, x, b: g.bias_add(x, b), lambda torch, F, x, b: (lambda: x + b[:, None, None]),
+                      ("Add", 1, {}, (("b", B64[:, None, None]),))),
+    "bias_grad": _spec("bias_grad N8 C64 56", {"dy": ACT},
+                       lambda g, dy: g.bias_grad(dy), lambda torch, F, dy: (lambda: dy.sum((0, 2, 3)))),
+    "add": _spec("add N8 C64 56", {"a": ACT, "b": ACT},
+                 lambda g, a, b: g.add(a, b), lambda torch, F, a, b: (lambda: a + b),
+                 ("Add", 1, {}, (("b", np.ones(ACT, np.float32)),))),
 }
 
 
@@ -279,7 +311,7 @@ def bench_shape(name, spec, threads, repeat, torch, ort):
             peers["torch"] = torch_run
         if ort is not None and spec["ort"] is not None:
             op_type, n_out, attrs, inits = spec["ort"]
-            (xname, xa), = arrays.items()
+            xa = next(iter(arrays.values()))      # the first input is "x"; other operands are initializers
             sess = ort_session(ort, ort_single_node(ort, op_type, xa.shape, n_out, inits, **attrs), t)
             if sess is not None:
                 peers["ort"] = lambda sess=sess, xa=xa: sess.run(None, {"x": xa})

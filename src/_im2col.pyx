@@ -25,12 +25,16 @@
 # input line so that items never share memory.
 cimport cython
 from cython.parallel cimport prange, threadid
+from libc.string cimport memcpy, memset
 
 from _codes cimport COL_LAYOUT_ROWS, COL_LAYOUT_ONNX
 from _window cimport Win, win_from, out_range
 from rlx_cpu._launch cimport Launch, effective_threads
 
 import numpy as np
+
+cdef extern from "rlx_omp.h":
+    int RLX_DEBUG_CHECKS
 
 # Layout codes (src/_codes.pxd) the compiler stores in im2col/col2im thunks.
 LAYOUT_ROWS = COL_LAYOUT_ROWS
@@ -61,6 +65,36 @@ def col2im_scratch_floats(tuple dims, int nthreads):
     return int(2 * g.size[2] * nthreads)
 
 
+cdef inline void _line_copy(float* dst, const float* src, Py_ssize_t shift, Py_ssize_t lo, Py_ssize_t hi,
+                            Py_ssize_t n, Py_ssize_t sw) noexcept nogil:
+    """dst[i] = src[i * sw + shift] for i in [lo, hi), 0 for the rest of [0, n)."""
+    cdef Py_ssize_t i
+    if hi <= lo:
+        memset(dst, 0, n * sizeof(float))
+        return
+    if lo > 0:
+        memset(dst, 0, lo * sizeof(float))
+    if sw == 1:
+        memcpy(dst + lo, src + lo + shift, (hi - lo) * sizeof(float))
+    else:
+        for i in range(lo, hi):
+            dst[i] = src[i * sw + shift]
+    if hi < n:
+        memset(dst + hi, 0, (n - hi) * sizeof(float))
+
+
+cdef inline void _line_add(double* dst, const float* src, Py_ssize_t shift, Py_ssize_t lo, Py_ssize_t hi,
+                           Py_ssize_t sw) noexcept nogil:
+    """dst[i * sw + shift] += src[i] for i in [lo, hi) (the order of the indexed loop)."""
+    cdef Py_ssize_t i
+    if sw == 1:
+        for i in range(lo, hi):
+            dst[i + shift] += src[i]
+    else:
+        for i in range(lo, hi):
+            dst[i * sw + shift] += src[i]
+
+
 cdef int _im2col_line(const float[::1] x, float[::1] col, const Win* g, const ColStrides* st,
                       Py_ssize_t item) except -1 nogil:
     """Patch entries of output line item = (n, c, od, oh), all taps and ow."""
@@ -89,6 +123,11 @@ cdef int _im2col_line(const float[::1] x, float[::1] col, const Win* g, const Co
                     continue
                 shift = j * g.dil[2] - g.pb[2]
                 out_range(shift, sw, g.size[2], ow_n, &lo, &hi)
+                if st.l == 1 and not RLX_DEBUG_CHECKS:
+                    # onnx layout: each tap's line is contiguous -- zero the
+                    # padded ends, copy the rest (wide loads for stride 1)
+                    _line_copy(&col[base], &x[0] + row, shift, lo, hi, ow_n, sw)
+                    continue
                 for ow in range(lo):
                     col[base + ow * st.l] = 0.0
                 for ow in range(lo, hi):
@@ -126,6 +165,10 @@ cdef int _col2im_line(const float[::1] col, float[::1] x, double[::1] acc, Py_ss
                 base = n * st.n + ck * st.ck + ((od * g.out[1] + oh) * g.out[2]) * st.l
                 shift = j * g.dil[2] - g.pb[2]
                 out_range(shift, sw, w, g.out[2], &lo, &hi)
+                if st.l == 1 and not RLX_DEBUG_CHECKS and hi > lo:
+                    # onnx layout: the tap's entries are contiguous (raw pointers vectorise)
+                    _line_add(&acc[acc_off], &col[base], shift, lo, hi, sw)
+                    continue
                 for ow in range(lo, hi):
                     acc[acc_off + ow * sw + shift] += col[base + ow * st.l]
     t = item * w

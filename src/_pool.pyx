@@ -3,7 +3,7 @@
 #
 #   kernel        work item (prange, static)             scratch (arena)
 #   ------------  -------------------------------------  ----------------------------
-#   window pool,  one output line (plane, od, oh)        a padded row buffer and a
+#   window pool,  SEP_LINES (4) output lines (plane, od, oh) a padded row buffer and a
 #   separable     (rlx_pool.h; max without indices, or   line of window sums per
 #                 average; w dilation 1)                 thread (doubles)
 #   window pool,  one output line chunk:                 avg: one double line of
@@ -67,6 +67,8 @@ cdef extern from "rlx_pool.h":
     # global pool chunk partials, AVX2 or portable (rlx_gsum: the same bits as rlx_sum_f64)
     float rlx_gmax(const float* x, Py_ssize_t n) noexcept nogil
     double rlx_gsum(const float* x, Py_ssize_t n) noexcept nogil
+    # rlx_gsum of two runs of n floats, interleaved (the same bits as two calls)
+    void rlx_gsum2(const float* x, const float* z, Py_ssize_t n, double* sx, double* sz) noexcept nogil
     ctypedef struct PoolGeom "rlx_pool_geom":
         Py_ssize_t D, H, W, OD, OH, OW
         Py_ssize_t kd, kh, kw, sd, sh, sw, pd, ph, pw, ped, peh, pew, dd, dh
@@ -163,6 +165,7 @@ GLOBAL_CHUNK = G_CHUNK
 # the row-separable one, so scratch stays small for very long 1-D lines.
 cdef enum:
     SEP_MAX_ROW = 16384
+    SEP_LINES = 4       # output lines per work item of the row-separable kernel
 
 
 cdef Py_ssize_t _sep_row_len(const Win* g, int kind, bint with_ind) noexcept nogil:
@@ -463,13 +466,17 @@ cdef class PoolLaunch(Launch):
         return 0
 
     cdef int _run_sep(self, int t) except -1 nogil:
-        # One output line per item; each thread reduces into its own row buffer.
+        # SEP_LINES output lines per item (fixed, so each line's bits never
+        # depend on the thread count); each thread reduces into its own row buffer.
         cdef Py_ssize_t lines = self.g.n * self.g.c * self.g.out[0] * self.g.out[1]
         cdef Py_ssize_t per = 2 * self.sep.row_len
-        cdef Py_ssize_t line
-        for line in prange(lines, num_threads=t, schedule='static'):
+        cdef Py_ssize_t item, l1
+        for item in prange((lines + SEP_LINES - 1) // SEP_LINES, num_threads=t, schedule='static'):
+            l1 = (item + 1) * SEP_LINES
+            if l1 > lines:
+                l1 = lines
             rlx_pool_lines(&self.x[0], self.x.shape[0], &self.y[0], self.y.shape[0],
-                           &self.acc[threadid() * per], per, &self.sep, line, line + 1)
+                           &self.acc[threadid() * per], per, &self.sep, item * SEP_LINES, l1)
         # end: prange
         return 0
 
@@ -556,6 +563,14 @@ cdef float _max_range(const float[::1] x, Py_ssize_t lo, Py_ssize_t hi) except? 
     return lane[0]
 
 
+cdef inline void _gavg_pair(const float* x, float* y, Py_ssize_t spatial) noexcept nogil:
+    """y[0], y[1] := means of the planes at x and x + spatial (one chunk each)."""
+    cdef double s0, s1
+    rlx_gsum2(x, x + spatial, spatial, &s0, &s1)
+    y[0] = <float>((0.0 + s0) / <double>spatial)
+    y[1] = <float>((0.0 + s1) / <double>spatial)
+
+
 cdef class GlobalPoolLaunch(Launch):
     """Global max/avg over the spatial axes of each (n, c) plane."""
     cdef const float[::1] x
@@ -578,6 +593,17 @@ cdef class GlobalPoolLaunch(Launch):
         cdef Py_ssize_t item, p, lo, hi, c
         cdef double acc
         cdef float m, v
+        if self.kind == POOL_KIND_AVG and nch == 1 and not RLX_DEBUG_CHECKS and self.planes >= 2:
+            # One chunk per plane: two planes per item, summed together and
+            # divided straight away (the bits of the two-pass path below).
+            for item in prange(self.planes // 2, num_threads=t, schedule='static'):
+                _gavg_pair(&self.x[2 * item * self.spatial], &self.y[2 * item], self.spatial)
+            # end: prange
+            if self.planes % 2:
+                p = self.planes - 1
+                self.y[p] = <float>((0.0 + rlx_gsum(&self.x[p * self.spatial], self.spatial))
+                                    / <double>self.spatial)
+            return 0
         # Partials over fixed chunks (so any thread count sums identically).
         for item in prange(self.planes * nch, num_threads=t, schedule='static'):
             p = item // nch

@@ -15,6 +15,19 @@ from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder, small_wo
 
 import numpy as np
 
+cdef extern from "rlx_omp.h":
+    int RLX_DEBUG_CHECKS
+
+cdef extern from "rlx_pool.h":
+    # sum of x[0..n) in double over 16 lanes in a fixed order, AVX2 or portable (the same bits)
+    double rlx_gsum(const float* x, Py_ssize_t n) noexcept nogil
+
+cdef extern from "rlx_simd.h":
+    void rlx_simd_init() nogil
+
+# The SIMD variant is chosen here, at import, before any kernel runs.
+rlx_simd_init()
+
 cdef Py_ssize_t PARALLEL_MIN = 32768
 cdef Py_ssize_t BLOCK = 4096
 
@@ -55,6 +68,9 @@ cdef class BiasGradLaunch(Launch):
     cdef Py_ssize_t n, c, s
 
     def __init__(self, dy, db, Py_ssize_t n, Py_ssize_t c, Py_ssize_t s, int max_threads):
+        if dy.shape[0] < n * c * s or db.shape[0] < c:
+            raise ValueError(f"bias_grad: buffers of {dy.shape[0]} / {db.shape[0]} entries for dy "
+                             f"[{n}, {c}, {s}]")
         self.dy, self.db = dy, db
         self.n, self.c, self.s = n, c, s
         self.max_threads = max(1, max_threads)
@@ -75,6 +91,13 @@ cdef int _bias_grad_channel(const float[::1] dy, float[::1] db, Py_ssize_t n, Py
     # four independent double accumulators: a single chain is add-latency bound
     cdef double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0
     cdef Py_ssize_t ni, i, base
+    if s >= 16 and not RLX_DEBUG_CHECKS:
+        # planes long enough for the 16-lane sum: each plane's double sum
+        # (rlx_gsum, sizes checked at bind), added in image order
+        for ni in range(n):
+            a0 += rlx_gsum(&dy[(ni * c + ch) * s], s)
+        db[ch] = <float>a0
+        return 0
     for ni in range(n):
         base = (ni * c + ch) * s
         i = 0

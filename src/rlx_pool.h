@@ -168,9 +168,15 @@ RLX_TARGET_AVX2 static inline void rlx_deint8(const float* p, __m256* even, __m2
 
 /* Outputs [0, n8) in blocks of 8 for stride 2: tap j of 8 consecutive outputs
  * is the even (j even) or odd (j odd) lanes of the 16 floats at 2i + j - j%2. */
+/* Outputs [0, n): the last partial block stores through a mask; its loads stay inside the row buffer
+ * (rlx_pool_row_len's 16 entries of slack). */
+RLX_TARGET_AVX2 static inline __m256i rlx_tail_mask8(ptrdiff_t left) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(left < 8 ? left : 8)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
 RLX_TARGET_AVX2 static ptrdiff_t rlx_hmax_s2_avx2(float* yr, const float* b, ptrdiff_t n, ptrdiff_t kw) {
     ptrdiff_t i = 0;
-    for (; i + 8 <= n; i += 8) {
+    for (; i < n; i += 8) {
         __m256 e, o, acc;
         rlx_deint8(b + 2 * i, &e, &o);
         acc = kw > 1 ? rlx_max8(e, o) : e;
@@ -179,19 +185,21 @@ RLX_TARGET_AVX2 static ptrdiff_t rlx_hmax_s2_avx2(float* yr, const float* b, ptr
             acc = rlx_max8(acc, e);
             if (j + 1 < kw) acc = rlx_max8(acc, o);
         }
-        _mm256_storeu_ps(yr + i, acc);
+        if (i + 8 <= n) _mm256_storeu_ps(yr + i, acc);
+        else _mm256_maskstore_ps(yr + i, rlx_tail_mask8(n - i), acc);
     }
-    return i;
+    return n;
 }
 
 RLX_TARGET_AVX2 static ptrdiff_t rlx_hmax_s1_avx2(float* yr, const float* b, ptrdiff_t n, ptrdiff_t kw) {
     ptrdiff_t i = 0;
-    for (; i + 8 <= n; i += 8) {
+    for (; i < n; i += 8) {
         __m256 acc = _mm256_loadu_ps(b + i);
         for (ptrdiff_t j = 1; j < kw; ++j) acc = rlx_max8(acc, _mm256_loadu_ps(b + i + j));
-        _mm256_storeu_ps(yr + i, acc);
+        if (i + 8 <= n) _mm256_storeu_ps(yr + i, acc);
+        else _mm256_maskstore_ps(yr + i, rlx_tail_mask8(n - i), acc);
     }
-    return i;
+    return n;
 }
 
 /* Window sums of doubles for stride 2, 4 outputs at a time: tap j of outputs
@@ -209,6 +217,90 @@ RLX_TARGET_AVX2 static ptrdiff_t rlx_hsum_s2_avx2(double* acc, const double* b, 
         _mm256_storeu_pd(acc + i, s);
     }
     return i;
+}
+
+/* Vertical reductions of a line's input rows in one pass, the running value
+ * in registers: r[i] = max over rows (rows[0] first, then v replaces it when
+ * v > r or v is NaN), or r[i] = ((rows[0][i] + rows[1][i]) + ...) in double:
+ * the order of the row-by-row loops of rlx_pool_line_body. */
+RLX_TARGET_AVX2 static void rlx_vmax_rows_avx2(float* r, const float* const* rows, ptrdiff_t nr, ptrdiff_t W) {
+    ptrdiff_t i = 0;
+    for (; i + 16 <= W; i += 16) {
+        __m256 a = _mm256_loadu_ps(rows[0] + i), b = _mm256_loadu_ps(rows[0] + i + 8);
+        for (ptrdiff_t k = 1; k < nr; ++k) {
+            a = rlx_max8(a, _mm256_loadu_ps(rows[k] + i));
+            b = rlx_max8(b, _mm256_loadu_ps(rows[k] + i + 8));
+        }
+        _mm256_storeu_ps(r + i, a);
+        _mm256_storeu_ps(r + i + 8, b);
+    }
+    for (; i < W; i += 8) {                 /* the last < 16 entries, 8 at a time, masked at the end */
+        const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(W - i < 8 ? W - i : 8)),
+                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        __m256 a = _mm256_maskload_ps(rows[0] + i, m);
+        for (ptrdiff_t k = 1; k < nr; ++k) a = rlx_max8(a, _mm256_maskload_ps(rows[k] + i, m));
+        _mm256_maskstore_ps(r + i, m, a);
+    }
+}
+
+RLX_TARGET_AVX2 static void rlx_vsum_rows_avx2(double* r, const float* const* rows, ptrdiff_t nr, ptrdiff_t W) {
+    ptrdiff_t i = 0;
+    for (; i + 8 <= W; i += 8) {
+        __m256d a = _mm256_cvtps_pd(_mm_loadu_ps(rows[0] + i)), b = _mm256_cvtps_pd(_mm_loadu_ps(rows[0] + i + 4));
+        for (ptrdiff_t k = 1; k < nr; ++k) {
+            a = _mm256_add_pd(a, _mm256_cvtps_pd(_mm_loadu_ps(rows[k] + i)));
+            b = _mm256_add_pd(b, _mm256_cvtps_pd(_mm_loadu_ps(rows[k] + i + 4)));
+        }
+        _mm256_storeu_pd(r + i, a);
+        _mm256_storeu_pd(r + i + 4, b);
+    }
+    for (; i < W; i += 4) {                 /* the last < 8 entries, 4 at a time, masked at the end */
+        const __m128i m = _mm_cmpgt_epi32(_mm_set1_epi32((int)(W - i < 4 ? W - i : 4)), _mm_setr_epi32(0, 1, 2, 3));
+        const __m256i md = _mm256_cvtepi32_epi64(m);
+        __m256d a = _mm256_cvtps_pd(_mm_maskload_ps(rows[0] + i, m));
+        for (ptrdiff_t k = 1; k < nr; ++k) a = _mm256_add_pd(a, _mm256_cvtps_pd(_mm_maskload_ps(rows[k] + i, m)));
+        _mm256_maskstore_pd(r + i, md, a);
+    }
+}
+
+/* 4 floats to y, the first `left` of them when left < 4 */
+RLX_TARGET_AVX2 static inline void rlx_store4(float* y, __m128 v, ptrdiff_t left) {
+    if (left >= 4) _mm_storeu_ps(y, v);
+    else _mm_maskstore_ps(y, _mm_cmpgt_epi32(_mm_set1_epi32((int)left), _mm_setr_epi32(0, 1, 2, 3)), v);
+}
+
+/* Outputs [i0, i1) of full windows (stride 1 or 2), 4 at a time: the window
+ * sums over the buffer b (taps in order, as rlx_hsum_generic), times inv, to
+ * float; the last block stores through a mask (its loads stay inside the row
+ * buffer's slack).  Returns i1 (i0 for other strides: nothing written). */
+RLX_TARGET_AVX2 static ptrdiff_t rlx_havg_avx2(float* yr, const double* b, ptrdiff_t i0, ptrdiff_t i1,
+                                               ptrdiff_t kw, ptrdiff_t sw, double inv) {
+    const __m256d vinv = _mm256_set1_pd(inv);
+    ptrdiff_t i = i0;
+    if (sw == 2) {
+        for (; i < i1; i += 4) {
+            __m256d lo = _mm256_loadu_pd(b + 2 * i), hi = _mm256_loadu_pd(b + 2 * i + 4);
+            __m256d s = _mm256_permute4x64_pd(_mm256_unpacklo_pd(lo, hi), _MM_SHUFFLE(3, 1, 2, 0));
+            if (kw > 1)
+                s = _mm256_add_pd(s, _mm256_permute4x64_pd(_mm256_unpackhi_pd(lo, hi), _MM_SHUFFLE(3, 1, 2, 0)));
+            for (ptrdiff_t j = 2; j < kw; j += 2) {
+                lo = _mm256_loadu_pd(b + 2 * i + j);
+                hi = _mm256_loadu_pd(b + 2 * i + j + 4);
+                s = _mm256_add_pd(s, _mm256_permute4x64_pd(_mm256_unpacklo_pd(lo, hi), _MM_SHUFFLE(3, 1, 2, 0)));
+                if (j + 1 < kw)
+                    s = _mm256_add_pd(s, _mm256_permute4x64_pd(_mm256_unpackhi_pd(lo, hi),
+                                                               _MM_SHUFFLE(3, 1, 2, 0)));
+            }
+            rlx_store4(yr + i, _mm256_cvtpd_ps(_mm256_mul_pd(s, vinv)), i1 - i);
+        }
+    } else if (sw == 1) {
+        for (; i < i1; i += 4) {
+            __m256d s = _mm256_loadu_pd(b + i);
+            for (ptrdiff_t j = 1; j < kw; ++j) s = _mm256_add_pd(s, _mm256_loadu_pd(b + i + j));
+            rlx_store4(yr + i, _mm256_cvtpd_ps(_mm256_mul_pd(s, vinv)), i1 - i);
+        }
+    }
+    return i < i1 ? i : i1;
 }
 
 RLX_TARGET_AVX2 static void rlx_vmax_avx2(float* r, const float* x, ptrdiff_t n) {
@@ -312,6 +404,54 @@ RLX_TARGET_AVX2 static double rlx_gsum_avx2(const float* x, ptrdiff_t n) {
 
 static float rlx_gmax_base(const float* x, ptrdiff_t n) { return rlx_gmax_body(x, n); }
 
+#if RLX_X86_DISPATCH
+/* rlx_gsum_avx2 of two planes at once (two independent add chains per lane
+ * group hide the add latency on short planes); the same bits as two calls. */
+RLX_TARGET_AVX2 static void rlx_gsum2_avx2(const float* x, const float* z, ptrdiff_t n, double* sx, double* sz) {
+    __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, c0 = a0, c1 = a0, c2 = a0, c3 = a0;
+    ptrdiff_t i = 0;
+    for (; i + RLX_GSUM_LANES <= n; i += RLX_GSUM_LANES) {
+        a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm_loadu_ps(x + i)));
+        c0 = _mm256_add_pd(c0, _mm256_cvtps_pd(_mm_loadu_ps(z + i)));
+        a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4)));
+        c1 = _mm256_add_pd(c1, _mm256_cvtps_pd(_mm_loadu_ps(z + i + 4)));
+        a2 = _mm256_add_pd(a2, _mm256_cvtps_pd(_mm_loadu_ps(x + i + 8)));
+        c2 = _mm256_add_pd(c2, _mm256_cvtps_pd(_mm_loadu_ps(z + i + 8)));
+        a3 = _mm256_add_pd(a3, _mm256_cvtps_pd(_mm_loadu_ps(x + i + 12)));
+        c3 = _mm256_add_pd(c3, _mm256_cvtps_pd(_mm_loadu_ps(z + i + 12)));
+    }
+    if (i < n) {
+        double l0 = _mm256_cvtsd_f64(a0), m0 = _mm256_cvtsd_f64(c0);
+        for (; i < n; ++i) {
+            l0 += (double)x[i];
+            m0 += (double)z[i];
+        }
+        a0 = _mm256_blend_pd(a0, _mm256_set1_pd(l0), 1);
+        c0 = _mm256_blend_pd(c0, _mm256_set1_pd(m0), 1);
+    }
+    a0 = _mm256_add_pd(_mm256_add_pd(a0, a2), _mm256_add_pd(a1, a3));
+    c0 = _mm256_add_pd(_mm256_add_pd(c0, c2), _mm256_add_pd(c1, c3));
+    __m128d q = _mm_add_pd(_mm256_castpd256_pd128(a0), _mm256_extractf128_pd(a0, 1));
+    __m128d r = _mm_add_pd(_mm256_castpd256_pd128(c0), _mm256_extractf128_pd(c0, 1));
+    *sx = _mm_cvtsd_f64(_mm_add_sd(q, _mm_unpackhi_pd(q, q)));
+    *sz = _mm_cvtsd_f64(_mm_add_sd(r, _mm_unpackhi_pd(r, r)));
+}
+#endif
+
+/* Double sums of the n floats at x and at z: rlx_gsum(x, n), rlx_gsum(z, n). */
+static void rlx_gsum2(const float* x, const float* z, ptrdiff_t n, double* sx, double* sz) {
+#if RLX_X86_DISPATCH
+    if (rlx_simd_level()) {
+        rlx_gsum2_avx2(x, z, n, sx, sz);
+        return;
+    }
+#endif
+    *sx = rlx_sum_f64(x, n);
+    *sz = rlx_sum_f64(z, n);
+}
+
+
+
 /* max / double sum of one chunk, in the variant rlx_simd_level() picks */
 static float rlx_gmax(const float* x, ptrdiff_t n) {
 #if RLX_X86_DISPATCH
@@ -327,10 +467,145 @@ static double rlx_gsum(const float* x, ptrdiff_t n) {
     return rlx_sum_f64(x, n);
 }
 
+#define RLX_POOL_ROWS 64         /* input rows per line the AVX2 vertical pass takes in one go */
+
+/* Divisor range of a line's windows along d, h, w: [0, size) or, with
+ * count_include_pad, the padded input (ceil-mode overhang never counts). */
+static inline void rlx_pool_count_range(const rlx_pool_geom* g, ptrdiff_t* lo_d, ptrdiff_t* hi_d, ptrdiff_t* lo_h,
+                                        ptrdiff_t* hi_h, ptrdiff_t* lo_w, ptrdiff_t* hi_w) {
+    *lo_d = 0; *hi_d = g->D; *lo_h = 0; *hi_h = g->H; *lo_w = 0; *hi_w = g->W;
+    if (g->include_pad) {
+        *lo_d = -g->pd; *hi_d = g->D + g->ped;
+        *lo_h = -g->ph; *hi_h = g->H + g->peh;
+        *lo_w = -g->pw; *hi_w = g->W + g->pew;
+    }
+}
+
+#if RLX_X86_DISPATCH
+/* Window 2, stride 2, no padding along w, every window inside the row
+ * (2 * OW <= W): straight from the input rows, no row buffer.  The same
+ * order as the buffered passes: column sums over the rows in order, then the
+ * two columns of each window (hadd), times inv / the max rule.  The last
+ * block loads and stores through masks. */
+RLX_TARGET_AVX2 static void rlx_avg_k2s2_avx2(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t OW,
+                                              double inv) {
+    const __m256d vinv = _mm256_set1_pd(inv);
+    for (ptrdiff_t i = 0; i < OW; i += 4) {
+        __m256d lo, hi;
+        if (i + 4 <= OW) {
+            __m256 v = _mm256_loadu_ps(rows[0] + 2 * i);
+            lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+            hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+            for (ptrdiff_t k = 1; k < nr; ++k) {
+                v = _mm256_loadu_ps(rows[k] + 2 * i);
+                lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+                hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+            }
+        } else {
+            const __m256i m = rlx_tail_mask8(2 * (OW - i));
+            __m256 v = _mm256_maskload_ps(rows[0] + 2 * i, m);
+            lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+            hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+            for (ptrdiff_t k = 1; k < nr; ++k) {
+                v = _mm256_maskload_ps(rows[k] + 2 * i, m);
+                lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+                hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+            }
+        }
+        const __m256d s = _mm256_permute4x64_pd(_mm256_hadd_pd(lo, hi), _MM_SHUFFLE(3, 1, 2, 0));
+        rlx_store4(yr + i, _mm256_cvtpd_ps(_mm256_mul_pd(s, vinv)), OW - i);
+    }
+}
+
+RLX_TARGET_AVX2 static void rlx_max_k2s2_avx2(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t OW) {
+    for (ptrdiff_t i = 0; i < OW; i += 8) {
+        __m256 a, b;
+        if (i + 8 <= OW) {
+            a = _mm256_loadu_ps(rows[0] + 2 * i);
+            b = _mm256_loadu_ps(rows[0] + 2 * i + 8);
+            for (ptrdiff_t k = 1; k < nr; ++k) {
+                a = rlx_max8(a, _mm256_loadu_ps(rows[k] + 2 * i));
+                b = rlx_max8(b, _mm256_loadu_ps(rows[k] + 2 * i + 8));
+            }
+        } else {
+            const __m256i ma = rlx_tail_mask8(2 * (OW - i)), mb = rlx_tail_mask8(2 * (OW - i) - 8);
+            a = _mm256_maskload_ps(rows[0] + 2 * i, ma);
+            b = _mm256_maskload_ps(rows[0] + 2 * i + 8, mb);
+            for (ptrdiff_t k = 1; k < nr; ++k) {
+                a = rlx_max8(a, _mm256_maskload_ps(rows[k] + 2 * i, ma));
+                b = rlx_max8(b, _mm256_maskload_ps(rows[k] + 2 * i + 8, mb));
+            }
+        }
+        const __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)), o = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+        const __m256 r = rlx_max8(_mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0))),
+                                  _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0))));
+        if (i + 8 <= OW) _mm256_storeu_ps(yr + i, r);
+        else _mm256_maskstore_ps(yr + i, rlx_tail_mask8(OW - i), r);
+    }
+}
+
+/* Average line, strides 1 and 2 along w: the rows' double sums in one
+ * register pass into buf (zeros in its pw entries before the row and after
+ * it), then the full windows 4 at a time straight to float; the clipped
+ * windows at the ends and the last few outputs one at a time.  Every output
+ * is (sum over taps j in order of (sum over rows in order)) * (1 / divisor),
+ * the order and rounding of the portable loops in rlx_pool_line_body. */
+RLX_TARGET_AVX2 static void rlx_avg_line_avx2(const float* x, ptrdiff_t x_len, float* yr, double* buf,
+                                              const rlx_pool_geom* g, ptrdiff_t sd, ptrdiff_t sh, ptrdiff_t xb,
+                                              ptrdiff_t a0, ptrdiff_t a1, ptrdiff_t b0, ptrdiff_t b1) {
+    const ptrdiff_t W = g->W, OW = g->OW, pw = g->pw, kw = g->kw, sw = g->sw;
+    const float* rows[RLX_POOL_ROWS];
+    ptrdiff_t nr = 0;
+    (void)x_len;
+    for (ptrdiff_t a = a0; a < a1; ++a)
+        for (ptrdiff_t b = b0; b < b1; ++b) {
+            const ptrdiff_t off = xb + ((sd + a * g->dd) * g->H + sh + b * g->dh) * W;
+            RLX_CHECK_RANGE(off, off + W, x_len, "pool x");
+            rows[nr++] = x + off;
+        }
+    ptrdiff_t lo_d, hi_d, lo_h, hi_h, lo_w, hi_w, ilo = 0, ihi = OW;
+    double inv;
+    rlx_pool_count_range(g, &lo_d, &hi_d, &lo_h, &hi_h, &lo_w, &hi_w);
+    rlx_pool_taps(sd, g->dd, g->kd, lo_d, hi_d, &a0, &a1);
+    rlx_pool_taps(sh, g->dh, g->kh, lo_h, hi_h, &b0, &b1);
+    const ptrdiff_t rcount = (a1 - a0) * (b1 - b0);
+    if (kw == 2 && sw == 2 && pw == 0 && 2 * OW <= W) {
+        rlx_avg_k2s2_avx2(yr, rows, nr, OW, 1.0 / (double)(g->divisor_override > 0 ? g->divisor_override
+                                                                                 : rcount * 2));
+        return;
+    }
+    for (ptrdiff_t i = 0; i < pw; ++i) buf[i] = 0.0;
+    for (ptrdiff_t i = pw + W; i < g->row_len; ++i) buf[i] = 0.0;
+    rlx_vsum_rows_avx2(buf + pw, rows, nr, W);
+    if (g->divisor_override > 0) {
+        inv = 1.0 / (double)g->divisor_override;
+    } else {
+        while (ilo < OW && ilo * sw - pw < lo_w) ++ilo;
+        while (ihi > ilo && (ihi - 1) * sw - pw + kw > hi_w) --ihi;
+        inv = 1.0 / (double)(rcount * kw);
+    }
+    const ptrdiff_t iv = rlx_havg_avx2(yr, buf, ilo, ihi, kw, sw, inv);
+    for (ptrdiff_t i = 0; i < OW; ++i) {
+        if (i == ilo) i = iv;               /* [ilo, iv) written above */
+        if (i >= OW) break;
+        const double* bi = buf + i * sw;
+        double acc = bi[0];
+        for (ptrdiff_t j = 1; j < kw; ++j) acc += bi[j];
+        double wi = inv;
+        if (g->divisor_override <= 0 && (i < ilo || i >= ihi)) {
+            ptrdiff_t s0 = i * sw - pw, lo = s0 > lo_w ? s0 : lo_w, hi = s0 + kw < hi_w ? s0 + kw : hi_w;
+            wi = 1.0 / (double)(rcount * (hi - lo));
+        }
+        yr[i] = (float)(acc * wi);
+    }
+}
+#endif
+
 RLX_INLINE void rlx_pool_line_body(const float* restrict x, ptrdiff_t x_len, float* restrict y, ptrdiff_t y_len,
-                                   void* restrict scratch, const rlx_pool_geom* g, ptrdiff_t line, int avx2) {
+                                   void* restrict scratch, const rlx_pool_geom* g, ptrdiff_t line, ptrdiff_t oh,
+                                   ptrdiff_t od, ptrdiff_t plane, int avx2) {
+    /* line = (plane * OD + od) * OH + oh */
     const ptrdiff_t W = g->W, OW = g->OW, pw = g->pw, rl = g->row_len;
-    const ptrdiff_t oh = line % g->OH, od = (line / g->OH) % g->OD, plane = line / (g->OH * g->OD);
     const ptrdiff_t sd = od * g->sd - g->pd, sh = oh * g->sh - g->ph;
     const ptrdiff_t xb = plane * g->D * g->H * W;
     ptrdiff_t a0, a1, b0, b1;
@@ -345,6 +620,25 @@ RLX_INLINE void rlx_pool_line_body(const float* restrict x, ptrdiff_t x_len, flo
         for (ptrdiff_t i = 0; i < pw; ++i) buf[i] = -INFINITY;
         for (ptrdiff_t i = pw + W; i < rl; ++i) buf[i] = -INFINITY;
         int first = 1;
+#if RLX_X86_DISPATCH
+        if (avx2 && (a1 - a0) * (b1 - b0) <= RLX_POOL_ROWS) {
+            const float* rows[RLX_POOL_ROWS];
+            ptrdiff_t nr = 0;
+            for (ptrdiff_t a = a0; a < a1; ++a)
+                for (ptrdiff_t b = b0; b < b1; ++b) {
+                    const ptrdiff_t off = xb + ((sd + a * g->dd) * g->H + sh + b * g->dh) * W;
+                    RLX_CHECK_RANGE(off, off + W, x_len, "pool x");
+                    rows[nr++] = x + off;
+                }
+            if (g->kw == 2 && g->sw == 2 && pw == 0 && 2 * OW <= W) {
+                rlx_max_k2s2_avx2(yr, rows, nr, OW);
+                return;
+            }
+            rlx_vmax_rows_avx2(r, rows, nr, W);
+            first = 0;
+            a1 = a0;                        /* the row loop below has nothing left to do */
+        }
+#endif
         for (ptrdiff_t a = a0; a < a1; ++a)
             for (ptrdiff_t b = b0; b < b1; ++b) {
                 const ptrdiff_t off = xb + ((sd + a * g->dd) * g->H + sh + b * g->dh) * W;
@@ -374,6 +668,12 @@ RLX_INLINE void rlx_pool_line_body(const float* restrict x, ptrdiff_t x_len, flo
         double* restrict buf = (double*)scratch;
         double* restrict r = buf + pw;
         double* restrict acc = buf + rl;
+#if RLX_X86_DISPATCH
+        if (avx2 && (g->sw == 1 || g->sw == 2) && (a1 - a0) * (b1 - b0) <= RLX_POOL_ROWS) {
+            rlx_avg_line_avx2(x, x_len, yr, buf, g, sd, sh, xb, a0, a1, b0, b1);
+            return;
+        }
+#endif
         for (ptrdiff_t i = 0; i < pw; ++i) buf[i] = 0.0;
         for (ptrdiff_t i = pw + W; i < rl; ++i) buf[i] = 0.0;
         int first = 1;
@@ -425,13 +725,28 @@ RLX_INLINE void rlx_pool_line_body(const float* restrict x, ptrdiff_t x_len, flo
     }
 }
 
-static void rlx_pool_line_base(const float* x, ptrdiff_t x_len, float* y, ptrdiff_t y_len, void* scratch,
-                               const rlx_pool_geom* g, ptrdiff_t line) {
-    rlx_pool_line_body(x, x_len, y, y_len, scratch, g, line, 0);
+/* Lines [l0, l1): the line's (plane, od, oh) stepped along, not divided out per line. */
+RLX_INLINE void rlx_pool_lines_body(const float* x, ptrdiff_t x_len, float* y, ptrdiff_t y_len, void* scratch,
+                                    const rlx_pool_geom* g, ptrdiff_t l0, ptrdiff_t l1, int avx2) {
+    ptrdiff_t oh = l0 % g->OH, od = (l0 / g->OH) % g->OD, plane = l0 / (g->OH * g->OD);
+    for (ptrdiff_t l = l0; l < l1; ++l) {
+        rlx_pool_line_body(x, x_len, y, y_len, scratch, g, l, oh, od, plane, avx2);
+        if (++oh == g->OH) {
+            oh = 0;
+            if (++od == g->OD) {
+                od = 0;
+                ++plane;
+            }
+        }
+    }
 }
-RLX_TARGET_AVX2 static void rlx_pool_line_avx2(const float* x, ptrdiff_t x_len, float* y, ptrdiff_t y_len,
-                                               void* scratch, const rlx_pool_geom* g, ptrdiff_t line) {
-    rlx_pool_line_body(x, x_len, y, y_len, scratch, g, line, 1);
+static void rlx_pool_lines_base(const float* x, ptrdiff_t x_len, float* y, ptrdiff_t y_len, void* scratch,
+                                const rlx_pool_geom* g, ptrdiff_t l0, ptrdiff_t l1) {
+    rlx_pool_lines_body(x, x_len, y, y_len, scratch, g, l0, l1, 0);
+}
+RLX_TARGET_AVX2 static void rlx_pool_lines_avx2(const float* x, ptrdiff_t x_len, float* y, ptrdiff_t y_len,
+                                                void* scratch, const rlx_pool_geom* g, ptrdiff_t l0, ptrdiff_t l1) {
+    rlx_pool_lines_body(x, x_len, y, y_len, scratch, g, l0, l1, 1);
 }
 /* Lines [l0, l1) with this thread's buffer; scratch_len (bytes) is checked in debug builds. */
 static void rlx_pool_lines(const float* x, ptrdiff_t x_len, float* y, ptrdiff_t y_len, void* scratch,
@@ -439,9 +754,9 @@ static void rlx_pool_lines(const float* x, ptrdiff_t x_len, float* y, ptrdiff_t 
     RLX_CHECK_RANGE(0, 2 * g->row_len, scratch_doubles, "pool row buffer");
     (void)scratch_doubles;
     if (rlx_simd_level())
-        for (ptrdiff_t l = l0; l < l1; ++l) rlx_pool_line_avx2(x, x_len, y, y_len, scratch, g, l);
+        rlx_pool_lines_avx2(x, x_len, y, y_len, scratch, g, l0, l1);
     else
-        for (ptrdiff_t l = l0; l < l1; ++l) rlx_pool_line_base(x, x_len, y, y_len, scratch, g, l);
+        rlx_pool_lines_base(x, x_len, y, y_len, scratch, g, l0, l1);
 }
 
 /* ------------------------------------------------------------------------- */

@@ -27,6 +27,11 @@ CASES = [
     ((2, 3, 77), 4, 2, 1, 1, True),                       # 1-D
     ((1, 2, 5, 6, 40), 2, 2, 0, 0, False),                # 3-D
     ((1, 2, 5, 7, 33), 3, 2, 1, 1, True),
+    ((2, 2, 5, 7), 2, 2, 0, 0, False),                    # k2s2 direct kernel: one masked block only
+    ((1, 3, 6, 39), 2, 2, 0, 0, True),                    # k2s2 ceil, odd width: the last window clipped
+    ((1, 2, 4, 6, 66), 2, 2, 0, 0, False),                # 3-D k2s2: a 32-output block and a tail of 1
+    ((2, 3, 67), 2, 2, 0, 0, False),                      # 1-D k2s2
+    ((1, 2, 5, 45), 3, 1, 0, 0, False),                   # stride 1 without padding
 ]
 
 # max pool backward: (input shape, kernel, stride, pads_begin, pads_end, dilation, ceil_mode)
@@ -127,7 +132,8 @@ def _graph(shape, k, s, pb, pe, ceil):
 
 # global pools: planes shorter than the 32 max lanes, with a lane tail, and
 # longer than one 4096-float partial (rlx_cpu._pool.GLOBAL_CHUNK) with a tail
-GLOBAL_CASES = [(3, 4, 5, 5), (2, 3, 70, 71), (1, 2, 5, 7, 9), (2, 3, 33), (1, 2, 128, 64)]
+GLOBAL_CASES = [(3, 4, 5, 5), (2, 3, 70, 71), (1, 2, 5, 7, 9), (2, 3, 33), (1, 2, 128, 64),
+                (1, 3, 9, 9)]            # an odd number of planes: the average's last plane alone
 
 
 def _global_graph(shape):
