@@ -357,9 +357,29 @@ def main():
                   f"{_f(r['torch_ms'], '.3f')} | {_f(r['ort_ms'], '.3f')} | {r['gbs']:.1f} | "
                   f"{r['pct_memcpy']:.0f}% | {_f(r['best_over_run'], '.2f')} | {_f(r['best_over_kernel'], '.2f')} |",
                   flush=True)
+    if 1 in threads and 2 in threads:
+        print_scaling(rows)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(rlx_cpu=rlx_cpu.__version__, rows=rows), f, indent=1)
+
+
+def print_scaling(rows):
+    """Two threads against one, per shape: rlx_cpu's kernel and run, and the
+    better of the peers' runs.  `short` marks a shape where a peer reaches
+    1.8x and rlx_cpu's kernel does not."""
+    by = {(r["shape"], r["threads"]): r for r in rows}
+    print("\n| shape | rlx kernel 1T/2T | rlx run 1T/2T | best peer 1T/2T | short |")
+    print("|---|---|---|---|---|")
+    for name in dict.fromkeys(r["shape"] for r in rows):
+        one, two = by.get((name, 1)), by.get((name, 2))
+        if one is None or two is None:
+            continue
+        peer = max((one[k] / two[k] for k in ("torch_ms", "ort_ms") if one[k] and two[k]), default=None)
+        kern = one["kernel_ms"] / two["kernel_ms"]
+        short = peer is not None and peer >= 1.8 and kern < 1.8
+        print(f"| {name} | {kern:.2f} | {one['run_ms'] / two['run_ms']:.2f} | {_f(peer, '.2f')} | "
+              f"{'yes' if short else ''} |")
 
 
 if __name__ == "__main__":
