@@ -13,16 +13,21 @@
 # that im2col would read from x[n, c, i].  It is computed as a gather per input
 # line (n, c, id, ih) -- the outputs whose window covers that line are found
 # by division -- so items write disjoint memory, no thread races, and each
-# element's sum has a fixed order (double accumulation) for any thread count.
+# element's sum has a fixed order (tap by tap, in float like ONNX Runtime's
+# and PyTorch's) for any thread count.
+#
+# In the onnx layout a channel's tap rows are contiguous, so col2im there
+# works per (n, c) plane instead: zero it, add each tap row in (read once, in
+# order) -- per element the same additions in the same order as the gather.
 #
 # Work items (prange, static): im2col one output line (n, c, od, oh); col2im
-# one input line.  Both give batch 1 / few channels enough items.
+# one input line (rows layout) or plane (onnx layout).
 #
 # These ops do not use the conv kernels' shared vol2col/col2vol
 # (src/_vol2col.pxd): that pair writes contiguous [K, columns] rows for a
 # GEMM, while these serve two layouts through element strides (the rows
-# layout writes strided) and col2im must accumulate in double and gather per
-# input line so that items never share memory.
+# layout writes strided) and col2im gathers per input line so that items
+# never share memory.
 cimport cython
 from cython.parallel cimport prange, threadid
 from libc.string cimport memcpy, memset
@@ -35,6 +40,36 @@ import numpy as np
 
 cdef extern from "rlx_omp.h":
     int RLX_DEBUG_CHECKS
+
+cdef extern from "rlx_simd.h":
+    void rlx_simd_init() nogil
+
+cdef extern from *:
+    """
+    /* dst[i] += src[i], i < n: col2im's contiguous tap runs (plain adds, so
+       both variants give the same bits). */
+    #if RLX_X86_DISPATCH
+    RLX_TARGET_AVX2 static void rlx_add_run_avx2(float* d, const float* s, Py_ssize_t n)
+    {
+        Py_ssize_t i = 0;
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(d + i, _mm256_add_ps(_mm256_loadu_ps(d + i), _mm256_loadu_ps(s + i)));
+        for (; i < n; i++)
+            d[i] += s[i];
+    }
+    #endif
+    static void rlx_add_run(float* d, const float* s, Py_ssize_t n)
+    {
+    #if RLX_X86_DISPATCH
+        if (rlx_simd_level()) { rlx_add_run_avx2(d, s, n); return; }
+    #endif
+        for (Py_ssize_t i = 0; i < n; i++)
+            d[i] += s[i];
+    }
+    """
+    void rlx_add_run(float* d, const float* s, Py_ssize_t n) noexcept nogil
+
+rlx_simd_init()
 
 # Layout codes (src/_codes.pxd) the compiler stores in im2col/col2im thunks.
 LAYOUT_ROWS = COL_LAYOUT_ROWS
@@ -60,9 +95,9 @@ cdef ColStrides _strides(const Win* g, int layout) noexcept nogil:
 
 
 def col2im_scratch_floats(tuple dims, int nthreads):
-    """Floats of arena scratch col2im needs: one double input row per thread."""
+    """Floats of arena scratch col2im needs: one input row per thread."""
     cdef Win g = win_from(dims)
-    return int(2 * g.size[2] * nthreads)
+    return int(g.size[2] * nthreads)
 
 
 cdef inline void _line_copy(float* dst, const float* src, Py_ssize_t shift, Py_ssize_t lo, Py_ssize_t hi,
@@ -83,13 +118,12 @@ cdef inline void _line_copy(float* dst, const float* src, Py_ssize_t shift, Py_s
         memset(dst + hi, 0, (n - hi) * sizeof(float))
 
 
-cdef inline void _line_add(double* dst, const float* src, Py_ssize_t shift, Py_ssize_t lo, Py_ssize_t hi,
+cdef inline void _line_add(float* dst, const float* src, Py_ssize_t shift, Py_ssize_t lo, Py_ssize_t hi,
                            Py_ssize_t sw) noexcept nogil:
     """dst[i * sw + shift] += src[i] for i in [lo, hi) (the order of the indexed loop)."""
     cdef Py_ssize_t i
     if sw == 1:
-        for i in range(lo, hi):
-            dst[i + shift] += src[i]
+        rlx_add_run(dst + lo + shift, src + lo, hi - lo)
     else:
         for i in range(lo, hi):
             dst[i * sw + shift] += src[i]
@@ -137,7 +171,18 @@ cdef int _im2col_line(const float[::1] x, float[::1] col, const Win* g, const Co
     return 0
 
 
-cdef int _col2im_line(const float[::1] col, float[::1] x, double[::1] acc, Py_ssize_t acc_off,
+cdef inline Py_ssize_t _tap_output(Py_ssize_t t, Py_ssize_t s, Py_ssize_t n_out) noexcept nogil:
+    """The output o in [0, n_out) with o * s == t, or -1 (no division at stride 1)."""
+    if t < 0:
+        return -1
+    if s != 1:
+        if t % s != 0:
+            return -1
+        t = t // s
+    return t if t < n_out else -1
+
+
+cdef int _col2im_line(const float[::1] col, float[::1] x, float[::1] acc, Py_ssize_t acc_off,
                       const Win* g, const ColStrides* st, Py_ssize_t item) except -1 nogil:
     """Input line item = (n, c, id, ih): sum every patch entry that reads it."""
     cdef Py_ssize_t i_h = item % g.size[1]
@@ -152,14 +197,13 @@ cdef int _col2im_line(const float[::1] col, float[::1] x, double[::1] acc, Py_ss
     for a in range(g.k[0]):
         # the output od whose tap a lands on i_d: od*s - pb + a*dil == i_d
         t = i_d + g.pb[0] - a * g.dil[0]
-        if t < 0 or t % g.s[0] != 0 or t // g.s[0] >= g.out[0]:
+        od = _tap_output(t, g.s[0], g.out[0])
+        if od < 0:
             continue
-        od = t // g.s[0]
         for b in range(g.k[1]):
-            t = i_h + g.pb[1] - b * g.dil[1]
-            if t < 0 or t % g.s[1] != 0 or t // g.s[1] >= g.out[1]:
+            oh = _tap_output(i_h + g.pb[1] - b * g.dil[1], g.s[1], g.out[1])
+            if oh < 0:
                 continue
-            oh = t // g.s[1]
             for j in range(g.k[2]):
                 ck = ((c * g.k[0] + a) * g.k[1] + b) * g.k[2] + j
                 base = n * st.n + ck * st.ck + ((od * g.out[1] + oh) * g.out[2]) * st.l
@@ -173,7 +217,47 @@ cdef int _col2im_line(const float[::1] col, float[::1] x, double[::1] acc, Py_ss
                     acc[acc_off + ow * sw + shift] += col[base + ow * st.l]
     t = item * w
     for i in range(w):
-        x[t + i] = <float>acc[acc_off + i]
+        x[t + i] = acc[acc_off + i]
+    return 0
+
+
+cdef int _col2im_plane(const float[::1] col, float[::1] x, const Win* g, Py_ssize_t item) except -1 nogil:
+    """onnx layout, plane item = (n, c): zero x's plane, then add each tap's
+    row of the patch matrix (contiguous, read once in order) into it, tap by
+    tap -- every element gets the same additions in the same order as
+    _col2im_line's gather, so the bits are the same."""
+    cdef Py_ssize_t c = item % g.c
+    cdef Py_ssize_t n = item // g.c
+    cdef Py_ssize_t hw = g.size[1] * g.size[2], plane = g.size[0] * hw
+    cdef Py_ssize_t nl = g.out[0] * g.out[1] * g.out[2]
+    cdef Py_ssize_t a, b, j, od, oh, i_d, i_h, ck, shift, lo, hi, ow
+    cdef Py_ssize_t sw = g.s[2]
+    cdef float* dst
+    cdef const float* src
+    memset(&x[item * plane], 0, plane * sizeof(float))
+    for a in range(g.k[0]):
+        for b in range(g.k[1]):
+            for j in range(g.k[2]):
+                ck = ((c * g.k[0] + a) * g.k[1] + b) * g.k[2] + j
+                shift = j * g.dil[2] - g.pb[2]
+                out_range(shift, sw, g.size[2], g.out[2], &lo, &hi)
+                if hi <= lo:
+                    continue
+                for od in range(g.out[0]):
+                    i_d = od * g.s[0] - g.pb[0] + a * g.dil[0]
+                    if i_d < 0 or i_d >= g.size[0]:
+                        continue
+                    for oh in range(g.out[1]):
+                        i_h = oh * g.s[1] - g.pb[1] + b * g.dil[1]
+                        if i_h < 0 or i_h >= g.size[1]:
+                            continue
+                        src = &col[(n * g.c * g.k[0] * g.k[1] * g.k[2] + ck) * nl + (od * g.out[1] + oh) * g.out[2]]
+                        dst = &x[item * plane + i_d * hw + i_h * g.size[2]]
+                        if sw == 1:
+                            rlx_add_run(dst + lo + shift, src + lo, hi - lo)
+                        else:
+                            for ow in range(lo, hi):
+                                dst[ow * sw + shift] += src[ow]
     return 0
 
 
@@ -204,22 +288,30 @@ cdef class Col2ImLaunch(Launch):
     """Patch matrix in `layout` -> x [N, C, *spatial] (adjoint of im2col)."""
     cdef const float[::1] col
     cdef float[::1] x
-    cdef double[::1] acc
+    cdef float[::1] acc
     cdef Win g
     cdef ColStrides st
 
     def __init__(self, col, x, scratch, tuple dims, int layout, int max_threads):
         self.col = col
         self.x = x
-        self.acc = scratch.view(np.float64)
+        self.acc = scratch
         self.g = win_from(dims)
         self.st = _strides(&self.g, layout)
         self.max_threads = max(1, max_threads)
+        if self.acc.shape[0] < self.g.size[2] * self.max_threads:
+            raise ValueError(f"col2im: scratch of {self.acc.shape[0]} floats, needs one input row of "
+                             f"{self.g.size[2]} per thread ({self.max_threads})")
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t items = self.g.n * self.g.c * self.g.size[0] * self.g.size[1]
         cdef Py_ssize_t item
+        if self.st.l == 1:
+            # onnx layout: whole planes, each tap row read once in order
+            for item in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
+                _col2im_plane(self.col, self.x, &self.g, item)
+            return 0
         for item in prange(items, num_threads=t, schedule='static'):
             _col2im_line(self.col, self.x, self.acc, threadid() * self.g.size[2],
                          &self.g, &self.st, item)

@@ -99,10 +99,15 @@ cdef inline Py_ssize_t ceil_div_nonneg(Py_ssize_t a, Py_ssize_t b) noexcept nogi
 cdef inline void out_range(Py_ssize_t shift, Py_ssize_t s, Py_ssize_t size,
                            Py_ssize_t n_out, Py_ssize_t* lo, Py_ssize_t* hi) noexcept nogil:
     """[lo, hi): outputs o in [0, n_out) with 0 <= o*s + shift < size."""
-    cdef Py_ssize_t a = ceil_div_nonneg(-shift, s)
-    cdef Py_ssize_t b = 0
-    if size - 1 - shift >= 0:
-        b = (size - 1 - shift) // s + 1
+    cdef Py_ssize_t a, b = 0
+    if s == 1:                   # no division on the common path
+        a = -shift if shift < 0 else 0
+        if size - shift > 0:
+            b = size - shift
+    else:
+        a = ceil_div_nonneg(-shift, s)
+        if size - 1 - shift >= 0:
+            b = (size - 1 - shift) // s + 1
     if b > n_out:
         b = n_out
     if a > b:
