@@ -369,6 +369,8 @@ def _invariance_cases(rng):
             r(2, 16, 16, 16), g.max_pool2d(x, 3, 2, 1, return_indices=True)[1])),
         "avg_pool2d_backward": ((2, 16, 17, 17), lambda g, x: g.avg_pool2d_backward(x, x4, 3, 2, 1,
                                                                                      ceil_mode=True)),
+        "avg_pool1d_backward-long-line": ((2, 4, 2050), lambda g, x: g.avg_pool1d_backward(x, (2, 4, 4100), 3, 2,
+                                                                                             1)),
         "upsample_nearest2x": (x4, lambda g, x: g.upsample_nearest2x(x)),
         "interpolate-nearest": (x4, lambda g, x: g.interpolate(x, scale_factor=1.5)),
         "im2col": (x4, lambda g, x: g.im2col(x, 3, padding=1)),
