@@ -15,6 +15,11 @@
 #                 rlx_pool.h: rlx_mpb_plane, rlx_apb_plane;  buffers on the stack)
 #                 max, lines of >= 8 outputs with AVX2:
 #                 rlx_pool_bwd.h rlx_mpb_plane_pad)
+#   avg pool      one (image, channel) plane: each dx        lines of the output rows
+#   backward,     element written once, summing the lines    covering one dx row, on
+#   overlapping   of the output rows that cover its row      the stack (columns in
+#   windows       (rlx_pool_bwd.h rlx_apg_plane; h dilation  chunks of RLX_APG_CH)
+#                 1, any line length)
 #   pool backward,  (plane, band of output rows): each dx    none
 #   windows that  element written once (rlx_pool_bwd.h:
 #   never overlap rlx_mpb22_band for max k2s2, rlx_apb_nov_band
