@@ -475,6 +475,41 @@ RLX_TARGET_AVX2 static void rlx_pwi_fast_blocks(const float* vb, ptrdiff_t L, co
     }
 }
 
+/* Window 2 stride 2 along w, no w padding, 2*OW <= W: outputs o .. o+7 of
+ * a line from its in-bounds rows of x directly (columns [2o, 2o + 16)),
+ * taps in window order with the forward's rule; the index starts at the
+ * window's first tap, rows[0] + 2*ow. */
+RLX_TARGET_AVX2 static inline void rlx_pwi_k2s2_block8(const float* xp, const int32_t* rows, ptrdiff_t nr,
+                                                       ptrdiff_t o, float* yr, int64_t* ir, int64_t base,
+                                                       int32_t* wi) {
+    const __m256i ws = _mm256_add_epi32(_mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14),
+                                        _mm256_set1_epi32((int32_t)(2 * o)));
+    const __m256i one = _mm256_set1_epi32(1);
+    __m256 best = _mm256_set1_ps(-INFINITY);
+    __m256i bi = _mm256_add_epi32(_mm256_set1_epi32(rows[0]), ws);
+    for (ptrdiff_t r = 0; r < nr; ++r) {
+        __m256 e, od;
+        rlx_deint8(xp + rows[r] + 2 * o, &e, &od);
+        const __m256i t0 = _mm256_add_epi32(_mm256_set1_epi32(rows[r]), ws);
+        __m256 m = _mm256_or_ps(_mm256_cmp_ps(e, best, _CMP_GT_OQ), _mm256_cmp_ps(e, e, _CMP_UNORD_Q));
+        best = _mm256_blendv_ps(best, e, m);
+        bi = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(bi), _mm256_castsi256_ps(t0), m));
+        m = _mm256_or_ps(_mm256_cmp_ps(od, best, _CMP_GT_OQ), _mm256_cmp_ps(od, od, _CMP_UNORD_Q));
+        best = _mm256_blendv_ps(best, od, m);
+        bi = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(bi),
+                                                  _mm256_castsi256_ps(_mm256_add_epi32(t0, one)), m));
+    }
+    if (wi) {
+        _mm256_storeu_si256((__m256i*)(wi + o), bi);
+        return;
+    }
+    const __m256i b64 = _mm256_set1_epi64x(base);
+    _mm256_storeu_ps(yr + o, best);
+    _mm256_storeu_si256((__m256i*)(ir + o), _mm256_add_epi64(b64, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(bi))));
+    _mm256_storeu_si256((__m256i*)(ir + o + 4),
+                        _mm256_add_epi64(b64, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(bi, 1))));
+}
+
 /* line = (plane * OD + od) * OH + oh; wi not NULL: the winners' plane
  * offsets (int32) go to wi[w0..w1) instead of values and indices */
 RLX_TARGET_AVX2 static void rlx_pwi_line_pad(const float* x, ptrdiff_t x_len, float* y, int64_t* ind, ptrdiff_t y_len,
@@ -497,6 +532,18 @@ RLX_TARGET_AVX2 static void rlx_pwi_line_pad(const float* x, ptrdiff_t x_len, fl
     for (ptrdiff_t a = a0; a < a1; ++a)
         for (ptrdiff_t b = b0; b < b1; ++b)
             rows[nr++] = (int32_t)(((sd + a * g->dd) * g->H + sh + b * g->dh) * W);
+    if (kw == 2 && sw == 2 && g->pw == 0 && 2 * OW <= W) {
+        /* every window inside its rows: the blocks read x in place, no buffer, NaN-aware */
+        float* yr = y ? y + line * OW : NULL;
+        int64_t* ir = ind ? ind + line * OW : NULL;
+        for (ptrdiff_t o = w0; o < w1;) {
+            const ptrdiff_t st = o + 8 <= w1 ? o : w1 - 8;
+            RLX_CHECK_RANGE(2 * st, 2 * st + 16, W, "max pool k2s2 block");
+            rlx_pwi_k2s2_block8(xp, rows, nr, st, yr, ir, base, wi);
+            o += 8;
+        }
+        return;
+    }
     RLX_CHECK_RANGE(0, nr * L, RLX_PWI_PAD_FLOATS, "max pool row buffer");
     /* buffer columns [lo, hi) hold input columns c0 + [lo, hi) inside [0, W) */
     const ptrdiff_t lo = c0 < 0 ? -c0 : 0, hi = W - c0 < L ? W - c0 : L;

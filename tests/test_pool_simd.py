@@ -63,6 +63,11 @@ IDX_CASES = [
     ((1, 2, 1100), 3, 2, 1, 1, True),                      # 1-D: line chunks of W_CHUNK outputs
     ((1, 1, 2, 1030), 3, 1, 1, 1, False),                  # last chunk of 6 outputs: the general line
     ((1, 2, 4, 6, 40), 3, 2, 1, 1, False),                 # 3-D
+    # window 2 stride 2 along w, no w padding, 2*OW <= W: blocks read x in place
+    ((2, 3, 6, 41), 2, 2, 0, 0, False),                    # odd width: the last column unread
+    ((1, 2, 4, 6, 38), 2, 2, 0, 0, False),                 # 3-D: rows over depth and height
+    ((2, 3, 70), 2, 2, 0, 0, True),                        # 1-D, ceil mode that adds no window
+    ((1, 2, 5, 33), (1, 2), (1, 2), 0, 0, False),          # one row per window
 ]
 
 

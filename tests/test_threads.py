@@ -357,6 +357,7 @@ def _invariance_cases(rng):
         "conv3d_backward_weight": ((2, 4, 8, 12, 12), lambda g, x: g.conv3d_backward_weight(
             x, r(2, 8, 8, 12, 12), (8, 4, 3, 3, 3), padding=1)),
         "max_pool2d-indices": (x4, lambda g, x: g.max_pool2d(x, 3, 2, 1, return_indices=True)[0]),
+        "max_pool2d-indices-k2s2": (x4, lambda g, x: g.max_pool2d(x, 2, return_indices=True)[1]),
         "avg_pool2d-ceil": (x4, lambda g, x: g.avg_pool2d(x, 3, 2, 1, ceil_mode=True,
                                                           count_include_pad=False)),
         "max_pool3d": ((1, 8, 8, 16, 16), lambda g, x: g.max_pool3d(x, 2)),
