@@ -15,6 +15,11 @@
 #                 rlx_pool.h: rlx_mpb_plane, rlx_apb_plane;  buffers on the stack)
 #                 max, lines of >= 8 outputs with AVX2:
 #                 rlx_pool_bwd.h rlx_mpb_plane_pad)
+#   avg pool      one (image, channel) plane: each dx        lines of the output rows
+#   backward,     element written once, summing the lines    covering one dx row, on
+#   overlapping   of the output rows that cover its row      the stack (columns in
+#   windows       (rlx_pool_bwd.h rlx_apg_plane; h dilation  chunks of RLX_APG_CH)
+#                 1, any line length)
 #   pool backward,  (plane, band of output rows): each dx    none
 #   windows that  element written once (rlx_pool_bwd.h:
 #   never overlap rlx_mpb22_band for max k2s2, rlx_apb_nov_band
@@ -118,6 +123,11 @@ cdef extern from "rlx_pool_bwd.h":
     # the same for an average pool whose windows never overlap
     void rlx_apb_nov_band(const float* dy, Py_ssize_t dy_len, float* dx, Py_ssize_t dx_len, const ApbGeom* g,
                           Py_ssize_t plane, Py_ssize_t oh0, Py_ssize_t oh1) noexcept nogil
+    enum: RLX_APG_CH
+    enum: RLX_APG_RING
+    # dx of one plane of a 1-D / 2-D average pool (h dilation 1), each element written once by gather
+    void rlx_apg_plane(const float* dy, Py_ssize_t dy_len, float* dx, Py_ssize_t dx_len, const ApbGeom* g,
+                       Py_ssize_t plane) noexcept nogil
 
     enum: RLX_PWI_PAD_FLOATS
     Py_ssize_t rlx_pwi_pad_row(Py_ssize_t n, Py_ssize_t kw, Py_ssize_t sw) noexcept nogil
@@ -837,6 +847,7 @@ cdef class AvgPoolBackwardLaunch(Launch):
     cdef Py_ssize_t divisor_override
     cdef ApbGeom ag     # rlx_apb_plane's geometry; ag.row_len == 0: _avg_pool_backward_plane
     cdef Py_ssize_t bands   # > 0: rlx_apb_nov_band (windows never overlap), bands per plane
+    cdef bint gather        # rlx_apg_plane (h dilation 1, few output rows per dx row, any line length)
 
     def __init__(self, dy, dx, tuple dims, bint count_include_pad, Py_ssize_t divisor_override, int max_threads):
         self.dy = dy
@@ -858,6 +869,8 @@ cdef class AvgPoolBackwardLaunch(Launch):
         self.bands = 0
         if _no_overlap(g, 1) and _no_overlap(g, 2) and g.out[2] <= RLX_APB_MAX:
             self.bands = _row_bands(g.n * g.c, g.out[1], self.max_threads)
+        self.gather = (g.dil[1] == 1 and (g.k[1] + g.s[1] - 1) // g.s[1] <= RLX_APG_RING
+                       and (g.k[2] - 1) * g.dil[2] <= RLX_APG_CH)
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
@@ -867,6 +880,11 @@ cdef class AvgPoolBackwardLaunch(Launch):
                 rlx_apb_nov_band(&self.dy[0], self.dy.shape[0], &self.dx[0], self.dx.shape[0], &self.ag,
                                  item // nb, (item % nb) * self.g.out[1] // nb,
                                  (item % nb + 1) * self.g.out[1] // nb)
+            # end: prange
+            return 0
+        if self.gather:
+            for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
+                rlx_apg_plane(&self.dy[0], self.dy.shape[0], &self.dx[0], self.dx.shape[0], &self.ag, plane)
             # end: prange
             return 0
         if self.ag.row_len > 0:

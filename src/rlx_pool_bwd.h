@@ -475,6 +475,41 @@ RLX_TARGET_AVX2 static void rlx_pwi_fast_blocks(const float* vb, ptrdiff_t L, co
     }
 }
 
+/* Window 2 stride 2 along w, no w padding, 2*OW <= W: outputs o .. o+7 of
+ * a line from its in-bounds rows of x directly (columns [2o, 2o + 16)),
+ * taps in window order with the forward's rule; the index starts at the
+ * window's first tap, rows[0] + 2*ow. */
+RLX_TARGET_AVX2 static inline void rlx_pwi_k2s2_block8(const float* xp, const int32_t* rows, ptrdiff_t nr,
+                                                       ptrdiff_t o, float* yr, int64_t* ir, int64_t base,
+                                                       int32_t* wi) {
+    const __m256i ws = _mm256_add_epi32(_mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14),
+                                        _mm256_set1_epi32((int32_t)(2 * o)));
+    const __m256i one = _mm256_set1_epi32(1);
+    __m256 best = _mm256_set1_ps(-INFINITY);
+    __m256i bi = _mm256_add_epi32(_mm256_set1_epi32(rows[0]), ws);
+    for (ptrdiff_t r = 0; r < nr; ++r) {
+        __m256 e, od;
+        rlx_deint8(xp + rows[r] + 2 * o, &e, &od);
+        const __m256i t0 = _mm256_add_epi32(_mm256_set1_epi32(rows[r]), ws);
+        __m256 m = _mm256_or_ps(_mm256_cmp_ps(e, best, _CMP_GT_OQ), _mm256_cmp_ps(e, e, _CMP_UNORD_Q));
+        best = _mm256_blendv_ps(best, e, m);
+        bi = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(bi), _mm256_castsi256_ps(t0), m));
+        m = _mm256_or_ps(_mm256_cmp_ps(od, best, _CMP_GT_OQ), _mm256_cmp_ps(od, od, _CMP_UNORD_Q));
+        best = _mm256_blendv_ps(best, od, m);
+        bi = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(bi),
+                                                  _mm256_castsi256_ps(_mm256_add_epi32(t0, one)), m));
+    }
+    if (wi) {
+        _mm256_storeu_si256((__m256i*)(wi + o), bi);
+        return;
+    }
+    const __m256i b64 = _mm256_set1_epi64x(base);
+    _mm256_storeu_ps(yr + o, best);
+    _mm256_storeu_si256((__m256i*)(ir + o), _mm256_add_epi64(b64, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(bi))));
+    _mm256_storeu_si256((__m256i*)(ir + o + 4),
+                        _mm256_add_epi64(b64, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(bi, 1))));
+}
+
 /* line = (plane * OD + od) * OH + oh; wi not NULL: the winners' plane
  * offsets (int32) go to wi[w0..w1) instead of values and indices */
 RLX_TARGET_AVX2 static void rlx_pwi_line_pad(const float* x, ptrdiff_t x_len, float* y, int64_t* ind, ptrdiff_t y_len,
@@ -497,6 +532,18 @@ RLX_TARGET_AVX2 static void rlx_pwi_line_pad(const float* x, ptrdiff_t x_len, fl
     for (ptrdiff_t a = a0; a < a1; ++a)
         for (ptrdiff_t b = b0; b < b1; ++b)
             rows[nr++] = (int32_t)(((sd + a * g->dd) * g->H + sh + b * g->dh) * W);
+    if (kw == 2 && sw == 2 && g->pw == 0 && 2 * OW <= W) {
+        /* every window inside its rows: the blocks read x in place, no buffer, NaN-aware */
+        float* yr = y ? y + line * OW : NULL;
+        int64_t* ir = ind ? ind + line * OW : NULL;
+        for (ptrdiff_t o = w0; o < w1;) {
+            const ptrdiff_t st = o + 8 <= w1 ? o : w1 - 8;
+            RLX_CHECK_RANGE(2 * st, 2 * st + 16, W, "max pool k2s2 block");
+            rlx_pwi_k2s2_block8(xp, rows, nr, st, yr, ir, base, wi);
+            o += 8;
+        }
+        return;
+    }
     RLX_CHECK_RANGE(0, nr * L, RLX_PWI_PAD_FLOATS, "max pool row buffer");
     /* buffer columns [lo, hi) hold input columns c0 + [lo, hi) inside [0, W) */
     const ptrdiff_t lo = c0 < 0 ? -c0 : 0, hi = W - c0 < L ? W - c0 : L;
@@ -582,6 +629,163 @@ static void rlx_pwi_lines_padded(const float* x, ptrdiff_t x_len, float* y, int6
 /* OW <= RLX_MPB_PAD_MAX_OW and the buffer size).                            */
 /* ------------------------------------------------------------------------- */
 #define RLX_MPB_PAD_MAX_OW 4096
+/* ------------------------------------------------------------------------- */
+/* Average pool backward, overlapping windows, h dilation 1 (1-D and 2-D),   */
+/* gathered: each dx element is written once, as the sum over the output    */
+/* rows covering its row (ascending) of their horizontal gradient lines,     */
+/* each line the sum over taps j (ascending) of dy / divisor.  Those are the */
+/* additions, in the same order from +0, that rlx_apb_plane makes through    */
+/* its zero-fill and scatter, so the bits agree; no zero-fill pass and no    */
+/* read-modify-write of dx.  The lines of the at most RLX_APG_RING output    */
+/* rows that cover one dx row live in a ring; columns run in chunks of       */
+/* RLX_APG_CH (long lines need no longer buffers).  Window 3 stride 2 along  */
+/* w (dilation 1): the line is built by gather, 8 outputs at a time in the   */
+/* AVX2 variant; other windows scatter tap-major into the chunk.  Bind-time  */
+/* conditions: dh == 1, ceil(kh / sh) <= RLX_APG_RING, (kw-1)*dw <=          */
+/* RLX_APG_CH.                                                               */
+/* ------------------------------------------------------------------------- */
+#define RLX_APG_CH 1024
+#define RLX_APG_RING 8
+#define RLX_APG_SPAN (2 * RLX_APG_CH + 4)
+
+#if RLX_X86_DISPATCH
+/* t[2i] = (0 + z[i+1]) + z[i], t[2i+1] = 0 + z[i+1] for i in [0, 8) */
+RLX_TARGET_AVX2 static inline void rlx_apg_k3s2_block8(float* t, const float* z) {
+    const __m256 zero = _mm256_setzero_ps();
+    const __m256 a = _mm256_add_ps(zero, _mm256_loadu_ps(z + 1));
+    const __m256 e = _mm256_add_ps(a, _mm256_loadu_ps(z));
+    const __m256 lo = _mm256_unpacklo_ps(e, a), hi = _mm256_unpackhi_ps(e, a);
+    _mm256_storeu_ps(t, _mm256_permute2f128_ps(lo, hi, 0x20));
+    _mm256_storeu_ps(t + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+}
+#endif
+
+RLX_INLINE void rlx_apg_plane_body(const float* restrict dy, ptrdiff_t dy_len, float* restrict dx,
+                                   ptrdiff_t dx_len, const rlx_apb_geom* g, ptrdiff_t plane, int avx2) {
+    float ring[RLX_APG_RING][RLX_APG_CH + 24];
+    float gz[RLX_APG_SPAN];                 /* gz[1 + ow - ow_lo]: dy / divisor, 0 outside [0, OW) */
+    int32_t cols[RLX_APG_SPAN];
+    const ptrdiff_t H = g->H, W = g->W, OH = g->OH, OW = g->OW, kh = g->kh, kw = g->kw, sh = g->sh;
+    const ptrdiff_t sw = g->sw, dw = g->dw, ph = g->ph, pw = g->pw, in_sz = H * W;
+    const ptrdiff_t R = (kh + sh - 1) / sh;
+    const float* restrict dyp = dy + plane * OH * OW;
+    float* restrict dxp = dx + plane * in_sz;
+    RLX_CHECK_RANGE(plane * in_sz, (plane + 1) * in_sz, dx_len, "avg pool backward dx");
+    RLX_CHECK_RANGE(plane * OH * OW, (plane + 1) * OH * OW, dy_len, "avg pool backward dy");
+    (void)dx_len;
+    (void)dy_len;
+    (void)avx2;
+    const int k3s2 = kw == 3 && sw == 2 && dw == 1;
+    const ptrdiff_t lo_w = g->include_pad ? -pw : 0, hi_w = g->include_pad ? W + g->pew : W;
+    for (ptrdiff_t c0 = 0; c0 < W; c0 += RLX_APG_CH) {
+        const ptrdiff_t c1 = W - c0 > RLX_APG_CH ? c0 + RLX_APG_CH : W, n = c1 - c0;
+        const ptrdiff_t q0 = c0 + pw, q1 = c1 + pw;      /* the chunk in padded coordinates */
+        /* outputs with a tap in [q0, q1): [ow_lo, ow_end) before clipping to OW */
+        ptrdiff_t ow_lo = q0 - (kw - 1) * dw;
+        ow_lo = ow_lo > 0 ? (ow_lo + sw - 1) / sw : 0;
+        const ptrdiff_t ow_end = (q1 - 1) / sw + 1;
+        const ptrdiff_t ow_hi = ow_end < OW ? ow_end : OW;
+        RLX_CHECK_RANGE(0, ow_end - ow_lo + 2, RLX_APG_SPAN, "avg pool backward chunk span");
+        {
+            /* all kw taps for the windows inside [lo_w, hi_w): outputs [i0, i1) */
+            ptrdiff_t i0 = lo_w + pw, i1 = hi_w + pw - (kw - 1) * dw;
+            i0 = i0 > 0 ? (i0 + sw - 1) / sw : 0;
+            i1 = i1 > 0 ? (i1 - 1) / sw + 1 : 0;
+            if (i0 < ow_lo) i0 = ow_lo;
+            if (i1 > ow_hi) i1 = ow_hi;
+            if (i1 < i0) i1 = i0;
+            const int32_t full = g->divisor_override > 0 ? 1 : (int32_t)kw;
+            for (ptrdiff_t ow = i0; ow < i1; ++ow) cols[ow - ow_lo] = full;
+            for (ptrdiff_t ow = ow_lo; ow < ow_hi; ++ow) {
+                if (ow == i0) ow = i1;
+                if (ow >= ow_hi) break;
+                ptrdiff_t j0, j1;
+                rlx_pool_taps(ow * sw - pw, dw, kw, lo_w, hi_w, &j0, &j1);
+                cols[ow - ow_lo] = g->divisor_override > 0 ? 1 : (int32_t)(j1 - j0);
+            }
+        }
+        ptrdiff_t next = 0;                 /* first output row whose line is not built */
+        for (ptrdiff_t r = 0; r < H; ++r) {
+            float* restrict dr = dxp + r * W + c0;
+            /* output rows covering r: oh*sh - ph <= r < oh*sh - ph + kh */
+            ptrdiff_t lo = r + ph - kh + 1;
+            lo = lo > 0 ? (lo + sh - 1) / sh : 0;
+            ptrdiff_t hi = (r + ph) / sh + 1;
+            if (hi > OH) hi = OH;
+            if (lo >= hi) {
+                memset(dr, 0, (size_t)n * sizeof(float));
+                continue;
+            }
+            if (next < lo) next = lo;
+            for (; next < hi; ++next) {
+                const ptrdiff_t hs = next * sh - ph;
+                ptrdiff_t a0, a1, pa0, pa1;
+                rlx_pool_taps(hs, 1, kh, 0, H, &a0, &a1);
+                if (g->include_pad) rlx_pool_taps(hs, 1, kh, -ph, H + g->peh, &pa0, &pa1);
+                else { pa0 = a0; pa1 = a1; }
+                const int32_t rows = g->divisor_override > 0 ? (int32_t)g->divisor_override : (int32_t)(pa1 - pa0);
+                const float* restrict dyr = dyp + next * OW;
+                float* restrict b = ring[next % R];
+                gz[0] = 0.0f;
+                for (ptrdiff_t ow = ow_lo; ow < ow_hi; ++ow)
+                    gz[1 + ow - ow_lo] = dyr[ow] / (float)(rows * cols[ow - ow_lo]);
+                for (ptrdiff_t k = 1 + (ow_hi > ow_lo ? ow_hi : ow_lo) - ow_lo; k < ow_end - ow_lo + 2; ++k)
+                    gz[k] = 0.0f;
+                if (k3s2) {
+                    /* padded column q: tap 0 of output q/2 then tap 2 of q/2 - 1 (even q), tap 1 of
+                     * (q-1)/2 (odd q); absent outputs add +0, which leaves a sum started at +0 as is.
+                     * Built from the even column qe <= q0 into t = b or b - 1. */
+                    const ptrdiff_t qe = q0 & ~(ptrdiff_t)1, m0 = qe / 2;
+                    float* restrict t = b + 16 - (q0 - qe);   /* b[16 + i]: column c0 + i */
+                    const float* restrict z = gz + (m0 - ow_lo);  /* z[i]: output m0 + i - 1 */
+                    const ptrdiff_t np = (q1 - qe + 1) / 2;   /* pairs */
+                    ptrdiff_t i = 0;
+#if RLX_X86_DISPATCH
+                    if (avx2)
+                        for (; i + 8 <= np; i += 8) rlx_apg_k3s2_block8(t + 2 * i, z + i);
+#endif
+                    for (; i < np; ++i) {
+                        const float a = 0.0f + z[i + 1];
+                        t[2 * i] = a + z[i];
+                        t[2 * i + 1] = a;
+                    }
+                } else {
+                    float* restrict bb = b + 16;
+                    for (ptrdiff_t i = 0; i < n; ++i) bb[i] = 0.0f;
+                    for (ptrdiff_t j = 0; j < kw; ++j) {
+                        ptrdiff_t o0 = q0 - j * dw, o1 = q1 - j * dw;
+                        o0 = o0 > 0 ? (o0 + sw - 1) / sw : 0;
+                        o1 = o1 > 0 ? (o1 - 1) / sw + 1 : 0;
+                        if (o1 > ow_hi) o1 = ow_hi;
+                        float* restrict bj = bb + j * dw - q0;
+                        for (ptrdiff_t ow = o0; ow < o1; ++ow) bj[ow * sw] += gz[1 + ow - ow_lo];
+                    }
+                }
+            }
+            const float* restrict b = ring[lo % R] + 16;
+            for (ptrdiff_t i = 0; i < n; ++i) dr[i] = 0.0f + b[i];
+            for (ptrdiff_t oh = lo + 1; oh < hi; ++oh) {
+                b = ring[oh % R] + 16;
+                for (ptrdiff_t i = 0; i < n; ++i) dr[i] += b[i];
+            }
+        }
+    }
+}
+
+static void rlx_apg_plane_base(const float* dy, ptrdiff_t dy_len, float* dx, ptrdiff_t dx_len,
+                               const rlx_apb_geom* g, ptrdiff_t plane) {
+    rlx_apg_plane_body(dy, dy_len, dx, dx_len, g, plane, 0);
+}
+RLX_TARGET_AVX2 static void rlx_apg_plane_avx2(const float* dy, ptrdiff_t dy_len, float* dx, ptrdiff_t dx_len,
+                                               const rlx_apb_geom* g, ptrdiff_t plane) {
+    rlx_apg_plane_body(dy, dy_len, dx, dx_len, g, plane, 1);
+}
+static void rlx_apg_plane(const float* dy, ptrdiff_t dy_len, float* dx, ptrdiff_t dx_len, const rlx_apb_geom* g,
+                          ptrdiff_t plane) {
+    if (rlx_simd_level()) rlx_apg_plane_avx2(dy, dy_len, dx, dx_len, g, plane);
+    else rlx_apg_plane_base(dy, dy_len, dx, dx_len, g, plane);
+}
+
 #if RLX_X86_DISPATCH
 static void rlx_mpb_plane_pad(const float* x, ptrdiff_t x_len, const float* dy, ptrdiff_t dy_len, float* dx,
                               const rlx_pwi_geom* g, ptrdiff_t plane) {

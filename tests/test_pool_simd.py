@@ -68,6 +68,11 @@ IDX_CASES = [
     ((1, 2, 1100), 3, 2, 1, 1, True),                      # 1-D: line chunks of W_CHUNK outputs
     ((1, 1, 2, 1030), 3, 1, 1, 1, False),                  # last chunk of 6 outputs: the general line
     ((1, 2, 4, 6, 40), 3, 2, 1, 1, False),                 # 3-D
+    # window 2 stride 2 along w, no w padding, 2*OW <= W: blocks read x in place
+    ((2, 3, 6, 41), 2, 2, 0, 0, False),                    # odd width: the last column unread
+    ((1, 2, 4, 6, 38), 2, 2, 0, 0, False),                 # 3-D: rows over depth and height
+    ((2, 3, 70), 2, 2, 0, 0, True),                        # 1-D, ceil mode that adds no window
+    ((1, 2, 5, 33), (1, 2), (1, 2), 0, 0, False),          # one row per window
 ]
 
 
@@ -160,6 +165,10 @@ def _run_all(num_threads):
     for i, case in enumerate(IDX_CASES):
         y, idx = _idx_plan(case, num_threads).run({"x": _idx_data(case[0], 300 + i)})
         out[f"{i}_idxy"], out[f"{i}_idx"] = y, idx
+    for i, case in enumerate(APG_CASES):
+        dy = _apg_dy(case, 40 + i, True)
+        for j, (cip, div) in enumerate(AVG_BWD_MODES):
+            out[f"{i}_apg{j}"] = _apg_plan(case, cip, div, num_threads).run({"dy": dy})[0]
     for i, case in enumerate(BWD_CASES):
         x, dy, plan = _bwd_plan(case, num_threads)
         out[f"{i}_bwd"] = plan.run({"x": x, "dy": dy})[0]
@@ -192,6 +201,98 @@ def test_avg_pool_backward_matches_reference(case, mode):
     dy, plan = _avg_bwd_plan(BWD_CASES[case], cip, div, 2)
     want = ref.avg_pool_nd_backward(dy, shape, k, s, pb, pe, d, ceil, cip, div)
     assert ref.rel_error(plan.run({"dy": dy})[0], want) <= 1e-6
+
+
+# average pool backward by gather (src/rlx_pool_bwd.h rlx_apg_plane: overlapping windows, h dilation 1, dx
+# columns in chunks of RLX_APG_CH = 1024): (input shape, kernel, stride, pads_begin, pads_end, dilation,
+# ceil_mode)
+APG_CASES = [
+    ((1, 2, 4100), 3, 2, 1, 1, 1, False),                  # 1-D k3s2p1 longer than 4096: five chunks
+    ((1, 2, 4097), 3, 2, 1, 1, 1, True),                   # ceil: the last window alone at the edge
+    ((1, 1, 2500), 3, 1, 1, 1, 1, False),                  # stride 1: tap-major lines
+    ((1, 1, 2100), 5, 2, 2, 2, 1, True),                   # k5: a chunk's outputs reach back two
+    ((1, 1, 2100), 3, 2, 0, 0, 2, True),                   # w dilation 2
+    ((1, 1, 3, 2100), 3, 2, 1, 1, 1, True),                # 2-D, odd w padding: chunks start on odd columns
+    ((1, 1, 4, 2050), 3, 2, (1, 0), (1, 1), 1, True),      # even w padding, chunk of 2 columns
+    ((1, 2, 13, 19), (5, 3), (1, 2), (2, 1), (2, 1), 1, True),   # five output rows per dx row
+    ((1, 2, 12, 17), (2, 3), (3, 2), 0, 0, 1, False),      # rows between windows along h: zero rows
+    ((2, 3, 15, 16), 3, 2, 1, 1, 1, True),
+]
+
+
+def _apg_dy(case, seed, special):
+    shape, k, s, pb, pe, d, ceil = case
+    out_sp = ref.avg_pool_nd(np.zeros((1, 1) + shape[2:]), k, s, pb, pe, d, ceil).shape[2:]
+    rng = np.random.default_rng(seed)
+    dy = rng.standard_normal(shape[:2] + out_sp).astype(np.float32)
+    if special:                                    # NaN, +-inf and -0 gradients, a -0 run at each line start
+        flat = dy.reshape(-1)
+        pos = rng.choice(flat.size, size=max(4, flat.size // 50), replace=False)
+        flat[pos[0::4]], flat[pos[1::4]], flat[pos[2::4]], flat[pos[3::4]] = np.nan, np.inf, -np.inf, -0.0
+        dy[..., :3] = -0.0
+    return dy
+
+
+def _apg_plan(case, cip, div, num_threads):
+    shape, k, s, pb, pe, d, ceil = case
+    nsp = len(shape) - 2
+    pads = tuple(zip((pb,) * nsp if np.isscalar(pb) else pb, (pe,) * nsp if np.isscalar(pe) else pe))
+    out_sp = ref.avg_pool_nd(np.zeros((1, 1) + shape[2:]), k, s, pb, pe, d, ceil).shape[2:]
+    g = rlx_cpu.Graph()
+    dyi = g.input("dy", shape[:2] + out_sp)
+    g.output(getattr(g, f"avg_pool{nsp}d_backward")(dyi, shape, k, s, pads, ceil, cip, div, dilation=d))
+    return rlx_cpu.compile(g, num_threads=num_threads)
+
+
+def _avg_bwd_scatter_f32(dy, shape, k, s, pb, pe, d, cip, div):
+    """float32 dx in the scatter order the gather must reproduce bit for bit:
+    per output row a line from +0, tap j (ascending) adding dy / divisor at
+    every output, added to dx (from +0) at each in-bounds row, output rows
+    ascending."""
+    nsp = len(shape) - 2
+    k, s, pb, pe, d = (ref._tuple(v, nsp) for v in (k, s, pb, pe, d))
+    if nsp == 1:
+        k, s, pb, pe, d = (1,) + k, (1,) + s, (0,) + pb, (0,) + pe, (1,) + d
+    H, W = ((1,) + shape[2:]) if nsp == 1 else shape[2:]
+    dy4 = dy.reshape(shape[:2] + (-1, dy.shape[-1]))
+    OH, OW = dy4.shape[2:]
+    dx = np.zeros(shape[:2] + (H, W), np.float32)
+
+    def taps(start, dil, kk, lo, hi):
+        return [j for j in range(kk) if lo <= start + j * dil < hi]
+    lo_w, hi_w = (-pb[1], W + pe[1]) if cip else (0, W)
+    cols = np.array([1 if div else len(taps(ow * s[1] - pb[1], d[1], k[1], lo_w, hi_w)) for ow in range(OW)])
+    length = max((OW - 1) * s[1] + (k[1] - 1) * d[1] + 1, pb[1] + W)
+    for oh in range(OH):
+        hs = oh * s[0] - pb[0]
+        rows = taps(hs, d[0], k[0], 0, H)
+        if rows:
+            n = div or len(taps(hs, d[0], k[0], -pb[0], H + pe[0]) if cip else rows)
+            gv = dy4[:, :, oh, :] / (n * cols).astype(np.float32)
+            line = np.zeros(shape[:2] + (length,), np.float32)
+            for j in range(k[1]):
+                line[:, :, j * d[1]: j * d[1] + (OW - 1) * s[1] + 1: s[1]] += gv
+            for a in rows:
+                dx[:, :, hs + a * d[0]] += line[:, :, pb[1]: pb[1] + W]
+    return dx.reshape(shape)
+
+
+@pytest.mark.parametrize("special", [False, True])
+@pytest.mark.parametrize("mode", range(len(AVG_BWD_MODES)))
+@pytest.mark.parametrize("case", range(len(APG_CASES)))
+def test_avg_pool_backward_gather_matches_reference_and_scatter_bits(case, mode, special):
+    shape, k, s, pb, pe, d, ceil = APG_CASES[case]
+    cip, div = AVG_BWD_MODES[mode]
+    dy = _apg_dy(APG_CASES[case], 40 + case, special)
+    want32 = _avg_bwd_scatter_f32(dy, shape, k, s, pb, pe, d, cip, div)
+    if not special:
+        want = ref.avg_pool_nd_backward(dy, shape, k, s, pb, pe, d, ceil, cip, div)
+        assert ref.rel_error(want32, want) <= 1e-6             # the emulation itself is right
+    for threads in (1, 2):
+        dx = _apg_plan(APG_CASES[case], cip, div, threads).run({"dy": dy})[0]
+        if not special:
+            assert ref.rel_error(dx, want) <= 1e-6
+        np.testing.assert_array_equal(dx.view(np.uint32), want32.view(np.uint32))
 
 
 def _bwd_plan(case, num_threads):

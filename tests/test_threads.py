@@ -357,6 +357,7 @@ def _invariance_cases(rng):
         "conv3d_backward_weight": ((2, 4, 8, 12, 12), lambda g, x: g.conv3d_backward_weight(
             x, r(2, 8, 8, 12, 12), (8, 4, 3, 3, 3), padding=1)),
         "max_pool2d-indices": (x4, lambda g, x: g.max_pool2d(x, 3, 2, 1, return_indices=True)[0]),
+        "max_pool2d-indices-k2s2": (x4, lambda g, x: g.max_pool2d(x, 2, return_indices=True)[1]),
         "avg_pool2d-ceil": (x4, lambda g, x: g.avg_pool2d(x, 3, 2, 1, ceil_mode=True,
                                                           count_include_pad=False)),
         "max_pool3d": ((1, 8, 8, 16, 16), lambda g, x: g.max_pool3d(x, 2)),
@@ -375,6 +376,8 @@ def _invariance_cases(rng):
             r(2, 16, 16, 16), g.max_pool2d(x, 3, 2, 1, return_indices=True)[1])),
         "avg_pool2d_backward": ((2, 16, 17, 17), lambda g, x: g.avg_pool2d_backward(x, x4, 3, 2, 1,
                                                                                      ceil_mode=True)),
+        "avg_pool1d_backward-long-line": ((2, 4, 2050), lambda g, x: g.avg_pool1d_backward(x, (2, 4, 4100), 3, 2,
+                                                                                             1)),
         "upsample_nearest2x": (x4, lambda g, x: g.upsample_nearest2x(x)),
         "interpolate-nearest": (x4, lambda g, x: g.interpolate(x, scale_factor=1.5)),
         "im2col": (x4, lambda g, x: g.im2col(x, 3, padding=1)),
