@@ -107,7 +107,7 @@ def bench_shape(name, spec, threads, repeat, algos, torch, ort):
             ms = 1e3 * statistics.median(prof)
             out = [np.empty(plan.output_shapes[0], np.float32)]
             timed = interleaved_medians({"rlx": lambda: plan.run_into({"x": x}, out), **peers}, r,
-                                        settle=DEFAULT_SETTLE_S if t > 1 else 0.0)
+                                        settle=DEFAULT_SETTLE_S)
             rows.append((name, t, algo, label, ms, flops / ms / 1e6, timed.pop("rlx"), timed))
     return rows
 

@@ -18,9 +18,9 @@ For each shape and thread count it reports, in a markdown table:
     the physical reference of a memory-bound op;
   * `best/run` and `best/kernel`: the faster peer's ms over rlx_cpu's (> 1:
     rlx_cpu faster).
-At 2+ threads each runtime's timed call comes after a 20 ms sleep and one
-untimed call (rlx_cpu/timing.py), so no other runtime's spinning pool shares
-its cores.
+Each runtime's timed call comes after 20 ms of busy waiting and one untimed
+call (rlx_cpu/timing.py), so no other runtime's spinning pool shares its
+cores; the same at every thread count.
 `--json PATH` also writes every row.  Timings on a shared machine are noisy:
 compare within one run.
 """
@@ -317,7 +317,7 @@ def bench_shape(name, spec, threads, repeat, torch, ort):
                 peers["ort"] = lambda sess=sess, xa=xa: sess.run(None, {"x": xa})
         outs = [np.empty(s_, d) for s_, d in zip(plan.output_shapes, plan.output_dtypes)]
         timed = interleaved_medians({"rlx": lambda: plan.run_into(arrays, outs), **peers}, repeat,
-                                    settle=DEFAULT_SETTLE_S if t > 1 else 0.0)
+                                    settle=DEFAULT_SETTLE_S)
         run_ms = timed.pop("rlx")
         best = min(timed.values()) if timed else None
         rows.append(dict(shape=name, op=spec["desc"], threads=t, kernel_ms=ms, run_ms=run_ms,

@@ -188,9 +188,8 @@ def run_model(label, data, torch_module, threads, batch, resolution, repeat, see
     bar.update(done)
 
     # Interleaved, with the other runtimes' spinning workers parked before
-    # each turn at several threads (rlx_cpu/timing.py).
-    samples = interleaved_samples(dict(runners), repeat, warmup=0,
-                                  settle=DEFAULT_SETTLE_S if threads > 1 else 0.0)
+    # each turn (rlx_cpu/timing.py), alike at every thread count.
+    samples = interleaved_samples(dict(runners), repeat, warmup=0, settle=DEFAULT_SETTLE_S)
     ms = {name: 1e3 * statistics.median(v) for name, v in samples.items()}
     row.update(rlx=ms["rlx_cpu"], ort=ms.get("onnxruntime"), torch=ms.get("torch"), kinds=per_kind(prof))
 

@@ -6,9 +6,11 @@ process hits them alike.  With several threads, every runtime's thread pool
 (rlx_cpu's and PyTorch's OpenMP, ONNX Runtime's own) keeps its workers
 spinning for a while after a call: timed back to back, the next runtime then
 shares its cores with the previous one's spinners.  ``settle`` seconds of
-sleep before each runtime's turn lets those workers park; one untimed call
-then wakes the runtime's own pool, and the timed call measures it hot, as a
-serving loop would see it.
+busy waiting before each runtime's turn lets those workers park (busy, not
+asleep, so that this core does not drop its clock in an idle state); one
+untimed call then wakes the runtime's own pool, and the timed call measures
+it hot, as a serving loop would see it.  Use the same settle at every thread
+count, so that 1- and 2-thread figures are measured alike.
 """
 import statistics
 import time
@@ -28,7 +30,9 @@ def interleaved_samples(fns, repeat, warmup=2, settle=0.0):
     for _ in range(repeat):
         for name, fn in fns.items():
             if settle > 0:
-                time.sleep(settle)
+                end = time.perf_counter() + settle
+                while time.perf_counter() < end:
+                    pass
                 fn()
             t0 = time.perf_counter()
             fn()
