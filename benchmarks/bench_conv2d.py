@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 import rlx_cpu
-from _harness import (DEFAULT_SETTLE_S, fmt_ms, fmt_ratio, interleaved_medians, median_ms, optional_ort, optional_torch,
+from _harness import (DEFAULT_SETTLE_S, busy_wait, fmt_ms, fmt_ratio, interleaved_medians, median_ms, optional_ort, optional_torch,
                       ort_session, ort_single_node)
 
 SHAPES = {
@@ -103,6 +103,7 @@ def bench_shape(name, spec, threads, repeat, algos, torch, ort):
             label = getattr(th, "algorithm", None)
             label = label.label if label is not None else "gemm_1x1"
             r = max(3, repeat // 5) if algo == "reference" else repeat
+            busy_wait(DEFAULT_SETTLE_S)          # the peers' spinning workers park first
             prof = [plan.profile({"x": x}, repeat=1, warmup=0)[-1][1] for _ in range(r + 2)][2:]
             ms = 1e3 * statistics.median(prof)
             out = [np.empty(plan.output_shapes[0], np.float32)]

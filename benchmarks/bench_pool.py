@@ -18,7 +18,7 @@ For each shape and thread count it reports, in a markdown table:
     the physical reference of a memory-bound op;
   * `best/run` and `best/kernel`: the faster peer's ms over rlx_cpu's (> 1:
     rlx_cpu faster).
-Each runtime's timed call comes after 20 ms of busy waiting and one untimed
+Each runtime's timed call comes after 100 ms of busy waiting and one untimed
 call (rlx_cpu/timing.py), so no other runtime's spinning pool shares its
 cores; the same at every thread count.
 `--json PATH` also writes every row.  Timings on a shared machine are noisy:

@@ -16,8 +16,18 @@ import statistics
 import time
 
 # Long enough for libgomp's default spin (GOMP_SPINCOUNT 300k pause loops,
-# a few ms here) and ONNX Runtime's to end.
-DEFAULT_SETTLE_S = 0.02
+# a few ms here) and ONNX Runtime's to end: with 20 ms, a 2-thread run_into
+# of a conv interleaved with both peers still took up to 1.8x its kernel time
+# alone (the adaptive choice then fell back to one thread); with 100 ms they
+# agree within a few percent.
+DEFAULT_SETTLE_S = 0.1
+
+
+def busy_wait(seconds):
+    """Spin this thread for `seconds` (other runtimes' pools park meanwhile)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
 
 
 def interleaved_samples(fns, repeat, warmup=2, settle=0.0):
@@ -30,9 +40,7 @@ def interleaved_samples(fns, repeat, warmup=2, settle=0.0):
     for _ in range(repeat):
         for name, fn in fns.items():
             if settle > 0:
-                end = time.perf_counter() + settle
-                while time.perf_counter() < end:
-                    pass
+                busy_wait(settle)
                 fn()
             t0 = time.perf_counter()
             fn()
