@@ -1215,6 +1215,18 @@ RLX_TARGET_AVX2 static void rlx_pwi_blocks_avx2(const float* xp, const int32_t* 
 }
 #endif
 
+/* The plane offsets of the input rows a window line starting at (sd, sh)
+ * reads, in (kd, kh) order, into rows[]; returns their count. */
+RLX_INLINE ptrdiff_t rlx_pwi_window_rows(const rlx_pwi_geom* g, ptrdiff_t sd, ptrdiff_t sh, int32_t* rows) {
+    ptrdiff_t a0, a1, b0, b1, nr = 0;
+    rlx_pool_taps(sd, g->dd, g->kd, 0, g->D, &a0, &a1);
+    rlx_pool_taps(sh, g->dh, g->kh, 0, g->H, &b0, &b1);
+    for (ptrdiff_t a = a0; a < a1; ++a)
+        for (ptrdiff_t b = b0; b < b1; ++b)
+            rows[nr++] = (int32_t)(((sd + a * g->dd) * g->H + sh + b * g->dh) * g->W);
+    return nr;
+}
+
 RLX_INLINE void rlx_pwi_line_body(const float* restrict x, ptrdiff_t x_len, float* restrict y,
                                   int64_t* restrict ind, ptrdiff_t y_len, const rlx_pwi_geom* g, ptrdiff_t line,
                                   ptrdiff_t w0, ptrdiff_t w1, int avx2) {
@@ -1226,16 +1238,12 @@ RLX_INLINE void rlx_pwi_line_body(const float* restrict x, ptrdiff_t x_len, floa
     int64_t* restrict ir = ind + line * OW;
     const int64_t base = g->flat ? (int64_t)(plane * in_vol) : 0;
     int32_t rows[RLX_PWI_MAX_ROWS];
-    ptrdiff_t a0, a1, b0, b1, nr = 0;
+    ptrdiff_t nr;
     RLX_CHECK_RANGE(plane * in_vol, (plane + 1) * in_vol, x_len, "max pool x");
     RLX_CHECK_RANGE(line * OW + w0, line * OW + w1, y_len, "max pool y/indices");
     (void)x_len;
     (void)y_len;
-    rlx_pool_taps(sd, g->dd, g->kd, 0, g->D, &a0, &a1);
-    rlx_pool_taps(sh, g->dh, g->kh, 0, g->H, &b0, &b1);
-    for (ptrdiff_t a = a0; a < a1; ++a)
-        for (ptrdiff_t b = b0; b < b1; ++b)
-            rows[nr++] = (int32_t)(((sd + a * g->dd) * g->H + sh + b * g->dh) * W);
+    nr = rlx_pwi_window_rows(g, sd, sh, rows);
     /* outputs [ilo, ihi) have windows inside [0, W) along w */
     ptrdiff_t ilo = g->pw > 0 ? (g->pw + g->sw - 1) / g->sw : 0;
     const ptrdiff_t last = W - 1 - (g->kw - 1) * g->dw + g->pw;     /* ow * sw <= last */

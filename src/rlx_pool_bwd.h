@@ -522,16 +522,12 @@ RLX_TARGET_AVX2 static void rlx_pwi_line_pad(const float* x, ptrdiff_t x_len, fl
     const float* xp = x + plane * in_vol;
     const int64_t base = g->flat ? (int64_t)(plane * in_vol) : 0;
     const ptrdiff_t L = rlx_pwi_pad_row(w1 - w0, kw, sw), c0 = w0 * sw - g->pw;   /* buffer column 0: input c0 */
-    ptrdiff_t a0, a1, b0, b1, nr = 0;
+    ptrdiff_t nr;
     RLX_CHECK_RANGE(plane * in_vol, (plane + 1) * in_vol, x_len, "max pool x");
     RLX_CHECK_RANGE(line * OW + w0, line * OW + w1, y_len, "max pool y/indices");
     (void)x_len;
     (void)y_len;
-    rlx_pool_taps(sd, g->dd, g->kd, 0, g->D, &a0, &a1);
-    rlx_pool_taps(sh, g->dh, g->kh, 0, g->H, &b0, &b1);
-    for (ptrdiff_t a = a0; a < a1; ++a)
-        for (ptrdiff_t b = b0; b < b1; ++b)
-            rows[nr++] = (int32_t)(((sd + a * g->dd) * g->H + sh + b * g->dh) * W);
+    nr = rlx_pwi_window_rows(g, sd, sh, rows);
     if (kw == 2 && sw == 2 && g->pw == 0 && 2 * OW <= W) {
         /* every window inside its rows: the blocks read x in place, no buffer, NaN-aware */
         float* yr = y ? y + line * OW : NULL;
