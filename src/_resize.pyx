@@ -10,8 +10,9 @@
 # Integer 2x on NCHW has a dedicated kernel: each input row becomes two
 # identical output rows of duplicated pixels.
 #
-# Work item (prange, static): one output line (plane, od, oh) for the gather,
-# one input row (plane, h) for 2x.  Every plane offset is computed from the
+# Work item (prange, static): the output lines of one (plane, od) for the
+# gather (a line with the previous line's source row is copied from it), one
+# input row (plane, h) for 2x.  Every plane offset is computed from the
 # plane index, in elements, so batches advance by whole planes (upstream once
 # advanced by a quarter plane per image).
 cimport cython
@@ -26,19 +27,33 @@ cdef extern from "rlx_omp.h":
     int RLX_DEBUG_CHECKS
 
 
-cdef int _gather_line(const float[::1] x, float[::1] y, const int32_t[::1] tab,
-                      const Py_ssize_t* size, const Py_ssize_t* out,
-                      Py_ssize_t line) except -1 nogil:
-    """Output line `line` = (plane, od, oh); tab = [td | th | tw] concatenated."""
-    cdef Py_ssize_t oh = line % out[1]
-    cdef Py_ssize_t od = (line // out[1]) % out[0]
-    cdef Py_ssize_t plane = line // (out[1] * out[0])
-    cdef Py_ssize_t src = ((plane * size[0] + tab[od]) * size[1] + tab[out[0] + oh]) * size[2]
-    cdef Py_ssize_t dst = line * out[2]
+cdef int _gather_lines(const float[::1] x, float[::1] y, const int32_t[::1] tab,
+                       const Py_ssize_t* size, const Py_ssize_t* out,
+                       Py_ssize_t item) except -1 nogil:
+    """Every output line (plane, od, oh) of item = (plane, od); tab = [td | th
+    | tw] concatenated.  A line whose source row is the previous line's (an
+    upscale along h) is a copy of that line, not a second gather."""
+    cdef Py_ssize_t od = item % out[0]
+    cdef Py_ssize_t plane = item // out[0]
+    cdef Py_ssize_t row0 = (plane * size[0] + tab[od]) * size[1]
     cdef Py_ssize_t tw0 = out[0] + out[1]
-    cdef Py_ssize_t ow
-    for ow in range(out[2]):
-        y[dst + ow] = x[src + tab[tw0 + ow]]
+    cdef Py_ssize_t oh, ow, src, prev = -1
+    cdef Py_ssize_t dst = item * out[1] * out[2]
+    cdef const int32_t* tw = &tab[tw0]
+    cdef const float* xs
+    cdef float* yd
+    if out[1] * out[2] == 0:
+        return 0
+    for oh in range(out[1]):
+        yd = &y[dst + oh * out[2]]
+        if tab[out[0] + oh] == prev:
+            memcpy(yd, yd - out[2], out[2] * sizeof(float))
+            continue
+        prev = tab[out[0] + oh]
+        src = (row0 + prev) * size[2]
+        xs = &x[src]
+        for ow in range(out[2]):
+            yd[ow] = xs[tw[ow]]
     return 0
 
 
@@ -60,13 +75,25 @@ cdef class ResizeNearestLaunch(Launch):
         for a in range(3):
             self.size[a] = sizes[a]
             self.out[a] = outs[a]
+        # The kernel reads x through these tables with raw pointers: check
+        # them and both buffers once, here.
+        t = np.asarray(self.tab)
+        if t.shape[0] != outs[0] + outs[1] + outs[2]:
+            raise ValueError(f"resize nearest: {t.shape[0]} table entries for output axes {outs}")
+        for a, (lo, hi) in enumerate(((0, outs[0]), (outs[0], outs[0] + outs[1]),
+                                      (outs[0] + outs[1], t.shape[0]))):
+            if hi > lo and (t[lo:hi].min() < 0 or t[lo:hi].max() >= sizes[a]):
+                raise ValueError(f"resize nearest: axis {a} table indexes outside [0, {sizes[a]})")
+        if self.x.shape[0] < planes * sizes[0] * sizes[1] * sizes[2] or \
+                self.y.shape[0] < planes * outs[0] * outs[1] * outs[2]:
+            raise ValueError(f"resize nearest: x of {self.x.shape[0]} / y of {self.y.shape[0]} floats for "
+                             f"{planes} planes {sizes} -> {outs}")
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
-        cdef Py_ssize_t lines = self.planes * self.out[0] * self.out[1]
-        cdef Py_ssize_t line
-        for line in prange(lines, num_threads=t, schedule='static'):
-            _gather_line(self.x, self.y, self.tab, self.size, self.out, line)
+        cdef Py_ssize_t item
+        for item in prange(self.planes * self.out[0], num_threads=t, schedule='static'):
+            _gather_lines(self.x, self.y, self.tab, self.size, self.out, item)
         # end: prange
         return 0
 
