@@ -61,6 +61,7 @@ SHAPES = {
     "r50_1024_256_b8": (8, 1024, 14, 14, 256, 1, 1, 0, 1),
     "r50_512_2048_b8": (8, 512, 7, 7, 2048, 1, 1, 0, 1),
 }
+# "tune" is auto with compile(tune=True): every eligible algorithm timed once, the fastest kept.
 ALGOS = ["im2col", "direct", "winograd", "winograd_f4", "reference"]
 
 
@@ -94,7 +95,10 @@ def bench_shape(name, spec, threads, repeat, algos, torch, ort):
                 peers["ort"] = lambda: sess.run(None, {"x": x})
         for algo in algos:
             try:
-                plan = rlx_cpu.compile(graph, conv_algorithm=algo, num_threads=t)
+                if algo == "tune":
+                    plan = rlx_cpu.compile(graph, num_threads=t, tune=True)
+                else:
+                    plan = rlx_cpu.compile(graph, conv_algorithm=algo, num_threads=t)
             except ValueError:
                 continue
             if algo == "reference" and flops > 5e8:
@@ -132,7 +136,8 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--shapes", default="resnet,1x1",
                     help="comma-separated SHAPES names; 'pointwise' = every mb_/r50_ row")
-    ap.add_argument("--algos", default=",".join(ALGOS))
+    ap.add_argument("--algos", default=",".join(ALGOS),
+                    help="comma-separated: auto, tune (compile(tune=True)) and the forced algorithms")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--no-ort", action="store_true")
     ap.add_argument("--peak", type=float, default=115.0, help="FMA peak GFLOP/s of one core")

@@ -48,6 +48,8 @@ class CompileContext:
         self.node_buf = {}
         self.const_values = {}     # Buf -> float32 array
         self.live = None           # ids of the nodes the outputs need (set by compile)
+        self.tune = False          # time conv algorithms (compile(tune=True))
+        self.tuning = {}           # node name -> (chosen label, {label: ms})
 
     def _new(self, nbytes, role, name):
         nbytes = int(nbytes)
@@ -178,7 +180,7 @@ def _check_inputs_read_only(ctx):
 
 
 def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True, debug=None, passes=True,
-            adaptive_threads=None):
+            adaptive_threads=None, tune=False):
     """Compile `graph` into an executable :class:`~rlx_cpu.plan.Plan`.
 
     conv_algorithm: 'auto' (choose per shape) or one of 'reference', 'im2col',
@@ -200,7 +202,18 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True, de
         on the same cores); results are identical either way.  None: the
         RLX_ADAPTIVE_THREADS environment variable ('1' or unset on, '0' off).
         Debug plans always run on exactly num_threads.
+    tune: with conv_algorithm='auto', time every eligible algorithm of each
+        conv1d/conv2d shape now, at num_threads, and keep the fastest
+        (rlx_cpu/tuning.py; choices are cached per process).  ``plan.tuning``
+        and ``print(plan)`` list the timings.
     """
+    return compile_with_flags(graph, ConvFlags.from_env(), conv_algorithm, num_threads, reuse_arena, debug,
+                              passes, adaptive_threads, tune)
+
+
+def compile_with_flags(graph, flags, conv_algorithm="auto", num_threads=None, reuse_arena=True, debug=None,
+                       passes=True, adaptive_threads=None, tune=False):
+    """compile() under the given ConvFlags instead of the environment's."""
     from .plan import Plan
 
     if not isinstance(graph, Graph):
@@ -219,7 +232,8 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True, de
     guard = GUARD if debug else 0
     limit_blas_threads()
 
-    ctx = CompileContext(graph, conv_algorithm, nthreads, ConvFlags.from_env())
+    ctx = CompileContext(graph, conv_algorithm, nthreads, flags)
+    ctx.tune = bool(tune) and conv_algorithm == "auto" and flags.fast
     live_nodes = _live_nodes(graph)
     ctx.live = {n.id for n in live_nodes}
     input_nodes = []
@@ -282,4 +296,5 @@ def compile(graph, conv_algorithm="auto", num_threads=None, reuse_arena=True, de
     plan = Plan(tuple(thunks), inputs, outputs, arena, const_nbytes, const_items, nthreads, debug,
                 adaptive_threads)
     plan.pass_summary = pass_summary(graph)
+    plan.tuning = dict(ctx.tuning)
     return plan

@@ -353,8 +353,10 @@ def _restore_plan(state):
                     state["const_nbytes"], state["num_threads"], state.get("debug", False),
                     state.get("adaptive_threads", True))
         plan.pass_summary = str(state.get("passes", ""))
+        plan.tuning = {str(k): (str(b), {str(a): float(t) for a, t in ms.items()})
+                       for k, (b, ms) in dict(state.get("tuning", {})).items()}
         const = np.frombuffer(state["const"], dtype=np.uint8)
-    except (KeyError, TypeError, AttributeError) as exc:
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise IncompatiblePlanError(f"pickled Plan state is incomplete or malformed: {exc!r}") from None
     if const.nbytes != plan._const.nbytes:
         raise IncompatiblePlanError(f"pickled Plan: constants hold {const.nbytes} bytes, "
@@ -414,6 +416,7 @@ class Plan:
         self._const = aligned_empty(max(int(const_nbytes), 64))
         self.const_nbytes = const_nbytes
         self.pass_summary = ""     # what the graph passes did (set by compile)
+        self.tuning = {}           # compile(tune=True): conv name -> (chosen, {candidate: ms})
         self._local = threading.local()
 
     # -- pickling ------------------------------------------------------------
@@ -434,6 +437,7 @@ class Plan:
             "debug": self.debug,
             "adaptive_threads": self.adaptive_threads,
             "passes": self.pass_summary,
+            "tuning": {k: (str(b), {str(a): float(t) for a, t in ms.items()}) for k, (b, ms) in self.tuning.items()},
         }
         return (_restore_plan, (state,))
 
@@ -499,6 +503,10 @@ class Plan:
                  f"{self.num_threads} threads{', debug' if self.debug else ''})"]
         if self.pass_summary:
             lines.append(f"  passes: {self.pass_summary}")
+        if self.tuning:
+            from .tuning import describe
+            lines.append("  tuned (median ms of each candidate):")
+            lines += describe(self.tuning)
         lines += [f"  {i}: {t!r}" for i, t in enumerate(self.thunks)]
         return "\n".join(lines)
 

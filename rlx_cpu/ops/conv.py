@@ -33,6 +33,7 @@ from ..onnx_import import graph_op, spatial_rank, window_padding
 from ..registry import compile_rule, functional, gradient, graph_method, onnx_op, per_rank
 from ..shapes import as_tuple, conv_out_size, layout_hint, resolve_padding
 from ..threads import threads_key
+from ..tuning import tune_conv
 from ..thunks import Slice, Thunk
 
 Shape = Tuple[int, ...]
@@ -444,15 +445,21 @@ def compile_conv(ctx, node):
     dims = conv_dims(node, ctx.graph)
     op = f"{node.op} {node.name!r}"
     x_id, w_id, b_id, r_id = conv_operands(node)
-    algo = select_conv_algorithm(dims, ctx.conv_algorithm, ctx.flags, op=op,
-                                 weight_constant=ctx.is_constant(w_id))
+    flags = ctx.flags
+    if ctx.tune:
+        wconst = ctx.is_constant(w_id)
+        algo, flags, ms, best = tune_conv(dims, ctx.graph.node(w_id).value if wconst else None, wconst,
+                                          b_id is not None, flags, ctx.num_threads)
+        ctx.tuning[node.name] = (best, ms)
+    else:
+        algo = select_conv_algorithm(dims, ctx.conv_algorithm, flags, op=op, weight_constant=ctx.is_constant(w_id))
     x, w = ctx.buf(x_id), ctx.buf(w_id)
     bias = ctx.buf(b_id) if b_id is not None else None
     residual = ctx.buf(r_id) if r_id is not None else None
     epilogue = node.attrs.epilogue
     y = ctx.buf(node.id)
     t = ctx.num_threads
-    packed = conv_microkernel_layout(dims, algo, ctx.flags)
+    packed = conv_microkernel_layout(dims, algo, flags)
     if packed:
         w = _packed_weight(ctx, node, w, dims, packed)
     if algo == ConvAlgorithm.GEMM_1X1:
