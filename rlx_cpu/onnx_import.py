@@ -48,7 +48,7 @@ def _onnx():
 # ---------------------------------------------------------------------------
 
 def from_onnx(model, *, constants=None, input_shapes=None, conv_algorithm="auto", num_threads=None,
-              reuse_arena=True, passes=True):
+              reuse_arena=True, passes=True, tune=False):
     """Compile an ONNX model into a :class:`~rlx_cpu.Plan`.
 
     model: a path, the serialized bytes, or an ``onnx.ModelProto``.
@@ -57,7 +57,7 @@ def from_onnx(model, *, constants=None, input_shapes=None, conv_algorithm="auto"
         Resize ``scales`` fed as a graph input; allowed for any input.
     input_shapes: {graph input name: shape} for inputs declared with dynamic
         (symbolic or unknown) dims; plans have static shapes.
-    conv_algorithm, num_threads, reuse_arena, passes: as :func:`rlx_cpu.compile`.
+    conv_algorithm, num_threads, reuse_arena, passes, tune: as :func:`rlx_cpu.compile`.
 
     ``plan.run`` takes the ONNX input names and returns the outputs in the
     order of the model's graph outputs (float32; MaxPool ``Indices`` int64).
@@ -67,7 +67,7 @@ def from_onnx(model, *, constants=None, input_shapes=None, conv_algorithm="auto"
 
     imported = import_onnx(model, constants=constants, input_shapes=input_shapes)
     return _compile(imported.graph, conv_algorithm=conv_algorithm, num_threads=num_threads,
-                    reuse_arena=reuse_arena, passes=passes)
+                    reuse_arena=reuse_arena, passes=passes, tune=tune)
 
 
 @dataclass

@@ -79,7 +79,8 @@ class InferenceSession:
         count when the session is made), like ORT's ``intra_op_num_threads``.
     constants: {graph input name: array} fixed at compile time (for graph
         inputs that set shapes); they are not inputs of :meth:`run`.
-    conv_algorithm: as :func:`rlx_cpu.compile`.
+    conv_algorithm, tune: as :func:`rlx_cpu.compile` (tune=True times each
+        conv's candidate algorithms when a signature's plan is compiled).
     max_cached_plans: how many input signatures keep a compiled plan.
     providers: accepted for code written for ONNX Runtime; only
         ``["CPUExecutionProvider"]`` (or None).
@@ -89,7 +90,7 @@ class InferenceSession:
     """
 
     def __init__(self, path_or_bytes, *, num_threads=None, constants=None, conv_algorithm="auto",
-                 max_cached_plans=DEFAULT_MAX_CACHED_PLANS, providers=None):
+                 max_cached_plans=DEFAULT_MAX_CACHED_PLANS, providers=None, tune=False):
         if providers is not None:
             names = [p[0] if isinstance(p, tuple) else p for p in providers]
             if any(n != "CPUExecutionProvider" for n in names):
@@ -101,6 +102,7 @@ class InferenceSession:
         self._constants = dict(constants or {})
         self._num_threads = resolve_num_threads(num_threads, "InferenceSession")
         self._conv_algorithm = conv_algorithm
+        self._tune = bool(tune)
         self._max_plans = max_cached_plans
         self._plans = OrderedDict()          # input signature -> Plan, least recently used first
         self._lock = threading.Lock()        # guards _plans and _compiling
@@ -284,7 +286,8 @@ class InferenceSession:
         from .compiler import compile as _compile
         shapes = {a.name: s for a, s in zip(self._inputs, sig)}
         imported = import_onnx(self._model, constants=self._constants, input_shapes=shapes)
-        return _compile(imported.graph, conv_algorithm=self._conv_algorithm, num_threads=self._num_threads)
+        return _compile(imported.graph, conv_algorithm=self._conv_algorithm, num_threads=self._num_threads,
+                        tune=self._tune)
 
     def __repr__(self):
         return (f"InferenceSession(inputs={self._inputs}, outputs={self._outputs}, "
