@@ -167,6 +167,39 @@ def test_outputs_that_no_kernel_writes(rng, policy):
     assert not np.shares_memory(out[1], xv) and not np.shares_memory(out[0], out[3])
 
 
+@pytest.mark.parametrize("threshold", [0, 1 << 60])
+def test_run_returns_arrays_the_kernels_wrote(rng, policy, monkeypatch, threshold):
+    """Above RUN_IN_PLACE_MIN_NBYTES, run() binds fresh arrays as run_into
+    does (no copy out of the context); either way each run's arrays are new,
+    right, and later runs leave them alone -- also for the outputs no kernel
+    writes and for an int64 indices output."""
+    monkeypatch.setattr(plan_mod, "RUN_IN_PLACE_MIN_NBYTES", threshold)
+    g = rlx_cpu.Graph()
+    x = g.input("x", (1, 2, 6, 6))
+    w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    y = g.conv2d(x, w, padding=1)
+    pooled, idx = g.max_pool2d(y, 2, return_indices=True)
+    g.output(y, x, pooled, idx, g.reshape(y, (3, 36)))
+    plan = rlx_cpu.compile(g)
+    assert plan._run_in_place == (threshold == 0)
+    ctx = plan.new_context()
+    runs = []
+    for k in range(3):
+        xv = rng.standard_normal((1, 2, 6, 6)).astype(np.float32)
+        out = plan.run({"x": xv}, context=ctx)
+        assert all(not np.shares_memory(o, p) for o in out for p in ctx.outputs)
+        assert not np.shares_memory(out[1], xv)
+        assert out[3].dtype == np.int64
+        runs.append((xv, [o.copy() for o in out], out))
+    for xv, saved, out in runs:
+        for u, v in zip(out, saved):
+            np.testing.assert_array_equal(u, v)
+        check_parity(out[0], conv_nd(xv, w, None, 1, 1, 1), "conv output")
+        np.testing.assert_array_equal(out[1], xv)
+        np.testing.assert_array_equal(out[2], out[0].reshape(1, 3, 3, 2, 3, 2).max(axis=(3, 5)))
+        np.testing.assert_array_equal(out[4], out[0].reshape(3, 36))
+
+
 def test_the_same_array_as_two_inputs(rng, policy):
     g = rlx_cpu.Graph()
     a, b = g.input("a", (4, 6)), g.input("b", (4, 6))
