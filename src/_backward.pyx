@@ -514,3 +514,66 @@ cdef class ConvBackwardWeightLaunch(Launch):
             conv_backward_weight_gemm(self.x, self.dy, self.dw, self.scratch, &self.g,
                                       self.algorithm, self.max_threads, t)
         return 0
+
+
+# ---------------------------------------------------------------------------
+# Weight of the forward conv that computes a transposed conv (conv backward
+# input, conv-transpose at stride 1): channels swapped within each group and
+# taps reversed,
+#     dst[g*cdg + j, i, taps-1-t] = src[g*csg + i, j, t]
+# for src [c_src, cdg, taps] and dst [c_dst, csg, taps], cdg = c_dst/groups,
+# csg = c_src/groups.
+# ---------------------------------------------------------------------------
+
+cdef int _flip_rows(const float[::1] src, float[::1] dst, Py_ssize_t csg, Py_ssize_t cdg,
+                    Py_ssize_t taps, Py_ssize_t row) noexcept nogil:
+    """dst row `row` = dst[row, :, :] (csg * taps floats)."""
+    cdef Py_ssize_t g = row // cdg
+    cdef Py_ssize_t j = row - g * cdg
+    cdef Py_ssize_t i, t, s0
+    cdef Py_ssize_t d0 = row * csg * taps
+    for i in range(csg):
+        s0 = ((g * csg + i) * cdg + j) * taps
+        for t in range(taps):
+            dst[d0 + i * taps + taps - 1 - t] = src[s0 + t]
+    return 0
+
+
+def flip_transpose_weight(src, Py_ssize_t c_dst, Py_ssize_t groups):
+    """numpy form of the launch below, for a constant weight at compile time:
+    src [c_src, c_dst/groups, *k] -> [c_dst, c_src/groups, *k]."""
+    a = np.asarray(src, dtype=np.float32)
+    c_src, cdg, k = a.shape[0], a.shape[1], a.shape[2:]
+    csg = c_src // groups
+    out = a.reshape(groups, csg, cdg, -1)[..., ::-1].transpose(0, 2, 1, 3)
+    return np.ascontiguousarray(out.reshape((c_dst, csg) + tuple(k)))
+
+
+cdef class WeightFlipLaunch(Launch):
+    """The flipped, channel-swapped weight of a lowered transposed conv,
+    written each run (the weight is a plan input)."""
+    cdef const float[::1] src
+    cdef float[::1] dst
+    cdef Py_ssize_t csg, cdg, taps, c_dst
+
+    def __init__(self, src, dst, Py_ssize_t c_src, Py_ssize_t c_dst, Py_ssize_t groups, Py_ssize_t taps,
+                 int max_threads):
+        if groups < 1 or c_src % groups or c_dst % groups or taps < 1:
+            raise ValueError(f"weight flip: bad dims c_src={c_src} c_dst={c_dst} groups={groups} taps={taps}")
+        if src.shape[0] < c_src * (c_dst // groups) * taps or dst.shape[0] < c_dst * (c_src // groups) * taps:
+            raise ValueError(f"weight flip: buffers of {src.shape[0]} / {dst.shape[0]} floats are too small "
+                             f"for c_src={c_src} c_dst={c_dst} groups={groups} taps={taps}")
+        self.src = src
+        self.dst = dst
+        self.csg = c_src // groups
+        self.cdg = c_dst // groups
+        self.taps = taps
+        self.c_dst = c_dst
+        self.max_threads = max(1, max_threads)
+
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
+        cdef Py_ssize_t row
+        for row in prange(self.c_dst, num_threads=t, schedule='static'):
+            _flip_rows(self.src, self.dst, self.csg, self.cdg, self.taps, row)
+        return 0

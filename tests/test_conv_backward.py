@@ -158,6 +158,26 @@ def _thunks(plan):
     return [t for t in plan.thunks if isinstance(t, (ConvBackwardInputThunk, ConvBackwardWeightThunk))]
 
 
+def _weight_thunk(plan):
+    (tw,) = [t for t in plan.thunks if isinstance(t, ConvBackwardWeightThunk)]
+    return tw
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_stride_1_input_gradient_runs_as_a_forward_conv(name):
+    """A 1-D/2-D input gradient of stride 1 and more than one tap lowers to a
+    forward conv of dy with the flipped weight (its parity is the parity
+    test above); the rest keep the gradient kernels."""
+    case = Case(CASES[IDS.index(name)])
+    plan = case.plan(2)
+    lowered = (case.nsp < 3 and set(case.stride) == {1} and int(np.prod(case.kernel)) > 1
+               and all(d * (k - 1) >= max(b, e) for d, k, b, e in zip(case.dilation, case.kernel, case.pb, case.pe)))
+    kinds = [t.kind for t in plan.thunks]
+    assert ("conv_backward_input" not in kinds) == lowered, kinds
+    if lowered:
+        assert "conv" in kinds
+
+
 @pytest.mark.parametrize("name, want", [("2d-1x1", "gemm_1x1"), ("2d-1x1-strided", "gemm"),
                                         ("3d", "gemm"), ("1d", "gemm")])
 def test_algorithm_choice(name, want):
@@ -177,7 +197,7 @@ def test_weight_scratch_holds_per_thread_partials():
     thread, sized at compile time for the plan's thread count."""
     case = Case(CASES[IDS.index("2d-batch5")])
     plan = case.plan(2)
-    tw = _thunks(plan)[1]
+    tw = _weight_thunk(plan)
     d = tw.dims
     k = d.c_in // d.groups * int(np.prod(d.kernel))
     p = int(np.prod(d.out_sp))
@@ -185,7 +205,7 @@ def test_weight_scratch_holds_per_thread_partials():
         assert tw.scratch.nbytes == 4 * k * p
         return
     assert tw.scratch.nbytes == 4 * 2 * (d.c_out * k + k * p)
-    assert _thunks(case.plan(1))[1].scratch.nbytes == 4 * k * p
+    assert _weight_thunk(case.plan(1)).scratch.nbytes == 4 * k * p
 
 
 def test_1x1_needs_no_scratch():
@@ -195,7 +215,7 @@ def test_1x1_needs_no_scratch():
 
 
 def test_scratch_function_covers_every_thread_count():
-    dims = _thunks(Case(CASES[IDS.index("2d-batch5")]).plan(1))[1].dims.as_tuple()
+    dims = _weight_thunk(Case(CASES[IDS.index("2d-batch5")]).plan(1)).dims.as_tuple()
     for algo in (_backward.BWD_GEMM, _backward.BWD_GEMM_1X1):
         sizes = [_backward.conv_backward_weight_scratch_floats(dims, algo, t) for t in range(1, 9)]
         assert sizes == sorted(sizes)       # a plan for t threads covers any run with fewer

@@ -75,6 +75,43 @@ def _case(seed):
     return nsp, x, w, b, kw, ref
 
 
+# Stride-1 conv-transposes of rank 1 and 2: (x shape, weight shape, padding,
+# dilation, groups, output_padding).  Under auto they run as a forward conv
+# with the flipped weight, except where a pad exceeds dilation*(k-1).
+STRIDE1 = [
+    ((2, 8, 9, 9), (8, 6, 3, 3), 1, 1, 1, 0),                  # 3x3 'same': Winograd-eligible
+    ((1, 12, 10, 11), (12, 2, 3, 3), (1, 2, 0, 1), (1, 2), 4, 0),
+    ((2, 4, 20), (4, 6, 5), (2, 1), 1, 1, 0),
+    ((1, 6, 7, 7), (6, 1, 3, 3), 0, 2, 6, (1, 0)),            # depthwise, dilated, output_padding
+    ((1, 3, 6, 6), (3, 5, 4, 4), (1, 2, 2, 1), 1, 1, 0),
+    ((1, 4, 7, 7), (4, 4, 3, 3), 3, 1, 1, 0),                  # pad 3 > k-1: N-d kernels
+]
+
+
+@pytest.mark.parametrize("case", range(len(STRIDE1)))
+@pytest.mark.parametrize("weights_as_inputs", [False, True])
+def test_stride_1_runs_as_a_forward_conv(case, weights_as_inputs):
+    xs, ws, pad, dil, groups, op = STRIDE1[case]
+    nsp = len(xs) - 2
+    rng = np.random.default_rng(300 + case)
+    x, w, b = _rand(rng, *xs), _rand(rng, *ws), _rand(rng, ws[1] * groups)
+    pads = (pad,) * 2 * nsp if isinstance(pad, int) else pad
+    kw = dict(stride=1, padding=pads, dilation=dil, groups=groups, output_padding=op)
+    dl = (dil,) * nsp if isinstance(dil, int) else dil
+    lowered = all(d * (k - 1) >= max(pads[i], pads[nsp + i]) for i, (d, k) in enumerate(zip(dl, ws[2:])))
+    want = R.conv_transpose_nd(x, w, b, stride=1, pads_begin=pads[:nsp], pads_end=pads[nsp:], dilation=dil,
+                               groups=groups, output_padding=op)
+    outs = []
+    for nthreads in (1, 2):
+        got, plan, _ = _run(nsp, x, w, b, "auto", nthreads, weights_as_inputs, **kw)
+        kinds = [t.kind for t in plan.thunks]
+        assert ("conv_transpose" not in kinds) == lowered, kinds
+        assert ("weight_flip" in kinds) == (lowered and weights_as_inputs), kinds
+        assert R.rel_error(got, want) <= TOL, (case, nthreads)
+        outs.append(got)
+    np.testing.assert_array_equal(outs[0], outs[1])       # the same bits at 1 and 2 threads
+
+
 @pytest.mark.parametrize("seed", range(24))
 @pytest.mark.parametrize("algo", ["reference", "im2col"])
 def test_conv_transpose_matches_reference(seed, algo):

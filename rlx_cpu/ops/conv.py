@@ -442,31 +442,38 @@ def conv_dims(node, graph):
 
 @compile_rule(CONV_OPS[1], CONV_OPS[2])
 def compile_conv(ctx, node):
-    dims = conv_dims(node, ctx.graph)
-    op = f"{node.op} {node.name!r}"
     x_id, w_id, b_id, r_id = conv_operands(node)
+    wconst = ctx.is_constant(w_id)
+    emit_conv2d(ctx, node.name, f"{node.op} {node.name!r}", conv_dims(node, ctx.graph), ctx.buf(x_id),
+                ctx.buf(w_id), ctx.graph.node(w_id).value if wconst else None,
+                ctx.buf(b_id) if b_id is not None else None, ctx.buf(r_id) if r_id is not None else None,
+                node.attrs.epilogue, ctx.buf(node.id))
+
+
+def emit_conv2d(ctx, name, op, dims, x, w, w_value, bias, residual, epilogue, y, requested=None):
+    """Emit the thunks of one conv1d/conv2d of `dims` on the 2-D kernels:
+    x, w, bias, residual, y are buffers; w_value is the weight's array when
+    it is a compile-time constant (transformed or packed now), else None (a
+    per-run transform or pack thunk comes first).  Other ops that lower to a
+    conv (conv gradients, conv-transpose at stride 1) emit through here, with
+    `requested` in place of the plan's conv_algorithm."""
     flags = ctx.flags
-    if ctx.tune:
-        wconst = ctx.is_constant(w_id)
-        algo, flags, ms, best = tune_conv(dims, ctx.graph.node(w_id).value if wconst else None, wconst,
-                                          b_id is not None, flags, ctx.num_threads)
-        ctx.tuning[node.name] = (best, ms)
+    wconst = w_value is not None
+    requested = ctx.conv_algorithm if requested is None else requested
+    if ctx.tune and requested == "auto":
+        algo, flags, ms, best = tune_conv(dims, w_value, wconst, bias is not None, flags, ctx.num_threads)
+        ctx.tuning[name] = (best, ms)
     else:
-        algo = select_conv_algorithm(dims, ctx.conv_algorithm, flags, op=op, weight_constant=ctx.is_constant(w_id))
-    x, w = ctx.buf(x_id), ctx.buf(w_id)
-    bias = ctx.buf(b_id) if b_id is not None else None
-    residual = ctx.buf(r_id) if r_id is not None else None
-    epilogue = node.attrs.epilogue
-    y = ctx.buf(node.id)
+        algo = select_conv_algorithm(dims, requested, flags, op=op, weight_constant=wconst)
     t = ctx.num_threads
     packed = conv_microkernel_layout(dims, algo, flags)
     if packed:
-        w = _packed_weight(ctx, node, w, dims, packed)
+        w = _packed_weight(ctx, name, w, w_value, dims, packed)
     if algo == ConvAlgorithm.GEMM_1X1:
         block = 0
         if bias is not None or epilogue is not None:
             block = _conv2d.gemm_1x1_col_block(dims.as_tuple(), t)
-        ctx.emit(Conv1x1Thunk(node.name, x, w, bias, y, dims.n, dims.c_in, dims.c_out,
+        ctx.emit(Conv1x1Thunk(name, x, w, bias, y, dims.n, dims.c_in, dims.c_out,
                               dims.h * dims.w, dims.groups, t, block, residual, epilogue, packed))
         return
     block = 0
@@ -475,34 +482,30 @@ def compile_conv(ctx, node):
     if algo in (ConvAlgorithm.WINOGRAD, ConvAlgorithm.WINOGRAD_F4):
         f4 = algo == ConvAlgorithm.WINOGRAD_F4
         block = (_conv2d.winograd4_tile_block if f4 else _conv2d.winograd_tile_block)(dims.as_tuple(), t)
-        wnode = node.inputs[1]
-        if ctx.is_constant(wnode):
+        if wconst:
             # Transform once, now; runs only read U.
             transform = _conv2d.winograd4_filter_transform if f4 else _conv2d.winograd_filter_transform
-            u = transform(ctx.graph.node(wnode).value)
-            w = ctx.constant(u, node.name + ".winograd_U")
+            w = ctx.constant(transform(w_value), name + ".winograd_U")
         else:
             planes = 36 if f4 else 16
-            u = ctx.temp(planes * dims.c_out * dims.c_in * 4, node.name + ".winograd_U")
-            ctx.emit(WinogradFilterThunk(node.name, w, u, dims.c_out, dims.c_in, 4 if f4 else 2))
+            u = ctx.temp(planes * dims.c_out * dims.c_in * 4, name + ".winograd_U")
+            ctx.emit(WinogradFilterThunk(name, w, u, dims.c_out, dims.c_in, 4 if f4 else 2))
             w = u
     scratch_nbytes = 4 * _conv2d.scratch_floats(dims.as_tuple(), int(algo), t, packed)
-    scratch = ctx.scratch(scratch_nbytes, node.name + ".scratch")
-    ctx.emit(ConvThunk(node.name, x, w, bias, y, scratch, dims, algo, t, block, residual, epilogue, packed))
+    scratch = ctx.scratch(scratch_nbytes, name + ".scratch")
+    ctx.emit(ConvThunk(name, x, w, bias, y, scratch, dims, algo, t, block, residual, epilogue, packed))
 
 
-def _packed_weight(ctx, node, w, dims, layout):
+def _packed_weight(ctx, name, w, w_value, dims, layout):
     """The buffer of the weight packed for the conv microkernel in `layout`:
-    packed now for a constant weight, else by a GemmPackThunk at the start of
-    each run."""
+    packed now for a constant weight (w_value), else by a GemmPackThunk at
+    the start of each run."""
     k = (dims.c_in // dims.groups) * dims.kh * dims.kw
-    wnode = node.inputs[1]
-    if ctx.is_constant(wnode):
-        return ctx.constant(_conv2d.gemm_pack_weight(ctx.graph.node(wnode).value, dims.groups, layout),
-                            node.name + ".packed_W")
+    if w_value is not None:
+        return ctx.constant(_conv2d.gemm_pack_weight(w_value, dims.groups, layout), name + ".packed_W")
     nfloats = max(_conv2d.gemm_packed_floats(dims.c_out, k, dims.groups, layout), 1)
-    packed = ctx.temp(4 * nfloats, node.name + ".packed_W")
-    ctx.emit(GemmPackThunk(node.name, w, packed, dims.c_out, k, dims.groups, layout))
+    packed = ctx.temp(4 * nfloats, name + ".packed_W")
+    ctx.emit(GemmPackThunk(name, w, packed, dims.c_out, k, dims.groups, layout))
     return packed
 
 

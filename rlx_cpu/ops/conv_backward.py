@@ -24,7 +24,7 @@ from ..registry import compile_rule, functional, graph_method, per_rank
 from ..shapes import as_tuple, conv_out_size, layout_hint, resolve_padding
 from ..threads import threads_key
 from ..thunks import Slice, Thunk, view_or_none
-from .conv import RANKS, ConvAttrs, ConvNDDims, check_groups, named
+from .conv import RANKS, ConvAttrs, Conv2DDims, ConvNDDims, check_groups, emit_conv2d, named
 
 BACKWARD_INPUT_OPS = per_rank("conv{}d_backward_input")
 BACKWARD_WEIGHT_OPS = per_rank("conv{}d_backward_weight")
@@ -156,6 +156,81 @@ class ConvBackwardWeightThunk(Thunk):
                                                   int(self.algorithm), self.max_threads)
 
 
+@dataclass(frozen=True, repr=False)
+class WeightFlipThunk(Thunk):
+    """The weight of the forward conv a transposed conv lowers to, written
+    each run when the weight is a plan input: [c_src, c_dst/g, *k] ->
+    [c_dst, c_src/g, *k] with the taps reversed (src/_backward.pyx)."""
+    src: Slice
+    dst: Slice
+    c_src: int
+    c_dst: int
+    groups: int
+    taps: int
+    max_threads: int
+
+    kind: ClassVar[str] = "weight_flip"
+    reads: ClassVar[tuple] = ("src",)
+    writes: ClassVar[tuple] = ("dst",)
+
+    def bind(self, view):
+        return _backward.WeightFlipLaunch(view(self.src), view(self.dst), self.c_src, self.c_dst, self.groups,
+                                          self.taps, self.max_threads)
+
+
+# ---------------------------------------------------------------------------
+# Lowering a transposed conv at stride 1 to a forward conv
+# ---------------------------------------------------------------------------
+#
+# A transposed conv (conv backward input; conv-transpose) of stride 1 is the
+# forward conv of its input with the weight's channels swapped per group and
+# its taps reversed, begin padding d*(k-1) - p.  Lowered, it runs on the
+# forward kernels -- Winograd for 3x3, the conv microkernel -- instead of a
+# GEMM plus col2im scatter-gather.
+
+def lowered_conv_dims(n, c_src, c_dst, sp_src, sp_dst, kernel, stride, pad, dilation, groups):
+    """The Conv2DDims of the forward conv computing a transposed conv from
+    (c_src, sp_src) to (c_dst, sp_dst) (three spatial axes each, leading ones
+    of size 1), or None when it does not lower: a 3-D op, a stride other than
+    1, one tap (the 1x1 GEMM paths already read the operands directly), or a
+    padding the forward conv cannot express."""
+    if sp_src[0] != 1 or sp_dst[0] != 1 or kernel[0] != 1 or any(s != 1 for s in stride):
+        return None
+    if kernel[1] * kernel[2] == 1:
+        return None
+    begin = []
+    for ax in (1, 2):
+        b = dilation[ax] * (kernel[ax] - 1) - pad[ax]
+        end = sp_dst[ax] - sp_src[ax] - b + dilation[ax] * (kernel[ax] - 1)
+        if b < 0 or end < 0:
+            return None
+        begin.append(b)
+    return Conv2DDims(n, c_src, sp_src[1], sp_src[2], c_dst, sp_dst[1], sp_dst[2], kernel[1], kernel[2],
+                      1, 1, begin[0], begin[1], dilation[1], dilation[2], groups)
+
+
+def emit_lowered_transposed_conv(ctx, node, cdims, src_id, w_id, bias_id):
+    """Emit the forward conv `cdims` for `node` (see lowered_conv_dims): the
+    flipped weight is made now for a constant weight, else by a
+    WeightFlipThunk each run.  Only under conv_algorithm='auto' (which then
+    picks the forward conv's algorithm); a forced 'im2col' or 'reference'
+    keeps the op's own GEMM or reference kernels."""
+    taps = cdims.kh * cdims.kw
+    w = ctx.buf(w_id)
+    if ctx.is_constant(w_id):
+        w_value = _backward.flip_transpose_weight(ctx.graph.node(w_id).value, cdims.c_out, cdims.groups)
+        w = ctx.constant(w_value, node.name + ".flipped_W")
+    else:
+        w_value = None
+        flipped = ctx.temp(4 * cdims.c_out * (cdims.c_in // cdims.groups) * taps, node.name + ".flipped_W")
+        ctx.emit(WeightFlipThunk(node.name, w, flipped, cdims.c_in, cdims.c_out, cdims.groups, taps,
+                                 ctx.num_threads))
+        w = flipped
+    emit_conv2d(ctx, node.name, f"{node.op} {node.name!r}", cdims, ctx.buf(src_id), w, w_value,
+                ctx.buf(bias_id) if bias_id is not None else None, None, None, ctx.buf(node.id),
+                requested="auto")
+
+
 # ---------------------------------------------------------------------------
 # Compile rules
 # ---------------------------------------------------------------------------
@@ -165,6 +240,12 @@ def compile_conv_backward_input(ctx, node):
     dy_node = ctx.graph.node(node.inputs[0])
     dims = ConvNDDims.from_attrs(node.shape, dy_node.shape, node.attrs)
     algo = select_conv_backward_algorithm(dims, ctx.conv_algorithm, ctx.flags)
+    if ctx.conv_algorithm == "auto" and algo != ConvBackwardAlgorithm.REFERENCE:
+        cdims = lowered_conv_dims(dims.n, dims.c_out, dims.c_in, dims.out_sp, dims.in_sp, dims.kernel,
+                                  dims.stride, dims.pad, dims.dilation, dims.groups)
+        if cdims is not None:
+            emit_lowered_transposed_conv(ctx, node, cdims, node.inputs[0], node.inputs[1], None)
+            return
     t = ctx.num_threads
     nbytes = 4 * _backward.conv_backward_input_scratch_floats(dims.as_tuple(), int(algo), t)
     ctx.emit(ConvBackwardInputThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]),
