@@ -76,6 +76,10 @@ class ConvFlags:
     microkernel  RLX_CONV_MICROKERNEL: on -> the gemm_1x1 and im2col GEMMs run
               on the conv microkernel (src/rlx_gemm.h) on every shape; off ->
               always sgemm; unset -> where `prefers_conv_microkernel` says so.
+    implicit  RLX_IMPLICIT_GEMM: off -> an im2col conv on the microkernel builds
+              its patch matrix; on or unset -> it packs the GEMM's panels from
+              one phase-split copy of the input instead (same bits; see
+              `conv_microkernel_layout`).
 
     On is 1/on/true/yes, off 0/off/false/no (any case); unset or empty means
     the default.  Any other value raises ValueError naming the accepted ones,
@@ -85,6 +89,7 @@ class ConvFlags:
     winograd: Optional[bool] = None
     direct: Optional[bool] = None
     microkernel: Optional[bool] = None
+    implicit: Optional[bool] = None
 
     @classmethod
     def from_env(cls):
@@ -97,12 +102,13 @@ class ConvFlags:
         check_simd_env()
         fast = _tristate("RLX_FAST_CONV") is not False
         flags = cls(fast, _tristate("RLX_WINOGRAD"), _tristate("RLX_DIRECT_CONV"),
-                    _tristate("RLX_CONV_MICROKERNEL"))
+                    _tristate("RLX_CONV_MICROKERNEL"), _tristate("RLX_IMPLICIT_GEMM"))
         _flags_memo[:] = [raw, flags]
         return flags
 
 
-_FLAG_ENV = (b"RLX_SIMD", b"RLX_FAST_CONV", b"RLX_WINOGRAD", b"RLX_DIRECT_CONV", b"RLX_CONV_MICROKERNEL")
+_FLAG_ENV = (b"RLX_SIMD", b"RLX_FAST_CONV", b"RLX_WINOGRAD", b"RLX_DIRECT_CONV", b"RLX_CONV_MICROKERNEL",
+             b"RLX_IMPLICIT_GEMM")
 _flags_memo = []        # [raw env values, ConvFlags] of the last from_env
 
 
@@ -339,13 +345,24 @@ def prefers_conv_microkernel(d, algo, flags):
     return _conv2d.simd_level() >= 1 and _microkernel_wins(d, algo)
 
 
+# One (image, group) input copy of an implicit im2col conv (about the padded
+# input's size; one per thread) stays under this many floats (256 MiB), or
+# the conv builds its patch matrix in blocks instead.
+IMPLICIT_MAX_FLOATS = 64 * 1024 * 1024
+
+
 def conv_microkernel_layout(d, algo, flags):
     """0 when a gemm_1x1 or im2col conv runs its GEMMs on sgemm, else the
-    packed-weight layout of the microkernel it runs on: channel panels for
-    gemm_1x1 planes of at most MICROKERNEL_CHANNELS_MAX_PIXELS pixels, row
-    panels otherwise (and for pixel counts that are multiples of 16)."""
+    packed-weight layout of the microkernel it runs on: for im2col the
+    implicit patch matrix (src/rlx_implicit.h) unless RLX_IMPLICIT_GEMM is off
+    or its input copy is too large; channel panels for gemm_1x1 planes of at
+    most MICROKERNEL_CHANNELS_MAX_PIXELS pixels; row panels otherwise (and
+    for pixel counts that are multiples of 16)."""
     if not prefers_conv_microkernel(d, algo, flags):
         return 0
+    if algo == ConvAlgorithm.IM2COL and flags.implicit is not False and \
+            _conv2d.implicit_floats(d.as_tuple()) <= IMPLICIT_MAX_FLOATS:
+        return _conv2d.GEMM_LAYOUT_IMPLICIT
     p = d.h_out * d.w_out
     if algo == ConvAlgorithm.GEMM_1X1 and p <= MICROKERNEL_CHANNELS_MAX_PIXELS and p % 16:
         return _conv2d.GEMM_LAYOUT_CHANNELS

@@ -18,13 +18,14 @@ Choices are cached per process by (geometry, weight constant or not, bias,
 threads, flags, SIMD level), so compiling the same shapes again does not
 time them again; ``clear_cache()`` forgets them.
 """
+import dataclasses
 import statistics
 import time
 
 import numpy as np
 
 from . import _conv2d
-from .algorithms import ConvAlgorithm, ConvFlags, select_conv_algorithm
+from .algorithms import ConvAlgorithm, select_conv_algorithm
 
 # Timed rounds per shape: at least MIN_ROUNDS, then more until every
 # candidate has had about BUDGET_S of runs or MAX_ROUNDS is reached.  Five
@@ -70,7 +71,11 @@ def conv_candidates(dims, flags):
                 if _conv2d.simd_level() >= 1:
                     variants.append(("microkernel", True))
             for tag, mk in variants:
-                f = ConvFlags(flags.fast, flags.winograd, flags.direct, mk)
+                f = dataclasses.replace(flags, microkernel=mk)
+                if mk and algo == ConvAlgorithm.IM2COL and flags.implicit is None:
+                    # the microkernel with and without the patch matrix
+                    out.append((f"{algo.label}+implicit", name, algo, dataclasses.replace(f, implicit=True)))
+                    f = dataclasses.replace(f, implicit=False)
                 out.append((f"{algo.label}+{tag}", name, algo, f))
         else:
             out.append((algo.label, name, algo, flags))

@@ -26,7 +26,10 @@
 #
 # gemm_1x1 and im2col run their GEMMs either through sgemm or through the conv
 # microkernel of src/rlx_gemm.h (`packed`: the weight was packed into its
-# register-tile panels, and the bias is added in its epilogue).
+# register-tile panels, and the bias is added in its epilogue).  im2col on the
+# microkernel may skip the patch matrix (`packed` = LAYOUT_IMPLICIT, see
+# src/rlx_implicit.h): one phase-split copy of each image's input, from which
+# the GEMM packs its X panels directly; the same bits as the explicit one.
 # K = c_in/groups * kh * kw (GEMM depth), P = h_out * w_out (GEMM width).
 cimport cython
 from cython.parallel cimport prange, threadid
@@ -152,16 +155,34 @@ cdef extern from "rlx_gemm.h":
                           float* c, Py_ssize_t c_len, Py_ssize_t c_off, Py_ssize_t ldc, Py_ssize_t n,
                           Py_ssize_t q0, Py_ssize_t q1, const Epilogue* ep, const float* ep_bias) nogil
     void rlx_gather_strided(const float* src, Py_ssize_t stride, float* dst, Py_ssize_t n) nogil
+    void rlx_gemm_conv_implicit(const float* wp, Py_ssize_t wp_len, Py_ssize_t m, Py_ssize_t k,
+                                const float* x, Py_ssize_t x_len, const Py_ssize_t* offs, Py_ssize_t p0,
+                                Py_ssize_t w_out, Py_ssize_t wq,
+                                float* c, Py_ssize_t c_len, Py_ssize_t c_off, Py_ssize_t ldc, Py_ssize_t n,
+                                const Epilogue* ep, const float* ep_bias) nogil
+
+
+cdef extern from "rlx_implicit.h":
+    Py_ssize_t rlx_implicit_floats(const ConvGeom* g) nogil
+    Py_ssize_t rlx_implicit_rows(const ConvGeom* g) nogil
+    Py_ssize_t rlx_implicit_wq(const ConvGeom* g) nogil
+    void rlx_implicit_offsets(const ConvGeom* g, Py_ssize_t* offs) nogil
+    void rlx_implicit_fill_row(const float* x, Py_ssize_t x_len, const ConvGeom* g, Py_ssize_t ni,
+                               Py_ssize_t gi, float* xs, Py_ssize_t xs_len, Py_ssize_t row) nogil
 
 
 # Packed weight layouts (the `packed` value of a conv launch): row panels for
 # the 6x16 tile (gemm_1x1 and im2col), channel panels for the 6-pixel x
-# 16-channel tile of small 1x1 planes (gemm_1x1 only).
+# 16-channel tile of small 1x1 planes (gemm_1x1 only), and row panels for an
+# im2col conv whose patch matrix stays implicit (im2col only; the weight is
+# packed as for LAYOUT_ROWS).
 cdef enum:
     LAYOUT_ROWS = 1
     LAYOUT_CHANNELS = 2
+    LAYOUT_IMPLICIT = 3
 GEMM_LAYOUT_ROWS = LAYOUT_ROWS
 GEMM_LAYOUT_CHANNELS = LAYOUT_CHANNELS
+GEMM_LAYOUT_IMPLICIT = LAYOUT_IMPLICIT
 # Largest plane the channel-panel layout may be chosen for.
 GEMM_CHANNELS_MAX_PIXELS = RLX_GEMM_CH_MAX_N
 
@@ -187,9 +208,9 @@ def gemm_packed_floats(Py_ssize_t c_out, Py_ssize_t k, Py_ssize_t groups, int la
     """Floats of a [c_out, k] weight (k = c_in/groups * kh * kw) packed for the
     microkernel: each group's c_out/groups rows in zero-padded 6-row panels
     (GEMM_LAYOUT_ROWS) or 16-channel panels (GEMM_LAYOUT_CHANNELS)."""
-    if layout not in (GEMM_LAYOUT_ROWS, GEMM_LAYOUT_CHANNELS):
-        raise ValueError(f"gemm_packed_floats: layout must be {GEMM_LAYOUT_ROWS} or {GEMM_LAYOUT_CHANNELS}, "
-                         f"got {layout}")
+    if layout not in (GEMM_LAYOUT_ROWS, GEMM_LAYOUT_CHANNELS, GEMM_LAYOUT_IMPLICIT):
+        raise ValueError(f"gemm_packed_floats: layout must be {GEMM_LAYOUT_ROWS}, {GEMM_LAYOUT_CHANNELS} or "
+                         f"{GEMM_LAYOUT_IMPLICIT}, got {layout}")
     return int(groups * _packed_per_group(c_out // groups, k, layout))
 
 
@@ -369,13 +390,21 @@ def im2col_col_block(tuple dims, int nthreads, bint packed=False):
     return int(min(cb, p))
 
 
-def scratch_floats(tuple dims, int algorithm, int nthreads, bint packed=False):
+def implicit_floats(tuple dims):
+    """Floats of one (image, group) input copy of an implicit im2col conv."""
+    cdef ConvGeom g = _geom_from(dims)
+    return int(rlx_implicit_floats(&g))
+
+
+def scratch_floats(tuple dims, int algorithm, int nthreads, int packed=0):
     """Floats of arena scratch an algorithm needs for these dims and threads
-    (`packed`: im2col runs on the microkernel)."""
+    (`packed`: the microkernel layout im2col runs on, 0 for sgemm)."""
     cdef ConvGeom g = _geom_from(dims)
     cdef Py_ssize_t k = (g.c_in // g.groups) * g.kh * g.kw
     cdef Py_ssize_t p = g.h_out * g.w_out
     cdef Py_ssize_t tb
+    if algorithm == CONV_IM2COL and packed == LAYOUT_IMPLICIT:
+        return int(rlx_implicit_floats(&g) * nthreads)
     if algorithm == CONV_IM2COL:
         return int(k * im2col_col_block(dims, nthreads, packed) * nthreads)
     if algorithm == CONV_WINOGRAD:
@@ -531,6 +560,56 @@ cdef int conv_im2col(const float[::1] x, const float[::1] wt, bint packed, float
     cdef Py_ssize_t item
     for item in prange(items, num_threads=nthreads, schedule='static'):
         _im2col_block_item(x, wt, packed, y, scratch, g, f, item, cb, threadid() * k * cb)
+    return 0
+
+
+cdef int conv_implicit(const float[::1] x, const float[::1] wp, const Fused* f, float[::1] y,
+                       float[::1] scratch, const Py_ssize_t[::1] offs, const ConvGeom* g, int split,
+                       int nthreads) except -1 nogil:
+    """im2col on the microkernel without the patch matrix (src/rlx_implicit.h).
+    Many (image, group) items: each thread copies one item's input into its
+    own slot of scratch and runs that item's whole GEMM.  Few: each item in
+    turn, its copy filled by rows over the threads into slot 0, then its
+    columns in `split` chunks over the threads.  Every output element is the
+    same chain of FMAs in any chunk, so the result depends on neither split
+    nor nthreads (and equals the explicit patch matrix's)."""
+    cdef Py_ssize_t cpg = g.c_in // g.groups
+    cdef Py_ssize_t cog = g.c_out // g.groups
+    cdef Py_ssize_t k = cpg * g.kh * g.kw
+    cdef Py_ssize_t p = g.h_out * g.w_out
+    cdef Py_ssize_t pf = rlx_gemm_packed_floats(cog, k)
+    cdef Py_ssize_t per = rlx_implicit_floats(g)
+    cdef Py_ssize_t rows = rlx_implicit_rows(g)
+    cdef Py_ssize_t wq = rlx_implicit_wq(g)
+    cdef Py_ssize_t items = g.n * g.groups
+    cdef Py_ssize_t chunks, width, item, ni, gi, row, c, j0, j1, slot
+    if split <= 1 or items % split == 0 or items >= 4 * split:
+        for item in prange(items, num_threads=nthreads, schedule='static'):
+            ni = item // g.groups
+            gi = item % g.groups
+            slot = threadid() * per
+            for row in range(rows):
+                rlx_implicit_fill_row(&x[0], x.shape[0], g, ni, gi, &scratch[slot], scratch.shape[0] - slot, row)
+            rlx_gemm_conv_implicit(&wp[gi * pf], wp.shape[0] - gi * pf, cog, k, &scratch[slot],
+                                   scratch.shape[0] - slot, &offs[0], 0, g.w_out, wq, &y[0], y.shape[0],
+                                   (ni * g.c_out + gi * cog) * p, p, p,
+                                   &f.e if f.on else NULL, f.bias + gi * cog if f.bias != NULL else NULL)
+        return 0
+    chunks = split if p >= 32 * split else max(1, p // 32)
+    width = ((p + chunks - 1) // chunks + RLX_GEMM_NR - 1) // RLX_GEMM_NR * RLX_GEMM_NR
+    for item in range(items):
+        ni = item // g.groups
+        gi = item % g.groups
+        for row in prange(rows, num_threads=nthreads, schedule='static'):
+            rlx_implicit_fill_row(&x[0], x.shape[0], g, ni, gi, &scratch[0], scratch.shape[0], row)
+        for c in prange(chunks, num_threads=nthreads, schedule='static'):
+            j0 = c * width
+            j1 = j0 + width if j0 + width < p else p
+            if j0 < j1:
+                rlx_gemm_conv_implicit(&wp[gi * pf], wp.shape[0] - gi * pf, cog, k, &scratch[0],
+                                       scratch.shape[0], &offs[0], j0, g.w_out, wq, &y[0], y.shape[0],
+                                       (ni * g.c_out + gi * cog) * p + j0, p, j1 - j0,
+                                       &f.e if f.on else NULL, f.bias + gi * cog if f.bias != NULL else NULL)
     return 0
 
 
@@ -999,6 +1078,7 @@ cdef class Conv2DLaunch(Launch):
     cdef int packed
     cdef Py_ssize_t block
     cdef Fused fused
+    cdef Py_ssize_t[::1] offs       # LAYOUT_IMPLICIT: the taps' offsets into the input copy
 
     def __init__(self, x, weight, bias, y, scratch, tuple dims, int algorithm,
                  int max_threads, Py_ssize_t block=0, int act=RLX_ACT_NONE, float alpha=0.0,
@@ -1028,9 +1108,10 @@ cdef class Conv2DLaunch(Launch):
         self.fused.e.res_len = self.residual.shape[0]
         self.fused.bias = &self.bias[0] if self.has_bias else NULL
         self.fused.on = self.has_bias or rlx_epilogue_active(&self.fused.e)
-        if packed not in (0, LAYOUT_ROWS, LAYOUT_CHANNELS) or (
+        if packed not in (0, LAYOUT_ROWS, LAYOUT_CHANNELS, LAYOUT_IMPLICIT) or (
                 packed == LAYOUT_CHANNELS and (algorithm != CONV_GEMM_1X1
-                                                    or self.g.h * self.g.w > RLX_GEMM_CH_MAX_N)):
+                                                    or self.g.h * self.g.w > RLX_GEMM_CH_MAX_N)) or (
+                packed == LAYOUT_IMPLICIT and algorithm != CONV_IM2COL):
             raise ValueError(f"Conv2DLaunch: packed layout {packed} does not fit algorithm {algorithm} "
                              f"on a {self.g.h}x{self.g.w} plane")
         self.packed = packed if algorithm in (CONV_IM2COL, CONV_GEMM_1X1) else 0
@@ -1040,6 +1121,13 @@ cdef class Conv2DLaunch(Launch):
             if self.weight.shape[0] < need:
                 raise ValueError(f"Conv2DLaunch: packed weight has {self.weight.shape[0]} floats, "
                                  f"needs {need}")
+        self.offs = np.zeros(max(k, 1), dtype=np.intp)
+        if self.packed == LAYOUT_IMPLICIT:
+            need = rlx_implicit_floats(&self.g) * self.max_threads
+            if self.scratch.shape[0] < need:
+                raise ValueError(f"Conv2DLaunch: implicit im2col needs {need} floats of scratch, "
+                                 f"got {self.scratch.shape[0]}")
+            rlx_implicit_offsets(&self.g, &self.offs[0])
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
@@ -1057,6 +1145,9 @@ cdef class Conv2DLaunch(Launch):
             else:                                   # bias fused in the output transform
                 conv_winograd4(self.x, self.weight, self.bias, self.has_bias, self.y,
                                self.scratch, &self.g, self.block, t)
+        elif self.algorithm == CONV_IM2COL and self.packed == LAYOUT_IMPLICIT:
+            conv_implicit(self.x, self.weight, &self.fused, self.y, self.scratch, self.offs, &self.g,
+                          self.max_threads, t)
         elif self.algorithm == CONV_IM2COL:
             conv_im2col(self.x, self.weight, self.packed, self.y, self.scratch, &self.g, &self.fused,
                         self.block, t)

@@ -252,7 +252,69 @@ RLX_INLINE void rlx_gemm_pack_x_block(const float* restrict x, ptrdiff_t ldx, pt
     }
 }
 
-/* C[0:m, c_off + j] = sum_k W[0:m, k] X[x_off + k*ldx + j] (+ bias) for j in [0, n).
+/* Where the GEMM's X comes from.  Plain: X[k, j] = x[x_off + k*ldx + j].
+ * Implicit (offs != NULL): the conv's patch matrix without building it --
+ * column j is output pixel p0 + j = (oh, ow) of a w_out-wide output, and
+ * X[k, j] = x[offs[k] + oh*wq + ow], x being the conv input laid out so that
+ * every tap k reads a plane of rows wq apart (src/rlx_implicit.h). */
+typedef struct {
+    const float* x;
+    ptrdiff_t x_len;
+    ptrdiff_t x_off, ldx;              /* plain */
+    const ptrdiff_t* offs;             /* implicit: K row offsets, or NULL */
+    ptrdiff_t p0, w_out, wq;           /* implicit */
+} rlx_gemm_src;
+
+/* One piece of an implicit column block: `len` columns from column j (never
+ * crossing a 16-column panel or an output row) read from src + offs[k]. */
+typedef struct {
+    ptrdiff_t j, src, len;
+} rlx_gemm_piece;
+
+/* Pieces of the column block [jb, jb + ncols) of an implicit source; at most
+ * ncols + ncols / NR + 1 of them (returned count). */
+static ptrdiff_t rlx_gemm_implicit_pieces(const rlx_gemm_src* s, ptrdiff_t jb, ptrdiff_t ncols,
+                                          rlx_gemm_piece* pieces) {
+    ptrdiff_t n = 0, j = 0;
+    ptrdiff_t pix = s->p0 + jb;
+    ptrdiff_t oh = pix / s->w_out, ow = pix - oh * s->w_out;
+    while (j < ncols) {
+        ptrdiff_t len = ncols - j;
+        const ptrdiff_t to_panel = RLX_GEMM_NR - (j % RLX_GEMM_NR), to_row = s->w_out - ow;
+        if (len > to_panel) len = to_panel;
+        if (len > to_row) len = to_row;
+        pieces[n].j = j;
+        pieces[n].src = oh * s->wq + ow;
+        pieces[n].len = len;
+        ++n;
+        j += len;
+        ow += len;
+        if (ow == s->w_out) {
+            ow = 0;
+            ++oh;
+        }
+    }
+    return n;
+}
+
+/* rlx_gemm_pack_x_block for an implicit source: rows k0 .. k0 + kc - 1. */
+RLX_INLINE void rlx_gemm_pack_implicit(const rlx_gemm_src* s, const rlx_gemm_piece* pieces, ptrdiff_t npieces,
+                                       ptrdiff_t k0, ptrdiff_t kc, ptrdiff_t ncols, float* restrict xp) {
+    const ptrdiff_t full = ncols / RLX_GEMM_NR, rem = ncols - full * RLX_GEMM_NR;
+    for (ptrdiff_t kk = 0; kk < kc; ++kk) {
+        const ptrdiff_t base = s->offs[k0 + kk];
+        for (ptrdiff_t i = 0; i < npieces; ++i) {
+            const rlx_gemm_piece* pc = pieces + i;
+            const ptrdiff_t q = pc->j / RLX_GEMM_NR, lane = pc->j - q * RLX_GEMM_NR;
+            RLX_CHECK_RANGE(base + pc->src, base + pc->src + pc->len, s->x_len, "implicit gemm X");
+            memcpy(xp + (q * kc + kk) * RLX_GEMM_NR + lane, s->x + base + pc->src, (size_t)pc->len * sizeof(float));
+        }
+        if (rem)
+            memset(xp + (full * kc + kk) * RLX_GEMM_NR + rem, 0, (size_t)(RLX_GEMM_NR - rem) * sizeof(float));
+    }
+}
+
+/* C[0:m, c_off + j] = sum_k W[0:m, k] X[k, j] (+ bias) for j in [0, n), X from `src`.
  * wp: this group's packed weight (rlx_gemm_packed_floats(m, k) floats);
  * bias: m floats or NULL, the accumulators' start.  ep: NULL, or the conv
  * epilogue y = act(y + ep_bias[i] + residual) (ep_bias: m floats or NULL),
@@ -268,11 +330,13 @@ RLX_INLINE void rlx_gemm_pack_x_block(const float* restrict x, ptrdiff_t ldx, pt
  * blocks of RLX_GEMM_NC, K blocks of RLX_GEMM_KC (pack that block of X), the
  * block's 16-column panels (one stays in L1), the M block's panels of W (in
  * L2). */
-static void rlx_gemm_conv_ep(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, ptrdiff_t k,
-                             const float* x, ptrdiff_t x_len, ptrdiff_t x_off, ptrdiff_t ldx,
-                             float* c, ptrdiff_t c_len, ptrdiff_t c_off, ptrdiff_t ldc, ptrdiff_t n,
-                             const float* bias, const rlx_epilogue* ep, const float* ep_bias) {
+static void rlx_gemm_conv_src(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, ptrdiff_t k,
+                              const rlx_gemm_src* src,
+                              float* c, ptrdiff_t c_len, ptrdiff_t c_off, ptrdiff_t ldc, ptrdiff_t n,
+                              const float* bias, const rlx_epilogue* ep, const float* ep_bias) {
     float xp[RLX_GEMM_KC * RLX_GEMM_NC] __attribute__((aligned(64)));
+    rlx_gemm_piece pieces[RLX_GEMM_NC + RLX_GEMM_NC / RLX_GEMM_NR + 1];
+    ptrdiff_t npieces = 0;
     const int level = rlx_simd_level();
     const ptrdiff_t panels = (m + RLX_GEMM_MR - 1) / RLX_GEMM_MR;
     /* relu/clip/none (with bias and residual) run in the tile, in registers
@@ -289,14 +353,18 @@ static void rlx_gemm_conv_ep(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, ptr
                 rlx_epilogue_span(c, c_len, c_off + i * ldc, n, ep_bias ? ep_bias[i] : 0.0f, ep, level);
         return;
     }
-    RLX_CHECK_RANGE(x_off, x_off + (k - 1) * ldx + n, x_len, "gemm X");
+    if (!src->offs) RLX_CHECK_RANGE(src->x_off, src->x_off + (k - 1) * src->ldx + n, src->x_len, "gemm X");
     for (ptrdiff_t pb = 0; pb < panels; pb += RLX_GEMM_MC_PANELS) {
         const ptrdiff_t pe = pb + RLX_GEMM_MC_PANELS < panels ? pb + RLX_GEMM_MC_PANELS : panels;
         for (ptrdiff_t jb = 0; jb < n; jb += RLX_GEMM_NC) {
             const ptrdiff_t ncols = n - jb < RLX_GEMM_NC ? n - jb : RLX_GEMM_NC;
+            if (src->offs) npieces = rlx_gemm_implicit_pieces(src, jb, ncols, pieces);
             for (ptrdiff_t k0 = 0; k0 < k; k0 += RLX_GEMM_KC) {
                 const ptrdiff_t kc = k - k0 < RLX_GEMM_KC ? k - k0 : RLX_GEMM_KC;
-                rlx_gemm_pack_x_block(x + x_off + k0 * ldx + jb, ldx, kc, ncols, xp);
+                if (src->offs)
+                    rlx_gemm_pack_implicit(src, pieces, npieces, k0, kc, ncols, xp);
+                else
+                    rlx_gemm_pack_x_block(src->x + src->x_off + k0 * src->ldx + jb, src->ldx, kc, ncols, xp);
                 for (ptrdiff_t j0 = 0; j0 < ncols; j0 += RLX_GEMM_NR) {
                     const ptrdiff_t nr = ncols - j0 < RLX_GEMM_NR ? ncols - j0 : RLX_GEMM_NR;
                     const float* xq = xp + j0 * kc;
@@ -340,6 +408,27 @@ static void rlx_gemm_conv_ep(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, ptr
             }
         }
     }
+}
+
+
+/* rlx_gemm_conv_src over X[x_off + k*ldx + j]. */
+static void rlx_gemm_conv_ep(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, ptrdiff_t k,
+                             const float* x, ptrdiff_t x_len, ptrdiff_t x_off, ptrdiff_t ldx,
+                             float* c, ptrdiff_t c_len, ptrdiff_t c_off, ptrdiff_t ldc, ptrdiff_t n,
+                             const float* bias, const rlx_epilogue* ep, const float* ep_bias) {
+    const rlx_gemm_src src = {x, x_len, x_off, ldx, NULL, 0, 1, 1};
+    rlx_gemm_conv_src(wp, wp_len, m, k, &src, c, c_len, c_off, ldc, n, bias, ep, ep_bias);
+}
+
+/* rlx_gemm_conv_src over the implicit patch matrix of output pixels
+ * [p0, p0 + n) (see rlx_gemm_src). */
+static void rlx_gemm_conv_implicit(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, ptrdiff_t k,
+                                   const float* x, ptrdiff_t x_len, const ptrdiff_t* offs, ptrdiff_t p0,
+                                   ptrdiff_t w_out, ptrdiff_t wq,
+                                   float* c, ptrdiff_t c_len, ptrdiff_t c_off, ptrdiff_t ldc, ptrdiff_t n,
+                                   const rlx_epilogue* ep, const float* ep_bias) {
+    const rlx_gemm_src src = {x, x_len, 0, 0, offs, p0, w_out, wq};
+    rlx_gemm_conv_src(wp, wp_len, m, k, &src, c, c_len, c_off, ldc, n, NULL, ep, ep_bias);
 }
 
 static void rlx_gemm_conv(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, ptrdiff_t k,

@@ -17,7 +17,7 @@ from reference import conv_nd, rel_error
 # Global state guards
 # ---------------------------------------------------------------------------
 
-CONV_ENV_FLAGS = ("RLX_FAST_CONV", "RLX_WINOGRAD", "RLX_DIRECT_CONV", "RLX_CONV_MICROKERNEL")
+CONV_ENV_FLAGS = ("RLX_FAST_CONV", "RLX_WINOGRAD", "RLX_DIRECT_CONV", "RLX_CONV_MICROKERNEL", "RLX_IMPLICIT_GEMM")
 
 
 @pytest.fixture(autouse=True)

@@ -16,6 +16,7 @@ import rlx_cpu
 from rlx_cpu import _conv2d, _runtime
 from rlx_cpu.algorithms import ConvAlgorithm, ConvFlags, conv_microkernel_layout, prefers_conv_microkernel
 from rlx_cpu.ops.conv import Conv2DDims
+from rlx_cpu.shapes import resolve_padding
 
 from conftest import conv_thunk, one_conv_graph
 import reference
@@ -117,6 +118,86 @@ def test_conv_on_the_microkernel_matches_reference(clean_conv_env, rng, xs, ws, 
         plan = rlx_cpu.compile(g, conv_algorithm="im2col", num_threads=t)
         assert conv_thunk(plan).packed
         assert rel_error(plan.run(feeds)[0], _ref(x, w, b, attrs)) <= TOL
+
+
+# im2col shapes for the implicit patch matrix: strides, padding past the
+# kernel, asymmetric pads, dilation, groups, batch, conv1d, a tall kernel.
+IMPLICIT_CASES = [c for c in CONV_CASES if c[1][2:] != (1, 1)] + [
+    ((1, 4, 11, 11), (6, 2, 5, 3), {"stride": (2, 3), "padding": ((1, 2), (0, 2)), "dilation": (1, 2),
+                                    "groups": 2}),
+    ((3, 2, 6, 5), (5, 2, 3, 3), {"padding": 3}),
+    ((4, 1, 12, 12), (32, 1, 3, 3), {"padding": 1}),
+    ((1, 6, 40), (10, 6, 7), {"stride": 3, "padding": ((3, 1),), "dilation": 2}),
+    ((1, 3, 20, 9), (8, 3, 7, 1), {"stride": 2, "padding": (3, 0)}),
+]
+
+
+@pytest.mark.parametrize("xs,ws,attrs", IMPLICIT_CASES)
+@pytest.mark.parametrize("epilogue", [None, "relu", "residual"])
+def test_implicit_patch_matrix_gives_the_explicit_bits(clean_conv_env, rng, xs, ws, attrs, epilogue):
+    """An im2col conv on the microkernel packs its GEMM panels from the
+    phase-split input copy (packed = GEMM_LAYOUT_IMPLICIT, the default) or
+    from the patch matrix it built (RLX_IMPLICIT_GEMM=0): the same bits, at 1
+    and 2 threads, weight constant or an input, and within the float64
+    reference's tolerance."""
+    clean_conv_env.setenv("RLX_CONV_MICROKERNEL", "1")
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    b = rng.standard_normal(ws[0]).astype(np.float32)
+    pb, pe = resolve_padding(attrs.get("padding", 0), xs[2:], ws[2:], None, None, "test")
+    want = conv_nd(x, w, b, stride=attrs.get("stride", 1), pads_begin=pb, pads_end=pe,
+                   dilation=attrs.get("dilation", 1), groups=attrs.get("groups", 1))
+    for weight_as_input in (False, True):
+        g = rlx_cpu.Graph()
+        xi = g.input("x", xs)
+        wv = g.input("w", ws) if weight_as_input else w
+        y = {3: g.conv1d, 4: g.conv2d}[len(xs)](xi, wv, b, **attrs)
+        feeds = {"x": x, "w": w} if weight_as_input else {"x": x}
+        if epilogue == "relu":
+            y = g.relu(y)
+            ref = np.maximum(want, 0)
+        elif epilogue == "residual":
+            r = rng.standard_normal(y.shape).astype(np.float32)
+            y = g.add(y, g.input("r", y.shape))
+            feeds["r"] = r
+            ref = want + r
+        else:
+            ref = want
+        g.output(y)
+        outs = {}
+        for flag in (None, "0"):
+            if flag is None:
+                clean_conv_env.delenv("RLX_IMPLICIT_GEMM", raising=False)
+            else:
+                clean_conv_env.setenv("RLX_IMPLICIT_GEMM", flag)
+            for t in (1, 2):
+                plan = rlx_cpu.compile(g, conv_algorithm="im2col", num_threads=t)
+                th = conv_thunk(plan)
+                assert th.packed == (_conv2d.GEMM_LAYOUT_IMPLICIT if flag is None else _conv2d.GEMM_LAYOUT_ROWS)
+                assert th.epilogue is not None or epilogue is None
+                outs[flag, t] = plan.run(feeds)[0]
+        assert rel_error(outs[None, 1], ref) <= TOL
+        for key, got in outs.items():
+            np.testing.assert_array_equal(got, outs[None, 1], err_msg=str(key))
+
+
+def test_implicit_launch_checks_its_scratch(rng):
+    xs, ws = (1, 3, 9, 9), (4, 3, 3, 3)
+    dims = (1, 3, 9, 9, 4, 4, 4, 3, 3, 2, 2, 0, 0, 1, 1, 1)
+    need = _conv2d.implicit_floats(dims)
+    wp = _conv2d.gemm_pack_weight(rng.standard_normal(ws).astype(np.float32), 1)
+    x = np.zeros(int(np.prod(xs)), np.float32)
+    y = np.zeros(4 * 16, np.float32)
+    with pytest.raises(ValueError, match="implicit im2col needs"):
+        _conv2d.Conv2DLaunch(x, wp, None, y, np.zeros(need - 1, np.float32), dims, _conv2d.ALGO_IM2COL, 1,
+                             packed=_conv2d.GEMM_LAYOUT_IMPLICIT)
+    with pytest.raises(ValueError, match="does not fit"):
+        _conv2d.Conv2DLaunch(x, wp, None, y, np.zeros(need, np.float32), dims, _conv2d.ALGO_DIRECT, 1,
+                             packed=_conv2d.GEMM_LAYOUT_IMPLICIT)
+    launch = _conv2d.Conv2DLaunch(x + 1, wp, None, y, np.zeros(need, np.float32), dims, _conv2d.ALGO_IM2COL, 1,
+                                  packed=_conv2d.GEMM_LAYOUT_IMPLICIT)
+    launch.execute(1)
+    assert np.isfinite(y).all() and np.abs(y).sum() > 0
 
 
 def test_microkernel_results_do_not_depend_on_the_run_thread_count(clean_conv_env, rng):
@@ -334,7 +415,7 @@ def test_channel_layout_packing_and_limits(rng):
     np.testing.assert_array_equal(panels[1, :, :4], w[16:].T)
     np.testing.assert_array_equal(panels[1, :, 4:], 0)
     with pytest.raises(ValueError, match="layout"):
-        _conv2d.gemm_packed_floats(20, 3, 1, 3)
+        _conv2d.gemm_packed_floats(20, 3, 1, 4)
     too_wide = _conv2d.GEMM_CHANNELS_MAX_PIXELS + 1
     with pytest.raises(ValueError, match="channel layout"):
         _conv2d.gemm_microkernel(w, np.zeros((3, too_wide), np.float32), layout=_conv2d.GEMM_LAYOUT_CHANNELS)

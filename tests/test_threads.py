@@ -324,6 +324,11 @@ def _invariance_cases(rng):
         "conv2d-winograd-f2": ((1, 16, 20, 20), lambda g, x: g.conv2d(x, r(16, 16, 3, 3), r(16), padding=1)),
         "conv2d-im2col-s2": (x4, lambda g, x: g.conv2d(x, r(24, 16, 3, 3), stride=2, padding=1)),
         "conv2d-1x1": (x4, lambda g, x: g.conv2d(x, r(32, 16, 1, 1))),
+        # batch 1: the implicit im2col copy is filled by rows, its columns split
+        "conv2d-implicit-s2-b1": ((1, 3, 45, 45), lambda g, x: g.relu(g.conv2d(x, r(16, 3, 7, 7), r(16), stride=2,
+                                                                                padding=3))),
+        # stride 1: lowered to a forward conv with the flipped weight
+        "conv_transpose2d-s1": (x4, lambda g, x: g.conv_transpose2d(x, r(16, 8, 3, 3), r(8), padding=1)),
         "conv2d-1x1-microkernel-b1": ((1, 64, 21, 23), lambda g, x: g.conv2d(x, r(40, 64, 1, 1), r(40))),
         "conv2d-1x1-microkernel-relu-b1": ((1, 64, 21, 23),
                                            lambda g, x: g.relu(g.conv2d(x, r(40, 64, 1, 1), r(40)))),

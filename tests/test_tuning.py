@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import rlx_cpu
-from rlx_cpu import tuning
+from rlx_cpu import _conv2d, tuning
 from rlx_cpu.algorithms import ConvAlgorithm, ConvFlags
 from rlx_cpu.ops.conv import Conv2DDims
 from reference import conv_nd, rel_error
@@ -72,7 +72,8 @@ def test_tuned_plan_is_right_and_keeps_the_fastest(case, threads):
     (th,) = _conv_thunks(plan)
     assert best.split("+")[0] == _algo_label(th)
     if "+" in best:
-        assert bool(th.packed) == best.endswith("+microkernel")
+        assert bool(th.packed) == (not best.endswith("+sgemm"))
+        assert (th.packed == _conv2d.GEMM_LAYOUT_IMPLICIT) == best.endswith("+implicit")
     assert rel_error(plan.run(feeds)[0], want) <= TOL
 
 
@@ -82,6 +83,8 @@ def test_every_eligible_algorithm_is_a_candidate():
     (_, ms), = plan.tuning.values()
     assert {"winograd", "winograd_f4", "direct"} <= set(ms)
     assert any(k.startswith("im2col+") for k in ms)
+    if _conv2d.simd_level():
+        assert {"im2col+sgemm", "im2col+microkernel", "im2col+implicit"} <= set(ms)
     assert "reference" not in ms
     g, _, _ = _graph("5x5_s2")
     (_, ms), = rlx_cpu.compile(g, tune=True, num_threads=1).tuning.values()
