@@ -54,6 +54,13 @@ static void rlx_implicit_offsets(const rlx_conv_geom* g, ptrdiff_t* offs) {
             }
 }
 
+/* Whether some tap t < k of dilation d lands on phase `a` of stride s. */
+static inline int rlx_implicit_phase_used(ptrdiff_t k, ptrdiff_t d, ptrdiff_t s, ptrdiff_t a) {
+    for (ptrdiff_t t = 0; t < k && t < s; ++t)
+        if ((t * d) % s == a) return 1;
+    return 0;
+}
+
 /* Row `row` = (ci, a, b, i) of the copy of image ni, group gi, into xs
  * (that copy's base): wq floats. */
 static void rlx_implicit_fill_row(const float* x, ptrdiff_t x_len, const rlx_conv_geom* g, ptrdiff_t ni,
@@ -69,6 +76,8 @@ static void rlx_implicit_fill_row(const float* x, ptrdiff_t x_len, const rlx_con
     float* dst = xs + row * wq;
     const ptrdiff_t r = i * g->sh + a - g->ph;           /* input row */
     RLX_CHECK_RANGE(row * wq, (row + 1) * wq, xs_len, "implicit input copy");
+    if (!rlx_implicit_phase_used(g->kh, g->dh, g->sh, a) || !rlx_implicit_phase_used(g->kw, g->dw, g->sw, b))
+        return;                                           /* no tap reads this phase (1x1 at stride 2) */
     if (r < 0 || r >= g->h) {
         memset(dst, 0, (size_t)wq * sizeof(float));
         return;

@@ -129,6 +129,8 @@ IMPLICIT_CASES = [c for c in CONV_CASES if c[1][2:] != (1, 1)] + [
     ((4, 1, 12, 12), (32, 1, 3, 3), {"padding": 1}),
     ((1, 6, 40), (10, 6, 7), {"stride": 3, "padding": ((3, 1),), "dilation": 2}),
     ((1, 3, 20, 9), (8, 3, 7, 1), {"stride": 2, "padding": (3, 0)}),
+    ((2, 8, 9, 10), (5, 8, 1, 1), {"stride": 2}),              # one phase of four is read
+    ((1, 4, 13, 13), (6, 4, 3, 3), {"stride": 3, "dilation": 3}),   # taps on one phase per axis
 ]
 
 
