@@ -1,23 +1,29 @@
 """conv3d and conv-transpose (1-D/2-D/3-D) throughput per algorithm and thread
-count, side by side with PyTorch.
+count, side by side with PyTorch and ONNX Runtime.
 
-    python benchmarks/bench_conv_nd.py [--repeat 20] [--threads 1,2] [--shapes c3d,ct2d]
+    python benchmarks/bench_conv_nd.py [--repeat 20] [--threads 1,2] [--shapes c3d,ct2d] [--algos auto,im2col]
 
-For each shape, algorithm and thread count it prints the median ms over
-`repeat` runs of the kernel alone (plan.profile, no input copy) and GFLOP/s
-(2 * multiply-adds of the dense maths; for conv-transpose every tap of every
-input, as for the forward conv it is the adjoint of).  With torch installed it
-times torch.nn.functional in the same process (torch.set_num_threads to the
-same count, inference mode) and prints torch_ms / rlx_ms (> 1: rlx_cpu faster).
+For each shape, algorithm and thread count it prints the median ms of the
+plan's launches alone (no input binding) and GFLOP/s (2 * multiply-adds of
+the dense maths; for conv-transpose every tap of every input, as for the
+forward conv it is the adjoint of), and `run ms`, the whole `plan.run_into`
+timed round-robin with the peers in the same process on the same thread
+count: torch.nn.functional (inference mode) and ONNX Runtime on the one-node
+Conv / ConvTranspose model (weight as an initializer).  `best/run` is the
+faster peer's ms over rlx_cpu's (> 1: rlx_cpu faster).  `ran` is what the
+plan runs: the N-d kernel's algorithm, or `phases(P)` for a 1-D/2-D
+conv-transpose lowered to P forward convs (ops/conv_backward.py).  Each
+runtime's timed call follows 100 ms of busy waiting (rlx_cpu/timing.py).
 """
 import argparse
 import statistics
-import time
 
 import numpy as np
 
 import rlx_cpu
-from _harness import median_ms, optional_torch
+from _harness import DEFAULT_SETTLE_S, interleaved_medians, median_ms, optional_ort, optional_torch, ort_session, \
+    ort_single_node
+from rlx_cpu import _runtime
 
 # name: (op, N, C_in, spatial, C_out, kernel, stride, pad, output_padding, groups)
 SHAPES = {
@@ -29,7 +35,7 @@ SHAPES = {
     "ct1d": ("conv_transpose1d", 1, 256, (512,), 128, 16, 8, 4, 0, 1),
     "ct3d": ("conv_transpose3d", 1, 32, (8, 16, 16), 16, 4, 2, 1, 0, 1),
 }
-ALGOS = ["im2col", "reference"]
+ALGOS = ["auto", "im2col", "reference"]
 
 
 def _torch_fn(torch, op, x, w, s, p, op_pad, g):
@@ -40,7 +46,14 @@ def _torch_fn(torch, op, x, w, s, p, op_pad, g):
     return lambda: f(tx, tw, None, s, p, 1, g)
 
 
-def bench_shape(name, spec, threads, repeat, algos, torch):
+def _ran(plan):
+    kinds = [t.kind for t in plan.thunks]
+    if "phase_scatter" in kinds or kinds[-1] == "conv":
+        return f"phases({max(1, kinds.count('phase_scatter'))})"
+    return plan.thunks[-1].algorithm.label
+
+
+def bench_shape(name, spec, threads, repeat, algos, torch, ort):
     op, n, c, sp, co, k, s, p, op_pad, g = spec
     nsp = len(sp)
     rng = np.random.default_rng(0)
@@ -55,25 +68,45 @@ def bench_shape(name, spec, threads, repeat, algos, torch):
     else:
         y = getattr(graph, op)(xi, wt, stride=s, padding=p, groups=g)
     graph.output(y)
+    flops = rlx_cpu.compile(graph, conv_algorithm="im2col", num_threads=1).thunks[-1].flops
     rows = []
     for t in threads:
-        torch_ms = None
+        peers = {}
         if torch is not None:
             torch.set_num_threads(t)
-            with torch.inference_mode():
-                torch_ms = median_ms(_torch_fn(torch, op, x, wt, s, p, op_pad, g), repeat)
+            tfn = _torch_fn(torch, op, x, wt, s, p, op_pad, g)
+
+            def torch_run(tfn=tfn):
+                with torch.inference_mode():
+                    tfn()
+            peers["torch"] = torch_run
+        if ort is not None:
+            attrs = dict(kernel_shape=[k] * nsp, strides=[s] * nsp, pads=[p] * 2 * nsp, group=g)
+            if transposed:
+                attrs["output_padding"] = [op_pad] * nsp
+            sess = ort_session(ort, ort_single_node(ort, "ConvTranspose" if transposed else "Conv", x.shape,
+                                                    initializers=[("w", wt)], **attrs), t)
+            if sess is not None:
+                peers["ort"] = lambda sess=sess: sess.run(None, {"x": x})
         for algo in algos:
-            plan = rlx_cpu.compile(graph, conv_algorithm=algo, num_threads=t)
-            th = plan.thunks[-1]
-            flops = th.flops
             if algo == "reference" and flops > 5e8:
                 continue
+            plan = rlx_cpu.compile(graph, conv_algorithm=algo, num_threads=t)
+            ctx = plan.new_context()
+            ctx.load({"x": x})
             r = max(3, repeat // 5) if algo == "reference" else repeat
-            prof = [plan.profile({"x": x}, repeat=1, warmup=0)[-1][1] for _ in range(r + 2)][2:]
-            ms = 1e3 * statistics.median(prof)
-            mode = plan.new_context().launches[-1].parallel_mode(t)
-            rows.append((name, list(y.shape), t, th.algorithm.label, mode, ms, flops / ms / 1e6, torch_ms))
+            ms = median_ms(lambda: _runtime.run_launches(ctx.launches, t), r)
+            out = [np.empty(plan.output_shapes[0], np.float32)]
+            timed = interleaved_medians({"rlx": lambda: plan.run_into({"x": x}, out), **peers}, r,
+                                        settle=DEFAULT_SETTLE_S)
+            run_ms = timed.pop("rlx")
+            rows.append((name, list(y.shape), t, algo, _ran(plan), ms, flops / ms / 1e6, run_ms,
+                         timed.get("torch"), timed.get("ort")))
     return rows
+
+
+def _f(v, fmt):
+    return "-" if v is None else format(v, fmt)
 
 
 def main():
@@ -83,19 +116,23 @@ def main():
     ap.add_argument("--shapes", default="c3d,ct2d")
     ap.add_argument("--algos", default=",".join(ALGOS))
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--no-ort", action="store_true")
+    ap.add_argument("--peak", type=float, default=115.0, help="FMA peak GFLOP/s of one core")
     args = ap.parse_args()
     torch = optional_torch(args.no_torch)
+    ort = optional_ort(args.no_ort)
     threads = [int(t) for t in args.threads.split(",")]
     print(f"rlx_cpu {rlx_cpu.__version__}; torch {torch.__version__ if torch else 'not installed'}; "
-          f"median of {args.repeat}")
-    print(f"{'shape':<8} {'out':<20} {'thr':>3} {'algo':<10} {'mode':<6} {'ms':>9} {'GFLOP/s':>8} "
-          f"{'torch ms':>9} {'torch/rlx':>9}")
+          f"onnxruntime {ort[1].__version__ if ort else 'not installed'}; median of {args.repeat}")
+    print("| shape | out | thr | requested | ran | kernel ms | GFLOP/s | %peak | run ms | torch ms | ort ms "
+          "| best/run |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name in args.shapes.split(","):
-        for row in bench_shape(name, SHAPES[name], threads, args.repeat, args.algos.split(","), torch):
-            name_, out, t, label, mode, ms, gf, tms = row
-            ratio = f"{tms / ms:9.2f}" if tms else f"{'-':>9}"
-            tcol = f"{tms:9.3f}" if tms else f"{'-':>9}"
-            print(f"{name_:<8} {str(out):<20} {t:>3} {label:<10} {mode:<6} {ms:9.3f} {gf:8.1f} {tcol} {ratio}")
+        for row in bench_shape(name, SHAPES[name], threads, args.repeat, args.algos.split(","), torch, ort):
+            name_, out, t, algo, ran, ms, gf, run_ms, tms, oms = row
+            best = min(v for v in (tms, oms) if v is not None) if (tms or oms) else None
+            print(f"| {name_} | {out} | {t} | {algo} | {ran} | {ms:.3f} | {gf:.1f} | {100 * gf / (args.peak * t):.0f}% "
+                  f"| {run_ms:.3f} | {_f(tms, '.3f')} | {_f(oms, '.3f')} | {_f(best and best / run_ms, '.2f')} |")
 
 
 if __name__ == "__main__":

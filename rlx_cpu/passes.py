@@ -11,10 +11,13 @@ order kept), whose ``pass_log`` ends with ``(pass name, {what: count})``.
 ``fold_batch_norm``    ``batch_norm(conv(x, W, b))`` with W (and b) constant
                        and the conv read only by the batch norm becomes
                        ``conv(x, W * k, b * k + shift)`` (float64 maths)
+``fuse_silu``          ``mul(x, sigmoid(x))`` (either order, the sigmoid read
+                       only by the mul, no broadcasting) becomes one
+                       ``silu(x)``: SiLU/swish as exporters write it
 ``fuse_epilogue``      ``act(conv(x) [+ bias] [+ skip])``: the bias_add,
                        the residual add of a tensor of the output's shape and
                        the activation (relu, clip, leaky_relu, sigmoid,
-                       hard_sigmoid, hard_swish, tanh) after a conv1d/conv2d
+                       hard_sigmoid, hard_swish, tanh, silu) after a conv1d/conv2d
                        become its epilogue (:class:`~rlx_cpu.ops.conv.ConvEpilogue`),
                        applied by the kernel to each output block as it is
                        computed; every intermediate must have that one reader
@@ -48,12 +51,12 @@ import numpy as np
 
 from .ir import Graph
 
-__all__ = ["DEFAULT_PASSES", "PASSES", "run_passes", "fold_constants", "fold_batch_norm", "fuse_epilogue",
-           "dce", "in_place", "summary"]
+__all__ = ["DEFAULT_PASSES", "PASSES", "run_passes", "fold_constants", "fold_batch_norm", "fuse_silu",
+           "fuse_epilogue", "dce", "in_place", "summary"]
 
 CONV_OPS = ("conv1d", "conv2d", "conv3d")
 EPILOGUE_CONV_OPS = ("conv1d", "conv2d")      # the ops whose kernels run an epilogue
-ACTIVATIONS = ("relu", "clip", "leaky_relu", "sigmoid", "hard_sigmoid", "hard_swish", "tanh")
+ACTIVATIONS = ("relu", "clip", "leaky_relu", "sigmoid", "hard_sigmoid", "hard_swish", "tanh", "silu")
 # op -> indices of the inputs the op may overwrite (same shape as its output);
 # every one of these ops is one pointwise thunk y[i] = f(x[i], ...)
 POINTWISE = dict({a: (0,) for a in ACTIVATIONS},
@@ -207,6 +210,29 @@ def fold_batch_norm(graph):
     return _rewrite(graph, "fold_batch_norm", {"folded": len(replace)}, replace, drop)
 
 
+def fuse_silu(graph):
+    """mul(x, sigmoid(x)) -> silu(x)."""
+    users = _consumers(graph)
+    replace, drop = {}, set()
+    for mul in graph.nodes:
+        if mul.op != "mul" or mul.dtype != "float32":
+            continue
+        for pos in (0, 1):
+            sig = graph.node(mul.inputs[pos])
+            x = mul.inputs[1 - pos]
+            if (sig.op == "sigmoid" and sig.inputs[0] == x and sig.id not in drop
+                    and _sole_reader(graph, users, sig.id) is mul
+                    and graph.node(x).shape == sig.shape == mul.shape):
+
+                def build(rb, mul=mul, x=x, attrs=sig.attrs):
+                    return rb.new("silu", [rb.map[x]], mul.shape, mul.name, attrs)
+
+                replace[mul.id] = build
+                drop.add(sig.id)
+                break
+    return _rewrite(graph, "fuse_silu", {"fused": len(replace)}, replace, drop)
+
+
 def fuse_epilogue(graph):
     """conv1d/conv2d [-> bias_add] [-> add(., skip)] [-> activation] -> one
     conv with a fused epilogue."""
@@ -325,9 +351,9 @@ def in_place(graph):
                                                                         for a, b in marks.items()})
 
 
-PASSES = {"fold_constants": fold_constants, "fold_batch_norm": fold_batch_norm,
+PASSES = {"fold_constants": fold_constants, "fold_batch_norm": fold_batch_norm, "fuse_silu": fuse_silu,
           "fuse_epilogue": fuse_epilogue, "dce": dce, "in_place": in_place}
-DEFAULT_PASSES = ("fold_constants", "fold_batch_norm", "fuse_epilogue", "dce", "in_place")
+DEFAULT_PASSES = ("fold_constants", "fold_batch_norm", "fuse_silu", "fuse_epilogue", "dce", "in_place")
 
 
 def resolve(passes):

@@ -28,7 +28,7 @@
 # their bytes freely.  Scratch is sized by the `*_scratch_floats` functions.
 cimport cython
 from cython.parallel cimport prange, threadid
-from libc.string cimport memset
+from libc.string cimport memcpy, memset
 
 from _blas cimport sgemm_rm, sgemm_rm_split
 from _codes cimport CONV_BWD_REFERENCE, CONV_BWD_GEMM, CONV_BWD_GEMM_1X1
@@ -517,57 +517,67 @@ cdef class ConvBackwardWeightLaunch(Launch):
 
 
 # ---------------------------------------------------------------------------
-# Weight of the forward conv that computes a transposed conv (conv backward
-# input, conv-transpose at stride 1): channels swapped within each group and
-# taps reversed,
-#     dst[g*cdg + j, i, taps-1-t] = src[g*csg + i, j, t]
-# for src [c_src, cdg, taps] and dst [c_dst, csg, taps], cdg = c_dst/groups,
-# csg = c_src/groups.
+# Lowering a transposed conv (conv backward input, conv-transpose) to forward
+# convs (rlx_cpu/ops/conv_backward.py: transposed_phases).  Each phase's
+# forward weight has the channels swapped within each group and a selection
+# of the taps, in the forward conv's order:
+#     dst[g*cdg + j, i, u] = src[g*csg + i, j, tapmap[u]]
+# for src [c_src, cdg, taps_src] and dst [c_dst, csg, len(tapmap)],
+# cdg = c_dst/groups, csg = c_src/groups (at stride 1, tapmap reverses the
+# taps).  Each phase's output is then scattered into its positions of y.
 # ---------------------------------------------------------------------------
 
-cdef int _flip_rows(const float[::1] src, float[::1] dst, Py_ssize_t csg, Py_ssize_t cdg,
-                    Py_ssize_t taps, Py_ssize_t row) noexcept nogil:
-    """dst row `row` = dst[row, :, :] (csg * taps floats)."""
+cdef int _phase_rows(const float[::1] src, float[::1] dst, const Py_ssize_t[::1] tapmap, Py_ssize_t csg,
+                     Py_ssize_t cdg, Py_ssize_t taps_src, Py_ssize_t row) except -1 nogil:
+    """dst row `row` = dst[row, :, :] (csg * len(tapmap) floats)."""
     cdef Py_ssize_t g = row // cdg
     cdef Py_ssize_t j = row - g * cdg
-    cdef Py_ssize_t i, t, s0
-    cdef Py_ssize_t d0 = row * csg * taps
+    cdef Py_ssize_t nt = tapmap.shape[0]
+    cdef Py_ssize_t i, u, s0
+    cdef Py_ssize_t d0 = row * csg * nt
     for i in range(csg):
-        s0 = ((g * csg + i) * cdg + j) * taps
-        for t in range(taps):
-            dst[d0 + i * taps + taps - 1 - t] = src[s0 + t]
+        s0 = ((g * csg + i) * cdg + j) * taps_src
+        for u in range(nt):
+            dst[d0 + i * nt + u] = src[s0 + tapmap[u]]
     return 0
 
 
-def flip_transpose_weight(src, Py_ssize_t c_dst, Py_ssize_t groups):
-    """numpy form of the launch below, for a constant weight at compile time:
-    src [c_src, c_dst/groups, *k] -> [c_dst, c_src/groups, *k]."""
+def phase_weight(src, Py_ssize_t c_dst, Py_ssize_t groups, tapmap, tuple kernel):
+    """numpy form of WeightPhaseLaunch, for a constant weight at compile time:
+    src [c_src, c_dst/groups, *k] -> [c_dst, c_src/groups, *kernel] with the
+    forward conv's taps src[..., tapmap[u]] (flattened taps)."""
     a = np.asarray(src, dtype=np.float32)
-    c_src, cdg, k = a.shape[0], a.shape[1], a.shape[2:]
+    c_src, cdg = a.shape[0], a.shape[1]
     csg = c_src // groups
-    out = a.reshape(groups, csg, cdg, -1)[..., ::-1].transpose(0, 2, 1, 3)
-    return np.ascontiguousarray(out.reshape((c_dst, csg) + tuple(k)))
+    out = a.reshape(groups, csg, cdg, -1)[..., np.asarray(tapmap, dtype=np.intp)].transpose(0, 2, 1, 3)
+    return np.ascontiguousarray(out.reshape((c_dst, csg) + tuple(kernel)))
 
 
-cdef class WeightFlipLaunch(Launch):
-    """The flipped, channel-swapped weight of a lowered transposed conv,
-    written each run (the weight is a plan input)."""
+cdef class WeightPhaseLaunch(Launch):
+    """A phase's forward weight, written each run (the weight is a plan
+    input)."""
     cdef const float[::1] src
     cdef float[::1] dst
-    cdef Py_ssize_t csg, cdg, taps, c_dst
+    cdef Py_ssize_t[::1] tapmap
+    cdef Py_ssize_t csg, cdg, taps_src, c_dst
 
-    def __init__(self, src, dst, Py_ssize_t c_src, Py_ssize_t c_dst, Py_ssize_t groups, Py_ssize_t taps,
-                 int max_threads):
-        if groups < 1 or c_src % groups or c_dst % groups or taps < 1:
-            raise ValueError(f"weight flip: bad dims c_src={c_src} c_dst={c_dst} groups={groups} taps={taps}")
-        if src.shape[0] < c_src * (c_dst // groups) * taps or dst.shape[0] < c_dst * (c_src // groups) * taps:
-            raise ValueError(f"weight flip: buffers of {src.shape[0]} / {dst.shape[0]} floats are too small "
-                             f"for c_src={c_src} c_dst={c_dst} groups={groups} taps={taps}")
+    def __init__(self, src, dst, Py_ssize_t c_src, Py_ssize_t c_dst, Py_ssize_t groups, Py_ssize_t taps_src,
+                 tapmap, int max_threads):
+        tm = np.ascontiguousarray(tapmap, dtype=np.intp)
+        if groups < 1 or c_src % groups or c_dst % groups or taps_src < 1 or tm.ndim != 1 or tm.size < 1:
+            raise ValueError(f"weight phase: bad dims c_src={c_src} c_dst={c_dst} groups={groups} "
+                             f"taps={taps_src} tapmap={tm.tolist()}")
+        if tm.min() < 0 or tm.max() >= taps_src:
+            raise ValueError(f"weight phase: tapmap {tm.tolist()} outside the weight's {taps_src} taps")
+        if src.shape[0] < c_src * (c_dst // groups) * taps_src or dst.shape[0] < c_dst * (c_src // groups) * tm.size:
+            raise ValueError(f"weight phase: buffers of {src.shape[0]} / {dst.shape[0]} floats are too small "
+                             f"for c_src={c_src} c_dst={c_dst} groups={groups} taps={taps_src}/{tm.size}")
         self.src = src
         self.dst = dst
+        self.tapmap = tm
         self.csg = c_src // groups
         self.cdg = c_dst // groups
-        self.taps = taps
+        self.taps_src = taps_src
         self.c_dst = c_dst
         self.max_threads = max(1, max_threads)
 
@@ -575,5 +585,45 @@ cdef class WeightFlipLaunch(Launch):
         cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t row
         for row in prange(self.c_dst, num_threads=t, schedule='static'):
-            _flip_rows(self.src, self.dst, self.csg, self.cdg, self.taps, row)
+            _phase_rows(self.src, self.dst, self.tapmap, self.csg, self.cdg, self.taps_src, row)
+        return 0
+
+
+cdef class PhaseScatterLaunch(Launch):
+    """y[plane, o0h + sh*i, o0w + sw*j] = z[plane, i, j] for one phase of a
+    transposed conv (z [planes, mh, mw], y [planes, out_h, out_w]); the
+    phases together write every element of y once."""
+    cdef const float[::1] z
+    cdef float[::1] y
+    cdef Py_ssize_t planes, mh, mw, o0h, o0w, sh, sw, out_h, out_w
+
+    def __init__(self, z, y, Py_ssize_t planes, Py_ssize_t mh, Py_ssize_t mw, Py_ssize_t o0h, Py_ssize_t o0w,
+                 Py_ssize_t sh, Py_ssize_t sw, Py_ssize_t out_h, Py_ssize_t out_w, int max_threads):
+        if min(planes, mh, mw, sh, sw, out_h, out_w) < 1 or o0h < 0 or o0w < 0 \
+                or o0h + sh * (mh - 1) >= out_h or o0w + sw * (mw - 1) >= out_w:
+            raise ValueError(f"phase scatter: a {mh}x{mw} phase from ({o0h}, {o0w}) step ({sh}, {sw}) does not "
+                             f"fit a {out_h}x{out_w} output")
+        if z.shape[0] < planes * mh * mw or y.shape[0] < planes * out_h * out_w:
+            raise ValueError(f"phase scatter: buffers of {z.shape[0]} / {y.shape[0]} floats are too small")
+        self.z = z
+        self.y = y
+        self.planes, self.mh, self.mw = planes, mh, mw
+        self.o0h, self.o0w, self.sh, self.sw = o0h, o0w, sh, sw
+        self.out_h, self.out_w = out_h, out_w
+        self.max_threads = max(1, max_threads)
+
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
+        cdef Py_ssize_t row, plane, i, j, yo, zo
+        cdef Py_ssize_t mh = self.mh, mw = self.mw, sw = self.sw
+        for row in prange(self.planes * mh, num_threads=t, schedule='static'):
+            plane = row // mh
+            i = row - plane * mh
+            yo = (plane * self.out_h + self.o0h + self.sh * i) * self.out_w + self.o0w
+            zo = row * mw
+            if sw == 1:
+                memcpy(&self.y[yo], &self.z[zo], mw * sizeof(float))
+            else:
+                for j in range(mw):
+                    self.y[yo + sw * j] = self.z[zo + j]
         return 0

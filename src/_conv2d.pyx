@@ -98,7 +98,7 @@ cdef extern from "rlx_epilogue.h":
         Py_ssize_t res_len
     enum:
         RLX_ACT_NONE, RLX_ACT_RELU, RLX_ACT_CLIP, RLX_ACT_LEAKY_RELU, RLX_ACT_SIGMOID,
-        RLX_ACT_HARD_SIGMOID, RLX_ACT_HARD_SWISH, RLX_ACT_TANH
+        RLX_ACT_HARD_SIGMOID, RLX_ACT_HARD_SWISH, RLX_ACT_TANH, RLX_ACT_SILU
     void rlx_epilogue_span(float* y, Py_ssize_t y_len, Py_ssize_t off, Py_ssize_t n, float b,
                            const Epilogue* e, int simd) nogil
     int rlx_epilogue_active(const Epilogue* e) nogil
@@ -113,6 +113,7 @@ ACT_SIGMOID = RLX_ACT_SIGMOID
 ACT_HARD_SIGMOID = RLX_ACT_HARD_SIGMOID
 ACT_HARD_SWISH = RLX_ACT_HARD_SWISH
 ACT_TANH = RLX_ACT_TANH
+ACT_SILU = RLX_ACT_SILU
 
 
 cdef struct Fused:
@@ -1093,7 +1094,7 @@ cdef class Conv2DLaunch(Launch):
         self.algorithm = algorithm
         self.max_threads = max(1, max_threads)
         self.block = block
-        if not RLX_ACT_NONE <= act <= RLX_ACT_TANH:
+        if not RLX_ACT_NONE <= act <= RLX_ACT_SILU:
             raise ValueError(f"Conv2DLaunch: unknown activation code {act}")
         if self.has_bias and self.bias.shape[0] < self.g.c_out:
             raise ValueError(f"Conv2DLaunch: bias holds {self.bias.shape[0]} values, need {self.g.c_out}")

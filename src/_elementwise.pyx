@@ -13,6 +13,18 @@
 cimport cython
 from cython.parallel cimport prange
 from libc.math cimport exp, tanh
+
+
+cdef extern from "rlx_epilogue.h":
+    void rlx_sigmoid_span(const float* x, float* y, Py_ssize_t n, int silu, int simd) nogil
+
+
+cdef extern from "rlx_simd.h":
+    void rlx_simd_init() nogil
+    int rlx_simd_level() nogil
+
+
+rlx_simd_init()
 from libc.stdint cimport int64_t
 
 from rlx_cpu._launch cimport Launch, effective_threads, small_work_threads
@@ -36,6 +48,7 @@ cdef enum:
     U_HARD_SIGMOID = 3    # max(0, min(1, alpha * x + beta))
     U_HARD_SWISH = 4      # x * max(0, min(1, alpha * x + beta))   (alpha 1/6, beta 1/2)
     U_TANH = 5
+    U_SILU = 6            # x / (1 + exp(-x))  (x * sigmoid(x): SiLU, swish)
 
 UNARY_LEAKY_RELU = U_LEAKY_RELU
 UNARY_CLIP = U_CLIP
@@ -43,6 +56,7 @@ UNARY_SIGMOID = U_SIGMOID
 UNARY_HARD_SIGMOID = U_HARD_SIGMOID
 UNARY_HARD_SWISH = U_HARD_SWISH
 UNARY_TANH = U_TANH
+UNARY_SILU = U_SILU
 
 
 cdef int _unary_block(int op, const float[::1] x, float[::1] y, float alpha, float beta,
@@ -58,9 +72,14 @@ cdef int _unary_block(int op, const float[::1] x, float[::1] y, float alpha, flo
             v = x[i]
             v = alpha if v < alpha else v
             y[i] = beta if v > beta else v
-    elif op == U_SIGMOID:
-        for i in range(lo, hi):
-            y[i] = <float>(1.0 / (1.0 + exp(-<double>x[i])))
+    elif op == U_SIGMOID or op == U_SILU:
+        if hi > lo:
+            # touch both ends so a debug build bounds-checks the span
+            x[lo]
+            x[hi - 1]
+            y[lo]
+            y[hi - 1]
+            rlx_sigmoid_span(&x[lo], &y[lo], hi - lo, op == U_SILU, rlx_simd_level())
     elif op == U_HARD_SIGMOID or op == U_HARD_SWISH:
         for i in range(lo, hi):
             v = x[i]
@@ -82,7 +101,7 @@ cdef class UnaryLaunch(Launch):
     cdef Py_ssize_t size
 
     def __init__(self, int op, x, y, Py_ssize_t size, float alpha, float beta, int max_threads):
-        if not 0 <= op <= U_TANH:
+        if not 0 <= op <= U_SILU:
             raise ValueError(f"UnaryLaunch: unknown op code {op}")
         self.op, self.x, self.y, self.size = op, x, y, size
         self.alpha, self.beta = alpha, beta

@@ -23,11 +23,47 @@ enum {
     RLX_ACT_RELU = 1,          /* v <= 0 ? 0 : v */
     RLX_ACT_CLIP = 2,          /* min(max(v, alpha), beta) */
     RLX_ACT_LEAKY_RELU = 3,    /* v < 0 ? alpha v : v */
-    RLX_ACT_SIGMOID = 4,       /* 1 / (1 + exp(-v)), in double */
+    RLX_ACT_SIGMOID = 4,       /* 1 / (1 + exp(-v)): rlx_sigmoidf */
     RLX_ACT_HARD_SIGMOID = 5,  /* clamp(alpha v + beta, 0, 1) */
     RLX_ACT_HARD_SWISH = 6,    /* v clamp(alpha v + beta, 0, 1) */
-    RLX_ACT_TANH = 7           /* tanh(v), in double */
+    RLX_ACT_TANH = 7,          /* tanh(v), in double */
+    RLX_ACT_SILU = 8           /* v * rlx_sigmoidf(v) (SiLU, swish) */
 };
+
+/* sigmoid(v) = 1 / (1 + exp(-v)) in float32 within a few ulp, in a form the
+ * compiler vectorises (no libm call, no branch): exp is evaluated at -v
+ * clamped to [-87, 87], so it neither overflows nor underflows, and for
+ * v < -87 (a true value under 1.65e-38, near the subnormal range) the result
+ * is 0, so no result is subnormal and sigmoid(-inf) = 0 (silu(-inf) is then
+ * -inf * 0 = NaN, as Sigmoid + Mul gives in ONNX Runtime and PyTorch).
+ * exp(x) = 2^n p(r) with n = round(x / ln 2), r = x - n ln 2 in two parts
+ * (Cody-Waite) and p the degree-6 Taylor polynomial, whose relative error on
+ * |r| <= ln2/2 is under 2e-8.  Every step is an explicit fmaf or a plain
+ * operation, so the portable and AVX2 builds round alike.  NaN gives NaN
+ * (the clamps keep it: a comparison with NaN is false). */
+static inline __attribute__((always_inline)) float rlx_sigmoidf(float v) {
+    const float x0 = -v;
+    float x = x0 < -87.0f ? -87.0f : x0;
+    x = x > 87.0f ? 87.0f : x;
+    /* round to nearest by the 1.5 * 2^23 shifter; t's low bits hold n */
+    const float shifter = 12582912.0f;
+    const float t = fmaf(x, 1.44269504088896341f, shifter);
+    const float n = t - shifter;
+    float r = fmaf(n, -0.693145751953125f, x);          /* ln 2 high part (exact product) */
+    r = fmaf(n, -1.428606765330187e-06f, r);            /* ln 2 low part */
+    float p = 1.0f / 720.0f;
+    p = fmaf(p, r, 1.0f / 120.0f);
+    p = fmaf(p, r, 1.0f / 24.0f);
+    p = fmaf(p, r, 1.0f / 6.0f);
+    p = fmaf(p, r, 0.5f);
+    p = fmaf(p, r, 1.0f);
+    p = fmaf(p, r, 1.0f);
+    union { float f; unsigned u; } tb, sb;
+    tb.f = t;
+    sb.u = (tb.u - 0x4B400000u + 127u) << 23;           /* 2^n: t's bits are 0x4B400000 + n */
+    const float sig = 1.0f / fmaf(p, sb.f, 1.0f);
+    return x0 > 87.0f ? 0.0f : sig;
+}
 
 typedef struct {
     int act;
@@ -63,7 +99,10 @@ static inline __attribute__((always_inline)) void rlx_epilogue_span_body(
         for (i = 0; i < n; ++i) { float v = y[i]; y[i] = v < 0.0f ? alpha * v : v; }
         break;
     case RLX_ACT_SIGMOID:
-        for (i = 0; i < n; ++i) y[i] = (float)(1.0 / (1.0 + exp(-(double)y[i])));
+        for (i = 0; i < n; ++i) y[i] = rlx_sigmoidf(y[i]);
+        break;
+    case RLX_ACT_SILU:
+        for (i = 0; i < n; ++i) { float v = y[i]; y[i] = v * rlx_sigmoidf(v); }
         break;
     case RLX_ACT_HARD_SIGMOID:
     case RLX_ACT_HARD_SWISH: {
@@ -117,6 +156,37 @@ static inline void rlx_epilogue_span(float* y, ptrdiff_t y_len, ptrdiff_t off, p
     (void)simd;
 #endif
     rlx_epilogue_span_base(y + off, off, n, b, e);
+}
+
+/* y[i] = sigmoid(x[i]) (silu: x[i] * sigmoid(x[i])) for i < n, out of place
+ * or in place (y == x): the standalone activations, the same arithmetic as
+ * the conv epilogue's. */
+static inline __attribute__((always_inline)) void rlx_sigmoid_span_body(const float* x, float* y, ptrdiff_t n,
+                                                                        int silu) {
+    if (silu)
+        for (ptrdiff_t i = 0; i < n; ++i) { float v = x[i]; y[i] = v * rlx_sigmoidf(v); }
+    else
+        for (ptrdiff_t i = 0; i < n; ++i) y[i] = rlx_sigmoidf(x[i]);
+}
+
+static void rlx_sigmoid_span_base(const float* x, float* y, ptrdiff_t n, int silu) {
+    rlx_sigmoid_span_body(x, y, n, silu);
+}
+
+#if RLX_EPILOGUE_HAS_AVX2
+__attribute__((target("avx2,fma")))
+static void rlx_sigmoid_span_avx2(const float* x, float* y, ptrdiff_t n, int silu) {
+    rlx_sigmoid_span_body(x, y, n, silu);
+}
+#endif
+
+static inline void rlx_sigmoid_span(const float* x, float* y, ptrdiff_t n, int silu, int simd) {
+#if RLX_EPILOGUE_HAS_AVX2
+    if (simd) { rlx_sigmoid_span_avx2(x, y, n, silu); return; }
+#else
+    (void)simd;
+#endif
+    rlx_sigmoid_span_base(x, y, n, silu);
 }
 
 /* Whether there is anything to do besides a bias (which some kernels add

@@ -496,6 +496,12 @@ def sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
+def silu(x):
+    """x * sigmoid(x) (SiLU / swish), float64."""
+    x = np.asarray(x, dtype=np.float64)
+    return x * sigmoid(x)
+
+
 def hard_sigmoid(x, alpha=0.2, beta=0.5):
     x = np.asarray(x, np.float64)
     return np.clip(alpha * x + beta, 0.0, 1.0)

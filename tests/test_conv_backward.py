@@ -12,7 +12,7 @@ from guarded import Guarded
 import rlx_cpu
 from rlx_cpu import _backward, functional as F
 from rlx_cpu.algorithms import ConvBackwardAlgorithm, ConvFlags, select_conv_backward_algorithm
-from rlx_cpu.ops.conv_backward import ConvBackwardInputThunk, ConvBackwardWeightThunk
+from rlx_cpu.ops.conv_backward import ConvBackwardInputThunk, ConvBackwardWeightThunk, transposed_phases
 
 # id, n, c_in, c_out, groups, spatial, kernel, stride, pads_begin, pads_end, dilation
 CASES = [
@@ -164,18 +164,27 @@ def _weight_thunk(plan):
 
 
 @pytest.mark.parametrize("name", IDS)
-def test_stride_1_input_gradient_runs_as_a_forward_conv(name):
-    """A 1-D/2-D input gradient of stride 1 and more than one tap lowers to a
-    forward conv of dy with the flipped weight (its parity is the parity
-    test above); the rest keep the gradient kernels."""
+def test_input_gradient_runs_as_forward_convs(name):
+    """A 1-D/2-D input gradient lowers to forward convs of dy with the
+    flipped weight, one per output phase of the stride
+    (conv_backward.transposed_phases; its parity is the parity test above);
+    3-D ones, 1x1 ones at stride 1, a kernel smaller than its stride and
+    dilation with stride keep the gradient kernels."""
     case = Case(CASES[IDS.index(name)])
     plan = case.plan(2)
-    lowered = (case.nsp < 3 and set(case.stride) == {1} and int(np.prod(case.kernel)) > 1
-               and all(d * (k - 1) >= max(b, e) for d, k, b, e in zip(case.dilation, case.kernel, case.pb, case.pe)))
+    (tw,) = [t for t in plan.thunks if isinstance(t, ConvBackwardWeightThunk)]
+    d = tw.dims
+    phases = transposed_phases(d.n, d.c_out, d.c_in, d.out_sp, d.in_sp, d.kernel, d.stride, d.pad, d.dilation,
+                               d.groups)
     kinds = [t.kind for t in plan.thunks]
-    assert ("conv_backward_input" not in kinds) == lowered, kinds
-    if lowered:
-        assert "conv" in kinds
+    assert ("conv_backward_input" not in kinds) == (phases is not None), kinds
+    if phases is not None:
+        assert kinds.count("phase_scatter") == (0 if len(phases) == 1 and set(case.stride) == {1} else len(phases))
+        assert sorted({p.step for p in phases}) == [tuple(d.stride[1:])]
+    expected = {"2d-basic": True, "1d-b1": True, "2d-batch5": True, "3d": False, "3d-b1": False,
+                "2d-1x1-b1": False, "2d-1x1-strided": False, "2d-uncovered-tail": True, "2d-depthwise": True}
+    if name in expected:
+        assert (phases is not None) == expected[name]
 
 
 @pytest.mark.parametrize("name, want", [("2d-1x1", "gemm_1x1"), ("2d-1x1-strided", "gemm"),

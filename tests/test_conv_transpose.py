@@ -106,10 +106,47 @@ def test_stride_1_runs_as_a_forward_conv(case, weights_as_inputs):
         got, plan, _ = _run(nsp, x, w, b, "auto", nthreads, weights_as_inputs, **kw)
         kinds = [t.kind for t in plan.thunks]
         assert ("conv_transpose" not in kinds) == lowered, kinds
-        assert ("weight_flip" in kinds) == (lowered and weights_as_inputs), kinds
+        assert ("weight_phase" in kinds) == (lowered and weights_as_inputs), kinds
         assert R.rel_error(got, want) <= TOL, (case, nthreads)
         outs.append(got)
-    np.testing.assert_array_equal(outs[0], outs[1])       # the same bits at 1 and 2 threads
+    _same_bits_on_1_and_2_threads(plan, {"x": x, "w": w, "b": b} if weights_as_inputs else {"x": x})
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_auto_lowers_to_phase_convs_and_matches_reference(seed):
+    """Under auto a 1-D/2-D conv-transpose runs as one forward conv per output
+    phase of the stride (conv_backward.transposed_phases) plus the scatters
+    into y, wherever the phases exist; the float64 reference either way, and
+    the same bits at 1 and 2 threads."""
+    from rlx_cpu.ops.conv import ConvNDDims
+    from rlx_cpu.ops.conv_backward import transposed_phases
+    nsp, x, w, b, kw, ref = _case(seed)
+    want = R.conv_transpose_nd(x, w, b, **ref)
+    outs = []
+    for nthreads in (1, 2):
+        got, plan, y = _run(nsp, x, w, b, "auto", nthreads, weights_as_inputs=bool(seed % 2), **kw)
+        assert R.rel_error(got, want) <= TOL, (seed, nthreads)
+        outs.append(got)
+    g, y, _ = _graph(nsp, x.shape, w, b, **kw)
+    d = ConvNDDims.from_attrs(x.shape, y.shape, g.node(y.id).attrs)
+    phases = transposed_phases(d.n, d.c_in, d.c_out, d.in_sp, d.out_sp, d.kernel, d.stride, d.pad, d.dilation,
+                               d.groups)
+    kinds = [t.kind for t in plan.thunks]
+    assert ("conv_transpose" in kinds) == (phases is None), kinds
+    if phases is not None and "phase_scatter" in kinds:
+        assert kinds.count("phase_scatter") == len(phases)
+    _same_bits_on_1_and_2_threads(plan, {"x": x, **({"w": w, "b": b} if seed % 2 and b is not None else
+                                                   {"w": w} if seed % 2 else {})})
+
+
+def _same_bits_on_1_and_2_threads(plan, feeds):
+    ctx = plan.new_context()
+    ctx.load(feeds)
+    seq = _runtime.LaunchSequence(ctx.launches)
+    seq.run(2)
+    two = ctx.outputs[0].copy()
+    seq.run(1)
+    np.testing.assert_array_equal(two, ctx.outputs[0])
 
 
 @pytest.mark.parametrize("seed", range(24))
@@ -137,8 +174,10 @@ def test_conv_transpose_fast_vs_reference_and_threads(nsp, n, groups):
     b = _rand(rng, 4 * groups)
     kw = dict(stride=2, padding=1, output_padding=1, groups=groups, dilation=1)
     ref, _, _ = _run(nsp, x, w, b, "reference", 1, **kw)
-    fast1, _, _ = _run(nsp, x, w, b, "auto", 1, **kw)
-    fast2, plan2, _ = _run(nsp, x, w, b, "auto", 2, **kw)
+    # the N-d GEMM kernel (auto lowers 1-D and 2-D ops to forward convs:
+    # test_auto_lowers_to_phase_convs_and_matches_reference)
+    fast1, _, _ = _run(nsp, x, w, b, "im2col", 1, **kw)
+    fast2, plan2, _ = _run(nsp, x, w, b, "im2col", 2, **kw)
     assert plan2.thunks[0].algorithm == ConvAlgorithm.IM2COL
     assert plan2.new_context().launches[0].parallel_mode(2) == ("items" if n * groups >= 2 else "split")
     assert R.rel_error(fast1, ref) <= TOL
@@ -350,14 +389,19 @@ def test_regression_batch1_conv_transpose_uses_every_thread(nsp):
     x = _rand(rng, 1, 8, *sp)
     w = _rand(rng, 8, 6, *((3,) * nsp))
     b = _rand(rng, 6)
-    y1, p1, _ = _run(nsp, x, w, b, "auto", 1, stride=2, padding=1, output_padding=1)
-    y2, p2, _ = _run(nsp, x, w, b, "auto", 2, stride=2, padding=1, output_padding=1)
+    # the N-d GEMM kernel (what auto runs for 3-D; 1-D and 2-D ops lower to
+    # forward convs, whose batch-1 splits test_threads.py covers)
+    y1, p1, _ = _run(nsp, x, w, b, "im2col", 1, stride=2, padding=1, output_padding=1)
+    y2, p2, _ = _run(nsp, x, w, b, "im2col", 2, stride=2, padding=1, output_padding=1)
     assert p2.thunks[0].algorithm == ConvAlgorithm.IM2COL
     assert p2.num_threads == 2
     assert p2.new_context().launches[0].parallel_mode(2) == "split"
     assert R.rel_error(y2, y1) <= 1e-6
     want = R.conv_transpose_nd(x, w, b, stride=2, pads_begin=1, pads_end=1, output_padding=1)
     assert R.rel_error(y2, want) <= TOL
+    ya, pa, _ = _run(nsp, x, w, b, "auto", 2, stride=2, padding=1, output_padding=1)
+    assert (pa.thunks[0].kind == "conv_transpose") == (nsp == 3)
+    assert R.rel_error(ya, want) <= TOL
 
 
 # -- functional ----------------------------------------------------------------------------

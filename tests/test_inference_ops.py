@@ -41,6 +41,7 @@ ACTIVATIONS = [
     ("hard_sigmoid", dict(alpha=0.2, beta=0.5), R.hard_sigmoid),
     ("hard_swish", {}, R.hard_swish),
     ("tanh", {}, R.tanh),
+    ("silu", {}, R.silu),
 ]
 
 
@@ -51,6 +52,30 @@ def test_activation(op, kw, ref, size, threads):
     x = _rng(op).standard_normal(size) * 5
     got = run(lambda g, x: getattr(g, op)(x, **kw), {"x": x}, threads)
     assert_close(got, ref(x.astype(np.float32)), 2e-7)
+
+
+@pytest.mark.parametrize("op,ref", [("sigmoid", R.sigmoid), ("silu", R.silu)])
+def test_sigmoid_and_silu_elementwise_accuracy_and_range(op, ref):
+    """rlx_sigmoidf (src/rlx_epilogue.h): each element within 4e-7 relative
+    of the float64 value (a few ulp) over the whole float range, never
+    subnormal: sigmoid(v) for v < -87 (under 1.65e-38) is 0, so sigmoid(-inf)
+    is 0 and silu(-inf) NaN (-inf * 0, as ONNX Runtime's Sigmoid + Mul)."""
+    x = np.concatenate([np.linspace(-100, 100, 20001), -np.logspace(-30, 2, 500), np.logspace(-30, 2, 500),
+                        [0.0, -0.0, 86.9, 87.1, -86.9, -87.1, 88.7, -88.7, 1e30, -1e30]]).astype(np.float32)
+    for threads in THREADS:
+        got = run(lambda g, x: getattr(g, op)(x), {"x": x[None]}, threads)[0].astype(np.float64)
+        want = ref(x.astype(np.float64))
+        big = x >= -87
+        rel = np.abs(got[big] - want[big]) / np.maximum(np.abs(want[big]), 1e-300)
+        assert rel.max() <= 4e-7, (op, x[big][rel.argmax()], rel.max())
+        assert np.all(got[~big] == 0) and np.all(np.abs(want[~big]) <= 2e-36)
+        f32 = got.astype(np.float32)
+        assert not np.any((f32 != 0) & (np.abs(f32) < np.finfo(np.float32).tiny)), "subnormal result"
+    inf = run(lambda g, x: getattr(g, op)(x), {"x": np.array([[np.inf, -np.inf]], np.float32)}, 1)[0]
+    if op == "sigmoid":
+        assert inf[0] == 1.0 and inf[1] == 0.0
+    else:
+        assert inf[0] == np.inf and np.isnan(inf[1])
 
 
 def test_activations_keep_nan():

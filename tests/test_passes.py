@@ -145,6 +145,7 @@ ACTS = {
     "hard_sigmoid": ({}, ref.hard_sigmoid),
     "hard_swish": ({}, ref.hard_swish),
     "tanh": ({}, ref.tanh),
+    "silu": ({}, ref.silu),
 }
 
 
@@ -173,6 +174,46 @@ def _block(rng, x_shape, w_shape, act, bias, residual, padding, bias_op=False, n
         want = f(want)
     g.output(y)
     return g, feeds, want
+
+
+@pytest.mark.parametrize("order", ["x_first", "sigmoid_first"])
+def test_fuse_silu_then_into_the_conv(rng, order):
+    """conv -> mul(y, sigmoid(y)) (SiLU as exporters write it) becomes silu,
+    then the conv's epilogue: one thunk, the float64 value, and the same
+    bits as the unfused graph."""
+    g = rlx_cpu.Graph()
+    x = g.input("x", (1, 8, 9, 9))
+    y = g.conv2d(x, rng.normal(size=(12, 8, 3, 3)).astype(np.float32) / 6, rng.normal(size=12), padding=1)
+    s = g.sigmoid(y)
+    g.output(g.mul(y, s) if order == "x_first" else g.mul(s, y))
+    out = passes.fuse_silu(g)
+    assert ops(out)[-1] == "silu" and "sigmoid" not in ops(out) and "mul" not in ops(out)
+    assert out.pass_log == (("fuse_silu", {"fused": 1}),)
+    plan = rlx_cpu.compile(g)
+    assert [t.kind for t in plan.thunks] == ["conv"] and plan.thunks[0].epilogue.act == "silu"
+    assert "fuse_silu: 1 fused" in plan.pass_summary
+    feeds = {"x": rng.normal(size=(1, 8, 9, 9)).astype(np.float32)}
+    unfused = rlx_cpu.compile(g, passes=False).run(feeds)[0]
+    fused = plan.run(feeds)[0]
+    np.testing.assert_array_equal(fused, unfused)
+    w64 = g.nodes[1].value.astype(np.float64)
+    want = ref.silu(ref.conv_nd(feeds["x"].astype(np.float64), w64, g.nodes[2].value.astype(np.float64),
+                                pads_begin=1, pads_end=1))
+    check_parity(fused, want, "silu epilogue")
+
+
+def test_fuse_silu_leaves_other_patterns(rng):
+    g = rlx_cpu.Graph()
+    x = g.input("x", (2, 4, 5, 5))
+    other = g.input("z", (2, 4, 5, 5))
+    s = g.sigmoid(x)
+    a = g.mul(x, s)                                   # the sigmoid has a second reader below
+    b = g.mul(g.sigmoid(x), other)                    # sigmoid of another tensor
+    c = g.mul(g.sigmoid(g.input("v", (4, 1, 1))), x)  # broadcast: not x * sigmoid(x)
+    g.output(a, b, c, s)
+    out = passes.fuse_silu(g)
+    assert ops(out).count("mul") == 3 and "silu" not in ops(out)
+    assert out.pass_log == (("fuse_silu", {"fused": 0}),)
 
 
 @pytest.mark.parametrize("act", list(ACTS) + [None])
@@ -395,7 +436,7 @@ def test_compile_runs_passes_and_reports_them(rng):
     g.output(g.clip(g.conv2d(y, rng.normal(size=(8, 8, 1, 1))), 0.0, 6.0))
     plan = rlx_cpu.compile(g)
     # dce: the sigmoid, the conv's original weight and the four statistics
-    assert plan.pass_summary == ("fold_constants: nothing; fold_batch_norm: 1 folded; "
+    assert plan.pass_summary == ("fold_constants: nothing; fold_batch_norm: 1 folded; fuse_silu: nothing; "
                                  "fuse_epilogue: 1 add, 1 relu, 1 clip; dce: 6 removed; in_place: nothing")
     assert "passes: " + plan.pass_summary in repr(plan)
     assert [t.kind for t in plan.thunks] == ["conv", "conv_1x1"]

@@ -3,6 +3,8 @@
 * ``leaky_relu``: y = x if x >= 0 else alpha x;
 * ``clip``: y = min(max(x, lo), hi) (ReLU6 is clip(x, 0, 6)); NaN stays NaN;
 * ``sigmoid``: y = 1 / (1 + exp(-x));
+* ``silu``: y = x * sigmoid(x) (SiLU / swish; the ``fuse_silu`` pass makes
+  it from ``mul(x, sigmoid(x))``, as exporters write it);
 * ``hard_sigmoid``: y = max(0, min(1, alpha x + beta));
 * ``hard_swish``: y = x * max(0, min(1, x / 6 + 1 / 2));
 * ``tanh``.
@@ -36,6 +38,7 @@ _UNARY = {
     "hard_sigmoid": (_elementwise.UNARY_HARD_SIGMOID, 0.2, 0.5, "max(0, min(1, alpha * x + beta))"),
     "hard_swish": (_elementwise.UNARY_HARD_SWISH, 1.0 / 6.0, 0.5, "x * max(0, min(1, x / 6 + 1 / 2))"),
     "tanh": (_elementwise.UNARY_TANH, 0.0, 0.0, "tanh(x)"),
+    "silu": (_elementwise.UNARY_SILU, 0.0, 0.0, "x * sigmoid(x)"),
 }
 
 

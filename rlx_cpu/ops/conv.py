@@ -73,7 +73,8 @@ class ConvEpilogue:
 # Activation op -> epilogue code of the conv2d kernels (src/rlx_epilogue.h).
 EPILOGUE_ACTS = {"relu": _conv2d.ACT_RELU, "clip": _conv2d.ACT_CLIP, "leaky_relu": _conv2d.ACT_LEAKY_RELU,
                  "sigmoid": _conv2d.ACT_SIGMOID, "hard_sigmoid": _conv2d.ACT_HARD_SIGMOID,
-                 "hard_swish": _conv2d.ACT_HARD_SWISH, "tanh": _conv2d.ACT_TANH}
+                 "hard_swish": _conv2d.ACT_HARD_SWISH, "tanh": _conv2d.ACT_TANH,
+                 "silu": _conv2d.ACT_SILU}
 
 
 @dataclass(frozen=True)

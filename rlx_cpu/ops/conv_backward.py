@@ -13,7 +13,7 @@ order (``conv2d_input(input_size, weight, grad_output, ...)``).  Gradient ops
 are not themselves differentiable.
 """
 from dataclasses import dataclass
-from typing import ClassVar, Optional
+from typing import ClassVar, Optional, Tuple
 
 from .. import _backward
 from ..algorithms import ConvBackwardAlgorithm, select_conv_backward_algorithm
@@ -157,78 +157,158 @@ class ConvBackwardWeightThunk(Thunk):
 
 
 @dataclass(frozen=True, repr=False)
-class WeightFlipThunk(Thunk):
-    """The weight of the forward conv a transposed conv lowers to, written
+class WeightPhaseThunk(Thunk):
+    """The forward weight of one phase of a lowered transposed conv, written
     each run when the weight is a plan input: [c_src, c_dst/g, *k] ->
-    [c_dst, c_src/g, *k] with the taps reversed (src/_backward.pyx)."""
+    [c_dst, c_src/g, *phase kernel], taps chosen by `tapmap`
+    (src/_backward.pyx)."""
     src: Slice
     dst: Slice
     c_src: int
     c_dst: int
     groups: int
-    taps: int
+    taps_src: int
+    tapmap: Tuple[int, ...]
     max_threads: int
 
-    kind: ClassVar[str] = "weight_flip"
+    kind: ClassVar[str] = "weight_phase"
     reads: ClassVar[tuple] = ("src",)
     writes: ClassVar[tuple] = ("dst",)
 
     def bind(self, view):
-        return _backward.WeightFlipLaunch(view(self.src), view(self.dst), self.c_src, self.c_dst, self.groups,
-                                          self.taps, self.max_threads)
+        return _backward.WeightPhaseLaunch(view(self.src), view(self.dst), self.c_src, self.c_dst, self.groups,
+                                           self.taps_src, self.tapmap, self.max_threads)
+
+
+@dataclass(frozen=True, repr=False)
+class PhaseScatterThunk(Thunk):
+    """One phase's output z [planes, mh, mw] into y [planes, out_h, out_w] at
+    rows origin[0] + step[0]*i, columns origin[1] + step[1]*j."""
+    z: Slice
+    y: Slice
+    planes: int
+    mh: int
+    mw: int
+    origin: Tuple[int, int]
+    step: Tuple[int, int]
+    out_hw: Tuple[int, int]
+    max_threads: int
+
+    kind: ClassVar[str] = "phase_scatter"
+    reads: ClassVar[tuple] = ("z",)
+    writes: ClassVar[tuple] = ("y",)
+
+    def bind(self, view):
+        return _backward.PhaseScatterLaunch(view(self.z), view(self.y), self.planes, self.mh, self.mw,
+                                            *self.origin, *self.step, *self.out_hw, self.max_threads)
 
 
 # ---------------------------------------------------------------------------
-# Lowering a transposed conv at stride 1 to a forward conv
+# Lowering a transposed conv to forward convs
 # ---------------------------------------------------------------------------
 #
 # A transposed conv (conv backward input; conv-transpose) of stride 1 is the
 # forward conv of its input with the weight's channels swapped per group and
-# its taps reversed, begin padding d*(k-1) - p.  Lowered, it runs on the
-# forward kernels -- Winograd for 3x3, the conv microkernel -- instead of a
-# GEMM plus col2im scatter-gather.
+# its taps reversed, begin padding d*(k-1) - p.  At stride s > 1 (dilation
+# 1, k >= s) it splits by output phase: the outputs o with (o + p) mod s = r
+# only see taps t = r, r + s, ..., so along each axis
+#     y[s*m + r - p] = sum_j x[m - j] W[r + s*j]
+# is a stride-1 forward conv of x with those taps reversed, begin padding
+# J - 1 - m0 (J taps, m0 the first m inside y).  A 2-D op has s_h * s_w such
+# phases; each runs on the forward kernels (Winograd, the implicit-GEMM
+# microkernel) into its own buffer, and a scatter puts it in place: no
+# col2im scatter-add, no patch matrix k*k/s*s times y's size.
 
-def lowered_conv_dims(n, c_src, c_dst, sp_src, sp_dst, kernel, stride, pad, dilation, groups):
-    """The Conv2DDims of the forward conv computing a transposed conv from
-    (c_src, sp_src) to (c_dst, sp_dst) (three spatial axes each, leading ones
-    of size 1), or None when it does not lower: a 3-D op, a stride other than
-    1, one tap (the 1x1 GEMM paths already read the operands directly), or a
-    padding the forward conv cannot express."""
-    if sp_src[0] != 1 or sp_dst[0] != 1 or kernel[0] != 1 or any(s != 1 for s in stride):
-        return None
-    if kernel[1] * kernel[2] == 1:
-        return None
-    begin = []
-    for ax in (1, 2):
-        b = dilation[ax] * (kernel[ax] - 1) - pad[ax]
-        end = sp_dst[ax] - sp_src[ax] - b + dilation[ax] * (kernel[ax] - 1)
-        if b < 0 or end < 0:
+@dataclass(frozen=True)
+class TransposedPhase:
+    """One forward conv of a lowered transposed conv."""
+    dims: Conv2DDims            # its geometry: x -> this phase's outputs
+    taps: Tuple[int, ...]       # source tap (flattened kh*kw index) of each forward tap, row-major
+    origin: Tuple[int, int]     # y position of the phase's output (0, 0)
+    step: Tuple[int, int]       # y distance between neighbouring phase outputs
+
+
+def _axis_phases(k, s, d, p, n_in, n_out):
+    """[(forward taps as source tap indices, begin pad, outputs, first y
+    position, dilation)] along one axis, or None when it does not lower."""
+    if s == 1:
+        b = d * (k - 1) - p
+        if b < 0 or n_out - n_in - b + d * (k - 1) < 0:
             return None
-        begin.append(b)
-    return Conv2DDims(n, c_src, sp_src[1], sp_src[2], c_dst, sp_dst[1], sp_dst[2], kernel[1], kernel[2],
-                      1, 1, begin[0], begin[1], dilation[1], dilation[2], groups)
+        return [(tuple(k - 1 - u for u in range(k)), b, n_out, 0, d)]
+    if d != 1 or k < s:
+        return None
+    out = []
+    for r in range(s):
+        taps = list(range(r, k, s))
+        j = len(taps)
+        m0 = -((r - p) // s)                     # ceil((p - r) / s)
+        m = (n_out - 1 + p - r) // s - m0 + 1
+        if m <= 0:
+            continue
+        b = j - 1 - m0
+        if b < 0 or m - n_in - b + j - 1 < 0:
+            return None
+        out.append((tuple(reversed(taps)), b, m, s * m0 + r - p, 1))
+    return out
 
 
-def emit_lowered_transposed_conv(ctx, node, cdims, src_id, w_id, bias_id):
-    """Emit the forward conv `cdims` for `node` (see lowered_conv_dims): the
-    flipped weight is made now for a constant weight, else by a
-    WeightFlipThunk each run.  Only under conv_algorithm='auto' (which then
-    picks the forward conv's algorithm); a forced 'im2col' or 'reference'
-    keeps the op's own GEMM or reference kernels."""
-    taps = cdims.kh * cdims.kw
-    w = ctx.buf(w_id)
-    if ctx.is_constant(w_id):
-        w_value = _backward.flip_transpose_weight(ctx.graph.node(w_id).value, cdims.c_out, cdims.groups)
-        w = ctx.constant(w_value, node.name + ".flipped_W")
-    else:
-        w_value = None
-        flipped = ctx.temp(4 * cdims.c_out * (cdims.c_in // cdims.groups) * taps, node.name + ".flipped_W")
-        ctx.emit(WeightFlipThunk(node.name, w, flipped, cdims.c_in, cdims.c_out, cdims.groups, taps,
-                                 ctx.num_threads))
-        w = flipped
-    emit_conv2d(ctx, node.name, f"{node.op} {node.name!r}", cdims, ctx.buf(src_id), w, w_value,
-                ctx.buf(bias_id) if bias_id is not None else None, None, None, ctx.buf(node.id),
-                requested="auto")
+def transposed_phases(n, c_src, c_dst, sp_src, sp_dst, kernel, stride, pad, dilation, groups):
+    """The forward convs (TransposedPhase list) computing a transposed conv
+    from (c_src, sp_src) to (c_dst, sp_dst) (three spatial axes each, leading
+    ones of size 1), or None when it does not lower: a 3-D op, a 1x1 kernel
+    at stride 1 (the 1x1 GEMM paths already read the operands directly), a
+    dilation above 1 with a stride above 1, a kernel smaller than its stride,
+    or a padding the forward conv cannot express."""
+    if sp_src[0] != 1 or sp_dst[0] != 1 or kernel[0] != 1:
+        return None
+    if kernel[1] * kernel[2] == 1 and stride[1] == stride[2] == 1:
+        return None
+    axes = [_axis_phases(kernel[ax], stride[ax], dilation[ax], pad[ax], sp_src[ax], sp_dst[ax]) for ax in (1, 2)]
+    if axes[0] is None or axes[1] is None:
+        return None
+    phases = []
+    for th, bh, mh, oh, dh in axes[0]:
+        for tw, bw, mw, ow, dw in axes[1]:
+            dims = Conv2DDims(n, c_src, sp_src[1], sp_src[2], c_dst, mh, mw, len(th), len(tw), 1, 1, bh, bw,
+                              dh, dw, groups)
+            phases.append(TransposedPhase(dims, tuple(a * kernel[2] + b for a in th for b in tw), (oh, ow),
+                                          (stride[1], stride[2])))
+    return phases
+
+
+def emit_transposed_phases(ctx, node, phases, src_id, w_id, bias_id, kernel):
+    """Emit `phases` (transposed_phases) for `node`: per phase its weight
+    (made now for a constant weight, else by a WeightPhaseThunk each run), its
+    forward conv (auto picks the algorithm; with tune=True it is timed) and,
+    unless the one phase is y itself (stride 1), the scatter into y.  Only
+    under conv_algorithm='auto'; a forced 'im2col' or 'reference' keeps the
+    op's own GEMM or reference kernels."""
+    taps_src = kernel[1] * kernel[2]
+    y = ctx.buf(node.id)
+    x = ctx.buf(src_id)
+    bias = ctx.buf(bias_id) if bias_id is not None else None
+    direct = len(phases) == 1 and phases[0].origin == (0, 0) and phases[0].step == (1, 1)
+    wconst = ctx.is_constant(w_id)
+    out_hw = (node.shape[-2], node.shape[-1]) if len(node.shape) == 4 else (1, node.shape[-1])
+    for i, ph in enumerate(phases):
+        d = ph.dims
+        name = node.name if direct else f"{node.name}.phase{i}"
+        if wconst:
+            w_value = _backward.phase_weight(ctx.graph.node(w_id).value, d.c_out, d.groups, ph.taps,
+                                             (d.kh, d.kw))
+            w = ctx.constant(w_value, name + ".W")
+        else:
+            w_value = None
+            w = ctx.temp(4 * d.c_out * (d.c_in // d.groups) * d.kh * d.kw, name + ".W")
+            ctx.emit(WeightPhaseThunk(name, ctx.buf(w_id), w, d.c_in, d.c_out, d.groups, taps_src, ph.taps,
+                                      ctx.num_threads))
+        out = y if direct else ctx.temp(4 * d.n * d.c_out * d.h_out * d.w_out, name + ".out")
+        emit_conv2d(ctx, name, f"{node.op} {node.name!r}", d, x, w, w_value, bias, None, None, out,
+                    requested="auto")
+        if not direct:
+            ctx.emit(PhaseScatterThunk(name, out, y, d.n * d.c_out, d.h_out, d.w_out, ph.origin, ph.step, out_hw,
+                                       ctx.num_threads))
 
 
 # ---------------------------------------------------------------------------
@@ -241,10 +321,10 @@ def compile_conv_backward_input(ctx, node):
     dims = ConvNDDims.from_attrs(node.shape, dy_node.shape, node.attrs)
     algo = select_conv_backward_algorithm(dims, ctx.conv_algorithm, ctx.flags)
     if ctx.conv_algorithm == "auto" and algo != ConvBackwardAlgorithm.REFERENCE:
-        cdims = lowered_conv_dims(dims.n, dims.c_out, dims.c_in, dims.out_sp, dims.in_sp, dims.kernel,
-                                  dims.stride, dims.pad, dims.dilation, dims.groups)
-        if cdims is not None:
-            emit_lowered_transposed_conv(ctx, node, cdims, node.inputs[0], node.inputs[1], None)
+        phases = transposed_phases(dims.n, dims.c_out, dims.c_in, dims.out_sp, dims.in_sp, dims.kernel,
+                                   dims.stride, dims.pad, dims.dilation, dims.groups)
+        if phases is not None:
+            emit_transposed_phases(ctx, node, phases, node.inputs[0], node.inputs[1], None, dims.kernel)
             return
     t = ctx.num_threads
     nbytes = 4 * _backward.conv_backward_input_scratch_floats(dims.as_tuple(), int(algo), t)

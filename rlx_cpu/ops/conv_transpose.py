@@ -28,7 +28,7 @@ from ..threads import threads_key
 from ..algorithms import ConvAlgorithm, select_convnd_algorithm
 from .conv import (CONV, RANKS, ConvNDDims, ConvNDKernelThunk, check_groups, emit_conv_nd, named, onnx_conv_geometry,
                    with_bias)
-from .conv_backward import emit_lowered_transposed_conv, lowered_conv_dims
+from .conv_backward import emit_transposed_phases, transposed_phases
 
 Shape = Tuple[int, ...]
 
@@ -247,19 +247,19 @@ class ConvTransposeThunk(ConvNDKernelThunk):
 
 @compile_rule(*CONV_TRANSPOSE_OPS.values())
 def compile_conv_transpose(ctx, node):
-    """Under auto, stride 1 (1-D and 2-D) runs as the forward conv with the
-    flipped weight (ops/conv_backward.py: lowered_conv_dims); the rest, and
-    a forced 'im2col' or 'reference', on the N-d kernels."""
+    """Under auto, 1-D and 2-D ops run as forward convs, one per output phase
+    of the stride (ops/conv_backward.py: transposed_phases); the rest, and a
+    forced 'im2col' or 'reference', on the N-d kernels."""
     if getattr(node.attrs, "epilogue", None) is None:
         dims = ConvNDDims.from_attrs(ctx.graph.node(node.inputs[0]).shape, node.shape, node.attrs)
         algo = select_convnd_algorithm(dims, ctx.conv_algorithm, ctx.flags, op=f"{node.op} {node.name!r}",
                                        transposed=True, nthreads=ctx.num_threads)
         if ctx.conv_algorithm == "auto" and algo != ConvAlgorithm.REFERENCE:
-            cdims = lowered_conv_dims(dims.n, dims.c_in, dims.c_out, dims.in_sp, dims.out_sp, dims.kernel,
-                                      dims.stride, dims.pad, dims.dilation, dims.groups)
-            if cdims is not None:
-                emit_lowered_transposed_conv(ctx, node, cdims, node.inputs[0], node.inputs[1],
-                                             node.inputs[2] if len(node.inputs) > 2 else None)
+            phases = transposed_phases(dims.n, dims.c_in, dims.c_out, dims.in_sp, dims.out_sp, dims.kernel,
+                                       dims.stride, dims.pad, dims.dilation, dims.groups)
+            if phases is not None:
+                emit_transposed_phases(ctx, node, phases, node.inputs[0], node.inputs[1],
+                                       node.inputs[2] if len(node.inputs) > 2 else None, dims.kernel)
                 return
     emit_conv_nd(ctx, node, ConvTransposeThunk)
 
