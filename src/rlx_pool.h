@@ -601,6 +601,145 @@ RLX_TARGET_AVX2 static void rlx_avg_line_avx2(const float* x, ptrdiff_t x_len, f
 }
 #endif
 
+/* ------------------------------------------------------------------------- */
+/* One-row lines (1-D pools, or a line whose window has one in-bounds input   */
+/* row): outputs [w0, w1) straight from the input row xr (W entries), no row  */
+/* buffer.  Padded taps are never read; the results are those of the          */
+/* buffered passes above: max starts at -inf and takes v when v > max or v is */
+/* NaN, in tap order; average sums in double in tap order with 0.0 standing   */
+/* for a padded first tap, then multiplies by 1 / divisor (rcount rows times  */
+/* the w taps inside [lo_w, hi_w), or divisor_override).  The AVX2 variant    */
+/* runs the blocks of 8 outputs whose loads stay inside the row (strides 1    */
+/* and 2); the ends of the line and other strides go one output at a time.    */
+/* ------------------------------------------------------------------------- */
+typedef struct {
+    ptrdiff_t W, kw, sw, pw, lo_w, hi_w, rcount, divisor_override;
+    int kind_max;
+} rlx_row1_geom;
+
+RLX_INLINE void rlx_row1_scalar(const float* restrict xr, float* restrict yr, const rlx_row1_geom* g, ptrdiff_t i) {
+    const ptrdiff_t s0 = i * g->sw - g->pw, W = g->W, kw = g->kw;
+    if (g->kind_max) {
+        float r = -INFINITY;
+        for (ptrdiff_t j = 0; j < kw; ++j) {
+            const ptrdiff_t c = s0 + j;
+            if (c >= 0 && c < W) {
+                const float v = xr[c];
+                r = RLX_TAKE(v, r) ? v : r;
+            }
+        }
+        yr[i] = r;
+        return;
+    }
+    double acc = (s0 >= 0 && s0 < W) ? (double)xr[s0] : 0.0;
+    for (ptrdiff_t j = 1; j < kw; ++j) {
+        const ptrdiff_t c = s0 + j;
+        if (c >= 0 && c < W) acc += (double)xr[c];
+    }
+    double inv;
+    if (g->divisor_override > 0) {
+        inv = 1.0 / (double)g->divisor_override;
+    } else {
+        const ptrdiff_t lo = s0 > g->lo_w ? s0 : g->lo_w, hi = s0 + kw < g->hi_w ? s0 + kw : g->hi_w;
+        inv = 1.0 / (double)(g->rcount * (hi - lo));
+    }
+    yr[i] = (float)(acc * inv);
+}
+
+#if RLX_X86_DISPATCH
+/* 8 outputs at i of a stride-2 line: tap j is the even (j even) or odd lanes of the 16 floats at 2i - pw + j - j%2 */
+RLX_INLINE_AVX2 void rlx_row1_s2_block(const float* xr, float* yr, const rlx_row1_geom* g, ptrdiff_t i,
+                                      __m256d vinv) {
+    const float* p = xr + 2 * i - g->pw;
+    const ptrdiff_t kw = g->kw;
+    __m256 e, o;
+    rlx_deint8(p, &e, &o);
+    if (g->kind_max) {
+        __m256 acc = kw > 1 ? rlx_max8(e, o) : e;
+        for (ptrdiff_t j = 2; j < kw; j += 2) {
+            rlx_deint8(p + j, &e, &o);
+            acc = rlx_max8(acc, e);
+            if (j + 1 < kw) acc = rlx_max8(acc, o);
+        }
+        _mm256_storeu_ps(yr + i, acc);
+        return;
+    }
+    __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(e)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1));
+    if (kw > 1) {
+        lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(o)));
+        hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(o, 1)));
+    }
+    for (ptrdiff_t j = 2; j < kw; j += 2) {
+        rlx_deint8(p + j, &e, &o);
+        lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+        if (j + 1 < kw) {
+            lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(o)));
+            hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(o, 1)));
+        }
+    }
+    _mm_storeu_ps(yr + i, _mm256_cvtpd_ps(_mm256_mul_pd(lo, vinv)));
+    _mm_storeu_ps(yr + i + 4, _mm256_cvtpd_ps(_mm256_mul_pd(hi, vinv)));
+}
+
+RLX_INLINE_AVX2 void rlx_row1_s1_block(const float* xr, float* yr, const rlx_row1_geom* g, ptrdiff_t i,
+                                      __m256d vinv) {
+    const float* p = xr + i - g->pw;
+    const ptrdiff_t kw = g->kw;
+    if (g->kind_max) {
+        __m256 acc = _mm256_loadu_ps(p);
+        for (ptrdiff_t j = 1; j < kw; ++j) acc = rlx_max8(acc, _mm256_loadu_ps(p + j));
+        _mm256_storeu_ps(yr + i, acc);
+        return;
+    }
+    __m256d lo = _mm256_cvtps_pd(_mm_loadu_ps(p)), hi = _mm256_cvtps_pd(_mm_loadu_ps(p + 4));
+    for (ptrdiff_t j = 1; j < kw; ++j) {
+        lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm_loadu_ps(p + j)));
+        hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm_loadu_ps(p + j + 4)));
+    }
+    _mm_storeu_ps(yr + i, _mm256_cvtpd_ps(_mm256_mul_pd(lo, vinv)));
+    _mm_storeu_ps(yr + i + 4, _mm256_cvtpd_ps(_mm256_mul_pd(hi, vinv)));
+}
+
+RLX_TARGET_AVX2 static void rlx_row1_avx2(const float* xr, float* yr, const rlx_row1_geom* g, ptrdiff_t w0,
+                                          ptrdiff_t w1) {
+    const ptrdiff_t W = g->W, kw = g->kw, sw = g->sw, pw = g->pw;
+    ptrdiff_t vlo = w1, vhi = w1;           /* blocks start in [vlo, vhi]: windows full, loads inside the row */
+    if (sw == 2 || sw == 1) {
+        /* loads of a block at i: [i*sw - pw, i*sw - pw + span) */
+        const ptrdiff_t span = sw == 2 ? ((kw - 1) & ~(ptrdiff_t)1) + 16 : kw - 1 + 8;
+        vlo = (pw + sw - 1) / sw;
+        if (W - span + pw >= 0) vhi = (W - span + pw) / sw; else vhi = -1;
+        /* windows inside the row are full ([0, W) lies inside [lo_w, hi_w)): one divisor */
+    }
+    const double inv = 1.0 / (double)(g->divisor_override > 0 ? g->divisor_override : g->rcount * kw);
+    const __m256d vinv = _mm256_set1_pd(inv);
+    ptrdiff_t i = w0;
+    for (; i < w1 && i < vlo; ++i) rlx_row1_scalar(xr, yr, g, i);
+    if (sw == 2)
+        for (; i + 8 <= w1 && i <= vhi; i += 8) rlx_row1_s2_block(xr, yr, g, i, vinv);
+    else if (sw == 1)
+        for (; i + 8 <= w1 && i <= vhi; i += 8) rlx_row1_s1_block(xr, yr, g, i, vinv);
+    for (; i < w1; ++i) rlx_row1_scalar(xr, yr, g, i);
+}
+#endif
+
+static void rlx_row1_base(const float* xr, float* yr, const rlx_row1_geom* g, ptrdiff_t w0, ptrdiff_t w1) {
+    for (ptrdiff_t i = w0; i < w1; ++i) rlx_row1_scalar(xr, yr, g, i);
+}
+
+/* outputs [w0, w1) of the line yr from the input row xr; the range checks cover the row and the outputs */
+static void rlx_pool_row1(const float* x, ptrdiff_t x_len, ptrdiff_t row, float* y, ptrdiff_t y_len, ptrdiff_t line,
+                          ptrdiff_t OW, const rlx_row1_geom* g, ptrdiff_t w0, ptrdiff_t w1) {
+    RLX_CHECK_RANGE(row, row + g->W, x_len, "pool x row");
+    RLX_CHECK_RANGE(line * OW + w0, line * OW + w1, y_len, "pool y");
+    (void)x_len; (void)y_len;
+#if RLX_X86_DISPATCH
+    if (rlx_simd_level()) { rlx_row1_avx2(x + row, y + line * OW, g, w0, w1); return; }
+#endif
+    rlx_row1_base(x + row, y + line * OW, g, w0, w1);
+}
+
 RLX_INLINE void rlx_pool_line_body(const float* restrict x, ptrdiff_t x_len, float* restrict y, ptrdiff_t y_len,
                                    void* restrict scratch, const rlx_pool_geom* g, ptrdiff_t line, ptrdiff_t oh,
                                    ptrdiff_t od, ptrdiff_t plane, int avx2) {
@@ -614,6 +753,24 @@ RLX_INLINE void rlx_pool_line_body(const float* restrict x, ptrdiff_t x_len, flo
     rlx_pool_taps(sh, g->dh, g->kh, 0, g->H, &b0, &b1);
     float* restrict yr = y + line * OW;
     RLX_CHECK_RANGE(line * OW, (line + 1) * OW, y_len, "pool y");
+#if RLX_X86_DISPATCH
+    if (avx2 && (g->sw == 1 || g->sw == 2) && (a1 - a0) * (b1 - b0) == 1) {
+        /* one input row (1-D pools, or a window whose other rows are all padding): no row buffer */
+        const ptrdiff_t off = xb + ((sd + a0 * g->dd) * g->H + sh + b0 * g->dh) * W;
+        ptrdiff_t lo_d, hi_d, lo_h, hi_h, c0, c1, e0, e1;
+        rlx_row1_geom r1;
+        RLX_CHECK_RANGE(off, off + W, x_len, "pool x");
+        rlx_pool_count_range(g, &lo_d, &hi_d, &lo_h, &hi_h, &r1.lo_w, &r1.hi_w);
+        rlx_pool_taps(sd, g->dd, g->kd, lo_d, hi_d, &c0, &c1);
+        rlx_pool_taps(sh, g->dh, g->kh, lo_h, hi_h, &e0, &e1);
+        r1.W = W; r1.kw = g->kw; r1.sw = g->sw; r1.pw = pw;
+        r1.rcount = (c1 - c0) * (e1 - e0);
+        r1.divisor_override = g->divisor_override;
+        r1.kind_max = g->kind_max;
+        rlx_row1_avx2(x + off, yr, &r1, 0, OW);
+        return;
+    }
+#endif
     if (g->kind_max) {
         float* restrict buf = (float*)scratch;
         float* restrict r = buf + pw;
