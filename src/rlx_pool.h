@@ -544,6 +544,42 @@ RLX_TARGET_AVX2 static void rlx_max_k2s2_avx2(float* yr, const float* const* row
     }
 }
 
+/* Window 3, stride 1, padding 1 along w (OW <= W): the column maxima over the
+ * rows of 8 columns in registers, their neighbours one column left and right
+ * by lane shifts across the previous / next block (-inf outside the row), no
+ * row buffer.  The order of the buffered passes: rows in order, then columns
+ * i - 1, i, i + 1. */
+RLX_INLINE_AVX2 __m256 rlx_vmax_cols8(const float* const* rows, ptrdiff_t nr, ptrdiff_t c, ptrdiff_t W) {
+    if (c + 8 <= W) {
+        __m256 a = _mm256_loadu_ps(rows[0] + c);
+        for (ptrdiff_t k = 1; k < nr; ++k) a = rlx_max8(a, _mm256_loadu_ps(rows[k] + c));
+        return a;
+    }
+    const __m256i m = rlx_tail_mask8(W - c);
+    __m256 a = _mm256_maskload_ps(rows[0] + c, m);
+    for (ptrdiff_t k = 1; k < nr; ++k) a = rlx_max8(a, _mm256_maskload_ps(rows[k] + c, m));
+    return _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), a, _mm256_castsi256_ps(m));
+}
+
+RLX_TARGET_AVX2 static void rlx_max_k3s1_avx2(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t W,
+                                              ptrdiff_t OW) {
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 prev = ninf, cur = rlx_vmax_cols8(rows, nr, 0, W);
+    for (ptrdiff_t i = 0; i < OW; i += 8) {
+        const __m256 next = i + 8 < W ? rlx_vmax_cols8(rows, nr, i + 8, W) : ninf;
+        const __m256i pc = _mm256_castps_si256(_mm256_permute2f128_ps(prev, cur, 0x21));
+        const __m256i cn = _mm256_castps_si256(_mm256_permute2f128_ps(cur, next, 0x21));
+        const __m256i ci = _mm256_castps_si256(cur);
+        const __m256 left = _mm256_castsi256_ps(_mm256_alignr_epi8(ci, pc, 12));     /* columns c - 1 */
+        const __m256 right = _mm256_castsi256_ps(_mm256_alignr_epi8(cn, ci, 4));     /* columns c + 1 */
+        const __m256 r = rlx_max8(rlx_max8(left, cur), right);
+        if (i + 8 <= OW) _mm256_storeu_ps(yr + i, r);
+        else _mm256_maskstore_ps(yr + i, rlx_tail_mask8(OW - i), r);
+        prev = cur;
+        cur = next;
+    }
+}
+
 /* Average line, strides 1 and 2 along w: the rows' double sums in one
  * register pass into buf (zeros in its pw entries before the row and after
  * it), then the full windows 4 at a time straight to float; the clipped
@@ -774,8 +810,6 @@ RLX_INLINE void rlx_pool_line_body(const float* restrict x, ptrdiff_t x_len, flo
     if (g->kind_max) {
         float* restrict buf = (float*)scratch;
         float* restrict r = buf + pw;
-        for (ptrdiff_t i = 0; i < pw; ++i) buf[i] = -INFINITY;
-        for (ptrdiff_t i = pw + W; i < rl; ++i) buf[i] = -INFINITY;
         int first = 1;
 #if RLX_X86_DISPATCH
         if (avx2 && (a1 - a0) * (b1 - b0) <= RLX_POOL_ROWS) {
@@ -791,11 +825,17 @@ RLX_INLINE void rlx_pool_line_body(const float* restrict x, ptrdiff_t x_len, flo
                 rlx_max_k2s2_avx2(yr, rows, nr, OW);
                 return;
             }
+            if (g->kw == 3 && g->sw == 1 && pw == 1 && OW <= W) {
+                rlx_max_k3s1_avx2(yr, rows, nr, W, OW);
+                return;
+            }
             rlx_vmax_rows_avx2(r, rows, nr, W);
             first = 0;
             a1 = a0;                        /* the row loop below has nothing left to do */
         }
 #endif
+        for (ptrdiff_t i = 0; i < pw; ++i) buf[i] = -INFINITY;
+        for (ptrdiff_t i = pw + W; i < rl; ++i) buf[i] = -INFINITY;
         for (ptrdiff_t a = a0; a < a1; ++a)
             for (ptrdiff_t b = b0; b < b1; ++b) {
                 const ptrdiff_t off = xb + ((sd + a * g->dd) * g->H + sh + b * g->dh) * W;

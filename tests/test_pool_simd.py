@@ -32,6 +32,10 @@ CASES = [
     ((1, 2, 4, 6, 66), 2, 2, 0, 0, False),                # 3-D k2s2: a 32-output block and a tail of 1
     ((2, 3, 67), 2, 2, 0, 0, False),                      # 1-D k2s2
     ((1, 2, 5, 45), 3, 1, 0, 0, False),                   # stride 1 without padding
+    # window 3, stride 1, w padding 1 (rlx_max_k3s1_avx2: column maxima shifted across blocks, no buffer)
+    ((2, 2, 6, 40), 3, 1, 1, (1, 0), False),              # whole blocks only, OW = W - 1
+    ((1, 2, 5, 6), 3, 1, 1, 1, False),                    # one masked block
+    ((1, 2, 4, 5, 19), 3, 1, 1, 1, True),                 # 3-D, a masked tail of 3
     # one input row per line (rlx_pool.h rlx_row1_avx2: blocks of 8 read x in place, the ends one by one)
     ((2, 3, 83), 3, 1, 1, 1, False),                      # 1-D stride 1
     ((1, 2, 91), 5, 2, 2, 1, True),                       # 1-D kw 5: three deinterleaved loads per block
