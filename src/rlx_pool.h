@@ -174,7 +174,7 @@ RLX_TARGET_AVX2 static inline __m256i rlx_tail_mask8(ptrdiff_t left) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(left < 8 ? left : 8)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-RLX_TARGET_AVX2 static ptrdiff_t rlx_hmax_s2_avx2(float* yr, const float* b, ptrdiff_t n, ptrdiff_t kw) {
+RLX_INLINE_AVX2 ptrdiff_t rlx_hmax_s2_avx2_body(float* yr, const float* b, ptrdiff_t n, ptrdiff_t kw) {
     ptrdiff_t i = 0;
     for (; i < n; i += 8) {
         __m256 e, o, acc;
@@ -189,6 +189,14 @@ RLX_TARGET_AVX2 static ptrdiff_t rlx_hmax_s2_avx2(float* yr, const float* b, ptr
         else _mm256_maskstore_ps(yr + i, rlx_tail_mask8(n - i), acc);
     }
     return n;
+}
+RLX_TARGET_AVX2 static ptrdiff_t rlx_hmax_s2_avx2(float* yr, const float* b, ptrdiff_t n, ptrdiff_t kw) {
+    /* constant kw for the common windows: loops unrolled, rows / taps in registers */
+    switch (kw) {
+    case 2: return rlx_hmax_s2_avx2_body(yr, b, n, 2);
+    case 3: return rlx_hmax_s2_avx2_body(yr, b, n, 3);
+    default: return rlx_hmax_s2_avx2_body(yr, b, n, kw);
+    }
 }
 
 RLX_TARGET_AVX2 static ptrdiff_t rlx_hmax_s1_avx2(float* yr, const float* b, ptrdiff_t n, ptrdiff_t kw) {
@@ -223,7 +231,7 @@ RLX_TARGET_AVX2 static ptrdiff_t rlx_hsum_s2_avx2(double* acc, const double* b, 
  * in registers: r[i] = max over rows (rows[0] first, then v replaces it when
  * v > r or v is NaN), or r[i] = ((rows[0][i] + rows[1][i]) + ...) in double:
  * the order of the row-by-row loops of rlx_pool_line_body. */
-RLX_TARGET_AVX2 static void rlx_vmax_rows_avx2(float* r, const float* const* rows, ptrdiff_t nr, ptrdiff_t W) {
+RLX_INLINE_AVX2 void rlx_vmax_rows_avx2_body(float* r, const float* const* rows, ptrdiff_t nr, ptrdiff_t W) {
     ptrdiff_t i = 0;
     for (; i + 16 <= W; i += 16) {
         __m256 a = _mm256_loadu_ps(rows[0] + i), b = _mm256_loadu_ps(rows[0] + i + 8);
@@ -242,8 +250,19 @@ RLX_TARGET_AVX2 static void rlx_vmax_rows_avx2(float* r, const float* const* row
         _mm256_maskstore_ps(r + i, m, a);
     }
 }
+RLX_TARGET_AVX2 static void rlx_vmax_rows_avx2(float* r, const float* const* rows, ptrdiff_t nr, ptrdiff_t W) {
+    /* constant nr for the common windows: loops unrolled, rows / taps in registers */
+    switch (nr) {
+    case 2: rlx_vmax_rows_avx2_body(r, rows, 2, W); return;
+    case 3: rlx_vmax_rows_avx2_body(r, rows, 3, W); return;
+    case 4: rlx_vmax_rows_avx2_body(r, rows, 4, W); return;
+    case 6: rlx_vmax_rows_avx2_body(r, rows, 6, W); return;
+    case 9: rlx_vmax_rows_avx2_body(r, rows, 9, W); return;
+    default: rlx_vmax_rows_avx2_body(r, rows, nr, W); return;
+    }
+}
 
-RLX_TARGET_AVX2 static void rlx_vsum_rows_avx2(double* r, const float* const* rows, ptrdiff_t nr, ptrdiff_t W) {
+RLX_INLINE_AVX2 void rlx_vsum_rows_avx2_body(double* r, const float* const* rows, ptrdiff_t nr, ptrdiff_t W) {
     ptrdiff_t i = 0;
     for (; i + 8 <= W; i += 8) {
         __m256d a = _mm256_cvtps_pd(_mm_loadu_ps(rows[0] + i)), b = _mm256_cvtps_pd(_mm_loadu_ps(rows[0] + i + 4));
@@ -262,6 +281,17 @@ RLX_TARGET_AVX2 static void rlx_vsum_rows_avx2(double* r, const float* const* ro
         _mm256_maskstore_pd(r + i, md, a);
     }
 }
+RLX_TARGET_AVX2 static void rlx_vsum_rows_avx2(double* r, const float* const* rows, ptrdiff_t nr, ptrdiff_t W) {
+    /* constant nr for the common windows: loops unrolled, rows / taps in registers */
+    switch (nr) {
+    case 2: rlx_vsum_rows_avx2_body(r, rows, 2, W); return;
+    case 3: rlx_vsum_rows_avx2_body(r, rows, 3, W); return;
+    case 4: rlx_vsum_rows_avx2_body(r, rows, 4, W); return;
+    case 6: rlx_vsum_rows_avx2_body(r, rows, 6, W); return;
+    case 9: rlx_vsum_rows_avx2_body(r, rows, 9, W); return;
+    default: rlx_vsum_rows_avx2_body(r, rows, nr, W); return;
+    }
+}
 
 /* 4 floats to y, the first `left` of them when left < 4 */
 RLX_TARGET_AVX2 static inline void rlx_store4(float* y, __m128 v, ptrdiff_t left) {
@@ -273,8 +303,8 @@ RLX_TARGET_AVX2 static inline void rlx_store4(float* y, __m128 v, ptrdiff_t left
  * sums over the buffer b (taps in order, as rlx_hsum_generic), times inv, to
  * float; the last block stores through a mask (its loads stay inside the row
  * buffer's slack).  Returns i1 (i0 for other strides: nothing written). */
-RLX_TARGET_AVX2 static ptrdiff_t rlx_havg_avx2(float* yr, const double* b, ptrdiff_t i0, ptrdiff_t i1,
-                                               ptrdiff_t kw, ptrdiff_t sw, double inv) {
+RLX_INLINE_AVX2 ptrdiff_t rlx_havg_avx2_body(float* yr, const double* b, ptrdiff_t i0, ptrdiff_t i1,
+                                             ptrdiff_t kw, ptrdiff_t sw, double inv) {
     const __m256d vinv = _mm256_set1_pd(inv);
     ptrdiff_t i = i0;
     if (sw == 2) {
@@ -301,6 +331,15 @@ RLX_TARGET_AVX2 static ptrdiff_t rlx_havg_avx2(float* yr, const double* b, ptrdi
         }
     }
     return i < i1 ? i : i1;
+}
+RLX_TARGET_AVX2 static ptrdiff_t rlx_havg_avx2(float* yr, const double* b, ptrdiff_t i0, ptrdiff_t i1,
+                                               ptrdiff_t kw, ptrdiff_t sw, double inv) {
+    /* constant kw for the common windows: loops unrolled, rows / taps in registers */
+    switch (kw) {
+    case 2: return rlx_havg_avx2_body(yr, b, i0, i1, 2, sw, inv);
+    case 3: return rlx_havg_avx2_body(yr, b, i0, i1, 3, sw, inv);
+    default: return rlx_havg_avx2_body(yr, b, i0, i1, kw, sw, inv);
+    }
 }
 
 RLX_TARGET_AVX2 static void rlx_vmax_avx2(float* r, const float* x, ptrdiff_t n) {
