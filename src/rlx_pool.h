@@ -520,13 +520,23 @@ static inline void rlx_pool_count_range(const rlx_pool_geom* g, ptrdiff_t* lo_d,
     }
 }
 
+/* 1 / d, recomputed only when d changes (c: the last d and its reciprocal; a division per line is a
+ * visible share of short lines) */
+static inline double rlx_inv_cached(double* c, ptrdiff_t d) {
+    if (c[0] != (double)d) {
+        c[0] = (double)d;
+        c[1] = 1.0 / (double)d;
+    }
+    return c[1];
+}
+
 #if RLX_X86_DISPATCH
 /* Window 2, stride 2, no padding along w, every window inside the row
  * (2 * OW <= W): straight from the input rows, no row buffer.  The same
  * order as the buffered passes: column sums over the rows in order, then the
  * two columns of each window (hadd), times inv / the max rule.  The last
  * block loads and stores through masks. */
-RLX_TARGET_AVX2 static void rlx_avg_k2s2_avx2(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t OW,
+RLX_INLINE_AVX2 void rlx_avg_k2s2_avx2_body(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t OW,
                                               double inv) {
     const __m256d vinv = _mm256_set1_pd(inv);
     for (ptrdiff_t i = 0; i < OW; i += 4) {
@@ -555,8 +565,17 @@ RLX_TARGET_AVX2 static void rlx_avg_k2s2_avx2(float* yr, const float* const* row
         rlx_store4(yr + i, _mm256_cvtpd_ps(_mm256_mul_pd(s, vinv)), OW - i);
     }
 }
+RLX_TARGET_AVX2 static void rlx_avg_k2s2_avx2(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t OW,
+                                              double inv) {
+    switch (nr) {      /* constant row counts of the common windows: the row loop unrolled */
+    case 1: rlx_avg_k2s2_avx2_body(yr, rows, 1, OW, inv); return;
+    case 2: rlx_avg_k2s2_avx2_body(yr, rows, 2, OW, inv); return;
+    case 4: rlx_avg_k2s2_avx2_body(yr, rows, 4, OW, inv); return;
+    default: rlx_avg_k2s2_avx2_body(yr, rows, nr, OW, inv); return;
+    }
+}
 
-RLX_TARGET_AVX2 static void rlx_max_k2s2_avx2(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t OW) {
+RLX_INLINE_AVX2 void rlx_max_k2s2_avx2_body(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t OW) {
     for (ptrdiff_t i = 0; i < OW; i += 8) {
         __m256 a, b;
         if (i + 8 <= OW) {
@@ -580,6 +599,14 @@ RLX_TARGET_AVX2 static void rlx_max_k2s2_avx2(float* yr, const float* const* row
                                   _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0))));
         if (i + 8 <= OW) _mm256_storeu_ps(yr + i, r);
         else _mm256_maskstore_ps(yr + i, rlx_tail_mask8(OW - i), r);
+    }
+}
+RLX_TARGET_AVX2 static void rlx_max_k2s2_avx2(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t OW) {
+    switch (nr) {      /* constant row counts of the common windows: the row loop unrolled */
+    case 1: rlx_max_k2s2_avx2_body(yr, rows, 1, OW); return;
+    case 2: rlx_max_k2s2_avx2_body(yr, rows, 2, OW); return;
+    case 4: rlx_max_k2s2_avx2_body(yr, rows, 4, OW); return;
+    default: rlx_max_k2s2_avx2_body(yr, rows, nr, OW); return;
     }
 }
 
@@ -627,7 +654,7 @@ RLX_TARGET_AVX2 static void rlx_max_k3s1_avx2(float* yr, const float* const* row
  * the order and rounding of the portable loops in rlx_pool_line_body. */
 RLX_TARGET_AVX2 static void rlx_avg_line_avx2(const float* x, ptrdiff_t x_len, float* yr, double* buf,
                                               const rlx_pool_geom* g, ptrdiff_t sd, ptrdiff_t sh, ptrdiff_t xb,
-                                              ptrdiff_t a0, ptrdiff_t a1, ptrdiff_t b0, ptrdiff_t b1) {
+                                              ptrdiff_t a0, ptrdiff_t a1, ptrdiff_t b0, ptrdiff_t b1, double* icache) {
     const ptrdiff_t W = g->W, OW = g->OW, pw = g->pw, kw = g->kw, sw = g->sw;
     const float* rows[RLX_POOL_ROWS];
     ptrdiff_t nr = 0;
@@ -645,19 +672,19 @@ RLX_TARGET_AVX2 static void rlx_avg_line_avx2(const float* x, ptrdiff_t x_len, f
     rlx_pool_taps(sh, g->dh, g->kh, lo_h, hi_h, &b0, &b1);
     const ptrdiff_t rcount = (a1 - a0) * (b1 - b0);
     if (kw == 2 && sw == 2 && pw == 0 && 2 * OW <= W) {
-        rlx_avg_k2s2_avx2(yr, rows, nr, OW, 1.0 / (double)(g->divisor_override > 0 ? g->divisor_override
-                                                                                 : rcount * 2));
+        rlx_avg_k2s2_avx2(yr, rows, nr, OW, rlx_inv_cached(icache, g->divisor_override > 0 ? g->divisor_override
+                                                                                          : rcount * 2));
         return;
     }
     for (ptrdiff_t i = 0; i < pw; ++i) buf[i] = 0.0;
     for (ptrdiff_t i = pw + W; i < g->row_len; ++i) buf[i] = 0.0;
     rlx_vsum_rows_avx2(buf + pw, rows, nr, W);
     if (g->divisor_override > 0) {
-        inv = 1.0 / (double)g->divisor_override;
+        inv = rlx_inv_cached(icache, g->divisor_override);
     } else {
         while (ilo < OW && ilo * sw - pw < lo_w) ++ilo;
         while (ihi > ilo && (ihi - 1) * sw - pw + kw > hi_w) --ihi;
-        inv = 1.0 / (double)(rcount * kw);
+        inv = rlx_inv_cached(icache, rcount * kw);
     }
     const ptrdiff_t iv = rlx_havg_avx2(yr, buf, ilo, ihi, kw, sw, inv);
     for (ptrdiff_t i = 0; i < OW; ++i) {
@@ -817,13 +844,14 @@ static void rlx_pool_row1(const float* x, ptrdiff_t x_len, ptrdiff_t row, float*
 
 RLX_INLINE void rlx_pool_line_body(const float* restrict x, ptrdiff_t x_len, float* restrict y, ptrdiff_t y_len,
                                    void* restrict scratch, const rlx_pool_geom* g, ptrdiff_t line, ptrdiff_t oh,
-                                   ptrdiff_t od, ptrdiff_t plane, int avx2) {
+                                   ptrdiff_t od, ptrdiff_t plane, int avx2, double* icache) {
     /* line = (plane * OD + od) * OH + oh */
     const ptrdiff_t W = g->W, OW = g->OW, pw = g->pw, rl = g->row_len;
     const ptrdiff_t sd = od * g->sd - g->pd, sh = oh * g->sh - g->ph;
     const ptrdiff_t xb = plane * g->D * g->H * W;
     ptrdiff_t a0, a1, b0, b1;
     (void)avx2;
+    (void)icache;
     rlx_pool_taps(sd, g->dd, g->kd, 0, g->D, &a0, &a1);
     rlx_pool_taps(sh, g->dh, g->kh, 0, g->H, &b0, &b1);
     float* restrict yr = y + line * OW;
@@ -906,7 +934,7 @@ RLX_INLINE void rlx_pool_line_body(const float* restrict x, ptrdiff_t x_len, flo
         double* restrict acc = buf + rl;
 #if RLX_X86_DISPATCH
         if (avx2 && (g->sw == 1 || g->sw == 2) && (a1 - a0) * (b1 - b0) <= RLX_POOL_ROWS) {
-            rlx_avg_line_avx2(x, x_len, yr, buf, g, sd, sh, xb, a0, a1, b0, b1);
+            rlx_avg_line_avx2(x, x_len, yr, buf, g, sd, sh, xb, a0, a1, b0, b1, icache);
             return;
         }
 #endif
@@ -965,8 +993,9 @@ RLX_INLINE void rlx_pool_line_body(const float* restrict x, ptrdiff_t x_len, flo
 RLX_INLINE void rlx_pool_lines_body(const float* x, ptrdiff_t x_len, float* y, ptrdiff_t y_len, void* scratch,
                                     const rlx_pool_geom* g, ptrdiff_t l0, ptrdiff_t l1, int avx2) {
     ptrdiff_t oh = l0 % g->OH, od = (l0 / g->OH) % g->OD, plane = l0 / (g->OH * g->OD);
+    double icache[2] = {0.0, 0.0};          /* the last divisor and its reciprocal */
     for (ptrdiff_t l = l0; l < l1; ++l) {
-        rlx_pool_line_body(x, x_len, y, y_len, scratch, g, l, oh, od, plane, avx2);
+        rlx_pool_line_body(x, x_len, y, y_len, scratch, g, l, oh, od, plane, avx2, icache);
         if (++oh == g->OH) {
             oh = 0;
             if (++od == g->OD) {
