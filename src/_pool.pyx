@@ -87,6 +87,14 @@ cdef extern from "rlx_pool.h":
                         Py_ssize_t scratch_doubles, const PoolGeom* g, Py_ssize_t l0,
                         Py_ssize_t l1) noexcept nogil
 
+    ctypedef struct Row1Geom "rlx_row1_geom":
+        Py_ssize_t W, kw, sw, pw, lo_w, hi_w, rcount, divisor_override
+        int kind_max
+    # outputs [w0, w1) of output line `line` from the one input row at x[row]
+    void rlx_pool_row1(const float* x, Py_ssize_t x_len, Py_ssize_t row, float* y, Py_ssize_t y_len,
+                       Py_ssize_t line, Py_ssize_t OW, const Row1Geom* g, Py_ssize_t w0,
+                       Py_ssize_t w1) noexcept nogil
+
     ctypedef struct MpbGeom "rlx_mpb_geom":
         Py_ssize_t H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw
     # dx of one (image, channel) plane of a 1-D / 2-D max pool
@@ -394,6 +402,8 @@ cdef class PoolLaunch(Launch):
     cdef PwiGeom pwi        # max with plane / ONNX indices: rlx_pwi_line's geometry
     cdef bint use_pwi
     cdef bint pwi_pad       # rlx_pwi_line_padded: w dilation 1, stride 1 or 2, rows fit its buffer
+    cdef Row1Geom row1      # chunked kernel, windows of one input row: rlx_pool_row1's geometry
+    cdef bint use_row1
 
     def __init__(self, x, y, indices, scratch, tuple dims, int kind, bint include_pad,
                  Py_ssize_t divisor_override, int indices_mode, Py_ssize_t w_chunk, int max_threads):
@@ -423,6 +433,18 @@ cdef class PoolLaunch(Launch):
             self.sep.kind_max = kind == POOL_KIND_MAX
             self.sep.include_pad = include_pad
             self.sep.divisor_override = divisor_override
+        # Chunked lines whose windows span one input row (1-D pools): rlx_pool_row1, no indices.
+        # The window has one (d, h) tap, always in bounds, so the row count of the divisor is 1.
+        self.use_row1 = (self.g.k[0] == 1 and self.g.k[1] == 1 and self.g.dil[2] == 1
+                         and self.indices_mode == POOL_IND_NONE)
+        if self.use_row1:
+            self.row1.W, self.row1.kw, self.row1.sw, self.row1.pw = (self.g.size[2], self.g.k[2], self.g.s[2],
+                                                                      self.g.pb[2])
+            self.row1.lo_w = -self.g.pb[2] if include_pad else 0
+            self.row1.hi_w = self.g.size[2] + (self.g.pe[2] if include_pad else 0)
+            self.row1.rcount = 1
+            self.row1.divisor_override = divisor_override
+            self.row1.kind_max = kind == POOL_KIND_MAX
         # rlx_pwi_line: int32 offsets within a plane, the line's input rows on the stack
         self.use_pwi = (kind == POOL_KIND_MAX and self.indices_mode in (POOL_IND_PLANE, POOL_IND_ONNX)
                         and self.g.in_vol < 2 ** 31 and self.g.k[0] * self.g.k[1] <= RLX_PWI_MAX_ROWS)
@@ -505,7 +527,12 @@ cdef class PoolLaunch(Launch):
             oh = line % self.g.out[1]
             od = (line // self.g.out[1]) % self.g.out[0]
             plane = line // (self.g.out[1] * self.g.out[0])
-            if self.kind == POOL_KIND_MAX:
+            if self.use_row1:
+                rlx_pool_row1(&self.x[0], self.x.shape[0],
+                              plane * self.g.in_vol + ((od * self.g.s[0] - self.g.pb[0]) * self.g.size[1]
+                                                       + oh * self.g.s[1] - self.g.pb[1]) * self.g.size[2],
+                              &self.y[0], self.y.shape[0], line, self.g.out[2], &self.row1, w0, w1)
+            elif self.kind == POOL_KIND_MAX:
                 _max_line(self.x, self.y, self.ind, with_ind, &self.g, plane, od, oh, w0, w1,
                           self.indices_mode)
             else:

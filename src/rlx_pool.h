@@ -174,7 +174,7 @@ RLX_TARGET_AVX2 static inline __m256i rlx_tail_mask8(ptrdiff_t left) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(left < 8 ? left : 8)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-RLX_TARGET_AVX2 static ptrdiff_t rlx_hmax_s2_avx2(float* yr, const float* b, ptrdiff_t n, ptrdiff_t kw) {
+RLX_INLINE_AVX2 ptrdiff_t rlx_hmax_s2_avx2_body(float* yr, const float* b, ptrdiff_t n, ptrdiff_t kw) {
     ptrdiff_t i = 0;
     for (; i < n; i += 8) {
         __m256 e, o, acc;
@@ -189,6 +189,14 @@ RLX_TARGET_AVX2 static ptrdiff_t rlx_hmax_s2_avx2(float* yr, const float* b, ptr
         else _mm256_maskstore_ps(yr + i, rlx_tail_mask8(n - i), acc);
     }
     return n;
+}
+RLX_TARGET_AVX2 static ptrdiff_t rlx_hmax_s2_avx2(float* yr, const float* b, ptrdiff_t n, ptrdiff_t kw) {
+    /* constant kw for the common windows: loops unrolled, rows / taps in registers */
+    switch (kw) {
+    case 2: return rlx_hmax_s2_avx2_body(yr, b, n, 2);
+    case 3: return rlx_hmax_s2_avx2_body(yr, b, n, 3);
+    default: return rlx_hmax_s2_avx2_body(yr, b, n, kw);
+    }
 }
 
 RLX_TARGET_AVX2 static ptrdiff_t rlx_hmax_s1_avx2(float* yr, const float* b, ptrdiff_t n, ptrdiff_t kw) {
@@ -223,7 +231,7 @@ RLX_TARGET_AVX2 static ptrdiff_t rlx_hsum_s2_avx2(double* acc, const double* b, 
  * in registers: r[i] = max over rows (rows[0] first, then v replaces it when
  * v > r or v is NaN), or r[i] = ((rows[0][i] + rows[1][i]) + ...) in double:
  * the order of the row-by-row loops of rlx_pool_line_body. */
-RLX_TARGET_AVX2 static void rlx_vmax_rows_avx2(float* r, const float* const* rows, ptrdiff_t nr, ptrdiff_t W) {
+RLX_INLINE_AVX2 void rlx_vmax_rows_avx2_body(float* r, const float* const* rows, ptrdiff_t nr, ptrdiff_t W) {
     ptrdiff_t i = 0;
     for (; i + 16 <= W; i += 16) {
         __m256 a = _mm256_loadu_ps(rows[0] + i), b = _mm256_loadu_ps(rows[0] + i + 8);
@@ -242,8 +250,19 @@ RLX_TARGET_AVX2 static void rlx_vmax_rows_avx2(float* r, const float* const* row
         _mm256_maskstore_ps(r + i, m, a);
     }
 }
+RLX_TARGET_AVX2 static void rlx_vmax_rows_avx2(float* r, const float* const* rows, ptrdiff_t nr, ptrdiff_t W) {
+    /* constant nr for the common windows: loops unrolled, rows / taps in registers */
+    switch (nr) {
+    case 2: rlx_vmax_rows_avx2_body(r, rows, 2, W); return;
+    case 3: rlx_vmax_rows_avx2_body(r, rows, 3, W); return;
+    case 4: rlx_vmax_rows_avx2_body(r, rows, 4, W); return;
+    case 6: rlx_vmax_rows_avx2_body(r, rows, 6, W); return;
+    case 9: rlx_vmax_rows_avx2_body(r, rows, 9, W); return;
+    default: rlx_vmax_rows_avx2_body(r, rows, nr, W); return;
+    }
+}
 
-RLX_TARGET_AVX2 static void rlx_vsum_rows_avx2(double* r, const float* const* rows, ptrdiff_t nr, ptrdiff_t W) {
+RLX_INLINE_AVX2 void rlx_vsum_rows_avx2_body(double* r, const float* const* rows, ptrdiff_t nr, ptrdiff_t W) {
     ptrdiff_t i = 0;
     for (; i + 8 <= W; i += 8) {
         __m256d a = _mm256_cvtps_pd(_mm_loadu_ps(rows[0] + i)), b = _mm256_cvtps_pd(_mm_loadu_ps(rows[0] + i + 4));
@@ -262,6 +281,17 @@ RLX_TARGET_AVX2 static void rlx_vsum_rows_avx2(double* r, const float* const* ro
         _mm256_maskstore_pd(r + i, md, a);
     }
 }
+RLX_TARGET_AVX2 static void rlx_vsum_rows_avx2(double* r, const float* const* rows, ptrdiff_t nr, ptrdiff_t W) {
+    /* constant nr for the common windows: loops unrolled, rows / taps in registers */
+    switch (nr) {
+    case 2: rlx_vsum_rows_avx2_body(r, rows, 2, W); return;
+    case 3: rlx_vsum_rows_avx2_body(r, rows, 3, W); return;
+    case 4: rlx_vsum_rows_avx2_body(r, rows, 4, W); return;
+    case 6: rlx_vsum_rows_avx2_body(r, rows, 6, W); return;
+    case 9: rlx_vsum_rows_avx2_body(r, rows, 9, W); return;
+    default: rlx_vsum_rows_avx2_body(r, rows, nr, W); return;
+    }
+}
 
 /* 4 floats to y, the first `left` of them when left < 4 */
 RLX_TARGET_AVX2 static inline void rlx_store4(float* y, __m128 v, ptrdiff_t left) {
@@ -273,8 +303,8 @@ RLX_TARGET_AVX2 static inline void rlx_store4(float* y, __m128 v, ptrdiff_t left
  * sums over the buffer b (taps in order, as rlx_hsum_generic), times inv, to
  * float; the last block stores through a mask (its loads stay inside the row
  * buffer's slack).  Returns i1 (i0 for other strides: nothing written). */
-RLX_TARGET_AVX2 static ptrdiff_t rlx_havg_avx2(float* yr, const double* b, ptrdiff_t i0, ptrdiff_t i1,
-                                               ptrdiff_t kw, ptrdiff_t sw, double inv) {
+RLX_INLINE_AVX2 ptrdiff_t rlx_havg_avx2_body(float* yr, const double* b, ptrdiff_t i0, ptrdiff_t i1,
+                                             ptrdiff_t kw, ptrdiff_t sw, double inv) {
     const __m256d vinv = _mm256_set1_pd(inv);
     ptrdiff_t i = i0;
     if (sw == 2) {
@@ -301,6 +331,15 @@ RLX_TARGET_AVX2 static ptrdiff_t rlx_havg_avx2(float* yr, const double* b, ptrdi
         }
     }
     return i < i1 ? i : i1;
+}
+RLX_TARGET_AVX2 static ptrdiff_t rlx_havg_avx2(float* yr, const double* b, ptrdiff_t i0, ptrdiff_t i1,
+                                               ptrdiff_t kw, ptrdiff_t sw, double inv) {
+    /* constant kw for the common windows: loops unrolled, rows / taps in registers */
+    switch (kw) {
+    case 2: return rlx_havg_avx2_body(yr, b, i0, i1, 2, sw, inv);
+    case 3: return rlx_havg_avx2_body(yr, b, i0, i1, 3, sw, inv);
+    default: return rlx_havg_avx2_body(yr, b, i0, i1, kw, sw, inv);
+    }
 }
 
 RLX_TARGET_AVX2 static void rlx_vmax_avx2(float* r, const float* x, ptrdiff_t n) {
@@ -481,13 +520,23 @@ static inline void rlx_pool_count_range(const rlx_pool_geom* g, ptrdiff_t* lo_d,
     }
 }
 
+/* 1 / d, recomputed only when d changes (c: the last d and its reciprocal; a division per line is a
+ * visible share of short lines) */
+static inline double rlx_inv_cached(double* c, ptrdiff_t d) {
+    if (c[0] != (double)d) {
+        c[0] = (double)d;
+        c[1] = 1.0 / (double)d;
+    }
+    return c[1];
+}
+
 #if RLX_X86_DISPATCH
 /* Window 2, stride 2, no padding along w, every window inside the row
  * (2 * OW <= W): straight from the input rows, no row buffer.  The same
  * order as the buffered passes: column sums over the rows in order, then the
  * two columns of each window (hadd), times inv / the max rule.  The last
  * block loads and stores through masks. */
-RLX_TARGET_AVX2 static void rlx_avg_k2s2_avx2(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t OW,
+RLX_INLINE_AVX2 void rlx_avg_k2s2_avx2_body(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t OW,
                                               double inv) {
     const __m256d vinv = _mm256_set1_pd(inv);
     for (ptrdiff_t i = 0; i < OW; i += 4) {
@@ -516,8 +565,17 @@ RLX_TARGET_AVX2 static void rlx_avg_k2s2_avx2(float* yr, const float* const* row
         rlx_store4(yr + i, _mm256_cvtpd_ps(_mm256_mul_pd(s, vinv)), OW - i);
     }
 }
+RLX_TARGET_AVX2 static void rlx_avg_k2s2_avx2(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t OW,
+                                              double inv) {
+    switch (nr) {      /* constant row counts of the common windows: the row loop unrolled */
+    case 1: rlx_avg_k2s2_avx2_body(yr, rows, 1, OW, inv); return;
+    case 2: rlx_avg_k2s2_avx2_body(yr, rows, 2, OW, inv); return;
+    case 4: rlx_avg_k2s2_avx2_body(yr, rows, 4, OW, inv); return;
+    default: rlx_avg_k2s2_avx2_body(yr, rows, nr, OW, inv); return;
+    }
+}
 
-RLX_TARGET_AVX2 static void rlx_max_k2s2_avx2(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t OW) {
+RLX_INLINE_AVX2 void rlx_max_k2s2_avx2_body(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t OW) {
     for (ptrdiff_t i = 0; i < OW; i += 8) {
         __m256 a, b;
         if (i + 8 <= OW) {
@@ -543,6 +601,50 @@ RLX_TARGET_AVX2 static void rlx_max_k2s2_avx2(float* yr, const float* const* row
         else _mm256_maskstore_ps(yr + i, rlx_tail_mask8(OW - i), r);
     }
 }
+RLX_TARGET_AVX2 static void rlx_max_k2s2_avx2(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t OW) {
+    switch (nr) {      /* constant row counts of the common windows: the row loop unrolled */
+    case 1: rlx_max_k2s2_avx2_body(yr, rows, 1, OW); return;
+    case 2: rlx_max_k2s2_avx2_body(yr, rows, 2, OW); return;
+    case 4: rlx_max_k2s2_avx2_body(yr, rows, 4, OW); return;
+    default: rlx_max_k2s2_avx2_body(yr, rows, nr, OW); return;
+    }
+}
+
+/* Window 3, stride 1, padding 1 along w (OW <= W): the column maxima over the
+ * rows of 8 columns in registers, their neighbours one column left and right
+ * by lane shifts across the previous / next block (-inf outside the row), no
+ * row buffer.  The order of the buffered passes: rows in order, then columns
+ * i - 1, i, i + 1. */
+RLX_INLINE_AVX2 __m256 rlx_vmax_cols8(const float* const* rows, ptrdiff_t nr, ptrdiff_t c, ptrdiff_t W) {
+    if (c + 8 <= W) {
+        __m256 a = _mm256_loadu_ps(rows[0] + c);
+        for (ptrdiff_t k = 1; k < nr; ++k) a = rlx_max8(a, _mm256_loadu_ps(rows[k] + c));
+        return a;
+    }
+    const __m256i m = rlx_tail_mask8(W - c);
+    __m256 a = _mm256_maskload_ps(rows[0] + c, m);
+    for (ptrdiff_t k = 1; k < nr; ++k) a = rlx_max8(a, _mm256_maskload_ps(rows[k] + c, m));
+    return _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), a, _mm256_castsi256_ps(m));
+}
+
+RLX_TARGET_AVX2 static void rlx_max_k3s1_avx2(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t W,
+                                              ptrdiff_t OW) {
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 prev = ninf, cur = rlx_vmax_cols8(rows, nr, 0, W);
+    for (ptrdiff_t i = 0; i < OW; i += 8) {
+        const __m256 next = i + 8 < W ? rlx_vmax_cols8(rows, nr, i + 8, W) : ninf;
+        const __m256i pc = _mm256_castps_si256(_mm256_permute2f128_ps(prev, cur, 0x21));
+        const __m256i cn = _mm256_castps_si256(_mm256_permute2f128_ps(cur, next, 0x21));
+        const __m256i ci = _mm256_castps_si256(cur);
+        const __m256 left = _mm256_castsi256_ps(_mm256_alignr_epi8(ci, pc, 12));     /* columns c - 1 */
+        const __m256 right = _mm256_castsi256_ps(_mm256_alignr_epi8(cn, ci, 4));     /* columns c + 1 */
+        const __m256 r = rlx_max8(rlx_max8(left, cur), right);
+        if (i + 8 <= OW) _mm256_storeu_ps(yr + i, r);
+        else _mm256_maskstore_ps(yr + i, rlx_tail_mask8(OW - i), r);
+        prev = cur;
+        cur = next;
+    }
+}
 
 /* Average line, strides 1 and 2 along w: the rows' double sums in one
  * register pass into buf (zeros in its pw entries before the row and after
@@ -552,7 +654,7 @@ RLX_TARGET_AVX2 static void rlx_max_k2s2_avx2(float* yr, const float* const* row
  * the order and rounding of the portable loops in rlx_pool_line_body. */
 RLX_TARGET_AVX2 static void rlx_avg_line_avx2(const float* x, ptrdiff_t x_len, float* yr, double* buf,
                                               const rlx_pool_geom* g, ptrdiff_t sd, ptrdiff_t sh, ptrdiff_t xb,
-                                              ptrdiff_t a0, ptrdiff_t a1, ptrdiff_t b0, ptrdiff_t b1) {
+                                              ptrdiff_t a0, ptrdiff_t a1, ptrdiff_t b0, ptrdiff_t b1, double* icache) {
     const ptrdiff_t W = g->W, OW = g->OW, pw = g->pw, kw = g->kw, sw = g->sw;
     const float* rows[RLX_POOL_ROWS];
     ptrdiff_t nr = 0;
@@ -570,19 +672,19 @@ RLX_TARGET_AVX2 static void rlx_avg_line_avx2(const float* x, ptrdiff_t x_len, f
     rlx_pool_taps(sh, g->dh, g->kh, lo_h, hi_h, &b0, &b1);
     const ptrdiff_t rcount = (a1 - a0) * (b1 - b0);
     if (kw == 2 && sw == 2 && pw == 0 && 2 * OW <= W) {
-        rlx_avg_k2s2_avx2(yr, rows, nr, OW, 1.0 / (double)(g->divisor_override > 0 ? g->divisor_override
-                                                                                 : rcount * 2));
+        rlx_avg_k2s2_avx2(yr, rows, nr, OW, rlx_inv_cached(icache, g->divisor_override > 0 ? g->divisor_override
+                                                                                          : rcount * 2));
         return;
     }
     for (ptrdiff_t i = 0; i < pw; ++i) buf[i] = 0.0;
     for (ptrdiff_t i = pw + W; i < g->row_len; ++i) buf[i] = 0.0;
     rlx_vsum_rows_avx2(buf + pw, rows, nr, W);
     if (g->divisor_override > 0) {
-        inv = 1.0 / (double)g->divisor_override;
+        inv = rlx_inv_cached(icache, g->divisor_override);
     } else {
         while (ilo < OW && ilo * sw - pw < lo_w) ++ilo;
         while (ihi > ilo && (ihi - 1) * sw - pw + kw > hi_w) --ihi;
-        inv = 1.0 / (double)(rcount * kw);
+        inv = rlx_inv_cached(icache, rcount * kw);
     }
     const ptrdiff_t iv = rlx_havg_avx2(yr, buf, ilo, ihi, kw, sw, inv);
     for (ptrdiff_t i = 0; i < OW; ++i) {
@@ -601,24 +703,180 @@ RLX_TARGET_AVX2 static void rlx_avg_line_avx2(const float* x, ptrdiff_t x_len, f
 }
 #endif
 
+/* ------------------------------------------------------------------------- */
+/* One-row lines (1-D pools, or a line whose window has one in-bounds input   */
+/* row): outputs [w0, w1) straight from the input row xr (W entries), no row  */
+/* buffer.  Padded taps are never read; the results are those of the          */
+/* buffered passes above: max starts at -inf and takes v when v > max or v is */
+/* NaN, in tap order; average sums in double in tap order with 0.0 standing   */
+/* for a padded first tap, then multiplies by 1 / divisor (rcount rows times  */
+/* the w taps inside [lo_w, hi_w), or divisor_override).  The AVX2 variant    */
+/* runs the blocks of 8 outputs whose loads stay inside the row (strides 1    */
+/* and 2); the ends of the line and other strides go one output at a time.    */
+/* ------------------------------------------------------------------------- */
+typedef struct {
+    ptrdiff_t W, kw, sw, pw, lo_w, hi_w, rcount, divisor_override;
+    int kind_max;
+} rlx_row1_geom;
+
+RLX_INLINE void rlx_row1_scalar(const float* restrict xr, float* restrict yr, const rlx_row1_geom* g, ptrdiff_t i) {
+    const ptrdiff_t s0 = i * g->sw - g->pw, W = g->W, kw = g->kw;
+    if (g->kind_max) {
+        float r = -INFINITY;
+        for (ptrdiff_t j = 0; j < kw; ++j) {
+            const ptrdiff_t c = s0 + j;
+            if (c >= 0 && c < W) {
+                const float v = xr[c];
+                r = RLX_TAKE(v, r) ? v : r;
+            }
+        }
+        yr[i] = r;
+        return;
+    }
+    double acc = (s0 >= 0 && s0 < W) ? (double)xr[s0] : 0.0;
+    for (ptrdiff_t j = 1; j < kw; ++j) {
+        const ptrdiff_t c = s0 + j;
+        if (c >= 0 && c < W) acc += (double)xr[c];
+    }
+    double inv;
+    if (g->divisor_override > 0) {
+        inv = 1.0 / (double)g->divisor_override;
+    } else {
+        const ptrdiff_t lo = s0 > g->lo_w ? s0 : g->lo_w, hi = s0 + kw < g->hi_w ? s0 + kw : g->hi_w;
+        inv = 1.0 / (double)(g->rcount * (hi - lo));
+    }
+    yr[i] = (float)(acc * inv);
+}
+
+#if RLX_X86_DISPATCH
+/* 8 outputs at i of a stride-2 line: tap j is the even (j even) or odd lanes of the 16 floats at 2i - pw + j - j%2 */
+RLX_INLINE_AVX2 void rlx_row1_s2_block(const float* xr, float* yr, const rlx_row1_geom* g, ptrdiff_t i,
+                                      __m256d vinv) {
+    const float* p = xr + 2 * i - g->pw;
+    const ptrdiff_t kw = g->kw;
+    __m256 e, o;
+    rlx_deint8(p, &e, &o);
+    if (g->kind_max) {
+        __m256 acc = kw > 1 ? rlx_max8(e, o) : e;
+        for (ptrdiff_t j = 2; j < kw; j += 2) {
+            rlx_deint8(p + j, &e, &o);
+            acc = rlx_max8(acc, e);
+            if (j + 1 < kw) acc = rlx_max8(acc, o);
+        }
+        _mm256_storeu_ps(yr + i, acc);
+        return;
+    }
+    __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(e)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1));
+    if (kw > 1) {
+        lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(o)));
+        hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(o, 1)));
+    }
+    for (ptrdiff_t j = 2; j < kw; j += 2) {
+        rlx_deint8(p + j, &e, &o);
+        lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+        if (j + 1 < kw) {
+            lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(o)));
+            hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(o, 1)));
+        }
+    }
+    _mm_storeu_ps(yr + i, _mm256_cvtpd_ps(_mm256_mul_pd(lo, vinv)));
+    _mm_storeu_ps(yr + i + 4, _mm256_cvtpd_ps(_mm256_mul_pd(hi, vinv)));
+}
+
+RLX_INLINE_AVX2 void rlx_row1_s1_block(const float* xr, float* yr, const rlx_row1_geom* g, ptrdiff_t i,
+                                      __m256d vinv) {
+    const float* p = xr + i - g->pw;
+    const ptrdiff_t kw = g->kw;
+    if (g->kind_max) {
+        __m256 acc = _mm256_loadu_ps(p);
+        for (ptrdiff_t j = 1; j < kw; ++j) acc = rlx_max8(acc, _mm256_loadu_ps(p + j));
+        _mm256_storeu_ps(yr + i, acc);
+        return;
+    }
+    __m256d lo = _mm256_cvtps_pd(_mm_loadu_ps(p)), hi = _mm256_cvtps_pd(_mm_loadu_ps(p + 4));
+    for (ptrdiff_t j = 1; j < kw; ++j) {
+        lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm_loadu_ps(p + j)));
+        hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm_loadu_ps(p + j + 4)));
+    }
+    _mm_storeu_ps(yr + i, _mm256_cvtpd_ps(_mm256_mul_pd(lo, vinv)));
+    _mm_storeu_ps(yr + i + 4, _mm256_cvtpd_ps(_mm256_mul_pd(hi, vinv)));
+}
+
+RLX_TARGET_AVX2 static void rlx_row1_avx2(const float* xr, float* yr, const rlx_row1_geom* g, ptrdiff_t w0,
+                                          ptrdiff_t w1) {
+    const ptrdiff_t W = g->W, kw = g->kw, sw = g->sw, pw = g->pw;
+    ptrdiff_t vlo = w1, vhi = w1;           /* blocks start in [vlo, vhi]: windows full, loads inside the row */
+    if (sw == 2 || sw == 1) {
+        /* loads of a block at i: [i*sw - pw, i*sw - pw + span) */
+        const ptrdiff_t span = sw == 2 ? ((kw - 1) & ~(ptrdiff_t)1) + 16 : kw - 1 + 8;
+        vlo = (pw + sw - 1) / sw;
+        if (W - span + pw >= 0) vhi = (W - span + pw) / sw; else vhi = -1;
+        /* windows inside the row are full ([0, W) lies inside [lo_w, hi_w)): one divisor */
+    }
+    const double inv = 1.0 / (double)(g->divisor_override > 0 ? g->divisor_override : g->rcount * kw);
+    const __m256d vinv = _mm256_set1_pd(inv);
+    ptrdiff_t i = w0;
+    for (; i < w1 && i < vlo; ++i) rlx_row1_scalar(xr, yr, g, i);
+    if (sw == 2)
+        for (; i + 8 <= w1 && i <= vhi; i += 8) rlx_row1_s2_block(xr, yr, g, i, vinv);
+    else if (sw == 1)
+        for (; i + 8 <= w1 && i <= vhi; i += 8) rlx_row1_s1_block(xr, yr, g, i, vinv);
+    for (; i < w1; ++i) rlx_row1_scalar(xr, yr, g, i);
+}
+#endif
+
+static void rlx_row1_base(const float* xr, float* yr, const rlx_row1_geom* g, ptrdiff_t w0, ptrdiff_t w1) {
+    for (ptrdiff_t i = w0; i < w1; ++i) rlx_row1_scalar(xr, yr, g, i);
+}
+
+/* outputs [w0, w1) of the line yr from the input row xr; the range checks cover the row and the outputs */
+static void rlx_pool_row1(const float* x, ptrdiff_t x_len, ptrdiff_t row, float* y, ptrdiff_t y_len, ptrdiff_t line,
+                          ptrdiff_t OW, const rlx_row1_geom* g, ptrdiff_t w0, ptrdiff_t w1) {
+    RLX_CHECK_RANGE(row, row + g->W, x_len, "pool x row");
+    RLX_CHECK_RANGE(line * OW + w0, line * OW + w1, y_len, "pool y");
+    (void)x_len; (void)y_len;
+#if RLX_X86_DISPATCH
+    if (rlx_simd_level()) { rlx_row1_avx2(x + row, y + line * OW, g, w0, w1); return; }
+#endif
+    rlx_row1_base(x + row, y + line * OW, g, w0, w1);
+}
+
 RLX_INLINE void rlx_pool_line_body(const float* restrict x, ptrdiff_t x_len, float* restrict y, ptrdiff_t y_len,
                                    void* restrict scratch, const rlx_pool_geom* g, ptrdiff_t line, ptrdiff_t oh,
-                                   ptrdiff_t od, ptrdiff_t plane, int avx2) {
+                                   ptrdiff_t od, ptrdiff_t plane, int avx2, double* icache) {
     /* line = (plane * OD + od) * OH + oh */
     const ptrdiff_t W = g->W, OW = g->OW, pw = g->pw, rl = g->row_len;
     const ptrdiff_t sd = od * g->sd - g->pd, sh = oh * g->sh - g->ph;
     const ptrdiff_t xb = plane * g->D * g->H * W;
     ptrdiff_t a0, a1, b0, b1;
     (void)avx2;
+    (void)icache;
     rlx_pool_taps(sd, g->dd, g->kd, 0, g->D, &a0, &a1);
     rlx_pool_taps(sh, g->dh, g->kh, 0, g->H, &b0, &b1);
     float* restrict yr = y + line * OW;
     RLX_CHECK_RANGE(line * OW, (line + 1) * OW, y_len, "pool y");
+#if RLX_X86_DISPATCH
+    if (avx2 && (g->sw == 1 || g->sw == 2) && (a1 - a0) * (b1 - b0) == 1) {
+        /* one input row (1-D pools, or a window whose other rows are all padding): no row buffer */
+        const ptrdiff_t off = xb + ((sd + a0 * g->dd) * g->H + sh + b0 * g->dh) * W;
+        ptrdiff_t lo_d, hi_d, lo_h, hi_h, c0, c1, e0, e1;
+        rlx_row1_geom r1;
+        RLX_CHECK_RANGE(off, off + W, x_len, "pool x");
+        rlx_pool_count_range(g, &lo_d, &hi_d, &lo_h, &hi_h, &r1.lo_w, &r1.hi_w);
+        rlx_pool_taps(sd, g->dd, g->kd, lo_d, hi_d, &c0, &c1);
+        rlx_pool_taps(sh, g->dh, g->kh, lo_h, hi_h, &e0, &e1);
+        r1.W = W; r1.kw = g->kw; r1.sw = g->sw; r1.pw = pw;
+        r1.rcount = (c1 - c0) * (e1 - e0);
+        r1.divisor_override = g->divisor_override;
+        r1.kind_max = g->kind_max;
+        rlx_row1_avx2(x + off, yr, &r1, 0, OW);
+        return;
+    }
+#endif
     if (g->kind_max) {
         float* restrict buf = (float*)scratch;
         float* restrict r = buf + pw;
-        for (ptrdiff_t i = 0; i < pw; ++i) buf[i] = -INFINITY;
-        for (ptrdiff_t i = pw + W; i < rl; ++i) buf[i] = -INFINITY;
         int first = 1;
 #if RLX_X86_DISPATCH
         if (avx2 && (a1 - a0) * (b1 - b0) <= RLX_POOL_ROWS) {
@@ -634,11 +892,17 @@ RLX_INLINE void rlx_pool_line_body(const float* restrict x, ptrdiff_t x_len, flo
                 rlx_max_k2s2_avx2(yr, rows, nr, OW);
                 return;
             }
+            if (g->kw == 3 && g->sw == 1 && pw == 1 && OW <= W) {
+                rlx_max_k3s1_avx2(yr, rows, nr, W, OW);
+                return;
+            }
             rlx_vmax_rows_avx2(r, rows, nr, W);
             first = 0;
             a1 = a0;                        /* the row loop below has nothing left to do */
         }
 #endif
+        for (ptrdiff_t i = 0; i < pw; ++i) buf[i] = -INFINITY;
+        for (ptrdiff_t i = pw + W; i < rl; ++i) buf[i] = -INFINITY;
         for (ptrdiff_t a = a0; a < a1; ++a)
             for (ptrdiff_t b = b0; b < b1; ++b) {
                 const ptrdiff_t off = xb + ((sd + a * g->dd) * g->H + sh + b * g->dh) * W;
@@ -670,7 +934,7 @@ RLX_INLINE void rlx_pool_line_body(const float* restrict x, ptrdiff_t x_len, flo
         double* restrict acc = buf + rl;
 #if RLX_X86_DISPATCH
         if (avx2 && (g->sw == 1 || g->sw == 2) && (a1 - a0) * (b1 - b0) <= RLX_POOL_ROWS) {
-            rlx_avg_line_avx2(x, x_len, yr, buf, g, sd, sh, xb, a0, a1, b0, b1);
+            rlx_avg_line_avx2(x, x_len, yr, buf, g, sd, sh, xb, a0, a1, b0, b1, icache);
             return;
         }
 #endif
@@ -729,8 +993,9 @@ RLX_INLINE void rlx_pool_line_body(const float* restrict x, ptrdiff_t x_len, flo
 RLX_INLINE void rlx_pool_lines_body(const float* x, ptrdiff_t x_len, float* y, ptrdiff_t y_len, void* scratch,
                                     const rlx_pool_geom* g, ptrdiff_t l0, ptrdiff_t l1, int avx2) {
     ptrdiff_t oh = l0 % g->OH, od = (l0 / g->OH) % g->OD, plane = l0 / (g->OH * g->OD);
+    double icache[2] = {0.0, 0.0};          /* the last divisor and its reciprocal */
     for (ptrdiff_t l = l0; l < l1; ++l) {
-        rlx_pool_line_body(x, x_len, y, y_len, scratch, g, l, oh, od, plane, avx2);
+        rlx_pool_line_body(x, x_len, y, y_len, scratch, g, l, oh, od, plane, avx2, icache);
         if (++oh == g->OH) {
             oh = 0;
             if (++od == g->OD) {

@@ -32,6 +32,23 @@ CASES = [
     ((1, 2, 4, 6, 66), 2, 2, 0, 0, False),                # 3-D k2s2: a 32-output block and a tail of 1
     ((2, 3, 67), 2, 2, 0, 0, False),                      # 1-D k2s2
     ((1, 2, 5, 45), 3, 1, 0, 0, False),                   # stride 1 without padding
+    # window 3, stride 1, w padding 1 (rlx_max_k3s1_avx2: column maxima shifted across blocks, no buffer)
+    ((2, 2, 6, 40), 3, 1, 1, (1, 0), False),              # whole blocks only, OW = W - 1
+    ((1, 2, 5, 6), 3, 1, 1, 1, False),                    # one masked block
+    ((1, 2, 4, 5, 19), 3, 1, 1, 1, True),                 # 3-D, a masked tail of 3
+    # one input row per line (rlx_pool.h rlx_row1_avx2: blocks of 8 read x in place, the ends one by one)
+    ((2, 3, 83), 3, 1, 1, 1, False),                      # 1-D stride 1
+    ((1, 2, 91), 5, 2, 2, 1, True),                       # 1-D kw 5: three deinterleaved loads per block
+    ((1, 2, 7, 43), (1, 3), (1, 2), 0, (0, 1), True),     # 2-D, windows one row high
+    ((1, 2, 6, 45), (2, 3), 2, 1, 1, True),               # first / last line: one row, two counted
+]
+
+# Lines too long for the row-separable kernel's buffer (chunks of W_CHUNK
+# outputs, rlx_pool_row1): strides 1 and 2 in blocks of 8, stride 3 one by one
+LONG_CASES = [
+    ((1, 2, 20011), 3, 2, 1, 1, True),
+    ((1, 1, 16411), 4, 1, 2, 1, False),
+    ((1, 1, 18001), 3, 3, 1, 1, True),
 ]
 
 # max pool backward: (input shape, kernel, stride, pads_begin, pads_end, dilation, ceil_mode)
@@ -162,6 +179,12 @@ def _run_all(num_threads):
         out[f"{i}_max"] = plan.run({"x": x})[0]
         for j, y in enumerate(plan.run({"x": xa})[1:]):
             out[f"{i}_avg{j}"] = y
+    for i, (shape, k, s, pb, pe, ceil) in enumerate(LONG_CASES):
+        x = _x(shape, 400 + i)
+        plan = rlx_cpu.compile(_graph(shape, k, s, pb, pe, ceil), num_threads=num_threads)
+        out[f"{i}_lmax"] = plan.run({"x": x})[0]
+        for j, y in enumerate(plan.run({"x": np.nan_to_num(x, nan=0.5, neginf=-2.5)})[1:]):
+            out[f"{i}_lavg{j}"] = y
     for i, case in enumerate(IDX_CASES):
         y, idx = _idx_plan(case, num_threads).run({"x": _idx_data(case[0], 300 + i)})
         out[f"{i}_idxy"], out[f"{i}_idx"] = y, idx
@@ -330,9 +353,16 @@ def test_cases_take_the_separable_kernel():
             assert rl > 0 and th.scratch.nbytes == 16 * rl, th      # a row and a sum line of doubles
 
 
-@pytest.mark.parametrize("case", range(len(CASES)))
+def test_long_cases_take_the_chunked_kernel():
+    for shape, k, s, pb, pe, ceil in LONG_CASES:
+        plan = rlx_cpu.compile(_graph(shape, k, s, pb, pe, ceil), num_threads=1)
+        for th in plan.thunks:
+            assert _pool.separable_row_len(th.pool_kind, th.dims.as_tuple(), False) == 0, th
+
+
+@pytest.mark.parametrize("case", range(len(CASES) + len(LONG_CASES)))
 def test_separable_pools_match_reference(case):
-    shape, k, s, pb, pe, ceil = CASES[case]
+    shape, k, s, pb, pe, ceil = (CASES + LONG_CASES)[case]
     x = _x(shape, case)
     xa = np.nan_to_num(x, nan=0.5, neginf=-2.5)
     plan = rlx_cpu.compile(_graph(shape, k, s, pb, pe, ceil), num_threads=2)

@@ -371,6 +371,7 @@ def _invariance_cases(rng):
         "avg_pool3d-ceil": ((1, 8, 7, 15, 17), lambda g, x: g.avg_pool3d(x, 3, 2, 1, ceil_mode=True)),
         "avg_pool1d-ceil": ((2, 8, 501), lambda g, x: g.avg_pool1d(x, 3, 2, 1, ceil_mode=True)),
         "max_pool1d-long": ((1, 2, 40001), lambda g, x: g.max_pool1d(x, 4, 2)),
+        "avg_pool1d-long-ceil": ((1, 2, 40001), lambda g, x: g.avg_pool1d(x, 3, 2, 1, ceil_mode=True)),
         "global_avg_pool": (x4, lambda g, x: g.global_avg_pool(x)),
         "global_avg_pool-odd-planes": ((1, 33, 15, 15), lambda g, x: g.global_avg_pool(x)),
         "max_pool2d_backward": (x4, lambda g, x: g.max_pool2d_backward(x, r(2, 16, 16, 16), 2)),
