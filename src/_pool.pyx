@@ -15,6 +15,10 @@
 #                 rlx_pool.h: rlx_mpb_plane, rlx_apb_plane;  buffers on the stack)
 #                 max, lines of >= 8 outputs with AVX2:
 #                 rlx_pool_bwd.h rlx_mpb_plane_pad)
+#   max pool      (plane, band of output rows): each dx row   rows on the stack
+#   backward,     written once (rlx_pool_bwd.h rlx_mpb33_band,
+#   window 3      AVX2); bands only when the planes give a
+#   stride 2      bound thread fewer than 4 items
 #   avg pool      one (image, channel) plane: each dx        lines of the output rows
 #   backward,     element written once, summing the lines    covering one dx row, on
 #   overlapping   of the output rows that cover its row      the stack (columns in
@@ -128,6 +132,10 @@ cdef extern from "rlx_pool_bwd.h":
     # dx rows of output rows [oh0, oh1) of one plane: max pool window 2 (h: 1 or 2), stride = window, no pad
     void rlx_mpb22_band(const float* x, Py_ssize_t x_len, const float* dy, Py_ssize_t dy_len, float* dx,
                         const MpbGeom* g, Py_ssize_t plane, Py_ssize_t oh0, Py_ssize_t oh1) noexcept nogil
+    # dx rows of output rows [oh0, oh1) of one plane: max pool window 3, stride 2, padding 0 or 1 (AVX2)
+    void rlx_mpb33_band(const float* x, Py_ssize_t x_len, const float* dy, Py_ssize_t dy_len, float* dx,
+                        const MpbGeom* g, Py_ssize_t plane, Py_ssize_t oh0, Py_ssize_t oh1) noexcept nogil
+    bint rlx_mpb33_fits(Py_ssize_t W, Py_ssize_t OW, Py_ssize_t pw) noexcept nogil
     # the same for an average pool whose windows never overlap
     void rlx_apb_nov_band(const float* dy, Py_ssize_t dy_len, float* dx, Py_ssize_t dx_len, const ApbGeom* g,
                           Py_ssize_t plane, Py_ssize_t oh0, Py_ssize_t oh1) noexcept nogil
@@ -805,6 +813,7 @@ cdef class MaxPoolBackwardLaunch(Launch):
     cdef MpbGeom mg
     cdef bint fast      # rlx_mpb_plane (int32 plane offsets) instead of _max_pool_backward_plane
     cdef Py_ssize_t bands   # > 0: rlx_mpb22_band (window 2, stride 2, no padding), bands per plane
+    cdef Py_ssize_t bands33 # > 0: rlx_mpb33_band (window 3, stride 2, padding 0 / 1, AVX2), bands per plane
     cdef PwiGeom pg         # rlx_mpb_plane_pad's geometry, when use_pad
     cdef bint use_pad
 
@@ -820,7 +829,12 @@ cdef class MaxPoolBackwardLaunch(Launch):
         if (g.k[2] == 2 and g.s[2] == 2 and g.dil[2] == 1 and g.pb[2] == 0 and g.pb[1] == 0
                 and g.dil[1] == 1 and g.k[1] == g.s[1] and g.k[1] <= 2):
             self.bands = _row_bands(g.n * g.c, g.out[1], self.max_threads)
-        self.use_pad = (self.bands == 0 and rlx_simd_level() and self.fast and g.dil[2] == 1 and g.s[2] in (1, 2)
+        self.bands33 = 0
+        if (self.bands == 0 and rlx_simd_level() and g.k[1] == 3 and g.k[2] == 3 and g.s[1] == 2 and g.s[2] == 2
+                and g.dil[1] == 1 and g.dil[2] == 1 and g.pb[1] in (0, 1) and g.pb[2] in (0, 1)
+                and rlx_mpb33_fits(g.size[2], g.out[2], g.pb[2])):
+            self.bands33 = _row_bands(g.n * g.c, g.out[1], self.max_threads)
+        self.use_pad = (self.bands == 0 and self.bands33 == 0 and rlx_simd_level() and self.fast and g.dil[2] == 1 and g.s[2] in (1, 2)
                         and 8 <= g.out[2] <= RLX_MPB_PAD_MAX_OW
                         and g.k[1] * rlx_pwi_pad_row(g.out[2], g.k[2], g.s[2]) <= RLX_PWI_PAD_FLOATS)
         self.pg.D, self.pg.H, self.pg.W = 1, g.size[1], g.size[2]
@@ -843,6 +857,14 @@ cdef class MaxPoolBackwardLaunch(Launch):
         if nb > 0:
             for item in prange(self.g.n * self.g.c * nb, num_threads=t, schedule='static'):
                 rlx_mpb22_band(&self.x[0], self.x.shape[0], &self.dy[0], self.dy.shape[0], &self.dx[0], &self.mg,
+                               item // nb, (item % nb) * self.g.out[1] // nb,
+                               (item % nb + 1) * self.g.out[1] // nb)
+            # end: prange
+            return 0
+        nb = self.bands33
+        if nb > 0:
+            for item in prange(self.g.n * self.g.c * nb, num_threads=t, schedule='static'):
+                rlx_mpb33_band(&self.x[0], self.x.shape[0], &self.dy[0], self.dy.shape[0], &self.dx[0], &self.mg,
                                item // nb, (item % nb) * self.g.out[1] // nb,
                                (item % nb + 1) * self.g.out[1] // nb)
             # end: prange

@@ -811,4 +811,300 @@ static void rlx_mpb_plane_pad(const float* x, ptrdiff_t x_len, const float* dy, 
 }
 #endif
 
+/* ------------------------------------------------------------------------- */
+/* Max pool backward, window 3 stride 2 on both axes, dilation 1, padding 0  */
+/* or 1 per axis, ceil mode allowed (the ResNet stem pool): one pass per     */
+/* band of output rows, each dx row written once.                            */
+/*                                                                           */
+/* In padded coordinates (p = row + ph, q = column + pw) output (oh, ow)     */
+/* covers rows 2oh .. 2oh+2 and columns 2ow .. 2ow+2.  Per output row:       */
+/*  A. its three padded input rows (a ring of -inf padded copies, each input */
+/*     row copied once, NaN noted) give the winner tap 3a + b of 8 windows   */
+/*     at a time -- the forward's rule: the first maximum in window order,   */
+/*     the last NaN, the first in-bounds tap of an all -inf window -- into   */
+/*     C[1 + ow], with dy into D[1 + ow] (C = -1 and D = 0 at 0 and past OW); */
+/*  B. padded row 2oh (tap row 0) = carry + its taps, row 2oh+1 (tap row 1)  */
+/*     = 0 + its taps, and the next carry = 0 + the tap row 2 taps (row      */
+/*     2oh+2, finished by the next output row).  Along a row, even q gets    */
+/*     tap b=2 of window q/2 - 1 then tap b=0 of window q/2, odd q tap b=1   */
+/*     of window (q-1)/2; a tap adds dy where it won and +0 elsewhere.       */
+/* Those are rlx_mpb_plane's additions (output order, from +0) plus +0 for   */
+/* the taps that did not win, which leaves the sums' bits as they are.  The  */
+/* carry runs in pair space (p[j]: column 2j, q[j]: column 2j+1), two        */
+/* buffers taking turns.  A band [oh0, oh1) writes the dx rows of padded     */
+/* rows [2oh0, 2oh1) (the last band also the rows below); it recomputes the  */
+/* tap row 2 sums of output row oh0 - 1 for its first row, so any split      */
+/* gives the same bits.  AVX2 only; the caller checks rlx_mpb33_fits.        */
+/* ------------------------------------------------------------------------- */
+#define RLX_MPB33_ROW 1056       /* ring row floats: 2 * max(OW, 8) + 2 and W + pw, rounded to 8 */
+#define RLX_MPB33_G 544          /* line entries: max(OW, 8) + 1 and W/2 + 3, plus 8 of slack */
+
+static inline ptrdiff_t rlx_mpb33_row_len(ptrdiff_t W, ptrdiff_t OW, ptrdiff_t pw) {
+    const ptrdiff_t owp = OW < 8 ? 8 : OW;
+    ptrdiff_t L = 2 * owp + 2 > W + pw ? 2 * owp + 2 : W + pw;
+    return (L + 7) & ~(ptrdiff_t)7;
+}
+static inline ptrdiff_t rlx_mpb33_g_len(ptrdiff_t W, ptrdiff_t OW) {
+    const ptrdiff_t owp = OW < 8 ? 8 : OW;
+    const ptrdiff_t a = owp + 1, b = W / 2 + 3;
+    return (a > b ? a : b) + 8;
+}
+static inline int rlx_mpb33_fits(ptrdiff_t W, ptrdiff_t OW, ptrdiff_t pw) {
+    return rlx_mpb33_row_len(W, OW, pw) <= RLX_MPB33_ROW && rlx_mpb33_g_len(W, OW) <= RLX_MPB33_G;
+}
+
+#if RLX_X86_DISPATCH
+typedef struct {
+    float row[3][RLX_MPB33_ROW];
+    ptrdiff_t tag[3];            /* padded row held by each ring slot (-1: none) */
+    int nan[3];
+    int32_t C[RLX_MPB33_G];
+    float D[RLX_MPB33_G];
+    float cp[2][RLX_MPB33_G], cq[2][RLX_MPB33_G];
+    float dyb[16];
+} rlx_mpb33_ws;
+
+/* ring slot of padded row p, filled from x when not already there */
+RLX_TARGET_AVX2 static const float* rlx_mpb33_row(rlx_mpb33_ws* w, const float* xp, ptrdiff_t H, ptrdiff_t W,
+                                                  ptrdiff_t ph, ptrdiff_t pw, ptrdiff_t L, ptrdiff_t p, int* nan) {
+    const int s = (int)(p % 3);
+    float* b = w->row[s];
+    if (w->tag[s] != p) {
+        const ptrdiff_t r = p - ph;
+        const __m256 ninf = _mm256_set1_ps(-INFINITY);
+        int any = 0;
+        if (r < 0 || r >= H) {
+            for (ptrdiff_t i = 0; i < L; i += 8) _mm256_storeu_ps(b + i, ninf);
+        } else {
+            const float* xr = xp + r * W;
+            __m256 un = _mm256_setzero_ps();
+            ptrdiff_t i = 0;
+            b[0] = -INFINITY;            /* q = 0 when pw = 1; overwritten by x when pw = 0 */
+            for (; i + 8 <= W; i += 8) {
+                const __m256 v = _mm256_loadu_ps(xr + i);
+                _mm256_storeu_ps(b + pw + i, v);
+                un = _mm256_or_ps(un, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+            }
+            for (; i < W; ++i) {
+                b[pw + i] = xr[i];
+                any |= xr[i] != xr[i];
+            }
+            for (i = pw + W; i < L; ++i) b[i] = -INFINITY;
+            any |= _mm256_movemask_ps(un) != 0;
+        }
+        w->tag[s] = p;
+        w->nan[s] = any;
+    }
+    *nan = w->nan[s];
+    return b;
+}
+
+/* phase A for 8 windows from ow = o (stride 2 deinterleave in the in-lane
+ * order (0,1,4,5,2,3,6,7), restored once at the end).  Without NaN: the
+ * maximum by a tree, then the first tap equal to it (reverse blend chain);
+ * a maximum of -inf means every in-bounds tap is -inf (padding is -inf
+ * too): the first in-bounds tap.  With NaN: the forward's running rule. */
+RLX_TARGET_AVX2 static inline __attribute__((always_inline)) void
+rlx_mpb33_block(rlx_mpb33_ws* w, const float* r0, const float* r1, const float* r2, const float* dyr, ptrdiff_t o,
+                int32_t a_first, ptrdiff_t pw, const int with_nan) {
+    /* first in-bounds tap: row a_first, column 1 for window 0 with pw = 1 */
+    const __m256i first = _mm256_add_epi32(_mm256_set1_epi32(3 * a_first),
+                                           o == 0 && pw ? _mm256_setr_epi32(1, 0, 0, 0, 0, 0, 0, 0)
+                                                        : _mm256_setzero_si256());
+    const float* rp[3] = {r0 + 2 * o, r1 + 2 * o, r2 + 2 * o};
+    __m256 v[9];
+    for (int a = 0; a < 3; ++a) {
+        const float* p = rp[a];
+        const __m256 lo = _mm256_loadu_ps(p), hi = _mm256_loadu_ps(p + 8);
+        const __m256 lo2 = _mm256_loadu_ps(p + 2), hi2 = _mm256_loadu_ps(p + 10);
+        v[3 * a] = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+        v[3 * a + 1] = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+        v[3 * a + 2] = _mm256_shuffle_ps(lo2, hi2, _MM_SHUFFLE(2, 0, 2, 0));
+    }
+    __m256i t;
+    if (with_nan) {
+        __m256 best = _mm256_set1_ps(-INFINITY);
+        __m256 id = _mm256_castsi256_ps(first);       /* same in both lane orders */
+        for (int k = 0; k < 9; ++k) {
+            const __m256 m = _mm256_or_ps(_mm256_cmp_ps(v[k], best, _CMP_GT_OQ), _mm256_cmp_ps(v[k], v[k], _CMP_UNORD_Q));
+            best = _mm256_blendv_ps(best, v[k], m);
+            id = _mm256_blendv_ps(id, _mm256_castsi256_ps(_mm256_set1_epi32(k)), m);
+        }
+        t = _mm256_permute4x64_epi64(_mm256_castps_si256(id), _MM_SHUFFLE(3, 1, 2, 0));
+    } else {
+        const __m256 m01 = _mm256_max_ps(v[0], v[1]), m23 = _mm256_max_ps(v[2], v[3]);
+        const __m256 m45 = _mm256_max_ps(v[4], v[5]), m67 = _mm256_max_ps(v[6], v[7]);
+        const __m256 best = _mm256_max_ps(_mm256_max_ps(_mm256_max_ps(m01, m23), _mm256_max_ps(m45, m67)), v[8]);
+        __m256 id = _mm256_castsi256_ps(_mm256_set1_epi32(8));
+        for (int k = 7; k >= 0; --k)
+            id = _mm256_blendv_ps(id, _mm256_castsi256_ps(_mm256_set1_epi32(k)), _mm256_cmp_ps(v[k], best, _CMP_EQ_OQ));
+        id = _mm256_blendv_ps(id, _mm256_castsi256_ps(first),
+                              _mm256_cmp_ps(best, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ));
+        t = _mm256_permute4x64_epi64(_mm256_castps_si256(id), _MM_SHUFFLE(3, 1, 2, 0));
+    }
+    _mm256_storeu_si256((__m256i*)(w->C + 1 + o), t);
+    _mm256_storeu_ps(w->D + 1 + o, _mm256_loadu_ps(dyr + o));
+}
+
+/* phase A for output row oh: C and D of the windows of the row */
+RLX_TARGET_AVX2 static void rlx_mpb33_winners(rlx_mpb33_ws* w, const float* xp, const float* dyp,
+                                              const rlx_mpb_geom* g, ptrdiff_t L, ptrdiff_t oh) {
+    const ptrdiff_t H = g->H, W = g->W, OW = g->OW, ph = g->ph, pw = g->pw;
+    int n0, n1, n2;
+    const float* r0 = rlx_mpb33_row(w, xp, H, W, ph, pw, L, 2 * oh, &n0);
+    const float* r1 = rlx_mpb33_row(w, xp, H, W, ph, pw, L, 2 * oh + 1, &n1);
+    const float* r2 = rlx_mpb33_row(w, xp, H, W, ph, pw, L, 2 * oh + 2, &n2);
+    const int32_t a_first = (int32_t)(ph - 2 * oh > 0 ? ph - 2 * oh : 0);
+    const float* dyr = dyp + oh * OW;
+    if (OW < 8) {
+        for (ptrdiff_t i = 0; i < 8; ++i) w->dyb[i] = i < OW ? dyr[i] : 0.0f;
+        dyr = w->dyb;
+    }
+    const ptrdiff_t n8 = OW < 8 ? 8 : OW;
+    if (n0 | n1 | n2) {
+        for (ptrdiff_t o = 0; o < n8; o += 8)
+            rlx_mpb33_block(w, r0, r1, r2, dyr, o + 8 <= n8 ? o : n8 - 8, a_first, pw, 1);
+    } else {
+        for (ptrdiff_t o = 0; o < n8; o += 8)
+            rlx_mpb33_block(w, r0, r1, r2, dyr, o + 8 <= n8 ? o : n8 - 8, a_first, pw, 0);
+    }
+    if (OW < 8)                      /* windows past OW: no tap */
+        for (ptrdiff_t i = OW; i < 8; ++i) w->C[1 + i] = -1;
+}
+
+/* phase B for pairs [j, j+8): dx rows d0 (tap row 0, base cin) and d1 (tap
+ * row 1), carry cout (tap row 2); d0 / d1 NULL: not written.  Pair j:
+ *   pw = 0: P = (base + tap2(j - 1)) + tap0(j),  Q = base + tap1(j)
+ *   pw = 1: P = base + tap1(j),                  Q = (base + tap2(j)) + tap0(j + 1)
+ * with tapB(i) of a row: D[1 + i] where C[1 + i] = 3a + B, else +0 */
+RLX_TARGET_AVX2 static inline __attribute__((always_inline)) void
+rlx_mpb33_pairs8(const int32_t* C, const float* D, const float* cinp, const float* cinq, float* coutp,
+                 float* coutq, float* d0, float* d1, ptrdiff_t j, const int pw) {
+    const __m256i c1 = _mm256_loadu_si256((const __m256i*)(C + j + 1));
+    const __m256i cs = _mm256_loadu_si256((const __m256i*)(C + j + (pw ? 2 : 0)));
+    const __m256 g1 = _mm256_loadu_ps(D + j + 1), gs = _mm256_loadu_ps(D + j + (pw ? 2 : 0));
+    const __m256 zero = _mm256_setzero_ps();
+#define RLX_MPB33_SEL(c, gv, t) _mm256_and_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32((c), _mm256_set1_epi32(t))), (gv))
+#define RLX_MPB33_PQ(a, bp, bq, P, Q)                                                                      \
+    do {                                                                                                  \
+        if (pw) {                                                                                         \
+            P = _mm256_add_ps((bp), RLX_MPB33_SEL(c1, g1, 3 * (a) + 1));                                  \
+            Q = _mm256_add_ps(_mm256_add_ps((bq), RLX_MPB33_SEL(c1, g1, 3 * (a) + 2)),                    \
+                              RLX_MPB33_SEL(cs, gs, 3 * (a)));                                            \
+        } else {                                                                                          \
+            P = _mm256_add_ps(_mm256_add_ps((bp), RLX_MPB33_SEL(cs, gs, 3 * (a) + 2)),                    \
+                              RLX_MPB33_SEL(c1, g1, 3 * (a)));                                            \
+            Q = _mm256_add_ps((bq), RLX_MPB33_SEL(c1, g1, 3 * (a) + 1));                                  \
+        }                                                                                                 \
+    } while (0)
+    __m256 P, Q;
+    if (d0) {
+        RLX_MPB33_PQ(0, _mm256_loadu_ps(cinp + j), _mm256_loadu_ps(cinq + j), P, Q);
+        const __m256 lo = _mm256_unpacklo_ps(P, Q), hi = _mm256_unpackhi_ps(P, Q);
+        _mm256_storeu_ps(d0 + 2 * j, _mm256_permute2f128_ps(lo, hi, 0x20));
+        _mm256_storeu_ps(d0 + 2 * j + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+    }
+    if (d1) {
+        RLX_MPB33_PQ(1, zero, zero, P, Q);
+        const __m256 lo = _mm256_unpacklo_ps(P, Q), hi = _mm256_unpackhi_ps(P, Q);
+        _mm256_storeu_ps(d1 + 2 * j, _mm256_permute2f128_ps(lo, hi, 0x20));
+        _mm256_storeu_ps(d1 + 2 * j + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+    }
+    RLX_MPB33_PQ(2, zero, zero, P, Q);
+    _mm256_storeu_ps(coutp + j, P);
+    _mm256_storeu_ps(coutq + j, Q);
+#undef RLX_MPB33_PQ
+#undef RLX_MPB33_SEL
+}
+
+/* phase B over the W columns (see rlx_mpb33_pairs8) */
+RLX_TARGET_AVX2 static void rlx_mpb33_rows(const int32_t* C, const float* D, const float* cinp, const float* cinq,
+                                           float* coutp, float* coutq, float* d0, float* d1, ptrdiff_t W,
+                                           ptrdiff_t pw) {
+    ptrdiff_t done = 0;                   /* columns [0, done) written */
+    if (W >= 16) {
+        const ptrdiff_t np = W / 2;       /* whole pairs; the last block ends at np */
+        if (pw) {
+            for (ptrdiff_t j = 0; j < np; j += 8)
+                rlx_mpb33_pairs8(C, D, cinp, cinq, coutp, coutq, d0, d1, j + 8 <= np ? j : np - 8, 1);
+        } else {
+            for (ptrdiff_t j = 0; j < np; j += 8)
+                rlx_mpb33_pairs8(C, D, cinp, cinq, coutp, coutq, d0, d1, j + 8 <= np ? j : np - 8, 0);
+        }
+        done = 2 * np;
+    }
+    for (ptrdiff_t c = done; c < W; ++c) {
+        const ptrdiff_t q = c + pw, jj = c >> 1;
+        for (int a = 0; a < 3; ++a) {
+            float* d = a == 0 ? d0 : a == 1 ? d1 : NULL;
+            if (a < 2 && !d) continue;
+            const float base = a == 0 ? ((c & 1) ? cinq[jj] : cinp[jj]) : 0.0f;
+            float v;
+            if (q & 1) {
+                const ptrdiff_t i = (q - 1) / 2 + 1;
+                v = base + (C[i] == 3 * a + 1 ? D[i] : 0.0f);
+            } else {
+                const ptrdiff_t i = q / 2;
+                v = (base + (C[i] == 3 * a + 2 ? D[i] : 0.0f)) + (C[i + 1] == 3 * a ? D[i + 1] : 0.0f);
+            }
+            if (d) d[c] = v;
+            else if (c & 1) coutq[jj] = v;
+            else coutp[jj] = v;
+        }
+    }
+}
+
+/* dx rows of output rows [oh0, oh1) of one plane (see above) */
+static void rlx_mpb33_band(const float* x, ptrdiff_t x_len, const float* dy, ptrdiff_t dy_len, float* dx,
+                           const rlx_mpb_geom* g, ptrdiff_t plane, ptrdiff_t oh0, ptrdiff_t oh1) {
+    rlx_mpb33_ws w;
+    const ptrdiff_t H = g->H, W = g->W, OH = g->OH, OW = g->OW, ph = g->ph, pw = g->pw, in_sz = H * W;
+    const ptrdiff_t L = rlx_mpb33_row_len(W, OW, pw), GL = rlx_mpb33_g_len(W, OW);
+    const float* xp = x + plane * in_sz;
+    const float* dyp = dy + plane * OH * OW;
+    float* dxp = dx + plane * in_sz;
+    int cur = 0;                           /* carry buffer holding the current carry */
+    RLX_CHECK_RANGE(plane * in_sz, (plane + 1) * in_sz, x_len, "max pool backward x/dx");
+    RLX_CHECK_RANGE(plane * OH * OW, (plane + 1) * OH * OW, dy_len, "max pool backward dy");
+    RLX_CHECK_RANGE(0, L, RLX_MPB33_ROW, "max pool backward k3s2 row");
+    RLX_CHECK_RANGE(0, GL, RLX_MPB33_G, "max pool backward k3s2 line");
+    (void)x_len;
+    (void)dy_len;
+    for (int s = 0; s < 3; ++s) w.tag[s] = -1;
+    for (ptrdiff_t i = 0; i < GL; ++i) {
+        w.C[i] = -1;
+        w.D[i] = 0.0f;
+        w.cp[0][i] = w.cq[0][i] = 0.0f;
+    }
+    if (oh0 > 0) {
+        rlx_mpb33_winners(&w, xp, dyp, g, L, oh0 - 1);
+        rlx_mpb33_rows(w.C, w.D, NULL, NULL, w.cp[0], w.cq[0], NULL, NULL, W, pw);
+    }
+    for (ptrdiff_t oh = oh0; oh < oh1; ++oh) {
+        rlx_mpb33_winners(&w, xp, dyp, g, L, oh);
+        const ptrdiff_t r0 = 2 * oh - ph;          /* dx rows r0 (tap row 0), r0 + 1 (tap row 1) */
+        float* d0 = r0 >= 0 && r0 < H ? dxp + r0 * W : NULL;
+        float* d1 = r0 + 1 >= 0 && r0 + 1 < H ? dxp + (r0 + 1) * W : NULL;
+        rlx_mpb33_rows(w.C, w.D, w.cp[cur], w.cq[cur], w.cp[1 - cur], w.cq[1 - cur], d0, d1, W, pw);
+        cur = 1 - cur;
+    }
+    if (oh1 == OH) {
+        /* the last carry, then rows no window covers (floor mode) */
+        ptrdiff_t r = 2 * OH - ph;
+        if (r >= 0 && r < H) {
+            float* d = dxp + r * W;
+            for (ptrdiff_t c = 0; c < W; ++c) d[c] = (c & 1) ? w.cq[cur][c >> 1] : w.cp[cur][c >> 1];
+            ++r;
+        }
+        if (r < 0) r = 0;
+        if (r < H) memset(dxp + r * W, 0, (size_t)((H - r) * W) * sizeof(float));
+    }
+}
+#else
+static void rlx_mpb33_band(const float* x, ptrdiff_t x_len, const float* dy, ptrdiff_t dy_len, float* dx,
+                           const rlx_mpb_geom* g, ptrdiff_t plane, ptrdiff_t oh0, ptrdiff_t oh1) {
+    (void)x; (void)x_len; (void)dy; (void)dy_len; (void)dx; (void)g; (void)plane; (void)oh0; (void)oh1;
+}
+#endif
+
 #endif

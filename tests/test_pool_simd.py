@@ -70,6 +70,13 @@ BWD_CASES = [
     ((1, 2, 10, 42), 2, 2, 1, 1, 1, False),                # k2s2 with padding (avg: the general line)
     ((1, 2, 9, 40), (2, 3), 3, (1, 0), (0, 1), 1, True),   # stride > window: zero gaps
     ((1, 2, 12, 40), 2, 3, 0, 0, (2, 2), False),           # dilated, still no overlap
+    # window 3 stride 2 (src/rlx_pool_bwd.h rlx_mpb33_band: winners of 8 windows, dx rows written once)
+    ((1, 3, 17, 35), 3, 2, 1, 1, 1, True),                 # p1 ceil, odd width: pair blocks + column tail
+    ((2, 2, 16, 48), 3, 2, 0, 0, 1, False),                # p0 floor: last row / column uncovered
+    ((1, 2, 13, 40), 3, 2, (1, 0), (1, 0), 1, False),      # padding on h only
+    ((1, 2, 12, 33), 3, 2, (0, 1), (0, 1), 1, True),       # padding on w only, ceil
+    ((1, 1, 30, 64), 3, 2, 1, 1, 1, False),                # batch 1, one plane: bands of rows
+    ((2, 2, 6, 11), 3, 2, 1, 1, 1, True),                  # fewer than 8 outputs, narrow rows
 ]
 
 
@@ -343,6 +350,42 @@ def test_max_pool_backward_matches_reference(case):
     ss = (s,) * nsp if np.isscalar(s) else s
     if all(a <= b for a, b in zip(kk, ss)):
         np.testing.assert_array_equal(dx, want.astype(np.float32))   # one window per input: exact
+
+
+K3S2_SPECIAL = ["ties", "nan", "neg-inf", "const"]
+
+
+@pytest.mark.parametrize("special", K3S2_SPECIAL)
+@pytest.mark.parametrize("geom", [((1, 2, 17, 37), (1, 1), True), ((1, 3, 16, 40), (0, 0), False),
+                                  ((1, 1, 31, 50), (1, 0), True), ((2, 2, 9, 13), (0, 1), False)],
+                         ids=["p1-ceil", "p0", "p10-ceil-b1", "p01-narrow"])
+def test_max_pool_backward_k3s2_special_values(geom, special):
+    """Window 3 stride 2 backward (rlx_mpb33_band) on ties, NaN, -inf and constant inputs: the forward's
+    winners (first maximum, last NaN, first in-bounds tap of an all -inf window), same bits at 1 and 2
+    threads."""
+    shape, p, ceil = geom
+    rng = np.random.default_rng(17)
+    if special == "ties":
+        x = rng.integers(0, 3, shape).astype(np.float32)
+    elif special == "nan":
+        x = rng.standard_normal(shape).astype(np.float32)
+        x[rng.random(shape) < 0.08] = np.nan
+    elif special == "neg-inf":
+        x = np.full(shape, -np.inf, np.float32)
+        x[rng.random(shape) < 0.3] = 1.5
+    else:
+        x = np.zeros(shape, np.float32)
+    want_y = ref.max_pool_nd(x, 3, 2, p, p, 1, ceil)[0]
+    dy = rng.standard_normal(want_y.shape).astype(np.float32)
+    dy[..., 0, 0] = -0.0
+    want = ref.max_pool_nd_backward(x, dy, 3, 2, p, p, 1, ceil)
+    g = rlx_cpu.Graph()
+    xi, dyi = g.input("x", shape), g.input("dy", dy.shape)
+    g.output(g.max_pool2d_backward(xi, dyi, 3, 2, tuple(zip(p, p)), 1, ceil))
+    outs = [rlx_cpu.compile(g, num_threads=t).run({"x": x, "dy": dy})[0] for t in (1, 2)]
+    np.testing.assert_array_equal(outs[0].view(np.int32), outs[1].view(np.int32))
+    assert not np.isnan(outs[0]).any()
+    assert ref.rel_error(outs[0], want) <= 1e-6
 
 
 def test_cases_take_the_separable_kernel():

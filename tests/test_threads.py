@@ -377,6 +377,8 @@ def _invariance_cases(rng):
         "max_pool2d_backward": (x4, lambda g, x: g.max_pool2d_backward(x, r(2, 16, 16, 16), 2)),
         "max_pool2d_backward-k2s2-b1": ((1, 2, 32, 33), lambda g, x: g.max_pool2d_backward(
             x, r(1, 2, 16, 17), 2, ceil_mode=True)),
+        "max_pool2d_backward-k3s2-b1": ((1, 2, 33, 40), lambda g, x: g.max_pool2d_backward(
+            x, r(1, 2, 17, 21), 3, 2, 1, ceil_mode=True)),
         "avg_pool2d_backward-k2s2-b1": ((1, 3, 16, 16), lambda g, x: g.avg_pool2d_backward(x, (1, 3, 32, 32), 2)),
         "max_pool_backward_indices": (x4, lambda g, x: g.max_pool_backward_indices(
             r(2, 16, 16, 16), g.max_pool2d(x, 3, 2, 1, return_indices=True)[1])),
