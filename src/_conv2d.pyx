@@ -77,6 +77,13 @@ cdef extern from "rlx_simd.h":
                         float* y, Py_ssize_t y_len, float* ring, Py_ssize_t ring_len,
                         const ConvGeom* g, const Epilogue* e, Py_ssize_t r0, Py_ssize_t r1) nogil
     Py_ssize_t rlx_dw_s1_scratch(const ConvGeom* g) nogil
+    void rlx_dw_cb_run(const float* x, Py_ssize_t x_len, const float* wt, const float* bias,
+                       float* y, Py_ssize_t y_len, float* buf, Py_ssize_t buf_len,
+                       const ConvGeom* g, const Epilogue* e, Py_ssize_t i0, Py_ssize_t i1) nogil
+    Py_ssize_t rlx_dw_cb_items(const ConvGeom* g) nogil
+    Py_ssize_t rlx_dw_cb_scratch(const ConvGeom* g) nogil
+    int rlx_dw_cb_use(const ConvGeom* g) nogil
+    Py_ssize_t rlx_dw_cb_rows_per_strip(const ConvGeom* g) nogil
     void rlx_wino_input(const float* x, Py_ssize_t x_len, float* v, const ConvGeom* g,
                         Py_ssize_t t0, Py_ssize_t cnt, Py_ssize_t tb, Py_ssize_t pstride) nogil
     void rlx_wino_output(const float* m, float* y, Py_ssize_t y_len, const float* bias,
@@ -190,6 +197,16 @@ GEMM_CHANNELS_MAX_PIXELS = RLX_GEMM_CH_MAX_N
 
 # The SIMD variant is chosen here, at import, before any kernel runs.
 rlx_simd_init()
+
+
+def depthwise_channel_blocks(tuple dims):
+    """(work items, output rows per strip) of the channel-block depthwise
+    kernel for these dims, or None when it does not run them (not a
+    depthwise 3x3/5x5 at stride 1 or 2, a large plane, or no AVX2)."""
+    cdef ConvGeom g = _geom_from(dims)
+    if not depthwise_stride(&g) or not rlx_dw_cb_use(&g):
+        return None
+    return int(rlx_dw_cb_items(&g)), int(rlx_dw_cb_rows_per_strip(&g))
 
 
 def simd_level():
@@ -411,6 +428,8 @@ def scratch_floats(tuple dims, int algorithm, int nthreads, int packed=0):
     if algorithm == CONV_WINOGRAD:
         tb = winograd_tile_block(dims, nthreads)
         return int(_winograd_slab(&g, tb) * nthreads)
+    if algorithm == CONV_DIRECT and depthwise_stride(&g) and rlx_dw_cb_use(&g):   # channel blocks
+        return int(rlx_dw_cb_scratch(&g) * nthreads)
     if algorithm == CONV_DIRECT and depthwise_stride(&g) == 2:      # split input rows
         return int(rlx_dw_s2_scratch(&g) * nthreads)
     if algorithm == CONV_DIRECT and depthwise_stride(&g) == 1:      # padded input rows
@@ -778,18 +797,21 @@ cdef int conv_depthwise(const float[::1] x, const float[::1] wt, const float[::1
                         bint has_bias, const Epilogue* e, float[::1] y, float[::1] scratch,
                         const ConvGeom* g, int split, int nthreads) except -1 nogil:
     """Depthwise (groups == c_in == c_out) 3x3/5x5 conv at stride 1 or 2,
-    bias fused; at stride 1 the epilogue e (NULL: none) too.  The work units
-    -- output rows of all (image, channel) planes, counted plane after plane,
-    at stride 1; whole planes at stride 2 -- are cut into `split` contiguous
-    runs, split being the thread count the launch was bound for; a run on
-    fewer threads takes several runs each.  Every output is computed by the
-    same operations whichever run holds it, so the result never depends on
-    either count.  Each thread has its own slab of scratch (the AVX2
-    variants' padded or split rows)."""
+    bias fused; the epilogue e (NULL: none) too at stride 1, and at stride 2
+    on the channel-block kernel.  The work units -- blocks of 8 channels of
+    one image on small planes (rlx_dw_cb_use); else output rows of all
+    (image, channel) planes, counted plane after plane, at stride 1, whole
+    planes at stride 2 -- are cut into `split` contiguous runs, split being
+    the thread count the launch was bound for; a run on fewer threads takes
+    several runs each.  Every output is computed by the same operations
+    whichever run holds it, so the result never depends on either count.
+    Each thread has its own slab of scratch (the AVX2 variants' padded,
+    split or interleaved rows)."""
     cdef bint s2 = depthwise_stride(g) == 2
-    cdef Py_ssize_t units = g.n * g.c_out * (1 if s2 else g.h_out)
+    cdef bint cb = rlx_dw_cb_use(g) != 0
+    cdef Py_ssize_t units = rlx_dw_cb_items(g) if cb else g.n * g.c_out * (1 if s2 else g.h_out)
     cdef Py_ssize_t runs = split if split < units else units
-    cdef Py_ssize_t slab = rlx_dw_s2_scratch(g) if s2 else rlx_dw_s1_scratch(g)
+    cdef Py_ssize_t slab = rlx_dw_cb_scratch(g) if cb else (rlx_dw_s2_scratch(g) if s2 else rlx_dw_s1_scratch(g))
     cdef Py_ssize_t r, lo, hi
     cdef const float* b = &bias[0] if has_bias else NULL
     if runs < 1:
@@ -801,20 +823,15 @@ cdef int conv_depthwise(const float[::1] x, const float[::1] wt, const float[::1
     for r in prange(runs, num_threads=nthreads, schedule='static'):
         lo = units * r // runs
         hi = units * (r + 1) // runs
-        if s2:
+        if cb:
+            rlx_dw_cb_run(&x[0], x.shape[0], &wt[0], b, &y[0], y.shape[0], &scratch[threadid() * slab], slab,
+                          g, e, lo, hi)
+        elif s2:
             rlx_dw_s2_planes(&x[0], x.shape[0], &wt[0], b, &y[0], y.shape[0], &scratch[threadid() * slab], slab,
                              g, lo, hi)
         else:
             rlx_dw_s1_rows(&x[0], x.shape[0], &wt[0], b, &y[0], y.shape[0], &scratch[threadid() * slab], slab,
                            g, e, lo, hi)
-    return 0
-    if scratch.shape[0] < slab * nthreads:
-        with gil:
-            raise ValueError(f"conv2d depthwise stride 1: scratch of {scratch.shape[0]} floats, "
-                             f"needs {slab * nthreads}")
-    for r in prange(runs, num_threads=nthreads, schedule='static'):
-        rlx_dw_s1_rows(&x[0], x.shape[0], &wt[0], b, &y[0], y.shape[0], &scratch[threadid() * slab], slab,
-                       g, e, rows * r // runs, rows * (r + 1) // runs)
     return 0
 
 
@@ -1163,7 +1180,8 @@ cdef class Conv2DLaunch(Launch):
                 # no column block chosen (a record made without one): the
                 # epilogue runs per plane after the GEMMs
                 _epilogue_planes(self.y, &self.fused, &self.g, t)
-        elif self.algorithm == CONV_DIRECT and depthwise_stride(&self.g) == 1:
+        elif self.algorithm == CONV_DIRECT and depthwise_stride(&self.g) and (
+                depthwise_stride(&self.g) == 1 or rlx_dw_cb_use(&self.g)):
             conv_depthwise(self.x, self.weight, self.bias, self.has_bias,
                            &self.fused.e if rlx_epilogue_active(&self.fused.e) else NULL, self.y,
                            self.scratch, &self.g, self.max_threads, t)

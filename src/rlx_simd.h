@@ -648,6 +648,298 @@ static void rlx_dw_s1_rows(const float* x, ptrdiff_t x_len, const float* wt, con
     rlx_dw_s1_rows_base(x, x_len, wt, bias, y, y_len, g, e, r0, r1);
 }
 
+
+/* ------------------------------------------------------------------------- */
+/* depthwise 3x3/5x5, stride 1 or 2, on small planes: 8 channels at a time  */
+/* ------------------------------------------------------------------------- */
+/* A 7x7 or 14x14 plane is less than two 8-wide vector rows, so the per-plane
+ * kernels above spend most of their time on row copies, edge blocks and
+ * per-plane setup.  Here the work is vectorised over channels: a block of 8
+ * channels of one image (the last block of a channel count that is not a
+ * multiple of 8 repeats its last channel in the spare lanes and writes only
+ * its own), a strip of R output rows at a time.  The input rows a strip
+ * reads are transposed into an interleaved zero-padded buffer
+ * in[Hs][Wb][8] (lane l = channel c0 + l); each output is one 8-lane vector
+ * summing its K*K taps (padding taps read 0) in (ki, kj) order from 0, plus
+ * the bias, into out[R][w_out][8]; the strip's 8 output runs are transposed
+ * back and the epilogue runs on them while they are in cache.  An output's sum
+ * order depends only on the geometry, never on the strip, item or thread
+ * that computes it.  Work items are (image, channel block, strip), strip
+ * fastest.
+ *
+ * Strips: as many rows as keep both buffers within RLX_DW_CB_STRIP_FLOATS
+ * (256 KiB, half the L2: whole planes up to 56x56 at stride 1; 16K and 6K
+ * floats measured up to 15% slower at 56x56), cut further so a layer has at
+ * least RLX_DW_CB_MIN_ITEMS items (2 threads get balanced runs at few
+ * channels) while strips keep >= 4 rows (the K - S halo rows are read per
+ * strip).  See rlx_dw_cb_use for the planes it is chosen for. */
+#define RLX_DW_CB_STRIP_FLOATS (64 * 1024)
+#define RLX_DW_CB_MIN_ITEMS 16
+/* output planes of at most this many outputs run the channel-block kernel */
+#define RLX_DW_CB_MAX_PLANE (64 * 64)
+
+static inline ptrdiff_t rlx_dw_cb_wb(const rlx_conv_geom* g) { return g->sw * (g->w_out - 1) + g->kw; }
+/* buffer rows of a strip of r output rows */
+static inline ptrdiff_t rlx_dw_cb_hs(const rlx_conv_geom* g, ptrdiff_t r) { return g->sh * (r - 1) + g->kh; }
+
+/* output rows per strip */
+static ptrdiff_t rlx_dw_cb_rows_per_strip(const rlx_conv_geom* g) {
+    const ptrdiff_t Wb = rlx_dw_cb_wb(g), S = g->sh, K = g->kh, h_out = g->h_out;
+    /* 8 ((S (R - 1) + K) Wb + R w_out) <= budget */
+    ptrdiff_t r = (RLX_DW_CB_STRIP_FLOATS / 8 - (K - S) * Wb) / (S * Wb + g->w_out);
+    const ptrdiff_t blocks = g->n * ((g->c_out + 7) / 8);
+    if (blocks < RLX_DW_CB_MIN_ITEMS) {
+        const ptrdiff_t strips = (RLX_DW_CB_MIN_ITEMS + blocks - 1) / blocks;
+        const ptrdiff_t rb = (h_out + strips - 1) / strips;
+        if (rb < r) r = rb;
+    }
+    if (r < 4) r = 4;
+    if (r > h_out) r = h_out;
+    return r < 1 ? 1 : r;
+}
+
+static ptrdiff_t rlx_dw_cb_items(const rlx_conv_geom* g) {
+    const ptrdiff_t r = rlx_dw_cb_rows_per_strip(g);
+    return g->n * ((g->c_out + 7) / 8) * ((g->h_out + r - 1) / r);
+}
+
+/* Floats of per-thread scratch: in, out, the K*K weight vectors, the bias
+ * vector, and 16 to align them to 64 bytes (no vector load splits a line). */
+static ptrdiff_t rlx_dw_cb_scratch(const rlx_conv_geom* g) {
+    const ptrdiff_t r = rlx_dw_cb_rows_per_strip(g);
+    return 8 * (rlx_dw_cb_hs(g, r) * rlx_dw_cb_wb(g) + r * g->w_out + g->kh * g->kw + 1) + 16;
+}
+
+/* 1: this depthwise geometry (stride 1 or 2, 3x3 or 5x5) runs the
+ * channel-block kernel (AVX2 only; the portable variant keeps the per-plane
+ * kernels).  Measured against the per-plane AVX2 kernels, 1 thread, batch 1,
+ * kernel ms on a loaded machine: 3x3 C960 7x7 0.089 -> 0.032, C576 14x14
+ * 0.115 -> 0.070, C144 28x28 0.084 -> 0.064, C144 56x56 0.275 -> 0.256,
+ * stride 2 C144 56x56 0.162 -> 0.104, C96 112x112 0.35 -> 0.29; 5x5 C960
+ * 7x7 0.152 -> 0.052, C480 14x14 0.197 -> 0.095, C120 28x28 0.154 -> 0.092,
+ * C128 56x56 0.57 -> 0.39.  3x3 C32 112x112 at stride 1 measured the same
+ * (0.22) on both, and stays on the row kernel tuned for it: planes of more
+ * than RLX_DW_CB_MAX_PLANE outputs. */
+static int rlx_dw_cb_use(const rlx_conv_geom* g) {
+    if (!rlx_simd_level() || g->h_out < 1 || g->w_out < 1) return 0;
+    return g->h_out * g->w_out <= RLX_DW_CB_MAX_PLANE;
+}
+
+#if RLX_X86_DISPATCH
+/* r[0..7] (row i = r[i]) transposed in place */
+RLX_INLINE_AVX2 void rlx_transpose8(__m256* r) {
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m256 u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m256 u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m256 u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m256 u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m256 u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/* RH x RW outputs (rows ho.., columns wo..) of the interleaved buffers */
+RLX_INLINE_AVX2 void rlx_dw_cb_tile(const float* in, ptrdiff_t Wb, const float* wv, __m256 vb, float* out,
+                                    ptrdiff_t w_out, ptrdiff_t ho, ptrdiff_t wo, const int K, const int S,
+                                    const int RH, const int RW) {
+    __m256 acc[2][8];
+#pragma GCC unroll 2
+    for (int r = 0; r < RH; ++r)
+#pragma GCC unroll 8
+        for (int c = 0; c < RW; ++c) acc[r][c] = _mm256_setzero_ps();
+#pragma GCC unroll 5
+    for (int ki = 0; ki < K; ++ki) {
+#pragma GCC unroll 5
+        for (int kj = 0; kj < K; ++kj) {
+            const __m256 w = _mm256_loadu_ps(wv + (ki * K + kj) * 8);
+#pragma GCC unroll 2
+            for (int r = 0; r < RH; ++r) {
+                const float* p = in + ((S * (ho + r) + ki) * Wb + S * wo + kj) * 8;
+#pragma GCC unroll 8
+                for (int c = 0; c < RW; ++c) acc[r][c] = _mm256_fmadd_ps(w, _mm256_load_ps(p + S * c * 8), acc[r][c]);
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int r = 0; r < RH; ++r)
+#pragma GCC unroll 8
+        for (int c = 0; c < RW; ++c)
+            _mm256_store_ps(out + ((ho + r) * w_out + wo + c) * 8, _mm256_add_ps(acc[r][c], vb));
+}
+
+/* output rows ho .. ho + RH - 1 in tiles of RW columns: 7 (up to 14
+ * accumulators) when w_out is a multiple of 7 (the 7/14/28/56 planes of
+ * MobileNets and EfficientNets), else 8 one row at a time when w_out is a
+ * multiple of 8, else 4 (the last tile overlapping the one before it, same
+ * bits again), single columns when w_out < 4 */
+RLX_INLINE_AVX2 void rlx_dw_cb_rows(const float* in, ptrdiff_t Wb, const float* wv, __m256 vb, float* out,
+                                    ptrdiff_t w_out, ptrdiff_t ho, const int K, const int S, const int RH) {
+    if (w_out % 7 == 0) {
+        for (int r = 0; r < RH; ++r)
+            for (ptrdiff_t wo = 0; wo < w_out; wo += 7)
+                rlx_dw_cb_tile(in, Wb, wv, vb, out, w_out, ho + r, wo, K, S, 1, 7);
+    } else if (w_out % 8 == 0) {
+        for (int r = 0; r < RH; ++r)
+            for (ptrdiff_t wo = 0; wo < w_out; wo += 8)
+                rlx_dw_cb_tile(in, Wb, wv, vb, out, w_out, ho + r, wo, K, S, 1, 8);
+    } else if (w_out < 4) {
+        for (ptrdiff_t wo = 0; wo < w_out; ++wo) rlx_dw_cb_tile(in, Wb, wv, vb, out, w_out, ho, wo, K, S, RH, 1);
+    } else {
+        for (ptrdiff_t b0 = 0; b0 < w_out; b0 += 4)
+            rlx_dw_cb_tile(in, Wb, wv, vb, out, w_out, ho, b0 + 4 <= w_out ? b0 : w_out - 4, K, S, RH, 4);
+    }
+}
+
+RLX_INLINE_AVX2 void rlx_dw_cb_block(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
+                                     float* y, ptrdiff_t y_len, float* buf, const rlx_conv_geom* g,
+                                     const rlx_epilogue* e, ptrdiff_t blk, ptrdiff_t R, ptrdiff_t ho0,
+                                     const int K, const int S) {
+    const ptrdiff_t C = g->c_out, nb = (C + 7) / 8, n = blk / nb, c0 = (blk % nb) * 8;
+    const ptrdiff_t H = g->h, W = g->w, h_out = g->h_out, w_out = g->w_out, P = h_out * w_out;
+    const ptrdiff_t Wb = rlx_dw_cb_wb(g), Hs_max = rlx_dw_cb_hs(g, R);
+    const ptrdiff_t nr = h_out - ho0 < R ? h_out - ho0 : R, Hs = rlx_dw_cb_hs(g, nr);
+    const int cnt = C - c0 < 8 ? (int)(C - c0) : 8;
+    float* in = buf;
+    float* out = in + Hs_max * Wb * 8;
+    float* wv = out + R * w_out * 8;
+    float* bv = wv + K * K * 8;
+    const float* src[8];
+    float* dst[8];
+    (void)x_len;
+    (void)y_len;
+    for (int l = 0; l < 8; ++l) {
+        const ptrdiff_t c = c0 + (l < cnt ? l : cnt - 1), plane = n * C + c;
+        RLX_CHECK_RANGE(plane * H * W, (plane + 1) * H * W, x_len, "depthwise cb x");
+        RLX_CHECK_RANGE(plane * P, (plane + 1) * P, y_len, "depthwise cb y");
+        src[l] = x + plane * H * W;
+        dst[l] = y + plane * P;
+        bv[l] = bias ? bias[c] : 0.0f;
+    }
+    if (cnt == 8) {         /* the 8 channels' K*K weights, transposed 8 taps at a time */
+        const float* w0 = wt + c0 * K * K;
+        __m256 t8[8];
+        int t = 0;
+        for (; t + 8 <= K * K; t += 8) {
+            for (int l = 0; l < 8; ++l) t8[l] = _mm256_loadu_ps(w0 + l * K * K + t);
+            rlx_transpose8(t8);
+            for (int m = 0; m < 8; ++m) _mm256_store_ps(wv + (t + m) * 8, t8[m]);
+        }
+        for (; t < K * K; ++t)
+            for (int l = 0; l < 8; ++l) wv[t * 8 + l] = w0[l * K * K + t];
+    } else {
+        for (int l = 0; l < 8; ++l) {
+            const ptrdiff_t c = c0 + (l < cnt ? l : cnt - 1);
+            for (int t = 0; t < K * K; ++t) wv[t * 8 + l] = wt[c * K * K + t];
+        }
+    }
+    /* buffer row i holds input row h = S ho0 - ph + i (zeros outside [0, H)),
+     * columns w -> w + pw, those inside the buffer (the padding columns
+     * stay 0 from the memset of rlx_dw_cb_items_avx2) */
+    const ptrdiff_t Wc = W < Wb - g->pw ? W : Wb - g->pw;
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i cmask = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(Wc < 8 ? Wc : 8)), lanes);
+    for (ptrdiff_t i = 0; i < Hs; ++i) {
+        const ptrdiff_t h = S * ho0 - g->ph + i;
+        if (h < 0 || h >= H) {
+            memset(in + i * Wb * 8, 0, (size_t)(Wb * 8) * sizeof(float));
+            continue;
+        }
+        if (Wc <= 0) continue;
+        float* row = in + (i * Wb + g->pw) * 8;
+        __m256 v[8];
+        if (Wc < 8) {
+            for (int l = 0; l < 8; ++l) v[l] = _mm256_maskload_ps(src[l] + h * W, cmask);
+            rlx_transpose8(v);
+            for (ptrdiff_t m = 0; m < Wc; ++m) _mm256_storeu_ps(row + m * 8, v[m]);
+            continue;
+        }
+        for (ptrdiff_t b0 = 0; b0 < Wc; b0 += 8) {
+            const ptrdiff_t j = b0 + 8 <= Wc ? b0 : Wc - 8;
+            for (int l = 0; l < 8; ++l) v[l] = _mm256_loadu_ps(src[l] + h * W + j);
+            rlx_transpose8(v);
+            for (int m = 0; m < 8; ++m) _mm256_storeu_ps(row + (j + m) * 8, v[m]);
+        }
+    }
+    const __m256 vb = _mm256_loadu_ps(bv);
+    ptrdiff_t ho = 0;
+    for (; ho + 2 <= nr; ho += 2) rlx_dw_cb_rows(in, Wb, wv, vb, out, w_out, ho, K, S, 2);
+    if (ho < nr) rlx_dw_cb_rows(in, Wb, wv, vb, out, w_out, ho, K, S, 1);
+    /* back to planes: 8 outputs of 8 channels per transpose; the strip is
+     * outputs [off, off + Pn) of each plane */
+    const ptrdiff_t off = ho0 * w_out, Pn = nr * w_out;
+    __m256 v[8];
+    if (Pn < 8) {
+        float tmp[64];
+        for (ptrdiff_t m = 0; m < 8; ++m) v[m] = _mm256_load_ps(out + (m < Pn ? m : Pn - 1) * 8);
+        rlx_transpose8(v);
+        for (int l = 0; l < cnt; ++l) {
+            _mm256_storeu_ps(tmp + 8 * l, v[l]);
+            for (ptrdiff_t m = 0; m < Pn; ++m) dst[l][off + m] = tmp[8 * l + m];
+        }
+    } else {
+        for (ptrdiff_t b0 = 0; b0 < Pn; b0 += 8) {
+            const ptrdiff_t p = b0 + 8 <= Pn ? b0 : Pn - 8;
+            for (int m = 0; m < 8; ++m) v[m] = _mm256_load_ps(out + (p + m) * 8);
+            rlx_transpose8(v);
+            for (int l = 0; l < cnt; ++l) _mm256_storeu_ps(dst[l] + off + p, v[l]);
+        }
+    }
+    if (e)
+        for (int l = 0; l < cnt; ++l) {
+            const ptrdiff_t plane = n * C + c0 + l;
+            if (e->res) RLX_CHECK_RANGE(plane * P + off, plane * P + off + Pn, e->res_len, "depthwise cb residual");
+            rlx_epilogue_span_body(dst[l] + off, plane * P + off, Pn, 0.0f, e);
+        }
+}
+
+RLX_TARGET_AVX2 static void rlx_dw_cb_items_avx2(const float* x, ptrdiff_t x_len, const float* wt,
+                                                 const float* bias, float* y, ptrdiff_t y_len, float* buf,
+                                                 ptrdiff_t buf_len, const rlx_conv_geom* g,
+                                                 const rlx_epilogue* e, ptrdiff_t i0, ptrdiff_t i1) {
+    const ptrdiff_t R = rlx_dw_cb_rows_per_strip(g), ns = (g->h_out + R - 1) / R;
+    (void)buf_len;
+    RLX_CHECK_RANGE(0, rlx_dw_cb_scratch(g), buf_len, "depthwise cb scratch");
+    buf = (float*)(((uintptr_t)buf + 63) & ~(uintptr_t)63);
+    /* the padding columns stay 0: strips write only the input columns */
+    memset(buf, 0, (size_t)(rlx_dw_cb_hs(g, R) * rlx_dw_cb_wb(g) * 8) * sizeof(float));
+    const int K = (int)g->kh, S = (int)g->sh;
+    for (ptrdiff_t it = i0; it < i1; ++it) {
+        const ptrdiff_t blk = it / ns, ho0 = (it % ns) * R;
+        if (K == 3 && S == 1) rlx_dw_cb_block(x, x_len, wt, bias, y, y_len, buf, g, e, blk, R, ho0, 3, 1);
+        else if (K == 3) rlx_dw_cb_block(x, x_len, wt, bias, y, y_len, buf, g, e, blk, R, ho0, 3, 2);
+        else if (S == 1) rlx_dw_cb_block(x, x_len, wt, bias, y, y_len, buf, g, e, blk, R, ho0, 5, 1);
+        else rlx_dw_cb_block(x, x_len, wt, bias, y, y_len, buf, g, e, blk, R, ho0, 5, 2);
+    }
+}
+#endif
+
+/* Items [i0, i1) (rlx_dw_cb_items: item i is strip i % ns of channel block
+ * i / ns, block b being image b / ceil(C/8), channels 8 (b % ceil(C/8)) ..)
+ * of a depthwise conv that rlx_dw_cb_use admits; bias fused, then the
+ * epilogue e (NULL: none) on each strip's outputs. */
+static void rlx_dw_cb_run(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
+                          float* y, ptrdiff_t y_len, float* buf, ptrdiff_t buf_len,
+                          const rlx_conv_geom* g, const rlx_epilogue* e, ptrdiff_t i0, ptrdiff_t i1) {
+    if (i0 >= i1) return;
+#if RLX_X86_DISPATCH
+    rlx_dw_cb_items_avx2(x, x_len, wt, bias, y, y_len, buf, buf_len, g, e, i0, i1);
+#else
+    (void)x; (void)x_len; (void)wt; (void)bias; (void)y; (void)y_len; (void)buf; (void)buf_len;
+    (void)g; (void)e;
+#endif
+}
 /* ------------------------------------------------------------------------- */
 /* Winograd F(2x2,3x3) transforms over one block of output tiles.            */
 /*   V[p, ci, tl] (p = 0..15, stride c_in*tb between p) from 4x4 input tiles  */

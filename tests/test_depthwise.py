@@ -3,7 +3,10 @@ their own kernel (rlx_dw_s1_rows, work cut into runs of output rows), at
 stride 2 theirs (rlx_dw_s2_planes); both are checked in both SIMD variants
 against the float64 reference and for the same bits at 1/2/3 threads: rows
 shorter than 8 outputs, rows whose 8-output blocks overlap or reach into the
-padding, planes from 1x1 up, any padding incl. asymmetric, batch > 1.  Other
+padding, planes from 1x1 up, any padding incl. asymmetric, batch > 1.  With
+AVX2, planes of up to 64x64 outputs run the channel-block kernel instead
+(rlx_dw_cb_run: 8 channels a vector, strips of output rows), checked below
+with its fused epilogue at both strides.  Other
 kernel sizes (7x7 here) run the generic direct kernel: output planes above
 RLX_DIRECT_L1_FLOATS (8192) its row-outer loop order, smaller ones its
 tap-outer order."""
@@ -79,6 +82,8 @@ S2_CASES = [
     (1, 3, 14, 14, 5, ((0, 0), (0, 0))),
     (3, 2, 11, 64, 5, ((1, 2), (2, 1))),
     (1, 5, 28, 29, 5, ((1, 1), (1, 1))),
+    (1, 2, 140, 131, 3, ((1, 1), (1, 1))),       # > 64x64 outputs: the per-plane kernel with AVX2 too
+    (1, 2, 137, 150, 5, ((2, 1), (1, 2))),
 ]
 
 
@@ -245,3 +250,75 @@ def test_depthwise_stride1_baseline_variant():
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert float(out.stdout.strip()) <= 1e-5
+
+
+# The channel-block kernel: (batch, channels, H, W, kernel, stride, pads as
+# ((top, bottom), (left, right))): channel counts not a multiple of 8 (a
+# partial last block) and below 8, odd planes, planes of fewer than 8
+# outputs, outputs rows a multiple of 7, of 8, and neither, one block of
+# few channels split into strips of rows, padding wider than the kernel
+# reaches, asymmetric padding.
+CB_CASES = [
+    (1, 13, 7, 7, 3, 1, ((1, 1), (1, 1))),
+    (2, 5, 9, 11, 5, 1, ((2, 2), (2, 2))),
+    (1, 19, 14, 14, 5, 1, ((2, 2), (2, 2))),
+    (1, 8, 2, 3, 3, 1, ((1, 1), (1, 1))),
+    (1, 3, 40, 37, 3, 1, ((1, 0), (2, 1))),
+    (1, 16, 5, 5, 5, 1, ((4, 4), (4, 4))),
+    (1, 10, 16, 16, 3, 1, ((1, 1), (1, 1))),
+    (1, 21, 15, 13, 3, 2, ((1, 1), (1, 1))),
+    (2, 11, 14, 14, 5, 2, ((2, 2), (2, 2))),
+    (1, 9, 29, 31, 5, 2, ((2, 1), (0, 2))),
+    (1, 2, 56, 50, 5, 2, ((2, 2), (2, 2))),
+]
+# (activation, bias, residual): MobileNet's ReLU6, a residual + ReLU,
+# EfficientNet-style hard swish on a residual, plain bias
+CB_EPILOGUES = [("clip", True, None), ("relu", False, "right"), ("hard_swish", True, "left"), (None, True, None)]
+CB_ACTS = {"clip": ({"alpha": 0.0, "beta": 6.0}, lambda v: ref.clip(v, 0.0, 6.0)),
+           "relu": ({}, ref.relu), "hard_swish": ({}, ref.hard_swish)}
+
+
+@pytest.mark.parametrize("i", range(len(CB_CASES)))
+def test_depthwise_channel_blocks_match_reference_and_thread_counts(i):
+    n, c, h, w, k, s, pads = CB_CASES[i]
+    act, bias, residual = CB_EPILOGUES[i % len(CB_EPILOGUES)]
+    rng = np.random.default_rng(i)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((c, 1, k, k)).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32) if bias else None
+    h_out = (h + sum(pads[0]) - k) // s + 1
+    w_out = (w + sum(pads[1]) - k) // s + 1
+    dims = (n, c, h, w, c, h_out, w_out, k, k, s, s, pads[0][0], pads[1][0], 1, 1, c)
+    cb = rlx_cpu._conv2d.depthwise_channel_blocks(dims)
+    if rlx_cpu._conv2d.simd_level() > 0:
+        assert cb is not None
+        if c == 3:      # one channel block: strips of rows make the items
+            assert cb[0] >= 8 and cb[1] < h_out
+    else:
+        assert cb is None
+    want = ref.conv_nd(x, wt, b, s, pads_begin=(pads[0][0], pads[1][0]), pads_end=(pads[0][1], pads[1][1]),
+                       groups=c)
+    feeds = {"x": x}
+    g = rlx_cpu.Graph()
+    y = g.conv2d(g.input("x", x.shape), wt, b, stride=s, padding=pads, groups=c)
+    if residual:
+        feeds["skip"] = rng.standard_normal(want.shape).astype(np.float32)
+        skip = g.input("skip", want.shape)
+        y = g.add(skip, y) if residual == "left" else g.add(y, skip)
+        want = want + feeds["skip"]
+    if act:
+        kw, f = CB_ACTS[act]
+        y = getattr(g, act)(y, **kw)
+        want = f(want)
+    g.output(y)
+    outs = []
+    for t in (1, 2, 3):
+        plan = rlx_cpu.compile(g, num_threads=t)
+        assert [th.kind for th in plan.thunks] == ["conv"]      # the epilogue is fused
+        assert chosen_algorithm(plan) == rlx_cpu.ConvAlgorithm.DIRECT
+        outs.append(plan.run(feeds)[0])
+    assert outs[0].shape == want.shape
+    # 25 float32 products per output: a few ulp of the largest term
+    assert ref.rel_error(outs[0], want) <= 1e-5
+    for y in outs[1:]:
+        np.testing.assert_array_equal(y, outs[0])

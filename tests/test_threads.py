@@ -343,6 +343,20 @@ def _invariance_cases(rng):
             g.conv2d(x, r(6, 1, 5, 5), r(6), padding=2, groups=6), 0.0, 6.0)),
         "conv2d-depthwise5-s2-b1": ((1, 24, 33, 40), lambda g, x: g.conv2d(x, r(24, 1, 5, 5), stride=2,
                                                                            padding=2, groups=24)),
+        # channel-block kernel: 20 channels (a partial last block of 8), the
+        # residual and activation fused; at stride 2 too; 3 channels of 40
+        # rows in strips of rows
+        "conv2d-depthwise-cb-b1-residual": ((1, 20, 14, 14), lambda g, x: g.relu(g.add(
+            g.conv2d(x, r(20, 1, 3, 3), r(20), padding=1, groups=20), x))),
+        "conv2d-depthwise5-cb-s2-b1-epilogue": ((1, 21, 15, 13), lambda g, x: g.hard_swish(
+            g.conv2d(x, r(21, 1, 5, 5), r(21), stride=2, padding=2, groups=21))),
+        "conv2d-depthwise-cb-strips-b1": ((1, 3, 40, 37), lambda g, x: g.conv2d(x, r(3, 1, 3, 3), padding=1,
+                                                                               groups=3)),
+        # planes of more than 64x64 outputs keep the per-plane kernels
+        "conv2d-depthwise5-s1-large-b1-epilogue": ((1, 2, 70, 66), lambda g, x: g.clip(
+            g.conv2d(x, r(2, 1, 5, 5), r(2), padding=2, groups=2), 0.0, 6.0)),
+        "conv2d-depthwise-s2-large-b1-epilogue": ((1, 3, 140, 131), lambda g, x: g.relu(
+            g.conv2d(x, r(3, 1, 3, 3), r(3), stride=2, padding=1, groups=3))),
         "conv2d-grouped-dilated": (x4, lambda g, x: g.conv2d(x, r(16, 4, 3, 3), padding=2, dilation=2,
                                                              groups=4)),
         "conv1d": ((2, 16, 600), lambda g, x: g.conv1d(x, r(16, 16, 5), padding=2)),
