@@ -25,20 +25,34 @@ from _harness import DEFAULT_SETTLE_S, interleaved_medians, median_ms, optional_
     ort_single_node
 from rlx_cpu import _runtime
 
-# name: (op, N, C_in, spatial, C_out, kernel, stride, pad, output_padding, groups)
+# name: (op, N, C_in, spatial, C_out, kernel, stride, pad, output_padding, groups).
+# The conv gradients are of the forward conv (op conv2d_backward_*): C_in,
+# spatial and C_out are the forward conv's, x and dy random; only torch has
+# them (torch.nn.grad).
 SHAPES = {
+    "c1d": ("conv1d", 1, 512, (8192,), 512, 7, 1, 3, 0, 1),
     "c3d": ("conv3d", 1, 32, (16, 32, 32), 32, 3, 1, 1, 0, 1),
+    "c3d_16_32": ("conv3d", 1, 16, (16, 32, 32), 32, 3, 1, 1, 0, 1),
     "c3d_b4": ("conv3d", 4, 16, (8, 16, 16), 16, 3, 1, 1, 0, 1),
     "ct2d": ("conv_transpose2d", 1, 64, (28, 28), 32, 4, 2, 1, 0, 1),
     "ct2d_b8": ("conv_transpose2d", 8, 64, (28, 28), 32, 4, 2, 1, 0, 1),
     "ct2d_dw": ("conv_transpose2d", 1, 64, (28, 28), 64, 4, 2, 1, 0, 64),
     "ct1d": ("conv_transpose1d", 1, 256, (512,), 128, 16, 8, 4, 0, 1),
+    "ct1d_512": ("conv_transpose1d", 1, 512, (1024,), 256, 16, 8, 4, 0, 1),
     "ct3d": ("conv_transpose3d", 1, 32, (8, 16, 16), 16, 4, 2, 1, 0, 1),
+    "bwd_input": ("conv2d_backward_input", 32, 32, (28, 28), 64, 3, 1, 1, 0, 1),
+    "bwd_weight": ("conv2d_backward_weight", 32, 32, (28, 28), 64, 3, 1, 1, 0, 1),
 }
 ALGOS = ["auto", "im2col", "reference"]
 
 
-def _torch_fn(torch, op, x, w, s, p, op_pad, g):
+def _torch_fn(torch, op, x, w, s, p, op_pad, g, dy=None):
+    if op == "conv2d_backward_input":
+        tw, tdy = torch.from_numpy(w), torch.from_numpy(dy)
+        return lambda: torch.nn.grad.conv2d_input(x.shape, tw, tdy, s, p, 1, g)
+    if op == "conv2d_backward_weight":
+        tx, tdy = torch.from_numpy(x), torch.from_numpy(dy)
+        return lambda: torch.nn.grad.conv2d_weight(tx, w.shape, tdy, s, p, 1, g)
     f = getattr(torch.nn.functional, op)
     tx, tw = torch.from_numpy(x), torch.from_numpy(w)
     if op.startswith("conv_transpose"):
@@ -46,11 +60,17 @@ def _torch_fn(torch, op, x, w, s, p, op_pad, g):
     return lambda: f(tx, tw, None, s, p, 1, g)
 
 
-def _ran(plan):
+def _ran(plan, op):
+    """What the plan runs: the last kernel's algorithm, and for a transposed
+    conv lowered to forward convs the number of phases."""
     kinds = [t.kind for t in plan.thunks]
-    if "phase_scatter" in kinds or kinds[-1] == "conv":
-        return f"phases({max(1, kinds.count('phase_scatter'))})"
-    return plan.thunks[-1].algorithm.label
+    last = plan.thunks[-1]
+    if "phase_scatter" in kinds:
+        return f"phases({kinds.count('phase_scatter')})"
+    algo = "gemm_1x1" if last.kind == "conv_1x1" else last.algorithm.label
+    if last.kind in ("conv", "conv_1x1") and (op.startswith("conv_transpose") or op.endswith("backward_input")):
+        return f"phases(1):{algo}"
+    return algo
 
 
 def bench_shape(name, spec, threads, repeat, algos, torch, ort):
@@ -62,25 +82,37 @@ def bench_shape(name, spec, threads, repeat, algos, torch, ort):
     wshape = (c, co // g) + (k,) * nsp if transposed else (co, c // g) + (k,) * nsp
     wt = rng.standard_normal(wshape).astype(np.float32)
     graph = rlx_cpu.Graph()
-    xi = graph.input("x", x.shape)
-    if transposed:
-        y = getattr(graph, op)(xi, wt, stride=s, padding=p, output_padding=op_pad, groups=g)
+    backward = op.startswith("conv2d_backward")
+    dy = None
+    if backward:
+        fwd = rlx_cpu.Graph()
+        y_shape = fwd.conv2d(fwd.input("x", x.shape), wt, stride=s, padding=p, groups=g).shape
+        dy = rng.standard_normal(y_shape).astype(np.float32)
+        if op == "conv2d_backward_input":
+            feeds = {"dy": dy}
+            y = graph.conv2d_backward_input(graph.input("dy", dy.shape), wt, x.shape, stride=s, padding=p, groups=g)
+        else:
+            feeds = {"x": x, "dy": dy}
+            y = graph.conv2d_backward_weight(graph.input("x", x.shape), graph.input("dy", dy.shape), wt.shape,
+                                             stride=s, padding=p, groups=g)
     else:
-        y = getattr(graph, op)(xi, wt, stride=s, padding=p, groups=g)
-    graph.output(y)
-    flops = rlx_cpu.compile(graph, conv_algorithm="im2col", num_threads=1).thunks[-1].flops
+        feeds = {"x": x}
+        xi = graph.input("x", x.shape)
+    if backward:
+        pass
+    elif transposed:    flops = rlx_cpu.compile(graph, conv_algorithm="im2col", num_threads=1).thunks[-1].flops
     rows = []
     for t in threads:
         peers = {}
         if torch is not None:
             torch.set_num_threads(t)
-            tfn = _torch_fn(torch, op, x, wt, s, p, op_pad, g)
+            tfn = _torch_fn(torch, op, x, wt, s, p, op_pad, g, dy)
 
             def torch_run(tfn=tfn):
                 with torch.inference_mode():
                     tfn()
             peers["torch"] = torch_run
-        if ort is not None:
+        if ort is not None and not backward:
             attrs = dict(kernel_shape=[k] * nsp, strides=[s] * nsp, pads=[p] * 2 * nsp, group=g)
             if transposed:
                 attrs["output_padding"] = [op_pad] * nsp
@@ -93,14 +125,14 @@ def bench_shape(name, spec, threads, repeat, algos, torch, ort):
                 continue
             plan = rlx_cpu.compile(graph, conv_algorithm=algo, num_threads=t)
             ctx = plan.new_context()
-            ctx.load({"x": x})
+            ctx.load(feeds)
             r = max(3, repeat // 5) if algo == "reference" else repeat
             ms = median_ms(lambda: _runtime.run_launches(ctx.launches, t), r)
             out = [np.empty(plan.output_shapes[0], np.float32)]
-            timed = interleaved_medians({"rlx": lambda: plan.run_into({"x": x}, out), **peers}, r,
+            timed = interleaved_medians({"rlx": lambda: plan.run_into(feeds, out), **peers}, r,
                                         settle=DEFAULT_SETTLE_S)
             run_ms = timed.pop("rlx")
-            rows.append((name, list(y.shape), t, algo, _ran(plan), ms, flops / ms / 1e6, run_ms,
+            rows.append((name, list(y.shape), t, algo, _ran(plan, op), ms, flops / ms / 1e6, run_ms,
                          timed.get("torch"), timed.get("ort")))
     return rows
 

@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import numpy as np
+
 import rlx_cpu._conv2d as _conv2d
 
 SCRIPT = r"""
@@ -40,3 +42,40 @@ def test_baseline_variant_matches_reference():
 
 def test_simd_level_is_reported():
     assert _conv2d.simd_level() in (0, 1)
+
+
+SIGMOID_SCRIPT = r"""
+import sys
+import numpy as np, rlx_cpu
+x = np.concatenate([np.linspace(-100, 100, 4001), [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e30, -1e30, 86.99,
+                                                   87.01, -86.99, -87.01]]).astype(np.float32)
+outs = []
+for op in ("sigmoid", "silu"):
+    g = rlx_cpu.Graph(); xi = g.input("x", x.shape); g.output(getattr(g, op)(xi))
+    outs.append(rlx_cpu.compile(g, num_threads=1).run({"x": x})[0])
+    # the conv epilogue form: a 1x1 identity conv, then the activation
+    g = rlx_cpu.Graph(); xi = g.input("x", (1, 1, 1, x.size))
+    g.output(getattr(g, op)(g.conv2d(xi, np.ones((1, 1, 1, 1), np.float32))))
+    plan = rlx_cpu.compile(g, num_threads=1)
+    assert plan.thunks[-1].epilogue is not None
+    outs.append(plan.run({"x": x.reshape(1, 1, 1, -1)})[0].ravel())
+np.save(sys.argv[1], np.stack(outs))
+"""
+
+
+def test_sigmoid_and_silu_give_the_same_bits_in_both_variants(tmp_path):
+    """rlx_sigmoidf (portable, fmaf) and rlx_sigmoid8 (AVX2) run the same
+    operations: the same bits, standalone and as a conv epilogue, NaN, the
+    infinities and the clamp edges included."""
+    here = os.path.dirname(__file__)
+    res = {}
+    for simd in ("baseline", "auto"):
+        env = dict(os.environ, RLX_SIMD=simd)
+        env["PYTHONPATH"] = os.pathsep.join([here] + [p for p in sys.path if p])
+        path = str(tmp_path / f"{simd}.npy")
+        out = subprocess.run([sys.executable, "-c", SIGMOID_SCRIPT, path], env=env, cwd=here,
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        res[simd] = np.load(path)
+    np.testing.assert_array_equal(res["baseline"], res["auto"])
+    assert np.isnan(res["auto"][:, 4001]).all()
