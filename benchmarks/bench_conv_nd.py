@@ -100,7 +100,12 @@ def bench_shape(name, spec, threads, repeat, algos, torch, ort):
         xi = graph.input("x", x.shape)
     if backward:
         pass
-    elif transposed:    flops = rlx_cpu.compile(graph, conv_algorithm="im2col", num_threads=1).thunks[-1].flops
+    elif transposed:
+        y = getattr(graph, op)(xi, wt, stride=s, padding=p, output_padding=op_pad, groups=g)
+    else:
+        y = getattr(graph, op)(xi, wt, stride=s, padding=p, groups=g)
+    graph.output(y)
+    flops = rlx_cpu.compile(graph, conv_algorithm="im2col", num_threads=1).thunks[-1].flops
     rows = []
     for t in threads:
         peers = {}
