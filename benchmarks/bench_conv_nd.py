@@ -105,7 +105,13 @@ def bench_shape(name, spec, threads, repeat, algos, torch, ort):
     else:
         y = getattr(graph, op)(xi, wt, stride=s, padding=p, groups=g)
     graph.output(y)
-    flops = rlx_cpu.compile(graph, conv_algorithm="im2col", num_threads=1).thunks[-1].flops
+    # 2 * multiply-adds of the dense maths (a transposed conv: every tap of every input)
+    taps = k ** nsp
+    if transposed:
+        flops = 2 * n * c * (co // g) * taps * int(np.prod(sp))
+    else:
+        out_sp = (dy.shape if backward else y.shape)[2:]
+        flops = 2 * n * co * (c // g) * taps * int(np.prod(out_sp))
     rows = []
     for t in threads:
         peers = {}

@@ -165,17 +165,19 @@ cdef extern from "rlx_gemm.h":
     void rlx_gather_strided(const float* src, Py_ssize_t stride, float* dst, Py_ssize_t n) nogil
     void rlx_gemm_conv_implicit(const float* wp, Py_ssize_t wp_len, Py_ssize_t m, Py_ssize_t k,
                                 const float* x, Py_ssize_t x_len, const Py_ssize_t* offs, Py_ssize_t p0,
-                                Py_ssize_t w_out, Py_ssize_t wq,
+                                Py_ssize_t w_out, Py_ssize_t wq, Py_ssize_t h_out, Py_ssize_t hq,
                                 float* c, Py_ssize_t c_len, Py_ssize_t c_off, Py_ssize_t ldc, Py_ssize_t n,
                                 const Epilogue* ep, const float* ep_bias) nogil
 
 
 cdef extern from "rlx_implicit.h":
-    Py_ssize_t rlx_implicit_floats(const ConvGeom* g) nogil
-    Py_ssize_t rlx_implicit_rows(const ConvGeom* g) nogil
-    Py_ssize_t rlx_implicit_wq(const ConvGeom* g) nogil
-    void rlx_implicit_offsets(const ConvGeom* g, Py_ssize_t* offs) nogil
-    void rlx_implicit_fill_row(const float* x, Py_ssize_t x_len, const ConvGeom* g, Py_ssize_t ni,
+    ctypedef struct ImplicitGeom "rlx_implicit_geom":
+        Py_ssize_t q[3]
+    ImplicitGeom rlx_implicit_geom_2d(const ConvGeom* g) nogil
+    Py_ssize_t rlx_implicit_floats(const ImplicitGeom* ig) nogil
+    Py_ssize_t rlx_implicit_rows(const ImplicitGeom* ig) nogil
+    void rlx_implicit_offsets(const ImplicitGeom* ig, Py_ssize_t* offs) nogil
+    void rlx_implicit_fill_row(const float* x, Py_ssize_t x_len, const ImplicitGeom* ig, Py_ssize_t ni,
                                Py_ssize_t gi, float* xs, Py_ssize_t xs_len, Py_ssize_t row) nogil
 
 
@@ -411,7 +413,8 @@ def im2col_col_block(tuple dims, int nthreads, bint packed=False):
 def implicit_floats(tuple dims):
     """Floats of one (image, group) input copy of an implicit im2col conv."""
     cdef ConvGeom g = _geom_from(dims)
-    return int(rlx_implicit_floats(&g))
+    cdef ImplicitGeom ig = rlx_implicit_geom_2d(&g)
+    return int(rlx_implicit_floats(&ig))
 
 
 def scratch_floats(tuple dims, int algorithm, int nthreads, int packed=0):
@@ -421,8 +424,9 @@ def scratch_floats(tuple dims, int algorithm, int nthreads, int packed=0):
     cdef Py_ssize_t k = (g.c_in // g.groups) * g.kh * g.kw
     cdef Py_ssize_t p = g.h_out * g.w_out
     cdef Py_ssize_t tb
+    cdef ImplicitGeom ig = rlx_implicit_geom_2d(&g)
     if algorithm == CONV_IM2COL and packed == LAYOUT_IMPLICIT:
-        return int(rlx_implicit_floats(&g) * nthreads)
+        return int(rlx_implicit_floats(&ig) * nthreads)
     if algorithm == CONV_IM2COL:
         return int(k * im2col_col_block(dims, nthreads, packed) * nthreads)
     if algorithm == CONV_WINOGRAD:
@@ -598,9 +602,10 @@ cdef int conv_implicit(const float[::1] x, const float[::1] wp, const Fused* f, 
     cdef Py_ssize_t k = cpg * g.kh * g.kw
     cdef Py_ssize_t p = g.h_out * g.w_out
     cdef Py_ssize_t pf = rlx_gemm_packed_floats(cog, k)
-    cdef Py_ssize_t per = rlx_implicit_floats(g)
-    cdef Py_ssize_t rows = rlx_implicit_rows(g)
-    cdef Py_ssize_t wq = rlx_implicit_wq(g)
+    cdef ImplicitGeom ig = rlx_implicit_geom_2d(g)
+    cdef Py_ssize_t per = rlx_implicit_floats(&ig)
+    cdef Py_ssize_t rows = rlx_implicit_rows(&ig)
+    cdef Py_ssize_t wq = ig.q[2]
     cdef Py_ssize_t items = g.n * g.groups
     cdef Py_ssize_t chunks, width, item, ni, gi, row, c, j0, j1, slot
     if split <= 1 or items % split == 0 or items >= 4 * split:
@@ -609,9 +614,10 @@ cdef int conv_implicit(const float[::1] x, const float[::1] wp, const Fused* f, 
             gi = item % g.groups
             slot = threadid() * per
             for row in range(rows):
-                rlx_implicit_fill_row(&x[0], x.shape[0], g, ni, gi, &scratch[slot], scratch.shape[0] - slot, row)
+                rlx_implicit_fill_row(&x[0], x.shape[0], &ig, ni, gi, &scratch[slot], scratch.shape[0] - slot, row)
             rlx_gemm_conv_implicit(&wp[gi * pf], wp.shape[0] - gi * pf, cog, k, &scratch[slot],
-                                   scratch.shape[0] - slot, &offs[0], 0, g.w_out, wq, &y[0], y.shape[0],
+                                   scratch.shape[0] - slot, &offs[0], 0, g.w_out, wq, g.h_out, ig.q[1],
+                                   &y[0], y.shape[0],
                                    (ni * g.c_out + gi * cog) * p, p, p,
                                    &f.e if f.on else NULL, f.bias + gi * cog if f.bias != NULL else NULL)
         return 0
@@ -621,13 +627,14 @@ cdef int conv_implicit(const float[::1] x, const float[::1] wp, const Fused* f, 
         ni = item // g.groups
         gi = item % g.groups
         for row in prange(rows, num_threads=nthreads, schedule='static'):
-            rlx_implicit_fill_row(&x[0], x.shape[0], g, ni, gi, &scratch[0], scratch.shape[0], row)
+            rlx_implicit_fill_row(&x[0], x.shape[0], &ig, ni, gi, &scratch[0], scratch.shape[0], row)
         for c in prange(chunks, num_threads=nthreads, schedule='static'):
             j0 = c * width
             j1 = j0 + width if j0 + width < p else p
             if j0 < j1:
                 rlx_gemm_conv_implicit(&wp[gi * pf], wp.shape[0] - gi * pf, cog, k, &scratch[0],
-                                       scratch.shape[0], &offs[0], j0, g.w_out, wq, &y[0], y.shape[0],
+                                       scratch.shape[0], &offs[0], j0, g.w_out, wq, g.h_out, ig.q[1],
+                                       &y[0], y.shape[0],
                                        (ni * g.c_out + gi * cog) * p + j0, p, j1 - j0,
                                        &f.e if f.on else NULL, f.bias + gi * cog if f.bias != NULL else NULL)
     return 0
@@ -1140,12 +1147,13 @@ cdef class Conv2DLaunch(Launch):
                 raise ValueError(f"Conv2DLaunch: packed weight has {self.weight.shape[0]} floats, "
                                  f"needs {need}")
         self.offs = np.zeros(max(k, 1), dtype=np.intp)
+        cdef ImplicitGeom ig = rlx_implicit_geom_2d(&self.g)
         if self.packed == LAYOUT_IMPLICIT:
-            need = rlx_implicit_floats(&self.g) * self.max_threads
+            need = rlx_implicit_floats(&ig) * self.max_threads
             if self.scratch.shape[0] < need:
                 raise ValueError(f"Conv2DLaunch: implicit im2col needs {need} floats of scratch, "
                                  f"got {self.scratch.shape[0]}")
-            rlx_implicit_offsets(&self.g, &self.offs[0])
+            rlx_implicit_offsets(&ig, &self.offs[0])
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)

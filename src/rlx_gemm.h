@@ -254,15 +254,17 @@ RLX_INLINE void rlx_gemm_pack_x_block(const float* restrict x, ptrdiff_t ldx, pt
 
 /* Where the GEMM's X comes from.  Plain: X[k, j] = x[x_off + k*ldx + j].
  * Implicit (offs != NULL): the conv's patch matrix without building it --
- * column j is output pixel p0 + j = (oh, ow) of a w_out-wide output, and
- * X[k, j] = x[offs[k] + oh*wq + ow], x being the conv input laid out so that
- * every tap k reads a plane of rows wq apart (src/rlx_implicit.h). */
+ * column j is output pixel p0 + j = (od, oh, ow) of an output of rows of
+ * w_out pixels, h_out rows per depth slice, and
+ * X[k, j] = x[offs[k] + (od*hq + oh)*wq + ow], x being the conv input laid
+ * out so that every tap k reads a plane of rows wq apart, hq rows per slice
+ * (src/rlx_implicit.h; a 2-D conv has one slice). */
 typedef struct {
     const float* x;
     ptrdiff_t x_len;
     ptrdiff_t x_off, ldx;              /* plain */
     const ptrdiff_t* offs;             /* implicit: K row offsets, or NULL */
-    ptrdiff_t p0, w_out, wq;           /* implicit */
+    ptrdiff_t p0, w_out, wq, h_out, hq; /* implicit */
 } rlx_gemm_src;
 
 /* One piece of an implicit column block: `len` columns from column j (never
@@ -277,14 +279,14 @@ static ptrdiff_t rlx_gemm_implicit_pieces(const rlx_gemm_src* s, ptrdiff_t jb, p
                                           rlx_gemm_piece* pieces) {
     ptrdiff_t n = 0, j = 0;
     ptrdiff_t pix = s->p0 + jb;
-    ptrdiff_t oh = pix / s->w_out, ow = pix - oh * s->w_out;
+    ptrdiff_t oh = pix / s->w_out, ow = pix - oh * s->w_out;    /* oh counts rows over all slices */
     while (j < ncols) {
         ptrdiff_t len = ncols - j;
         const ptrdiff_t to_panel = RLX_GEMM_NR - (j % RLX_GEMM_NR), to_row = s->w_out - ow;
         if (len > to_panel) len = to_panel;
         if (len > to_row) len = to_row;
         pieces[n].j = j;
-        pieces[n].src = oh * s->wq + ow;
+        pieces[n].src = ((oh / s->h_out) * s->hq + oh % s->h_out) * s->wq + ow;
         pieces[n].len = len;
         ++n;
         j += len;
@@ -416,7 +418,7 @@ static void rlx_gemm_conv_ep(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, ptr
                              const float* x, ptrdiff_t x_len, ptrdiff_t x_off, ptrdiff_t ldx,
                              float* c, ptrdiff_t c_len, ptrdiff_t c_off, ptrdiff_t ldc, ptrdiff_t n,
                              const float* bias, const rlx_epilogue* ep, const float* ep_bias) {
-    const rlx_gemm_src src = {x, x_len, x_off, ldx, NULL, 0, 1, 1};
+    const rlx_gemm_src src = {x, x_len, x_off, ldx, NULL, 0, 1, 1, 1, 1};
     rlx_gemm_conv_src(wp, wp_len, m, k, &src, c, c_len, c_off, ldc, n, bias, ep, ep_bias);
 }
 
@@ -424,10 +426,10 @@ static void rlx_gemm_conv_ep(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, ptr
  * [p0, p0 + n) (see rlx_gemm_src). */
 static void rlx_gemm_conv_implicit(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, ptrdiff_t k,
                                    const float* x, ptrdiff_t x_len, const ptrdiff_t* offs, ptrdiff_t p0,
-                                   ptrdiff_t w_out, ptrdiff_t wq,
+                                   ptrdiff_t w_out, ptrdiff_t wq, ptrdiff_t h_out, ptrdiff_t hq,
                                    float* c, ptrdiff_t c_len, ptrdiff_t c_off, ptrdiff_t ldc, ptrdiff_t n,
                                    const rlx_epilogue* ep, const float* ep_bias) {
-    const rlx_gemm_src src = {x, x_len, 0, 0, offs, p0, w_out, wq};
+    const rlx_gemm_src src = {x, x_len, 0, 0, offs, p0, w_out, wq, h_out, hq};
     rlx_gemm_conv_src(wp, wp_len, m, k, &src, c, c_len, c_off, ldc, n, NULL, ep, ep_bias);
 }
 

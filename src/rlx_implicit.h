@@ -3,7 +3,7 @@
  *
  * Per (image, group) the input is copied once into a "phase" layout: the
  * zero-padded input split by stride, so that for every tap the inputs of
- * consecutive output pixels of a row are consecutive floats:
+ * consecutive output pixels of a row are consecutive floats.  In 2-D:
  *
  *     xs[((ci*sh + a)*sw + b)*hq*wq + i*wq + j] = xpad[ci][i*sh + a][j*sw + b]
  *
@@ -14,7 +14,9 @@
  *     offs[(ci*KH + kh)*KW + kw] + oh*wq + ow,
  *     offs[..] = ((ci*sh + (kh*dh)%sh)*sw + (kw*dw)%sw)*hq*wq + ((kh*dh)/sh)*wq + (kw*dw)/sw,
  *
- * hq = h_out + ((KH-1)*dh)/sh, wq = w_out + ((KW-1)*dw)/sw.  The GEMM's X
+ * hq = h_out + ((KH-1)*dh)/sh, wq = w_out + ((KW-1)*dw)/sw.  A 3-D conv adds
+ * the depth axis the same way (phases of the depth stride outermost after
+ * the channel, planes dq x hq x wq); a 2-D conv is the 3-D one with depth 1.  The GEMM's X
  * panel packing then copies runs of a row (rlx_gemm_conv_implicit in
  * rlx_gemm.h): no K x P patch matrix is written or read.  The copy is about
  * the size of the input; the stem's 7x7 stride-2 patch matrix is 16x it. */
@@ -23,35 +25,66 @@
 
 #include "rlx_gemm.h"
 
-static inline ptrdiff_t rlx_implicit_hq(const rlx_conv_geom* g) {
-    return g->h_out + ((g->kh - 1) * g->dh) / g->sh;
+/* The geometry the implicit copy needs, on three spatial axes (d, h, w); a
+ * 2-D conv has d = out_d = k_d = s_d = dil_d = 1 and no padding on d. */
+typedef struct {
+    ptrdiff_t c_in, groups;
+    ptrdiff_t size[3], out[3], k[3], s[3], p[3], dil[3];
+    ptrdiff_t q[3];                    /* phase-plane extents: out + ((k - 1) * dil) / s */
+} rlx_implicit_geom;
+
+static inline rlx_implicit_geom rlx_implicit_geom_3d(ptrdiff_t c_in, ptrdiff_t groups, const ptrdiff_t* size,
+                                                     const ptrdiff_t* out, const ptrdiff_t* k, const ptrdiff_t* s,
+                                                     const ptrdiff_t* p, const ptrdiff_t* dil) {
+    rlx_implicit_geom ig;
+    ig.c_in = c_in;
+    ig.groups = groups;
+    for (int a = 0; a < 3; ++a) {
+        ig.size[a] = size[a];
+        ig.out[a] = out[a];
+        ig.k[a] = k[a];
+        ig.s[a] = s[a];
+        ig.p[a] = p[a];
+        ig.dil[a] = dil[a];
+        ig.q[a] = out[a] + ((k[a] - 1) * dil[a]) / s[a];
+    }
+    return ig;
 }
 
-static inline ptrdiff_t rlx_implicit_wq(const rlx_conv_geom* g) {
-    return g->w_out + ((g->kw - 1) * g->dw) / g->sw;
+static inline rlx_implicit_geom rlx_implicit_geom_2d(const rlx_conv_geom* g) {
+    const ptrdiff_t size[3] = {1, g->h, g->w}, out[3] = {1, g->h_out, g->w_out}, k[3] = {1, g->kh, g->kw};
+    const ptrdiff_t s[3] = {1, g->sh, g->sw}, p[3] = {0, g->ph, g->pw}, dil[3] = {1, g->dh, g->dw};
+    return rlx_implicit_geom_3d(g->c_in, g->groups, size, out, k, s, p, dil);
+}
+
+static inline ptrdiff_t rlx_implicit_plane(const rlx_implicit_geom* ig) {
+    return ig->q[0] * ig->q[1] * ig->q[2];
 }
 
 /* Floats of one (image, group) copy. */
-static inline ptrdiff_t rlx_implicit_floats(const rlx_conv_geom* g) {
-    return (g->c_in / g->groups) * g->sh * g->sw * rlx_implicit_hq(g) * rlx_implicit_wq(g);
+static inline ptrdiff_t rlx_implicit_floats(const rlx_implicit_geom* ig) {
+    return (ig->c_in / ig->groups) * ig->s[0] * ig->s[1] * ig->s[2] * rlx_implicit_plane(ig);
 }
 
-/* Rows of one copy: (ci, a, b, i), each wq floats. */
-static inline ptrdiff_t rlx_implicit_rows(const rlx_conv_geom* g) {
-    return (g->c_in / g->groups) * g->sh * g->sw * rlx_implicit_hq(g);
+/* Rows of one copy: (ci, a_d, a_h, a_w, i_d, i_h), each q[2] floats. */
+static inline ptrdiff_t rlx_implicit_rows(const rlx_implicit_geom* ig) {
+    return (ig->c_in / ig->groups) * ig->s[0] * ig->s[1] * ig->s[2] * ig->q[0] * ig->q[1];
 }
 
-/* offs[k] for the K = c_in/groups * kh * kw taps, in the weight's order. */
-static void rlx_implicit_offsets(const rlx_conv_geom* g, ptrdiff_t* offs) {
-    const ptrdiff_t hq = rlx_implicit_hq(g), wq = rlx_implicit_wq(g);
-    const ptrdiff_t cpg = g->c_in / g->groups;
+/* offs[k] for the K = c_in/groups * k_d * k_h * k_w taps, in the weight's order. */
+static void rlx_implicit_offsets(const rlx_implicit_geom* ig, ptrdiff_t* offs) {
+    const ptrdiff_t cpg = ig->c_in / ig->groups, plane = rlx_implicit_plane(ig);
+    ptrdiff_t n = 0;
     for (ptrdiff_t ci = 0; ci < cpg; ++ci)
-        for (ptrdiff_t kh = 0; kh < g->kh; ++kh)
-            for (ptrdiff_t kw = 0; kw < g->kw; ++kw) {
-                const ptrdiff_t rh = kh * g->dh, rw = kw * g->dw;
-                offs[(ci * g->kh + kh) * g->kw + kw] =
-                    ((ci * g->sh + rh % g->sh) * g->sw + rw % g->sw) * hq * wq + (rh / g->sh) * wq + rw / g->sw;
-            }
+        for (ptrdiff_t t0 = 0; t0 < ig->k[0]; ++t0)
+            for (ptrdiff_t t1 = 0; t1 < ig->k[1]; ++t1)
+                for (ptrdiff_t t2 = 0; t2 < ig->k[2]; ++t2) {
+                    const ptrdiff_t r0 = t0 * ig->dil[0], r1 = t1 * ig->dil[1], r2 = t2 * ig->dil[2];
+                    const ptrdiff_t phase = ((ci * ig->s[0] + r0 % ig->s[0]) * ig->s[1] + r1 % ig->s[1]) * ig->s[2]
+                                            + r2 % ig->s[2];
+                    offs[n++] = phase * plane + ((r0 / ig->s[0]) * ig->q[1] + r1 / ig->s[1]) * ig->q[2]
+                                + r2 / ig->s[2];
+                }
 }
 
 /* Whether some tap t < k of dilation d lands on phase `a` of stride s. */
@@ -61,46 +94,55 @@ static inline int rlx_implicit_phase_used(ptrdiff_t k, ptrdiff_t d, ptrdiff_t s,
     return 0;
 }
 
-/* Row `row` = (ci, a, b, i) of the copy of image ni, group gi, into xs
- * (that copy's base): wq floats. */
-static void rlx_implicit_fill_row(const float* x, ptrdiff_t x_len, const rlx_conv_geom* g, ptrdiff_t ni,
+/* Row `row` = (ci, a_d, a_h, a_w, i_d, i_h) of the copy of image ni, group
+ * gi, into xs (that copy's base): q[2] floats. */
+static void rlx_implicit_fill_row(const float* x, ptrdiff_t x_len, const rlx_implicit_geom* ig, ptrdiff_t ni,
                                   ptrdiff_t gi, float* xs, ptrdiff_t xs_len, ptrdiff_t row) {
-    const ptrdiff_t hq = rlx_implicit_hq(g), wq = rlx_implicit_wq(g);
-    const ptrdiff_t cpg = g->c_in / g->groups;
-    const ptrdiff_t i = row % hq;
-    ptrdiff_t rest = row / hq;
-    const ptrdiff_t b = rest % g->sw;
-    rest /= g->sw;
-    const ptrdiff_t a = rest % g->sh;
-    const ptrdiff_t ci = rest / g->sh;
+    const ptrdiff_t wq = ig->q[2];
+    const ptrdiff_t cpg = ig->c_in / ig->groups;
+    ptrdiff_t rest = row;
+    const ptrdiff_t i1 = rest % ig->q[1];
+    rest /= ig->q[1];
+    const ptrdiff_t i0 = rest % ig->q[0];
+    rest /= ig->q[0];
+    const ptrdiff_t a2 = rest % ig->s[2];
+    rest /= ig->s[2];
+    const ptrdiff_t a1 = rest % ig->s[1];
+    rest /= ig->s[1];
+    const ptrdiff_t a0 = rest % ig->s[0];
+    const ptrdiff_t ci = rest / ig->s[0];
     float* dst = xs + row * wq;
-    const ptrdiff_t r = i * g->sh + a - g->ph;           /* input row */
     RLX_CHECK_RANGE(row * wq, (row + 1) * wq, xs_len, "implicit input copy");
-    if (!rlx_implicit_phase_used(g->kh, g->dh, g->sh, a) || !rlx_implicit_phase_used(g->kw, g->dw, g->sw, b))
+    if (!rlx_implicit_phase_used(ig->k[0], ig->dil[0], ig->s[0], a0) ||
+        !rlx_implicit_phase_used(ig->k[1], ig->dil[1], ig->s[1], a1) ||
+        !rlx_implicit_phase_used(ig->k[2], ig->dil[2], ig->s[2], a2))
         return;                                           /* no tap reads this phase (1x1 at stride 2) */
-    if (r < 0 || r >= g->h) {
+    const ptrdiff_t z = i0 * ig->s[0] + a0 - ig->p[0];    /* input depth, row */
+    const ptrdiff_t r = i1 * ig->s[1] + a1 - ig->p[1];
+    if (z < 0 || z >= ig->size[0] || r < 0 || r >= ig->size[1]) {
         memset(dst, 0, (size_t)wq * sizeof(float));
         return;
     }
-    const float* src = x + ((ni * g->c_in + gi * cpg + ci) * g->h + r) * g->w;
-    RLX_CHECK_RANGE(((ni * g->c_in + gi * cpg + ci) * g->h + r) * g->w,
-                    ((ni * g->c_in + gi * cpg + ci) * g->h + r + 1) * g->w, x_len, "implicit input row");
-    /* columns j with 0 <= j*sw + b - pw < w */
+    const ptrdiff_t src_off = (((ni * ig->c_in + gi * cpg + ci) * ig->size[0] + z) * ig->size[1] + r) * ig->size[2];
+    const float* src = x + src_off;
+    RLX_CHECK_RANGE(src_off, src_off + ig->size[2], x_len, "implicit input row");
+    /* columns j with 0 <= j*s + a2 - p < w */
+    const ptrdiff_t sw = ig->s[2], pw = ig->p[2], w = ig->size[2];
     ptrdiff_t j0 = 0, j1 = wq;
-    if (b < g->pw) j0 = (g->pw - b + g->sw - 1) / g->sw;
+    if (a2 < pw) j0 = (pw - a2 + sw - 1) / sw;
     {
-        const ptrdiff_t lim = (g->w - 1 + g->pw - b);      /* j*sw <= lim */
-        const ptrdiff_t jl = lim < 0 ? 0 : lim / g->sw + 1;
+        const ptrdiff_t lim = w - 1 + pw - a2;               /* j*sw <= lim */
+        const ptrdiff_t jl = lim < 0 ? 0 : lim / sw + 1;
         if (jl < j1) j1 = jl;
     }
     if (j0 > j1) j0 = j1;
     if (j0 > 0) memset(dst, 0, (size_t)j0 * sizeof(float));
     if (j1 > j0) {
-        const float* s0 = src + j0 * g->sw + b - g->pw;
-        if (g->sw == 1)
+        const float* s0 = src + j0 * sw + a2 - pw;
+        if (sw == 1)
             memcpy(dst + j0, s0, (size_t)(j1 - j0) * sizeof(float));
         else
-            rlx_gather_strided(s0, g->sw, dst + j0, j1 - j0);
+            rlx_gather_strided(s0, sw, dst + j0, j1 - j0);
     }
     if (j1 < wq) memset(dst + j1, 0, (size_t)(wq - j1) * sizeof(float));
 }

@@ -387,7 +387,9 @@ class ConvNDDims:
 class ConvNDKernelThunk(Thunk):
     """Base of the records the N-d kernel (_convnd.ConvNDLaunch) runs, with
     fused bias: conv3d here and conv-transpose (``transposed``).  `algorithm`
-    is REFERENCE (loops) or IM2COL (vol2col + GEMM, or GEMM + col2vol)."""
+    is REFERENCE (loops) or IM2COL (vol2col + GEMM, or GEMM + col2vol);
+    `implicit` (conv3d only): IM2COL on the conv microkernel without the patch
+    matrix, the weight packed in row panels (src/rlx_implicit.h)."""
     x: Slice
     weight: Slice
     bias: Optional[Slice]
@@ -396,6 +398,7 @@ class ConvNDKernelThunk(Thunk):
     dims: ConvNDDims
     algorithm: ConvAlgorithm
     max_threads: int
+    implicit: bool = False
 
     reads: ClassVar[tuple] = ("x", "weight", "bias")
     writes: ClassVar[tuple] = ("y",)
@@ -410,7 +413,7 @@ class ConvNDKernelThunk(Thunk):
         return _convnd.ConvNDLaunch(
             view(self.x), view(self.weight), view(self.bias) if self.bias else None, view(self.y),
             view(self.scratch) if self.scratch else None, self.dims.as_tuple(), self.transposed,
-            self.algorithm == ConvAlgorithm.IM2COL, self.max_threads)
+            self.algorithm == ConvAlgorithm.IM2COL, self.max_threads, self.implicit)
 
 
 @dataclass(frozen=True, repr=False)
@@ -497,11 +500,13 @@ def emit_conv2d(ctx, name, op, dims, x, w, w_value, bias, residual, epilogue, y,
     ctx.emit(ConvThunk(name, x, w, bias, y, scratch, dims, algo, t, block, residual, epilogue, packed))
 
 
-def _packed_weight(ctx, name, w, w_value, dims, layout):
+def _packed_weight(ctx, name, w, w_value, dims, layout, k=None):
     """The buffer of the weight packed for the conv microkernel in `layout`:
     packed now for a constant weight (w_value), else by a GemmPackThunk at
-    the start of each run."""
-    k = (dims.c_in // dims.groups) * dims.kh * dims.kw
+    the start of each run.  k: the GEMM depth when the weight has more taps
+    than dims (a conv3d)."""
+    if k is None:
+        k = (dims.c_in // dims.groups) * dims.kh * dims.kw
     if w_value is not None:
         return ctx.constant(_conv2d.gemm_pack_weight(w_value, dims.groups, layout), name + ".packed_W")
     nfloats = max(_conv2d.gemm_packed_floats(dims.c_out, k, dims.groups, layout), 1)
@@ -522,9 +527,34 @@ def emit_conv_nd(ctx, node, thunk_cls):
                                    transposed=transposed, nthreads=t)
     x, w = ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1])
     bias = ctx.buf(node.inputs[2]) if len(node.inputs) > 2 else None
-    nfloats = _convnd.scratch_floats(dims.as_tuple(), transposed, algo == ConvAlgorithm.IM2COL, t)
+    implicit = not transposed and algo == ConvAlgorithm.IM2COL and conv3d_implicit_ok(dims, ctx.flags)
+    if implicit:
+        wid = node.inputs[1]
+        wconst = ctx.is_constant(wid)
+        k = (dims.c_in // dims.groups) * dims.kernel[0] * dims.kernel[1] * dims.kernel[2]
+        pack_dims = Conv2DDims(1, dims.c_in, 1, 1, dims.c_out, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, dims.groups)
+        w = _packed_weight(ctx, node.name, w, ctx.graph.node(wid).value if wconst else None, pack_dims,
+                           _conv2d.GEMM_LAYOUT_ROWS, k=k)
+    nfloats = _convnd.scratch_floats(dims.as_tuple(), transposed, algo == ConvAlgorithm.IM2COL, t, implicit)
     scratch = ctx.scratch(4 * nfloats, node.name + ".scratch")
-    ctx.emit(thunk_cls(node.name, x, w, bias, ctx.buf(node.id), scratch, dims, algo, t))
+    ctx.emit(thunk_cls(node.name, x, w, bias, ctx.buf(node.id), scratch, dims, algo, t, implicit))
+
+
+def conv3d_implicit_ok(dims, flags):
+    """A conv3d on the GEMM path runs on the microkernel without a patch
+    matrix (the implicit copy of src/rlx_implicit.h) with the AVX2+FMA
+    variant, unless RLX_CONV_MICROKERNEL or RLX_IMPLICIT_GEMM is off, or
+    its input copy would pass IMPLICIT_MAX_FLOATS; and not for a pointwise
+    conv3d (1x1x1, stride 1, unpadded), whose input already is the patch
+    matrix."""
+    from ..algorithms import IMPLICIT_MAX_FLOATS
+    if flags.microkernel is False or flags.implicit is False:
+        return False
+    if dims.kernel == (1, 1, 1) and dims.stride == (1, 1, 1) and dims.pad == (0, 0, 0) and dims.in_sp == dims.out_sp:
+        return False
+    if flags.microkernel is None and _conv2d.simd_level() < 1:
+        return False
+    return _convnd.implicit_floats(dims.as_tuple()) <= IMPLICIT_MAX_FLOATS
 
 
 @compile_rule(CONV_OPS[3])
