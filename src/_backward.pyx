@@ -590,40 +590,48 @@ cdef class WeightPhaseLaunch(Launch):
 
 
 cdef class PhaseScatterLaunch(Launch):
-    """y[plane, o0h + sh*i, o0w + sw*j] = z[plane, i, j] for one phase of a
-    transposed conv (z [planes, mh, mw], y [planes, out_h, out_w]); the
-    phases together write every element of y once."""
+    """y[plane, o0 + s0*i, o1 + s1*j, o2 + s2*l] = z[plane, i, j, l] for one
+    phase of a transposed conv (z [planes, *m], y [planes, *out], three
+    spatial axes); the phases together write every element of y once."""
     cdef const float[::1] z
     cdef float[::1] y
-    cdef Py_ssize_t planes, mh, mw, o0h, o0w, sh, sw, out_h, out_w
+    cdef Py_ssize_t planes
+    cdef Py_ssize_t m[3]
+    cdef Py_ssize_t o[3]
+    cdef Py_ssize_t s[3]
+    cdef Py_ssize_t out[3]
 
-    def __init__(self, z, y, Py_ssize_t planes, Py_ssize_t mh, Py_ssize_t mw, Py_ssize_t o0h, Py_ssize_t o0w,
-                 Py_ssize_t sh, Py_ssize_t sw, Py_ssize_t out_h, Py_ssize_t out_w, int max_threads):
-        if min(planes, mh, mw, sh, sw, out_h, out_w) < 1 or o0h < 0 or o0w < 0 \
-                or o0h + sh * (mh - 1) >= out_h or o0w + sw * (mw - 1) >= out_w:
-            raise ValueError(f"phase scatter: a {mh}x{mw} phase from ({o0h}, {o0w}) step ({sh}, {sw}) does not "
-                             f"fit a {out_h}x{out_w} output")
-        if z.shape[0] < planes * mh * mw or y.shape[0] < planes * out_h * out_w:
+    def __init__(self, z, y, Py_ssize_t planes, tuple m, tuple origin, tuple step, tuple out, int max_threads):
+        cdef int a
+        if len(m) != 3 or len(origin) != 3 or len(step) != 3 or len(out) != 3:
+            raise ValueError(f"phase scatter: m, origin, step and out need 3 axes, got {m} {origin} {step} {out}")
+        for a in range(3):
+            self.m[a], self.o[a], self.s[a], self.out[a] = m[a], origin[a], step[a], out[a]
+            if min(self.m[a], self.s[a], self.out[a]) < 1 or self.o[a] < 0 \
+                    or self.o[a] + self.s[a] * (self.m[a] - 1) >= self.out[a]:
+                raise ValueError(f"phase scatter: a {m} phase from {origin} step {step} does not fit a {out} output")
+        if planes < 1 or z.shape[0] < planes * m[0] * m[1] * m[2] or y.shape[0] < planes * out[0] * out[1] * out[2]:
             raise ValueError(f"phase scatter: buffers of {z.shape[0]} / {y.shape[0]} floats are too small")
         self.z = z
         self.y = y
-        self.planes, self.mh, self.mw = planes, mh, mw
-        self.o0h, self.o0w, self.sh, self.sw = o0h, o0w, sh, sw
-        self.out_h, self.out_w = out_h, out_w
+        self.planes = planes
         self.max_threads = max(1, max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
-        cdef Py_ssize_t row, plane, i, j, yo, zo
-        cdef Py_ssize_t mh = self.mh, mw = self.mw, sw = self.sw
-        for row in prange(self.planes * mh, num_threads=t, schedule='static'):
-            plane = row // mh
-            i = row - plane * mh
-            yo = (plane * self.out_h + self.o0h + self.sh * i) * self.out_w + self.o0w
+        cdef Py_ssize_t row, plane, i, j, l, yo, zo, rest
+        cdef Py_ssize_t mw = self.m[2], sw = self.s[2]
+        for row in prange(self.planes * self.m[0] * self.m[1], num_threads=t, schedule='static'):
+            j = row % self.m[1]
+            rest = row // self.m[1]
+            i = rest % self.m[0]
+            plane = rest // self.m[0]
+            yo = ((plane * self.out[0] + self.o[0] + self.s[0] * i) * self.out[1] + self.o[1] + self.s[1] * j) \
+                * self.out[2] + self.o[2]
             zo = row * mw
             if sw == 1:
                 memcpy(&self.y[yo], &self.z[zo], mw * sizeof(float))
             else:
-                for j in range(mw):
-                    self.y[yo + sw * j] = self.z[zo + j]
+                for l in range(mw):
+                    self.y[yo + sw * l] = self.z[zo + l]
         return 0

@@ -521,23 +521,28 @@ def emit_conv_nd(ctx, node, thunk_cls):
         raise NotImplementedError(f"{node.op} {node.name!r}: the N-d conv kernels have no fused epilogue "
                                   f"({node.attrs.epilogue!r})")
     dims = ConvNDDims.from_attrs(ctx.graph.node(node.inputs[0]).shape, node.shape, node.attrs)
+    wid = node.inputs[1]
+    emit_conv_nd_dims(ctx, node.name, f"{node.op} {node.name!r}", thunk_cls, dims, ctx.buf(node.inputs[0]),
+                      ctx.buf(wid), ctx.graph.node(wid).value if ctx.is_constant(wid) else None,
+                      ctx.buf(node.inputs[2]) if len(node.inputs) > 2 else None, ctx.buf(node.id))
+
+
+def emit_conv_nd_dims(ctx, name, op, thunk_cls, dims, x, w, w_value, bias, y, requested=None):
+    """Emit one N-d kernel thunk of `dims` on buffers (w_value: the weight's
+    array when it is a compile-time constant, else None); conv-transpose
+    lowering emits its 3-D phases through here with `requested`."""
     transposed = thunk_cls.transposed
     t = ctx.num_threads
-    algo = select_convnd_algorithm(dims, ctx.conv_algorithm, ctx.flags, op=f"{node.op} {node.name!r}",
-                                   transposed=transposed, nthreads=t)
-    x, w = ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1])
-    bias = ctx.buf(node.inputs[2]) if len(node.inputs) > 2 else None
+    algo = select_convnd_algorithm(dims, ctx.conv_algorithm if requested is None else requested, ctx.flags,
+                                   op=op, transposed=transposed, nthreads=t)
     implicit = not transposed and algo == ConvAlgorithm.IM2COL and conv3d_implicit_ok(dims, ctx.flags)
     if implicit:
-        wid = node.inputs[1]
-        wconst = ctx.is_constant(wid)
         k = (dims.c_in // dims.groups) * dims.kernel[0] * dims.kernel[1] * dims.kernel[2]
         pack_dims = Conv2DDims(1, dims.c_in, 1, 1, dims.c_out, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, dims.groups)
-        w = _packed_weight(ctx, node.name, w, ctx.graph.node(wid).value if wconst else None, pack_dims,
-                           _conv2d.GEMM_LAYOUT_ROWS, k=k)
+        w = _packed_weight(ctx, name, w, w_value, pack_dims, _conv2d.GEMM_LAYOUT_ROWS, k=k)
     nfloats = _convnd.scratch_floats(dims.as_tuple(), transposed, algo == ConvAlgorithm.IM2COL, t, implicit)
-    scratch = ctx.scratch(4 * nfloats, node.name + ".scratch")
-    ctx.emit(thunk_cls(node.name, x, w, bias, ctx.buf(node.id), scratch, dims, algo, t, implicit))
+    scratch = ctx.scratch(4 * nfloats, name + ".scratch")
+    ctx.emit(thunk_cls(name, x, w, bias, y, scratch, dims, algo, t, implicit))
 
 
 def conv3d_implicit_ok(dims, flags):

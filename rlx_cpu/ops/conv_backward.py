@@ -24,7 +24,8 @@ from ..registry import compile_rule, functional, graph_method, per_rank
 from ..shapes import as_tuple, conv_out_size, layout_hint, resolve_padding
 from ..threads import threads_key
 from ..thunks import Slice, Thunk, view_or_none
-from .conv import RANKS, ConvAttrs, Conv2DDims, ConvNDDims, check_groups, emit_conv2d, named
+from .conv import RANKS, ConvAttrs, Conv2DDims, Conv3DThunk, ConvNDDims, check_groups, emit_conv2d, \
+    emit_conv_nd_dims, named
 
 BACKWARD_INPUT_OPS = per_rank("conv{}d_backward_input")
 BACKWARD_WEIGHT_OPS = per_rank("conv{}d_backward_weight")
@@ -182,16 +183,15 @@ class WeightPhaseThunk(Thunk):
 
 @dataclass(frozen=True, repr=False)
 class PhaseScatterThunk(Thunk):
-    """One phase's output z [planes, mh, mw] into y [planes, out_h, out_w] at
-    rows origin[0] + step[0]*i, columns origin[1] + step[1]*j."""
+    """One phase's output z [planes, *m] into y [planes, *out] (three
+    spatial axes d, h, w) at origin[a] + step[a] * i along each axis."""
     z: Slice
     y: Slice
     planes: int
-    mh: int
-    mw: int
-    origin: Tuple[int, int]
-    step: Tuple[int, int]
-    out_hw: Tuple[int, int]
+    m: Tuple[int, int, int]
+    origin: Tuple[int, int, int]
+    step: Tuple[int, int, int]
+    out: Tuple[int, int, int]
     max_threads: int
 
     kind: ClassVar[str] = "phase_scatter"
@@ -199,8 +199,8 @@ class PhaseScatterThunk(Thunk):
     writes: ClassVar[tuple] = ("y",)
 
     def bind(self, view):
-        return _backward.PhaseScatterLaunch(view(self.z), view(self.y), self.planes, self.mh, self.mw,
-                                            *self.origin, *self.step, *self.out_hw, self.max_threads)
+        return _backward.PhaseScatterLaunch(view(self.z), view(self.y), self.planes, self.m, self.origin,
+                                            self.step, self.out, self.max_threads)
 
 
 # ---------------------------------------------------------------------------
@@ -215,17 +215,18 @@ class PhaseScatterThunk(Thunk):
 #     y[s*m + r - p] = sum_j x[m - j] W[r + s*j]
 # is a stride-1 forward conv of x with those taps reversed, begin padding
 # J - 1 - m0 (J taps, m0 the first m inside y).  A 2-D op has s_h * s_w such
-# phases; each runs on the forward kernels (Winograd, the implicit-GEMM
-# microkernel) into its own buffer, and a scatter puts it in place: no
-# col2im scatter-add, no patch matrix k*k/s*s times y's size.
+# phases, a 3-D one s_d * s_h * s_w; each runs on the forward kernels
+# (Winograd, the implicit-GEMM microkernel; conv3d's implicit GEMM) into its
+# own buffer, and a scatter puts it in place: no col2im scatter-add, no patch
+# matrix k*k/s*s times y's size.
 
 @dataclass(frozen=True)
 class TransposedPhase:
     """One forward conv of a lowered transposed conv."""
-    dims: Conv2DDims            # its geometry: x -> this phase's outputs
-    taps: Tuple[int, ...]       # source tap (flattened kh*kw index) of each forward tap, row-major
-    origin: Tuple[int, int]     # y position of the phase's output (0, 0)
-    step: Tuple[int, int]       # y distance between neighbouring phase outputs
+    dims: object                # its geometry, x -> this phase's outputs: Conv2DDims (1-D, 2-D) or ConvNDDims (3-D)
+    taps: Tuple[int, ...]       # source tap (flattened kd*kh*kw index) of each forward tap, row-major
+    origin: Tuple[int, int, int]    # y position (d, h, w) of the phase's first output
+    step: Tuple[int, int, int]      # y distance between neighbouring phase outputs
 
 
 def _axis_phases(k, s, d, p, n_in, n_out):
@@ -256,58 +257,67 @@ def _axis_phases(k, s, d, p, n_in, n_out):
 def transposed_phases(n, c_src, c_dst, sp_src, sp_dst, kernel, stride, pad, dilation, groups):
     """The forward convs (TransposedPhase list) computing a transposed conv
     from (c_src, sp_src) to (c_dst, sp_dst) (three spatial axes each, leading
-    ones of size 1), or None when it does not lower: a 3-D op, a 1x1 kernel
-    at stride 1 (the 1x1 GEMM paths already read the operands directly), a
-    dilation above 1 with a stride above 1, a kernel smaller than its stride,
-    or a padding the forward conv cannot express."""
-    if sp_src[0] != 1 or sp_dst[0] != 1 or kernel[0] != 1:
+    ones of size 1 for 1-D and 2-D ops), or None when it does not lower: a
+    1x1(x1) kernel at stride 1 (the 1x1 GEMM paths already read the operands
+    directly), a dilation above 1 with a stride above 1, a kernel smaller than
+    its stride, or a padding the forward conv cannot express."""
+    if all(k == 1 for k in kernel) and all(s == 1 for s in stride):
         return None
-    if kernel[1] * kernel[2] == 1 and stride[1] == stride[2] == 1:
+    axes = [_axis_phases(kernel[ax], stride[ax], dilation[ax], pad[ax], sp_src[ax], sp_dst[ax]) for ax in range(3)]
+    if any(a is None for a in axes):
         return None
-    axes = [_axis_phases(kernel[ax], stride[ax], dilation[ax], pad[ax], sp_src[ax], sp_dst[ax]) for ax in (1, 2)]
-    if axes[0] is None or axes[1] is None:
-        return None
+    three_d = sp_src[0] != 1 or sp_dst[0] != 1 or kernel[0] != 1
     phases = []
-    for th, bh, mh, oh, dh in axes[0]:
-        for tw, bw, mw, ow, dw in axes[1]:
-            dims = Conv2DDims(n, c_src, sp_src[1], sp_src[2], c_dst, mh, mw, len(th), len(tw), 1, 1, bh, bw,
-                              dh, dw, groups)
-            phases.append(TransposedPhase(dims, tuple(a * kernel[2] + b for a in th for b in tw), (oh, ow),
-                                          (stride[1], stride[2])))
+    for td, bd, md, od, dd in axes[0]:
+        for th, bh, mh, oh, dh in axes[1]:
+            for tw, bw, mw, ow, dw in axes[2]:
+                if three_d:
+                    dims = ConvNDDims(n, c_src, c_dst, groups, tuple(sp_src), (md, mh, mw), (len(td), len(th), len(tw)),
+                                      (1, 1, 1), (bd, bh, bw), (dd, dh, dw))
+                else:
+                    dims = Conv2DDims(n, c_src, sp_src[1], sp_src[2], c_dst, mh, mw, len(th), len(tw), 1, 1, bh, bw,
+                                      dh, dw, groups)
+                taps = tuple((a * kernel[1] + b) * kernel[2] + c for a in td for b in th for c in tw)
+                phases.append(TransposedPhase(dims, taps, (od, oh, ow), tuple(stride)))
     return phases
 
 
 def emit_transposed_phases(ctx, node, phases, src_id, w_id, bias_id, kernel):
     """Emit `phases` (transposed_phases) for `node`: per phase its weight
     (made now for a constant weight, else by a WeightPhaseThunk each run), its
-    forward conv (auto picks the algorithm; with tune=True it is timed) and,
-    unless the one phase is y itself (stride 1), the scatter into y.  Only
-    under conv_algorithm='auto'; a forced 'im2col' or 'reference' keeps the
-    op's own GEMM or reference kernels."""
-    taps_src = kernel[1] * kernel[2]
+    forward conv (auto picks the algorithm; with tune=True a 1-D/2-D one is
+    timed) and, unless the one phase is y itself (stride 1), the scatter into
+    y.  Only under conv_algorithm='auto'; a forced 'im2col' or 'reference'
+    keeps the op's own GEMM or reference kernels."""
+    taps_src = kernel[0] * kernel[1] * kernel[2]
     y = ctx.buf(node.id)
     x = ctx.buf(src_id)
     bias = ctx.buf(bias_id) if bias_id is not None else None
-    direct = len(phases) == 1 and phases[0].origin == (0, 0) and phases[0].step == (1, 1)
+    direct = len(phases) == 1 and phases[0].origin == (0, 0, 0) and phases[0].step == (1, 1, 1)
     wconst = ctx.is_constant(w_id)
-    out_hw = (node.shape[-2], node.shape[-1]) if len(node.shape) == 4 else (1, node.shape[-1])
+    out = (1,) * (5 - len(node.shape)) + tuple(node.shape[2:])
+    op = f"{node.op} {node.name!r}"
     for i, ph in enumerate(phases):
         d = ph.dims
+        three_d = isinstance(d, ConvNDDims)
+        fwd_kernel = d.kernel if three_d else (d.kh, d.kw)
+        m = d.out_sp if three_d else (1, d.h_out, d.w_out)
         name = node.name if direct else f"{node.name}.phase{i}"
         if wconst:
-            w_value = _backward.phase_weight(ctx.graph.node(w_id).value, d.c_out, d.groups, ph.taps,
-                                             (d.kh, d.kw))
+            w_value = _backward.phase_weight(ctx.graph.node(w_id).value, d.c_out, d.groups, ph.taps, fwd_kernel)
             w = ctx.constant(w_value, name + ".W")
         else:
             w_value = None
-            w = ctx.temp(4 * d.c_out * (d.c_in // d.groups) * d.kh * d.kw, name + ".W")
+            w = ctx.temp(4 * d.c_out * (d.c_in // d.groups) * len(ph.taps), name + ".W")
             ctx.emit(WeightPhaseThunk(name, ctx.buf(w_id), w, d.c_in, d.c_out, d.groups, taps_src, ph.taps,
                                       ctx.num_threads))
-        out = y if direct else ctx.temp(4 * d.n * d.c_out * d.h_out * d.w_out, name + ".out")
-        emit_conv2d(ctx, name, f"{node.op} {node.name!r}", d, x, w, w_value, bias, None, None, out,
-                    requested="auto")
+        z = y if direct else ctx.temp(4 * d.n * d.c_out * m[0] * m[1] * m[2], name + ".out")
+        if three_d:
+            emit_conv_nd_dims(ctx, name, op, Conv3DThunk, d, x, w, w_value, bias, z, requested="auto")
+        else:
+            emit_conv2d(ctx, name, op, d, x, w, w_value, bias, None, None, z, requested="auto")
         if not direct:
-            ctx.emit(PhaseScatterThunk(name, out, y, d.n * d.c_out, d.h_out, d.w_out, ph.origin, ph.step, out_hw,
+            ctx.emit(PhaseScatterThunk(name, z, y, d.n * d.c_out, tuple(m), ph.origin, ph.step, out,
                                        ctx.num_threads))
 
 
