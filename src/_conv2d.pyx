@@ -41,6 +41,8 @@ from libc.string cimport memcpy, memset
 
 from _window cimport out_range
 from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
+from _implicit cimport (ImplicitEpilogue, ImplicitGeom, implicit_conv_run, rlx_implicit_floats,
+                       rlx_implicit_offsets)
 
 import numpy as np
 
@@ -163,22 +165,10 @@ cdef extern from "rlx_gemm.h":
                           float* c, Py_ssize_t c_len, Py_ssize_t c_off, Py_ssize_t ldc, Py_ssize_t n,
                           Py_ssize_t q0, Py_ssize_t q1, const Epilogue* ep, const float* ep_bias) nogil
     void rlx_gather_strided(const float* src, Py_ssize_t stride, float* dst, Py_ssize_t n) nogil
-    void rlx_gemm_conv_implicit(const float* wp, Py_ssize_t wp_len, Py_ssize_t m, Py_ssize_t k,
-                                const float* x, Py_ssize_t x_len, const Py_ssize_t* offs, Py_ssize_t p0,
-                                Py_ssize_t w_out, Py_ssize_t wq, Py_ssize_t h_out, Py_ssize_t hq,
-                                float* c, Py_ssize_t c_len, Py_ssize_t c_off, Py_ssize_t ldc, Py_ssize_t n,
-                                const Epilogue* ep, const float* ep_bias) nogil
 
 
 cdef extern from "rlx_implicit.h":
-    ctypedef struct ImplicitGeom "rlx_implicit_geom":
-        Py_ssize_t q[3]
     ImplicitGeom rlx_implicit_geom_2d(const ConvGeom* g) nogil
-    Py_ssize_t rlx_implicit_floats(const ImplicitGeom* ig) nogil
-    Py_ssize_t rlx_implicit_rows(const ImplicitGeom* ig) nogil
-    void rlx_implicit_offsets(const ImplicitGeom* ig, Py_ssize_t* offs) nogil
-    void rlx_implicit_fill_row(const float* x, Py_ssize_t x_len, const ImplicitGeom* ig, Py_ssize_t ni,
-                               Py_ssize_t gi, float* xs, Py_ssize_t xs_len, Py_ssize_t row) nogil
 
 
 # Packed weight layouts (the `packed` value of a conv launch): row panels for
@@ -584,59 +574,6 @@ cdef int conv_im2col(const float[::1] x, const float[::1] wt, bint packed, float
     cdef Py_ssize_t item
     for item in prange(items, num_threads=nthreads, schedule='static'):
         _im2col_block_item(x, wt, packed, y, scratch, g, f, item, cb, threadid() * k * cb)
-    return 0
-
-
-cdef int conv_implicit(const float[::1] x, const float[::1] wp, const Fused* f, float[::1] y,
-                       float[::1] scratch, const Py_ssize_t[::1] offs, const ConvGeom* g, int split,
-                       int nthreads) except -1 nogil:
-    """im2col on the microkernel without the patch matrix (src/rlx_implicit.h).
-    Many (image, group) items: each thread copies one item's input into its
-    own slot of scratch and runs that item's whole GEMM.  Few: each item in
-    turn, its copy filled by rows over the threads into slot 0, then its
-    columns in `split` chunks over the threads.  Every output element is the
-    same chain of FMAs in any chunk, so the result depends on neither split
-    nor nthreads (and equals the explicit patch matrix's)."""
-    cdef Py_ssize_t cpg = g.c_in // g.groups
-    cdef Py_ssize_t cog = g.c_out // g.groups
-    cdef Py_ssize_t k = cpg * g.kh * g.kw
-    cdef Py_ssize_t p = g.h_out * g.w_out
-    cdef Py_ssize_t pf = rlx_gemm_packed_floats(cog, k)
-    cdef ImplicitGeom ig = rlx_implicit_geom_2d(g)
-    cdef Py_ssize_t per = rlx_implicit_floats(&ig)
-    cdef Py_ssize_t rows = rlx_implicit_rows(&ig)
-    cdef Py_ssize_t wq = ig.q[2]
-    cdef Py_ssize_t items = g.n * g.groups
-    cdef Py_ssize_t chunks, width, item, ni, gi, row, c, j0, j1, slot
-    if split <= 1 or items % split == 0 or items >= 4 * split:
-        for item in prange(items, num_threads=nthreads, schedule='static'):
-            ni = item // g.groups
-            gi = item % g.groups
-            slot = threadid() * per
-            for row in range(rows):
-                rlx_implicit_fill_row(&x[0], x.shape[0], &ig, ni, gi, &scratch[slot], scratch.shape[0] - slot, row)
-            rlx_gemm_conv_implicit(&wp[gi * pf], wp.shape[0] - gi * pf, cog, k, &scratch[slot],
-                                   scratch.shape[0] - slot, &offs[0], 0, g.w_out, wq, g.h_out, ig.q[1],
-                                   &y[0], y.shape[0],
-                                   (ni * g.c_out + gi * cog) * p, p, p,
-                                   &f.e if f.on else NULL, f.bias + gi * cog if f.bias != NULL else NULL)
-        return 0
-    chunks = split if p >= 32 * split else max(1, p // 32)
-    width = ((p + chunks - 1) // chunks + RLX_GEMM_NR - 1) // RLX_GEMM_NR * RLX_GEMM_NR
-    for item in range(items):
-        ni = item // g.groups
-        gi = item % g.groups
-        for row in prange(rows, num_threads=nthreads, schedule='static'):
-            rlx_implicit_fill_row(&x[0], x.shape[0], &ig, ni, gi, &scratch[0], scratch.shape[0], row)
-        for c in prange(chunks, num_threads=nthreads, schedule='static'):
-            j0 = c * width
-            j1 = j0 + width if j0 + width < p else p
-            if j0 < j1:
-                rlx_gemm_conv_implicit(&wp[gi * pf], wp.shape[0] - gi * pf, cog, k, &scratch[0],
-                                       scratch.shape[0], &offs[0], j0, g.w_out, wq, g.h_out, ig.q[1],
-                                       &y[0], y.shape[0],
-                                       (ni * g.c_out + gi * cog) * p + j0, p, j1 - j0,
-                                       &f.e if f.on else NULL, f.bias + gi * cog if f.bias != NULL else NULL)
     return 0
 
 
@@ -1157,6 +1094,7 @@ cdef class Conv2DLaunch(Launch):
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
+        cdef ImplicitGeom ig
         if self.algorithm == CONV_WINOGRAD:     # bias fused in the output transform
             conv_winograd(self.x, self.weight, self.bias, self.has_bias,
                           &self.fused.e if rlx_epilogue_active(&self.fused.e) else NULL, self.y,
@@ -1172,8 +1110,10 @@ cdef class Conv2DLaunch(Launch):
                 conv_winograd4(self.x, self.weight, self.bias, self.has_bias, self.y,
                                self.scratch, &self.g, self.block, t)
         elif self.algorithm == CONV_IM2COL and self.packed == LAYOUT_IMPLICIT:
-            conv_implicit(self.x, self.weight, &self.fused, self.y, self.scratch, self.offs, &self.g,
-                          self.max_threads, t)
+            ig = rlx_implicit_geom_2d(&self.g)
+            implicit_conv_run(self.x, self.weight, self.y, self.scratch, self.offs, &ig, self.g.n, self.g.c_out,
+                              <const ImplicitEpilogue*>&self.fused.e if self.fused.on else NULL, self.fused.bias,
+                              self.max_threads, t)
         elif self.algorithm == CONV_IM2COL:
             conv_im2col(self.x, self.weight, self.packed, self.y, self.scratch, &self.g, &self.fused,
                         self.block, t)

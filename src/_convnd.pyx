@@ -33,6 +33,8 @@ from _epilogue cimport add_bias_planes, fill_bias_planes
 from _vol2col cimport Patch, patch_of, patch_is_identity, vol2col_row, col2vol_row
 from _window cimport Win, conv_win_from
 from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
+from _implicit cimport (ImplicitEpilogue, ImplicitGeom, implicit_conv_run, rlx_gemm_packed_floats,
+                       rlx_implicit_floats, rlx_implicit_geom_3d, rlx_implicit_offsets)
 
 import numpy as np
 
@@ -40,37 +42,6 @@ import numpy as np
 cdef extern from "rlx_simd.h":
     void rlx_simd_init() nogil
     int rlx_simd_level() nogil
-
-
-cdef extern from "rlx_epilogue.h":
-    ctypedef struct Epilogue "rlx_epilogue":
-        int act
-        float alpha, beta
-        const float* res
-        Py_ssize_t res_len
-
-
-cdef extern from "rlx_gemm.h":
-    Py_ssize_t rlx_gemm_packed_floats(Py_ssize_t m, Py_ssize_t k) nogil
-    int RLX_GEMM_NR
-    void rlx_gemm_conv_implicit(const float* wp, Py_ssize_t wp_len, Py_ssize_t m, Py_ssize_t k,
-                                const float* x, Py_ssize_t x_len, const Py_ssize_t* offs, Py_ssize_t p0,
-                                Py_ssize_t w_out, Py_ssize_t wq, Py_ssize_t h_out, Py_ssize_t hq,
-                                float* c, Py_ssize_t c_len, Py_ssize_t c_off, Py_ssize_t ldc, Py_ssize_t n,
-                                const Epilogue* ep, const float* ep_bias) nogil
-
-
-cdef extern from "rlx_implicit.h":
-    ctypedef struct ImplicitGeom "rlx_implicit_geom":
-        Py_ssize_t q[3]
-    ImplicitGeom rlx_implicit_geom_3d(Py_ssize_t c_in, Py_ssize_t groups, const Py_ssize_t* size,
-                                      const Py_ssize_t* out, const Py_ssize_t* k, const Py_ssize_t* s,
-                                      const Py_ssize_t* p, const Py_ssize_t* dil) nogil
-    Py_ssize_t rlx_implicit_floats(const ImplicitGeom* ig) nogil
-    Py_ssize_t rlx_implicit_rows(const ImplicitGeom* ig) nogil
-    void rlx_implicit_offsets(const ImplicitGeom* ig, Py_ssize_t* offs) nogil
-    void rlx_implicit_fill_row(const float* x, Py_ssize_t x_len, const ImplicitGeom* ig, Py_ssize_t ni,
-                               Py_ssize_t gi, float* xs, Py_ssize_t xs_len, Py_ssize_t row) nogil
 
 
 rlx_simd_init()
@@ -417,58 +388,6 @@ cdef int conv_transpose_nd_fast(const float[::1] x, const float[::1] w, const fl
 # Launch: a ConvND / ConvTransposeND thunk bound to one arena's memory
 # ---------------------------------------------------------------------------
 
-cdef int conv3d_implicit(const float[::1] x, const float[::1] wp, const float[::1] bias, bint has_bias,
-                         float[::1] y, float[::1] scratch, const Py_ssize_t[::1] offs, const Win* g, int split,
-                         int nthreads) except -1 nogil:
-    """conv3d as the implicit im2col GEMM on the conv microkernel, cut as the
-    2-D one (src/_conv2d.pyx: conv_implicit): many (image, group) items, one
-    per thread with its own input copy; few, each in turn with its copy
-    filled by rows and its columns split.  The result depends on neither."""
-    cdef Py_ssize_t cog = g.c_out // g.groups
-    cdef Py_ssize_t k = g.cpg * g.k[0] * g.k[1] * g.k[2]
-    cdef Py_ssize_t p = g.out[0] * g.out[1] * g.out[2]
-    cdef Py_ssize_t pf = rlx_gemm_packed_floats(cog, k)
-    cdef ImplicitGeom ig = _implicit_geom(g)
-    cdef Py_ssize_t per = rlx_implicit_floats(&ig)
-    cdef Py_ssize_t rows = rlx_implicit_rows(&ig)
-    cdef Py_ssize_t items = g.n * g.groups
-    cdef Py_ssize_t chunks, width, item, ni, gi, row, c, j0, j1, slot
-    cdef Epilogue e
-    e.act = 0
-    e.alpha = 0.0
-    e.beta = 0.0
-    e.res = NULL
-    e.res_len = 0
-    if split <= 1 or items % split == 0 or items >= 4 * split:
-        for item in prange(items, num_threads=nthreads, schedule='static'):
-            ni = item // g.groups
-            gi = item % g.groups
-            slot = threadid() * per
-            for row in range(rows):
-                rlx_implicit_fill_row(&x[0], x.shape[0], &ig, ni, gi, &scratch[slot], scratch.shape[0] - slot, row)
-            rlx_gemm_conv_implicit(&wp[gi * pf], wp.shape[0] - gi * pf, cog, k, &scratch[slot],
-                                   scratch.shape[0] - slot, &offs[0], 0, g.out[2], ig.q[2], g.out[1], ig.q[1],
-                                   &y[0], y.shape[0], (ni * g.c_out + gi * cog) * p, p, p,
-                                   &e if has_bias else NULL, &bias[gi * cog] if has_bias else NULL)
-        return 0
-    chunks = split if p >= 32 * split else max(1, p // 32)
-    width = ((p + chunks - 1) // chunks + RLX_GEMM_NR - 1) // RLX_GEMM_NR * RLX_GEMM_NR
-    for item in range(items):
-        ni = item // g.groups
-        gi = item % g.groups
-        for row in prange(rows, num_threads=nthreads, schedule='static'):
-            rlx_implicit_fill_row(&x[0], x.shape[0], &ig, ni, gi, &scratch[0], scratch.shape[0], row)
-        for c in prange(chunks, num_threads=nthreads, schedule='static'):
-            j0 = c * width
-            j1 = j0 + width if j0 + width < p else p
-            if j0 < j1:
-                rlx_gemm_conv_implicit(&wp[gi * pf], wp.shape[0] - gi * pf, cog, k, &scratch[0],
-                                       scratch.shape[0], &offs[0], j0, g.out[2], ig.q[2], g.out[1], ig.q[1],
-                                       &y[0], y.shape[0], (ni * g.c_out + gi * cog) * p + j0, p, j1 - j0,
-                                       &e if has_bias else NULL, &bias[gi * cog] if has_bias else NULL)
-    return 0
-
-
 cdef class ConvNDLaunch(Launch):
     """conv3d (transposed=False) or conv-transpose 1/2/3-D (transposed=True)
     with fused bias, bound to arena views.  `max_threads` is the thread count
@@ -541,13 +460,22 @@ cdef class ConvNDLaunch(Launch):
         # on fewer threads (adaptive_threads) gives the same bits
         cdef bint items_par = self.items_parallel_ok and _items_parallel(&self.g, self.max_threads)
         cdef Py_ssize_t item
+        cdef ImplicitGeom ig
+        cdef ImplicitEpilogue e     # bias only: no activation, no residual
         if self.fast and self.transposed:
             conv_transpose_nd_fast(self.x, self.weight, self.bias, self.has_bias, self.y,
                                    self.scratch, &self.g, &self.pt, self.identity, self.nb, items_par,
                                    self.max_threads, t)
         elif self.implicit:
-            conv3d_implicit(self.x, self.weight, self.bias, self.has_bias, self.y, self.scratch, self.offs,
-                            &self.g, self.max_threads, t)
+            ig = _implicit_geom(&self.g)
+            e.act = 0
+            e.alpha = 0.0
+            e.beta = 0.0
+            e.res = NULL
+            e.res_len = 0
+            implicit_conv_run(self.x, self.weight, self.y, self.scratch, self.offs, &ig, self.g.n, self.g.c_out,
+                              &e if self.has_bias else NULL, &self.bias[0] if self.has_bias else NULL,
+                              self.max_threads, t)
         elif self.fast:
             conv_nd_fast(self.x, self.weight, self.bias, self.has_bias, self.y, self.scratch,
                          &self.g, &self.pt, self.identity, self.nb, items_par, self.max_threads, t)

@@ -1,0 +1,86 @@
+# The implicit-GEMM conv driver (src/rlx_implicit.h), shared by conv2d's
+# im2col on the microkernel (src/_conv2d.pyx) and conv3d's GEMM path
+# (src/_convnd.pyx).
+from cython.parallel cimport prange, threadid
+
+
+cdef extern from "rlx_implicit.h":
+    # the same C struct as rlx_epilogue in the modules' own declarations
+    ctypedef struct ImplicitEpilogue "rlx_epilogue":
+        int act
+        float alpha, beta
+        const float* res
+        Py_ssize_t res_len
+    ctypedef struct ImplicitGeom "rlx_implicit_geom":
+        Py_ssize_t c_in, groups
+        Py_ssize_t out[3]
+        Py_ssize_t k[3]
+        Py_ssize_t q[3]
+    ImplicitGeom rlx_implicit_geom_3d(Py_ssize_t c_in, Py_ssize_t groups, const Py_ssize_t* size,
+                                      const Py_ssize_t* out, const Py_ssize_t* k, const Py_ssize_t* s,
+                                      const Py_ssize_t* p, const Py_ssize_t* dil) nogil
+    Py_ssize_t rlx_implicit_floats(const ImplicitGeom* ig) nogil
+    Py_ssize_t rlx_implicit_rows(const ImplicitGeom* ig) nogil
+    void rlx_implicit_offsets(const ImplicitGeom* ig, Py_ssize_t* offs) nogil
+    void rlx_implicit_fill_row(const float* x, Py_ssize_t x_len, const ImplicitGeom* ig, Py_ssize_t ni,
+                               Py_ssize_t gi, float* xs, Py_ssize_t xs_len, Py_ssize_t row) nogil
+    Py_ssize_t rlx_gemm_packed_floats(Py_ssize_t m, Py_ssize_t k) nogil
+    int RLX_GEMM_NR
+    void rlx_gemm_conv_implicit(const float* wp, Py_ssize_t wp_len, Py_ssize_t m, Py_ssize_t k,
+                                const float* x, Py_ssize_t x_len, const Py_ssize_t* offs, Py_ssize_t p0,
+                                Py_ssize_t w_out, Py_ssize_t wq, Py_ssize_t h_out, Py_ssize_t hq,
+                                float* c, Py_ssize_t c_len, Py_ssize_t c_off, Py_ssize_t ldc, Py_ssize_t n,
+                                const ImplicitEpilogue* ep, const float* ep_bias) nogil
+
+
+cdef inline int implicit_conv_run(const float[::1] x, const float[::1] wp, float[::1] y, float[::1] scratch,
+                                  const Py_ssize_t[::1] offs, const ImplicitGeom* ig, Py_ssize_t n,
+                                  Py_ssize_t c_out, const ImplicitEpilogue* ep, const float* bias, int split,
+                                  int nthreads) except -1 nogil:
+    """The conv of geometry ig (n images, c_out output channels) as the
+    implicit im2col GEMM on the conv microkernel: wp the weight packed in row
+    panels, offs the taps' offsets (rlx_implicit_offsets), ep the epilogue or
+    NULL with bias (c_out floats or NULL).  Many (image, group) items: each
+    thread copies one item's input into its own slot of scratch and runs its
+    whole GEMM.  Few: each item in turn, its copy filled by rows over the
+    threads into slot 0, then its columns in `split` chunks over the threads.
+    Every output element is the same chain of FMAs in any chunk, so the result
+    depends on neither split nor nthreads (and equals the explicit patch
+    matrix's)."""
+    cdef Py_ssize_t groups = ig.groups
+    cdef Py_ssize_t cog = c_out // groups
+    cdef Py_ssize_t k = (ig.c_in // groups) * ig.k[0] * ig.k[1] * ig.k[2]
+    cdef Py_ssize_t p = ig.out[0] * ig.out[1] * ig.out[2]
+    cdef Py_ssize_t pf = rlx_gemm_packed_floats(cog, k)
+    cdef Py_ssize_t per = rlx_implicit_floats(ig)
+    cdef Py_ssize_t rows = rlx_implicit_rows(ig)
+    cdef Py_ssize_t items = n * groups
+    cdef Py_ssize_t chunks, width, item, ni, gi, row, c, j0, j1, slot
+    if split <= 1 or items % split == 0 or items >= 4 * split:
+        for item in prange(items, num_threads=nthreads, schedule='static'):
+            ni = item // groups
+            gi = item % groups
+            slot = threadid() * per
+            for row in range(rows):
+                rlx_implicit_fill_row(&x[0], x.shape[0], ig, ni, gi, &scratch[slot], scratch.shape[0] - slot, row)
+            rlx_gemm_conv_implicit(&wp[gi * pf], wp.shape[0] - gi * pf, cog, k, &scratch[slot],
+                                   scratch.shape[0] - slot, &offs[0], 0, ig.out[2], ig.q[2], ig.out[1], ig.q[1],
+                                   &y[0], y.shape[0], (ni * c_out + gi * cog) * p, p, p,
+                                   ep, bias + gi * cog if bias != NULL else NULL)
+        return 0
+    chunks = split if p >= 32 * split else max(1, p // 32)
+    width = ((p + chunks - 1) // chunks + RLX_GEMM_NR - 1) // RLX_GEMM_NR * RLX_GEMM_NR
+    for item in range(items):
+        ni = item // groups
+        gi = item % groups
+        for row in prange(rows, num_threads=nthreads, schedule='static'):
+            rlx_implicit_fill_row(&x[0], x.shape[0], ig, ni, gi, &scratch[0], scratch.shape[0], row)
+        for c in prange(chunks, num_threads=nthreads, schedule='static'):
+            j0 = c * width
+            j1 = j0 + width if j0 + width < p else p
+            if j0 < j1:
+                rlx_gemm_conv_implicit(&wp[gi * pf], wp.shape[0] - gi * pf, cog, k, &scratch[0],
+                                       scratch.shape[0], &offs[0], j0, ig.out[2], ig.q[2], ig.out[1], ig.q[1],
+                                       &y[0], y.shape[0], (ni * c_out + gi * cog) * p + j0, p, j1 - j0,
+                                       ep, bias + gi * cog if bias != NULL else NULL)
+    return 0
