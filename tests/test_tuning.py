@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import rlx_cpu
-from rlx_cpu import _conv2d, tuning
+from rlx_cpu import _conv2d, _runtime, tuning
 from rlx_cpu.algorithms import ConvAlgorithm, ConvFlags
 from rlx_cpu.ops.conv import Conv2DDims
 from reference import conv_nd, rel_error
@@ -116,8 +116,12 @@ def test_choice_is_cached_per_shape(monkeypatch):
         raise AssertionError("timed again")
     monkeypatch.setattr(tuning, "_time_candidates", fail)
     assert rlx_cpu.compile(g, tune=True, num_threads=1).tuning == first
+    other, _, _ = _graph("3x3")
     with pytest.raises(AssertionError, match="timed again"):
-        rlx_cpu.compile(g, tune=True, num_threads=2)       # another thread count is another key
+        rlx_cpu.compile(other, tune=True, num_threads=1)   # another shape is another key
+    if _runtime.openmp_enabled():                          # (a build without OpenMP runs 1 thread)
+        with pytest.raises(AssertionError, match="timed again"):
+            rlx_cpu.compile(g, tune=True, num_threads=2)   # another thread count is another key
 
 
 def test_runtime_weight_is_tuned_with_its_transform():
