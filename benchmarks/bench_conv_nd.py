@@ -16,7 +16,6 @@ conv-transpose lowered to P forward convs (ops/conv_backward.py).  Each
 runtime's timed call follows 100 ms of busy waiting (rlx_cpu/timing.py).
 """
 import argparse
-import statistics
 
 import numpy as np
 

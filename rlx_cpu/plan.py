@@ -429,6 +429,9 @@ class Plan:
         self._local = threading.local()
         self._run_in_place = any(s.segment == f"output:{j}" and s.nbytes >= RUN_IN_PLACE_MIN_NBYTES
                                  for j, (_, s, _) in enumerate(self._outputs))
+        # (bytes, dtype, shape) of each output, for the arrays run() allocates
+        self._out_specs = tuple((nbytes_of(shape, np.dtype(dt).itemsize), np.dtype(dt), shape)
+                                for shape, _, dt in self._outputs)
 
     # -- pickling ------------------------------------------------------------
     def __reduce__(self):
@@ -562,8 +565,7 @@ class Plan:
         """
         ctx = self._own_context(context, "run")
         if self._run_in_place:
-            outs = [aligned_empty(nbytes_of(shape, np.dtype(dt).itemsize)).view(dt).reshape(shape)
-                    for shape, _, dt in self._outputs]
+            outs = [aligned_empty(nbytes).view(dt).reshape(shape) for nbytes, dt, shape in self._out_specs]
             ctx.run(inputs, outs, self.num_threads)
             return outs
         ctx.run(inputs, None, self.num_threads)
