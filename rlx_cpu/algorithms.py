@@ -80,6 +80,10 @@ class ConvFlags:
               its patch matrix; on or unset -> it packs the GEMM's panels from
               one phase-split copy of the input instead (same bits; see
               `conv_microkernel_layout`).
+    implicit_direct  RLX_IMPLICIT_DIRECT: on -> an implicit im2col GEMM reads
+              X in place from the input copy on every shape; off -> it always
+              packs X panels; unset -> where `implicit_reads_in_place` says so
+              (same bits either way).
 
     On is 1/on/true/yes, off 0/off/false/no (any case); unset or empty means
     the default.  Any other value raises ValueError naming the accepted ones,
@@ -90,6 +94,7 @@ class ConvFlags:
     direct: Optional[bool] = None
     microkernel: Optional[bool] = None
     implicit: Optional[bool] = None
+    implicit_direct: Optional[bool] = None
 
     @classmethod
     def from_env(cls):
@@ -102,13 +107,14 @@ class ConvFlags:
         check_simd_env()
         fast = _tristate("RLX_FAST_CONV") is not False
         flags = cls(fast, _tristate("RLX_WINOGRAD"), _tristate("RLX_DIRECT_CONV"),
-                    _tristate("RLX_CONV_MICROKERNEL"), _tristate("RLX_IMPLICIT_GEMM"))
+                    _tristate("RLX_CONV_MICROKERNEL"), _tristate("RLX_IMPLICIT_GEMM"),
+                    _tristate("RLX_IMPLICIT_DIRECT"))
         _flags_memo[:] = [raw, flags]
         return flags
 
 
 _FLAG_ENV = (b"RLX_SIMD", b"RLX_FAST_CONV", b"RLX_WINOGRAD", b"RLX_DIRECT_CONV", b"RLX_CONV_MICROKERNEL",
-             b"RLX_IMPLICIT_GEMM")
+             b"RLX_IMPLICIT_GEMM", b"RLX_IMPLICIT_DIRECT")
 _flags_memo = []        # [raw env values, ConvFlags] of the last from_env
 
 
@@ -351,6 +357,29 @@ def prefers_conv_microkernel(d, algo, flags):
 IMPLICIT_MAX_FLOATS = 64 * 1024 * 1024
 
 
+# An implicit im2col GEMM of at most IMPLICIT_DIRECT_MAX_ROWS rows (output
+# channels per group) and at least IMPLICIT_DIRECT_MIN_K columns of W reads its
+# X panels in place (src/rlx_gemm.h, rlx_gemm_conv_implicit_direct) instead
+# of packing them: a packed float serves only rows / 6 register tiles, so for
+# few rows the packing costs about as much as the FMAs.  Measured at 1 thread
+# (same bits both ways): conv3d 16->16 3x3x3 at 4x8x16x16 1.42x faster, the
+# 8 phases of conv_transpose3d 32->16 k4 s2 1.29x, the 7x7 stride-2 stem
+# (64 rows, K = 147) 1.13x, conv_transpose2d 64->32 k4 s2 phases 1.12x;
+# 128 rows (3x3 s2 64->128 at 56x56) 0.90x, and K = 9 (MNIST's 1->32
+# conv) 0.58x, where the per-tile stores outweigh the few FMAs.
+IMPLICIT_DIRECT_MAX_ROWS = 64
+IMPLICIT_DIRECT_MIN_K = 32
+
+
+def implicit_reads_in_place(rows, k, flags):
+    """Whether an implicit im2col GEMM of `rows` output channels per group
+    and depth `k` (C_in/groups x taps) reads X in place; RLX_IMPLICIT_DIRECT
+    overrides."""
+    if flags.implicit_direct is not None:
+        return flags.implicit_direct
+    return rows <= IMPLICIT_DIRECT_MAX_ROWS and k >= IMPLICIT_DIRECT_MIN_K
+
+
 def conv_microkernel_layout(d, algo, flags):
     """0 when a gemm_1x1 or im2col conv runs its GEMMs on sgemm, else the
     packed-weight layout of the microkernel it runs on: for im2col the
@@ -362,6 +391,8 @@ def conv_microkernel_layout(d, algo, flags):
         return 0
     if algo == ConvAlgorithm.IM2COL and flags.implicit is not False and \
             _conv2d.implicit_floats(d.as_tuple()) <= IMPLICIT_MAX_FLOATS:
+        if implicit_reads_in_place(d.c_out // d.groups, (d.c_in // d.groups) * d.kh * d.kw, flags):
+            return _conv2d.GEMM_LAYOUT_IMPLICIT_DIRECT
         return _conv2d.GEMM_LAYOUT_IMPLICIT
     p = d.h_out * d.w_out
     if algo == ConvAlgorithm.GEMM_1X1 and p <= MICROKERNEL_CHANNELS_MAX_PIXELS and p % 16:

@@ -73,8 +73,14 @@ def conv_candidates(dims, flags):
             for tag, mk in variants:
                 f = dataclasses.replace(flags, microkernel=mk)
                 if mk and algo == ConvAlgorithm.IM2COL and flags.implicit is None:
-                    # the microkernel with and without the patch matrix
-                    out.append((f"{algo.label}+implicit", name, algo, dataclasses.replace(f, implicit=True)))
+                    # the microkernel with and without the patch matrix, and
+                    # without it reading X packed or in place
+                    fi = dataclasses.replace(f, implicit=True)
+                    if flags.implicit_direct is None:
+                        out.append((f"{algo.label}+implicit", name, algo, dataclasses.replace(fi, implicit_direct=False)))
+                        out.append((f"{algo.label}+direct", name, algo, dataclasses.replace(fi, implicit_direct=True)))
+                    else:
+                        out.append((f"{algo.label}+implicit", name, algo, fi))
                     f = dataclasses.replace(f, implicit=False)
                 out.append((f"{algo.label}+{tag}", name, algo, f))
         else:

@@ -42,7 +42,7 @@ from libc.string cimport memcpy, memset
 from _window cimport out_range
 from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
 from _implicit cimport (ImplicitEpilogue, ImplicitGeom, implicit_conv_run, rlx_implicit_floats,
-                       rlx_implicit_offsets)
+                       rlx_implicit_offsets, rlx_implicit_slot_floats)
 
 import numpy as np
 
@@ -180,9 +180,11 @@ cdef enum:
     LAYOUT_ROWS = 1
     LAYOUT_CHANNELS = 2
     LAYOUT_IMPLICIT = 3
+    LAYOUT_IMPLICIT_DIRECT = 4
 GEMM_LAYOUT_ROWS = LAYOUT_ROWS
 GEMM_LAYOUT_CHANNELS = LAYOUT_CHANNELS
 GEMM_LAYOUT_IMPLICIT = LAYOUT_IMPLICIT
+GEMM_LAYOUT_IMPLICIT_DIRECT = LAYOUT_IMPLICIT_DIRECT
 # Largest plane the channel-panel layout may be chosen for.
 GEMM_CHANNELS_MAX_PIXELS = RLX_GEMM_CH_MAX_N
 
@@ -218,9 +220,9 @@ def gemm_packed_floats(Py_ssize_t c_out, Py_ssize_t k, Py_ssize_t groups, int la
     """Floats of a [c_out, k] weight (k = c_in/groups * kh * kw) packed for the
     microkernel: each group's c_out/groups rows in zero-padded 6-row panels
     (GEMM_LAYOUT_ROWS) or 16-channel panels (GEMM_LAYOUT_CHANNELS)."""
-    if layout not in (GEMM_LAYOUT_ROWS, GEMM_LAYOUT_CHANNELS, GEMM_LAYOUT_IMPLICIT):
-        raise ValueError(f"gemm_packed_floats: layout must be {GEMM_LAYOUT_ROWS}, {GEMM_LAYOUT_CHANNELS} or "
-                         f"{GEMM_LAYOUT_IMPLICIT}, got {layout}")
+    if layout not in (GEMM_LAYOUT_ROWS, GEMM_LAYOUT_CHANNELS, GEMM_LAYOUT_IMPLICIT, GEMM_LAYOUT_IMPLICIT_DIRECT):
+        raise ValueError(f"gemm_packed_floats: layout must be {GEMM_LAYOUT_ROWS}, {GEMM_LAYOUT_CHANNELS}, "
+                         f"{GEMM_LAYOUT_IMPLICIT} or {GEMM_LAYOUT_IMPLICIT_DIRECT}, got {layout}")
     return int(groups * _packed_per_group(c_out // groups, k, layout))
 
 
@@ -415,8 +417,8 @@ def scratch_floats(tuple dims, int algorithm, int nthreads, int packed=0):
     cdef Py_ssize_t p = g.h_out * g.w_out
     cdef Py_ssize_t tb
     cdef ImplicitGeom ig = rlx_implicit_geom_2d(&g)
-    if algorithm == CONV_IM2COL and packed == LAYOUT_IMPLICIT:
-        return int(rlx_implicit_floats(&ig) * nthreads)
+    if algorithm == CONV_IM2COL and packed in (LAYOUT_IMPLICIT, LAYOUT_IMPLICIT_DIRECT):
+        return int(rlx_implicit_slot_floats(&ig) * nthreads)
     if algorithm == CONV_IM2COL:
         return int(k * im2col_col_block(dims, nthreads, packed) * nthreads)
     if algorithm == CONV_WINOGRAD:
@@ -1070,10 +1072,10 @@ cdef class Conv2DLaunch(Launch):
         self.fused.e.res_len = self.residual.shape[0]
         self.fused.bias = &self.bias[0] if self.has_bias else NULL
         self.fused.on = self.has_bias or rlx_epilogue_active(&self.fused.e)
-        if packed not in (0, LAYOUT_ROWS, LAYOUT_CHANNELS, LAYOUT_IMPLICIT) or (
+        if packed not in (0, LAYOUT_ROWS, LAYOUT_CHANNELS, LAYOUT_IMPLICIT, LAYOUT_IMPLICIT_DIRECT) or (
                 packed == LAYOUT_CHANNELS and (algorithm != CONV_GEMM_1X1
                                                     or self.g.h * self.g.w > RLX_GEMM_CH_MAX_N)) or (
-                packed == LAYOUT_IMPLICIT and algorithm != CONV_IM2COL):
+                packed in (LAYOUT_IMPLICIT, LAYOUT_IMPLICIT_DIRECT) and algorithm != CONV_IM2COL):
             raise ValueError(f"Conv2DLaunch: packed layout {packed} does not fit algorithm {algorithm} "
                              f"on a {self.g.h}x{self.g.w} plane")
         self.packed = packed if algorithm in (CONV_IM2COL, CONV_GEMM_1X1) else 0
@@ -1085,8 +1087,8 @@ cdef class Conv2DLaunch(Launch):
                                  f"needs {need}")
         self.offs = np.zeros(max(k, 1), dtype=np.intp)
         cdef ImplicitGeom ig = rlx_implicit_geom_2d(&self.g)
-        if self.packed == LAYOUT_IMPLICIT:
-            need = rlx_implicit_floats(&ig) * self.max_threads
+        if self.packed in (LAYOUT_IMPLICIT, LAYOUT_IMPLICIT_DIRECT):
+            need = rlx_implicit_slot_floats(&ig) * self.max_threads
             if self.scratch.shape[0] < need:
                 raise ValueError(f"Conv2DLaunch: implicit im2col needs {need} floats of scratch, "
                                  f"got {self.scratch.shape[0]}")
@@ -1109,11 +1111,11 @@ cdef class Conv2DLaunch(Launch):
             else:                                   # bias fused in the output transform
                 conv_winograd4(self.x, self.weight, self.bias, self.has_bias, self.y,
                                self.scratch, &self.g, self.block, t)
-        elif self.algorithm == CONV_IM2COL and self.packed == LAYOUT_IMPLICIT:
+        elif self.algorithm == CONV_IM2COL and self.packed in (LAYOUT_IMPLICIT, LAYOUT_IMPLICIT_DIRECT):
             ig = rlx_implicit_geom_2d(&self.g)
             implicit_conv_run(self.x, self.weight, self.y, self.scratch, self.offs, &ig, self.g.n, self.g.c_out,
                               <const ImplicitEpilogue*>&self.fused.e if self.fused.on else NULL, self.fused.bias,
-                              self.max_threads, t)
+                              self.packed == LAYOUT_IMPLICIT_DIRECT, self.max_threads, t)
         elif self.algorithm == CONV_IM2COL:
             conv_im2col(self.x, self.weight, self.packed, self.y, self.scratch, &self.g, &self.fused,
                         self.block, t)

@@ -34,7 +34,8 @@ from _vol2col cimport Patch, patch_of, patch_is_identity, vol2col_row, col2vol_r
 from _window cimport Win, conv_win_from
 from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
 from _implicit cimport (ImplicitEpilogue, ImplicitGeom, implicit_conv_run, rlx_gemm_packed_floats,
-                       rlx_implicit_floats, rlx_implicit_geom_3d, rlx_implicit_offsets)
+                       rlx_implicit_floats, rlx_implicit_geom_3d, rlx_implicit_offsets,
+                       rlx_implicit_slot_floats)
 
 import numpy as np
 
@@ -49,6 +50,15 @@ rlx_simd_init()
 
 cdef inline ImplicitGeom _implicit_geom(const Win* g) noexcept nogil:
     return rlx_implicit_geom_3d(g.c, g.groups, g.size, g.out, g.k, g.s, g.pb, g.dil)
+
+
+# ConvNDLaunch's `implicit`: the GEMM packs X panels from the input copy, or
+# reads them in place (src/rlx_gemm.h, rlx_gemm_conv_implicit_direct).
+cdef enum:
+    IMPLICIT_PACKED_C = 1
+    IMPLICIT_DIRECT_C = 2
+IMPLICIT_PACKED = IMPLICIT_PACKED_C
+IMPLICIT_DIRECT = IMPLICIT_DIRECT_C
 
 
 def implicit_floats(tuple dims):
@@ -117,16 +127,17 @@ def block_cols(tuple dims, bint transposed, int nthreads):
     return int(_block_cols(&g, &pt, nthreads))
 
 
-def scratch_floats(tuple dims, bint transposed, bint fast, int nthreads, bint implicit=False):
+def scratch_floats(tuple dims, bint transposed, bint fast, int nthreads, int implicit=0):
     """Floats of arena scratch for these dims: 0 for the reference path and
     when the patch matrix is the volume itself, else one column block per
     thread when (image, group) items run in parallel, else one shared block;
-    `implicit` (a conv3d on the microkernel): one input copy per thread."""
+    `implicit` (a conv3d on the microkernel, IMPLICIT_PACKED or
+    IMPLICIT_DIRECT): one input copy per thread."""
     cdef Win g = conv_win_from(dims)
     cdef Patch pt = patch_of(&g, transposed)
     cdef ImplicitGeom ig = _implicit_geom(&g)
     if implicit:
-        return int(rlx_implicit_floats(&ig) * nthreads)
+        return int(rlx_implicit_slot_floats(&ig) * nthreads)
     if not fast or patch_is_identity(&pt):
         return 0
     return int(pt.ch * pt.kk * _block_cols(&g, &pt, nthreads)
@@ -399,12 +410,13 @@ cdef class ConvNDLaunch(Launch):
     cdef float[::1] scratch
     cdef Win g
     cdef Patch pt
-    cdef bint transposed, fast, has_bias, identity, items_parallel_ok, implicit
+    cdef bint transposed, fast, has_bias, identity, items_parallel_ok
+    cdef int implicit               # 0, IMPLICIT_PACKED or IMPLICIT_DIRECT
     cdef Py_ssize_t nb
     cdef Py_ssize_t[::1] offs       # implicit: the taps' offsets into the input copy
 
     def __init__(self, x, weight, bias, y, scratch, tuple dims, bint transposed, bint fast,
-                 int max_threads, bint implicit=False):
+                 int max_threads, int implicit=0):
         self.x = x
         self.weight = weight
         self.has_bias = bias is not None
@@ -420,6 +432,9 @@ cdef class ConvNDLaunch(Launch):
         # Per-thread slabs exist only if the compiler sized them (same rule).
         self.items_parallel_ok = self.identity or _items_parallel(&self.g, self.max_threads)
         self.nb = _block_cols(&self.g, &self.pt, self.max_threads)
+        if implicit not in (0, IMPLICIT_PACKED, IMPLICIT_DIRECT):
+            raise ValueError(f"ConvNDLaunch: implicit must be 0, {IMPLICIT_PACKED} or {IMPLICIT_DIRECT}, "
+                             f"got {implicit}")
         if implicit and (transposed or not fast):
             raise ValueError("ConvNDLaunch: the implicit patch matrix is for the forward GEMM path only")
         self.implicit = implicit
@@ -475,7 +490,7 @@ cdef class ConvNDLaunch(Launch):
             e.res_len = 0
             implicit_conv_run(self.x, self.weight, self.y, self.scratch, self.offs, &ig, self.g.n, self.g.c_out,
                               &e if self.has_bias else NULL, &self.bias[0] if self.has_bias else NULL,
-                              self.max_threads, t)
+                              self.implicit == IMPLICIT_DIRECT_C, self.max_threads, t)
         elif self.fast:
             conv_nd_fast(self.x, self.weight, self.bias, self.has_bias, self.y, self.scratch,
                          &self.g, &self.pt, self.identity, self.nb, items_par, self.max_threads, t)

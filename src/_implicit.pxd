@@ -2,6 +2,7 @@
 # im2col on the microkernel (src/_conv2d.pyx) and conv3d's GEMM path
 # (src/_convnd.pyx).
 from cython.parallel cimport prange, threadid
+from libc.string cimport memset
 
 
 cdef extern from "rlx_implicit.h":
@@ -20,6 +21,8 @@ cdef extern from "rlx_implicit.h":
                                       const Py_ssize_t* out, const Py_ssize_t* k, const Py_ssize_t* s,
                                       const Py_ssize_t* p, const Py_ssize_t* dil) nogil
     Py_ssize_t rlx_implicit_floats(const ImplicitGeom* ig) nogil
+    Py_ssize_t rlx_implicit_slot_floats(const ImplicitGeom* ig) nogil
+    int RLX_IMPLICIT_SLACK
     Py_ssize_t rlx_implicit_rows(const ImplicitGeom* ig) nogil
     void rlx_implicit_offsets(const ImplicitGeom* ig, Py_ssize_t* offs) nogil
     void rlx_implicit_fill_row(const float* x, Py_ssize_t x_len, const ImplicitGeom* ig, Py_ssize_t ni,
@@ -31,16 +34,36 @@ cdef extern from "rlx_implicit.h":
                                 Py_ssize_t w_out, Py_ssize_t wq, Py_ssize_t h_out, Py_ssize_t hq,
                                 float* c, Py_ssize_t c_len, Py_ssize_t c_off, Py_ssize_t ldc, Py_ssize_t n,
                                 const ImplicitEpilogue* ep, const float* ep_bias) nogil
+    void rlx_gemm_conv_implicit_direct(const float* wp, Py_ssize_t wp_len, Py_ssize_t m, Py_ssize_t k,
+                                       const float* x, Py_ssize_t x_len, const Py_ssize_t* offs, Py_ssize_t p0,
+                                       Py_ssize_t w_out, Py_ssize_t wq, Py_ssize_t h_out, Py_ssize_t hq,
+                                       float* c, Py_ssize_t c_len, Py_ssize_t c_off, Py_ssize_t ldc, Py_ssize_t n,
+                                       const ImplicitEpilogue* ep, const float* ep_bias) nogil
+
+
+cdef inline void _implicit_gemm(bint direct, const float* wp, Py_ssize_t wp_len, Py_ssize_t m, Py_ssize_t k,
+                                const float* x, Py_ssize_t x_len, const Py_ssize_t* offs, Py_ssize_t p0,
+                                const ImplicitGeom* ig, float* c, Py_ssize_t c_len, Py_ssize_t c_off,
+                                Py_ssize_t ldc, Py_ssize_t n, const ImplicitEpilogue* ep,
+                                const float* ep_bias) noexcept nogil:
+    if direct:
+        rlx_gemm_conv_implicit_direct(wp, wp_len, m, k, x, x_len, offs, p0, ig.out[2], ig.q[2], ig.out[1],
+                                      ig.q[1], c, c_len, c_off, ldc, n, ep, ep_bias)
+    else:
+        rlx_gemm_conv_implicit(wp, wp_len, m, k, x, x_len, offs, p0, ig.out[2], ig.q[2], ig.out[1], ig.q[1],
+                               c, c_len, c_off, ldc, n, ep, ep_bias)
 
 
 cdef inline int implicit_conv_run(const float[::1] x, const float[::1] wp, float[::1] y, float[::1] scratch,
                                   const Py_ssize_t[::1] offs, const ImplicitGeom* ig, Py_ssize_t n,
-                                  Py_ssize_t c_out, const ImplicitEpilogue* ep, const float* bias, int split,
-                                  int nthreads) except -1 nogil:
+                                  Py_ssize_t c_out, const ImplicitEpilogue* ep, const float* bias, bint direct,
+                                  int split, int nthreads) except -1 nogil:
     """The conv of geometry ig (n images, c_out output channels) as the
     implicit im2col GEMM on the conv microkernel: wp the weight packed in row
     panels, offs the taps' offsets (rlx_implicit_offsets), ep the epilogue or
-    NULL with bias (c_out floats or NULL).  Many (image, group) items: each
+    NULL with bias (c_out floats or NULL), direct: the GEMM reads X in place
+    (rlx_gemm_conv_implicit_direct) instead of packing it; scratch holds one
+    rlx_implicit_slot_floats slot per thread.  Many (image, group) items: each
     thread copies one item's input into its own slot of scratch and runs its
     whole GEMM.  Few: each item in turn, its copy filled by rows over the
     threads into slot 0, then its columns in `split` chunks over the threads.
@@ -52,7 +75,8 @@ cdef inline int implicit_conv_run(const float[::1] x, const float[::1] wp, float
     cdef Py_ssize_t k = (ig.c_in // groups) * ig.k[0] * ig.k[1] * ig.k[2]
     cdef Py_ssize_t p = ig.out[0] * ig.out[1] * ig.out[2]
     cdef Py_ssize_t pf = rlx_gemm_packed_floats(cog, k)
-    cdef Py_ssize_t per = rlx_implicit_floats(ig)
+    cdef Py_ssize_t per = rlx_implicit_slot_floats(ig)
+    cdef Py_ssize_t used = rlx_implicit_floats(ig)
     cdef Py_ssize_t rows = rlx_implicit_rows(ig)
     cdef Py_ssize_t items = n * groups
     cdef Py_ssize_t chunks, width, item, ni, gi, row, c, j0, j1, slot
@@ -63,10 +87,10 @@ cdef inline int implicit_conv_run(const float[::1] x, const float[::1] wp, float
             slot = threadid() * per
             for row in range(rows):
                 rlx_implicit_fill_row(&x[0], x.shape[0], ig, ni, gi, &scratch[slot], scratch.shape[0] - slot, row)
-            rlx_gemm_conv_implicit(&wp[gi * pf], wp.shape[0] - gi * pf, cog, k, &scratch[slot],
-                                   scratch.shape[0] - slot, &offs[0], 0, ig.out[2], ig.q[2], ig.out[1], ig.q[1],
-                                   &y[0], y.shape[0], (ni * c_out + gi * cog) * p, p, p,
-                                   ep, bias + gi * cog if bias != NULL else NULL)
+            memset(&scratch[slot + used], 0, RLX_IMPLICIT_SLACK * sizeof(float))
+            _implicit_gemm(direct, &wp[gi * pf], wp.shape[0] - gi * pf, cog, k, &scratch[slot], per, &offs[0], 0,
+                           ig, &y[0], y.shape[0], (ni * c_out + gi * cog) * p, p, p,
+                           ep, bias + gi * cog if bias != NULL else NULL)
         return 0
     chunks = split if p >= 32 * split else max(1, p // 32)
     width = ((p + chunks - 1) // chunks + RLX_GEMM_NR - 1) // RLX_GEMM_NR * RLX_GEMM_NR
@@ -75,12 +99,12 @@ cdef inline int implicit_conv_run(const float[::1] x, const float[::1] wp, float
         gi = item % groups
         for row in prange(rows, num_threads=nthreads, schedule='static'):
             rlx_implicit_fill_row(&x[0], x.shape[0], ig, ni, gi, &scratch[0], scratch.shape[0], row)
+        memset(&scratch[used], 0, RLX_IMPLICIT_SLACK * sizeof(float))
         for c in prange(chunks, num_threads=nthreads, schedule='static'):
             j0 = c * width
             j1 = j0 + width if j0 + width < p else p
             if j0 < j1:
-                rlx_gemm_conv_implicit(&wp[gi * pf], wp.shape[0] - gi * pf, cog, k, &scratch[0],
-                                       scratch.shape[0], &offs[0], j0, ig.out[2], ig.q[2], ig.out[1], ig.q[1],
-                                       &y[0], y.shape[0], (ni * c_out + gi * cog) * p + j0, p, j1 - j0,
-                                       ep, bias + gi * cog if bias != NULL else NULL)
+                _implicit_gemm(direct, &wp[gi * pf], wp.shape[0] - gi * pf, cog, k, &scratch[0], per, &offs[0],
+                               j0, ig, &y[0], y.shape[0], (ni * c_out + gi * cog) * p + j0, p, j1 - j0,
+                               ep, bias + gi * cog if bias != NULL else NULL)
     return 0

@@ -433,6 +433,270 @@ static void rlx_gemm_conv_implicit(const float* wp, ptrdiff_t wp_len, ptrdiff_t 
     rlx_gemm_conv_src(wp, wp_len, m, k, &src, c, c_len, c_off, ldc, n, NULL, ep, ep_bias);
 }
 
+/* ---- implicit source read in place (no X packing) ------------------------
+ * For convs whose GEMM has few rows (M = C_out/groups up to a few dozen:
+ * conv3d and conv-transpose phases with 16 or 32 channels, the stem), packing
+ * X costs as much as the FMAs, since each packed float then serves only
+ * M / 6 tiles.  This variant reads the 16 columns of each tile straight from
+ * the phase-split input copy, X row k at x + offs[k] + base: within one
+ * output row the 16 inputs of one tap are consecutive floats.  A tile may
+ * run past the end of an output row: its columns then continue on the
+ * copy's row grid (wq floats per row), and the columns that fall between
+ * w_out and wq (or past the slice's rows, or past the chunk) are computed
+ * and dropped.  So a tile reads at most 15 floats past the copy's last valid
+ * input: the copy carries RLX_IMPLICIT_SLACK zero floats at its end.
+ *
+ * Each output element is bias (or 0) plus the FMAs of k = 0..K-1 in order
+ * (no K blocking: the accumulators never leave the registers), the same
+ * chain as rlx_gemm_conv_src's, so both variants give the same bits. */
+#define RLX_IMPLICIT_SLACK 16
+
+RLX_INLINE void rlx_gemm_dtile_base(int mr, const float* restrict wp, const float* restrict xb,
+                                    const ptrdiff_t* restrict offs, ptrdiff_t k, float* restrict c,
+                                    ptrdiff_t ldc, const float* restrict init) {
+    float acc[RLX_GEMM_MR][RLX_GEMM_NR];
+    for (int r = 0; r < RLX_GEMM_MR; ++r)
+        for (int j = 0; j < RLX_GEMM_NR; ++j) acc[r][j] = init[r];
+    for (ptrdiff_t kk = 0; kk < k; ++kk) {
+        const float* xk = xb + offs[kk];
+        for (int r = 0; r < RLX_GEMM_MR; ++r) {
+            const float wv = wp[kk * RLX_GEMM_MR + r];
+            for (int j = 0; j < RLX_GEMM_NR; ++j) acc[r][j] += wv * xk[j];
+        }
+    }
+    for (int r = 0; r < mr; ++r)
+        for (int j = 0; j < RLX_GEMM_NR; ++j) c[r * ldc + j] = acc[r][j];
+}
+
+#if RLX_X86_DISPATCH
+#define RLX_DTILE_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define RLX_DTILE_DECL(r) __m256 a##r##0 = _mm256_setzero_ps(), a##r##1 = _mm256_setzero_ps();
+#define RLX_DTILE_INIT(r) \
+    if (mr > r) a##r##0 = a##r##1 = _mm256_set1_ps(init[r]);
+#define RLX_DTILE_FMA(r)                                                         \
+    if (mr > r) {                                                                \
+        const __m256 wv = _mm256_broadcast_ss(wp + (r));                         \
+        a##r##0 = _mm256_fmadd_ps(wv, x0, a##r##0);                              \
+        a##r##1 = _mm256_fmadd_ps(wv, x1, a##r##1);                              \
+    }
+#define RLX_DTILE_STORE(r)                                                       \
+    if (mr > r) {                                                                \
+        if (te) {                                                                \
+            a##r##0 = rlx_gemm_ep_vec(a##r##0, te, r, 0);                        \
+            a##r##1 = rlx_gemm_ep_vec(a##r##1, te, r, 8);                        \
+        }                                                                        \
+        _mm256_storeu_ps(c + (r) * ldc, a##r##0);                                \
+        _mm256_storeu_ps(c + (r) * ldc + 8, a##r##1);                            \
+    }
+
+RLX_TARGET_AVX2 RLX_INLINE void rlx_gemm_dtile_avx2_body(const int mr, const float* restrict wp,
+                                                         const float* restrict xb,
+                                                         const ptrdiff_t* restrict offs, ptrdiff_t k,
+                                                         float* restrict c, ptrdiff_t ldc,
+                                                         const float* restrict init,
+                                                         const rlx_gemm_tile_ep* te) {
+    RLX_DTILE_ROWS(RLX_DTILE_DECL)
+    RLX_DTILE_ROWS(RLX_DTILE_INIT)
+    for (ptrdiff_t kk = 0; kk < k; ++kk) {
+        const float* xk = xb + offs[kk];
+        const __m256 x0 = _mm256_loadu_ps(xk);
+        const __m256 x1 = _mm256_loadu_ps(xk + 8);
+        RLX_DTILE_ROWS(RLX_DTILE_FMA)
+        wp += RLX_GEMM_MR;
+    }
+    RLX_DTILE_ROWS(RLX_DTILE_STORE)
+}
+#undef RLX_DTILE_DECL
+#undef RLX_DTILE_INIT
+#undef RLX_DTILE_FMA
+#undef RLX_DTILE_STORE
+#undef RLX_DTILE_ROWS
+
+#define RLX_DTILE_AVX2(MR_)                                                                       \
+    RLX_TARGET_AVX2 static void rlx_gemm_dtile_avx2_##MR_(const float* wp, const float* xb,       \
+                                                          const ptrdiff_t* offs, ptrdiff_t k,     \
+                                                          float* c, ptrdiff_t ldc,                \
+                                                          const float* init,                      \
+                                                          const rlx_gemm_tile_ep* te) {           \
+        rlx_gemm_dtile_avx2_body(MR_, wp, xb, offs, k, c, ldc, init, te);                         \
+    }
+RLX_DTILE_AVX2(1) RLX_DTILE_AVX2(2) RLX_DTILE_AVX2(3)
+RLX_DTILE_AVX2(4) RLX_DTILE_AVX2(5) RLX_DTILE_AVX2(6)
+#undef RLX_DTILE_AVX2
+
+typedef void (*rlx_gemm_dtile_fn)(const float*, const float*, const ptrdiff_t*, ptrdiff_t, float*, ptrdiff_t,
+                                  const float*, const rlx_gemm_tile_ep*);
+static const rlx_gemm_dtile_fn rlx_gemm_dtiles_avx2[RLX_GEMM_MR + 1] = {
+    NULL, rlx_gemm_dtile_avx2_1, rlx_gemm_dtile_avx2_2, rlx_gemm_dtile_avx2_3,
+    rlx_gemm_dtile_avx2_4, rlx_gemm_dtile_avx2_5, rlx_gemm_dtile_avx2_6};
+
+/* Store the segments of a tile computed into tmp[mr][16]: segment s writes
+ * tile columns [seg[s][0], + seg[s][2]) of row r to C column seg[s][1] of
+ * row r (c: the tile's first row at column 0, rows ldc apart), through
+ * masked vector moves, with the conv epilogue te (or NULL) on the way: the
+ * arithmetic of rlx_gemm_ep_vec, the residual read masked at the same
+ * places as C. */
+RLX_TARGET_AVX2 static void rlx_gemm_store_segments_avx2(const float* tmp, int mr, const ptrdiff_t (*seg)[3],
+                                                         ptrdiff_t nseg, float* c, ptrdiff_t ldc,
+                                                         const rlx_gemm_tile_ep* te) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (ptrdiff_t s = 0; s < nseg; ++s) {
+        const ptrdiff_t t0 = seg[s][0], len = seg[s][2], shift = seg[s][1] - t0;
+        for (int v = 0; v < 2; ++v) {
+            const ptrdiff_t lo = t0 - 8 * v, hi = t0 + len - 8 * v;     /* live lanes [lo, hi) of vector v */
+            if (hi <= 0 || lo >= 8) continue;
+            const __m256i mask = _mm256_and_si256(_mm256_cmpgt_epi32(lane, _mm256_set1_epi32((int)lo - 1)),
+                                                  _mm256_cmpgt_epi32(_mm256_set1_epi32((int)hi), lane));
+            for (int r = 0; r < mr; ++r) {
+                __m256 val = _mm256_load_ps(tmp + r * RLX_GEMM_NR + 8 * v);
+                const ptrdiff_t at = r * ldc + shift + 8 * v;             /* C offset of lane 0 */
+                if (te) {
+                    const float b = te->b[r];
+                    if (te->res)
+                        val = _mm256_add_ps(_mm256_add_ps(val, _mm256_set1_ps(b)),
+                                            _mm256_maskload_ps(te->res + at, mask));
+                    else if (b != 0.0f)
+                        val = _mm256_add_ps(val, _mm256_set1_ps(b));
+                    if (te->act == RLX_ACT_RELU) {
+                        val = _mm256_andnot_ps(_mm256_cmp_ps(val, _mm256_setzero_ps(), _CMP_LE_OQ), val);
+                    } else if (te->act == RLX_ACT_CLIP) {
+                        val = _mm256_max_ps(_mm256_set1_ps(te->alpha), val);
+                        val = _mm256_min_ps(_mm256_set1_ps(te->beta), val);
+                    }
+                }
+                _mm256_maskstore_ps(c + at, mask, val);
+            }
+        }
+    }
+}
+#endif
+
+/* Panels of W per M block of the in-place variant: the block's packed
+ * weight (mc * MR * K floats) stays in L2 while the column tiles pass. */
+static inline ptrdiff_t rlx_gemm_direct_mc_panels(ptrdiff_t k) {
+    const ptrdiff_t mc = (48 * 1024) / (RLX_GEMM_MR * (k > 0 ? k : 1));
+    return mc < 1 ? 1 : mc;
+}
+
+/* rlx_gemm_conv_implicit's result (same arguments, same bits) with X read in
+ * place; x must hold RLX_IMPLICIT_SLACK readable floats past the copy. */
+static void rlx_gemm_conv_implicit_direct(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, ptrdiff_t k,
+                                          const float* x, ptrdiff_t x_len, const ptrdiff_t* offs, ptrdiff_t p0,
+                                          ptrdiff_t w_out, ptrdiff_t wq, ptrdiff_t h_out, ptrdiff_t hq,
+                                          float* c, ptrdiff_t c_len, ptrdiff_t c_off, ptrdiff_t ldc, ptrdiff_t n,
+                                          const rlx_epilogue* ep, const float* ep_bias) {
+    const int level = rlx_simd_level();
+    const ptrdiff_t panels = (m + RLX_GEMM_MR - 1) / RLX_GEMM_MR;
+    const ptrdiff_t mcp = rlx_gemm_direct_mc_panels(k);
+    const ptrdiff_t slice = h_out * w_out;
+    const int in_tile = ep && level && rlx_gemm_ep_in_tile(ep);   /* else spans per M block */
+    ptrdiff_t omin = 0, omax = 0;
+    float tmp[RLX_GEMM_MR * RLX_GEMM_NR] __attribute__((aligned(32)));
+    /* a tile's column segments: (first tile column, first C column, length) */
+    ptrdiff_t seg[RLX_GEMM_NR][3];
+    if (m <= 0 || n <= 0) return;
+    RLX_CHECK_RANGE(0, rlx_gemm_packed_floats(m, k), wp_len, "gemm packed weight");
+    RLX_CHECK_RANGE(c_off, c_off + (m - 1) * ldc + n, c_len, "gemm C");
+    if (k <= 0) {                       /* not reached from a conv (K >= 1); as rlx_gemm_conv_src */
+        for (ptrdiff_t i = 0; i < m; ++i) {
+            for (ptrdiff_t j = 0; j < n; ++j) c[c_off + i * ldc + j] = 0.0f;
+            if (ep) rlx_epilogue_span(c, c_len, c_off + i * ldc, n, ep_bias ? ep_bias[i] : 0.0f, ep, level);
+        }
+        return;
+    }
+    for (ptrdiff_t kk = 0; kk < k; ++kk) {
+        if (offs[kk] < omin || kk == 0) omin = offs[kk];
+        if (offs[kk] > omax || kk == 0) omax = offs[kk];
+    }
+    (void)omin;
+    (void)omax;
+    (void)x_len;
+    for (ptrdiff_t pb = 0; pb < panels; pb += mcp) {
+        const ptrdiff_t pe = pb + mcp < panels ? pb + mcp : panels;
+        ptrdiff_t done = 0;                             /* columns of C finished */
+        while (done < n) {
+            /* the tile starts at output pixel p0 + done = (od, oh, ow) */
+            const ptrdiff_t pix = p0 + done;
+            const ptrdiff_t od = pix / slice, rem = pix - od * slice;
+            const ptrdiff_t oh = rem / w_out, ow = rem - oh * w_out;
+            const ptrdiff_t base = (od * hq + oh) * wq + ow;
+            /* segments: runs of an output row, until 16 tile columns, the
+             * slice's last row or the chunk's end */
+            ptrdiff_t nseg = 0, tcol = 0, cols = 0, r = oh, col = ow;
+            while (tcol < RLX_GEMM_NR && done + cols < n && r < h_out) {
+                ptrdiff_t len = w_out - col;
+                if (len > RLX_GEMM_NR - tcol) len = RLX_GEMM_NR - tcol;
+                if (len > n - done - cols) len = n - done - cols;
+                seg[nseg][0] = tcol;
+                seg[nseg][1] = done + cols;
+                seg[nseg][2] = len;
+                ++nseg;
+                cols += len;
+                tcol += len + (wq - w_out);             /* the row's pad columns are skipped */
+                col = 0;
+                ++r;
+            }
+            RLX_CHECK_RANGE(omin + base, omax + base + RLX_GEMM_NR, x_len, "implicit direct X");
+            const int whole = nseg == 1 && cols == RLX_GEMM_NR;
+            for (ptrdiff_t p = pb; p < pe; ++p) {
+                const ptrdiff_t i0 = p * RLX_GEMM_MR;
+                const int mr = (int)(m - i0 < RLX_GEMM_MR ? m - i0 : RLX_GEMM_MR);
+                float init[RLX_GEMM_MR] = {0};
+                const float* wpp = wp + p * k * RLX_GEMM_MR;
+                float* ct = c + c_off + i0 * ldc + done;
+#if RLX_X86_DISPATCH
+                if (level) {
+                    if (whole) {
+                        rlx_gemm_tile_ep te = {0, 0.0f, 0.0f, NULL, ldc, {0}};
+                        if (in_tile) {
+                            te.act = ep->act;
+                            te.alpha = ep->alpha;
+                            te.beta = ep->beta;
+                            if (ep->res) {
+                                RLX_CHECK_RANGE(ct - c, (ct - c) + (mr - 1) * ldc + RLX_GEMM_NR, ep->res_len,
+                                                "gemm epilogue residual");
+                                te.res = ep->res + (ct - c);
+                            }
+                            for (int rr = 0; rr < mr; ++rr) te.b[rr] = ep_bias ? ep_bias[i0 + rr] : 0.0f;
+                        }
+                        rlx_gemm_dtiles_avx2[mr](wpp, x + base, offs, k, ct, ldc, init, in_tile ? &te : NULL);
+                        continue;
+                    }
+                    rlx_gemm_dtiles_avx2[mr](wpp, x + base, offs, k, tmp, RLX_GEMM_NR, init, NULL);
+                    if (in_tile) {
+                        rlx_gemm_tile_ep te = {ep->act, ep->alpha, ep->beta, NULL, ldc, {0}};
+                        if (ep->res) {
+                            RLX_CHECK_RANGE(c_off + i0 * ldc, c_off + (i0 + mr - 1) * ldc + n, ep->res_len,
+                                            "gemm epilogue residual");
+                            te.res = ep->res + c_off + i0 * ldc;
+                        }
+                        for (int rr = 0; rr < mr; ++rr) te.b[rr] = ep_bias ? ep_bias[i0 + rr] : 0.0f;
+                        rlx_gemm_store_segments_avx2(tmp, mr, (const ptrdiff_t(*)[3])seg, nseg, c + c_off + i0 * ldc,
+                                                     ldc, &te);
+                    } else {
+                        rlx_gemm_store_segments_avx2(tmp, mr, (const ptrdiff_t(*)[3])seg, nseg, c + c_off + i0 * ldc,
+                                                     ldc, NULL);
+                    }
+                    continue;
+                }
+#endif
+                rlx_gemm_dtile_base(mr, wpp, x + base, offs, k, tmp, RLX_GEMM_NR, init);
+                for (int rr = 0; rr < mr; ++rr)
+                    for (ptrdiff_t s = 0; s < nseg; ++s) {
+                        float* dst = c + c_off + (i0 + rr) * ldc + seg[s][1];
+                        memcpy(dst, tmp + rr * RLX_GEMM_NR + seg[s][0], (size_t)seg[s][2] * sizeof(float));
+                    }
+            }
+            done += cols;
+        }
+        if (ep && !in_tile) {
+            const ptrdiff_t i1 = pe * RLX_GEMM_MR < m ? pe * RLX_GEMM_MR : m;
+            for (ptrdiff_t i = pb * RLX_GEMM_MR; i < i1; ++i)
+                rlx_epilogue_span(c, c_len, c_off + i * ldc, n, ep_bias ? ep_bias[i] : 0.0f, ep, level);
+        }
+    }
+}
+
 static void rlx_gemm_conv(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, ptrdiff_t k,
                           const float* x, ptrdiff_t x_len, ptrdiff_t x_off, ptrdiff_t ldx,
                           float* c, ptrdiff_t c_len, ptrdiff_t c_off, ptrdiff_t ldc, ptrdiff_t n,

@@ -66,6 +66,12 @@ static inline ptrdiff_t rlx_implicit_floats(const rlx_implicit_geom* ig) {
     return (ig->c_in / ig->groups) * ig->s[0] * ig->s[1] * ig->s[2] * rlx_implicit_plane(ig);
 }
 
+/* Floats of one copy's slot in scratch: the copy, then RLX_IMPLICIT_SLACK
+ * floats that rlx_gemm_conv_implicit_direct may read past it (zeroed). */
+static inline ptrdiff_t rlx_implicit_slot_floats(const rlx_implicit_geom* ig) {
+    return rlx_implicit_floats(ig) + RLX_IMPLICIT_SLACK;
+}
+
 /* Rows of one copy: (ci, a_d, a_h, a_w, i_d, i_h), each q[2] floats. */
 static inline ptrdiff_t rlx_implicit_rows(const rlx_implicit_geom* ig) {
     return (ig->c_in / ig->groups) * ig->s[0] * ig->s[1] * ig->s[2] * ig->q[0] * ig->q[1];

@@ -17,7 +17,8 @@ from reference import conv_nd, rel_error
 # Global state guards
 # ---------------------------------------------------------------------------
 
-CONV_ENV_FLAGS = ("RLX_FAST_CONV", "RLX_WINOGRAD", "RLX_DIRECT_CONV", "RLX_CONV_MICROKERNEL", "RLX_IMPLICIT_GEMM")
+CONV_ENV_FLAGS = ("RLX_FAST_CONV", "RLX_WINOGRAD", "RLX_DIRECT_CONV", "RLX_CONV_MICROKERNEL", "RLX_IMPLICIT_GEMM",
+                  "RLX_IMPLICIT_DIRECT")
 
 
 @pytest.fixture(autouse=True)

@@ -111,8 +111,16 @@ def test_conv3d_implicit_patch_matrix(seed, monkeypatch):
     got, plan = _run(x, w, b, "auto", 2, weights_as_inputs=bool(seed % 2), **kw)
     (th,) = [t for t in plan.thunks if t.kind == "conv3d"]
     pointwise = w.shape[2:] == (1, 1, 1) and kw["stride"] == (1, 1, 1) and pb == pe == (0, 0, 0)
-    assert th.implicit == (not pointwise)
+    assert bool(th.implicit) == (not pointwise)
     assert R.rel_error(got, want) <= TOL
+    if not pointwise:
+        # X packed from the input copy or read in place: the same bits
+        for direct, mode in (("0", rc._convnd.IMPLICIT_PACKED), ("1", rc._convnd.IMPLICIT_DIRECT)):
+            monkeypatch.setenv("RLX_IMPLICIT_DIRECT", direct)
+            other, plan_d = _run(x, w, b, "auto", 2, weights_as_inputs=bool(seed % 2), **kw)
+            assert plan_d.thunks[-1].implicit == mode
+            np.testing.assert_array_equal(other, got)
+        monkeypatch.delenv("RLX_IMPLICIT_DIRECT")
     monkeypatch.setenv("RLX_IMPLICIT_GEMM", "0")
     explicit, plan0 = _run(x, w, b, "auto", 2, **kw)
     assert not plan0.thunks[-1].implicit

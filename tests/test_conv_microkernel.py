@@ -135,13 +135,15 @@ IMPLICIT_CASES = [c for c in CONV_CASES if c[1][2:] != (1, 1)] + [
 
 
 @pytest.mark.parametrize("xs,ws,attrs", IMPLICIT_CASES)
-@pytest.mark.parametrize("epilogue", [None, "relu", "residual"])
+@pytest.mark.parametrize("epilogue", [None, "relu", "residual", "residual_clip", "hard_swish"])
 def test_implicit_patch_matrix_gives_the_explicit_bits(clean_conv_env, rng, xs, ws, attrs, epilogue):
     """An im2col conv on the microkernel packs its GEMM panels from the
-    phase-split input copy (packed = GEMM_LAYOUT_IMPLICIT, the default) or
-    from the patch matrix it built (RLX_IMPLICIT_GEMM=0): the same bits, at 1
-    and 2 threads, weight constant or an input, and within the float64
-    reference's tolerance."""
+    phase-split input copy (packed = GEMM_LAYOUT_IMPLICIT), reads them in
+    place from that copy (GEMM_LAYOUT_IMPLICIT_DIRECT, RLX_IMPLICIT_DIRECT=1)
+    or packs them from the patch matrix it built (RLX_IMPLICIT_GEMM=0): the
+    same bits, at 1 and 2 threads, weight constant or an input, with the
+    epilogue in the register tile (relu, clip, residual) or after it
+    (hard_swish), and within the float64 reference's tolerance."""
     clean_conv_env.setenv("RLX_CONV_MICROKERNEL", "1")
     x = rng.standard_normal(xs).astype(np.float32)
     w = rng.standard_normal(ws).astype(np.float32)
@@ -158,35 +160,45 @@ def test_implicit_patch_matrix_gives_the_explicit_bits(clean_conv_env, rng, xs, 
         if epilogue == "relu":
             y = g.relu(y)
             ref = np.maximum(want, 0)
-        elif epilogue == "residual":
+        elif epilogue in ("residual", "residual_clip"):
             r = rng.standard_normal(y.shape).astype(np.float32)
             y = g.add(y, g.input("r", y.shape))
             feeds["r"] = r
             ref = want + r
+            if epilogue == "residual_clip":
+                y = g.clip(y, 0.0, 6.0)
+                ref = reference.clip(ref, 0.0, 6.0)
+        elif epilogue == "hard_swish":
+            y = g.hard_swish(y)
+            ref = reference.hard_swish(want)
         else:
             ref = want
         g.output(y)
         outs = {}
-        for flag in (None, "0"):
-            if flag is None:
-                clean_conv_env.delenv("RLX_IMPLICIT_GEMM", raising=False)
-            else:
-                clean_conv_env.setenv("RLX_IMPLICIT_GEMM", flag)
+        layouts = {"packed": ({"RLX_IMPLICIT_DIRECT": "0"}, _conv2d.GEMM_LAYOUT_IMPLICIT),
+                   "direct": ({"RLX_IMPLICIT_DIRECT": "1"}, _conv2d.GEMM_LAYOUT_IMPLICIT_DIRECT),
+                   "explicit": ({"RLX_IMPLICIT_GEMM": "0"}, _conv2d.GEMM_LAYOUT_ROWS)}
+        for name, (env, layout) in layouts.items():
+            for var in ("RLX_IMPLICIT_GEMM", "RLX_IMPLICIT_DIRECT"):
+                clean_conv_env.delenv(var, raising=False)
+            for var, val in env.items():
+                clean_conv_env.setenv(var, val)
             for t in (1, 2):
                 plan = rlx_cpu.compile(g, conv_algorithm="im2col", num_threads=t)
                 th = conv_thunk(plan)
-                assert th.packed == (_conv2d.GEMM_LAYOUT_IMPLICIT if flag is None else _conv2d.GEMM_LAYOUT_ROWS)
+                assert th.packed == layout
                 assert th.epilogue is not None or epilogue is None
-                outs[flag, t] = plan.run(feeds)[0]
-        assert rel_error(outs[None, 1], ref) <= TOL
+                outs[name, t] = plan.run(feeds)[0]
+        assert rel_error(outs["packed", 1], ref) <= TOL
         for key, got in outs.items():
-            np.testing.assert_array_equal(got, outs[None, 1], err_msg=str(key))
+            np.testing.assert_array_equal(got, outs["packed", 1], err_msg=str(key))
 
 
 def test_implicit_launch_checks_its_scratch(rng):
     xs, ws = (1, 3, 9, 9), (4, 3, 3, 3)
     dims = (1, 3, 9, 9, 4, 4, 4, 3, 3, 2, 2, 0, 0, 1, 1, 1)
-    need = _conv2d.implicit_floats(dims)
+    need = _conv2d.scratch_floats(dims, _conv2d.ALGO_IM2COL, 1, _conv2d.GEMM_LAYOUT_IMPLICIT)
+    assert need == _conv2d.implicit_floats(dims) + 16      # the copy and the slack the in-place reads may touch
     wp = _conv2d.gemm_pack_weight(rng.standard_normal(ws).astype(np.float32), 1)
     x = np.zeros(int(np.prod(xs)), np.float32)
     y = np.zeros(4 * 16, np.float32)
@@ -288,9 +300,12 @@ print(worst)
 """
 
 
-def test_baseline_variant_matches_reference():
+@pytest.mark.parametrize("direct", ["0", "1"])
+def test_baseline_variant_matches_reference(direct):
+    """The portable microkernel (RLX_SIMD=baseline), with an implicit im2col
+    GEMM packing X or reading it in place."""
     here = os.path.dirname(__file__)
-    env = dict(os.environ, RLX_SIMD="baseline", RLX_CONV_MICROKERNEL="1")
+    env = dict(os.environ, RLX_SIMD="baseline", RLX_CONV_MICROKERNEL="1", RLX_IMPLICIT_DIRECT=direct)
     env["PYTHONPATH"] = os.pathsep.join([here] + [p for p in sys.path if p])
     out = subprocess.run([sys.executable, "-c", BASELINE_SCRIPT], env=env, cwd=here, capture_output=True,
                          text=True, timeout=300)
@@ -417,7 +432,7 @@ def test_channel_layout_packing_and_limits(rng):
     np.testing.assert_array_equal(panels[1, :, :4], w[16:].T)
     np.testing.assert_array_equal(panels[1, :, 4:], 0)
     with pytest.raises(ValueError, match="layout"):
-        _conv2d.gemm_packed_floats(20, 3, 1, 4)
+        _conv2d.gemm_packed_floats(20, 3, 1, 5)
     too_wide = _conv2d.GEMM_CHANNELS_MAX_PIXELS + 1
     with pytest.raises(ValueError, match="channel layout"):
         _conv2d.gemm_microkernel(w, np.zeros((3, too_wide), np.float32), layout=_conv2d.GEMM_LAYOUT_CHANNELS)

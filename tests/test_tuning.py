@@ -74,6 +74,7 @@ def test_tuned_plan_is_right_and_keeps_the_fastest(case, threads):
     if "+" in best:
         assert bool(th.packed) == (not best.endswith("+sgemm"))
         assert (th.packed == _conv2d.GEMM_LAYOUT_IMPLICIT) == best.endswith("+implicit")
+        assert (th.packed == _conv2d.GEMM_LAYOUT_IMPLICIT_DIRECT) == best.endswith("+direct")
     assert rel_error(plan.run(feeds)[0], want) <= TOL
 
 
@@ -84,7 +85,7 @@ def test_every_eligible_algorithm_is_a_candidate():
     assert {"winograd", "winograd_f4", "direct"} <= set(ms)
     assert any(k.startswith("im2col+") for k in ms)
     if _conv2d.simd_level():
-        assert {"im2col+sgemm", "im2col+microkernel", "im2col+implicit"} <= set(ms)
+        assert {"im2col+sgemm", "im2col+microkernel", "im2col+implicit", "im2col+direct"} <= set(ms)
     assert "reference" not in ms
     g, _, _ = _graph("5x5_s2")
     (_, ms), = rlx_cpu.compile(g, tune=True, num_threads=1).tuning.values()

@@ -23,8 +23,8 @@ from typing import ClassVar, Optional, Tuple
 import numpy as np
 
 from .. import _conv2d, _convnd
-from ..algorithms import (ConvAlgorithm, conv_microkernel_layout, prefers_conv_microkernel, select_conv_algorithm,
-                          select_convnd_algorithm)
+from ..algorithms import (ConvAlgorithm, conv_microkernel_layout, implicit_reads_in_place, prefers_conv_microkernel,
+                          select_conv_algorithm, select_convnd_algorithm)
 from ..shapes import pad_pairs
 from ..compiler import compile as _compile
 from ..functional import as_real, cached_plan, freeze
@@ -388,8 +388,10 @@ class ConvNDKernelThunk(Thunk):
     """Base of the records the N-d kernel (_convnd.ConvNDLaunch) runs, with
     fused bias: conv3d here and conv-transpose (``transposed``).  `algorithm`
     is REFERENCE (loops) or IM2COL (vol2col + GEMM, or GEMM + col2vol);
-    `implicit` (conv3d only): IM2COL on the conv microkernel without the patch
-    matrix, the weight packed in row panels (src/rlx_implicit.h)."""
+    `implicit` (conv3d only, 0 or _convnd.IMPLICIT_PACKED/IMPLICIT_DIRECT):
+    IM2COL on the conv microkernel without the patch matrix, the weight
+    packed in row panels (src/rlx_implicit.h), X panels packed from the
+    input copy or read in place."""
     x: Slice
     weight: Slice
     bias: Optional[Slice]
@@ -398,7 +400,7 @@ class ConvNDKernelThunk(Thunk):
     dims: ConvNDDims
     algorithm: ConvAlgorithm
     max_threads: int
-    implicit: bool = False
+    implicit: int = 0
 
     reads: ClassVar[tuple] = ("x", "weight", "bias")
     writes: ClassVar[tuple] = ("y",)
@@ -535,9 +537,11 @@ def emit_conv_nd_dims(ctx, name, op, thunk_cls, dims, x, w, w_value, bias, y, re
     t = ctx.num_threads
     algo = select_convnd_algorithm(dims, ctx.conv_algorithm if requested is None else requested, ctx.flags,
                                    op=op, transposed=transposed, nthreads=t)
-    implicit = not transposed and algo == ConvAlgorithm.IM2COL and conv3d_implicit_ok(dims, ctx.flags)
-    if implicit:
+    implicit = 0
+    if not transposed and algo == ConvAlgorithm.IM2COL and conv3d_implicit_ok(dims, ctx.flags):
         k = (dims.c_in // dims.groups) * dims.kernel[0] * dims.kernel[1] * dims.kernel[2]
+        direct = implicit_reads_in_place(dims.c_out // dims.groups, k, ctx.flags)
+        implicit = _convnd.IMPLICIT_DIRECT if direct else _convnd.IMPLICIT_PACKED
         pack_dims = Conv2DDims(1, dims.c_in, 1, 1, dims.c_out, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, dims.groups)
         w = _packed_weight(ctx, name, w, w_value, pack_dims, _conv2d.GEMM_LAYOUT_ROWS, k=k)
     nfloats = _convnd.scratch_floats(dims.as_tuple(), transposed, algo == ConvAlgorithm.IM2COL, t, implicit)
