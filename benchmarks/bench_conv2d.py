@@ -9,9 +9,9 @@ thread count: torch.nn.functional.conv2d (inference mode) and ONNX Runtime on a
 one-node Conv model with the weight as an initializer.  They are timed
 round-robin with rlx_cpu's whole `plan.run_into` (input copy included), and
 the ratios peer_ms / run_ms are printed (> 1 means rlx_cpu is faster); `best`
-is the faster peer.  `%peak` is GFLOP/s over the FMA peak given by --peak
-(default 115 GFLOP/s per core: 2 FMA pipes x 16 float32 lanes x 3.6 GHz on
-this Zen 4; a core count of threads).  Also reports the per-run overhead of a
+is the faster peer.  `%peak` is GFLOP/s over the FMA peak given by --peak,
+by default the one measured at start (rlx_cpu._conv2d.fma_peak_gflops: 12
+independent AVX2 FMA chains on one thread), times the thread count.  Also reports the per-run overhead of a
 one-thunk plan (plan.run on a tiny conv, end to end).
 """
 import argparse
@@ -21,6 +21,7 @@ import time
 import numpy as np
 
 import rlx_cpu
+from rlx_cpu._conv2d import fma_peak_gflops
 from _harness import (DEFAULT_SETTLE_S, busy_wait, fmt_ms, fmt_ratio, interleaved_medians, median_ms, optional_ort, optional_torch,
                       ort_session, ort_single_node)
 
@@ -140,8 +141,12 @@ def main():
                     help="comma-separated: auto, tune (compile(tune=True)) and the forced algorithms")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--no-ort", action="store_true")
-    ap.add_argument("--peak", type=float, default=115.0, help="FMA peak GFLOP/s of one core")
+    ap.add_argument("--peak", type=float, default=None,
+                    help="FMA peak GFLOP/s of one core (default: measured, rlx_cpu._conv2d.fma_peak_gflops)")
     args = ap.parse_args()
+    if args.peak is None:
+        args.peak = fma_peak_gflops(1)
+    print(f"FMA peak: {args.peak:.1f} GFLOP/s per core (measured on 1 thread); %peak at t threads is over t x that")
     torch = optional_torch(args.no_torch)
     ort = optional_ort(args.no_ort)
     threads = [int(t) for t in args.threads.split(",")]

@@ -14,12 +14,15 @@ faster peer's ms over rlx_cpu's (> 1: rlx_cpu faster).  `ran` is what the
 plan runs: the N-d kernel's algorithm, or `phases(P)` for a 1-D/2-D
 conv-transpose lowered to P forward convs (ops/conv_backward.py).  Each
 runtime's timed call follows 100 ms of busy waiting (rlx_cpu/timing.py).
+`%peak` is GFLOP/s over the FMA peak (--peak, by default measured at start
+on one thread: rlx_cpu._conv2d.fma_peak_gflops) times the thread count.
 """
 import argparse
 
 import numpy as np
 
 import rlx_cpu
+from rlx_cpu._conv2d import fma_peak_gflops
 from _harness import DEFAULT_SETTLE_S, interleaved_medians, median_ms, optional_ort, optional_torch, ort_session, \
     ort_single_node
 from rlx_cpu import _runtime
@@ -159,8 +162,12 @@ def main():
     ap.add_argument("--algos", default=",".join(ALGOS))
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--no-ort", action="store_true")
-    ap.add_argument("--peak", type=float, default=115.0, help="FMA peak GFLOP/s of one core")
+    ap.add_argument("--peak", type=float, default=None,
+                    help="FMA peak GFLOP/s of one core (default: measured, rlx_cpu._conv2d.fma_peak_gflops)")
     args = ap.parse_args()
+    if args.peak is None:
+        args.peak = fma_peak_gflops(1)
+    print(f"FMA peak: {args.peak:.1f} GFLOP/s per core (measured on 1 thread); %peak at t threads is over t x that")
     torch = optional_torch(args.no_torch)
     ort = optional_ort(args.no_ort)
     threads = [int(t) for t in args.threads.split(",")]

@@ -44,6 +44,8 @@ from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
 from _implicit cimport (ImplicitEpilogue, ImplicitGeom, implicit_conv_run, rlx_implicit_floats,
                        rlx_implicit_offsets, rlx_implicit_slot_floats)
 
+import time
+
 import numpy as np
 
 
@@ -206,6 +208,41 @@ def depthwise_channel_blocks(tuple dims):
 def simd_level():
     """1 when the AVX2+FMA variants of the hot loops run, 0 for the baseline."""
     return rlx_simd_level()
+
+
+cdef extern from "rlx_peak.h":
+    int RLX_PEAK_FLOPS_PER_ITER
+    float rlx_fma_probe(long iters, float seed) nogil
+
+
+cdef double _fma_probe_seconds(long iters, int threads):
+    cdef int i
+    cdef float sink = 0
+    t0 = time.perf_counter()
+    with nogil:
+        for i in prange(threads, num_threads=threads, schedule='static'):
+            sink += rlx_fma_probe(iters, <float>i)
+    dt = time.perf_counter() - t0
+    if sink != sink:        # keeps the probe's result alive; never NaN
+        raise RuntimeError("fma_peak_gflops: the probe returned NaN")
+    return dt
+
+
+def fma_peak_gflops(int threads=1, double seconds=0.2):
+    """Measured float32 FMA throughput in GFLOP/s per thread, with `threads`
+    threads running the probe at once (src/rlx_peak.h: 12 independent
+    vector FMA chains on the SIMD level this CPU runs), over about `seconds`
+    after a warm-up of the same length: the peak that benchmarks state their
+    GFLOP/s against."""
+    if threads < 1 or not (seconds > 0):
+        raise ValueError(f"fma_peak_gflops: threads must be >= 1 and seconds > 0, got {threads}, {seconds}")
+    cdef long iters = 1 << 20
+    while _fma_probe_seconds(iters, threads) < seconds / 8 and iters < (1 << 40):
+        iters *= 2
+    iters = <long>(iters * (seconds / max(_fma_probe_seconds(iters, threads), 1e-9)))
+    _fma_probe_seconds(max(iters, 1), threads)            # warm-up at the full length
+    dt = _fma_probe_seconds(max(iters, 1), threads)
+    return float(max(iters, 1)) * RLX_PEAK_FLOPS_PER_ITER / dt / 1e9
 
 
 # ---------------------------------------------------------------------------

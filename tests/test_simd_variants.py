@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import rlx_cpu._conv2d as _conv2d
 
@@ -79,3 +80,16 @@ def test_sigmoid_and_silu_give_the_same_bits_in_both_variants(tmp_path):
         res[simd] = np.load(path)
     np.testing.assert_array_equal(res["baseline"], res["auto"])
     assert np.isnan(res["auto"][:, 4001]).all()
+
+
+def test_fma_peak_probe_measures_and_validates():
+    """The benchmarks' peak reference: a finite positive throughput (any
+    CPU that runs the suite does well over 1 GFLOP/s of float32 FMAs on one
+    thread), and bad arguments raise naming the function."""
+    from rlx_cpu._conv2d import fma_peak_gflops
+    peak = fma_peak_gflops(1, 0.02)
+    assert 1.0 < peak < 1e5
+    with pytest.raises(ValueError, match="fma_peak_gflops"):
+        fma_peak_gflops(0)
+    with pytest.raises(ValueError, match="fma_peak_gflops"):
+        fma_peak_gflops(1, 0.0)
