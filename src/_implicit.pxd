@@ -25,8 +25,8 @@ cdef extern from "rlx_implicit.h":
     int RLX_IMPLICIT_SLACK
     Py_ssize_t rlx_implicit_rows(const ImplicitGeom* ig) nogil
     void rlx_implicit_offsets(const ImplicitGeom* ig, Py_ssize_t* offs) nogil
-    void rlx_implicit_fill_row(const float* x, Py_ssize_t x_len, const ImplicitGeom* ig, Py_ssize_t ni,
-                               Py_ssize_t gi, float* xs, Py_ssize_t xs_len, Py_ssize_t row) nogil
+    void rlx_implicit_fill_rows(const float* x, Py_ssize_t x_len, const ImplicitGeom* ig, Py_ssize_t ni,
+                                Py_ssize_t gi, float* xs, Py_ssize_t xs_len, Py_ssize_t r0, Py_ssize_t r1) nogil
     Py_ssize_t rlx_gemm_packed_floats(Py_ssize_t m, Py_ssize_t k) nogil
     int RLX_GEMM_NR
     void rlx_gemm_conv_implicit(const float* wp, Py_ssize_t wp_len, Py_ssize_t m, Py_ssize_t k,
@@ -79,26 +79,27 @@ cdef inline int implicit_conv_run(const float[::1] x, const float[::1] wp, float
     cdef Py_ssize_t used = rlx_implicit_floats(ig)
     cdef Py_ssize_t rows = rlx_implicit_rows(ig)
     cdef Py_ssize_t items = n * groups
-    cdef Py_ssize_t chunks, width, item, ni, gi, row, c, j0, j1, slot
+    cdef Py_ssize_t chunks, width, item, ni, gi, row, c, j0, j1, slot, nblk
     if split <= 1 or items % split == 0 or items >= 4 * split:
         for item in prange(items, num_threads=nthreads, schedule='static'):
             ni = item // groups
             gi = item % groups
             slot = threadid() * per
-            for row in range(rows):
-                rlx_implicit_fill_row(&x[0], x.shape[0], ig, ni, gi, &scratch[slot], scratch.shape[0] - slot, row)
+            rlx_implicit_fill_rows(&x[0], x.shape[0], ig, ni, gi, &scratch[slot], scratch.shape[0] - slot, 0, rows)
             memset(&scratch[slot + used], 0, RLX_IMPLICIT_SLACK * sizeof(float))
             _implicit_gemm(direct, &wp[gi * pf], wp.shape[0] - gi * pf, cog, k, &scratch[slot], per, &offs[0], 0,
                            ig, &y[0], y.shape[0], (ni * c_out + gi * cog) * p, p, p,
                            ep, bias + gi * cog if bias != NULL else NULL)
         return 0
     chunks = split if p >= 32 * split else max(1, p // 32)
+    nblk = min(rows, 4 * split)         # row blocks of the copy over the threads
     width = ((p + chunks - 1) // chunks + RLX_GEMM_NR - 1) // RLX_GEMM_NR * RLX_GEMM_NR
     for item in range(items):
         ni = item // groups
         gi = item % groups
-        for row in prange(rows, num_threads=nthreads, schedule='static'):
-            rlx_implicit_fill_row(&x[0], x.shape[0], ig, ni, gi, &scratch[0], scratch.shape[0], row)
+        for row in prange(nblk, num_threads=nthreads, schedule='static'):
+            rlx_implicit_fill_rows(&x[0], x.shape[0], ig, ni, gi, &scratch[0], scratch.shape[0],
+                                   rows * row // nblk, rows * (row + 1) // nblk)
         memset(&scratch[used], 0, RLX_IMPLICIT_SLACK * sizeof(float))
         for c in prange(chunks, num_threads=nthreads, schedule='static'):
             j0 = c * width

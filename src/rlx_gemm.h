@@ -453,10 +453,10 @@ static void rlx_gemm_conv_implicit(const float* wp, ptrdiff_t wp_len, ptrdiff_t 
 
 RLX_INLINE void rlx_gemm_dtile_base(int mr, const float* restrict wp, const float* restrict xb,
                                     const ptrdiff_t* restrict offs, ptrdiff_t k, float* restrict c,
-                                    ptrdiff_t ldc, const float* restrict init) {
+                                    ptrdiff_t ldc, const float* restrict init, const float* restrict ain) {
     float acc[RLX_GEMM_MR][RLX_GEMM_NR];
     for (int r = 0; r < RLX_GEMM_MR; ++r)
-        for (int j = 0; j < RLX_GEMM_NR; ++j) acc[r][j] = init[r];
+        for (int j = 0; j < RLX_GEMM_NR; ++j) acc[r][j] = ain && r < mr ? ain[r * RLX_GEMM_NR + j] : init[r];
     for (ptrdiff_t kk = 0; kk < k; ++kk) {
         const float* xk = xb + offs[kk];
         for (int r = 0; r < RLX_GEMM_MR; ++r) {
@@ -471,8 +471,15 @@ RLX_INLINE void rlx_gemm_dtile_base(int mr, const float* restrict wp, const floa
 #if RLX_X86_DISPATCH
 #define RLX_DTILE_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 #define RLX_DTILE_DECL(r) __m256 a##r##0 = _mm256_setzero_ps(), a##r##1 = _mm256_setzero_ps();
-#define RLX_DTILE_INIT(r) \
-    if (mr > r) a##r##0 = a##r##1 = _mm256_set1_ps(init[r]);
+#define RLX_DTILE_INIT(r)                                                        \
+    if (mr > r) {                                                                \
+        if (ain) {                                                               \
+            a##r##0 = _mm256_load_ps(ain + (r) * RLX_GEMM_NR);                   \
+            a##r##1 = _mm256_load_ps(ain + (r) * RLX_GEMM_NR + 8);               \
+        } else {                                                                 \
+            a##r##0 = a##r##1 = _mm256_set1_ps(init[r]);                         \
+        }                                                                        \
+    }
 #define RLX_DTILE_FMA(r)                                                         \
     if (mr > r) {                                                                \
         const __m256 wv = _mm256_broadcast_ss(wp + (r));                         \
@@ -494,6 +501,7 @@ RLX_TARGET_AVX2 RLX_INLINE void rlx_gemm_dtile_avx2_body(const int mr, const flo
                                                          const ptrdiff_t* restrict offs, ptrdiff_t k,
                                                          float* restrict c, ptrdiff_t ldc,
                                                          const float* restrict init,
+                                                         const float* restrict ain,
                                                          const rlx_gemm_tile_ep* te) {
     RLX_DTILE_ROWS(RLX_DTILE_DECL)
     RLX_DTILE_ROWS(RLX_DTILE_INIT)
@@ -516,16 +524,16 @@ RLX_TARGET_AVX2 RLX_INLINE void rlx_gemm_dtile_avx2_body(const int mr, const flo
     RLX_TARGET_AVX2 static void rlx_gemm_dtile_avx2_##MR_(const float* wp, const float* xb,       \
                                                           const ptrdiff_t* offs, ptrdiff_t k,     \
                                                           float* c, ptrdiff_t ldc,                \
-                                                          const float* init,                      \
+                                                          const float* init, const float* ain,    \
                                                           const rlx_gemm_tile_ep* te) {           \
-        rlx_gemm_dtile_avx2_body(MR_, wp, xb, offs, k, c, ldc, init, te);                         \
+        rlx_gemm_dtile_avx2_body(MR_, wp, xb, offs, k, c, ldc, init, ain, te);                    \
     }
 RLX_DTILE_AVX2(1) RLX_DTILE_AVX2(2) RLX_DTILE_AVX2(3)
 RLX_DTILE_AVX2(4) RLX_DTILE_AVX2(5) RLX_DTILE_AVX2(6)
 #undef RLX_DTILE_AVX2
 
 typedef void (*rlx_gemm_dtile_fn)(const float*, const float*, const ptrdiff_t*, ptrdiff_t, float*, ptrdiff_t,
-                                  const float*, const rlx_gemm_tile_ep*);
+                                  const float*, const float*, const rlx_gemm_tile_ep*);
 static const rlx_gemm_dtile_fn rlx_gemm_dtiles_avx2[RLX_GEMM_MR + 1] = {
     NULL, rlx_gemm_dtile_avx2_1, rlx_gemm_dtile_avx2_2, rlx_gemm_dtile_avx2_3,
     rlx_gemm_dtile_avx2_4, rlx_gemm_dtile_avx2_5, rlx_gemm_dtile_avx2_6};
@@ -571,11 +579,21 @@ RLX_TARGET_AVX2 static void rlx_gemm_store_segments_avx2(const float* tmp, int m
 }
 #endif
 
+/* The in-place variant walks K in blocks of RLX_GEMM_DIRECT_KC: one block of
+ * a tile's X rows (KC x 64 bytes, 128 lines when unaligned) and of the M
+ * block's W panels stay in L1 while every panel passes; the panels' partial
+ * sums wait in a stack buffer between K blocks (stored and reloaded exactly,
+ * so the chain of FMAs per element is unchanged). */
+#ifndef RLX_GEMM_DIRECT_KC
+#define RLX_GEMM_DIRECT_KC 256
+#endif
+#define RLX_GEMM_DIRECT_MAX_PANELS 16
+
 /* Panels of W per M block of the in-place variant: the block's packed
  * weight (mc * MR * K floats) stays in L2 while the column tiles pass. */
 static inline ptrdiff_t rlx_gemm_direct_mc_panels(ptrdiff_t k) {
     const ptrdiff_t mc = (48 * 1024) / (RLX_GEMM_MR * (k > 0 ? k : 1));
-    return mc < 1 ? 1 : mc;
+    return mc < 1 ? 1 : mc > RLX_GEMM_DIRECT_MAX_PANELS ? RLX_GEMM_DIRECT_MAX_PANELS : mc;
 }
 
 /* rlx_gemm_conv_implicit's result (same arguments, same bits) with X read in
@@ -592,6 +610,8 @@ static void rlx_gemm_conv_implicit_direct(const float* wp, ptrdiff_t wp_len, ptr
     const int in_tile = ep && level && rlx_gemm_ep_in_tile(ep);   /* else spans per M block */
     ptrdiff_t omin = 0, omax = 0;
     float tmp[RLX_GEMM_MR * RLX_GEMM_NR] __attribute__((aligned(32)));
+    /* partial sums of the M block's panels between K blocks */
+    float acc[RLX_GEMM_DIRECT_MAX_PANELS * RLX_GEMM_MR * RLX_GEMM_NR] __attribute__((aligned(32)));
     /* a tile's column segments: (first tile column, first C column, length) */
     ptrdiff_t seg[RLX_GEMM_NR][3];
     if (m <= 0 || n <= 0) return;
@@ -638,54 +658,61 @@ static void rlx_gemm_conv_implicit_direct(const float* wp, ptrdiff_t wp_len, ptr
             }
             RLX_CHECK_RANGE(omin + base, omax + base + RLX_GEMM_NR, x_len, "implicit direct X");
             const int whole = nseg == 1 && cols == RLX_GEMM_NR;
-            for (ptrdiff_t p = pb; p < pe; ++p) {
-                const ptrdiff_t i0 = p * RLX_GEMM_MR;
-                const int mr = (int)(m - i0 < RLX_GEMM_MR ? m - i0 : RLX_GEMM_MR);
-                float init[RLX_GEMM_MR] = {0};
-                const float* wpp = wp + p * k * RLX_GEMM_MR;
-                float* ct = c + c_off + i0 * ldc + done;
+            for (ptrdiff_t k0 = 0; k0 < k; k0 += RLX_GEMM_DIRECT_KC) {
+                const ptrdiff_t kc = k - k0 < RLX_GEMM_DIRECT_KC ? k - k0 : RLX_GEMM_DIRECT_KC;
+                const int last = k0 + kc == k;
+                for (ptrdiff_t p = pb; p < pe; ++p) {
+                    const ptrdiff_t i0 = p * RLX_GEMM_MR;
+                    const int mr = (int)(m - i0 < RLX_GEMM_MR ? m - i0 : RLX_GEMM_MR);
+                    float init[RLX_GEMM_MR] = {0};
+                    const float* wpp = wp + (p * k + k0) * RLX_GEMM_MR;
+                    const ptrdiff_t* ok = offs + k0;
+                    float* ap = acc + (p - pb) * RLX_GEMM_MR * RLX_GEMM_NR;   /* this panel's partial sums */
+                    const float* ain = k0 ? ap : NULL;
+                    float* ct = c + c_off + i0 * ldc + done;
 #if RLX_X86_DISPATCH
-                if (level) {
-                    if (whole) {
+                    if (level) {
+                        if (!last) {
+                            rlx_gemm_dtiles_avx2[mr](wpp, x + base, ok, kc, ap, RLX_GEMM_NR, init, ain, NULL);
+                            continue;
+                        }
                         rlx_gemm_tile_ep te = {0, 0.0f, 0.0f, NULL, ldc, {0}};
                         if (in_tile) {
                             te.act = ep->act;
                             te.alpha = ep->alpha;
                             te.beta = ep->beta;
-                            if (ep->res) {
+                            for (int rr = 0; rr < mr; ++rr) te.b[rr] = ep_bias ? ep_bias[i0 + rr] : 0.0f;
+                        }
+                        if (whole) {
+                            if (in_tile && ep->res) {
                                 RLX_CHECK_RANGE(ct - c, (ct - c) + (mr - 1) * ldc + RLX_GEMM_NR, ep->res_len,
                                                 "gemm epilogue residual");
                                 te.res = ep->res + (ct - c);
                             }
-                            for (int rr = 0; rr < mr; ++rr) te.b[rr] = ep_bias ? ep_bias[i0 + rr] : 0.0f;
+                            rlx_gemm_dtiles_avx2[mr](wpp, x + base, ok, kc, ct, ldc, init, ain, in_tile ? &te : NULL);
+                            continue;
                         }
-                        rlx_gemm_dtiles_avx2[mr](wpp, x + base, offs, k, ct, ldc, init, in_tile ? &te : NULL);
-                        continue;
-                    }
-                    rlx_gemm_dtiles_avx2[mr](wpp, x + base, offs, k, tmp, RLX_GEMM_NR, init, NULL);
-                    if (in_tile) {
-                        rlx_gemm_tile_ep te = {ep->act, ep->alpha, ep->beta, NULL, ldc, {0}};
-                        if (ep->res) {
+                        rlx_gemm_dtiles_avx2[mr](wpp, x + base, ok, kc, tmp, RLX_GEMM_NR, init, ain, NULL);
+                        if (in_tile && ep->res) {
                             RLX_CHECK_RANGE(c_off + i0 * ldc, c_off + (i0 + mr - 1) * ldc + n, ep->res_len,
                                             "gemm epilogue residual");
                             te.res = ep->res + c_off + i0 * ldc;
                         }
-                        for (int rr = 0; rr < mr; ++rr) te.b[rr] = ep_bias ? ep_bias[i0 + rr] : 0.0f;
                         rlx_gemm_store_segments_avx2(tmp, mr, (const ptrdiff_t(*)[3])seg, nseg, c + c_off + i0 * ldc,
-                                                     ldc, &te);
-                    } else {
-                        rlx_gemm_store_segments_avx2(tmp, mr, (const ptrdiff_t(*)[3])seg, nseg, c + c_off + i0 * ldc,
-                                                     ldc, NULL);
+                                                     ldc, in_tile ? &te : NULL);
+                        continue;
                     }
-                    continue;
-                }
 #endif
-                rlx_gemm_dtile_base(mr, wpp, x + base, offs, k, tmp, RLX_GEMM_NR, init);
-                for (int rr = 0; rr < mr; ++rr)
-                    for (ptrdiff_t s = 0; s < nseg; ++s) {
-                        float* dst = c + c_off + (i0 + rr) * ldc + seg[s][1];
-                        memcpy(dst, tmp + rr * RLX_GEMM_NR + seg[s][0], (size_t)seg[s][2] * sizeof(float));
+                    if (!last) {
+                        rlx_gemm_dtile_base(mr, wpp, x + base, ok, kc, ap, RLX_GEMM_NR, init, ain);
+                        continue;
                     }
+                    rlx_gemm_dtile_base(mr, wpp, x + base, ok, kc, tmp, RLX_GEMM_NR, init, ain);
+                    for (int rr = 0; rr < mr; ++rr)
+                        for (ptrdiff_t s = 0; s < nseg; ++s)
+                            memcpy(c + c_off + (i0 + rr) * ldc + seg[s][1], tmp + rr * RLX_GEMM_NR + seg[s][0],
+                                   (size_t)seg[s][2] * sizeof(float));
+                }
             }
             done += cols;
         }

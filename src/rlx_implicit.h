@@ -100,57 +100,93 @@ static inline int rlx_implicit_phase_used(ptrdiff_t k, ptrdiff_t d, ptrdiff_t s,
     return 0;
 }
 
-/* Row `row` = (ci, a_d, a_h, a_w, i_d, i_h) of the copy of image ni, group
- * gi, into xs (that copy's base): q[2] floats. */
-static void rlx_implicit_fill_row(const float* x, ptrdiff_t x_len, const rlx_implicit_geom* ig, ptrdiff_t ni,
-                                  ptrdiff_t gi, float* xs, ptrdiff_t xs_len, ptrdiff_t row) {
-    const ptrdiff_t wq = ig->q[2];
-    const ptrdiff_t cpg = ig->c_in / ig->groups;
-    ptrdiff_t rest = row;
-    const ptrdiff_t i1 = rest % ig->q[1];
-    rest /= ig->q[1];
-    const ptrdiff_t i0 = rest % ig->q[0];
-    rest /= ig->q[0];
-    const ptrdiff_t a2 = rest % ig->s[2];
-    rest /= ig->s[2];
-    const ptrdiff_t a1 = rest % ig->s[1];
-    rest /= ig->s[1];
-    const ptrdiff_t a0 = rest % ig->s[0];
-    const ptrdiff_t ci = rest / ig->s[0];
-    float* dst = xs + row * wq;
-    RLX_CHECK_RANGE(row * wq, (row + 1) * wq, xs_len, "implicit input copy");
-    if (!rlx_implicit_phase_used(ig->k[0], ig->dil[0], ig->s[0], a0) ||
-        !rlx_implicit_phase_used(ig->k[1], ig->dil[1], ig->s[1], a1) ||
-        !rlx_implicit_phase_used(ig->k[2], ig->dil[2], ig->s[2], a2))
-        return;                                           /* no tap reads this phase (1x1 at stride 2) */
-    const ptrdiff_t z = i0 * ig->s[0] + a0 - ig->p[0];    /* input depth, row */
-    const ptrdiff_t r = i1 * ig->s[1] + a1 - ig->p[1];
-    if (z < 0 || z >= ig->size[0] || r < 0 || r >= ig->size[1]) {
-        memset(dst, 0, (size_t)wq * sizeof(float));
-        return;
-    }
-    const ptrdiff_t src_off = (((ni * ig->c_in + gi * cpg + ci) * ig->size[0] + z) * ig->size[1] + r) * ig->size[2];
-    const float* src = x + src_off;
-    RLX_CHECK_RANGE(src_off, src_off + ig->size[2], x_len, "implicit input row");
-    /* columns j with 0 <= j*s + a2 - p < w */
-    const ptrdiff_t sw = ig->s[2], pw = ig->p[2], w = ig->size[2];
-    ptrdiff_t j0 = 0, j1 = wq;
-    if (a2 < pw) j0 = (pw - a2 + sw - 1) / sw;
+/* Columns [*j0, *j1) of a copy row of phase a2 that hold input (the rest
+ * is padding): 0 <= j*s + a2 - p < w. */
+static inline void rlx_implicit_cols(const rlx_implicit_geom* ig, ptrdiff_t a2, ptrdiff_t* j0, ptrdiff_t* j1) {
+    const ptrdiff_t sw = ig->s[2], pw = ig->p[2], w = ig->size[2], wq = ig->q[2];
+    ptrdiff_t lo = 0, hi = wq;
+    if (a2 < pw) lo = (pw - a2 + sw - 1) / sw;
     {
         const ptrdiff_t lim = w - 1 + pw - a2;               /* j*sw <= lim */
         const ptrdiff_t jl = lim < 0 ? 0 : lim / sw + 1;
-        if (jl < j1) j1 = jl;
+        if (jl < hi) hi = jl;
     }
-    if (j0 > j1) j0 = j1;
-    if (j0 > 0) memset(dst, 0, (size_t)j0 * sizeof(float));
-    if (j1 > j0) {
-        const float* s0 = src + j0 * sw + a2 - pw;
-        if (sw == 1)
-            memcpy(dst + j0, s0, (size_t)(j1 - j0) * sizeof(float));
-        else
-            rlx_gather_strided(s0, sw, dst + j0, j1 - j0);
+    if (lo > hi) lo = hi;
+    *j0 = lo;
+    *j1 = hi;
+}
+
+/* Rows [r0, r1) of the copy of image ni, group gi, into xs (that copy's
+ * base), each q[2] floats; row = (ci, a_d, a_h, a_w, i_d, i_h) in that
+ * order, outermost first.  The row index is decoded once and then counted
+ * up (per-row divisions cost more than copying a short row).  Rows of a
+ * phase no tap reads (a 1x1 kernel at stride 2) are left as they are. */
+static void rlx_implicit_fill_rows(const float* x, ptrdiff_t x_len, const rlx_implicit_geom* ig, ptrdiff_t ni,
+                                   ptrdiff_t gi, float* xs, ptrdiff_t xs_len, ptrdiff_t r0, ptrdiff_t r1) {
+    const ptrdiff_t wq = ig->q[2];
+    const ptrdiff_t cpg = ig->c_in / ig->groups;
+    const ptrdiff_t sw = ig->s[2], pw = ig->p[2];
+    if (r0 >= r1) return;
+    RLX_CHECK_RANGE(r0 * wq, r1 * wq, xs_len, "implicit input copy");
+    ptrdiff_t rest = r0;
+    ptrdiff_t i1 = rest % ig->q[1];
+    rest /= ig->q[1];
+    ptrdiff_t i0 = rest % ig->q[0];
+    rest /= ig->q[0];
+    ptrdiff_t a2 = rest % ig->s[2];
+    rest /= ig->s[2];
+    ptrdiff_t a1 = rest % ig->s[1];
+    rest /= ig->s[1];
+    ptrdiff_t a0 = rest % ig->s[0];
+    ptrdiff_t ci = rest / ig->s[0];
+    ptrdiff_t j0, j1;
+    int used = 0;
+    rlx_implicit_cols(ig, a2, &j0, &j1);
+    used = rlx_implicit_phase_used(ig->k[0], ig->dil[0], ig->s[0], a0) &&
+           rlx_implicit_phase_used(ig->k[1], ig->dil[1], ig->s[1], a1) &&
+           rlx_implicit_phase_used(ig->k[2], ig->dil[2], ig->s[2], a2);
+    for (ptrdiff_t row = r0; row < r1; ++row) {
+        float* dst = xs + row * wq;
+        if (used) {
+            const ptrdiff_t z = i0 * ig->s[0] + a0 - ig->p[0];    /* input depth, row */
+            const ptrdiff_t r = i1 * ig->s[1] + a1 - ig->p[1];
+            if (z < 0 || z >= ig->size[0] || r < 0 || r >= ig->size[1]) {
+                memset(dst, 0, (size_t)wq * sizeof(float));
+            } else {
+                const ptrdiff_t src_off =
+                    (((ni * ig->c_in + gi * cpg + ci) * ig->size[0] + z) * ig->size[1] + r) * ig->size[2];
+                RLX_CHECK_RANGE(src_off, src_off + ig->size[2], x_len, "implicit input row");
+                const float* s0 = x + src_off + j0 * sw + a2 - pw;
+                for (ptrdiff_t j = 0; j < j0; ++j) dst[j] = 0.0f;
+                if (sw == 1)
+                    for (ptrdiff_t j = j0; j < j1; ++j) dst[j] = s0[j - j0];
+                else if (j1 > j0)
+                    rlx_gather_strided(s0, sw, dst + j0, j1 - j0);
+                for (ptrdiff_t j = j1; j < wq; ++j) dst[j] = 0.0f;
+            }
+        }
+        /* next row: count up (i_h, i_d, a_w, a_h, a_d, ci) */
+        if (++i1 < ig->q[1]) continue;
+        i1 = 0;
+        if (++i0 < ig->q[0]) continue;
+        i0 = 0;
+        if (++a2 < ig->s[2]) {
+            rlx_implicit_cols(ig, a2, &j0, &j1);
+        } else {
+            a2 = 0;
+            rlx_implicit_cols(ig, a2, &j0, &j1);
+            if (++a1 >= ig->s[1]) {
+                a1 = 0;
+                if (++a0 >= ig->s[0]) {
+                    a0 = 0;
+                    ++ci;
+                }
+            }
+        }
+        used = rlx_implicit_phase_used(ig->k[0], ig->dil[0], ig->s[0], a0) &&
+               rlx_implicit_phase_used(ig->k[1], ig->dil[1], ig->s[1], a1) &&
+               rlx_implicit_phase_used(ig->k[2], ig->dil[2], ig->s[2], a2);
     }
-    if (j1 < wq) memset(dst + j1, 0, (size_t)(wq - j1) * sizeof(float));
 }
 
 #endif
