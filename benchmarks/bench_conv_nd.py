@@ -11,7 +11,8 @@ timed round-robin with the peers in the same process on the same thread
 count: torch.nn.functional (inference mode) and ONNX Runtime on the one-node
 Conv / ConvTranspose model (weight as an initializer).  `best/run` is the
 faster peer's ms over rlx_cpu's (> 1: rlx_cpu faster).  `ran` is what the
-plan runs: the N-d kernel's algorithm, or `phases(P)` for a 1-D/2-D
+plan runs: the N-d kernel's algorithm, `conv_phases(P)` for the P phases of
+a transposed conv in one launch, or `phases(P)` for a 1-D/2-D
 conv-transpose lowered to P forward convs (ops/conv_backward.py).  Each
 runtime's timed call follows 100 ms of busy waiting (rlx_cpu/timing.py).
 `%peak` is GFLOP/s over the FMA peak (--peak, by default measured at start
@@ -69,6 +70,8 @@ def _ran(plan, op):
     last = plan.thunks[-1]
     if "phase_scatter" in kinds:
         return f"phases({kinds.count('phase_scatter')})"
+    if kinds == ["conv_phases"]:
+        return f"conv_phases({len(last.phases)})"
     algo = "gemm_1x1" if last.kind == "conv_1x1" else last.algorithm.label
     if last.kind in ("conv", "conv_1x1") and (op.startswith("conv_transpose") or op.endswith("backward_input")):
         return f"phases(1):{algo}"

@@ -33,9 +33,9 @@ from _epilogue cimport add_bias_planes, fill_bias_planes
 from _vol2col cimport Patch, patch_of, patch_is_identity, vol2col_row, col2vol_row
 from _window cimport Win, conv_win_from
 from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
-from _implicit cimport (ImplicitEpilogue, ImplicitGeom, implicit_conv_run, rlx_gemm_packed_floats,
+from _implicit cimport (ImplicitEpilogue, ImplicitGeom, implicit_conv_run, phased_conv_run, rlx_gemm_packed_floats,
                        rlx_implicit_floats, rlx_implicit_geom_3d, rlx_implicit_offsets,
-                       rlx_implicit_slot_floats)
+                       rlx_implicit_slot_floats, PH_FIELDS, PH_K, PH_OFFS, PH_W, PH_WG, PH_M0, PH_M1, PH_M2, PH_Y)
 
 import numpy as np
 
@@ -505,3 +505,131 @@ cdef class ConvNDLaunch(Launch):
                                       &self.g, item)
             # end: prange
         return 0
+
+
+# ---------------------------------------------------------------------------
+# A transposed conv's phases from one input copy, into y in place
+# ---------------------------------------------------------------------------
+
+cdef class PhasedConvLaunch(Launch):
+    """Every phase of a lowered transposed conv (rlx_cpu/ops/conv_backward.py)
+    as forward convs on the in-place GEMM, sharing one zero-padded copy of the
+    input and writing y at each phase's strided places (phased_conv_run in
+    src/_implicit.pxd).
+
+    x [n, c_in, *size] and y [n, c_out, *out] (three spatial axes), wp every
+    phase's packed weight one after another, bias c_out floats or None.
+    `pad`: the copy's begin padding per axis, `q` its extents; `step`: the
+    stride of the transposed conv.  phases: per phase (taps (3), dilation
+    (3), shift (3): where its taps start in the copy, extents m (3), origin
+    (3) in y, first float of its packed weight)."""
+    cdef const float[::1] x
+    cdef const float[::1] wp
+    cdef const float[::1] bias
+    cdef float[::1] y
+    cdef float[::1] scratch
+    cdef Py_ssize_t[::1] offs
+    cdef Py_ssize_t[:, ::1] info
+    cdef bint has_bias
+    cdef Py_ssize_t n, c_in, c_out, groups, y_plane
+    cdef Py_ssize_t size[3]
+    cdef Py_ssize_t out[3]
+    cdef Py_ssize_t pad[3]
+    cdef Py_ssize_t q[3]
+    cdef Py_ssize_t cst[3]
+
+    def __init__(self, x, wp, bias, y, scratch, Py_ssize_t n, Py_ssize_t c_in, Py_ssize_t c_out,
+                 Py_ssize_t groups, tuple size, tuple out, tuple pad, tuple q, tuple step, tuple phases,
+                 int max_threads):
+        cdef int a
+        cdef Py_ssize_t ph, cpg, cog, k, t0, t1, t2, ci, kk, woff, pf
+        if min(n, c_in, c_out, groups) < 1 or c_in % groups or c_out % groups:
+            raise ValueError(f"PhasedConvLaunch: n={n} c_in={c_in} c_out={c_out} groups={groups}")
+        for a in range(3):
+            self.size[a], self.out[a], self.pad[a], self.q[a] = size[a], out[a], pad[a], q[a]
+            if min(size[a], out[a], q[a], step[a]) < 1 or pad[a] < 0:
+                raise ValueError(f"PhasedConvLaunch: size {size}, out {out}, pad {pad}, copy {q}, step {step}")
+        self.n, self.c_in, self.c_out, self.groups = n, c_in, c_out, groups
+        self.y_plane = out[0] * out[1] * out[2]
+        self.cst[0] = step[0] * out[1] * out[2]
+        self.cst[1] = step[1] * out[2]
+        self.cst[2] = step[2]
+        self.max_threads = max(1, max_threads)
+        self.x, self.wp, self.y = x, wp, y
+        self.has_bias = bias is not None
+        self.bias = or_placeholder(bias, np.float32)
+        self.scratch = or_placeholder(scratch, np.float32)
+        if x.shape[0] < n * c_in * size[0] * size[1] * size[2] or y.shape[0] < n * c_out * self.y_plane:
+            raise ValueError(f"PhasedConvLaunch: x holds {x.shape[0]} floats, y {y.shape[0]}: too few")
+        if self.has_bias and self.bias.shape[0] < c_out:
+            raise ValueError(f"PhasedConvLaunch: bias holds {self.bias.shape[0]} values, need {c_out}")
+        cdef ImplicitGeom ig = self._geom()
+        if self.scratch.shape[0] < rlx_implicit_slot_floats(&ig) * self.max_threads:
+            raise ValueError(f"PhasedConvLaunch: scratch of {self.scratch.shape[0]} floats, need "
+                             f"{rlx_implicit_slot_floats(&ig) * self.max_threads}")
+        cpg, cog = c_in // groups, c_out // groups
+        plane = q[0] * q[1] * q[2]
+        info = np.zeros((len(phases), PH_FIELDS), dtype=np.intp)
+        offs = []
+        for ph, (taps, dil, shift, m, origin, woff) in enumerate(phases):
+            for a in range(3):
+                # the phase reads copy positions shift + t*dil + i (i < m) along each axis
+                if taps[a] < 1 or dil[a] < 1 or m[a] < 1 or shift[a] < 0 or \
+                        shift[a] + (taps[a] - 1) * dil[a] + m[a] > q[a] or \
+                        origin[a] < 0 or origin[a] + step[a] * (m[a] - 1) >= out[a]:
+                    raise ValueError(f"PhasedConvLaunch: phase {ph} (taps {taps}, dilation {dil}, shift {shift}, "
+                                     f"extents {m}, origin {origin}) does not fit the copy {q} / output {out}")
+            k = cpg * taps[0] * taps[1] * taps[2]
+            pf = rlx_gemm_packed_floats(cog, k)
+            if woff < 0 or woff + groups * pf > wp.shape[0]:
+                raise ValueError(f"PhasedConvLaunch: phase {ph}'s packed weight [{woff}, {woff + groups * pf}) "
+                                 f"passes the {wp.shape[0]} floats given")
+            info[ph, PH_K] = k
+            info[ph, PH_OFFS] = len(offs)
+            info[ph, PH_W] = woff
+            info[ph, PH_WG] = pf
+            info[ph, PH_M0], info[ph, PH_M1], info[ph, PH_M2] = m
+            info[ph, PH_Y] = (origin[0] * out[1] + origin[1]) * out[2] + origin[2]
+            for ci in range(cpg):
+                for t0 in range(taps[0]):
+                    for t1 in range(taps[1]):
+                        for t2 in range(taps[2]):
+                            offs.append(ci * plane + ((shift[0] + t0 * dil[0]) * q[1] + shift[1] + t1 * dil[1]) * q[2]
+                                        + shift[2] + t2 * dil[2])
+        self.info = info
+        self.offs = np.array(offs, dtype=np.intp)
+
+    cdef ImplicitGeom _geom(self) noexcept nogil:
+        # the copy: the input padded by `pad` at the start, extents q (a
+        # stride-1, 1x1x1 "conv" whose output extents are q)
+        cdef Py_ssize_t one[3]
+        one[0] = one[1] = one[2] = 1
+        return rlx_implicit_geom_3d(self.c_in, self.groups, self.size, self.q, one, one, self.pad, one)
+
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
+        cdef ImplicitGeom ig = self._geom()
+        cdef ImplicitEpilogue e     # bias only
+        e.act = 0
+        e.alpha = 0.0
+        e.beta = 0.0
+        e.res = NULL
+        e.res_len = 0
+        phased_conv_run(self.x, self.wp, self.y, self.scratch, self.offs, self.info, &ig, self.n, self.c_out,
+                        self.y_plane, self.cst, &e if self.has_bias else NULL,
+                        &self.bias[0] if self.has_bias else NULL, self.max_threads, t)
+        return 0
+
+
+def phased_scratch_floats(Py_ssize_t c_in, Py_ssize_t groups, tuple size, tuple pad, tuple q, int nthreads):
+    """Floats of scratch a PhasedConvLaunch needs: one input copy (and its
+    slack) per thread."""
+    cdef Py_ssize_t sz[3]
+    cdef Py_ssize_t qq[3]
+    cdef Py_ssize_t pp[3]
+    cdef Py_ssize_t one[3]
+    cdef int a
+    for a in range(3):
+        sz[a], qq[a], pp[a], one[a] = size[a], q[a], pad[a], 1
+    cdef ImplicitGeom ig = rlx_implicit_geom_3d(c_in, groups, sz, qq, one, one, pp, one)
+    return int(rlx_implicit_slot_floats(&ig) * nthreads)

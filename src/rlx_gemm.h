@@ -597,12 +597,19 @@ static inline ptrdiff_t rlx_gemm_direct_mc_panels(ptrdiff_t k) {
 }
 
 /* rlx_gemm_conv_implicit's result (same arguments, same bits) with X read in
- * place; x must hold RLX_IMPLICIT_SLACK readable floats past the copy. */
+ * place; x must hold RLX_IMPLICIT_SLACK readable floats past the copy.
+ *
+ * cst: NULL (C's columns are the output pixels in order), or the strides
+ * (depth slice, row, column) at which output pixel (od, oh, ow) lands in a
+ * row of C: C[i, od*cst[0] + oh*cst[1] + ow*cst[2]] (from c_off + i*ldc) --
+ * one phase of a transposed conv written straight into its strided place in
+ * the output.  With cst the epilogue may only add ep_bias (no activation,
+ * no residual): the caller checks that. */
 static void rlx_gemm_conv_implicit_direct(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, ptrdiff_t k,
                                           const float* x, ptrdiff_t x_len, const ptrdiff_t* offs, ptrdiff_t p0,
                                           ptrdiff_t w_out, ptrdiff_t wq, ptrdiff_t h_out, ptrdiff_t hq,
                                           float* c, ptrdiff_t c_len, ptrdiff_t c_off, ptrdiff_t ldc, ptrdiff_t n,
-                                          const rlx_epilogue* ep, const float* ep_bias) {
+                                          const rlx_epilogue* ep, const float* ep_bias, const ptrdiff_t* cst) {
     const int level = rlx_simd_level();
     const ptrdiff_t panels = (m + RLX_GEMM_MR - 1) / RLX_GEMM_MR;
     const ptrdiff_t mcp = rlx_gemm_direct_mc_panels(k);
@@ -616,8 +623,9 @@ static void rlx_gemm_conv_implicit_direct(const float* wp, ptrdiff_t wp_len, ptr
     ptrdiff_t seg[RLX_GEMM_NR][3];
     if (m <= 0 || n <= 0) return;
     RLX_CHECK_RANGE(0, rlx_gemm_packed_floats(m, k), wp_len, "gemm packed weight");
-    RLX_CHECK_RANGE(c_off, c_off + (m - 1) * ldc + n, c_len, "gemm C");
+    if (!cst) RLX_CHECK_RANGE(c_off, c_off + (m - 1) * ldc + n, c_len, "gemm C");
     if (k <= 0) {                       /* not reached from a conv (K >= 1); as rlx_gemm_conv_src */
+        if (cst) abort();
         for (ptrdiff_t i = 0; i < m; ++i) {
             for (ptrdiff_t j = 0; j < n; ++j) c[c_off + i * ldc + j] = 0.0f;
             if (ep) rlx_epilogue_span(c, c_len, c_off + i * ldc, n, ep_bias ? ep_bias[i] : 0.0f, ep, level);
@@ -648,8 +656,11 @@ static void rlx_gemm_conv_implicit_direct(const float* wp, ptrdiff_t wp_len, ptr
                 if (len > RLX_GEMM_NR - tcol) len = RLX_GEMM_NR - tcol;
                 if (len > n - done - cols) len = n - done - cols;
                 seg[nseg][0] = tcol;
-                seg[nseg][1] = done + cols;
+                seg[nseg][1] = cst ? od * cst[0] + r * cst[1] + col * cst[2] : done + cols;
                 seg[nseg][2] = len;
+                if (cst)
+                    RLX_CHECK_RANGE(c_off + seg[nseg][1], c_off + (m - 1) * ldc + seg[nseg][1] + (len - 1) * cst[2] + 1,
+                                    c_len, "gemm C (strided)");
                 ++nseg;
                 cols += len;
                 tcol += len + (wq - w_out);             /* the row's pad columns are skipped */
@@ -657,7 +668,8 @@ static void rlx_gemm_conv_implicit_direct(const float* wp, ptrdiff_t wp_len, ptr
                 ++r;
             }
             RLX_CHECK_RANGE(omin + base, omax + base + RLX_GEMM_NR, x_len, "implicit direct X");
-            const int whole = nseg == 1 && cols == RLX_GEMM_NR;
+            const int whole = nseg == 1 && cols == RLX_GEMM_NR && (!cst || cst[2] == 1);
+            const int scatter = cst && !whole;         /* strided columns: scalar stores */
             for (ptrdiff_t k0 = 0; k0 < k; k0 += RLX_GEMM_DIRECT_KC) {
                 const ptrdiff_t kc = k - k0 < RLX_GEMM_DIRECT_KC ? k - k0 : RLX_GEMM_DIRECT_KC;
                 const int last = k0 + kc == k;
@@ -669,7 +681,28 @@ static void rlx_gemm_conv_implicit_direct(const float* wp, ptrdiff_t wp_len, ptr
                     const ptrdiff_t* ok = offs + k0;
                     float* ap = acc + (p - pb) * RLX_GEMM_MR * RLX_GEMM_NR;   /* this panel's partial sums */
                     const float* ain = k0 ? ap : NULL;
-                    float* ct = c + c_off + i0 * ldc + done;
+                    float* ct = c + c_off + i0 * ldc + seg[0][1];
+                    if (last && scatter) {
+#if RLX_X86_DISPATCH
+                        if (level) rlx_gemm_dtiles_avx2[mr](wpp, x + base, ok, kc, tmp, RLX_GEMM_NR, init, ain, NULL);
+                        else
+#endif
+                            rlx_gemm_dtile_base(mr, wpp, x + base, ok, kc, tmp, RLX_GEMM_NR, init, ain);
+                        /* y + b when b != 0: the epilogue's arithmetic without activation or residual */
+                        for (int rr = 0; rr < mr; ++rr) {
+                            const float b = ep && ep_bias ? ep_bias[i0 + rr] : 0.0f;
+                            for (ptrdiff_t s = 0; s < nseg; ++s) {
+                                float* dst = c + c_off + (i0 + rr) * ldc + seg[s][1];
+                                const float* src = tmp + rr * RLX_GEMM_NR + seg[s][0];
+                                const ptrdiff_t st = cst[2];
+                                if (b != 0.0f)
+                                    for (ptrdiff_t l = 0; l < seg[s][2]; ++l) dst[l * st] = src[l] + b;
+                                else
+                                    for (ptrdiff_t l = 0; l < seg[s][2]; ++l) dst[l * st] = src[l];
+                            }
+                        }
+                        continue;
+                    }
 #if RLX_X86_DISPATCH
                     if (level) {
                         if (!last) {
@@ -708,6 +741,13 @@ static void rlx_gemm_conv_implicit_direct(const float* wp, ptrdiff_t wp_len, ptr
                         continue;
                     }
                     rlx_gemm_dtile_base(mr, wpp, x + base, ok, kc, tmp, RLX_GEMM_NR, init, ain);
+                    if (cst && ep) {          /* a whole contiguous tile of strided output: its bias */
+                        for (int rr = 0; rr < mr; ++rr) {
+                            const float b = ep_bias ? ep_bias[i0 + rr] : 0.0f;
+                            if (b != 0.0f)
+                                for (int j = 0; j < RLX_GEMM_NR; ++j) tmp[rr * RLX_GEMM_NR + j] += b;
+                        }
+                    }
                     for (int rr = 0; rr < mr; ++rr)
                         for (ptrdiff_t s = 0; s < nseg; ++s)
                             memcpy(c + c_off + (i0 + rr) * ldc + seg[s][1], tmp + rr * RLX_GEMM_NR + seg[s][0],
@@ -716,7 +756,7 @@ static void rlx_gemm_conv_implicit_direct(const float* wp, ptrdiff_t wp_len, ptr
             }
             done += cols;
         }
-        if (ep && !in_tile) {
+        if (ep && !in_tile && !cst) {
             const ptrdiff_t i1 = pe * RLX_GEMM_MR < m ? pe * RLX_GEMM_MR : m;
             for (ptrdiff_t i = pb * RLX_GEMM_MR; i < i1; ++i)
                 rlx_epilogue_span(c, c_len, c_off + i * ldc, n, ep_bias ? ep_bias[i] : 0.0f, ep, level);

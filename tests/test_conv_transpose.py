@@ -139,6 +139,94 @@ def test_auto_lowers_to_phase_convs_and_matches_reference(seed):
                                                    {"w": w} if seed % 2 else {})})
 
 
+# Shapes that fuse (channels past the small-conv direct kernel): (rank, n,
+# c_in, c_out, groups, spatial, kernel, stride, padding (begin + end),
+# output_padding, dilation).  Padding below and above the kernel's reach,
+# phases of different tap counts (k 3 s 2: 2 and 1 taps, so 1x1 phases),
+# mixed strides with a dilated stride-1 axis, groups, batch items.
+PHASED = [
+    (2, 1, 24, 20, 1, (28, 28), (4, 4), (2, 2), (1, 1, 1, 1), (0, 0), (1, 1)),
+    (2, 3, 24, 20, 1, (9, 7), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), (1, 1)),
+    (2, 1, 32, 24, 2, (10, 11), (5, 3), (3, 2), (1, 0, 2, 1), (0, 1), (1, 1)),
+    (2, 2, 20, 18, 1, (12, 9), (3, 3), (2, 1), (1, 1, 2, 2), (1, 0), (1, 2)),
+    (3, 1, 24, 20, 1, (4, 6, 5), (4, 4, 4), (2, 2, 2), (1,) * 6, (0, 0, 0), (1, 1, 1)),
+    (3, 2, 18, 16, 1, (3, 5, 4), (3, 2, 3), (2, 1, 2), (1, 0, 1, 0, 0, 1), (1, 0, 0), (1, 1, 1)),
+    (1, 2, 24, 20, 1, (40,), (16,), (8,), (4, 4), (0,), (1,)),
+    (1, 1, 64, 48, 2, (33,), (5,), (3,), (2, 1), (2,), (1,)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(PHASED)))
+@pytest.mark.parametrize("bias", [False, True])
+def test_phased_launch_matches_per_phase_path(case, bias, monkeypatch):
+    """A constant-weight conv-transpose whose phases all run on the
+    microkernel's in-place GEMM (RLX_CONV_MICROKERNEL=1, so small shapes
+    take it too) runs as one conv_phases launch: one zero-padded copy of x,
+    each phase's GEMM writing y at its strided places.  It matches the
+    float64 reference, gives the bits of the per-phase convs + scatters
+    (RLX_IMPLICIT_DIRECT=0: the packed GEMM, same arithmetic), and the same
+    bits at 1 and 2 threads."""
+    nsp, n, ci, co, groups, sp, k, st, pad, op, dil = PHASED[case]
+    rng = np.random.default_rng(case)
+    x = _rand(rng, n, ci, *sp)
+    w = _rand(rng, ci, co // groups, *k)
+    b = _rand(rng, co) if bias else None
+    kw = dict(stride=st, padding=pad, output_padding=op, groups=groups, dilation=dil)
+    want = R.conv_transpose_nd(x, w, b, stride=st, pads_begin=pad[:nsp], pads_end=pad[nsp:], dilation=dil,
+                               groups=groups, output_padding=op)
+    monkeypatch.setenv("RLX_CONV_MICROKERNEL", "1")
+    outs = {}
+    for direct in ("1", "0"):
+        monkeypatch.setenv("RLX_IMPLICIT_DIRECT", direct)
+        for nthreads in (1, 2):
+            got, plan, _ = _run(nsp, x, w, b, "auto", nthreads, **kw)
+            kinds = [t.kind for t in plan.thunks]
+            if direct == "1":
+                assert kinds == ["conv_phases"], kinds
+                assert "conv_phases" in str(plan)
+            else:
+                assert "conv_phases" not in kinds and "phase_scatter" in kinds, kinds
+            assert R.rel_error(got, want) <= TOL, (direct, nthreads)
+            outs[direct, nthreads] = got
+        _same_bits_on_1_and_2_threads(plan, {"x": x})
+    for t in (1, 2):
+        np.testing.assert_array_equal(outs["1", t], outs["0", t])
+
+
+@pytest.mark.parametrize("nsp,n,xs,k,s,p", [(2, 1, (28, 28), 4, 2, 1), (3, 1, (4, 6, 5), 4, 2, 1),
+                                            (1, 2, (400,), 16, 8, 4)])
+def test_phased_launch_by_default(nsp, n, xs, k, s, p):
+    """Default flags: shapes past the in-place GEMM's thresholds (>= 32 deep,
+    <= 64 output channels) fuse where the AVX2 microkernel runs."""
+    rng = np.random.default_rng(n * 100 + k)
+    x = _rand(rng, n, 32, *xs)
+    w = _rand(rng, 32, 24, *(k,) * nsp)
+    b = _rand(rng, 24)
+    got, plan, _ = _run(nsp, x, w, b, "auto", 2, stride=s, padding=p)
+    assert ([t.kind for t in plan.thunks] == ["conv_phases"]) == bool(rc._conv2d.simd_level())
+    want = R.conv_transpose_nd(x, w, b, stride=s, pads_begin=[p] * nsp, pads_end=[p] * nsp)
+    assert R.rel_error(got, want) <= TOL
+
+
+def test_phased_launch_checks_its_geometry():
+    from rlx_cpu import _convnd
+    x = np.zeros(2 * 3 * 5 * 5, np.float32)
+    y = np.zeros(2 * 4 * 10 * 10, np.float32)
+    wp = np.zeros(4096, np.float32)
+    scratch = np.zeros(4096, np.float32)
+    ok = ((1, 2, 2), (1, 1, 1), (0, 0, 0), (1, 5, 5), (0, 0, 0), 0)
+    args = (x, wp, None, y, scratch, 2, 3, 4, 1, (1, 5, 5), (1, 10, 10), (0, 1, 1), (1, 7, 7), (1, 2, 2))
+    _convnd.PhasedConvLaunch(*args, (ok,), 1)
+    with pytest.raises(ValueError, match="does not fit the copy"):
+        _convnd.PhasedConvLaunch(*args, (((1, 2, 2), (1, 1, 1), (0, 2, 2), (1, 5, 5), (0, 0, 0), 0),), 1)
+    with pytest.raises(ValueError, match="does not fit the copy"):
+        _convnd.PhasedConvLaunch(*args, (((1, 2, 2), (1, 1, 1), (0, 0, 0), (1, 5, 5), (0, 2, 2), 0),), 1)
+    with pytest.raises(ValueError, match="packed weight"):
+        _convnd.PhasedConvLaunch(*args, (((1, 2, 2), (1, 1, 1), (0, 0, 0), (1, 5, 5), (0, 0, 0), 4090),), 1)
+    with pytest.raises(ValueError, match="scratch"):
+        _convnd.PhasedConvLaunch(x, wp, None, y, np.zeros(10, np.float32), *args[5:], (ok,), 1)
+
+
 def _same_bits_on_1_and_2_threads(plan, feeds):
     ctx = plan.new_context()
     ctx.load(feeds)
@@ -456,3 +544,43 @@ def test_output_size_matches_torch_module():
                               output_size=(12, 14))
     assert got.shape == want.shape == (2, 5, 12, 14)
     assert R.rel_error(got, want) <= TOL
+
+
+PHASED_BASELINE_SCRIPT = """
+import sys, numpy as np, rlx_cpu, os
+import reference as R
+from test_conv_transpose import PHASED, _rand, _run
+worst, fused = 0.0, 0
+for case in (0, 1, 3, 4, 5):
+    nsp, n, ci, co, groups, sp, k, st, pad, op, dil = PHASED[case]
+    rng = np.random.default_rng(case)
+    x = _rand(rng, n, ci, *sp)
+    w = _rand(rng, ci, co // groups, *k)
+    b = _rand(rng, co)
+    kw = dict(stride=st, padding=pad, output_padding=op, groups=groups, dilation=dil)
+    want = R.conv_transpose_nd(x, w, b, stride=st, pads_begin=pad[:nsp], pads_end=pad[nsp:], dilation=dil,
+                               groups=groups, output_padding=op)
+    got, plan, _ = _run(nsp, x, w, b, "auto", 2, **kw)
+    fused += [t.kind for t in plan.thunks] == ["conv_phases"]
+    worst = max(worst, R.rel_error(got, want))
+print(fused, worst)
+"""
+
+
+@pytest.mark.parametrize("direct", ["0", "1"])
+def test_phased_launch_portable_variant(direct):
+    """The portable kernels (RLX_SIMD=baseline): the fused launch's scalar
+    tiles and strided stores (RLX_IMPLICIT_DIRECT=1), or the per-phase
+    packed path (=0), within the float64 reference's tolerance."""
+    import os
+    import subprocess
+    import sys
+    here = os.path.dirname(__file__)
+    env = dict(os.environ, RLX_SIMD="baseline", RLX_CONV_MICROKERNEL="1", RLX_IMPLICIT_DIRECT=direct)
+    env["PYTHONPATH"] = os.pathsep.join([here] + [p for p in sys.path if p])
+    out = subprocess.run([sys.executable, "-c", PHASED_BASELINE_SCRIPT], env=env, cwd=here, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    fused, worst = out.stdout.split()
+    assert int(fused) == (5 if direct == "1" else 0)
+    assert float(worst) <= TOL

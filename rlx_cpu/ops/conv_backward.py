@@ -15,7 +15,9 @@ are not themselves differentiable.
 from dataclasses import dataclass
 from typing import ClassVar, Optional, Tuple
 
-from .. import _backward
+import numpy as np
+
+from .. import _backward, _conv2d, _convnd
 from ..algorithms import ConvBackwardAlgorithm, select_conv_backward_algorithm
 from ..compiler import compile as _compile
 from ..functional import as_real, cached_plan, freeze, shape_key
@@ -282,6 +284,114 @@ def transposed_phases(n, c_src, c_dst, sp_src, sp_dst, kernel, stride, pad, dila
     return phases
 
 
+@dataclass(frozen=True, repr=False)
+class PhasedConvThunk(Thunk):
+    """Every phase of a lowered transposed conv at once (_convnd.PhasedConvLaunch):
+    the in-place GEMM of each phase reads one zero-padded copy of x and
+    writes y at the phase's strided places.  `phases`: per phase (taps,
+    dilation, shift into the copy, extents, origin in y, first float of its
+    packed weight in `weight`), each a 3-tuple per axis but the last."""
+    x: Slice
+    weight: Slice
+    bias: Optional[Slice]
+    y: Slice
+    scratch: Slice
+    n: int
+    c_in: int
+    c_out: int
+    groups: int
+    size: Tuple[int, int, int]
+    out: Tuple[int, int, int]
+    pad: Tuple[int, int, int]
+    q: Tuple[int, int, int]
+    step: Tuple[int, int, int]
+    phases: Tuple[tuple, ...]
+    flop_count: int
+    max_threads: int
+
+    kind: ClassVar[str] = "conv_phases"
+    reads: ClassVar[tuple] = ("x", "weight", "bias")
+    writes: ClassVar[tuple] = ("y",)
+    scratch_fields: ClassVar[tuple] = ("scratch",)
+
+    @property
+    def flops(self):
+        return self.flop_count
+
+    def bind(self, view):
+        return _convnd.PhasedConvLaunch(view(self.x), view(self.weight), view_or_none(view, self.bias),
+                                        view(self.y), view(self.scratch), self.n, self.c_in, self.c_out, self.groups,
+                                        self.size, self.out, self.pad, self.q, self.step, self.phases,
+                                        self.max_threads)
+
+
+def _phase_axes(d):
+    """Per axis (d, h, w) of a phase's forward conv: (input size, taps, begin
+    pad, dilation, outputs)."""
+    if isinstance(d, ConvNDDims):
+        return tuple(zip(d.in_sp, d.kernel, d.pad, d.dilation, d.out_sp))
+    return ((1, 1, 0, 1, 1), (d.h, d.kh, d.ph, d.dh, d.h_out), (d.w, d.kw, d.pw, d.dw, d.w_out))
+
+
+def phases_share_one_copy(ctx, phases, weight_constant):
+    """Whether a lowered transposed conv runs all its phases in one
+    PhasedConvLaunch: more than one phase, a constant weight, and every phase
+    a conv that 'auto' would run on the in-place implicit GEMM anyway, or a
+    1x1 phase on the microkernel (the same chain of FMAs from 0, so the same
+    bits), with no tuning asked for."""
+    from ..algorithms import (ConvAlgorithm, conv_microkernel_layout, implicit_reads_in_place,
+                              select_conv_algorithm, select_convnd_algorithm)
+    from .conv import conv3d_implicit_ok
+    if len(phases) < 2 or not weight_constant or ctx.tune:
+        return False
+    for ph in phases:
+        d = ph.dims
+        if isinstance(d, ConvNDDims):
+            algo = select_convnd_algorithm(d, "auto", ctx.flags, op="conv3d", transposed=False,
+                                           nthreads=ctx.num_threads)
+            k = (d.c_in // d.groups) * d.kernel[0] * d.kernel[1] * d.kernel[2]
+            if algo != ConvAlgorithm.IM2COL or not conv3d_implicit_ok(d, ctx.flags) or \
+                    not implicit_reads_in_place(d.c_out // d.groups, k, ctx.flags):
+                return False
+        else:
+            algo = select_conv_algorithm(d, "auto", ctx.flags)
+            layout = conv_microkernel_layout(d, algo, ctx.flags) if algo in (ConvAlgorithm.IM2COL,
+                                                                            ConvAlgorithm.GEMM_1X1) else 0
+            # a 1x1 phase on the microkernel sums in the same order from 0
+            if not (layout == _conv2d.GEMM_LAYOUT_IMPLICIT_DIRECT or
+                    (algo == ConvAlgorithm.GEMM_1X1 and layout)):
+                return False
+    return True
+
+
+def _emit_phased(ctx, node, phases, x, w_value, bias, y, out):
+    """One PhasedConvThunk for `phases` (phases_share_one_copy said yes)."""
+    d0 = phases[0].dims
+    axes = [_phase_axes(ph.dims) for ph in phases]
+    size = tuple(axes[0][a][0] for a in range(3))
+    pad = tuple(max(ax[a][2] for ax in axes) for a in range(3))
+    q = tuple(max(pad[a] - ax[a][2] + (ax[a][1] - 1) * ax[a][3] + ax[a][4] for ax in axes) for a in range(3))
+    cog = d0.c_out // d0.groups
+    packed, records, woff, flops = [], [], 0, 0
+    for ph, ax in zip(phases, axes):
+        d = ph.dims
+        fwd_kernel = d.kernel if isinstance(d, ConvNDDims) else (d.kh, d.kw)
+        wv = _backward.phase_weight(w_value, d.c_out, d.groups, ph.taps, fwd_kernel)
+        wp = _conv2d.gemm_pack_weight(wv, d.groups, _conv2d.GEMM_LAYOUT_ROWS)
+        taps = tuple(a[1] for a in ax)
+        records.append((taps, tuple(a[3] for a in ax), tuple(pad[i] - ax[i][2] for i in range(3)),
+                        tuple(a[4] for a in ax), ph.origin, woff))
+        packed.append(wp)
+        woff += wp.size
+        flops += 2 * d.n * d.c_out * (d.c_in // d.groups) * taps[0] * taps[1] * taps[2] * \
+            ax[0][4] * ax[1][4] * ax[2][4]
+    w = ctx.constant(np.concatenate(packed), f"{node.name}.phases.W")
+    nfloats = _convnd.phased_scratch_floats(d0.c_in, d0.groups, size, pad, q, ctx.num_threads)
+    scratch = ctx.scratch(4 * nfloats, node.name + ".scratch")
+    ctx.emit(PhasedConvThunk(node.name, x, w, bias, y, scratch, d0.n, d0.c_in, d0.c_out, d0.groups, size, out,
+                             pad, q, phases[0].step, tuple(records), flops, ctx.num_threads))
+
+
 def emit_transposed_phases(ctx, node, phases, src_id, w_id, bias_id, kernel):
     """Emit `phases` (transposed_phases) for `node`: per phase its weight
     (made now for a constant weight, else by a WeightPhaseThunk each run), its
@@ -297,6 +407,9 @@ def emit_transposed_phases(ctx, node, phases, src_id, w_id, bias_id, kernel):
     wconst = ctx.is_constant(w_id)
     out = (1,) * (5 - len(node.shape)) + tuple(node.shape[2:])
     op = f"{node.op} {node.name!r}"
+    if phases_share_one_copy(ctx, phases, wconst):
+        _emit_phased(ctx, node, phases, x, ctx.graph.node(w_id).value, bias, y, out)
+        return
     for i, ph in enumerate(phases):
         d = ph.dims
         three_d = isinstance(d, ConvNDDims)
