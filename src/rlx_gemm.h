@@ -309,7 +309,11 @@ RLX_INLINE void rlx_gemm_pack_implicit(const rlx_gemm_src* s, const rlx_gemm_pie
             const rlx_gemm_piece* pc = pieces + i;
             const ptrdiff_t q = pc->j / RLX_GEMM_NR, lane = pc->j - q * RLX_GEMM_NR;
             RLX_CHECK_RANGE(base + pc->src, base + pc->src + pc->len, s->x_len, "implicit gemm X");
-            memcpy(xp + (q * kc + kk) * RLX_GEMM_NR + lane, s->x + base + pc->src, (size_t)pc->len * sizeof(float));
+            float* dst = xp + (q * kc + kk) * RLX_GEMM_NR + lane;
+            if (pc->len == RLX_GEMM_NR)      /* a whole panel row: a fixed-size copy the compiler inlines */
+                memcpy(dst, s->x + base + pc->src, RLX_GEMM_NR * sizeof(float));
+            else
+                memcpy(dst, s->x + base + pc->src, (size_t)pc->len * sizeof(float));
         }
         if (rem)
             memset(xp + (full * kc + kk) * RLX_GEMM_NR + rem, 0, (size_t)(RLX_GEMM_NR - rem) * sizeof(float));
