@@ -635,3 +635,95 @@ cdef class PhaseScatterLaunch(Launch):
                 for l in range(mw):
                     self.y[yo + sw * l] = self.z[zo + l]
         return 0
+
+
+# ---------------------------------------------------------------------------
+# Depthwise transposed conv, 2-D, straight from the input (src/rlx_dwt.h)
+# ---------------------------------------------------------------------------
+
+cdef extern from "rlx_simd.h":
+    void rlx_simd_init() nogil
+
+rlx_simd_init()     # this module's copy of the CPUID dispatch level
+
+
+cdef extern from "rlx_dwt.h":
+    ctypedef struct DwtGeom "rlx_dwt_geom":
+        Py_ssize_t h, w, oh, ow
+    DwtGeom rlx_dwt_geom_make(Py_ssize_t h, Py_ssize_t w, Py_ssize_t oh, Py_ssize_t ow, Py_ssize_t kh,
+                              Py_ssize_t kw, Py_ssize_t sh, Py_ssize_t sw, Py_ssize_t ph, Py_ssize_t pw) nogil
+    Py_ssize_t rlx_dwt_scratch_floats(const DwtGeom* g) nogil
+    int rlx_dwt_supported(Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t sh, Py_ssize_t sw) nogil
+    void rlx_dwt_plane(const DwtGeom* g, const float* x, const float* wt, float b, float* y,
+                       float* scratch) nogil
+
+
+def depthwise_transposed_supported(Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t sh, Py_ssize_t sw):
+    """Whether DepthwiseTransposedLaunch takes this kernel and stride."""
+    return bool(rlx_dwt_supported(kh, kw, sh, sw))
+
+
+def depthwise_transposed_scratch_floats(tuple dims, int nthreads):
+    """Scratch floats of DepthwiseTransposedLaunch: one padded row and the
+    phase rows per thread.  dims = (h, w, oh, ow, kh, kw, sh, sw, ph, pw)."""
+    h, w, oh, ow, kh, kw, sh, sw, ph, pw = dims
+    cdef DwtGeom g = rlx_dwt_geom_make(h, w, oh, ow, kh, kw, sh, sw, ph, pw)
+    return int(rlx_dwt_scratch_floats(&g) * nthreads)
+
+
+cdef class DepthwiseTransposedLaunch(Launch):
+    """y [n, c, oh, ow] = the 2-D transposed conv of x [n, c, h, w] with a
+    depthwise weight [c, 1, kh, kw] (one output channel per input channel),
+    stride (sh, sw), begin padding (ph, pw) (the end padding is implied by
+    (oh, ow); outputs past the kernel's reach get the bias alone), plus bias;
+    planes over the threads."""
+    cdef const float[::1] x
+    cdef const float[::1] w
+    cdef const float[::1] bias
+    cdef float[::1] y
+    cdef float[::1] scratch
+    cdef bint has_bias
+    cdef Py_ssize_t planes, c, per, kk
+    cdef DwtGeom g
+
+    def __init__(self, x, w, bias, y, scratch, Py_ssize_t n, Py_ssize_t c, tuple dims, int max_threads):
+        if len(dims) != 10 or n < 1 or c < 1:
+            raise ValueError(f"depthwise conv-transpose: n={n} c={c} dims={dims}")
+        h, wd, oh, ow, kh, kw, sh, sw, ph, pw = dims
+        if min(h, wd, oh, ow, kh, kw, sh, sw) < 1 or ph < 0 or pw < 0 or kh < sh or kw < sw \
+                or not rlx_dwt_supported(kh, kw, sh, sw):
+            raise ValueError(f"depthwise conv-transpose: geometry {dims} (kernel at least the stride, "
+                             f"padding >= 0, stride <= 8, at most 64 taps per output)")
+        self.g = rlx_dwt_geom_make(h, wd, oh, ow, kh, kw, sh, sw, ph, pw)
+        self.planes = n * c
+        self.c = c
+        self.kk = kh * kw
+        self.max_threads = max(1, max_threads)
+        self.per = rlx_dwt_scratch_floats(&self.g)
+        self.x, self.w, self.y = x, w, y
+        self.has_bias = bias is not None
+        self.bias = or_placeholder(bias, np.float32)
+        self.scratch = or_placeholder(scratch, np.float32)
+        if x.shape[0] < self.planes * h * wd or y.shape[0] < self.planes * oh * ow or w.shape[0] < c * self.kk:
+            raise ValueError(f"depthwise conv-transpose: buffers of {x.shape[0]}/{w.shape[0]}/{y.shape[0]} "
+                             f"floats are too small")
+        if self.has_bias and self.bias.shape[0] < c:
+            raise ValueError(f"depthwise conv-transpose: bias holds {self.bias.shape[0]} values, need {c}")
+        if self.scratch.shape[0] < self.per * self.max_threads:
+            raise ValueError(f"depthwise conv-transpose: scratch of {self.scratch.shape[0]} floats, need "
+                             f"{self.per * self.max_threads}")
+
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
+        cdef Py_ssize_t p, ci
+        cdef Py_ssize_t hw = self.g.h * self.g.w
+        cdef Py_ssize_t ohw = self.g.oh * self.g.ow
+        for p in prange(self.planes, num_threads=t, schedule='static'):
+            ci = p % self.c
+            # touch both ends so a debug build bounds-checks the plane
+            self.x[(p + 1) * hw - 1]
+            self.y[(p + 1) * ohw - 1]
+            rlx_dwt_plane(&self.g, &self.x[p * hw], &self.w[ci * self.kk],
+                          self.bias[ci] if self.has_bias else 0.0, &self.y[p * ohw],
+                          &self.scratch[threadid() * self.per])
+        return 0

@@ -584,3 +584,112 @@ def test_phased_launch_portable_variant(direct):
     fused, worst = out.stdout.split()
     assert int(fused) == (5 if direct == "1" else 0)
     assert float(worst) <= TOL
+
+
+# Depthwise (one output channel per input channel) conv-transposes of rank
+# 1 and 2 under auto: (x shape, kernel, stride, padding (begin + end),
+# output_padding).  Strides 1-3, kernels from the stride to 5, padding
+# within and at the kernel's reach, odd widths (the 8-wide vector tails).
+DEPTHWISE_T = [
+    ((1, 64, 28, 28), (4, 4), (2, 2), (1, 1, 1, 1), (0, 0)),
+    ((2, 8, 9, 7), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
+    ((1, 5, 6, 11), (5, 3), (3, 2), (1, 0, 2, 1), (0, 1)),
+    ((1, 4, 13), (4,), (2,), (1, 1), (0,)),
+    ((3, 3, 17), (5,), (3,), (2, 0), (2,)),
+    ((1, 6, 5, 19), (2, 2), (2, 2), (0, 0, 0, 0), (0, 0)),
+    ((1, 7, 4, 9), (3, 3), (1, 2), (2, 1, 0, 2), (0, 1)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(DEPTHWISE_T)))
+@pytest.mark.parametrize("weights_as_inputs", [False, True])
+def test_depthwise_conv_transpose_runs_from_the_input(case, weights_as_inputs):
+    """A depthwise conv-transpose (stride above 1 on some axis) runs as one
+    conv_transpose_depthwise launch reading x and the weight directly: the
+    float64 reference with and without bias, weight constant or fed, and
+    the same bits at 1 and 2 threads."""
+    xs, k, s, pad, op = DEPTHWISE_T[case]
+    nsp = len(xs) - 2
+    c = xs[1]
+    rng = np.random.default_rng(case)
+    x = _rand(rng, *xs)
+    w = _rand(rng, c, 1, *k)
+    for b in (None, _rand(rng, c)):
+        kw = dict(stride=s, padding=pad, output_padding=op, groups=c)
+        want = R.conv_transpose_nd(x, w, b, stride=s, pads_begin=pad[:nsp], pads_end=pad[nsp:], groups=c,
+                                   output_padding=op)
+        for nthreads in (1, 2):
+            got, plan, _ = _run(nsp, x, w, b, "auto", nthreads, weights_as_inputs, **kw)
+            kinds = [t.kind for t in plan.thunks]
+            assert kinds == (["conv_transpose_depthwise"] if max(s) > 1 else kinds), kinds
+            assert R.rel_error(got, want) <= TOL
+        feeds = {"x": x, "w": w, **({"b": b} if b is not None else {})} if weights_as_inputs else {"x": x}
+        _same_bits_on_1_and_2_threads(plan, feeds)
+
+
+def test_depthwise_conv_backward_input_runs_from_dy():
+    """The input gradient of a strided depthwise conv is the same transposed
+    conv: grads() through it matches the float64 reference."""
+    rng = np.random.default_rng(5)
+    x = _rand(rng, 2, 12, 15, 14)
+    w = _rand(rng, 12, 1, 3, 3)
+    dy = _rand(rng, 2, 12, 8, 7)
+    g = rc.Graph()
+    dyi = g.input("dy", dy.shape)
+    dx = g.conv2d_backward_input(dyi, w, x.shape, stride=2, padding=1, groups=12)
+    g.output(dx)
+    plan = rc.compile(g, num_threads=2)
+    assert [t.kind for t in plan.thunks] == ["conv_transpose_depthwise"]
+    got = plan.run({"dy": dy})[0]
+    want = R.conv_nd_backward_input(dy, w, x.shape, stride=2, pads_begin=1, pads_end=1, groups=12)
+    assert R.rel_error(got, want) <= TOL
+
+
+def test_depthwise_transposed_launch_checks_its_geometry():
+    from rlx_cpu import _backward
+    x = np.zeros(2 * 5 * 5, np.float32)
+    y = np.zeros(2 * 10 * 10, np.float32)
+    w = np.zeros(2 * 16, np.float32)
+    s = np.zeros(4096, np.float32)
+    _backward.DepthwiseTransposedLaunch(x, w, None, y, s, 1, 2, (5, 5, 10, 10, 4, 4, 2, 2, 1, 1), 1)
+    with pytest.raises(ValueError, match="kernel at least the stride"):
+        _backward.DepthwiseTransposedLaunch(x, w, None, y, s, 1, 2, (5, 5, 10, 10, 1, 4, 2, 2, 0, 1), 1)
+    with pytest.raises(ValueError, match="stride <= 8"):
+        _backward.DepthwiseTransposedLaunch(x, w, None, y, s, 1, 2, (5, 5, 10, 10, 9, 9, 9, 9, 1, 1), 1)
+    with pytest.raises(ValueError, match="scratch"):
+        _backward.DepthwiseTransposedLaunch(x, w, None, y, np.zeros(3, np.float32), 1, 2,
+                                            (5, 5, 10, 10, 4, 4, 2, 2, 1, 1), 1)
+
+
+DEPTHWISE_BASELINE_SCRIPT = """
+import numpy as np
+import reference as R
+from test_conv_transpose import DEPTHWISE_T, _rand, _run
+worst, ran = 0.0, 0
+for case, (xs, k, s, pad, op) in enumerate(DEPTHWISE_T):
+    nsp, c = len(xs) - 2, xs[1]
+    rng = np.random.default_rng(case)
+    x, w, b = _rand(rng, *xs), _rand(rng, c, 1, *k), _rand(rng, c)
+    got, plan, _ = _run(nsp, x, w, b, "auto", 2, stride=s, padding=pad, output_padding=op, groups=c)
+    ran += [t.kind for t in plan.thunks] == ["conv_transpose_depthwise"]
+    want = R.conv_transpose_nd(x, w, b, stride=s, pads_begin=pad[:nsp], pads_end=pad[nsp:], groups=c,
+                               output_padding=op)
+    worst = max(worst, R.rel_error(got, want))
+print(ran, worst)
+"""
+
+
+def test_depthwise_conv_transpose_portable_variant():
+    """The portable depthwise conv-transpose loop (RLX_SIMD=baseline)."""
+    import os
+    import subprocess
+    import sys
+    here = os.path.dirname(__file__)
+    env = dict(os.environ, RLX_SIMD="baseline")
+    env["PYTHONPATH"] = os.pathsep.join([here] + [p for p in sys.path if p])
+    out = subprocess.run([sys.executable, "-c", DEPTHWISE_BASELINE_SCRIPT], env=env, cwd=here, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    ran, worst = out.stdout.split()
+    assert int(ran) == len(DEPTHWISE_T)
+    assert float(worst) <= TOL

@@ -392,7 +392,71 @@ def _emit_phased(ctx, node, phases, x, w_value, bias, y, out):
                              pad, q, phases[0].step, tuple(records), flops, ctx.num_threads))
 
 
-def emit_transposed_phases(ctx, node, phases, src_id, w_id, bias_id, kernel):
+@dataclass(frozen=True)
+class TransposedGeom:
+    """A transposed conv's geometry from its source (x, or dy) to its
+    destination (y, or dx), three spatial axes; pad is the begin padding."""
+    c_src: int
+    c_dst: int
+    groups: int
+    sp_src: tuple
+    sp_dst: tuple
+    stride: tuple
+    pad: tuple
+    dilation: tuple
+
+
+@dataclass(frozen=True, repr=False)
+class DepthwiseTransposedThunk(Thunk):
+    """A depthwise (one output channel per input channel) 2-D transposed conv
+    straight from the input (_backward.DepthwiseTransposedLaunch): per
+    output row, each column phase a short 1-D conv over contiguous inputs,
+    the phases interleaved into y.  dims = (h, w, oh, ow, kh, kw, sh, sw,
+    ph, pw)."""
+    x: Slice
+    weight: Slice
+    bias: Optional[Slice]
+    y: Slice
+    scratch: Slice
+    n: int
+    c: int
+    dims: Tuple[int, ...]
+    max_threads: int
+
+    kind: ClassVar[str] = "conv_transpose_depthwise"
+    reads: ClassVar[tuple] = ("x", "weight", "bias")
+    writes: ClassVar[tuple] = ("y",)
+    scratch_fields: ClassVar[tuple] = ("scratch",)
+
+    @property
+    def flops(self):
+        h, w, _, _, kh, kw = self.dims[:6]
+        return 2 * self.n * self.c * h * w * kh * kw
+
+    def bind(self, view):
+        return _backward.DepthwiseTransposedLaunch(view(self.x), view(self.weight), view_or_none(view, self.bias),
+                                                   view(self.y), view(self.scratch), self.n, self.c, self.dims,
+                                                   self.max_threads)
+
+
+def depthwise_transposed_dims(geom, kernel):
+    """The DepthwiseTransposedThunk dims of a transposed conv, or None when it
+    is not a 2-D (or 1-D) depthwise one with multiplier 1, dilation 1 and a
+    kernel at least its stride on each axis."""
+    g = geom
+    if not (g.groups == g.c_src == g.c_dst and g.groups > 1):
+        return None
+    if g.sp_src[0] != 1 or g.sp_dst[0] != 1 or kernel[0] != 1 or any(d != 1 for d in g.dilation):
+        return None
+    if any(kernel[a] < g.stride[a] for a in (1, 2)) or any(p < 0 for p in g.pad):
+        return None
+    if not _backward.depthwise_transposed_supported(kernel[1], kernel[2], g.stride[1], g.stride[2]):
+        return None
+    return (g.sp_src[1], g.sp_src[2], g.sp_dst[1], g.sp_dst[2], kernel[1], kernel[2], g.stride[1], g.stride[2],
+            g.pad[1], g.pad[2])
+
+
+def emit_transposed_phases(ctx, node, phases, src_id, w_id, bias_id, kernel, geom=None):
     """Emit `phases` (transposed_phases) for `node`: per phase its weight
     (made now for a constant weight, else by a WeightPhaseThunk each run), its
     forward conv (auto picks the algorithm; with tune=True a 1-D/2-D one is
@@ -407,6 +471,14 @@ def emit_transposed_phases(ctx, node, phases, src_id, w_id, bias_id, kernel):
     wconst = ctx.is_constant(w_id)
     out = (1,) * (5 - len(node.shape)) + tuple(node.shape[2:])
     op = f"{node.op} {node.name!r}"
+    dw = depthwise_transposed_dims(geom, kernel) if geom is not None and len(phases) > 1 else None
+    if dw is not None:
+        # one launch from the input: no phase convs of one channel each, no scatters
+        scratch = ctx.scratch(4 * _backward.depthwise_transposed_scratch_floats(dw, ctx.num_threads),
+                              node.name + ".scratch")
+        ctx.emit(DepthwiseTransposedThunk(node.name, x, ctx.buf(w_id), bias, y, scratch, phases[0].dims.n,
+                                          geom.c_src, dw, ctx.num_threads))
+        return
     if phases_share_one_copy(ctx, phases, wconst):
         _emit_phased(ctx, node, phases, x, ctx.graph.node(w_id).value, bias, y, out)
         return
@@ -447,7 +519,9 @@ def compile_conv_backward_input(ctx, node):
         phases = transposed_phases(dims.n, dims.c_out, dims.c_in, dims.out_sp, dims.in_sp, dims.kernel,
                                    dims.stride, dims.pad, dims.dilation, dims.groups)
         if phases is not None:
-            emit_transposed_phases(ctx, node, phases, node.inputs[0], node.inputs[1], None, dims.kernel)
+            emit_transposed_phases(ctx, node, phases, node.inputs[0], node.inputs[1], None, dims.kernel,
+                                   TransposedGeom(dims.c_out, dims.c_in, dims.groups, dims.out_sp, dims.in_sp,
+                                                  dims.stride, dims.pad, dims.dilation))
             return
     t = ctx.num_threads
     nbytes = 4 * _backward.conv_backward_input_scratch_floats(dims.as_tuple(), int(algo), t)

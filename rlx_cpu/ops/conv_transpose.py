@@ -28,7 +28,7 @@ from ..threads import threads_key
 from ..algorithms import ConvAlgorithm, select_convnd_algorithm
 from .conv import (CONV, RANKS, ConvNDDims, ConvNDKernelThunk, check_groups, emit_conv_nd, named, onnx_conv_geometry,
                    with_bias)
-from .conv_backward import emit_transposed_phases, transposed_phases
+from .conv_backward import TransposedGeom, emit_transposed_phases, transposed_phases
 
 Shape = Tuple[int, ...]
 
@@ -259,7 +259,9 @@ def compile_conv_transpose(ctx, node):
                                        dims.stride, dims.pad, dims.dilation, dims.groups)
             if phases is not None:
                 emit_transposed_phases(ctx, node, phases, node.inputs[0], node.inputs[1],
-                                       node.inputs[2] if len(node.inputs) > 2 else None, dims.kernel)
+                                       node.inputs[2] if len(node.inputs) > 2 else None, dims.kernel,
+                                       TransposedGeom(dims.c_in, dims.c_out, dims.groups, dims.in_sp, dims.out_sp,
+                                                      dims.stride, dims.pad, dims.dilation))
                 return
     emit_conv_nd(ctx, node, ConvTransposeThunk)
 
