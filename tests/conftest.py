@@ -3,6 +3,7 @@
 Helpers here are plain functions (tests import them with ``from conftest
 import ...``; pytest puts tests/ on sys.path) plus a few fixtures.
 """
+import os
 import zlib
 
 import numpy as np
@@ -131,3 +132,18 @@ def pytest_terminal_summary(terminalreporter):
 
 __all__ = ["ALGORITHMS", "TOL", "conv_case", "one_conv_graph", "feeds_for", "run_one_conv",
            "conv_thunk", "chosen_algorithm", "check_parity", "conv_nd", "rel_error"]
+
+
+def run_script(script, **env):
+    """Run `script` in a fresh interpreter with the tests folder importable
+    and the given environment variables set; its stdout (asserting it exited
+    0, with its stderr as the message)."""
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    full = dict(os.environ, **env)
+    full["PYTHONPATH"] = os.pathsep.join([here] + [p for p in sys.path if p])
+    out = subprocess.run([sys.executable, "-c", script], env=full, cwd=here, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    return out.stdout

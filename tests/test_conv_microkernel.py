@@ -5,9 +5,6 @@ Checked against the float64 reference (1e-4 relative to the magnitude of the
 sum) on a grid of M, K, N with every register-tile remainder, through whole
 conv plans (groups, batch, strides, non-constant weights, conv1d), in both
 SIMD variants, and for bitwise independence of the thread count."""
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -18,7 +15,7 @@ from rlx_cpu.algorithms import ConvAlgorithm, ConvFlags, conv_microkernel_layout
 from rlx_cpu.ops.conv import Conv2DDims
 from rlx_cpu.shapes import resolve_padding
 
-from conftest import conv_thunk, one_conv_graph
+from conftest import conv_thunk, one_conv_graph, run_script
 import reference
 from reference import conv_nd, rel_error
 
@@ -304,13 +301,8 @@ print(worst)
 def test_baseline_variant_matches_reference(direct):
     """The portable microkernel (RLX_SIMD=baseline), with an implicit im2col
     GEMM packing X or reading it in place."""
-    here = os.path.dirname(__file__)
-    env = dict(os.environ, RLX_SIMD="baseline", RLX_CONV_MICROKERNEL="1", RLX_IMPLICIT_DIRECT=direct)
-    env["PYTHONPATH"] = os.pathsep.join([here] + [p for p in sys.path if p])
-    out = subprocess.run([sys.executable, "-c", BASELINE_SCRIPT], env=env, cwd=here, capture_output=True,
-                         text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert float(out.stdout.strip()) <= TOL
+    out = run_script(BASELINE_SCRIPT, RLX_SIMD="baseline", RLX_CONV_MICROKERNEL="1", RLX_IMPLICIT_DIRECT=direct)
+    assert float(out.strip()) <= TOL
 
 
 def test_strided_im2col_rows_match_reference(rng):

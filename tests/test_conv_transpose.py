@@ -9,6 +9,7 @@ from rlx_cpu import _runtime
 from rlx_cpu.algorithms import ConvAlgorithm
 
 import reference as R
+from conftest import run_script
 
 TOL = 1e-4
 # Thread-split assertions need a build with OpenMP (without it every plan has 1 thread).
@@ -572,16 +573,8 @@ def test_phased_launch_portable_variant(direct):
     """The portable kernels (RLX_SIMD=baseline): the fused launch's scalar
     tiles and strided stores (RLX_IMPLICIT_DIRECT=1), or the per-phase
     packed path (=0), within the float64 reference's tolerance."""
-    import os
-    import subprocess
-    import sys
-    here = os.path.dirname(__file__)
-    env = dict(os.environ, RLX_SIMD="baseline", RLX_CONV_MICROKERNEL="1", RLX_IMPLICIT_DIRECT=direct)
-    env["PYTHONPATH"] = os.pathsep.join([here] + [p for p in sys.path if p])
-    out = subprocess.run([sys.executable, "-c", PHASED_BASELINE_SCRIPT], env=env, cwd=here, capture_output=True,
-                         text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    fused, worst = out.stdout.split()
+    fused, worst = run_script(PHASED_BASELINE_SCRIPT, RLX_SIMD="baseline", RLX_CONV_MICROKERNEL="1",
+                              RLX_IMPLICIT_DIRECT=direct).split()
     assert int(fused) == (5 if direct == "1" else 0)
     assert float(worst) <= TOL
 
@@ -681,15 +674,6 @@ print(ran, worst)
 
 def test_depthwise_conv_transpose_portable_variant():
     """The portable depthwise conv-transpose loop (RLX_SIMD=baseline)."""
-    import os
-    import subprocess
-    import sys
-    here = os.path.dirname(__file__)
-    env = dict(os.environ, RLX_SIMD="baseline")
-    env["PYTHONPATH"] = os.pathsep.join([here] + [p for p in sys.path if p])
-    out = subprocess.run([sys.executable, "-c", DEPTHWISE_BASELINE_SCRIPT], env=env, cwd=here, capture_output=True,
-                         text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    ran, worst = out.stdout.split()
+    ran, worst = run_script(DEPTHWISE_BASELINE_SCRIPT, RLX_SIMD="baseline").split()
     assert int(ran) == len(DEPTHWISE_T)
     assert float(worst) <= TOL
