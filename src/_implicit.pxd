@@ -54,6 +54,19 @@ cdef inline void _implicit_gemm(bint direct, const float* wp, Py_ssize_t wp_len,
                                c, c_len, c_off, ldc, n, ep, ep_bias)
 
 
+cdef inline void _fill_shared_copy(const float[::1] x, const ImplicitGeom* ig, Py_ssize_t ni, Py_ssize_t gi,
+                                   float[::1] scratch, int split, int nthreads) noexcept nogil:
+    """The copy of image ni, group gi into the start of scratch, its rows in
+    blocks over the threads, and its slack zeroed."""
+    cdef Py_ssize_t rows = rlx_implicit_rows(ig)
+    cdef Py_ssize_t nblk = min(rows, 4 * split)
+    cdef Py_ssize_t blk
+    for blk in prange(nblk, num_threads=nthreads, schedule='static'):
+        rlx_implicit_fill_rows(&x[0], x.shape[0], ig, ni, gi, &scratch[0], scratch.shape[0],
+                               rows * blk // nblk, rows * (blk + 1) // nblk)
+    memset(&scratch[rlx_implicit_floats(ig)], 0, RLX_IMPLICIT_SLACK * sizeof(float))
+
+
 cdef inline int implicit_conv_run(const float[::1] x, const float[::1] wp, float[::1] y, float[::1] scratch,
                                   const Py_ssize_t[::1] offs, const ImplicitGeom* ig, Py_ssize_t n,
                                   Py_ssize_t c_out, const ImplicitEpilogue* ep, const float* bias, bint direct,
@@ -79,7 +92,7 @@ cdef inline int implicit_conv_run(const float[::1] x, const float[::1] wp, float
     cdef Py_ssize_t used = rlx_implicit_floats(ig)
     cdef Py_ssize_t rows = rlx_implicit_rows(ig)
     cdef Py_ssize_t items = n * groups
-    cdef Py_ssize_t chunks, width, item, ni, gi, row, c, j0, j1, slot, nblk
+    cdef Py_ssize_t chunks, width, item, ni, gi, row, c, j0, j1, slot
     if split <= 1 or items % split == 0 or items >= 4 * split:
         for item in prange(items, num_threads=nthreads, schedule='static'):
             ni = item // groups
@@ -92,15 +105,11 @@ cdef inline int implicit_conv_run(const float[::1] x, const float[::1] wp, float
                            ep, bias + gi * cog if bias != NULL else NULL)
         return 0
     chunks = split if p >= 32 * split else max(1, p // 32)
-    nblk = min(rows, 4 * split)         # row blocks of the copy over the threads
     width = ((p + chunks - 1) // chunks + RLX_GEMM_NR - 1) // RLX_GEMM_NR * RLX_GEMM_NR
     for item in range(items):
         ni = item // groups
         gi = item % groups
-        for row in prange(nblk, num_threads=nthreads, schedule='static'):
-            rlx_implicit_fill_rows(&x[0], x.shape[0], ig, ni, gi, &scratch[0], scratch.shape[0],
-                                   rows * row // nblk, rows * (row + 1) // nblk)
-        memset(&scratch[used], 0, RLX_IMPLICIT_SLACK * sizeof(float))
+        _fill_shared_copy(x, ig, ni, gi, scratch, split, nthreads)
         for c in prange(chunks, num_threads=nthreads, schedule='static'):
             j0 = c * width
             j1 = j0 + width if j0 + width < p else p
@@ -161,7 +170,7 @@ cdef inline int phased_conv_run(const float[::1] x, const float[::1] wp, float[:
     cdef Py_ssize_t nph = info.shape[0]
     cdef Py_ssize_t items = n * groups
     cdef Py_ssize_t pmax = 0
-    cdef Py_ssize_t chunks, item, ni, gi, blk, c, ph, slot, nblk, npix, j0, j1, width
+    cdef Py_ssize_t chunks, item, ni, gi, c, ph, slot, npix, j0, j1, width
     for ph in range(nph):
         npix = info[ph, PH_M0] * info[ph, PH_M1] * info[ph, PH_M2]
         if npix > pmax:
@@ -178,14 +187,10 @@ cdef inline int phased_conv_run(const float[::1] x, const float[::1] wp, float[:
                             0, info[ph, PH_M0] * info[ph, PH_M1] * info[ph, PH_M2], ep, bias)
         return 0
     chunks = split if pmax >= 32 * split else max(1, pmax // 32)
-    nblk = min(rows, 4 * split)
     for item in range(items):
         ni = item // groups
         gi = item % groups
-        for blk in prange(nblk, num_threads=nthreads, schedule='static'):
-            rlx_implicit_fill_rows(&x[0], x.shape[0], ig, ni, gi, &scratch[0], scratch.shape[0],
-                                   rows * blk // nblk, rows * (blk + 1) // nblk)
-        memset(&scratch[used], 0, RLX_IMPLICIT_SLACK * sizeof(float))
+        _fill_shared_copy(x, ig, ni, gi, scratch, split, nthreads)
         for c in prange(chunks, num_threads=nthreads, schedule='static'):
             for ph in range(nph):
                 npix = info[ph, PH_M0] * info[ph, PH_M1] * info[ph, PH_M2]
