@@ -840,6 +840,12 @@ static void rlx_gemm_conv_ch(const float* wq, ptrdiff_t wq_len, ptrdiff_t m, ptr
     const int level = rlx_simd_level();
     const ptrdiff_t panels = (m + RLX_GEMM_CH - 1) / RLX_GEMM_CH;
     const ptrdiff_t kcb = rlx_gemm_ch_kc(n);
+    /* The pixels in ceil(n / 6) tiles of nearly equal size (49 = 4 x 6 +
+     * 5 x 5, not 8 x 6 + 1): a tile of one or two pixels has too few
+     * accumulator chains to hide the FMA latency and costs nearly as much
+     * as a full one.  A pixel's sum is the same in any tile. */
+    const ptrdiff_t ntiles = (n + RLX_GEMM_MR - 1) / RLX_GEMM_MR;
+    const ptrdiff_t tile_base = ntiles ? n / ntiles : 0, tile_extra = ntiles ? n % ntiles : 0;
     if (q1 > panels) q1 = panels;
     if (m <= 0 || n <= 0 || q0 >= q1) return;
     if (n > RLX_GEMM_CH_MAX_N) {
@@ -856,8 +862,8 @@ static void rlx_gemm_conv_ch(const float* wq, ptrdiff_t wq_len, ptrdiff_t m, ptr
         if (k <= 0) memset(t, 0, sizeof(float) * (size_t)(n * RLX_GEMM_CH));
         for (ptrdiff_t k0 = 0; k0 < k; k0 += kcb) {
             const ptrdiff_t kc = k - k0 < kcb ? k - k0 : kcb;
-            for (ptrdiff_t i0 = 0; i0 < n; i0 += RLX_GEMM_MR) {
-                const int mr = (int)(n - i0 < RLX_GEMM_MR ? n - i0 : RLX_GEMM_MR);
+            for (ptrdiff_t ti = 0, i0 = 0; ti < ntiles; i0 += tile_base + (ti < tile_extra), ++ti) {
+                const int mr = (int)(tile_base + (ti < tile_extra));
                 const float* wqb = wq + (q * k + k0) * RLX_GEMM_CH;
                 const float* xb = x + x_off + k0 * ldx + i0;
 #if RLX_X86_DISPATCH

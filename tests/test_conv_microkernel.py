@@ -418,7 +418,7 @@ def test_fused_epilogue_on_the_microkernel_passes_nan(clean_conv_env, rng, act):
 
 # The channel-panel variant (small 1x1 planes): 6 pixels x 16 output channels
 # per tile, so remainders are in M (channels past a multiple of 16) and in
-# the pixel count (past a multiple of 6); K around its blocks (rlx_gemm_ch_kc:
+# the pixel count (ceil(n / 6) tiles of nearly equal size); K around its blocks (rlx_gemm_ch_kc:
 # 16 rows at 128-256 pixels, 40 at 49, 256 at 8 or fewer).
 CH_GRID_M = (1, 5, 15, 16, 17, 31, 40)
 CH_GRID_K = (1, 2, 15, 17, 39, 41, 63, 64, 65, 300)
