@@ -1,7 +1,7 @@
 """Per-layer times of a zoo model, rlx_cpu next to ONNX Runtime.
 
-    python benchmarks/bench_model_layers.py [--model mobilenet_v2_full] [--threads 1] [--batch 1]
-                                            [--repeat 30] [--layers]
+    PYTHONPATH=. python benchmarks/bench_model_layers.py [--model mobilenet_v2_full] [--threads 1] [--batch 1]
+                                                        [--repeat 30] [--layers]
 
 Exports the zoo model (rlx_cpu/zoo.py), times every thunk of rlx_cpu's plan
 (plan.profile: medians over --repeat runs of the whole plan) and every node of
@@ -21,15 +21,12 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from rlx_cpu import zoo  # noqa: E402
-from rlx_cpu.session import InferenceSession  # noqa: E402
+from rlx_cpu import zoo
+from rlx_cpu.session import InferenceSession
 
 
 def conv_layers(model):
