@@ -38,6 +38,13 @@
 /* M block: 32 panels (192 rows) of W over one K block, 192 KiB, stay in L2
  * while the X panels stream past them. */
 #define RLX_GEMM_MC_PANELS 32
+/* At most this many rows of W (output channels of a 1x1 conv), the tiles of
+ * a plain X read it in place, rows ldx apart, instead of a packed copy: each
+ * packed float would serve only m / 6 tiles, so packing costs about as much
+ * as the FMAs it feeds. */
+#ifndef RLX_GEMM_INPLACE_MAX_M
+#define RLX_GEMM_INPLACE_MAX_M 32
+#endif
 /* Column block: X is packed RLX_GEMM_NC columns (4 panels) at a time. */
 #ifndef RLX_GEMM_NC
 #define RLX_GEMM_NC 64
@@ -348,6 +355,8 @@ static void rlx_gemm_conv_src(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, pt
     /* relu/clip/none (with bias and residual) run in the tile, in registers
      * (AVX2 only); other activations on each finished block of columns */
     const int in_tile = ep && level && rlx_gemm_ep_in_tile(ep);
+    /* few rows of W (a plain X, AVX2): the tiles read X in place */
+    const int in_place = level && !src->offs && m <= RLX_GEMM_INPLACE_MAX_M;
     if (m <= 0 || n <= 0) return;
     RLX_CHECK_RANGE(0, rlx_gemm_packed_floats(m, k), wp_len, "gemm packed weight");
     RLX_CHECK_RANGE(c_off, c_off + (m - 1) * ldc + n, c_len, "gemm C");
@@ -367,13 +376,15 @@ static void rlx_gemm_conv_src(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, pt
             if (src->offs) npieces = rlx_gemm_implicit_pieces(src, jb, ncols, pieces);
             for (ptrdiff_t k0 = 0; k0 < k; k0 += RLX_GEMM_KC) {
                 const ptrdiff_t kc = k - k0 < RLX_GEMM_KC ? k - k0 : RLX_GEMM_KC;
+                const int unpacked = in_place && ncols % RLX_GEMM_NR == 0;
+                const ptrdiff_t ldxp = unpacked ? src->ldx : RLX_GEMM_NR;
                 if (src->offs)
                     rlx_gemm_pack_implicit(src, pieces, npieces, k0, kc, ncols, xp);
-                else
+                else if (!unpacked)
                     rlx_gemm_pack_x_block(src->x + src->x_off + k0 * src->ldx + jb, src->ldx, kc, ncols, xp);
                 for (ptrdiff_t j0 = 0; j0 < ncols; j0 += RLX_GEMM_NR) {
                     const ptrdiff_t nr = ncols - j0 < RLX_GEMM_NR ? ncols - j0 : RLX_GEMM_NR;
-                    const float* xq = xp + j0 * kc;
+                    const float* xq = unpacked ? src->x + src->x_off + k0 * src->ldx + jb + j0 : xp + j0 * kc;
                     for (ptrdiff_t p = pb; p < pe; ++p) {
                         const ptrdiff_t i0 = p * RLX_GEMM_MR;
                         const ptrdiff_t mr = m - i0 < RLX_GEMM_MR ? m - i0 : RLX_GEMM_MR;
@@ -392,12 +403,12 @@ static void rlx_gemm_conv_src(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, pt
                                 te.res = ep->res + (ct - c);
                             }
                             for (ptrdiff_t r = 0; r < mr; ++r) te.b[r] = ep_bias ? ep_bias[i0 + r] : 0.0f;
-                            rlx_gemm_tiles_avx2[1][mr](wp + (p * k + k0) * RLX_GEMM_MR, xq, RLX_GEMM_NR, kc, ct,
+                            rlx_gemm_tiles_avx2[1][mr](wp + (p * k + k0) * RLX_GEMM_MR, xq, ldxp, kc, ct,
                                                        ldc, init, k0 > 0, &te);
                             continue;
                         }
 #endif
-                        rlx_gemm_tile(level, wp + (p * k + k0) * RLX_GEMM_MR, xq, RLX_GEMM_NR, kc,
+                        rlx_gemm_tile(level, wp + (p * k + k0) * RLX_GEMM_MR, xq, ldxp, kc,
                                       ct, ldc, mr, nr, init, k0 > 0);
                         if (in_tile && k0 + kc == k)   /* a narrow tile: its rows as spans */
                             for (ptrdiff_t r = 0; r < mr; ++r)
@@ -785,8 +796,8 @@ static void rlx_gemm_conv(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, ptrdif
  * output element is the same chain of FMAs over k = 0..K-1 from 0 as in the
  * row-panel kernel above, so both give the same bits. */
 #define RLX_GEMM_CH 16
-#ifndef RLX_GEMM_CH_KC
-#define RLX_GEMM_CH_KC 64
+#ifndef RLX_GEMM_CH_L1_FLOATS
+#define RLX_GEMM_CH_L1_FLOATS 2048
 #endif
 
 static inline ptrdiff_t rlx_gemm_ch_packed_floats(ptrdiff_t m, ptrdiff_t k) {
@@ -872,6 +883,15 @@ static const rlx_gemm_ch_tile_fn rlx_gemm_ch_tiles_avx2[RLX_GEMM_MR + 1] = {
     rlx_gemm_ch_tile_avx2_4, rlx_gemm_ch_tile_avx2_5, rlx_gemm_ch_tile_avx2_6};
 #endif
 
+/* K block of the channel-panel kernel for a plane of n pixels: the block of
+ * X rows every 6-pixel tile of a panel reads (kc rows of n floats) stays in
+ * half of L1D, at least 16 and at most 256 rows.  Any K block gives the same
+ * bits: the accumulators only leave the registers for t and come back. */
+static inline ptrdiff_t rlx_gemm_ch_kc(ptrdiff_t n) {
+    ptrdiff_t kc = RLX_GEMM_CH_L1_FLOATS / (n > 0 ? n : 1) / 8 * 8;
+    return kc < 16 ? 16 : kc > 256 ? 256 : kc;
+}
+
 /* Largest plane (pixels) the channel-panel variant takes: its transposed
  * accumulator block lives on the stack. */
 #define RLX_GEMM_CH_MAX_N 256
@@ -890,6 +910,13 @@ static void rlx_gemm_conv_ch(const float* wq, ptrdiff_t wq_len, ptrdiff_t m, ptr
     float t[(RLX_GEMM_CH_MAX_N + RLX_GEMM_MR) * RLX_GEMM_CH] __attribute__((aligned(64)));
     const int level = rlx_simd_level();
     const ptrdiff_t panels = (m + RLX_GEMM_CH - 1) / RLX_GEMM_CH;
+    const ptrdiff_t kcb = rlx_gemm_ch_kc(n);
+    /* The pixels in ceil(n / 6) tiles of nearly equal size (49 = 4 x 6 +
+     * 5 x 5, not 8 x 6 + 1): a tile of one or two pixels has too few
+     * accumulator chains to hide the FMA latency and costs nearly as much
+     * as a full one.  A pixel's sum is the same in any tile. */
+    const ptrdiff_t ntiles = (n + RLX_GEMM_MR - 1) / RLX_GEMM_MR;
+    const ptrdiff_t tile_base = ntiles ? n / ntiles : 0, tile_extra = ntiles ? n % ntiles : 0;
     if (q1 > panels) q1 = panels;
     if (m <= 0 || n <= 0 || q0 >= q1) return;
     if (n > RLX_GEMM_CH_MAX_N) {
@@ -904,10 +931,10 @@ static void rlx_gemm_conv_ch(const float* wq, ptrdiff_t wq_len, ptrdiff_t m, ptr
         const ptrdiff_t ch0 = q * RLX_GEMM_CH;
         const ptrdiff_t nch = m - ch0 < RLX_GEMM_CH ? m - ch0 : RLX_GEMM_CH;
         if (k <= 0) memset(t, 0, sizeof(float) * (size_t)(n * RLX_GEMM_CH));
-        for (ptrdiff_t k0 = 0; k0 < k; k0 += RLX_GEMM_CH_KC) {
-            const ptrdiff_t kc = k - k0 < RLX_GEMM_CH_KC ? k - k0 : RLX_GEMM_CH_KC;
-            for (ptrdiff_t i0 = 0; i0 < n; i0 += RLX_GEMM_MR) {
-                const int mr = (int)(n - i0 < RLX_GEMM_MR ? n - i0 : RLX_GEMM_MR);
+        for (ptrdiff_t k0 = 0; k0 < k; k0 += kcb) {
+            const ptrdiff_t kc = k - k0 < kcb ? k - k0 : kcb;
+            for (ptrdiff_t ti = 0, i0 = 0; ti < ntiles; i0 += tile_base + (ti < tile_extra), ++ti) {
+                const int mr = (int)(tile_base + (ti < tile_extra));
                 const float* wqb = wq + (q * k + k0) * RLX_GEMM_CH;
                 const float* xb = x + x_off + k0 * ldx + i0;
 #if RLX_X86_DISPATCH

@@ -51,6 +51,24 @@ def test_microkernel_matches_reference_on_the_grid(rng, m):
     assert worst <= TOL
 
 
+@pytest.mark.parametrize("m", (1, 5, 6, 16, 24, 31, 32))
+def test_few_rows_read_x_in_place_with_the_packed_bits(rng, m):
+    # At most 32 rows (RLX_GEMM_INPLACE_MAX_M), column blocks of a multiple
+    # of 16 columns read X in place instead of packing it: the same chain of
+    # FMAs per element as the packed path, which rows past 32 still take.
+    extra = rng.standard_normal((40 - m, 1)).astype(np.float32)
+    for k, n in ((1, 16), (17, 64), (257, 208), (530, 80), (300, 100)):
+        w = rng.standard_normal((m, k)).astype(np.float32)
+        x = rng.standard_normal((k, n)).astype(np.float32)
+        b = rng.standard_normal(m).astype(np.float32)
+        for bias in (None, b):
+            got = _conv2d.gemm_microkernel(w, x, bias)
+            assert gemm_error(w, x, bias, got) <= TOL, (m, k, n)
+            w40 = np.vstack([w, np.repeat(extra, k, axis=1)])
+            b40 = None if bias is None else np.concatenate([bias, np.ones(40 - m, np.float32)])
+            np.testing.assert_array_equal(got, _conv2d.gemm_microkernel(w40, x, b40)[:m])
+
+
 def test_microkernel_with_zero_depth_writes_the_bias():
     b = np.arange(7, dtype=np.float32)
     got = _conv2d.gemm_microkernel(np.zeros((7, 0), np.float32), np.zeros((0, 20), np.float32), b)
@@ -392,9 +410,10 @@ def test_fused_epilogue_on_the_microkernel_passes_nan(clean_conv_env, rng, act):
 
 # The channel-panel variant (small 1x1 planes): 6 pixels x 16 output channels
 # per tile, so remainders are in M (channels past a multiple of 16) and in
-# the pixel count (past a multiple of 6); K around its 64-deep block.
+# the pixel count (ceil(n / 6) tiles of nearly equal size); K around its blocks (rlx_gemm_ch_kc:
+# 16 rows at 128-256 pixels, 40 at 49, 256 at 8 or fewer).
 CH_GRID_M = (1, 5, 15, 16, 17, 31, 40)
-CH_GRID_K = (1, 2, 63, 64, 65, 300)
+CH_GRID_K = (1, 2, 15, 17, 39, 41, 63, 64, 65, 300)
 CH_GRID_N = (1, 2, 5, 6, 7, 13, 31, 49, 63, 100, 256)
 
 

@@ -334,6 +334,11 @@ def _invariance_cases(rng):
                                            lambda g, x: g.relu(g.conv2d(x, r(40, 64, 1, 1), r(40)))),
         "conv2d-1x1-channels-b1": ((1, 96, 7, 7), lambda g, x: g.clip(g.conv2d(x, r(84, 96, 1, 1), r(84)),
                                                                       alpha=0.0, beta=6.0)),
+        # 24 output channels on a 16-column multiple: X read in place, clip epilogue in the tile
+        "conv2d-1x1-inplace-b1": ((1, 48, 16, 20), lambda g, x: g.clip(g.conv2d(x, r(24, 48, 1, 1), r(24)),
+                                                                       alpha=0.0, beta=6.0)),
+        # 7x7 channel panels over 200 input channels: K blocks of 40 rows
+        "conv2d-1x1-channels-k200-b1": ((1, 200, 7, 7), lambda g, x: g.conv2d(x, r(40, 200, 1, 1), r(40))),
         "conv2d-1x1-channels-b3": ((3, 40, 5, 5), lambda g, x: g.conv2d(x, r(50, 40, 1, 1))),
         "conv2d-depthwise": (x4, lambda g, x: g.conv2d(x, r(16, 1, 3, 3), padding=1, groups=16)),
         "conv2d-depthwise-s2": (x4, lambda g, x: g.conv2d(x, r(16, 1, 3, 3), r(16), stride=2, padding=1,

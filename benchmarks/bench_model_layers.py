@@ -1,0 +1,143 @@
+"""Per-layer times of a zoo model, rlx_cpu next to ONNX Runtime.
+
+    PYTHONPATH=. python benchmarks/bench_model_layers.py [--model mobilenet_v2_full] [--threads 1] [--batch 1]
+                                                        [--repeat 30] [--layers]
+
+Exports the zoo model (rlx_cpu/zoo.py), times every thunk of rlx_cpu's plan
+(plan.profile: medians over --repeat runs of the whole plan) and every node of
+ONNX Runtime's session (SessionOptions.enable_profiling: the median
+`kernel_time` of each node over the same number of runs), and pairs the convs
+of the two in graph order: ORT fuses Clip and Add into its convs as rlx_cpu's
+fuse_epilogue pass does, so both run one conv node per ONNX Conv.  Prints the
+sum per layer kind and output plane (stem, depthwise by stride, pointwise
+expand / project), with `--layers` every conv, and each side's other nodes.
+
+ORT's per-node times at more than one thread are its kernels' own clocks and
+do not add up to its wall time; compare those with one-node models
+(bench_conv2d.py) instead.  Timings are wall-clock on whatever else the
+machine is doing.
+"""
+import argparse
+import json
+import os
+import statistics
+import tempfile
+
+import numpy as np
+
+from rlx_cpu import zoo
+from rlx_cpu.session import InferenceSession
+
+
+def conv_layers(model):
+    """[(label, Cin, Cout, h_out, w_out, MFLOP per image)] of each Conv node, in graph order."""
+    import onnx
+    from onnx import shape_inference
+    m = shape_inference.infer_shapes(model)
+    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in m.graph.value_info}
+    inits = {t.name: tuple(t.dims) for t in m.graph.initializer}
+    out = []
+    for node in m.graph.node:
+        if node.op_type != "Conv":
+            continue
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        co, cpg, kh, kw = inits[node.input[1]]
+        g = attrs.get("group", 1)
+        s = attrs.get("strides", [1, 1])[0]
+        h, w = shapes[node.output[0]][2:4]
+        if not out:
+            label = f"stem {kh}x{kw} s{s}"
+        elif g > 1:
+            label = f"depthwise {kh}x{kw} s{s}"
+        elif kh * kw > 1:
+            label = f"conv {kh}x{kw} s{s}"
+        else:
+            label = "pointwise expand" if cpg * g < co else "pointwise project"
+        out.append((label, cpg * g, co, h, w, 2.0 * co * cpg * kh * kw * h * w / 1e6))
+    return out
+
+
+def ort_node_ms(data, feeds, threads, repeat):
+    """[(op_name, node name, median ms)] of ONNX Runtime's nodes in run order."""
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.enable_profiling = True
+    tmp = tempfile.mkdtemp()
+    so.profile_file_prefix = os.path.join(tmp, "ort")
+    sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+    for _ in range(3):
+        sess.run(None, feeds)
+    for _ in range(repeat):
+        sess.run(None, feeds)
+    path = sess.end_profiling()
+    with open(path) as f:
+        events = json.load(f)
+    os.remove(path)
+    times, order = {}, []
+    for e in events:
+        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
+            key = (e["args"].get("op_name"), e["name"][:-len("_kernel_time")])
+            if key not in times:
+                order.append(key)
+            times.setdefault(key, []).append(e["dur"] / 1e3)
+    # the warm-up runs are in the profile too: take the last `repeat`
+    return [(op, name, statistics.median(times[(op, name)][-repeat:])) for op, name in order]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="mobilenet_v2_full")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--repeat", type=int, default=30)
+    p.add_argument("--layers", action="store_true", help="also print every conv")
+    args = p.parse_args()
+    import onnx
+
+    model, x = zoo.build(args.model, batch=args.batch)
+    data = zoo.export(model, x)
+    feeds = {"x": np.asarray(x)}
+    sess = InferenceSession(data, num_threads=args.threads)
+    plan = sess.plan_for([feeds["x"].shape])
+    prof = plan.profile(feeds, repeat=args.repeat)
+    rlx_convs = [(th, 1e3 * s) for th, s in prof if th.kind.startswith("conv")]
+    rlx_other = [(th, 1e3 * s) for th, s in prof if not th.kind.startswith("conv")]
+    ort_nodes = ort_node_ms(data, feeds, args.threads, args.repeat)
+    ort_convs = [(n, ms) for op, n, ms in ort_nodes if op in ("Conv", "FusedConv")]
+    ort_other = [(f"{op} {n}", ms) for op, n, ms in ort_nodes if op not in ("Conv", "FusedConv")]
+    layers = conv_layers(onnx.load_from_string(data))
+    if not len(layers) == len(rlx_convs) == len(ort_convs):
+        raise SystemExit(f"cannot pair the convs: {len(layers)} Conv nodes, {len(rlx_convs)} rlx_cpu conv "
+                         f"thunks, {len(ort_convs)} ORT conv nodes")
+    print(f"{args.model}: batch {args.batch}, {args.threads} thread(s), median of {args.repeat} runs "
+          f"(graph passes: {plan.pass_summary})")
+    if args.layers:
+        print(f"{'#':>3} {'layer':<20} {'Cin->Cout':>10} {'plane':>7} {'MFLOP':>7} {'rlx ms':>7} {'ORT ms':>7} "
+              f"{'rlx/ORT':>7} {'rlx GF/s':>8} {'algorithm':>9}")
+        for i, ((label, ci, co, h, w, mf), (th, r), (_, o)) in enumerate(zip(layers, rlx_convs, ort_convs)):
+            algo = getattr(getattr(th, "algorithm", None), "label", "-")
+            print(f"{i:>3} {label:<20} {ci:>4}->{co:<5} {h:>3}x{w:<3} {mf * args.batch:7.1f} {r:7.3f} {o:7.3f} "
+                  f"{r / o:7.2f} {mf * args.batch / r:8.0f} {algo:>9}")
+    groups = {}
+    for (label, ci, co, h, w, mf), (_, r), (_, o) in zip(layers, rlx_convs, ort_convs):
+        g = groups.setdefault(f"{label} @{h}x{w}", [0, 0.0, 0.0, 0.0])
+        g[0] += 1
+        g[1] += r
+        g[2] += o
+        g[3] += mf * args.batch
+    print(f"{'layer kind @ output plane':<32} {'n':>3} {'rlx ms':>8} {'ORT ms':>8} {'rlx/ORT':>8} {'gap ms':>8} "
+          f"{'rlx GF/s':>8} {'ORT GF/s':>8}")
+    for key, (n, r, o, mf) in groups.items():
+        print(f"{key:<32} {n:>3} {r:8.3f} {o:8.3f} {r / o:8.2f} {r - o:8.3f} {mf / r:8.0f} {mf / o:8.0f}")
+    tr, to = sum(r for _, r in rlx_convs), sum(o for _, o in ort_convs)
+    print(f"{'all convs':<32} {len(layers):>3} {tr:8.3f} {to:8.3f} {tr / to:8.2f} {tr - to:8.3f}")
+    print("other nodes, rlx_cpu: " + ", ".join(f"{th.kind} {ms:.3f}" for th, ms in rlx_other))
+    print("other nodes, ORT: " + ", ".join(f"{name} {ms:.3f}" for name, ms in ort_other))
+
+
+if __name__ == "__main__":
+    main()
