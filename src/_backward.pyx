@@ -656,6 +656,7 @@ cdef class ConvBackwardWeightLaunch(Launch):
     cdef int algorithm
 
     def __init__(self, x, dy, dw, scratch, tuple dims, int algorithm, int max_threads):
+        cdef WideGeom w
         self.x = x
         self.dy = dy
         self.dw = dw
@@ -673,6 +674,10 @@ cdef class ConvBackwardWeightLaunch(Launch):
                 raise ValueError(f"conv backward weight: wide scratch of {self.scratch.shape[0]} floats, "
                                  f"needs {need}")
             self.roff = wide_row_offsets(dims)
+            w = _wide_geom(&self.g)
+            # the last group's last (channel, tap) run must end inside one part's padded input
+            if (self.g.c - self.g.cpg) * w.plane + int(np.max(self.roff)) + w.Lp > w.xfloats:
+                raise AssertionError(f"conv backward weight: wide runs overrun the padded input, dims {dims}")
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
