@@ -11,9 +11,10 @@
  *     dW[co, (ci, tap)] = dot(dyw[co, 0:L], xpad + roff[(ci, tap)], L)
  * needs no patch matrix: an A.B^T GEMM whose K (pixels) runs along both rows.
  *
- * Summation order of one dot (both variants fixed, whatever the tile): eight
- * lanes accumulate pixels k, k+8, k+16, ... in order (one FMA each on AVX2),
- * then rlx_bwd_hsum8 adds the lanes in one fixed tree.  The 4 x 3 register
+ * Summation order of one dot (both variants fixed, whatever the tile): per
+ * chunk of RLX_BWD_WIDE_KC pixels, eight lanes accumulate pixels k, k+8,
+ * k+16, ... in order (one FMA each on AVX2), then rlx_bwd_hsum8 adds the lanes
+ * in one fixed tree and the chunk's sum is added to dW.  The 4 x 3 register
  * tile and the one-pair edge kernel give the same bits for the same pair.
  *
  * A non-finite input value can reach a pair whose real taps never read it
@@ -91,25 +92,35 @@ RLX_TARGET_AVX2 static void rlx_bwd_wide_tile_avx2(const float* restrict d, ptrd
 }
 #endif
 
-/* dw[i*ldw + j] += dot(dyw + i*ldd, xb + roff[j], L) for i < mr, j < nrows.
- * L is a multiple of 8; dyw rows hold L floats and xb + roff[j] L floats. */
+/* Pixels per chunk: the 4 dy rows of a chunk (16 KiB) stay in L1 while every
+ * (ci, tap) run passes over them; each chunk's dot is added to dW on its own. */
+#define RLX_BWD_WIDE_KC 1024
+
+/* dw[i*ldw + j] += dot(dyw + i*ldd, xb + roff[j], L) for i < mr, j < nrows,
+ * chunk by chunk of RLX_BWD_WIDE_KC pixels.  L is a multiple of 8; dyw rows
+ * hold L floats and xb + roff[j] L floats. */
 static void rlx_bwd_wide_block(const float* dyw, ptrdiff_t ldd, ptrdiff_t mr, const float* xb,
                                const ptrdiff_t* roff, ptrdiff_t nrows, ptrdiff_t L, float* dw, ptrdiff_t ldw) {
-    ptrdiff_t i, j = 0;
+    for (ptrdiff_t k0 = 0; k0 < L; k0 += RLX_BWD_WIDE_KC) {
+        const ptrdiff_t len = L - k0 < RLX_BWD_WIDE_KC ? L - k0 : RLX_BWD_WIDE_KC;
+        const float* d = dyw + k0;
+        const float* x = xb + k0;
+        ptrdiff_t i, j = 0;
 #if RLX_X86_DISPATCH
-    if (rlx_simd_level()) {
-        if (mr == RLX_BWD_WIDE_MR)
-            for (; j + RLX_BWD_WIDE_NR <= nrows; j += RLX_BWD_WIDE_NR)
-                rlx_bwd_wide_tile_avx2(dyw, ldd, xb + roff[j], xb + roff[j + 1], xb + roff[j + 2], L, dw + j, ldw);
+        if (rlx_simd_level()) {
+            if (mr == RLX_BWD_WIDE_MR)
+                for (; j + RLX_BWD_WIDE_NR <= nrows; j += RLX_BWD_WIDE_NR)
+                    rlx_bwd_wide_tile_avx2(d, ldd, x + roff[j], x + roff[j + 1], x + roff[j + 2], len, dw + j, ldw);
+            for (; j < nrows; ++j)
+                for (i = 0; i < mr; ++i)
+                    rlx_bwd_wide_pair_avx2(d + i * ldd, x + roff[j], len, dw + i * ldw + j);
+            continue;
+        }
+#endif
         for (; j < nrows; ++j)
             for (i = 0; i < mr; ++i)
-                rlx_bwd_wide_pair_avx2(dyw + i * ldd, xb + roff[j], L, dw + i * ldw + j);
-        return;
+                rlx_bwd_wide_pair_portable(d + i * ldd, x + roff[j], len, dw + i * ldw + j);
     }
-#endif
-    for (; j < nrows; ++j)
-        for (i = 0; i < mr; ++i)
-            rlx_bwd_wide_pair_portable(dyw + i * ldd, xb + roff[j], L, dw + i * ldw + j);
 }
 
 #endif

@@ -253,6 +253,7 @@ WIDE_CASES = [
     ("narrow", 2, 3, 4, 1, (8, 3), (3, 3), 1, 0, 0, 1),           # wide grid 3x the real pixels
     ("1d", 3, 4, 6, 2, (37,), (5,), 1, 2, 1, 2),
     ("1d-b1-long", 1, 3, 13, 1, (301,), (7,), 1, 3, 3, 1),
+    ("1d-chunks", 2, 3, 5, 1, (2500,), (3,), 1, 1, 1, 1),          # dots longer than one pixel chunk
 ]
 WIDE_IDS = [c[0] for c in WIDE_CASES]
 

@@ -378,8 +378,8 @@ def _invariance_cases(rng):
             x, r(3, 12, 13, 15), (12, 8, 3, 3), padding=1)),
         "conv2d_backward_weight-wide-grouped": ((2, 8, 9, 11), lambda g, x: g.conv2d_backward_weight(
             x, r(2, 12, 9, 11), (12, 4, 3, 3), padding=1, groups=2)),
-        "conv1d_backward_weight-wide": ((2, 8, 200), lambda g, x: g.conv1d_backward_weight(
-            x, r(2, 16, 200), (16, 8, 5), padding=2)),
+        "conv1d_backward_weight-wide": ((2, 8, 1500), lambda g, x: g.conv1d_backward_weight(
+            x, r(2, 16, 1500), (16, 8, 5), padding=2)),
         # strided: im2col + sgemm, image ranges with partial sums
         "conv2d_backward_weight-s2": ((4, 8, 16, 16), lambda g, x: g.conv2d_backward_weight(
             x, r(4, 16, 8, 8), (16, 8, 3, 3), stride=2, padding=1)),
