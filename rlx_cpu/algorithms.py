@@ -84,6 +84,9 @@ class ConvFlags:
               X in place from the input copy on every shape; off -> it always
               packs X panels; unset -> where `implicit_reads_in_place` says so
               (same bits either way).
+    bwd_wide  RLX_BWD_WIDE: on -> a conv's weight gradient runs the wide
+              kernel wherever `is_backward_wide` holds; off -> never (the
+              im2col GEMM); unset -> where `prefers_backward_wide` says so.
 
     On is 1/on/true/yes, off 0/off/false/no (any case); unset or empty means
     the default.  Any other value raises ValueError naming the accepted ones,
@@ -95,6 +98,7 @@ class ConvFlags:
     microkernel: Optional[bool] = None
     implicit: Optional[bool] = None
     implicit_direct: Optional[bool] = None
+    bwd_wide: Optional[bool] = None
 
     @classmethod
     def from_env(cls):
@@ -108,13 +112,13 @@ class ConvFlags:
         fast = _tristate("RLX_FAST_CONV") is not False
         flags = cls(fast, _tristate("RLX_WINOGRAD"), _tristate("RLX_DIRECT_CONV"),
                     _tristate("RLX_CONV_MICROKERNEL"), _tristate("RLX_IMPLICIT_GEMM"),
-                    _tristate("RLX_IMPLICIT_DIRECT"))
+                    _tristate("RLX_IMPLICIT_DIRECT"), _tristate("RLX_BWD_WIDE"))
         _flags_memo[:] = [raw, flags]
         return flags
 
 
 _FLAG_ENV = (b"RLX_SIMD", b"RLX_FAST_CONV", b"RLX_WINOGRAD", b"RLX_DIRECT_CONV", b"RLX_CONV_MICROKERNEL",
-             b"RLX_IMPLICIT_GEMM", b"RLX_IMPLICIT_DIRECT")
+             b"RLX_IMPLICIT_GEMM", b"RLX_IMPLICIT_DIRECT", b"RLX_BWD_WIDE")
 _flags_memo = []        # [raw env values, ConvFlags] of the last from_env
 
 
@@ -555,6 +559,7 @@ class ConvBackwardAlgorithm(enum.IntEnum):
     REFERENCE = _backward.BWD_REFERENCE
     GEMM = _backward.BWD_GEMM
     GEMM_1X1 = _backward.BWD_GEMM_1X1
+    WIDE = _backward.BWD_WIDE
 
     @property
     def label(self):
@@ -568,13 +573,45 @@ def is_backward_1x1(d):
         and d.in_sp == d.out_sp
 
 
-def select_conv_backward_algorithm(dims, requested="auto", flags=None):
+def is_backward_wide(d):
+    """The wide weight-gradient kernel applies (src/rlx_bwd_wide.h): unit
+    stride, conv1d / conv2d, so each patch-matrix row is a shifted run of the
+    zero-padded input plane and no patch matrix is built."""
+    return _backward.wide_eligible(d.as_tuple())
+
+
+# The wide grid computes L = (out_h - 1) * Wp + out_w products per dot for
+# out_h * out_w real ones (Wp = out_w + (kw-1)*dw); past 1.5x the wasted
+# columns cost more than the im2col GEMM loses (a 3x3 conv on a 4-wide row).
+# Below 16 items ((group, 4 output channels)) per thread, the items cannot be
+# balanced over the threads, while the GEMM path splits images instead.
+_WIDE_MAX_WASTE = 1.5
+_WIDE_MIN_ITEMS_PER_THREAD = 4
+
+
+def prefers_backward_wide(d, nthreads=1):
+    """The wide kernel is eligible and expected to beat im2col + sgemm:
+    the wide grid wastes at most _WIDE_MAX_WASTE and the (group, channel
+    block) items split evenly enough over nthreads."""
+    if not is_backward_wide(d):
+        return False
+    length, pixels = _backward.wide_pixels(d.as_tuple())
+    items = _backward.wide_items(d.as_tuple())
+    t = max(1, nthreads)
+    balanced = t == 1 or items % t == 0 or items >= _WIDE_MIN_ITEMS_PER_THREAD * t
+    return length <= _WIDE_MAX_WASTE * pixels and items >= t and balanced
+
+
+def select_conv_backward_algorithm(dims, requested="auto", flags=None, nthreads=1,
+                                   kernel="weight"):
     """ConvBackwardAlgorithm for a ConvNDDims.
 
     'reference' (or RLX_FAST_CONV off) -> the constant-memory reference loops;
-    otherwise GEMM_1X1 where eligible, GEMM while one patch-matrix slab stays
-    under the forward im2col bound, else the reference loops.  The forward-only
-    choices ('direct', 'winograd', 'winograd_f4') mean 'auto' here."""
+    otherwise GEMM_1X1 where eligible; for the weight gradient then WIDE where
+    RLX_BWD_WIDE (flags.bwd_wide) or `prefers_backward_wide` picks it; then
+    GEMM while one patch-matrix slab stays under the forward im2col bound,
+    else the reference loops.  The forward-only choices ('direct',
+    'winograd', 'winograd_f4') mean 'auto' here."""
     if flags is None:
         flags = ConvFlags.from_env()
     if isinstance(requested, ConvAlgorithm):
@@ -585,6 +622,9 @@ def select_conv_backward_algorithm(dims, requested="auto", flags=None):
         return ConvBackwardAlgorithm.REFERENCE
     if is_backward_1x1(dims):
         return ConvBackwardAlgorithm.GEMM_1X1
+    if kernel == "weight" and flags.bwd_wide is not False and is_backward_wide(dims) \
+            and (flags.bwd_wide or prefers_backward_wide(dims, nthreads)):
+        return ConvBackwardAlgorithm.WIDE
     if _backward.col_floats(dims.as_tuple()) > _conv2d.IM2COL_MAX_COL_FLOATS:
         return ConvBackwardAlgorithm.REFERENCE
     return ConvBackwardAlgorithm.GEMM

@@ -19,6 +19,9 @@
 #                                        summed afterwards in range order; else
 #                                        im2col rows in parallel + split GEMM
 #                           gemm_1x1     as gemm with x itself as the patch matrix
+#                           wide         (group, block of 4 output channels)
+#                                        items in contiguous ranges, one per part;
+#                                        no reduction between threads
 #                           reference    (c_out, c_in/groups) weight pairs
 #
 # Every result is deterministic for a fixed thread count: partial sums are
@@ -31,11 +34,22 @@ from cython.parallel cimport prange, threadid
 from libc.string cimport memcpy, memset
 
 from _blas cimport sgemm_rm, sgemm_rm_split
-from _codes cimport CONV_BWD_REFERENCE, CONV_BWD_GEMM, CONV_BWD_GEMM_1X1
+from _codes cimport CONV_BWD_REFERENCE, CONV_BWD_GEMM, CONV_BWD_GEMM_1X1, CONV_BWD_WIDE
 from _window cimport Win, conv_win_from, out_range
 from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
 
 import numpy as np
+
+cdef extern from "rlx_bwd_wide.h":
+    void rlx_simd_init() nogil
+    int rlx_simd_level() nogil
+    void rlx_bwd_wide_block(const float* dyw, Py_ssize_t ldd, Py_ssize_t mr, const float* xb,
+                            const Py_ssize_t* roff, Py_ssize_t nrows, Py_ssize_t L, float* dw,
+                            Py_ssize_t ldw) nogil
+    enum: RLX_BWD_WIDE_MR
+
+
+rlx_simd_init()
 
 # Algorithm codes (src/_codes.pxd); rlx_cpu.algorithms.ConvBackwardAlgorithm
 # takes its values from here.  One column slab (K x P floats) above
@@ -44,6 +58,7 @@ import numpy as np
 BWD_REFERENCE = CONV_BWD_REFERENCE
 BWD_GEMM = CONV_BWD_GEMM
 BWD_GEMM_1X1 = CONV_BWD_GEMM_1X1
+BWD_WIDE = CONV_BWD_WIDE
 
 
 # ---------------------------------------------------------------------------
@@ -75,6 +90,8 @@ cdef Py_ssize_t _bw_need(const Win* g, int algorithm, int t) noexcept nogil:
     cdef Py_ssize_t col = g.kdim * g.out_vol if algorithm == CONV_BWD_GEMM else 0
     cdef Py_ssize_t parts
     cdef int mode
+    if algorithm == CONV_BWD_WIDE:
+        return _wide_parts(g, t) * _wide_part_floats(g)
     if algorithm == CONV_BWD_REFERENCE:
         return 0
     mode = _bw_mode(g, t)
@@ -111,13 +128,41 @@ def parallel_strategy(str kernel, tuple dims, int nthreads):
     reports): 'input' -> 'items' (one (image, group) per thread) or 'split'
     (GEMM panels + col2im rows); 'weight' -> 'serial', 'groups', 'batch'
     (image ranges with per-thread partial sums) or 'split' (im2col rows +
-    GEMM panels).  Every strategy but 'serial' keeps all threads busy."""
+    GEMM panels); 'weight_wide' (the wide kernel) -> 'serial' or
+    'channel_blocks' (ranges of (group, 4 output channels) items).  Every strategy but 'serial' keeps all threads busy."""
     cdef Win g = conv_win_from(dims)
     if kernel == "input":
         return "items" if _bi_items_parallel(&g, nthreads) else "split"
     if kernel == "weight":
         return ("serial", "groups", "batch", "split")[_bw_mode(&g, nthreads)]
+    if kernel == "weight_wide":
+        return "serial" if _wide_parts(&g, nthreads) <= 1 else "channel_blocks"
     raise ValueError(f"parallel_strategy: kernel must be 'input' or 'weight', got {kernel!r}")
+
+
+def wide_items(tuple dims):
+    """Work items of the wide weight-gradient kernel: groups x blocks of
+    RLX_BWD_WIDE_MR output channels."""
+    cdef Win g = conv_win_from(dims)
+    return int(_wide_items(&g))
+
+
+def wide_pixels(tuple dims):
+    """(L, out pixels): the wide grid's dot length (before rounding to 8)
+    and the real output pixels it covers, per image."""
+    cdef Win g = conv_win_from(dims)
+    cdef WideGeom w = _wide_geom(&g)
+    return int(w.L), int(g.out_vol)
+
+
+def wide_eligible(tuple dims):
+    """True when the wide kernel computes this conv's weight gradient: unit
+    stride on every axis and no depth axis (conv1d / conv2d), so every
+    (channel, tap) row of the patch matrix is a shifted run of the padded
+    input plane."""
+    cdef Win g = conv_win_from(dims)
+    return bool(g.s[0] == 1 and g.s[1] == 1 and g.s[2] == 1 and g.size[0] == 1 and g.out[0] == 1
+                and g.k[0] == 1 and g.n >= 1 and g.out[1] >= 1 and g.out[2] >= 1)
 
 
 def col_floats(tuple dims):
@@ -460,6 +505,118 @@ cdef int conv_backward_weight_reference(const float[::1] x, const float[::1] dy,
     return 0
 
 
+# ---------------------------------------------------------------------------
+# conv backward weight, wide grid (stride 1, rank <= 2; src/rlx_bwd_wide.h)
+#
+# Work items are (group, block of RLX_BWD_WIDE_MR output channels); a part is
+# a contiguous range of items.  Each item's dW rows belong to one part, which
+# sums image after image into them, so no partial dW is ever reduced across
+# threads and the bits do not depend on the thread count (nor on the split).
+# Scratch per part: the zero-padded input of every channel (Hp x Wp planes,
+# plus a zero tail the last taps read into) and the wide dy rows of one item.
+# ---------------------------------------------------------------------------
+
+cdef struct WideGeom:
+    Py_ssize_t hp, wp, plane     # padded input rows, row width, plane floats
+    Py_ssize_t L, Lp             # dot length (last real pixel + 1), rounded up to 8
+    Py_ssize_t xfloats           # padded-input floats of one part
+
+
+cdef inline WideGeom _wide_geom(const Win* g) noexcept nogil:
+    cdef WideGeom w
+    cdef Py_ssize_t maxtap
+    w.hp = g.out[1] + (g.k[1] - 1) * g.dil[1]
+    w.wp = g.out[2] + (g.k[2] - 1) * g.dil[2]
+    w.plane = w.hp * w.wp
+    w.L = (g.out[1] - 1) * w.wp + g.out[2]
+    w.Lp = (w.L + 7) // 8 * 8
+    maxtap = (g.k[1] - 1) * g.dil[1] * w.wp + (g.k[2] - 1) * g.dil[2]
+    w.xfloats = (g.c - 1) * w.plane + maxtap + w.Lp       # >= c * plane
+    return w
+
+
+cdef inline Py_ssize_t _wide_items(const Win* g) noexcept nogil:
+    return g.groups * ((g.cog + RLX_BWD_WIDE_MR - 1) // RLX_BWD_WIDE_MR)
+
+
+cdef inline Py_ssize_t _wide_parts(const Win* g, int t) noexcept nogil:
+    cdef Py_ssize_t items = _wide_items(g)
+    return t if t < items else items
+
+
+cdef inline Py_ssize_t _wide_part_floats(const Win* g) noexcept nogil:
+    cdef WideGeom w = _wide_geom(g)
+    return w.xfloats + RLX_BWD_WIDE_MR * w.Lp
+
+
+cdef int _bw_wide_part(const float[::1] x, const float[::1] dy, float[::1] dw, float[::1] scratch,
+                       const Py_ssize_t[::1] roff, const Win* g, Py_ssize_t part,
+                       Py_ssize_t nparts) except -1 nogil:
+    """dW rows of items [lo, hi) of part `part`, over every image."""
+    cdef WideGeom w = _wide_geom(g)
+    cdef Py_ssize_t nblk = (g.cog + RLX_BWD_WIDE_MR - 1) // RLX_BWD_WIDE_MR
+    cdef Py_ssize_t items = g.groups * nblk
+    cdef Py_ssize_t lo = part * items // nparts
+    cdef Py_ssize_t hi = (part + 1) * items // nparts
+    cdef Py_ssize_t base = part * (w.xfloats + RLX_BWD_WIDE_MR * w.Lp)
+    cdef Py_ssize_t dyw = base + w.xfloats
+    cdef Py_ssize_t ci_lo, ci_hi, ci, r, yi, cc_lo, cc_hi, ni, item, gi, co0, mr, i, yo, src
+    if lo >= hi:
+        return 0
+    # zero padding and zero wide columns / tails: written once, never overwritten
+    memset(&scratch[base], 0, (w.xfloats + RLX_BWD_WIDE_MR * w.Lp) * sizeof(float))
+    ci_lo = (lo // nblk) * g.cpg
+    ci_hi = ((hi - 1) // nblk + 1) * g.cpg
+    cc_lo = g.pb[2] if g.pb[2] > 0 else 0                     # padded columns holding x
+    cc_hi = g.pb[2] + g.size[2] if g.pb[2] + g.size[2] < w.wp else w.wp
+    for item in range(lo, hi):
+        co0 = (item // nblk) * g.cog + (item % nblk) * RLX_BWD_WIDE_MR
+        mr = min(RLX_BWD_WIDE_MR, (item // nblk + 1) * g.cog - co0)
+        memset(&dw[co0 * g.kdim], 0, mr * g.kdim * sizeof(float))
+    for ni in range(g.n):
+        if cc_lo < cc_hi:
+            for ci in range(ci_lo, ci_hi):
+                for r in range(w.hp):
+                    yi = r - g.pb[1]
+                    if yi < 0 or yi >= g.size[1]:
+                        continue
+                    src = ((ni * g.c + ci) * g.size[1] + yi) * g.size[2] + cc_lo - g.pb[2]
+                    memcpy(&scratch[base + ci * w.plane + r * w.wp + cc_lo], &x[src],
+                           (cc_hi - cc_lo) * sizeof(float))
+        for item in range(lo, hi):
+            gi = item // nblk
+            co0 = gi * g.cog + (item % nblk) * RLX_BWD_WIDE_MR
+            mr = min(RLX_BWD_WIDE_MR, (gi + 1) * g.cog - co0)
+            for i in range(mr):
+                for yo in range(g.out[1]):
+                    memcpy(&scratch[dyw + i * w.Lp + yo * w.wp],
+                           &dy[((ni * g.c_out + co0 + i) * g.out[1] + yo) * g.out[2]],
+                           g.out[2] * sizeof(float))
+            rlx_bwd_wide_block(&scratch[dyw], w.Lp, mr, &scratch[base + gi * g.cpg * w.plane], &roff[0],
+                               g.kdim, w.Lp, &dw[co0 * g.kdim], g.kdim)
+    return 0
+
+
+cdef int conv_backward_weight_wide(const float[::1] x, const float[::1] dy, float[::1] dw,
+                                   float[::1] scratch, const Py_ssize_t[::1] roff, const Win* g,
+                                   int split, int t) except -1 nogil:
+    cdef Py_ssize_t nparts = _wide_parts(g, split)
+    cdef Py_ssize_t part
+    for part in prange(nparts, num_threads=t, schedule='static', chunksize=1):
+        _bw_wide_part(x, dy, dw, scratch, roff, g, part, nparts)
+    # end: prange
+    return 0
+
+
+def wide_row_offsets(tuple dims):
+    """roff[ci * taps + a * kw + c] = ci * plane + a * dh * Wp + c * dw: where
+    (ci, tap)'s run starts in one group's padded input."""
+    cdef Win g = conv_win_from(dims)
+    cdef WideGeom w = _wide_geom(&g)
+    ci, a, c = np.meshgrid(np.arange(g.cpg), np.arange(g.k[1]), np.arange(g.k[2]), indexing="ij")
+    return np.ascontiguousarray((ci * w.plane + a * g.dil[1] * w.wp + c * g.dil[2]).ravel(), dtype=np.intp)
+
+
 cdef class ConvBackwardInputLaunch(Launch):
     """dx = d(conv)/dx applied to dy, bound to arena views."""
     cdef const float[::1] dy
@@ -494,10 +651,12 @@ cdef class ConvBackwardWeightLaunch(Launch):
     cdef const float[::1] dy
     cdef float[::1] dw
     cdef float[::1] scratch
+    cdef Py_ssize_t[::1] roff
     cdef Win g
     cdef int algorithm
 
     def __init__(self, x, dy, dw, scratch, tuple dims, int algorithm, int max_threads):
+        cdef WideGeom w
         self.x = x
         self.dy = dy
         self.dw = dw
@@ -505,11 +664,28 @@ cdef class ConvBackwardWeightLaunch(Launch):
         self.g = conv_win_from(dims)
         self.algorithm = algorithm
         self.max_threads = max(1, max_threads)
+        self.roff = np.zeros(1, dtype=np.intp)
+        if algorithm == CONV_BWD_WIDE:
+            if not wide_eligible(dims):
+                raise ValueError(f"conv backward weight: the wide kernel needs stride 1 and rank <= 2, "
+                                 f"got dims {dims}")
+            need = _bw_need(&self.g, algorithm, self.max_threads)
+            if self.scratch.shape[0] < need:
+                raise ValueError(f"conv backward weight: wide scratch of {self.scratch.shape[0]} floats, "
+                                 f"needs {need}")
+            self.roff = wide_row_offsets(dims)
+            w = _wide_geom(&self.g)
+            # the last group's last (channel, tap) run must end inside one part's padded input
+            if (self.g.c - self.g.cpg) * w.plane + int(np.max(self.roff)) + w.Lp > w.xfloats:
+                raise AssertionError(f"conv backward weight: wide runs overrun the padded input, dims {dims}")
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
         if self.algorithm == CONV_BWD_REFERENCE:
             conv_backward_weight_reference(self.x, self.dy, self.dw, &self.g, t)
+        elif self.algorithm == CONV_BWD_WIDE:
+            conv_backward_weight_wide(self.x, self.dy, self.dw, self.scratch, self.roff, &self.g,
+                                      self.max_threads, t)
         else:
             conv_backward_weight_gemm(self.x, self.dy, self.dw, self.scratch, &self.g,
                                       self.algorithm, self.max_threads, t)

@@ -17,6 +17,7 @@ cdef enum:
     CONV_BWD_REFERENCE = 0
     CONV_BWD_GEMM = 1
     CONV_BWD_GEMM_1X1 = 2
+    CONV_BWD_WIDE = 3
 
 # Window pool kind and the form of max-pool indices.
 cdef enum:

@@ -89,8 +89,11 @@ def _our_grads(params, x, labels, threads):
     return out[0], dict(zip(list(SHAPES) + ["x"], out[1:]))
 
 
+@pytest.mark.parametrize("wide", ["", "0", "1"])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_whole_network_matches_reference_backprop(gradcheck_problem, threads):
+def test_whole_network_matches_reference_backprop(gradcheck_problem, threads, wide, monkeypatch):
+    # RLX_BWD_WIDE: unset (auto), weight gradients on im2col + sgemm, or on the wide kernel
+    monkeypatch.setenv("RLX_BWD_WIDE", wide)
     params, x, labels = gradcheck_problem
     loss, ours = _our_grads(params, x, labels, threads)
     assert abs(float(loss) - _ref_forward(params, x, labels)) <= 1e-5
@@ -131,6 +134,20 @@ def _small():
     h = g.max_pool2d(g.relu(g.conv2d(x, w, b)), 2, 1)
     loss = g.softmax_cross_entropy(g.linear(g.flatten(h), fc), labels)
     return g, x, labels, w, b, fc, loss
+
+
+def test_both_conv_weight_gradients_can_run_on_the_wide_kernel(monkeypatch):
+    """Both convs of the network are stride 1, so RLX_BWD_WIDE=1 puts both
+    weight gradients on the wide kernel (the parity test above runs it)."""
+    monkeypatch.setenv("RLX_BWD_WIDE", "1")
+    g = rlx_cpu.Graph()
+    xi, li = g.input("x", X_SHAPE), g.input("labels", (N,))
+    pi = {k: g.input(k, s) for k, s in SHAPES.items()}
+    loss = _net(g, xi, pi, li)
+    g.output(*grads(g, loss, [pi["w1"], pi["w2"]]))
+    plan = rlx_cpu.compile(g, num_threads=2)
+    labels = [t.algorithm.label for t in plan.thunks if t.kind == "conv_backward_weight"]
+    assert labels == ["wide", "wide"]
 
 
 def test_only_needed_gradients_are_built():

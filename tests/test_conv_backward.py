@@ -10,7 +10,7 @@ import pytest
 import reference as R
 from guarded import Guarded
 import rlx_cpu
-from rlx_cpu import _backward, functional as F
+from rlx_cpu import _backward, algorithms, functional as F
 from rlx_cpu.algorithms import ConvBackwardAlgorithm, ConvFlags, select_conv_backward_algorithm
 from rlx_cpu.ops.conv_backward import ConvBackwardInputThunk, ConvBackwardWeightThunk, transposed_phases
 
@@ -207,12 +207,16 @@ def test_algorithm_choice(name, want):
 def test_fast_conv_off_selects_reference():
     dims = _thunks(Case(CASES[0]).plan(1))[0].dims
     assert select_conv_backward_algorithm(dims, "auto", ConvFlags(fast=False)) == ConvBackwardAlgorithm.REFERENCE
-    assert select_conv_backward_algorithm(dims, "auto", ConvFlags(fast=True)) == ConvBackwardAlgorithm.GEMM
+    assert select_conv_backward_algorithm(dims, "auto", ConvFlags(fast=True)) == ConvBackwardAlgorithm.WIDE
+    assert select_conv_backward_algorithm(dims, "auto", ConvFlags(bwd_wide=False)) == ConvBackwardAlgorithm.GEMM
+    assert select_conv_backward_algorithm(dims, "auto", ConvFlags(), kernel="input") == ConvBackwardAlgorithm.GEMM
 
 
-def test_weight_scratch_holds_per_thread_partials():
+def test_weight_scratch_holds_per_thread_partials(monkeypatch):
     """Batch >= threads and few groups: one partial dW plus one patch slab per
-    thread, sized at compile time for the plan's thread count."""
+    thread, sized at compile time for the plan's thread count (the im2col
+    GEMM path; at 1 thread auto would pick the wide kernel)."""
+    monkeypatch.setenv("RLX_BWD_WIDE", "0")
     case = Case(CASES[IDS.index("2d-batch5")])
     plan = case.plan(2)
     tw = _weight_thunk(plan)
@@ -234,9 +238,153 @@ def test_1x1_needs_no_scratch():
 
 def test_scratch_function_covers_every_thread_count():
     dims = _weight_thunk(Case(CASES[IDS.index("2d-batch5")]).plan(1)).dims.as_tuple()
-    for algo in (_backward.BWD_GEMM, _backward.BWD_GEMM_1X1):
+    for algo in (_backward.BWD_GEMM, _backward.BWD_GEMM_1X1, _backward.BWD_WIDE):
         sizes = [_backward.conv_backward_weight_scratch_floats(dims, algo, t) for t in range(1, 9)]
         assert sizes == sorted(sizes)       # a plan for t threads covers any run with fewer
+
+
+# -- the wide weight-gradient kernel (stride 1, rank <= 2) -----------------------
+
+# id, n, c_in, c_out, groups, spatial, kernel, stride, pads_begin, pads_end, dilation
+WIDE_CASES = [
+    ("odd-width", 2, 3, 5, 1, (7, 9), (3, 3), 1, 1, 1, 1),
+    ("pad0", 3, 4, 8, 1, (8, 11), (3, 3), 1, 0, 0, 1),
+    ("pad2-5x5", 2, 3, 6, 1, (9, 7), (5, 5), 1, 2, 2, 1),
+    ("pad2-3x3", 2, 2, 4, 1, (4, 5), (3, 3), 1, 2, 2, 1),        # output larger than the input
+    ("asym-pad-rect-kernel", 2, 4, 7, 1, (6, 13), (3, 2), 1, (1, 0), (0, 1), 1),
+    ("dilated", 1, 4, 9, 1, (10, 9), (3, 3), 1, 2, 2, 2),
+    ("grouped", 2, 6, 10, 2, (7, 8), (3, 3), 1, 1, 1, 1),
+    ("depthwise", 2, 6, 6, 6, (9, 6), (3, 3), 1, 1, 1, 1),
+    ("b1", 1, 8, 16, 1, (5, 21), (3, 3), 1, 1, 1, 1),
+    ("1x1-padded", 2, 5, 4, 1, (5, 6), (1, 1), 1, 1, 1, 1),
+    ("narrow", 2, 3, 4, 1, (8, 3), (3, 3), 1, 0, 0, 1),           # wide grid 3x the real pixels
+    ("1d", 3, 4, 6, 2, (37,), (5,), 1, 2, 1, 2),
+    ("1d-b1-long", 1, 3, 13, 1, (301,), (7,), 1, 3, 3, 1),
+    ("1d-chunks", 2, 3, 5, 1, (2500,), (3,), 1, 1, 1, 1),          # dots longer than one pixel chunk
+]
+WIDE_IDS = [c[0] for c in WIDE_CASES]
+
+
+def _magnitude_error(dw, case):
+    """max |dw - ref| relative to the same sum over |x| |dy| (the error a
+    float32 sum of those terms can have, whatever cancels)."""
+    mag = R.conv_nd_backward_weight(np.abs(case.x), np.abs(case.dy), case.w_shape, case.stride, case.pb, case.pe,
+                                    case.dilation, case.groups)
+    return float(np.max(np.abs(dw - case.ref_dw()) / np.maximum(mag, 1e-30)))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("wide", ["1", "0"])
+@pytest.mark.parametrize("spec", WIDE_CASES, ids=WIDE_IDS)
+def test_wide_matches_float64_reference(spec, wide, threads, monkeypatch):
+    """RLX_BWD_WIDE forces the wide kernel on (or off: im2col + sgemm) on
+    stride-1 conv1d/conv2d shapes; both within 1e-4 of the float64 adjoint
+    (measured: ~5e-8 of the |x| |dy| sum on the wide path)."""
+    monkeypatch.setenv("RLX_BWD_WIDE", wide)
+    case = Case(spec)
+    plan = case.plan(threads)
+    assert _weight_thunk(plan).algorithm.label == ("wide" if wide == "1" else "gemm")
+    dx, dw = plan.run(case.feeds())
+    assert R.rel_error(dw, case.ref_dw()) <= 1e-4
+    assert _magnitude_error(dw, case) <= 1e-6
+    assert R.rel_error(dx, case.ref_dx()) <= 1e-4
+
+
+@pytest.mark.parametrize("spec", WIDE_CASES, ids=WIDE_IDS)
+def test_wide_is_bitwise_the_same_on_any_thread_count(spec, monkeypatch):
+    """Each dW row belongs to one (group, channel block) item summed image by
+    image: plans for 1 and 2 threads, and a 2-thread plan run on 1 thread,
+    give the same bits; NaN guards around every buffer stay intact."""
+    monkeypatch.setenv("RLX_BWD_WIDE", "1")
+    case = Case(spec)
+    p2 = case.plan(2)
+    dw2 = p2.run(case.feeds())[1]
+    assert np.array_equal(dw2, p2.run(case.feeds())[1])
+    assert np.array_equal(dw2, case.plan(1).run(case.feeds())[1])
+    ctx = p2.new_context()
+    ctx.load(case.feeds())
+    for launch in ctx.launches:
+        launch.execute(1)
+    assert np.array_equal(dw2, ctx.outputs[1])
+    gp = Guarded(p2)
+    assert np.array_equal(dw2, gp.run(case.feeds())[1])
+    assert gp.guards_intact()
+
+
+def test_wide_output_is_overwritten_not_accumulated(monkeypatch):
+    monkeypatch.setenv("RLX_BWD_WIDE", "1")
+    c1, c2 = Case(WIDE_CASES[6], seed=3), Case(WIDE_CASES[6], seed=4)
+    plan = c1.plan(2)
+    plan.run(c1.feeds())
+    assert R.rel_error(plan.run(c2.feeds())[1], c2.ref_dw()) <= 1e-4
+
+
+BENCH_SPEC = ("bench", 32, 32, 64, 1, (28, 28), (3, 3), 1, 1, 1, 1)
+
+
+def _weight_dims(spec, threads=1):
+    return _weight_thunk(Case(spec).plan(threads)).dims
+
+
+def test_wide_choice():
+    """auto picks the wide kernel for stride-1 conv2d with enough channel
+    blocks per thread and little waste on the wide grid; never for strided or
+    3-D convs, even when forced; RLX_BWD_WIDE=0 keeps im2col + sgemm."""
+    wide, gemm = ConvBackwardAlgorithm.WIDE, ConvBackwardAlgorithm.GEMM
+    d = _weight_dims(BENCH_SPEC)
+    for t in (1, 2):
+        assert select_conv_backward_algorithm(d, "auto", ConvFlags(), nthreads=t) == wide
+        assert select_conv_backward_algorithm(d, "im2col", ConvFlags(), nthreads=t) == wide
+        assert select_conv_backward_algorithm(d, "auto", ConvFlags(bwd_wide=False), nthreads=t) == gemm
+        assert select_conv_backward_algorithm(d, "reference", ConvFlags(bwd_wide=True), nthreads=t) \
+            == ConvBackwardAlgorithm.REFERENCE
+    assert _backward.parallel_strategy("weight_wide", d.as_tuple(), 2) == "channel_blocks"
+    assert _backward.parallel_strategy("weight_wide", d.as_tuple(), 1) == "serial"
+    for name in ("2d-stride-asym-pad-grouped", "3d", "3d-b1", "2d-uncovered-tail"):
+        dn = _weight_dims(CASES[IDS.index(name)])
+        assert not algorithms.is_backward_wide(dn), name
+        assert select_conv_backward_algorithm(dn, "auto", ConvFlags(bwd_wide=True)) != wide, name
+    narrow = _weight_dims(WIDE_CASES[WIDE_IDS.index("narrow")])
+    assert algorithms.is_backward_wide(narrow) and not algorithms.prefers_backward_wide(narrow)
+    one_block = _weight_dims(CASES[IDS.index("2d-batch5")])      # 4 output channels: one item
+    assert algorithms.prefers_backward_wide(one_block, 1) and not algorithms.prefers_backward_wide(one_block, 2)
+
+
+def test_wide_kernel_refuses_ineligible_dims():
+    d = _weight_dims(CASES[IDS.index("2d-stride-asym-pad-grouped")]).as_tuple()
+    dw = np.zeros(10, np.float32)
+    with pytest.raises(ValueError, match=r"wide kernel needs stride 1"):
+        _backward.ConvBackwardWeightLaunch(dw, dw, dw, dw, d, _backward.BWD_WIDE, 1)
+    d = _weight_dims(BENCH_SPEC).as_tuple()
+    with pytest.raises(ValueError, match=r"wide scratch of 10 floats, needs"):
+        _backward.ConvBackwardWeightLaunch(dw, dw, dw, dw, d, _backward.BWD_WIDE, 2)
+
+
+WIDE_BASELINE_SCRIPT = r"""
+import numpy as np
+import test_conv_backward as T
+worst = 0.0
+for spec in T.WIDE_CASES:
+    case = T.Case(spec)
+    plan = case.plan(2)
+    assert T._weight_thunk(plan).algorithm.label == "wide"
+    worst = max(worst, T._magnitude_error(plan.run(case.feeds())[1], case))
+print(worst)
+"""
+
+
+def test_wide_portable_variant_matches_reference():
+    """RLX_SIMD=baseline: the portable C loop of the wide kernel."""
+    import os
+    import subprocess
+    import sys
+    here = os.path.dirname(__file__)
+    env = dict(os.environ, RLX_SIMD="baseline", RLX_BWD_WIDE="1")
+    env["PYTHONPATH"] = os.pathsep.join([here] + [p for p in sys.path if p])
+    out = subprocess.run([sys.executable, "-c", WIDE_BASELINE_SCRIPT], env=env, cwd=here, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout.strip().splitlines()[-1]) <= 1e-6
 
 
 # -- functional API -------------------------------------------------------------

@@ -378,6 +378,16 @@ def _invariance_cases(rng):
             x, r(5, 8, 16, 16), (8, 16, 3, 3), padding=1)),
         "conv2d_backward_weight-depthwise": (x4, lambda g, x: g.conv2d_backward_weight(
             x, r(2, 16, 32, 32), (16, 1, 3, 3), padding=1, groups=16)),
+        # stride 1 conv2d/conv1d: the wide kernel (odd width, 6 = 4 + 2 output channels per item)
+        "conv2d_backward_weight-wide": ((3, 8, 13, 15), lambda g, x: g.conv2d_backward_weight(
+            x, r(3, 12, 13, 15), (12, 8, 3, 3), padding=1)),
+        "conv2d_backward_weight-wide-grouped": ((2, 8, 9, 11), lambda g, x: g.conv2d_backward_weight(
+            x, r(2, 12, 9, 11), (12, 4, 3, 3), padding=1, groups=2)),
+        "conv1d_backward_weight-wide": ((2, 8, 1500), lambda g, x: g.conv1d_backward_weight(
+            x, r(2, 16, 1500), (16, 8, 5), padding=2)),
+        # strided: im2col + sgemm, image ranges with partial sums
+        "conv2d_backward_weight-s2": ((4, 8, 16, 16), lambda g, x: g.conv2d_backward_weight(
+            x, r(4, 16, 8, 8), (16, 8, 3, 3), stride=2, padding=1)),
         "conv3d_backward_weight": ((2, 4, 8, 12, 12), lambda g, x: g.conv3d_backward_weight(
             x, r(2, 8, 8, 12, 12), (8, 4, 3, 3, 3), padding=1)),
         "max_pool2d-indices": (x4, lambda g, x: g.max_pool2d(x, 3, 2, 1, return_indices=True)[0]),

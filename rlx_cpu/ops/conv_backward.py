@@ -514,7 +514,7 @@ def emit_transposed_phases(ctx, node, phases, src_id, w_id, bias_id, kernel, geo
 def compile_conv_backward_input(ctx, node):
     dy_node = ctx.graph.node(node.inputs[0])
     dims = ConvNDDims.from_attrs(node.shape, dy_node.shape, node.attrs)
-    algo = select_conv_backward_algorithm(dims, ctx.conv_algorithm, ctx.flags)
+    algo = select_conv_backward_algorithm(dims, ctx.conv_algorithm, ctx.flags, kernel="input")
     if ctx.conv_algorithm == "auto" and algo != ConvBackwardAlgorithm.REFERENCE:
         phases = transposed_phases(dims.n, dims.c_out, dims.c_in, dims.out_sp, dims.in_sp, dims.kernel,
                                    dims.stride, dims.pad, dims.dilation, dims.groups)
@@ -534,8 +534,8 @@ def compile_conv_backward_input(ctx, node):
 def compile_conv_backward_weight(ctx, node):
     x_node, dy_node = ctx.graph.node(node.inputs[0]), ctx.graph.node(node.inputs[1])
     dims = ConvNDDims.from_attrs(x_node.shape, dy_node.shape, node.attrs)
-    algo = select_conv_backward_algorithm(dims, ctx.conv_algorithm, ctx.flags)
     t = ctx.num_threads
+    algo = select_conv_backward_algorithm(dims, ctx.conv_algorithm, ctx.flags, nthreads=t)
     nbytes = 4 * _backward.conv_backward_weight_scratch_floats(dims.as_tuple(), int(algo), t)
     ctx.emit(ConvBackwardWeightThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.inputs[1]),
                                      ctx.buf(node.id), ctx.scratch(nbytes, node.name + ".scratch"),

@@ -1,0 +1,126 @@
+/* Conv backward weight on the "wide" grid (stride 1, rank <= 2), driven by
+ * src/_backward.pyx (conv_backward_weight_wide).
+ *
+ * With the input zero-padded to Hp x Wp (Hp = out_h + (kh-1)*dh,
+ * Wp = out_w + (kw-1)*dw) and dy laid out on rows of Wp floats (zero in the
+ * columns out_w..Wp-1 and in the tail up to a multiple of 8), output pixel
+ * p = yo*Wp + xo reads tap (a, c) of channel ci at
+ *     xpad[ci*Hp*Wp + a*dh*Wp + c*dw + p]
+ * so every (ci, tap) row of the patch matrix is a contiguous shifted run of
+ * the padded input and
+ *     dW[co, (ci, tap)] = dot(dyw[co, 0:L], xpad + roff[(ci, tap)], L)
+ * needs no patch matrix: an A.B^T GEMM whose K (pixels) runs along both rows.
+ *
+ * Summation order of one dot (both variants fixed, whatever the tile): per
+ * chunk of RLX_BWD_WIDE_KC pixels, eight lanes accumulate pixels k, k+8,
+ * k+16, ... in order (one FMA each on AVX2), then rlx_bwd_hsum8 adds the lanes
+ * in one fixed tree and the chunk's sum is added to dW.  The 4 x 3 register
+ * tile and the one-pair edge kernel give the same bits for the same pair.
+ *
+ * A non-finite input value can reach a pair whose real taps never read it
+ * (0 * inf in the wide columns): dW is then non-finite there too. */
+#ifndef RLX_BWD_WIDE_H
+#define RLX_BWD_WIDE_H
+
+#include "rlx_simd.h"
+
+#define RLX_BWD_WIDE_MR 4      /* output channels per tile (dy rows) */
+#define RLX_BWD_WIDE_NR 3      /* (ci, tap) rows per tile */
+
+/* lanes summed as ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)) in both variants */
+RLX_INLINE float rlx_bwd_hsum8_portable(const float* a) {
+    float s0 = a[0] + a[4], s1 = a[1] + a[5], s2 = a[2] + a[6], s3 = a[3] + a[7];
+    return (s0 + s2) + (s1 + s3);
+}
+
+/* ---- portable ------------------------------------------------------------ */
+
+static void rlx_bwd_wide_pair_portable(const float* restrict d, const float* restrict x, ptrdiff_t L,
+                                       float* restrict out) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (ptrdiff_t k = 0; k < L; k += 8)
+        for (int l = 0; l < 8; ++l)
+            acc[l] += d[k + l] * x[k + l];
+    *out += rlx_bwd_hsum8_portable(acc);
+}
+
+/* ---- AVX2 + FMA ---------------------------------------------------------- */
+#if RLX_X86_DISPATCH
+RLX_INLINE_AVX2 float rlx_bwd_hsum8_avx2(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));   /* l0+l4 .. l3+l7 */
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));                                           /* (s0+s2), (s1+s3) */
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+RLX_TARGET_AVX2 static void rlx_bwd_wide_pair_avx2(const float* restrict d, const float* restrict x,
+                                                   ptrdiff_t L, float* restrict out) {
+    __m256 acc = _mm256_setzero_ps();
+    for (ptrdiff_t k = 0; k < L; k += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(d + k), _mm256_loadu_ps(x + k), acc);
+    *out += rlx_bwd_hsum8_avx2(acc);
+}
+
+/* out[i*ldw + j] += dot(d + i*ldd, x[j]) for the full 4 x 3 tile */
+RLX_TARGET_AVX2 static void rlx_bwd_wide_tile_avx2(const float* restrict d, ptrdiff_t ldd,
+                                                   const float* x0, const float* x1, const float* x2,
+                                                   ptrdiff_t L, float* restrict out, ptrdiff_t ldw) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
+    __m256 c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
+    const float* d0 = d;
+    const float* d1 = d + ldd;
+    const float* d2 = d + 2 * ldd;
+    const float* d3 = d + 3 * ldd;
+    for (ptrdiff_t k = 0; k < L; k += 8) {
+        __m256 a0 = _mm256_loadu_ps(x0 + k), a1 = _mm256_loadu_ps(x1 + k), a2 = _mm256_loadu_ps(x2 + k);
+        __m256 b = _mm256_loadu_ps(d0 + k);
+        c00 = _mm256_fmadd_ps(b, a0, c00); c01 = _mm256_fmadd_ps(b, a1, c01); c02 = _mm256_fmadd_ps(b, a2, c02);
+        b = _mm256_loadu_ps(d1 + k);
+        c10 = _mm256_fmadd_ps(b, a0, c10); c11 = _mm256_fmadd_ps(b, a1, c11); c12 = _mm256_fmadd_ps(b, a2, c12);
+        b = _mm256_loadu_ps(d2 + k);
+        c20 = _mm256_fmadd_ps(b, a0, c20); c21 = _mm256_fmadd_ps(b, a1, c21); c22 = _mm256_fmadd_ps(b, a2, c22);
+        b = _mm256_loadu_ps(d3 + k);
+        c30 = _mm256_fmadd_ps(b, a0, c30); c31 = _mm256_fmadd_ps(b, a1, c31); c32 = _mm256_fmadd_ps(b, a2, c32);
+    }
+    out[0] += rlx_bwd_hsum8_avx2(c00); out[1] += rlx_bwd_hsum8_avx2(c01); out[2] += rlx_bwd_hsum8_avx2(c02);
+    out += ldw;
+    out[0] += rlx_bwd_hsum8_avx2(c10); out[1] += rlx_bwd_hsum8_avx2(c11); out[2] += rlx_bwd_hsum8_avx2(c12);
+    out += ldw;
+    out[0] += rlx_bwd_hsum8_avx2(c20); out[1] += rlx_bwd_hsum8_avx2(c21); out[2] += rlx_bwd_hsum8_avx2(c22);
+    out += ldw;
+    out[0] += rlx_bwd_hsum8_avx2(c30); out[1] += rlx_bwd_hsum8_avx2(c31); out[2] += rlx_bwd_hsum8_avx2(c32);
+}
+#endif
+
+/* Pixels per chunk: the 4 dy rows of a chunk (16 KiB) stay in L1 while every
+ * (ci, tap) run passes over them; each chunk's dot is added to dW on its own. */
+#define RLX_BWD_WIDE_KC 1024
+
+/* dw[i*ldw + j] += dot(dyw + i*ldd, xb + roff[j], L) for i < mr, j < nrows,
+ * chunk by chunk of RLX_BWD_WIDE_KC pixels.  L is a multiple of 8; dyw rows
+ * hold L floats and xb + roff[j] L floats. */
+static void rlx_bwd_wide_block(const float* dyw, ptrdiff_t ldd, ptrdiff_t mr, const float* xb,
+                               const ptrdiff_t* roff, ptrdiff_t nrows, ptrdiff_t L, float* dw, ptrdiff_t ldw) {
+    for (ptrdiff_t k0 = 0; k0 < L; k0 += RLX_BWD_WIDE_KC) {
+        const ptrdiff_t len = L - k0 < RLX_BWD_WIDE_KC ? L - k0 : RLX_BWD_WIDE_KC;
+        const float* d = dyw + k0;
+        const float* x = xb + k0;
+        ptrdiff_t i, j = 0;
+#if RLX_X86_DISPATCH
+        if (rlx_simd_level()) {
+            if (mr == RLX_BWD_WIDE_MR)
+                for (; j + RLX_BWD_WIDE_NR <= nrows; j += RLX_BWD_WIDE_NR)
+                    rlx_bwd_wide_tile_avx2(d, ldd, x + roff[j], x + roff[j + 1], x + roff[j + 2], len, dw + j, ldw);
+            for (; j < nrows; ++j)
+                for (i = 0; i < mr; ++i)
+                    rlx_bwd_wide_pair_avx2(d + i * ldd, x + roff[j], len, dw + i * ldw + j);
+            continue;
+        }
+#endif
+        for (; j < nrows; ++j)
+            for (i = 0; i < mr; ++i)
+                rlx_bwd_wide_pair_portable(d + i * ldd, x + roff[j], len, dw + i * ldw + j);
+    }
+}
+
+#endif
