@@ -72,6 +72,8 @@ def _ran(plan, op):
         return f"phases({kinds.count('phase_scatter')})"
     if kinds == ["conv_phases"]:
         return f"conv_phases({len(last.phases)})"
+    if not hasattr(last, "algorithm"):          # a kernel of its own (conv_transpose_depthwise)
+        return last.kind
     algo = "gemm_1x1" if last.kind == "conv_1x1" else last.algorithm.label
     if last.kind in ("conv", "conv_1x1") and (op.startswith("conv_transpose") or op.endswith("backward_input")):
         return f"phases(1):{algo}"
