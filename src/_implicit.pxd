@@ -54,6 +54,21 @@ cdef inline void _implicit_gemm(bint direct, const float* wp, Py_ssize_t wp_len,
                                c, c_len, c_off, ldc, n, ep, ep_bias)
 
 
+cdef inline bint _items_mode(Py_ssize_t items, int split) noexcept nogil:
+    """Whether (image, group) items go one per thread, each with its own copy
+    (many items, or as many as split evenly), rather than one at a time
+    with the copy and the columns shared by the threads."""
+    return split <= 1 or items % split == 0 or items >= 4 * split
+
+
+cdef inline void _fill_own_copy(const float[::1] x, const ImplicitGeom* ig, Py_ssize_t ni, Py_ssize_t gi,
+                                float[::1] scratch, Py_ssize_t slot) noexcept nogil:
+    """This thread's copy of image ni, group gi at scratch[slot], with its slack zeroed."""
+    rlx_implicit_fill_rows(&x[0], x.shape[0], ig, ni, gi, &scratch[slot], scratch.shape[0] - slot, 0,
+                           rlx_implicit_rows(ig))
+    memset(&scratch[slot + rlx_implicit_floats(ig)], 0, RLX_IMPLICIT_SLACK * sizeof(float))
+
+
 cdef inline void _fill_shared_copy(const float[::1] x, const ImplicitGeom* ig, Py_ssize_t ni, Py_ssize_t gi,
                                    float[::1] scratch, int split, int nthreads) noexcept nogil:
     """The copy of image ni, group gi into the start of scratch, its rows in
@@ -89,17 +104,14 @@ cdef inline int implicit_conv_run(const float[::1] x, const float[::1] wp, float
     cdef Py_ssize_t p = ig.out[0] * ig.out[1] * ig.out[2]
     cdef Py_ssize_t pf = rlx_gemm_packed_floats(cog, k)
     cdef Py_ssize_t per = rlx_implicit_slot_floats(ig)
-    cdef Py_ssize_t used = rlx_implicit_floats(ig)
-    cdef Py_ssize_t rows = rlx_implicit_rows(ig)
     cdef Py_ssize_t items = n * groups
     cdef Py_ssize_t chunks, width, item, ni, gi, row, c, j0, j1, slot
-    if split <= 1 or items % split == 0 or items >= 4 * split:
+    if _items_mode(items, split):
         for item in prange(items, num_threads=nthreads, schedule='static'):
             ni = item // groups
             gi = item % groups
             slot = threadid() * per
-            rlx_implicit_fill_rows(&x[0], x.shape[0], ig, ni, gi, &scratch[slot], scratch.shape[0] - slot, 0, rows)
-            memset(&scratch[slot + used], 0, RLX_IMPLICIT_SLACK * sizeof(float))
+            _fill_own_copy(x, ig, ni, gi, scratch, slot)
             _implicit_gemm(direct, &wp[gi * pf], wp.shape[0] - gi * pf, cog, k, &scratch[slot], per, &offs[0], 0,
                            ig, &y[0], y.shape[0], (ni * c_out + gi * cog) * p, p, p,
                            ep, bias + gi * cog if bias != NULL else NULL)
@@ -165,8 +177,6 @@ cdef inline int phased_conv_run(const float[::1] x, const float[::1] wp, float[:
     cdef Py_ssize_t groups = ig.groups
     cdef Py_ssize_t cog = c_out // groups
     cdef Py_ssize_t per = rlx_implicit_slot_floats(ig)
-    cdef Py_ssize_t used = rlx_implicit_floats(ig)
-    cdef Py_ssize_t rows = rlx_implicit_rows(ig)
     cdef Py_ssize_t nph = info.shape[0]
     cdef Py_ssize_t items = n * groups
     cdef Py_ssize_t pmax = 0
@@ -175,13 +185,12 @@ cdef inline int phased_conv_run(const float[::1] x, const float[::1] wp, float[:
         npix = info[ph, PH_M0] * info[ph, PH_M1] * info[ph, PH_M2]
         if npix > pmax:
             pmax = npix
-    if split <= 1 or items % split == 0 or items >= 4 * split:
+    if _items_mode(items, split):
         for item in prange(items, num_threads=nthreads, schedule='static'):
             ni = item // groups
             gi = item % groups
             slot = threadid() * per
-            rlx_implicit_fill_rows(&x[0], x.shape[0], ig, ni, gi, &scratch[slot], scratch.shape[0] - slot, 0, rows)
-            memset(&scratch[slot + used], 0, RLX_IMPLICIT_SLACK * sizeof(float))
+            _fill_own_copy(x, ig, ni, gi, scratch, slot)
             for ph in range(nph):
                 _phase_gemm(wp, &scratch[slot], per, offs, info, ph, ig, y, n, c_out, y_plane, cst, ni, gi, cog,
                             0, info[ph, PH_M0] * info[ph, PH_M1] * info[ph, PH_M2], ep, bias)
