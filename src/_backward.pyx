@@ -817,12 +817,6 @@ cdef class PhaseScatterLaunch(Launch):
 # Depthwise transposed conv, 2-D, straight from the input (src/rlx_dwt.h)
 # ---------------------------------------------------------------------------
 
-cdef extern from "rlx_simd.h":
-    void rlx_simd_init() nogil
-
-rlx_simd_init()     # this module's copy of the CPUID dispatch level
-
-
 cdef extern from "rlx_dwt.h":
     ctypedef struct DwtGeom "rlx_dwt_geom":
         Py_ssize_t h, w, oh, ow
