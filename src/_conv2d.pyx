@@ -75,7 +75,7 @@ cdef extern from "rlx_simd.h":
                           Py_ssize_t y_len, const ConvGeom* g, Py_ssize_t item) nogil
     void rlx_dw_s2_planes(const float* x, Py_ssize_t x_len, const float* wt, const float* bias,
                           float* y, Py_ssize_t y_len, float* ring, Py_ssize_t ring_len,
-                          const ConvGeom* g, Py_ssize_t p0, Py_ssize_t p1) nogil
+                          const ConvGeom* g, const Epilogue* e, Py_ssize_t p0, Py_ssize_t p1) nogil
     Py_ssize_t rlx_dw_s2_scratch(const ConvGeom* g) nogil
     void rlx_dw_s1_rows(const float* x, Py_ssize_t x_len, const float* wt, const float* bias,
                         float* y, Py_ssize_t y_len, float* ring, Py_ssize_t ring_len,
@@ -96,8 +96,8 @@ cdef extern from "rlx_simd.h":
     void rlx_wino4_input(const float* x, Py_ssize_t x_len, float* v, const ConvGeom* g,
                          Py_ssize_t t0, Py_ssize_t cnt, Py_ssize_t tb, Py_ssize_t pstride) nogil
     void rlx_wino4_output(const float* m, float* y, Py_ssize_t y_len, const float* bias,
-                          const ConvGeom* g, Py_ssize_t t0, Py_ssize_t cnt, Py_ssize_t tb,
-                          Py_ssize_t pstride) nogil
+                          const Epilogue* epi, const ConvGeom* g, Py_ssize_t t0, Py_ssize_t cnt,
+                          Py_ssize_t tb, Py_ssize_t pstride) nogil
 
 
 
@@ -780,8 +780,8 @@ cdef int conv_depthwise(const float[::1] x, const float[::1] wt, const float[::1
                         bint has_bias, const Epilogue* e, float[::1] y, float[::1] scratch,
                         const ConvGeom* g, int split, int nthreads) except -1 nogil:
     """Depthwise (groups == c_in == c_out) 3x3/5x5 conv at stride 1 or 2,
-    bias fused; the epilogue e (NULL: none) too at stride 1, and at stride 2
-    on the channel-block kernel.  The work units -- blocks of 8 channels of
+    bias fused, and the epilogue e (NULL: none) on each row, plane or channel
+    block as soon as it is written.  The work units -- blocks of 8 channels of
     one image on small planes (rlx_dw_cb_use); else output rows of all
     (image, channel) planes, counted plane after plane, at stride 1, whole
     planes at stride 2 -- are cut into `split` contiguous runs, split being
@@ -811,7 +811,7 @@ cdef int conv_depthwise(const float[::1] x, const float[::1] wt, const float[::1
                           g, e, lo, hi)
         elif s2:
             rlx_dw_s2_planes(&x[0], x.shape[0], &wt[0], b, &y[0], y.shape[0], &scratch[threadid() * slab], slab,
-                             g, lo, hi)
+                             g, e, lo, hi)
         else:
             rlx_dw_s1_rows(&x[0], x.shape[0], &wt[0], b, &y[0], y.shape[0], &scratch[threadid() * slab], slab,
                            g, e, lo, hi)
@@ -1012,7 +1012,8 @@ def winograd4_filter_transform(weight):
 
 
 cdef int _winograd4_block(const float[::1] x, const float[::1] u, const float[::1] bias,
-                          bint has_bias, float[::1] y, float[::1] scratch, const ConvGeom* g,
+                          bint has_bias, const Epilogue* epi, float[::1] y, float[::1] scratch,
+                          const ConvGeom* g,
                           Py_ssize_t blk, Py_ssize_t tb, Py_ssize_t nt,
                           Py_ssize_t slab) except -1 nogil:
     cdef Py_ssize_t t0 = blk * tb
@@ -1028,22 +1029,24 @@ cdef int _winograd4_block(const float[::1] x, const float[::1] u, const float[::
                  &scratch[v_off + p * vps], <int>tb, 0.0,
                  &scratch[m_off + p * mps], <int>tb)
     rlx_wino4_output(&scratch[m_off], &y[0], y.shape[0], &bias[0] if has_bias else NULL,
-                     g, t0, cnt, tb, mps)
+                     epi, g, t0, cnt, tb, mps)
     return 0
 
 
 cdef int conv_winograd4(const float[::1] x, const float[::1] u, const float[::1] bias,
-                        bint has_bias, float[::1] y, float[::1] scratch, const ConvGeom* g,
-                        Py_ssize_t tb, int nthreads) except -1 nogil:
+                        bint has_bias, const Epilogue* epi, float[::1] y, float[::1] scratch,
+                        const ConvGeom* g, Py_ssize_t tb, int nthreads) except -1 nogil:
     """Blocks of tb tiles (tb fixed at compile time from the bound thread
     count), one per thread at a time; each block's 36 GEMMs are
-    single-threaded, so the result does not depend on nthreads."""
+    single-threaded, so the result does not depend on nthreads.  The output
+    transform adds the bias; `epi` (NULL: none) adds the residual and applies
+    the activation to each run of tiles as it is written."""
     cdef Py_ssize_t nt = _winograd4_tiles(g)
     cdef Py_ssize_t nblocks = (nt + tb - 1) // tb
     cdef Py_ssize_t slab = _winograd4_slab(g, tb)
     cdef Py_ssize_t blk
     for blk in prange(nblocks, num_threads=nthreads, schedule='static'):
-        _winograd4_block(x, u, bias, has_bias, y, scratch, g, blk, tb, nt, threadid() * slab)
+        _winograd4_block(x, u, bias, has_bias, epi, y, scratch, g, blk, tb, nt, threadid() * slab)
     return 0
 
 
@@ -1138,16 +1141,10 @@ cdef class Conv2DLaunch(Launch):
             conv_winograd(self.x, self.weight, self.bias, self.has_bias,
                           &self.fused.e if rlx_epilogue_active(&self.fused.e) else NULL, self.y,
                           self.scratch, &self.g, self.block, t)
-        elif self.algorithm == CONV_WINOGRAD_F4:
-            if rlx_epilogue_active(&self.fused.e):
-                # an activation or a residual: the whole epilogue (bias
-                # included) runs per plane after the tiles
-                conv_winograd4(self.x, self.weight, self.bias, False, self.y,
-                               self.scratch, &self.g, self.block, t)
-                _epilogue_planes(self.y, &self.fused, &self.g, t)
-            else:                                   # bias fused in the output transform
-                conv_winograd4(self.x, self.weight, self.bias, self.has_bias, self.y,
-                               self.scratch, &self.g, self.block, t)
+        elif self.algorithm == CONV_WINOGRAD_F4:     # bias fused in the output transform
+            conv_winograd4(self.x, self.weight, self.bias, self.has_bias,
+                           &self.fused.e if rlx_epilogue_active(&self.fused.e) else NULL, self.y,
+                           self.scratch, &self.g, self.block, t)
         elif self.algorithm == CONV_IM2COL and self.packed in (LAYOUT_IMPLICIT, LAYOUT_IMPLICIT_DIRECT):
             ig = rlx_implicit_geom_2d(&self.g)
             implicit_conv_run(self.x, self.weight, self.y, self.scratch, self.offs, &ig, self.g.n, self.g.c_out,
@@ -1167,21 +1164,10 @@ cdef class Conv2DLaunch(Launch):
                 # no column block chosen (a record made without one): the
                 # epilogue runs per plane after the GEMMs
                 _epilogue_planes(self.y, &self.fused, &self.g, t)
-        elif self.algorithm == CONV_DIRECT and depthwise_stride(&self.g) and (
-                depthwise_stride(&self.g) == 1 or rlx_dw_cb_use(&self.g)):
+        elif self.algorithm == CONV_DIRECT and depthwise_stride(&self.g):
             conv_depthwise(self.x, self.weight, self.bias, self.has_bias,
                            &self.fused.e if rlx_epilogue_active(&self.fused.e) else NULL, self.y,
                            self.scratch, &self.g, self.max_threads, t)
-        elif self.algorithm == CONV_DIRECT and depthwise_stride(&self.g) == 2:
-            if rlx_epilogue_active(&self.fused.e):
-                # an activation or a residual: the whole epilogue (bias
-                # included) runs per plane after the kernel
-                conv_depthwise(self.x, self.weight, self.bias, False, NULL, self.y, self.scratch,
-                               &self.g, self.max_threads, t)
-                _epilogue_planes(self.y, &self.fused, &self.g, t)
-            else:                                                 # bias fused in the kernel
-                conv_depthwise(self.x, self.weight, self.bias, self.has_bias, NULL, self.y, self.scratch,
-                               &self.g, self.max_threads, t)
         elif self.algorithm == CONV_DIRECT:
             conv_direct(self.x, self.weight, self.y, &self.g, &self.fused, t)
         else:

@@ -425,19 +425,26 @@ static ptrdiff_t rlx_dw_s2_scratch(const rlx_conv_geom* g) {
 
 /* Planes [p0, p1) of a depthwise stride-2 conv (kh == kw, 3 or 5; the
  * compiler admits no other shape). */
+/* e: NULL, or the residual/activation applied to each plane right after it
+ * is computed, while it is still in cache (the bias is already in). */
 static void rlx_dw_s2_planes(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
                              float* y, ptrdiff_t y_len, float* ring, ptrdiff_t ring_len,
-                             const rlx_conv_geom* g, ptrdiff_t p0, ptrdiff_t p1) {
+                             const rlx_conv_geom* g, const rlx_epilogue* e, ptrdiff_t p0, ptrdiff_t p1) {
+    const int level = rlx_simd_level();
+    const ptrdiff_t plane = g->h_out * g->w_out;
     (void)ring;
     (void)ring_len;
     for (ptrdiff_t item = p0; item < p1; ++item) {
 #if RLX_X86_DISPATCH
-        if (rlx_simd_level()) {
+        if (level)
             rlx_dw_s2_plane_avx2(x, x_len, wt, bias, y, y_len, ring, ring_len, g, item);
-            continue;
-        }
+        else
 #endif
-        rlx_dw_s2_plane_base(x, x_len, wt, bias, y, y_len, g, item);
+            rlx_dw_s2_plane_base(x, x_len, wt, bias, y, y_len, g, item);
+        if (e) {
+            RLX_CHECK_RANGE(item * plane, (item + 1) * plane, e->res ? e->res_len : y_len, "depthwise residual");
+            rlx_epilogue_span(y, y_len, item * plane, plane, 0.0f, e, level);
+        }
     }
 }
 
@@ -1517,7 +1524,8 @@ RLX_INLINE void rlx_w4_input_body(const float* restrict x, ptrdiff_t x_len, floa
 }
 
 RLX_INLINE void rlx_w4_output_body(const float* restrict m, float* restrict y, ptrdiff_t y_len,
-                                   const float* restrict bias, const rlx_conv_geom* g,
+                                   const float* restrict bias, const rlx_epilogue* epi,
+                                   const rlx_conv_geom* g,
                                    ptrdiff_t t0, ptrdiff_t cnt, ptrdiff_t tb, ptrdiff_t pstride) {
     const ptrdiff_t tw = (g->w_out + 3) / 4;
     const ptrdiff_t tiles_img = ((g->h_out + 3) / 4) * tw;
@@ -1551,6 +1559,18 @@ RLX_INLINE void rlx_w4_output_body(const float* restrict m, float* restrict y, p
                     rlx_w4_out_tile(a + tx, pstride, y0 + 4 * tx, Wo, b, nr, (int)nc);
                 }
             }
+            if (epi) {
+                /* residual and activation on the nr rows of this run, just
+                 * written (the bias is already in) */
+                const ptrdiff_t c0 = 4 * tx0;
+                const ptrdiff_t c1 = 4 * (tx0 + run) < Wo ? 4 * (tx0 + run) : Wo;
+                const ptrdiff_t off0 = y0 - y;
+                for (int r = 0; r < nr; ++r) {
+                    RLX_CHECK_RANGE(off0 + r * Wo + c0, off0 + r * Wo + c1, epi->res ? epi->res_len : y_len,
+                                    "winograd4 residual");
+                    rlx_epilogue_span_body(y0 + r * Wo + c0, off0 + r * Wo + c0, c1 - c0, 0.0f, epi);
+                }
+            }
             tl += run;
         }
     }
@@ -1572,18 +1592,23 @@ static void rlx_wino4_input(const float* x, ptrdiff_t x_len, float* v, const rlx
 }
 
 static void rlx_w4_output_base(const float* m, float* y, ptrdiff_t y_len, const float* bias,
-                               const rlx_conv_geom* g, ptrdiff_t t0, ptrdiff_t cnt, ptrdiff_t tb, ptrdiff_t ps) {
-    rlx_w4_output_body(m, y, y_len, bias, g, t0, cnt, tb, ps);
+                               const rlx_epilogue* epi, const rlx_conv_geom* g, ptrdiff_t t0, ptrdiff_t cnt,
+                               ptrdiff_t tb, ptrdiff_t ps) {
+    rlx_w4_output_body(m, y, y_len, bias, epi, g, t0, cnt, tb, ps);
 }
 RLX_TARGET_AVX2 static void rlx_w4_output_avx2(const float* m, float* y, ptrdiff_t y_len,
-                                               const float* bias, const rlx_conv_geom* g,
+                                               const float* bias, const rlx_epilogue* epi,
+                                               const rlx_conv_geom* g,
                                                ptrdiff_t t0, ptrdiff_t cnt, ptrdiff_t tb, ptrdiff_t ps) {
-    rlx_w4_output_body(m, y, y_len, bias, g, t0, cnt, tb, ps);
+    rlx_w4_output_body(m, y, y_len, bias, epi, g, t0, cnt, tb, ps);
 }
+/* epi: NULL, or the residual/activation to apply to each run of tiles as it
+ * is written. */
 static void rlx_wino4_output(const float* m, float* y, ptrdiff_t y_len, const float* bias,
-                             const rlx_conv_geom* g, ptrdiff_t t0, ptrdiff_t cnt, ptrdiff_t tb, ptrdiff_t ps) {
-    if (rlx_simd_level()) rlx_w4_output_avx2(m, y, y_len, bias, g, t0, cnt, tb, ps);
-    else rlx_w4_output_base(m, y, y_len, bias, g, t0, cnt, tb, ps);
+                             const rlx_epilogue* epi, const rlx_conv_geom* g, ptrdiff_t t0, ptrdiff_t cnt,
+                             ptrdiff_t tb, ptrdiff_t ps) {
+    if (rlx_simd_level()) rlx_w4_output_avx2(m, y, y_len, bias, epi, g, t0, cnt, tb, ps);
+    else rlx_w4_output_base(m, y, y_len, bias, epi, g, t0, cnt, tb, ps);
 }
 
 #endif
