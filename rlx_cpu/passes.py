@@ -46,13 +46,14 @@ on the output of these passes.
 :data:`DEFAULT_PASSES`), False/None (none) or a list of pass names.
 """
 import dataclasses
+import os
 
 import numpy as np
 
 from .ir import Graph
 
 __all__ = ["DEFAULT_PASSES", "PASSES", "run_passes", "fold_constants", "fold_batch_norm", "fuse_silu",
-           "fuse_epilogue", "dce", "in_place", "summary"]
+           "fuse_epilogue", "blocked_layout", "dce", "in_place", "summary"]
 
 CONV_OPS = ("conv1d", "conv2d", "conv3d")
 EPILOGUE_CONV_OPS = ("conv1d", "conv2d")      # the ops whose kernels run an epilogue
@@ -292,6 +293,97 @@ def fuse_epilogue(graph):
     return _rewrite(graph, "fuse_epilogue", counts, replace, drop)
 
 
+# A chain of at least this many convs with blocked kernels moves to the
+# blocked layout; a shorter one would pay its two reorders for little.
+BLOCKED_MIN_CHAIN = 3
+
+
+def _blocked_layout_enabled():
+    """RLX_BLOCKED_LAYOUT: '0' off, '1' on (also with the portable kernels),
+    unset: on where the AVX2+FMA kernels run."""
+    from . import _nchwc
+    mode = os.environ.get("RLX_BLOCKED_LAYOUT", "")
+    if mode not in ("", "0", "1"):
+        raise ValueError(f"RLX_BLOCKED_LAYOUT must be '0', '1' or unset, got {mode!r}")
+    return mode == "1" or (mode == "" and _nchwc.simd_level() >= 1)
+
+
+def blocked_layout(graph):
+    """Chains of convs that have channel-blocked kernels (1x1 and depthwise
+    3x3 with constant weights, channels multiples of 8; rlx_cpu/ops/blocked.py)
+    -> conv2d_nchwc nodes whose activations are [N, C/8, H, W, 8].  Convs are
+    chained through the input and residual they read; a chain of at least
+    BLOCKED_MIN_CHAIN convs is rewritten, with one to_nchwc per NCHW value it
+    reads and one from_nchwc per value an NCHW op or a graph output reads, so
+    a chain between two NCHW ops has exactly two reorders."""
+    from .ops.blocked import blocked_shape, nchwc_kind
+    from .ops.conv import conv_operands
+    if not _blocked_layout_enabled():
+        return _rewrite(graph, "blocked_layout", {}, {}, set())
+    eligible = {n.id for n in graph.nodes if nchwc_kind(graph, n)}
+    parent = {i: i for i in eligible}
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def chained_inputs(node):
+        x, _, _, r = conv_operands(node)
+        return [s for s in (x, r) if s is not None]
+
+    for i in eligible:
+        for src in chained_inputs(graph.node(i)):
+            if src in eligible:
+                parent[find(src)] = find(i)
+    sizes = {}
+    for i in eligible:
+        sizes[find(i)] = sizes.get(find(i), 0) + 1
+    chosen = {i for i in eligible if sizes[find(i)] >= BLOCKED_MIN_CHAIN}
+    users = _consumers(graph)
+    rb = _Rebuild(graph)
+    counts = {"convs": 0, "reorders": 0}
+    blocked, to_blocked = {}, {}
+
+    def fresh(name):
+        base, k = name, 1
+        while name in rb.g._names or name in graph._names:
+            name = f"{base}.{k}"
+            k += 1
+        return name
+
+    def as_blocked(src):
+        if src in blocked:
+            return blocked[src]
+        if src not in to_blocked:
+            s = graph.node(src)
+            to_blocked[src] = rb.new("to_nchwc", [rb.map[src]], blocked_shape(s.shape), fresh(s.name + ".nchwc"))
+            counts["reorders"] += 1
+        return to_blocked[src]
+
+    for node in graph.nodes:
+        if node.id not in chosen:
+            rb.copy(node)
+            continue
+        x, w, b, r = conv_operands(node)
+        ins = [as_blocked(x), rb.map[w]] + ([rb.map[b]] if b is not None else []) + \
+            ([as_blocked(r)] if r is not None else [])
+        nchw_readers = node.id in graph.outputs or any(
+            u not in chosen or node.id not in chained_inputs(graph.node(u)) for u in users[node.id])
+        # the NCHW value keeps the node's name (graph outputs are found by it)
+        name = fresh(node.name + ".nchwc") if nchw_readers else node.name
+        nb = rb.new("conv2d_nchwc", ins, blocked_shape(node.shape), name, node.attrs)
+        blocked[node.id] = nb
+        counts["convs"] += 1
+        if nchw_readers:
+            rb.map[node.id] = rb.new("from_nchwc", [nb], node.shape, node.name)
+            counts["reorders"] += 1
+        else:
+            rb.map[node.id] = nb
+    return rb.finish("blocked_layout", counts)
+
+
 def dce(graph):
     """Remove the nodes no graph output depends on (inputs stay)."""
     live = set(graph.outputs)
@@ -352,8 +444,9 @@ def in_place(graph):
 
 
 PASSES = {"fold_constants": fold_constants, "fold_batch_norm": fold_batch_norm, "fuse_silu": fuse_silu,
-          "fuse_epilogue": fuse_epilogue, "dce": dce, "in_place": in_place}
-DEFAULT_PASSES = ("fold_constants", "fold_batch_norm", "fuse_silu", "fuse_epilogue", "dce", "in_place")
+          "fuse_epilogue": fuse_epilogue, "blocked_layout": blocked_layout, "dce": dce, "in_place": in_place}
+DEFAULT_PASSES = ("fold_constants", "fold_batch_norm", "fuse_silu", "fuse_epilogue", "blocked_layout", "dce",
+                  "in_place")
 
 
 def resolve(passes):

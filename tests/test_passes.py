@@ -265,7 +265,10 @@ def test_fuse_epilogue_parts_on_every_algorithm(rng, algo, bias, bias_op, residu
                                                ("hard_swish", True, "left"), ("sigmoid", False, None),
                                                ("leaky_relu", True, "right")])
 @pytest.mark.parametrize("threads", (1, 2))
-@pytest.mark.parametrize("stride,x_shape", [(2, (2, 16, 15, 12)), (1, (2, 16, 15, 12)), (1, (1, 5, 15, 12))])
+# stride 2: small planes run the channel-block kernel, fewer than 8 channels
+# or output planes over 64x64 (here 67x65) the per-plane kernel
+@pytest.mark.parametrize("stride,x_shape", [(2, (2, 16, 15, 12)), (2, (1, 5, 15, 12)), (2, (1, 8, 134, 130)),
+                                            (1, (2, 16, 15, 12)), (1, (1, 5, 15, 12))])
 def test_fuse_epilogue_on_depthwise(rng, k, act, bias, residual, threads, stride, x_shape):
     # MobileNet's depthwise conv + BN + ReLU6 (and EfficientNet's 5x5 +
     # swish): the depthwise kernels run the epilogue (activation, residual,
@@ -437,7 +440,8 @@ def test_compile_runs_passes_and_reports_them(rng):
     plan = rlx_cpu.compile(g)
     # dce: the sigmoid, the conv's original weight and the four statistics
     assert plan.pass_summary == ("fold_constants: nothing; fold_batch_norm: 1 folded; fuse_silu: nothing; "
-                                 "fuse_epilogue: 1 add, 1 relu, 1 clip; dce: 6 removed; in_place: nothing")
+                                 "fuse_epilogue: 1 add, 1 relu, 1 clip; blocked_layout: nothing; dce: 6 removed; "
+                                 "in_place: nothing")
     assert "passes: " + plan.pass_summary in repr(plan)
     assert [t.kind for t in plan.thunks] == ["conv", "conv_1x1"]
     assert pickle.loads(pickle.dumps(plan)).pass_summary == plan.pass_summary
@@ -509,6 +513,9 @@ def _blocks():
     }
 
 
+CONV_KINDS = ("conv", "conv_1x1", "conv_nchwc_1x1", "conv_nchwc_dw")
+
+
 @pytest.mark.peer
 @pytest.mark.parametrize("fold", (True, False), ids=("bn-folded-export", "bn-kept-export"))
 @pytest.mark.parametrize("name", ("resnet_basic", "resnet_bottleneck", "mobilenet_v2"))
@@ -521,11 +528,16 @@ def test_cnn_blocks_match_onnxruntime_with_and_without_passes(name, fold):
     want = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     plain = rlx_cpu.from_onnx(model, passes=False)
     plan = rlx_cpu.from_onnx(model)
-    n_convs = sum(t.kind in ("conv", "conv_1x1") for t in plan.thunks)
-    # every elementwise op of the block is gone: only the convs run
-    assert [t.kind for t in plan.thunks if t.kind not in ("conv", "conv_1x1")] == []
-    assert n_convs == sum(t.kind in ("conv", "conv_1x1") for t in plain.thunks)
+    n_convs = sum(t.kind in CONV_KINDS for t in plan.thunks)
     log = log_of(plan.pass_summary)
+    # every elementwise op of the block is gone: only the convs run, plus
+    # the two reorders around a chain the blocked_layout pass moved
+    reorders = [t for t in plan.thunks if t.kind == "reorder_nchwc"]
+    assert [t.kind for t in plan.thunks if t.kind not in CONV_KINDS + ("reorder_nchwc",)] == []
+    assert len(reorders) == log["blocked_layout"].get("reorders", 0)
+    if name == "mobilenet_v2" and passes._blocked_layout_enabled():
+        assert log["blocked_layout"] == {"convs": 6, "reorders": 2}, plan.pass_summary
+    assert n_convs == sum(t.kind in CONV_KINDS for t in plain.thunks)
     assert log["fuse_epilogue"] == fused, plan.pass_summary
     if not fold:
         assert log["fold_batch_norm"] == {"folded": n_convs}, plan.pass_summary

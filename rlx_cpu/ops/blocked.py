@@ -1,0 +1,205 @@
+"""The channel-blocked activation layout (NCHW8c) and the ops that run on it.
+
+A float32 activation [N, C, H, W] with C a multiple of 8 can be stored as
+[N, C/8, H, W, 8]: the 8 channels of a block next to each other at every
+pixel.  The graph pass ``blocked_layout`` (rlx_cpu/passes.py) rewrites chains
+of convs that have blocked kernels into these node ops and puts one reorder at
+each end of a chain:
+
+``to_nchwc``       x [N, C, H, W] -> [N, C/8, H, W, 8]
+``from_nchwc``     [N, C/8, H, W, 8] -> [N, C, H, W]
+``conv2d_nchwc``   a conv2d (its ConvAttrs, fused epilogue included) on
+                   blocked input, residual and output; inputs x, W, [bias],
+                   [residual].  Two kinds: 1x1 (groups 1, stride 1, no
+                   padding) and depthwise 3x3 (stride 1 or 2, padding 0 or 1
+                   on every side), with a constant weight packed at compile
+                   time and a relu / clip / no activation.
+
+The kernels are in src/rlx_nchwc.h (see there for why the layout pays: a
+1x1 conv reads and writes whole vectors of consecutive floats and touches C/8
+memory streams instead of C planes).  These nodes only ever come from the
+pass, so they have no graph builder, gradient or ONNX converter: the pass
+runs at compile time, after autograd built its graph.
+"""
+import math
+from dataclasses import dataclass
+from typing import ClassVar, Optional
+
+from .. import _nchwc
+from ..registry import compile_rule
+from ..thunks import Slice, Thunk
+from .conv import ConvEpilogue, conv_operands
+
+BLOCK = _nchwc.BLOCK
+# The activations the blocked kernels apply in registers.
+ACTS = ("relu", "clip")
+
+
+def blocked_shape(shape):
+    """[N, C, H, W] -> [N, C/8, H, W, 8]."""
+    n, c, h, w = shape
+    return (n, c // BLOCK, h, w, BLOCK)
+
+
+def nchwc_kind(graph, node):
+    """'1x1' or 'depthwise' when the conv2d `node` has a blocked kernel, else
+    None: float32 4-D, channels multiples of 8, a constant weight (and bias),
+    a relu/clip/no activation, and the geometry of one of the two kernels."""
+    if node.op != "conv2d" or node.dtype != "float32":
+        return None
+    x_id, w_id, b_id, _ = conv_operands(node)
+    xs = graph.node(x_id).shape
+    if len(xs) != 4 or len(node.shape) != 4:
+        return None
+    c_in, c_out = xs[1], node.shape[1]
+    if c_in % BLOCK or c_out % BLOCK or c_in == 0 or c_out == 0 or 0 in node.shape:
+        return None
+    if graph.node(w_id).op != "constant" or (b_id is not None and graph.node(b_id).op != "constant"):
+        return None
+    a = node.attrs
+    epi = a.epilogue
+    if epi is not None and epi.act is not None and epi.act not in ACTS:
+        return None
+    if a.dilation != (1, 1):
+        return None
+    if a.groups == 1 and a.kernel == (1, 1) and a.stride == (1, 1) and a.pads_begin == (0, 0) \
+            and a.pads_end == (0, 0):
+        return "1x1"
+    if a.groups == c_in == c_out and a.kernel == (3, 3) and a.stride[0] == a.stride[1] in (1, 2) \
+            and a.pads_begin == a.pads_end and a.pads_begin[0] == a.pads_begin[1] in (0, 1):
+        return "depthwise"
+    return None
+
+
+def _act(epilogue):
+    """(act name or None, alpha, beta) of a conv epilogue."""
+    if epilogue is None or epilogue.act is None:
+        return None, 0.0, 0.0
+    return epilogue.act, float(epilogue.alpha), float(epilogue.beta)
+
+
+# ---------------------------------------------------------------------------
+# Thunk records
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True, repr=False)
+class ReorderNchwcThunk(Thunk):
+    """x [N, C, P] -> y [N, C/8, P, 8] (to_blocked) or back."""
+    x: Slice
+    y: Slice
+    n: int
+    c: int
+    pixels: int
+    to_blocked: bool
+
+    kind: ClassVar[str] = "reorder_nchwc"
+    reads: ClassVar[tuple] = ("x",)
+    writes: ClassVar[tuple] = ("y",)
+
+    def bind(self, view):
+        return _nchwc.NchwcReorderLaunch(view(self.x), view(self.y), self.n, self.c, self.pixels,
+                                         self.to_blocked)
+
+
+@dataclass(frozen=True, repr=False)
+class NchwcConv1x1Thunk(Thunk):
+    """1x1 conv on blocked x / residual / y; `weight` packed in panels of 16
+    output channels (_nchwc.pack_1x1_weight)."""
+    x: Slice
+    weight: Slice
+    bias: Optional[Slice]
+    residual: Optional[Slice]
+    y: Slice
+    n: int
+    c_in: int
+    c_out: int
+    pixels: int
+    epilogue: Optional[ConvEpilogue]
+    max_threads: int
+
+    kind: ClassVar[str] = "conv_nchwc_1x1"
+    reads: ClassVar[tuple] = ("x", "weight", "bias", "residual")
+    writes: ClassVar[tuple] = ("y",)
+
+    @property
+    def flops(self):
+        return 2 * self.n * self.c_out * self.c_in * self.pixels
+
+    def bind(self, view):
+        act, alpha, beta = _act(self.epilogue)
+        return _nchwc.NchwcConv1x1Launch(
+            view(self.x), view(self.weight), view(self.bias) if self.bias else None,
+            view(self.residual) if self.residual else None, view(self.y), self.n, self.c_in, self.c_out,
+            self.pixels, act, alpha, beta, self.max_threads)
+
+
+@dataclass(frozen=True, repr=False)
+class NchwcDepthwiseThunk(Thunk):
+    """Depthwise 3x3 conv (stride 1 or 2, padding 0 or 1) on blocked x /
+    residual / y; `weight` as [C/8, 9, 8] (_nchwc.pack_depthwise_weight)."""
+    x: Slice
+    weight: Slice
+    bias: Optional[Slice]
+    residual: Optional[Slice]
+    y: Slice
+    n: int
+    c: int
+    h: int
+    w: int
+    stride: int
+    pad: int
+    epilogue: Optional[ConvEpilogue]
+    max_threads: int
+
+    kind: ClassVar[str] = "conv_nchwc_dw"
+    reads: ClassVar[tuple] = ("x", "weight", "bias", "residual")
+    writes: ClassVar[tuple] = ("y",)
+
+    @property
+    def flops(self):
+        ho = (self.h + 2 * self.pad - 3) // self.stride + 1
+        wo = (self.w + 2 * self.pad - 3) // self.stride + 1
+        return 2 * 9 * self.n * self.c * ho * wo
+
+    def bind(self, view):
+        act, alpha, beta = _act(self.epilogue)
+        return _nchwc.NchwcDepthwiseLaunch(
+            view(self.x), view(self.weight), view(self.bias) if self.bias else None,
+            view(self.residual) if self.residual else None, view(self.y), self.n, self.c, self.h, self.w,
+            self.stride, self.pad, self.pad, act, alpha, beta, self.max_threads)
+
+
+# ---------------------------------------------------------------------------
+# Compile rules
+# ---------------------------------------------------------------------------
+
+@compile_rule("to_nchwc", "from_nchwc")
+def compile_reorder(ctx, node):
+    to_blocked = node.op == "to_nchwc"
+    nchw = node.shape if not to_blocked else ctx.graph.node(node.inputs[0]).shape
+    n, c = nchw[0], nchw[1]
+    ctx.emit(ReorderNchwcThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), n, c,
+                               math.prod(nchw[2:]), to_blocked))
+
+
+@compile_rule("conv2d_nchwc")
+def compile_conv2d_nchwc(ctx, node):
+    x_id, w_id, b_id, r_id = conv_operands(node)
+    xb = ctx.graph.node(x_id).shape               # [N, C/8, H, W, 8]
+    n, c_in, h, w = xb[0], xb[1] * BLOCK, xb[2], xb[3]
+    c_out = node.shape[1] * BLOCK
+    wv = ctx.graph.node(w_id).value
+    if wv is None:
+        raise ValueError(f"conv2d_nchwc {node.name!r}: the weight must be a constant (the blocked_layout "
+                         "pass only rewrites convs with constant weights)")
+    bias = ctx.buf(b_id) if b_id is not None else None
+    res = ctx.buf(r_id) if r_id is not None else None
+    a = node.attrs
+    if a.groups == 1:
+        packed = ctx.constant(_nchwc.pack_1x1_weight(wv), node.name + ".nchwc_W")
+        ctx.emit(NchwcConv1x1Thunk(node.name, ctx.buf(x_id), packed, bias, res, ctx.buf(node.id), n, c_in,
+                                   c_out, h * w, a.epilogue, ctx.num_threads))
+    else:
+        packed = ctx.constant(_nchwc.pack_depthwise_weight(wv), node.name + ".nchwc_W")
+        ctx.emit(NchwcDepthwiseThunk(node.name, ctx.buf(x_id), packed, bias, res, ctx.buf(node.id), n, c_in,
+                                     h, w, a.stride[0], a.pads_begin[0], a.epilogue, ctx.num_threads))

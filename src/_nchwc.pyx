@@ -1,0 +1,291 @@
+# Channel-blocked (NCHW8c) kernels with their bound launches
+# (src/rlx_nchwc.h has the layout and the arithmetic):
+#
+#   launch                 work item (prange, static)          what
+#   ---------------------  ----------------------------------  -------------------------------
+#   NchwcReorderLaunch     one 8-channel block of one image    NCHW <-> NCHW8c
+#   NchwcConv1x1Launch     (image, pixel chunk, panel group)   1x1 conv + epilogue
+#   NchwcDepthwiseLaunch   one output row of one block         depthwise 3x3 s1/s2 + epilogue
+#
+# Every output element is computed by the same operations whichever item
+# holds it, so results do not depend on the thread count; the portable
+# variant gives the same bits as AVX2 (fused multiply-adds in the same order).
+# Every geometry and length is checked when a launch is bound.
+from cython.parallel cimport prange
+
+from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
+
+import numpy as np
+
+cdef extern from "rlx_simd.h":
+    void rlx_simd_init() nogil
+    int rlx_simd_level() nogil
+
+cdef extern from "rlx_nchwc.h":
+    ctypedef struct NcAct "rlx_nchwc_act":
+        int act
+        float alpha, beta
+    ctypedef struct Nc1x1Geom "rlx_nchwc_1x1_geom":
+        Py_ssize_t n, k, m, p, chunk, groups
+    ctypedef struct NcDwGeom "rlx_nchwc_dw_geom":
+        Py_ssize_t cb, h, w, h_out, w_out, s, ph, pw
+    enum: RLX_NCHWC_KC
+    void rlx_nchwc_reorder(const float* src, Py_ssize_t src_len, float* dst, Py_ssize_t dst_len,
+                           Py_ssize_t P, int to_blocked, Py_ssize_t i0, Py_ssize_t i1) nogil
+    Py_ssize_t rlx_nchwc_1x1_packed_floats(Py_ssize_t m, Py_ssize_t k) nogil
+    void rlx_nchwc_1x1_pack(const float* w, Py_ssize_t m, Py_ssize_t k, float* wq) nogil
+    Py_ssize_t rlx_nchwc_1x1_items(const Nc1x1Geom* g) nogil
+    void rlx_nchwc_1x1_run(const float* x, Py_ssize_t x_len, const float* wq, Py_ssize_t wq_len,
+                           const float* bias, const float* res, Py_ssize_t res_len, float* y, Py_ssize_t y_len,
+                           const Nc1x1Geom* g, const NcAct* a, Py_ssize_t i0, Py_ssize_t i1) nogil
+    void rlx_nchwc_dw_pack(const float* w, Py_ssize_t c, float* wt) nogil
+    void rlx_nchwc_dw_rows(const float* x, Py_ssize_t x_len, const float* wt, const float* bias,
+                           const float* res, Py_ssize_t res_len, float* y, Py_ssize_t y_len,
+                           const NcDwGeom* g, const NcAct* a, Py_ssize_t r0, Py_ssize_t r1) nogil
+
+cdef extern from "rlx_epilogue.h":
+    enum:
+        RLX_ACT_NONE
+        RLX_ACT_RELU
+        RLX_ACT_CLIP
+
+rlx_simd_init()
+
+cdef enum:
+    NC_B = 8
+
+BLOCK = NC_B
+ACTS = {None: RLX_ACT_NONE, "relu": RLX_ACT_RELU, "clip": RLX_ACT_CLIP}
+
+# A 1x1 work item's pixels: the block of x a K block reads (pixels x
+# RLX_NCHWC_KC channels) stays within about this many floats (64 KiB, in L2).
+CHUNK_FLOATS = 16 * 1024
+
+
+def simd_level():
+    """1 when the AVX2+FMA variants run, 0 for the portable loops."""
+    return rlx_simd_level()
+
+
+def _check_blocked_channels(op, what, c):
+    if c <= 0 or c % BLOCK:
+        raise ValueError(f"{op}: {what} must be a positive multiple of {BLOCK} for the blocked layout, got {c}")
+
+
+def _check_len(op, what, view, need):
+    if view.shape[0] < need:
+        raise ValueError(f"{op}: {what} holds {view.shape[0]} floats, needs {need}")
+
+
+def _act_code(op, act):
+    if act not in ACTS:
+        raise ValueError(f"{op}: activation must be one of {sorted(a for a in ACTS if a)} or None, got {act!r}")
+    return ACTS[act]
+
+
+def pack_1x1_weight(weight):
+    """A [M, K] (or [M, K, 1, 1]) float32 1x1 conv weight in the blocked
+    kernel's panels of 16 output channels (compile-time use)."""
+    w = np.ascontiguousarray(weight, dtype=np.float32)
+    w = w.reshape(w.shape[0], -1)
+    cdef Py_ssize_t m = w.shape[0], k = w.shape[1]
+    _check_blocked_channels("pack_1x1_weight", "output channels", m)
+    out = np.empty(rlx_nchwc_1x1_packed_floats(m, k), np.float32)
+    cdef const float[::1] wv = w.reshape(-1)
+    cdef float[::1] ov = out
+    with nogil:
+        rlx_nchwc_1x1_pack(&wv[0], m, k, &ov[0])
+    return out
+
+
+def pack_depthwise_weight(weight):
+    """A [C, 1, 3, 3] float32 depthwise weight as [C/8, 9, 8] (compile-time use)."""
+    w = np.ascontiguousarray(weight, dtype=np.float32)
+    if w.ndim != 4 or w.shape[1:] != (1, 3, 3):
+        raise ValueError(f"pack_depthwise_weight: weight must be [C, 1, 3, 3], got {w.shape}")
+    cdef Py_ssize_t c = w.shape[0]
+    _check_blocked_channels("pack_depthwise_weight", "channels", c)
+    out = np.empty(c * 9, np.float32)
+    cdef const float[::1] wv = w.reshape(-1)
+    cdef float[::1] ov = out
+    with nogil:
+        rlx_nchwc_dw_pack(&wv[0], c, &ov[0])
+    return out
+
+
+def to_blocked(x):
+    """[N, C, H, W] -> [N, C/8, H, W, 8] in numpy (tests and references)."""
+    n, c = x.shape[:2]
+    return np.ascontiguousarray(np.moveaxis(x.reshape(n, c // BLOCK, BLOCK, *x.shape[2:]), 2, -1))
+
+
+def from_blocked(xb):
+    """[N, C/8, H, W, 8] -> [N, C, H, W] in numpy."""
+    n, cb = xb.shape[:2]
+    return np.ascontiguousarray(np.moveaxis(xb, -1, 2).reshape(n, cb * BLOCK, *xb.shape[2:xb.ndim - 1]))
+
+
+def conv1x1_chunk(Py_ssize_t k, Py_ssize_t p):
+    """Pixels per work item of a 1x1 conv with k input channels on planes of
+    p pixels: the planes in equal chunks of about CHUNK_FLOATS / min(k, KC)."""
+    cdef Py_ssize_t kc = k if k < RLX_NCHWC_KC else RLX_NCHWC_KC
+    cdef Py_ssize_t target = max(6, CHUNK_FLOATS // max(kc, 1))
+    cdef Py_ssize_t nchunks = (p + target - 1) // target
+    return (p + nchunks - 1) // nchunks
+
+
+cdef class NchwcReorderLaunch(Launch):
+    """x [N, C, P] -> y [N, C/8, P, 8] (to_blocked) or back."""
+    cdef const float[::1] x
+    cdef float[::1] y
+    cdef Py_ssize_t items, p
+    cdef int to_blocked
+
+    def __init__(self, x, y, Py_ssize_t n, Py_ssize_t c, Py_ssize_t p, bint to_blocked):
+        op = "nchwc_reorder"
+        _check_blocked_channels(op, "channels", c)
+        if n < 1 or p < 1:
+            raise ValueError(f"{op}: need at least one image and one pixel, got n={n}, pixels={p}")
+        self.x = x
+        self.y = y
+        _check_len(op, "x", self.x, n * c * p)
+        _check_len(op, "y", self.y, n * c * p)
+        self.items = n * (c // BLOCK)
+        self.p = p
+        self.to_blocked = to_blocked
+        self.max_threads = 0
+
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
+        cdef Py_ssize_t i
+        if self.items * self.p * NC_B < 32768:
+            t = 1
+        for i in prange(self.items, num_threads=t, schedule='static'):
+            rlx_nchwc_reorder(&self.x[0], self.x.shape[0], &self.y[0], self.y.shape[0], self.p,
+                              self.to_blocked, i, i + 1)
+        return 0
+
+
+cdef class NchwcConv1x1Launch(Launch):
+    """y = act(W . x + bias + residual) on blocked x [N, K/8, P, 8] and y,
+    residual [N, M/8, P, 8]; `wq` from pack_1x1_weight."""
+    cdef const float[::1] x
+    cdef const float[::1] wq
+    cdef const float[::1] bias
+    cdef const float[::1] res
+    cdef float[::1] y
+    cdef bint has_bias, has_res
+    cdef Nc1x1Geom g
+    cdef NcAct a
+    cdef Py_ssize_t items
+
+    def __init__(self, x, wq, bias, residual, y, Py_ssize_t n, Py_ssize_t k, Py_ssize_t m, Py_ssize_t p,
+                 act=None, float alpha=0.0, float beta=0.0, int max_threads=1):
+        op = "conv2d_nchwc 1x1"
+        _check_blocked_channels(op, "input channels", k)
+        _check_blocked_channels(op, "output channels", m)
+        if n < 1 or p < 1:
+            raise ValueError(f"{op}: need at least one image and one pixel, got n={n}, pixels={p}")
+        self.a.act = _act_code(op, act)
+        self.a.alpha = alpha
+        self.a.beta = beta
+        self.x = x
+        self.wq = wq
+        self.y = y
+        self.has_bias = bias is not None
+        self.has_res = residual is not None
+        self.bias = or_placeholder(bias, np.float32)
+        self.res = or_placeholder(residual, np.float32)
+        _check_len(op, "x", self.x, n * k * p)
+        _check_len(op, "y", self.y, n * m * p)
+        _check_len(op, "packed weight", self.wq, rlx_nchwc_1x1_packed_floats(m, k))
+        if self.has_bias:
+            _check_len(op, "bias", self.bias, m)
+        if self.has_res:
+            _check_len(op, "residual", self.res, n * m * p)
+        self.max_threads = max(1, max_threads)
+        self.g.n, self.g.k, self.g.m, self.g.p = n, k, m, p
+        self.g.chunk = conv1x1_chunk(k, p)
+        nchunks = (p + self.g.chunk - 1) // self.g.chunk
+        panels = (m + 15) // 16
+        # enough items for every thread: split the output panels when the
+        # images and chunks alone give fewer than 4 per thread
+        want = 4 * self.max_threads
+        self.g.groups = 1 if n * nchunks >= want else min(panels, (want + n * nchunks - 1) // (n * nchunks))
+        self.items = rlx_nchwc_1x1_items(&self.g)
+
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
+        cdef Py_ssize_t i, lo, hi, r
+        cdef Py_ssize_t runs = t if t < self.items else self.items
+        for r in prange(runs, num_threads=t, schedule='static'):
+            lo = self.items * r // runs
+            hi = self.items * (r + 1) // runs
+            rlx_nchwc_1x1_run(&self.x[0], self.x.shape[0], &self.wq[0], self.wq.shape[0],
+                              &self.bias[0] if self.has_bias else NULL,
+                              &self.res[0] if self.has_res else NULL, self.res.shape[0],
+                              &self.y[0], self.y.shape[0], &self.g, &self.a, lo, hi)
+        return 0
+
+
+cdef class NchwcDepthwiseLaunch(Launch):
+    """y = act(depthwise3x3(x) + bias + residual) on blocked x [N, C/8, H, W, 8]
+    and y, residual [N, C/8, H_out, W_out, 8]; stride 1 or 2, padding 0 or 1
+    per side (the same on both sides); `wt` from pack_depthwise_weight."""
+    cdef const float[::1] x
+    cdef const float[::1] wt
+    cdef const float[::1] bias
+    cdef const float[::1] res
+    cdef float[::1] y
+    cdef bint has_bias, has_res
+    cdef NcDwGeom g
+    cdef NcAct a
+    cdef Py_ssize_t rows
+
+    def __init__(self, x, wt, bias, residual, y, Py_ssize_t n, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w,
+                 Py_ssize_t stride, Py_ssize_t pad_h, Py_ssize_t pad_w, act=None, float alpha=0.0,
+                 float beta=0.0, int max_threads=1):
+        op = "conv2d_nchwc depthwise"
+        _check_blocked_channels(op, "channels", c)
+        if stride not in (1, 2) or pad_h not in (0, 1) or pad_w not in (0, 1):
+            raise ValueError(f"{op}: needs stride 1 or 2 and padding 0 or 1, got stride={stride}, "
+                             f"padding=({pad_h}, {pad_w})")
+        h_out = (h + 2 * pad_h - 3) // stride + 1
+        w_out = (w + 2 * pad_w - 3) // stride + 1
+        if n < 1 or h_out < 1 or w_out < 1:
+            raise ValueError(f"{op}: empty output for n={n}, input {h}x{w}, stride {stride}, "
+                             f"padding ({pad_h}, {pad_w})")
+        self.a.act = _act_code(op, act)
+        self.a.alpha = alpha
+        self.a.beta = beta
+        self.x = x
+        self.wt = wt
+        self.y = y
+        self.has_bias = bias is not None
+        self.has_res = residual is not None
+        self.bias = or_placeholder(bias, np.float32)
+        self.res = or_placeholder(residual, np.float32)
+        _check_len(op, "x", self.x, n * c * h * w)
+        _check_len(op, "y", self.y, n * c * h_out * w_out)
+        _check_len(op, "packed weight", self.wt, c * 9)
+        if self.has_bias:
+            _check_len(op, "bias", self.bias, c)
+        if self.has_res:
+            _check_len(op, "residual", self.res, n * c * h_out * w_out)
+        self.g.cb, self.g.h, self.g.w, self.g.h_out, self.g.w_out = c // BLOCK, h, w, h_out, w_out
+        self.g.s, self.g.ph, self.g.pw = stride, pad_h, pad_w
+        self.rows = n * (c // BLOCK) * h_out
+        self.max_threads = max(1, max_threads)
+
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
+        cdef Py_ssize_t r, lo, hi
+        cdef Py_ssize_t runs = t if t < self.rows else self.rows
+        for r in prange(runs, num_threads=t, schedule='static'):
+            lo = self.rows * r // runs
+            hi = self.rows * (r + 1) // runs
+            rlx_nchwc_dw_rows(&self.x[0], self.x.shape[0], &self.wt[0],
+                              &self.bias[0] if self.has_bias else NULL,
+                              &self.res[0] if self.has_res else NULL, self.res.shape[0],
+                              &self.y[0], self.y.shape[0], &self.g, &self.a, lo, hi)
+        return 0

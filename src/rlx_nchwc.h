@@ -1,0 +1,435 @@
+/* Channel-blocked activations (NCHW8c) and the kernels that run on them.
+ *
+ * A tensor [N, C, H, W] with C a multiple of 8 is stored blocked as
+ * [N, C/8, H, W, 8]: the 8 channels of one block sit next to each other at
+ * every pixel.  A plan keeps activations blocked between consecutive blocked
+ * ops (rlx_cpu/passes.py, blocked_layout) and reorders only where an op needs
+ * NCHW.  On this layout
+ *   - a 1x1 conv broadcasts one input value per (pixel, input channel) and
+ *     multiplies it into a vector of 8 output channels: the register tile is
+ *     6 pixels x 16 output channels, the weight packed at compile time in
+ *     panels of 16 output channels, and every tile reads and writes whole
+ *     vectors of consecutive floats (no N remainder on small planes, no
+ *     transposed stores, and C/8 memory streams instead of C planes);
+ *   - a depthwise conv is 8 channels per vector with no shuffles.
+ * Both apply the conv epilogue (bias, residual in the same blocked layout,
+ * relu or clip) in registers before the store.
+ *
+ * Variants: AVX2+FMA (target attribute, CPUID dispatch as everywhere) and a
+ * portable loop nest over the same layouts, which gives the same bits: every
+ * output is the same chain of fused multiply-adds (fmaf) in the same order. */
+#ifndef RLX_NCHWC_H
+#define RLX_NCHWC_H
+
+#include <math.h>
+#include "rlx_simd.h"
+#include "rlx_epilogue.h"
+
+#define RLX_NCHWC_B 8          /* channels per block */
+#define RLX_NCHWC_OC 16        /* output channels per register tile (two blocks) */
+#define RLX_NCHWC_NP 6         /* pixels per register tile */
+#define RLX_NCHWC_KC 256       /* input channels per K block of the 1x1 kernel */
+
+/* The epilogue of the blocked kernels: y = act(acc + residual), the bias
+ * being the accumulators' start; act is RLX_ACT_NONE, RELU or CLIP. */
+typedef struct {
+    int act;
+    float alpha, beta;
+} rlx_nchwc_act;
+
+static inline float rlx_nchwc_act1(float v, const rlx_nchwc_act* a) {
+    if (a->act == RLX_ACT_RELU) return v <= 0.0f ? 0.0f : v;
+    if (a->act == RLX_ACT_CLIP) {
+        v = a->alpha > v ? a->alpha : v;       /* the operand order of max_ps / min_ps */
+        return a->beta < v ? a->beta : v;
+    }
+    return v;
+}
+
+#if RLX_X86_DISPATCH
+/* pixels [0, pend) (a multiple of 8) of one block, 8x8 transposes */
+RLX_TARGET_AVX2 static void rlx_nchwc_reorder8_avx2(
+        const float* s, float* d, ptrdiff_t P, ptrdiff_t pend, int to_blocked) {
+    __m256 r[8];
+    for (ptrdiff_t p = 0; p < pend; p += 8) {
+        if (to_blocked) {
+            for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(s + j * P + p);
+            rlx_transpose8(r);
+            for (int i = 0; i < 8; ++i) _mm256_storeu_ps(d + (p + i) * RLX_NCHWC_B, r[i]);
+        } else {
+            for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(s + (p + i) * RLX_NCHWC_B);
+            rlx_transpose8(r);
+            for (int j = 0; j < 8; ++j) _mm256_storeu_ps(d + j * P + p, r[j]);
+        }
+    }
+}
+#endif
+
+/* ---- reorders: item = n * (C/8) + cb, 8 planes of P pixels <-> P x 8 ---- */
+/* Block item's input planes start at item * 8 * P in NCHW and its output at
+ * the same offset in NCHW8c, so one offset serves both sides. */
+static void rlx_nchwc_reorder(const float* src, ptrdiff_t src_len, float* dst, ptrdiff_t dst_len,
+                              ptrdiff_t P, int to_blocked, ptrdiff_t i0, ptrdiff_t i1) {
+    const int level = rlx_simd_level();
+    (void)level;
+    for (ptrdiff_t item = i0; item < i1; ++item) {
+        const ptrdiff_t off = item * RLX_NCHWC_B * P;
+        RLX_CHECK_RANGE(off, off + RLX_NCHWC_B * P, src_len, "nchwc reorder source");
+        RLX_CHECK_RANGE(off, off + RLX_NCHWC_B * P, dst_len, "nchwc reorder destination");
+        const float* s = src + off;
+        float* d = dst + off;
+        ptrdiff_t p = 0;
+#if RLX_X86_DISPATCH
+        if (level) {
+            p = P / 8 * 8;
+            rlx_nchwc_reorder8_avx2(s, d, P, p, to_blocked);
+        }
+#endif
+        for (; p < P; ++p)
+            for (int j = 0; j < RLX_NCHWC_B; ++j) {
+                if (to_blocked) d[p * RLX_NCHWC_B + j] = s[j * P + p];
+                else d[j * P + p] = s[p * RLX_NCHWC_B + j];
+            }
+    }
+}
+
+
+/* ---- 1x1 conv -------------------------------------------------------------
+ * y[n, M, P] = W[M, K] . x[n, K, P] (+ bias) (+ residual), act; x, y and the
+ * residual blocked.  Packed weight: wq[(q*K + k)*16 + j] = W[q*16 + j, k],
+ * zero past M (M is a multiple of 8, so a last panel of 8 rows runs a
+ * one-vector tile). */
+static inline ptrdiff_t rlx_nchwc_1x1_packed_floats(ptrdiff_t m, ptrdiff_t k) {
+    return (m + RLX_NCHWC_OC - 1) / RLX_NCHWC_OC * RLX_NCHWC_OC * k;
+}
+
+static void rlx_nchwc_1x1_pack(const float* w, ptrdiff_t m, ptrdiff_t k, float* wq) {
+    const ptrdiff_t panels = (m + RLX_NCHWC_OC - 1) / RLX_NCHWC_OC;
+    for (ptrdiff_t q = 0; q < panels; ++q)
+        for (ptrdiff_t kk = 0; kk < k; ++kk)
+            for (ptrdiff_t j = 0; j < RLX_NCHWC_OC; ++j) {
+                const ptrdiff_t row = q * RLX_NCHWC_OC + j;
+                wq[(q * k + kk) * RLX_NCHWC_OC + j] = row < m ? w[row * k + kk] : 0.0f;
+            }
+}
+
+typedef struct {
+    ptrdiff_t n, k, m, p;      /* images, input channels, output channels, pixels per plane */
+    ptrdiff_t chunk;           /* pixels per work item */
+    ptrdiff_t groups;          /* panel groups per (image, chunk): more items on small planes */
+} rlx_nchwc_1x1_geom;
+
+static inline ptrdiff_t rlx_nchwc_1x1_items(const rlx_nchwc_1x1_geom* g) {
+    return g->n * ((g->p + g->chunk - 1) / g->chunk) * g->groups;
+}
+
+/* Portable tile: np pixels x nv vectors of output channels over kc input
+ * channels (a multiple of 8). */
+static void rlx_nchwc_1x1_tile_base(int np, int nv, const float* w, const float* x, ptrdiff_t p8,
+                                    ptrdiff_t kc, float* y, const float* bias, const float* res,
+                                    int first, int last, const rlx_nchwc_act* a) {
+    float acc[RLX_NCHWC_NP][RLX_NCHWC_OC];
+    for (int r = 0; r < np; ++r)
+        for (int j = 0; j < 8 * nv; ++j)
+            acc[r][j] = first ? (bias ? bias[j] : 0.0f) : y[(j / 8) * p8 + r * 8 + j % 8];
+    for (ptrdiff_t kb = 0; kb < kc / 8; ++kb)
+        for (int kk = 0; kk < 8; ++kk) {
+            const float* wk = w + (kb * 8 + kk) * RLX_NCHWC_OC;
+            for (int r = 0; r < np; ++r) {
+                const float xv = x[kb * p8 + r * 8 + kk];
+                for (int j = 0; j < 8 * nv; ++j) acc[r][j] = fmaf(xv, wk[j], acc[r][j]);
+            }
+        }
+    for (int r = 0; r < np; ++r)
+        for (int j = 0; j < 8 * nv; ++j) {
+            const ptrdiff_t o = (j / 8) * p8 + r * 8 + j % 8;
+            float v = acc[r][j];
+            if (last) {
+                if (res) v = v + res[o];
+                v = rlx_nchwc_act1(v, a);
+            }
+            y[o] = v;
+        }
+}
+
+#if RLX_X86_DISPATCH
+#define RLX_NC_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define RLX_NC_DECL(r) __m256 a##r##0 = _mm256_setzero_ps(), a##r##1 = _mm256_setzero_ps();
+#define RLX_NC_INIT(r)                                                           \
+    if (np > r) {                                                                \
+        if (first) {                                                             \
+            a##r##0 = b0;                                                        \
+            a##r##1 = b1;                                                        \
+        } else {                                                                 \
+            a##r##0 = _mm256_loadu_ps(y + (r) * 8);                              \
+            if (nv > 1) a##r##1 = _mm256_loadu_ps(y + p8 + (r) * 8);             \
+        }                                                                        \
+    }
+#define RLX_NC_FMA(r)                                                            \
+    if (np > r) {                                                                \
+        const __m256 xv = _mm256_broadcast_ss(xk + (r) * 8);                     \
+        a##r##0 = _mm256_fmadd_ps(xv, w0, a##r##0);                              \
+        if (nv > 1) a##r##1 = _mm256_fmadd_ps(xv, w1, a##r##1);                  \
+    }
+#define RLX_NC_STORE(r)                                                          \
+    if (np > r) {                                                                \
+        if (last) {                                                              \
+            if (res) {                                                           \
+                a##r##0 = _mm256_add_ps(a##r##0, _mm256_loadu_ps(res + (r) * 8)); \
+                if (nv > 1)                                                      \
+                    a##r##1 = _mm256_add_ps(a##r##1, _mm256_loadu_ps(res + p8 + (r) * 8)); \
+            }                                                                    \
+            a##r##0 = rlx_nchwc_act8(a##r##0, a);                                \
+            if (nv > 1) a##r##1 = rlx_nchwc_act8(a##r##1, a);                    \
+        }                                                                        \
+        _mm256_storeu_ps(y + (r) * 8, a##r##0);                                  \
+        if (nv > 1) _mm256_storeu_ps(y + p8 + (r) * 8, a##r##1);                 \
+    }
+
+/* rlx_nchwc_act1 on 8 lanes, comparison for comparison */
+RLX_INLINE_AVX2 __m256 rlx_nchwc_act8(__m256 v, const rlx_nchwc_act* a) {
+    if (a->act == RLX_ACT_RELU)
+        return _mm256_andnot_ps(_mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LE_OQ), v);
+    if (a->act == RLX_ACT_CLIP) {
+        v = _mm256_max_ps(_mm256_set1_ps(a->alpha), v);
+        return _mm256_min_ps(_mm256_set1_ps(a->beta), v);
+    }
+    return v;
+}
+
+RLX_INLINE_AVX2 void rlx_nchwc_1x1_tile_body(const int np, const int nv, const float* restrict w,
+                                             const float* restrict x, ptrdiff_t p8, ptrdiff_t kc,
+                                             float* restrict y, const float* restrict bias,
+                                             const float* restrict res, int first, int last,
+                                             const rlx_nchwc_act* a) {
+    const __m256 b0 = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
+    const __m256 b1 = bias && nv > 1 ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
+    RLX_NC_ROWS(RLX_NC_DECL)
+    RLX_NC_ROWS(RLX_NC_INIT)
+    for (ptrdiff_t kb = 0; kb < kc / 8; ++kb) {
+        const float* xb = x + kb * p8;
+        for (int kk = 0; kk < 8; ++kk) {
+            const float* xk = xb + kk;
+            const __m256 w0 = _mm256_loadu_ps(w);
+            const __m256 w1 = nv > 1 ? _mm256_loadu_ps(w + 8) : w0;
+            RLX_NC_ROWS(RLX_NC_FMA)
+            w += RLX_NCHWC_OC;
+        }
+    }
+    RLX_NC_ROWS(RLX_NC_STORE)
+}
+#undef RLX_NC_DECL
+#undef RLX_NC_INIT
+#undef RLX_NC_FMA
+#undef RLX_NC_STORE
+#undef RLX_NC_ROWS
+
+typedef void (*rlx_nchwc_1x1_tile_fn)(const float*, const float*, ptrdiff_t, ptrdiff_t, float*, const float*,
+                                      const float*, int, int, const rlx_nchwc_act*);
+#define RLX_NC_TILE(NP_, NV_)                                                                          \
+    RLX_TARGET_AVX2 static void rlx_nchwc_1x1_tile_##NP_##_##NV_(                                      \
+            const float* w, const float* x, ptrdiff_t p8, ptrdiff_t kc, float* y, const float* bias,  \
+            const float* res, int first, int last, const rlx_nchwc_act* a) {                          \
+        rlx_nchwc_1x1_tile_body(NP_, NV_, w, x, p8, kc, y, bias, res, first, last, a);                 \
+    }
+RLX_NC_TILE(1, 1) RLX_NC_TILE(2, 1) RLX_NC_TILE(3, 1) RLX_NC_TILE(4, 1) RLX_NC_TILE(5, 1) RLX_NC_TILE(6, 1)
+RLX_NC_TILE(1, 2) RLX_NC_TILE(2, 2) RLX_NC_TILE(3, 2) RLX_NC_TILE(4, 2) RLX_NC_TILE(5, 2) RLX_NC_TILE(6, 2)
+#undef RLX_NC_TILE
+static const rlx_nchwc_1x1_tile_fn rlx_nchwc_1x1_tiles[2][RLX_NCHWC_NP + 1] = {
+    {NULL, rlx_nchwc_1x1_tile_1_1, rlx_nchwc_1x1_tile_2_1, rlx_nchwc_1x1_tile_3_1, rlx_nchwc_1x1_tile_4_1,
+     rlx_nchwc_1x1_tile_5_1, rlx_nchwc_1x1_tile_6_1},
+    {NULL, rlx_nchwc_1x1_tile_1_2, rlx_nchwc_1x1_tile_2_2, rlx_nchwc_1x1_tile_3_2, rlx_nchwc_1x1_tile_4_2,
+     rlx_nchwc_1x1_tile_5_2, rlx_nchwc_1x1_tile_6_2}};
+#endif
+
+/* Work items [i0, i1): item = (image, pixel chunk, panel group).  Per item,
+ * K blocks of RLX_NCHWC_KC outermost (the block of x the chunk reads stays in
+ * L2, a panel's block of W in L1 across the chunk's tiles), then the group's
+ * panels, then the chunk's pixels in tiles of nearly equal size (at most 6).
+ * Partial sums wait in y between K blocks; the epilogue runs on the last. */
+static void rlx_nchwc_1x1_run(const float* x, ptrdiff_t x_len, const float* wq, ptrdiff_t wq_len,
+                              const float* bias, const float* res, ptrdiff_t res_len, float* y, ptrdiff_t y_len,
+                              const rlx_nchwc_1x1_geom* g, const rlx_nchwc_act* a, ptrdiff_t i0, ptrdiff_t i1) {
+    const int level = rlx_simd_level();
+    const ptrdiff_t K = g->k, M = g->m, P = g->p, p8 = P * 8;
+    const ptrdiff_t nchunks = (P + g->chunk - 1) / g->chunk;
+    const ptrdiff_t panels = (M + RLX_NCHWC_OC - 1) / RLX_NCHWC_OC;
+    const ptrdiff_t per_group = (panels + g->groups - 1) / g->groups;
+    (void)level;
+    (void)wq_len;
+    (void)res_len;
+    RLX_CHECK_RANGE(0, rlx_nchwc_1x1_packed_floats(M, K), wq_len, "nchwc 1x1 packed weight");
+    for (ptrdiff_t item = i0; item < i1; ++item) {
+        const ptrdiff_t grp = item % g->groups, rest = item / g->groups;
+        const ptrdiff_t c = rest % nchunks, n = rest / nchunks;
+        const ptrdiff_t pc0 = c * g->chunk, pc1 = pc0 + g->chunk < P ? pc0 + g->chunk : P;
+        const ptrdiff_t q0 = grp * per_group, q1 = q0 + per_group < panels ? q0 + per_group : panels;
+        const ptrdiff_t len = pc1 - pc0;
+        const ptrdiff_t ntiles = (len + RLX_NCHWC_NP - 1) / RLX_NCHWC_NP;
+        const ptrdiff_t tbase = len / ntiles, textra = len % ntiles;
+        RLX_CHECK_RANGE(n * K * P, (n + 1) * K * P, x_len, "nchwc 1x1 x");
+        RLX_CHECK_RANGE(n * M * P, (n + 1) * M * P, y_len, "nchwc 1x1 y");
+        if (res) RLX_CHECK_RANGE(n * M * P, (n + 1) * M * P, res_len, "nchwc 1x1 residual");
+        for (ptrdiff_t k0 = 0; k0 < K; k0 += RLX_NCHWC_KC) {
+            const ptrdiff_t kc = K - k0 < RLX_NCHWC_KC ? K - k0 : RLX_NCHWC_KC;
+            const int first = k0 == 0, last = k0 + kc == K;
+            for (ptrdiff_t q = q0; q < q1; ++q) {
+                const int nv = M - q * RLX_NCHWC_OC >= RLX_NCHWC_OC ? 2 : 1;
+                const float* wqb = wq + (q * K + k0) * RLX_NCHWC_OC;
+                const float* bq = bias ? bias + q * RLX_NCHWC_OC : NULL;
+                const ptrdiff_t yo = (n * M + q * RLX_NCHWC_OC) * P;
+                for (ptrdiff_t t = 0, p = pc0; t < ntiles; p += tbase + (t < textra), ++t) {
+                    const int np = (int)(tbase + (t < textra));
+                    const float* xt = x + n * K * P + k0 * P + p * 8;
+                    float* yt = y + yo + p * 8;
+                    const float* rt = res ? res + yo + p * 8 : NULL;
+#if RLX_X86_DISPATCH
+                    if (level) {
+                        rlx_nchwc_1x1_tiles[nv - 1][np](wqb, xt, p8, kc, yt, bq, rt, first, last, a);
+                        continue;
+                    }
+#endif
+                    rlx_nchwc_1x1_tile_base(np, nv, wqb, xt, p8, kc, yt, bq, rt, first, last, a);
+                }
+            }
+        }
+    }
+}
+
+/* ---- depthwise 3x3 conv, stride 1 or 2 -----------------------------------
+ * Weight packed as wt[cb][9][8] (tap-major within a block); bias: C floats
+ * or NULL.  Work items: output rows, r = (n * C/8 + cb) * h_out + oh. */
+typedef struct {
+    ptrdiff_t cb, h, w, h_out, w_out, s, ph, pw;   /* blocks per image, geometry */
+} rlx_nchwc_dw_geom;
+
+static void rlx_nchwc_dw_pack(const float* w, ptrdiff_t c, float* wt) {
+    for (ptrdiff_t ch = 0; ch < c; ++ch)
+        for (int t = 0; t < 9; ++t) wt[((ch / 8) * 9 + t) * 8 + ch % 8] = w[ch * 9 + t];
+}
+
+/* One output row of one block, portable: each output vector is bias, then
+ * the in-bounds taps in (kh, kw) order, then residual and activation. */
+static void rlx_nchwc_dw_row_base(const float* xp, const float* wt, const float* b, const float* res,
+                                  float* yr, const rlx_nchwc_dw_geom* g, ptrdiff_t oh,
+                                  const rlx_nchwc_act* a) {
+    for (ptrdiff_t ow = 0; ow < g->w_out; ++ow)
+        for (int j = 0; j < 8; ++j) {
+            float acc = b ? b[j] : 0.0f;
+            for (int kh = 0; kh < 3; ++kh) {
+                const ptrdiff_t ih = oh * g->s - g->ph + kh;
+                if (ih < 0 || ih >= g->h) continue;
+                for (int kw = 0; kw < 3; ++kw) {
+                    const ptrdiff_t iw = ow * g->s - g->pw + kw;
+                    if (iw < 0 || iw >= g->w) continue;
+                    acc = fmaf(xp[(ih * g->w + iw) * 8 + j], wt[(kh * 3 + kw) * 8 + j], acc);
+                }
+            }
+            if (res) acc = acc + res[ow * 8 + j];
+            yr[ow * 8 + j] = rlx_nchwc_act1(acc, a);
+        }
+}
+
+#if RLX_X86_DISPATCH
+/* The same row, 4 output pixels per step with the 9 weight vectors held in
+ * registers; columns whose taps all fall inside the row run without tests. */
+RLX_TARGET_AVX2 static void rlx_nchwc_dw_row_avx2(const float* xp, const float* wt, const float* b,
+                                                  const float* res, float* yr, const rlx_nchwc_dw_geom* g,
+                                                  ptrdiff_t oh, const rlx_nchwc_act* a) {
+    __m256 wv[9];
+    for (int t = 0; t < 9; ++t) wv[t] = _mm256_loadu_ps(wt + t * 8);
+    const __m256 bv = b ? _mm256_loadu_ps(b) : _mm256_setzero_ps();
+    const ptrdiff_t s = g->s, W = g->w, wo = g->w_out;
+    const float* rows[3];
+    int valid[3];
+    for (int kh = 0; kh < 3; ++kh) {
+        const ptrdiff_t ih = oh * s - g->ph + kh;
+        valid[kh] = ih >= 0 && ih < g->h;
+        rows[kh] = valid[kh] ? xp + ih * W * 8 : xp;
+    }
+    /* interior: ow with ow*s - pw >= 0 and ow*s - pw + 2 <= W - 1 */
+    ptrdiff_t lo = (g->pw + s - 1) / s;
+    ptrdiff_t hi = (W - 3 + g->pw) >= 0 ? (W - 3 + g->pw) / s + 1 : 0;
+    if (hi > wo) hi = wo;
+    if (lo > hi) lo = hi;
+    ptrdiff_t ow = 0;
+    for (; ow < lo; ++ow) {
+        __m256 acc = bv;
+        for (int kh = 0; kh < 3; ++kh) {
+            if (!valid[kh]) continue;
+            for (int kw = 0; kw < 3; ++kw) {
+                const ptrdiff_t iw = ow * s - g->pw + kw;
+                if (iw < 0 || iw >= W) continue;
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(rows[kh] + iw * 8), wv[kh * 3 + kw], acc);
+            }
+        }
+        if (res) acc = _mm256_add_ps(acc, _mm256_loadu_ps(res + ow * 8));
+        _mm256_storeu_ps(yr + ow * 8, rlx_nchwc_act8(acc, a));
+    }
+    for (; ow + 4 <= hi; ow += 4) {
+        __m256 a0 = bv, a1 = bv, a2 = bv, a3 = bv;
+        for (int kh = 0; kh < 3; ++kh) {
+            if (!valid[kh]) continue;
+            const float* r0 = rows[kh] + (ow * s - g->pw) * 8;
+            for (int kw = 0; kw < 3; ++kw) {
+                const __m256 w = wv[kh * 3 + kw];
+                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(r0 + (0 * s + kw) * 8), w, a0);
+                a1 = _mm256_fmadd_ps(_mm256_loadu_ps(r0 + (1 * s + kw) * 8), w, a1);
+                a2 = _mm256_fmadd_ps(_mm256_loadu_ps(r0 + (2 * s + kw) * 8), w, a2);
+                a3 = _mm256_fmadd_ps(_mm256_loadu_ps(r0 + (3 * s + kw) * 8), w, a3);
+            }
+        }
+        if (res) {
+            a0 = _mm256_add_ps(a0, _mm256_loadu_ps(res + (ow + 0) * 8));
+            a1 = _mm256_add_ps(a1, _mm256_loadu_ps(res + (ow + 1) * 8));
+            a2 = _mm256_add_ps(a2, _mm256_loadu_ps(res + (ow + 2) * 8));
+            a3 = _mm256_add_ps(a3, _mm256_loadu_ps(res + (ow + 3) * 8));
+        }
+        _mm256_storeu_ps(yr + (ow + 0) * 8, rlx_nchwc_act8(a0, a));
+        _mm256_storeu_ps(yr + (ow + 1) * 8, rlx_nchwc_act8(a1, a));
+        _mm256_storeu_ps(yr + (ow + 2) * 8, rlx_nchwc_act8(a2, a));
+        _mm256_storeu_ps(yr + (ow + 3) * 8, rlx_nchwc_act8(a3, a));
+    }
+    for (; ow < wo; ++ow) {
+        __m256 acc = bv;
+        for (int kh = 0; kh < 3; ++kh) {
+            if (!valid[kh]) continue;
+            for (int kw = 0; kw < 3; ++kw) {
+                const ptrdiff_t iw = ow * s - g->pw + kw;
+                if (iw < 0 || iw >= W) continue;
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(rows[kh] + iw * 8), wv[kh * 3 + kw], acc);
+            }
+        }
+        if (res) acc = _mm256_add_ps(acc, _mm256_loadu_ps(res + ow * 8));
+        _mm256_storeu_ps(yr + ow * 8, rlx_nchwc_act8(acc, a));
+    }
+}
+#endif
+
+static void rlx_nchwc_dw_rows(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
+                              const float* res, ptrdiff_t res_len, float* y, ptrdiff_t y_len,
+                              const rlx_nchwc_dw_geom* g, const rlx_nchwc_act* a, ptrdiff_t r0, ptrdiff_t r1) {
+    const int level = rlx_simd_level();
+    const ptrdiff_t plane_in = g->h * g->w * 8, row_out = g->w_out * 8;
+    (void)level;
+    (void)res_len;
+    for (ptrdiff_t r = r0; r < r1; ++r) {
+        const ptrdiff_t blk = r / g->h_out, oh = r % g->h_out, cb = blk % g->cb;
+        const float* xp = x + blk * plane_in;
+        float* yr = y + r * row_out;
+        const float* rr = res ? res + r * row_out : NULL;
+        const float* bb = bias ? bias + cb * 8 : NULL;
+        RLX_CHECK_RANGE(blk * plane_in, (blk + 1) * plane_in, x_len, "nchwc depthwise x");
+        RLX_CHECK_RANGE(r * row_out, (r + 1) * row_out, y_len, "nchwc depthwise y");
+        if (res) RLX_CHECK_RANGE(r * row_out, (r + 1) * row_out, res_len, "nchwc depthwise residual");
+#if RLX_X86_DISPATCH
+        if (level) {
+            rlx_nchwc_dw_row_avx2(xp, wt + cb * 72, bb, rr, yr, g, oh, a);
+            continue;
+        }
+#endif
+        rlx_nchwc_dw_row_base(xp, wt + cb * 72, bb, rr, yr, g, oh, a);
+    }
+}
+
+#endif

@@ -1,0 +1,316 @@
+"""The channel-blocked layout (NCHW8c): its kernels (src/rlx_nchwc.h) against
+the float64 reference, in both SIMD variants and at 1 and 2 threads, and the
+blocked_layout pass (rlx_cpu/passes.py) on its own: which convs it moves,
+where it puts the reorders, and that a rewritten plan computes what the
+NCHW plan does."""
+import numpy as np
+import pytest
+
+import rlx_cpu
+from conftest import TOL, check_parity
+from reference import conv_nd
+from rlx_cpu import _nchwc, _runtime, passes
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+TWO = (1, 2) if _runtime.openmp_enabled() else (1,)
+
+
+def epilogue64(y, bias, res, act):
+    y = np.asarray(y, np.float64)
+    if bias is not None:
+        y = y + np.asarray(bias, np.float64).reshape(1, -1, 1, 1)
+    if res is not None:
+        y = y + res
+    if act == "relu":
+        y = np.maximum(y, 0.0)
+    elif act == "clip":
+        y = np.clip(y, 0.0, 6.0)
+    return y
+
+
+def run_1x1(x, w, bias, res, act, threads):
+    n, k, h, wd = x.shape
+    m = w.shape[0]
+    y = np.full(n * m * h * wd, np.nan, np.float32)
+    launch = _nchwc.NchwcConv1x1Launch(
+        _nchwc.to_blocked(x).reshape(-1), _nchwc.pack_1x1_weight(w), bias,
+        None if res is None else _nchwc.to_blocked(res).reshape(-1), y, n, k, m, h * wd, act, 0.0, 6.0, threads)
+    launch.execute(threads)
+    return _nchwc.from_blocked(y.reshape(n, m // 8, h, wd, 8))
+
+
+def run_dw(x, w, bias, res, stride, pad, act, threads):
+    n, c, h, wd = x.shape
+    ho, wo = (h + 2 * pad - 3) // stride + 1, (wd + 2 * pad - 3) // stride + 1
+    y = np.full(n * c * ho * wo, np.nan, np.float32)
+    launch = _nchwc.NchwcDepthwiseLaunch(
+        _nchwc.to_blocked(x).reshape(-1), _nchwc.pack_depthwise_weight(w), bias,
+        None if res is None else _nchwc.to_blocked(res).reshape(-1), y, n, c, h, wd, stride, pad, pad, act, 0.0,
+        6.0, threads)
+    launch.execute(threads)
+    return _nchwc.from_blocked(y.reshape(n, c // 8, ho, wo, 8))
+
+
+# (n, K, M, h, w): M % 16 == 8 (a one-vector panel), K over the K block
+# (256: partial sums wait in y), planes that are not multiples of 6 pixels,
+# several chunks per plane, several images
+SHAPES_1X1 = [(1, 32, 16, 112, 112), (2, 16, 24, 9, 7), (1, 520, 40, 5, 5), (3, 8, 8, 1, 1),
+              (1, 64, 136, 7, 7), (2, 272, 32, 3, 11)]
+
+
+@pytest.mark.parametrize("shape", SHAPES_1X1, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("act,bias,residual", [(None, False, False), ("clip", True, False),
+                                               ("relu", True, True), (None, False, True)])
+def test_1x1_matches_reference(rng, shape, act, bias, residual):
+    n, k, m, h, w = shape
+    x = rng.standard_normal((n, k, h, w)).astype(np.float32)
+    wt = rng.standard_normal((m, k, 1, 1)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32) if bias else None
+    r = rng.standard_normal((n, m, h, w)).astype(np.float32) if residual else None
+    want = epilogue64(conv_nd(x, wt), b, r, act)
+    outs = [run_1x1(x, wt, b, r, act, t) for t in TWO]
+    check_parity(outs[0], want, "nchwc 1x1", tol=TOL)
+    for o in outs[1:]:
+        np.testing.assert_array_equal(o, outs[0])      # the thread count changes no bit
+
+
+# every (shape, stride, padding) whose window fits the padded input: planes
+# narrower than a 4-pixel step, a single row or column, odd sizes at stride 2
+DW_CASES = [(shape, stride, pad)
+            for shape in [(1, 32, 112, 112), (2, 16, 9, 7), (1, 24, 12, 13), (1, 8, 3, 3), (1, 8, 1, 5),
+                          (2, 16, 6, 11), (1, 8, 4, 2)]
+            for stride in (1, 2) for pad in (0, 1)
+            if shape[2] + 2 * pad >= 3 and shape[3] + 2 * pad >= 3]
+
+
+@pytest.mark.parametrize("shape,stride,pad", DW_CASES, ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple)
+                         else str(v))
+@pytest.mark.parametrize("act,bias,residual", [(None, False, False), ("clip", True, False), ("relu", True, True)])
+def test_depthwise_matches_reference(rng, shape, stride, pad, act, bias, residual):
+    n, c, h, w = shape
+    ho, wo = (h + 2 * pad - 3) // stride + 1, (w + 2 * pad - 3) // stride + 1
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32) if bias else None
+    r = rng.standard_normal((n, c, ho, wo)).astype(np.float32) if residual else None
+    want = epilogue64(conv_nd(x, wt, stride=stride, pads_begin=pad, pads_end=pad, groups=c), b, r, act)
+    outs = [run_dw(x, wt, b, r, stride, pad, act, t) for t in TWO]
+    check_parity(outs[0], want, "nchwc depthwise", tol=TOL)
+    for o in outs[1:]:
+        np.testing.assert_array_equal(o, outs[0])
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 1, 1), (2, 16, 5, 3), (1, 32, 17, 16), (3, 24, 8, 8)])
+def test_reorders_are_exact_and_inverse(rng, shape):
+    x = rng.standard_normal(shape).astype(np.float32)
+    n, c = shape[:2]
+    p = int(np.prod(shape[2:]))
+    xb = np.empty(x.size, np.float32)
+    _nchwc.NchwcReorderLaunch(x.reshape(-1), xb, n, c, p, True).execute(2)
+    np.testing.assert_array_equal(xb, _nchwc.to_blocked(x).reshape(-1))
+    back = np.empty(x.size, np.float32)
+    _nchwc.NchwcReorderLaunch(xb, back, n, c, p, False).execute(2)
+    np.testing.assert_array_equal(back.reshape(shape), x)
+
+
+PORTABLE_SCRIPT = r"""
+import sys
+import numpy as np
+from rlx_cpu import _nchwc
+from test_blocked import run_1x1, run_dw
+rng = np.random.default_rng(3)
+outs = []
+for (n, k, m, h, w) in [(1, 272, 24, 7, 9), (2, 16, 32, 5, 5)]:
+    x = rng.standard_normal((n, k, h, w)).astype(np.float32)
+    wt = rng.standard_normal((m, k, 1, 1)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    r = rng.standard_normal((n, m, h, w)).astype(np.float32)
+    outs.append(run_1x1(x, wt, b, r, "clip", 1))
+for (stride, pad) in [(1, 1), (2, 1), (2, 0)]:
+    x = rng.standard_normal((2, 16, 13, 11)).astype(np.float32)
+    wt = rng.standard_normal((16, 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(16).astype(np.float32)
+    outs.append(run_dw(x, wt, b, None, stride, pad, "relu", 1))
+np.save(sys.stdout.buffer, np.concatenate([o.reshape(-1) for o in outs]))
+"""
+
+
+def test_portable_variant_gives_the_avx2_bits():
+    import io
+    import os
+    import subprocess
+    import sys
+    if _nchwc.simd_level() < 1:
+        pytest.skip("this CPU runs the portable variant only: nothing to compare it with")
+    here = os.path.dirname(os.path.abspath(__file__))
+
+    def outputs(**env):
+        full = dict(os.environ, **env)
+        full["PYTHONPATH"] = os.pathsep.join([here] + [p for p in sys.path if p])
+        out = subprocess.run([sys.executable, "-c", PORTABLE_SCRIPT], env=full, cwd=here, capture_output=True,
+                             timeout=300)
+        assert out.returncode == 0, out.stderr.decode()
+        return np.load(io.BytesIO(out.stdout))
+
+    np.testing.assert_array_equal(outputs(RLX_SIMD="baseline"), outputs())
+
+
+def test_launches_refuse_bad_geometry():
+    f = np.zeros(4096, np.float32)
+    with pytest.raises(ValueError, match=r"conv2d_nchwc 1x1: input channels must be a positive multiple of 8 for the blocked layout, got 12"):
+        _nchwc.NchwcConv1x1Launch(f, f, None, None, f, 1, 12, 8, 4)
+    with pytest.raises(ValueError, match=r"conv2d_nchwc 1x1: y holds 4096 floats, needs 8192"):
+        _nchwc.NchwcConv1x1Launch(f, f, None, None, f, 1, 8, 16, 512)
+    with pytest.raises(ValueError, match=r"conv2d_nchwc 1x1: activation must be one of"):
+        _nchwc.NchwcConv1x1Launch(f, f, None, None, f, 1, 8, 8, 4, "tanh")
+    with pytest.raises(ValueError, match=r"conv2d_nchwc depthwise: needs stride 1 or 2 and padding 0 or 1, "
+                                         r"got stride=3"):
+        _nchwc.NchwcDepthwiseLaunch(f, f, None, None, f, 1, 8, 8, 8, 3, 1, 1)
+    with pytest.raises(ValueError, match=r"conv2d_nchwc depthwise: residual holds 1 floats"):
+        _nchwc.NchwcDepthwiseLaunch(f, f, None, np.zeros(1, np.float32), f, 1, 8, 8, 8, 1, 1, 1)
+    with pytest.raises(ValueError, match=r"nchwc_reorder: channels must be a positive multiple of 8 for the blocked layout, got 3"):
+        _nchwc.NchwcReorderLaunch(f, f, 1, 3, 16, True)
+    with pytest.raises(ValueError, match=r"pack_depthwise_weight: weight must be \[C, 1, 3, 3\]"):
+        _nchwc.pack_depthwise_weight(np.zeros((8, 1, 5, 5), np.float32))
+
+
+# ---------------------------------------------------------------------------
+# The pass
+# ---------------------------------------------------------------------------
+
+@pytest.fixture
+def blocked_on(monkeypatch):
+    monkeypatch.setenv("RLX_BLOCKED_LAYOUT", "1")
+
+
+def ops(graph):
+    return [n.op for n in graph.nodes]
+
+
+def inverted_residual_chain(rng, g, x, c, blocks=2):
+    """MobileNetV2-like blocks (expand 1x1 + clip, depthwise 3x3 + clip,
+    project 1x1 + residual)."""
+    h = x
+    for _ in range(blocks):
+        e = g.clip(g.conv2d(h, rng.standard_normal((4 * c, c, 1, 1)) * 0.3, rng.standard_normal(4 * c)), 0.0, 6.0)
+        d = g.clip(g.conv2d(e, rng.standard_normal((4 * c, 1, 3, 3)) * 0.3, rng.standard_normal(4 * c),
+                            padding=1, groups=4 * c), 0.0, 6.0)
+        h = g.add(g.conv2d(d, rng.standard_normal((c, 4 * c, 1, 1)) * 0.3, rng.standard_normal(c)), h)
+    return h
+
+
+def compile_both(g, threads=1):
+    blocked = rlx_cpu.compile(g, num_threads=threads)
+    plain = rlx_cpu.compile(g, num_threads=threads, passes=[p for p in passes.DEFAULT_PASSES
+                                                            if p != "blocked_layout"])
+    return blocked, plain
+
+
+@pytest.mark.parametrize("threads", TWO)
+def test_a_chain_between_nchw_ops_has_exactly_two_reorders(rng, blocked_on, threads):
+    g = rlx_cpu.Graph()
+    x = g.input("x", (2, 8, 10, 9))
+    stem = g.relu(g.conv2d(x, rng.standard_normal((16, 8, 3, 3)) * 0.3, padding=1))   # NCHW conv
+    h = inverted_residual_chain(rng, g, stem, 16)
+    g.output(g.global_avg_pool(h))                                                     # NCHW op
+    blocked, plain = compile_both(g, threads)
+    kinds = [t.kind for t in blocked.thunks]
+    assert kinds.count("reorder_nchwc") == 2
+    assert kinds == ["conv", "reorder_nchwc"] + ["conv_nchwc_1x1", "conv_nchwc_dw", "conv_nchwc_1x1"] * 2 + \
+        ["reorder_nchwc", "global_pool"]
+    assert "blocked_layout: 6 convs, 2 reorders" in repr(blocked)
+    feeds = {"x": rng.standard_normal((2, 8, 10, 9)).astype(np.float32)}
+    check_parity(blocked.run(feeds)[0], plain.run(feeds)[0], "blocked chain vs NCHW plan")
+
+
+def test_pools_between_convs_split_the_chain(rng, blocked_on):
+    # a max pool has no blocked kernel: two chains, each with its two reorders
+    g = rlx_cpu.Graph()
+    x = g.input("x", (1, 16, 12, 12))
+    h = inverted_residual_chain(rng, g, x, 16, blocks=1)
+    h = g.max_pool2d(h, 2)
+    g.output(inverted_residual_chain(rng, g, h, 16, blocks=1))
+    out = passes.blocked_layout(passes.fuse_epilogue(g))
+    assert ops(out).count("to_nchwc") == 2 and ops(out).count("from_nchwc") == 2
+    assert ops(out).count("conv2d_nchwc") == 6 and "conv2d" not in ops(out)
+    blocked, plain = compile_both(g)
+    feeds = {"x": rng.standard_normal((1, 16, 12, 12)).astype(np.float32)}
+    check_parity(blocked.run(feeds)[0], plain.run(feeds)[0], "two blocked chains vs NCHW plan")
+
+
+def test_short_chains_and_ineligible_convs_stay_nchw(rng, blocked_on):
+    g = rlx_cpu.Graph()
+    x = g.input("x", (1, 16, 8, 8))
+    a = g.conv2d(x, rng.standard_normal((16, 16, 1, 1)))            # 1x1 ...
+    b = g.conv2d(a, rng.standard_normal((16, 1, 3, 3)), padding=1, groups=16)   # ... + dw: only 2
+    c = g.conv2d(b, rng.standard_normal((12, 16, 1, 1)))            # 12 channels: no blocked kernel
+    d = g.conv2d(c, rng.standard_normal((16, 12, 3, 3)), padding=1)   # a dense 3x3: none either
+    e = g.tanh(g.conv2d(d, rng.standard_normal((16, 16, 1, 1))))    # tanh: not in the kernel's epilogue
+    g.output(e)
+    out = passes.blocked_layout(passes.fuse_epilogue(g))
+    assert "conv2d_nchwc" not in ops(out) and "to_nchwc" not in ops(out)
+    assert out.pass_log[-1] == ("blocked_layout", {"convs": 0, "reorders": 0})
+
+
+def test_values_read_outside_the_chain_and_outputs_are_reordered_once(rng, blocked_on):
+    g = rlx_cpu.Graph()
+    x = g.input("x", (1, 8, 6, 6))
+    skip = g.input("skip", (1, 8, 6, 6))
+    a = g.conv2d(x, rng.standard_normal((8, 8, 1, 1)), name="a")
+    b = g.relu(g.conv2d(a, rng.standard_normal((8, 1, 3, 3)), padding=1, groups=8, name="b"))
+    c = g.add(g.conv2d(b, rng.standard_normal((8, 8, 1, 1)), name="c"), skip)      # residual from an input
+    mid = g.sigmoid(a)                                                                # an NCHW reader of a
+    g.output(c, b, mid)                                                               # b: output mid-chain
+    out = passes.blocked_layout(passes.fuse_epilogue(g))
+    assert ops(out).count("to_nchwc") == 2          # x and skip
+    froms = [n for n in out.nodes if n.op == "from_nchwc"]
+    # a (read by the sigmoid), b (an output) and the last conv (an output)
+    assert len(froms) == 3
+    names = {out.node(i).name for i in out.outputs}
+    assert "b" in names                              # an output keeps its name
+    feeds = {"x": rng.standard_normal((1, 8, 6, 6)).astype(np.float32),
+             "skip": rng.standard_normal((1, 8, 6, 6)).astype(np.float32)}
+    blocked, plain = compile_both(g)
+    assert [t.kind for t in blocked.thunks].count("reorder_nchwc") == 5
+    for got, want in zip(blocked.run(feeds), plain.run(feeds)):
+        check_parity(got, want, "blocked outputs vs NCHW plan")
+
+
+def test_switch(rng, monkeypatch):
+    g = rlx_cpu.Graph()
+    x = g.input("x", (1, 8, 6, 6))
+    g.output(inverted_residual_chain(rng, g, x, 8, blocks=1))
+    monkeypatch.setenv("RLX_BLOCKED_LAYOUT", "0")
+    assert "conv_nchwc_1x1" not in [t.kind for t in rlx_cpu.compile(g).thunks]
+    monkeypatch.setenv("RLX_BLOCKED_LAYOUT", "1")
+    assert "conv_nchwc_1x1" in [t.kind for t in rlx_cpu.compile(g).thunks]
+    monkeypatch.setenv("RLX_BLOCKED_LAYOUT", "yes")
+    with pytest.raises(ValueError, match="RLX_BLOCKED_LAYOUT must be '0', '1' or unset, got 'yes'"):
+        rlx_cpu.compile(g)
+
+
+def test_blocked_plan_pickles_and_runs_from_two_threads(rng, blocked_on):
+    import pickle
+    import threading
+    g = rlx_cpu.Graph()
+    x = g.input("x", (1, 8, 9, 9))
+    g.output(inverted_residual_chain(rng, g, x, 8))
+    plan = pickle.loads(pickle.dumps(rlx_cpu.compile(g, num_threads=1)))
+    assert "conv_nchwc_dw" in [t.kind for t in plan.thunks]
+    xs = [rng.standard_normal((1, 8, 9, 9)).astype(np.float32) for _ in range(2)]
+    want = [plan.run({"x": v})[0] for v in xs]
+    got = [None, None]
+
+    def work(i):
+        ctx = plan.new_context()
+        for _ in range(20):
+            got[i] = plan.run({"x": xs[i]}, context=ctx)[0]
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(2):
+        np.testing.assert_array_equal(got[i], want[i])
