@@ -46,7 +46,6 @@ on the output of these passes.
 :data:`DEFAULT_PASSES`), False/None (none) or a list of pass names.
 """
 import dataclasses
-import os
 
 import numpy as np
 
@@ -299,28 +298,30 @@ BLOCKED_MIN_CHAIN = 3
 
 
 def _blocked_layout_enabled():
-    """RLX_BLOCKED_LAYOUT: '0' off, '1' on (also with the portable kernels),
-    unset: on where the AVX2+FMA kernels run."""
+    """RLX_BLOCKED_LAYOUT: off, on (also with the portable kernels), or
+    unset: on where the AVX2+FMA kernels run (values as for the conv flags)."""
     from . import _nchwc
-    mode = os.environ.get("RLX_BLOCKED_LAYOUT", "")
-    if mode not in ("", "0", "1"):
-        raise ValueError(f"RLX_BLOCKED_LAYOUT must be '0', '1' or unset, got {mode!r}")
-    return mode == "1" or (mode == "" and _nchwc.simd_level() >= 1)
+    from .algorithms import _tristate
+    mode = _tristate("RLX_BLOCKED_LAYOUT")
+    return mode if mode is not None else _nchwc.simd_level() >= 1
 
 
 def blocked_layout(graph):
     """Chains of convs that have channel-blocked kernels (1x1 and depthwise
-    3x3 with constant weights, channels multiples of 8; rlx_cpu/ops/blocked.py)
-    -> conv2d_nchwc nodes whose activations are [N, C/8, H, W, 8].  Convs are
-    chained through the input and residual they read; a chain of at least
+    3x3 with constant weights, channels multiples of 8, and a first conv of
+    fewer than 8 input channels; rlx_cpu/ops/blocked.py) -> conv2d_nchwc nodes
+    whose activations are [N, C/8, H, W, 8].  Convs are chained through the
+    input (not a stem's) and residual they read; a chain of at least
     BLOCKED_MIN_CHAIN convs is rewritten, with one to_nchwc per NCHW value it
     reads and one from_nchwc per value an NCHW op or a graph output reads, so
     a chain between two NCHW ops has exactly two reorders."""
-    from .ops.blocked import blocked_shape, nchwc_kind
+    from .ops.blocked import blocked_shape, nchwc_kind, nchwc_stem
     from .ops.conv import conv_operands
     if not _blocked_layout_enabled():
         return _rewrite(graph, "blocked_layout", {}, {}, set())
-    eligible = {n.id for n in graph.nodes if nchwc_kind(graph, n)}
+    # a stem reads NCHW and writes blocked: it starts a chain, never continues one
+    stems = {n.id for n in graph.nodes if nchwc_stem(graph, n)}
+    eligible = {n.id for n in graph.nodes if nchwc_kind(graph, n)} | stems
     parent = {i: i for i in eligible}
 
     def find(i):
@@ -331,7 +332,7 @@ def blocked_layout(graph):
 
     def chained_inputs(node):
         x, _, _, r = conv_operands(node)
-        return [s for s in (x, r) if s is not None]
+        return [s for s in (x if node.id not in stems else None, r) if s is not None]
 
     for i in eligible:
         for src in chained_inputs(graph.node(i)):
@@ -367,8 +368,8 @@ def blocked_layout(graph):
             rb.copy(node)
             continue
         x, w, b, r = conv_operands(node)
-        ins = [as_blocked(x), rb.map[w]] + ([rb.map[b]] if b is not None else []) + \
-            ([as_blocked(r)] if r is not None else [])
+        ins = [rb.map[x] if node.id in stems else as_blocked(x), rb.map[w]] + \
+            ([rb.map[b]] if b is not None else []) + ([as_blocked(r)] if r is not None else [])
         nchw_readers = node.id in graph.outputs or any(
             u not in chosen or node.id not in chained_inputs(graph.node(u)) for u in users[node.id])
         # the NCHW value keeps the node's name (graph outputs are found by it)

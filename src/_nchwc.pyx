@@ -6,6 +6,7 @@
 #   NchwcReorderLaunch     one 8-channel block of one image    NCHW <-> NCHW8c
 #   NchwcConv1x1Launch     (image, pixel chunk, panel group)   1x1 conv + epilogue
 #   NchwcDepthwiseLaunch   one output row of one block         depthwise 3x3 s1/s2 + epilogue
+#   NchwcStemLaunch        one output row of one image         dense conv, NCHW in, blocked out
 #
 # Every output element is computed by the same operations whichever item
 # holds it, so results do not depend on the thread count; the portable
@@ -29,6 +30,13 @@ cdef extern from "rlx_nchwc.h":
         Py_ssize_t n, k, m, p, chunk, groups
     ctypedef struct NcDwGeom "rlx_nchwc_dw_geom":
         Py_ssize_t cb, h, w, h_out, w_out, s, ph, pw
+    ctypedef struct NcStemGeom "rlx_nchwc_stem_geom":
+        Py_ssize_t c, h, w, m, h_out, w_out, kh, kw, sh, sw, ph, pw, dh, dw
+    enum: RLX_NCHWC_STEM_MAX_K
+    void rlx_nchwc_stem_offsets(const NcStemGeom* g, Py_ssize_t* koff) nogil
+    void rlx_nchwc_stem_rows(const float* x, Py_ssize_t x_len, const float* wq, Py_ssize_t wq_len,
+                             const float* bias, float* y, Py_ssize_t y_len, const Py_ssize_t* koff,
+                             const NcStemGeom* g, const NcAct* a, Py_ssize_t r0, Py_ssize_t r1) nogil
     enum: RLX_NCHWC_KC
     void rlx_nchwc_reorder(const float* src, Py_ssize_t src_len, float* dst, Py_ssize_t dst_len,
                            Py_ssize_t P, int to_blocked, Py_ssize_t i0, Py_ssize_t i1) nogil
@@ -288,4 +296,74 @@ cdef class NchwcDepthwiseLaunch(Launch):
                               &self.bias[0] if self.has_bias else NULL,
                               &self.res[0] if self.has_res else NULL, self.res.shape[0],
                               &self.y[0], self.y.shape[0], &self.g, &self.a, lo, hi)
+        return 0
+
+
+STEM_MAX_TAPS = RLX_NCHWC_STEM_MAX_K
+
+
+cdef class NchwcStemLaunch(Launch):
+    """y = act(conv(x, W) + bias): a dense conv (groups 1) from NCHW x
+    [N, C, H, W] to blocked y [N, M/8, H_out, W_out, 8], for few input
+    channels (the network's stem; C*kh*kw at most STEM_MAX_TAPS); `wq` from
+    pack_1x1_weight of W reshaped to [M, C*kh*kw]."""
+    cdef const float[::1] x
+    cdef const float[::1] wq
+    cdef const float[::1] bias
+    cdef float[::1] y
+    cdef Py_ssize_t[::1] koff
+    cdef bint has_bias
+    cdef NcStemGeom g
+    cdef NcAct a
+    cdef Py_ssize_t rows
+
+    def __init__(self, x, wq, bias, y, Py_ssize_t n, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w, Py_ssize_t m,
+                 tuple kernel, tuple stride, tuple pads_begin, tuple pads_end, tuple dilation, act=None,
+                 float alpha=0.0, float beta=0.0, int max_threads=1):
+        op = "conv2d_nchwc stem"
+        _check_blocked_channels(op, "output channels", m)
+        kh, kw = kernel
+        sh, sw = stride
+        dh, dw = dilation
+        if min(kh, kw, sh, sw, dh, dw) < 1 or min(pads_begin + pads_end) < 0:
+            raise ValueError(f"{op}: kernel, stride and dilation must be >= 1 and padding >= 0, got kernel={kernel}, "
+                             f"stride={stride}, dilation={dilation}, padding={pads_begin}+{pads_end}")
+        if c < 1 or c * kh * kw > RLX_NCHWC_STEM_MAX_K:
+            raise ValueError(f"{op}: needs 1..{RLX_NCHWC_STEM_MAX_K} taps (input channels x kernel), "
+                             f"got {c} x {kh}x{kw}")
+        h_out = (h + pads_begin[0] + pads_end[0] - dh * (kh - 1) - 1) // sh + 1
+        w_out = (w + pads_begin[1] + pads_end[1] - dw * (kw - 1) - 1) // sw + 1
+        if n < 1 or h_out < 1 or w_out < 1:
+            raise ValueError(f"{op}: empty output for n={n}, input {h}x{w}, kernel {kernel}, stride {stride}")
+        self.a.act = _act_code(op, act)
+        self.a.alpha = alpha
+        self.a.beta = beta
+        self.x = x
+        self.wq = wq
+        self.y = y
+        self.has_bias = bias is not None
+        self.bias = or_placeholder(bias, np.float32)
+        _check_len(op, "x", self.x, n * c * h * w)
+        _check_len(op, "y", self.y, n * m * h_out * w_out)
+        _check_len(op, "packed weight", self.wq, rlx_nchwc_1x1_packed_floats(m, c * kh * kw))
+        if self.has_bias:
+            _check_len(op, "bias", self.bias, m)
+        self.g.c, self.g.h, self.g.w, self.g.m, self.g.h_out, self.g.w_out = c, h, w, m, h_out, w_out
+        self.g.kh, self.g.kw, self.g.sh, self.g.sw = kh, kw, sh, sw
+        self.g.ph, self.g.pw, self.g.dh, self.g.dw = pads_begin[0], pads_begin[1], dh, dw
+        self.koff = np.empty(c * kh * kw, np.intp)
+        rlx_nchwc_stem_offsets(&self.g, &self.koff[0])
+        self.rows = n * h_out
+        self.max_threads = max(1, max_threads)
+
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
+        cdef Py_ssize_t r, lo, hi
+        cdef Py_ssize_t runs = t if t < self.rows else self.rows
+        for r in prange(runs, num_threads=t, schedule='static'):
+            lo = self.rows * r // runs
+            hi = self.rows * (r + 1) // runs
+            rlx_nchwc_stem_rows(&self.x[0], self.x.shape[0], &self.wq[0], self.wq.shape[0],
+                                &self.bias[0] if self.has_bias else NULL, &self.y[0], self.y.shape[0],
+                                &self.koff[0], &self.g, &self.a, lo, hi)
         return 0

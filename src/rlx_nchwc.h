@@ -296,6 +296,172 @@ static void rlx_nchwc_1x1_run(const float* x, ptrdiff_t x_len, const float* wq, 
     }
 }
 
+/* ---- dense conv from NCHW input (the network's stem) ----------------------
+ * y[n, M/8, Ho, Wo, 8] (blocked) = conv(x[n, C, H, W] (NCHW, few channels),
+ * W[M, C, kh, kw]) + bias, act.  The GEMM depth is K = C*kh*kw taps, packed
+ * like the 1x1 weight (panels of 16 output channels, k in (c, kh, kw)
+ * order).  A tile is 6 output pixels of one row x 16 output channels; tap k
+ * of pixel r reads x at base + koff[k] + r*s, base being the tile's
+ * top-left input corner, so interior tiles broadcast straight from x.  A
+ * tile that touches the padding first gathers its K x np inputs (zeros on
+ * the padding) into a small buffer read the same way with pixel stride 1;
+ * each output is bias, then the taps in order, either way. */
+typedef struct {
+    ptrdiff_t c, h, w, m, h_out, w_out, kh, kw, sh, sw, ph, pw, dh, dw;
+} rlx_nchwc_stem_geom;
+
+#define RLX_NCHWC_STEM_MAX_K 512
+
+/* koff[k] for k = (c, i, j): c*H*W + i*dh*W + j*dw */
+static void rlx_nchwc_stem_offsets(const rlx_nchwc_stem_geom* g, ptrdiff_t* koff) {
+    ptrdiff_t k = 0;
+    for (ptrdiff_t c = 0; c < g->c; ++c)
+        for (ptrdiff_t i = 0; i < g->kh; ++i)
+            for (ptrdiff_t j = 0; j < g->kw; ++j) koff[k++] = c * g->h * g->w + i * g->dh * g->w + j * g->dw;
+}
+
+static void rlx_nchwc_stem_tile_base(int np, int nv, const float* w, const float* base, const ptrdiff_t* koff,
+                                     ptrdiff_t ps, ptrdiff_t K, float* y, ptrdiff_t p8, const float* bias,
+                                     const rlx_nchwc_act* a) {
+    float acc[RLX_NCHWC_NP][RLX_NCHWC_OC];
+    for (int r = 0; r < np; ++r)
+        for (int j = 0; j < 8 * nv; ++j) acc[r][j] = bias ? bias[j] : 0.0f;
+    for (ptrdiff_t k = 0; k < K; ++k)
+        for (int r = 0; r < np; ++r) {
+            const float xv = base[koff[k] + r * ps];
+            for (int j = 0; j < 8 * nv; ++j) acc[r][j] = fmaf(xv, w[k * RLX_NCHWC_OC + j], acc[r][j]);
+        }
+    for (int r = 0; r < np; ++r)
+        for (int j = 0; j < 8 * nv; ++j) y[(j / 8) * p8 + r * 8 + j % 8] = rlx_nchwc_act1(acc[r][j], a);
+}
+
+#if RLX_X86_DISPATCH
+#define RLX_NS_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define RLX_NS_DECL(r) __m256 a##r##0 = b0, a##r##1 = b1;
+#define RLX_NS_FMA(r)                                                            \
+    if (np > r) {                                                                \
+        const __m256 xv = _mm256_broadcast_ss(xk + (r) * ps);                    \
+        a##r##0 = _mm256_fmadd_ps(xv, w0, a##r##0);                              \
+        if (nv > 1) a##r##1 = _mm256_fmadd_ps(xv, w1, a##r##1);                  \
+    }
+#define RLX_NS_STORE(r)                                                          \
+    if (np > r) {                                                                \
+        _mm256_storeu_ps(y + (r) * 8, rlx_nchwc_act8(a##r##0, a));               \
+        if (nv > 1) _mm256_storeu_ps(y + p8 + (r) * 8, rlx_nchwc_act8(a##r##1, a)); \
+    }
+RLX_INLINE_AVX2 void rlx_nchwc_stem_tile_body(const int np, const int nv, const float* restrict w,
+                                              const float* restrict base, const ptrdiff_t* restrict koff,
+                                              ptrdiff_t ps, ptrdiff_t K, float* restrict y, ptrdiff_t p8,
+                                              const float* restrict bias, const rlx_nchwc_act* a) {
+    const __m256 b0 = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
+    const __m256 b1 = bias && nv > 1 ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
+    RLX_NS_ROWS(RLX_NS_DECL)
+    for (ptrdiff_t k = 0; k < K; ++k) {
+        const float* xk = base + koff[k];
+        const __m256 w0 = _mm256_loadu_ps(w);
+        const __m256 w1 = nv > 1 ? _mm256_loadu_ps(w + 8) : w0;
+        RLX_NS_ROWS(RLX_NS_FMA)
+        w += RLX_NCHWC_OC;
+    }
+    RLX_NS_ROWS(RLX_NS_STORE)
+}
+#undef RLX_NS_DECL
+#undef RLX_NS_FMA
+#undef RLX_NS_STORE
+#undef RLX_NS_ROWS
+typedef void (*rlx_nchwc_stem_tile_fn)(const float*, const float*, const ptrdiff_t*, ptrdiff_t, ptrdiff_t, float*,
+                                       ptrdiff_t, const float*, const rlx_nchwc_act*);
+#define RLX_NS_TILE(NP_, NV_)                                                                           \
+    RLX_TARGET_AVX2 static void rlx_nchwc_stem_tile_##NP_##_##NV_(                                      \
+            const float* w, const float* base, const ptrdiff_t* koff, ptrdiff_t ps, ptrdiff_t K, float* y, \
+            ptrdiff_t p8, const float* bias, const rlx_nchwc_act* a) {                                 \
+        rlx_nchwc_stem_tile_body(NP_, NV_, w, base, koff, ps, K, y, p8, bias, a);                       \
+    }
+RLX_NS_TILE(1, 1) RLX_NS_TILE(2, 1) RLX_NS_TILE(3, 1) RLX_NS_TILE(4, 1) RLX_NS_TILE(5, 1) RLX_NS_TILE(6, 1)
+RLX_NS_TILE(1, 2) RLX_NS_TILE(2, 2) RLX_NS_TILE(3, 2) RLX_NS_TILE(4, 2) RLX_NS_TILE(5, 2) RLX_NS_TILE(6, 2)
+#undef RLX_NS_TILE
+static const rlx_nchwc_stem_tile_fn rlx_nchwc_stem_tiles[2][RLX_NCHWC_NP + 1] = {
+    {NULL, rlx_nchwc_stem_tile_1_1, rlx_nchwc_stem_tile_2_1, rlx_nchwc_stem_tile_3_1, rlx_nchwc_stem_tile_4_1,
+     rlx_nchwc_stem_tile_5_1, rlx_nchwc_stem_tile_6_1},
+    {NULL, rlx_nchwc_stem_tile_1_2, rlx_nchwc_stem_tile_2_2, rlx_nchwc_stem_tile_3_2, rlx_nchwc_stem_tile_4_2,
+     rlx_nchwc_stem_tile_5_2, rlx_nchwc_stem_tile_6_2}};
+#endif
+
+/* Output rows [r0, r1), r = n * h_out + oh, every panel and pixel tile. */
+static void rlx_nchwc_stem_rows(const float* x, ptrdiff_t x_len, const float* wq, ptrdiff_t wq_len,
+                                const float* bias, float* y, ptrdiff_t y_len, const ptrdiff_t* koff,
+                                const rlx_nchwc_stem_geom* g, const rlx_nchwc_act* a, ptrdiff_t r0, ptrdiff_t r1) {
+    const int level = rlx_simd_level();
+    const ptrdiff_t K = g->c * g->kh * g->kw, M = g->m, wo = g->w_out;
+    const ptrdiff_t plane = g->h_out * wo, p8 = plane * 8;
+    const ptrdiff_t panels = (M + RLX_NCHWC_OC - 1) / RLX_NCHWC_OC;
+    const ptrdiff_t ntiles = (wo + RLX_NCHWC_NP - 1) / RLX_NCHWC_NP;
+    const ptrdiff_t tbase = wo / ntiles, textra = wo % ntiles;
+    const ptrdiff_t span_w = (g->kw - 1) * g->dw, span_h = (g->kh - 1) * g->dh;
+    float xt[RLX_NCHWC_STEM_MAX_K * RLX_NCHWC_NP];
+    ptrdiff_t kpack[RLX_NCHWC_STEM_MAX_K];
+    (void)level;
+    (void)wq_len;
+    (void)x_len;
+    (void)y_len;
+    if (K > RLX_NCHWC_STEM_MAX_K) {
+        fprintf(stderr, "rlx_cpu: rlx_nchwc_stem_rows: %td taps > %d\n", (ptrdiff_t)K, RLX_NCHWC_STEM_MAX_K);
+        abort();
+    }
+    RLX_CHECK_RANGE(0, rlx_nchwc_1x1_packed_floats(M, K), wq_len, "nchwc stem packed weight");
+    for (ptrdiff_t k = 0; k < K; ++k) kpack[k] = k * RLX_NCHWC_NP;
+    for (ptrdiff_t r = r0; r < r1; ++r) {
+        const ptrdiff_t n = r / g->h_out, oh = r % g->h_out;
+        const float* ximg = x + n * g->c * g->h * g->w;
+        const ptrdiff_t ih0 = oh * g->sh - g->ph;
+        const int rows_in = ih0 >= 0 && ih0 + span_h < g->h;
+        RLX_CHECK_RANGE(n * g->c * g->h * g->w, (n + 1) * g->c * g->h * g->w, x_len, "nchwc stem x");
+        RLX_CHECK_RANGE((n * M / 8) * p8, (n + 1) * M / 8 * p8, y_len, "nchwc stem y");
+        for (ptrdiff_t t = 0, ow = 0; t < ntiles; ow += tbase + (t < textra), ++t) {
+            const int np = (int)(tbase + (t < textra));
+            const ptrdiff_t iw0 = ow * g->sw - g->pw;
+            const int inside = rows_in && iw0 >= 0 && iw0 + (np - 1) * g->sw + span_w < g->w;
+            const float* base;
+            const ptrdiff_t* offs;
+            ptrdiff_t ps;
+            if (inside) {
+                base = ximg + ih0 * g->w + iw0;
+                offs = koff;
+                ps = g->sw;
+            } else {
+                /* gather this tile's inputs, zero on the padding */
+                ptrdiff_t k = 0;
+                for (ptrdiff_t c = 0; c < g->c; ++c)
+                    for (ptrdiff_t i = 0; i < g->kh; ++i)
+                        for (ptrdiff_t j = 0; j < g->kw; ++j, ++k) {
+                            const ptrdiff_t ih = ih0 + i * g->dh;
+                            for (int q = 0; q < np; ++q) {
+                                const ptrdiff_t iw = iw0 + q * g->sw + j * g->dw;
+                                xt[k * RLX_NCHWC_NP + q] = ih >= 0 && ih < g->h && iw >= 0 && iw < g->w
+                                                               ? ximg[(c * g->h + ih) * g->w + iw] : 0.0f;
+                            }
+                        }
+                base = xt;
+                offs = kpack;
+                ps = 1;
+            }
+            for (ptrdiff_t q = 0; q < panels; ++q) {
+                const int nv = M - q * RLX_NCHWC_OC >= RLX_NCHWC_OC ? 2 : 1;
+                const float* wqb = wq + q * K * RLX_NCHWC_OC;
+                const float* bq = bias ? bias + q * RLX_NCHWC_OC : NULL;
+                float* yt = y + (n * M / 8 + 2 * q) * p8 + (oh * wo + ow) * 8;
+#if RLX_X86_DISPATCH
+                if (level) {
+                    rlx_nchwc_stem_tiles[nv - 1][np](wqb, base, offs, ps, K, yt, p8, bq, a);
+                    continue;
+                }
+#endif
+                rlx_nchwc_stem_tile_base(np, nv, wqb, base, offs, ps, K, yt, p8, bq, a);
+            }
+        }
+    }
+}
+
 /* ---- depthwise 3x3 conv, stride 1 or 2 -----------------------------------
  * Weight packed as wt[cb][9][8] (tap-major within a block); bias: C floats
  * or NULL.  Work items: output rows, r = (n * C/8 + cb) * h_out + oh. */

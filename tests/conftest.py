@@ -19,7 +19,7 @@ from reference import conv_nd, rel_error
 # ---------------------------------------------------------------------------
 
 CONV_ENV_FLAGS = ("RLX_FAST_CONV", "RLX_WINOGRAD", "RLX_DIRECT_CONV", "RLX_CONV_MICROKERNEL", "RLX_IMPLICIT_GEMM",
-                  "RLX_IMPLICIT_DIRECT", "RLX_BWD_WIDE")
+                  "RLX_IMPLICIT_DIRECT", "RLX_BWD_WIDE", "RLX_BLOCKED_LAYOUT")
 
 
 @pytest.fixture(autouse=True)

@@ -101,6 +101,42 @@ def test_depthwise_matches_reference(rng, shape, stride, pad, act, bias, residua
         np.testing.assert_array_equal(o, outs[0])
 
 
+def run_stem(x, w, bias, stride, pads_begin, pads_end, dilation, act, threads):
+    n, c, h, wd = x.shape
+    m, _, kh, kw = w.shape
+    ho = (h + pads_begin[0] + pads_end[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    wo = (wd + pads_begin[1] + pads_end[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    y = np.full(n * m * ho * wo, np.nan, np.float32)
+    launch = _nchwc.NchwcStemLaunch(x.reshape(-1), _nchwc.pack_1x1_weight(w.reshape(m, -1)), bias, y, n, c, h, wd,
+                                    m, (kh, kw), stride, pads_begin, pads_end, dilation, act, 0.0, 6.0, threads)
+    launch.execute(threads)
+    return _nchwc.from_blocked(y.reshape(n, m // 8, ho, wo, 8))
+
+
+# (n, C, H, W, M, kernel, stride, pads_begin, pads_end, dilation): MobileNet's
+# stem, a 7x7 stride-2 one, asymmetric padding, dilation, one input channel,
+# M % 16 == 8, rows shorter than a tile
+STEMS = [(1, 3, 64, 64, 32, (3, 3), (2, 2), (1, 1), (1, 1), (1, 1)),
+         (2, 3, 23, 29, 24, (7, 7), (2, 2), (3, 3), (3, 3), (1, 1)),
+         (1, 1, 28, 28, 32, (5, 5), (1, 1), (2, 2), (2, 2), (1, 1)),
+         (2, 4, 9, 10, 8, (3, 3), (1, 1), (0, 1), (2, 0), (2, 2)),
+         (1, 7, 5, 3, 40, (3, 2), (1, 2), (1, 1), (1, 1), (1, 1))]
+
+
+@pytest.mark.parametrize("case", STEMS, ids=lambda c: "x".join(map(str, c[:5])))
+@pytest.mark.parametrize("act,bias", [(None, False), ("clip", True), ("relu", True)])
+def test_stem_matches_reference(rng, case, act, bias):
+    n, c, h, w, m, k, st, pb, pe, d = case
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((m, c, *k)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32) if bias else None
+    want = epilogue64(conv_nd(x, wt, stride=st, pads_begin=pb, pads_end=pe, dilation=d), b, None, act)
+    outs = [run_stem(x, wt, b, st, pb, pe, d, act, t) for t in TWO]
+    check_parity(outs[0], want, "nchwc stem", tol=TOL)
+    for o in outs[1:]:
+        np.testing.assert_array_equal(o, outs[0])
+
+
 @pytest.mark.parametrize("shape", [(1, 8, 1, 1), (2, 16, 5, 3), (1, 32, 17, 16), (3, 24, 8, 8)])
 def test_reorders_are_exact_and_inverse(rng, shape):
     x = rng.standard_normal(shape).astype(np.float32)
@@ -118,7 +154,7 @@ PORTABLE_SCRIPT = r"""
 import sys
 import numpy as np
 from rlx_cpu import _nchwc
-from test_blocked import run_1x1, run_dw
+from test_blocked import run_1x1, run_dw, run_stem
 rng = np.random.default_rng(3)
 outs = []
 for (n, k, m, h, w) in [(1, 272, 24, 7, 9), (2, 16, 32, 5, 5)]:
@@ -132,6 +168,9 @@ for (stride, pad) in [(1, 1), (2, 1), (2, 0)]:
     wt = rng.standard_normal((16, 1, 3, 3)).astype(np.float32)
     b = rng.standard_normal(16).astype(np.float32)
     outs.append(run_dw(x, wt, b, None, stride, pad, "relu", 1))
+x = rng.standard_normal((2, 3, 19, 17)).astype(np.float32)
+wt = rng.standard_normal((24, 3, 3, 3)).astype(np.float32)
+outs.append(run_stem(x, wt, rng.standard_normal(24).astype(np.float32), (2, 2), (1, 1), (1, 1), (1, 1), "clip", 1))
 np.save(sys.stdout.buffer, np.concatenate([o.reshape(-1) for o in outs]))
 """
 
@@ -171,6 +210,11 @@ def test_launches_refuse_bad_geometry():
         _nchwc.NchwcDepthwiseLaunch(f, f, None, np.zeros(1, np.float32), f, 1, 8, 8, 8, 1, 1, 1)
     with pytest.raises(ValueError, match=r"nchwc_reorder: channels must be a positive multiple of 8 for the blocked layout, got 3"):
         _nchwc.NchwcReorderLaunch(f, f, 1, 3, 16, True)
+    with pytest.raises(ValueError, match=r"conv2d_nchwc stem: needs 1..512 taps \(input channels x kernel\), "
+                                         r"got 12 x 7x7"):
+        _nchwc.NchwcStemLaunch(f, f, None, f, 1, 12, 8, 8, 8, (7, 7), (1, 1), (3, 3), (3, 3), (1, 1))
+    with pytest.raises(ValueError, match=r"conv2d_nchwc stem: empty output"):
+        _nchwc.NchwcStemLaunch(f, f, None, f, 1, 3, 2, 2, 8, (3, 3), (1, 1), (0, 0), (0, 0), (1, 1))
     with pytest.raises(ValueError, match=r"pack_depthwise_weight: weight must be \[C, 1, 3, 3\]"):
         _nchwc.pack_depthwise_weight(np.zeros((8, 1, 5, 5), np.float32))
 
@@ -222,6 +266,22 @@ def test_a_chain_between_nchw_ops_has_exactly_two_reorders(rng, blocked_on, thre
     assert "blocked_layout: 6 convs, 2 reorders" in repr(blocked)
     feeds = {"x": rng.standard_normal((2, 8, 10, 9)).astype(np.float32)}
     check_parity(blocked.run(feeds)[0], plain.run(feeds)[0], "blocked chain vs NCHW plan")
+
+
+@pytest.mark.parametrize("threads", TWO)
+def test_a_stem_starts_a_chain_without_a_reorder(rng, blocked_on, threads):
+    # MobileNetV2's head: a 3-channel image, a 3x3 stride-2 conv + ReLU6, blocks
+    g = rlx_cpu.Graph()
+    x = g.input("x", (2, 3, 19, 17))
+    stem = g.clip(g.conv2d(x, rng.standard_normal((16, 3, 3, 3)) * 0.3, rng.standard_normal(16), stride=2,
+                           padding=1), 0.0, 6.0)
+    g.output(g.global_avg_pool(inverted_residual_chain(rng, g, stem, 16)))
+    blocked, plain = compile_both(g, threads)
+    kinds = [t.kind for t in blocked.thunks]
+    assert kinds[0] == "conv_nchwc_stem" and kinds.count("reorder_nchwc") == 1
+    assert "blocked_layout: 7 convs, 1 reorders" in repr(blocked)
+    feeds = {"x": rng.standard_normal((2, 3, 19, 17)).astype(np.float32)}
+    check_parity(blocked.run(feeds)[0], plain.run(feeds)[0], "blocked stem chain vs NCHW plan")
 
 
 def test_pools_between_convs_split_the_chain(rng, blocked_on):
@@ -285,8 +345,8 @@ def test_switch(rng, monkeypatch):
     assert "conv_nchwc_1x1" not in [t.kind for t in rlx_cpu.compile(g).thunks]
     monkeypatch.setenv("RLX_BLOCKED_LAYOUT", "1")
     assert "conv_nchwc_1x1" in [t.kind for t in rlx_cpu.compile(g).thunks]
-    monkeypatch.setenv("RLX_BLOCKED_LAYOUT", "yes")
-    with pytest.raises(ValueError, match="RLX_BLOCKED_LAYOUT must be '0', '1' or unset, got 'yes'"):
+    monkeypatch.setenv("RLX_BLOCKED_LAYOUT", "maybe")
+    with pytest.raises(ValueError, match="RLX_BLOCKED_LAYOUT='maybe' is not a recognised value"):
         rlx_cpu.compile(g)
 
 

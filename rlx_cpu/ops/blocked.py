@@ -10,10 +10,12 @@ each end of a chain:
 ``from_nchwc``     [N, C/8, H, W, 8] -> [N, C, H, W]
 ``conv2d_nchwc``   a conv2d (its ConvAttrs, fused epilogue included) on
                    blocked input, residual and output; inputs x, W, [bias],
-                   [residual].  Two kinds: 1x1 (groups 1, stride 1, no
-                   padding) and depthwise 3x3 (stride 1 or 2, padding 0 or 1
-                   on every side), with a constant weight packed at compile
-                   time and a relu / clip / no activation.
+                   [residual].  Three kinds: 1x1 (groups 1, stride 1, no
+                   padding), depthwise 3x3 (stride 1 or 2, padding 0 or 1
+                   on every side), and the stem: a dense conv from an NCHW
+                   input of fewer than 8 channels (a network's first conv)
+                   to a blocked output.  Constant weights, packed at compile
+                   time, and a relu / clip / no activation.
 
 The kernels are in src/rlx_nchwc.h (see there for why the layout pays: a
 1x1 conv reads and writes whole vectors of consecutive floats and touches C/8
@@ -69,6 +71,26 @@ def nchwc_kind(graph, node):
             and a.pads_begin == a.pads_end and a.pads_begin[0] == a.pads_begin[1] in (0, 1):
         return "depthwise"
     return None
+
+
+def nchwc_stem(graph, node):
+    """True when the conv2d `node` can run the stem kernel, which reads NCHW
+    and writes the blocked layout: groups 1, fewer than 8 input channels, at
+    most _nchwc.STEM_MAX_TAPS taps, output channels a multiple of 8, a
+    constant weight (and bias), relu/clip/no activation and no residual."""
+    if node.op != "conv2d" or node.dtype != "float32" or len(node.shape) != 4:
+        return False
+    x_id, w_id, b_id, r_id = conv_operands(node)
+    xs = graph.node(x_id).shape
+    a = node.attrs
+    epi = a.epilogue
+    if len(xs) != 4 or a.groups != 1 or not 0 < xs[1] < BLOCK or node.shape[1] % BLOCK or 0 in node.shape:
+        return False
+    if xs[1] * a.kernel[0] * a.kernel[1] > _nchwc.STEM_MAX_TAPS or r_id is not None:
+        return False
+    if epi is not None and epi.act is not None and epi.act not in ACTS:
+        return False
+    return graph.node(w_id).op == "constant" and (b_id is None or graph.node(b_id).op == "constant")
 
 
 def _act(epilogue):
@@ -169,6 +191,39 @@ class NchwcDepthwiseThunk(Thunk):
             self.stride, self.pad, self.pad, act, alpha, beta, self.max_threads)
 
 
+@dataclass(frozen=True, repr=False)
+class NchwcStemThunk(Thunk):
+    """Dense conv from NCHW x (few input channels) to blocked y; `weight`
+    packed like the 1x1 weight over k = (c, kh, kw)."""
+    x: Slice
+    weight: Slice
+    bias: Optional[Slice]
+    y: Slice
+    n: int
+    c_in: int
+    h: int
+    w: int
+    c_out: int
+    kernel: tuple
+    stride: tuple
+    pads_begin: tuple
+    pads_end: tuple
+    dilation: tuple
+    epilogue: Optional[ConvEpilogue]
+    max_threads: int
+
+    kind: ClassVar[str] = "conv_nchwc_stem"
+    reads: ClassVar[tuple] = ("x", "weight", "bias")
+    writes: ClassVar[tuple] = ("y",)
+
+    def bind(self, view):
+        act, alpha, beta = _act(self.epilogue)
+        return _nchwc.NchwcStemLaunch(
+            view(self.x), view(self.weight), view(self.bias) if self.bias else None, view(self.y), self.n,
+            self.c_in, self.h, self.w, self.c_out, self.kernel, self.stride, self.pads_begin, self.pads_end,
+            self.dilation, act, alpha, beta, self.max_threads)
+
+
 # ---------------------------------------------------------------------------
 # Compile rules
 # ---------------------------------------------------------------------------
@@ -185,8 +240,7 @@ def compile_reorder(ctx, node):
 @compile_rule("conv2d_nchwc")
 def compile_conv2d_nchwc(ctx, node):
     x_id, w_id, b_id, r_id = conv_operands(node)
-    xb = ctx.graph.node(x_id).shape               # [N, C/8, H, W, 8]
-    n, c_in, h, w = xb[0], xb[1] * BLOCK, xb[2], xb[3]
+    xs = ctx.graph.node(x_id).shape               # [N, C/8, H, W, 8], or [N, C, H, W] for the stem
     c_out = node.shape[1] * BLOCK
     wv = ctx.graph.node(w_id).value
     if wv is None:
@@ -195,6 +249,14 @@ def compile_conv2d_nchwc(ctx, node):
     bias = ctx.buf(b_id) if b_id is not None else None
     res = ctx.buf(r_id) if r_id is not None else None
     a = node.attrs
+    if len(xs) == 4:
+        n, c_in, h, w = xs
+        packed = ctx.constant(_nchwc.pack_1x1_weight(wv.reshape(c_out, -1)), node.name + ".nchwc_W")
+        ctx.emit(NchwcStemThunk(node.name, ctx.buf(x_id), packed, bias, ctx.buf(node.id), n, c_in, h, w, c_out,
+                                a.kernel, a.stride, a.pads_begin, a.pads_end, a.dilation, a.epilogue,
+                                ctx.num_threads))
+        return
+    n, c_in, h, w = xs[0], xs[1] * BLOCK, xs[2], xs[3]
     if a.groups == 1:
         packed = ctx.constant(_nchwc.pack_1x1_weight(wv), node.name + ".nchwc_W")
         ctx.emit(NchwcConv1x1Thunk(node.name, ctx.buf(x_id), packed, bias, res, ctx.buf(node.id), n, c_in,
