@@ -225,7 +225,10 @@ def compile_with_flags(graph, flags, conv_algorithm="auto", num_threads=None, re
     if conv_algorithm not in CONV_ALGORITHM_NAMES:
         raise ValueError("compile: conv_algorithm must be one of 'auto', 'reference', 'im2col', "
                          f"'direct', 'winograd', 'winograd_f4', got {conv_algorithm!r}")
-    graph = run_passes(graph, passes)
+    # A forced conv algorithm (or RLX_FAST_CONV off) is the user's choice for
+    # every conv: the blocked_layout pass, which picks the blocked kernels,
+    # runs only under auto.
+    graph = run_passes(graph, passes, skip=() if conv_algorithm == "auto" and flags.fast else ("blocked_layout",))
     nthreads = resolve_num_threads(num_threads)
     debug = resolve_debug(debug)
     adaptive_threads = resolve_adaptive_threads(adaptive_threads)

@@ -464,10 +464,12 @@ def resolve(passes):
     return tuple(passes)
 
 
-def run_passes(graph, passes=True):
-    """Run the selected passes in order; returns the final graph."""
+def run_passes(graph, passes=True, skip=()):
+    """Run the selected passes but those named in `skip`, in order; returns
+    the final graph."""
     for name in resolve(passes):
-        graph = PASSES[name](graph)
+        if name not in skip:
+            graph = PASSES[name](graph)
     return graph
 
 

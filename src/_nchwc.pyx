@@ -7,6 +7,8 @@
 #   NchwcConv1x1Launch     (image, pixel chunk, panel group)   1x1 conv + epilogue
 #   NchwcDepthwiseLaunch   one output row of one block         depthwise 3x3 s1/s2 + epilogue
 #   NchwcStemLaunch        one output row of one image         dense conv, NCHW in, blocked out
+#   NchwcDenseLaunch       (image, output row, panel group)    dense conv + epilogue, blocked
+#                          after a padded copy per (image, block)
 #
 # Every output element is computed by the same operations whichever item
 # holds it, so results do not depend on the thread count; the portable
@@ -33,6 +35,14 @@ cdef extern from "rlx_nchwc.h":
     ctypedef struct NcStemGeom "rlx_nchwc_stem_geom":
         Py_ssize_t c, h, w, m, h_out, w_out, kh, kw, sh, sw, ph, pw, dh, dw
     enum: RLX_NCHWC_STEM_MAX_K
+    ctypedef struct NcDenseGeom "rlx_nchwc_dense_geom":
+        Py_ssize_t n, c, h, w, m, h_out, w_out, sh, sw, pt, pl, hp, wp, nkb, pixels, groups
+    void rlx_nchwc_pad(const float* x, Py_ssize_t x_len, float* xp, Py_ssize_t xp_len, const NcDenseGeom* g,
+                       Py_ssize_t i0, Py_ssize_t i1) nogil
+    void rlx_nchwc_dense_run(const float* xp, Py_ssize_t xp_len, const float* wq, Py_ssize_t wq_len,
+                             const float* bias, const float* res, Py_ssize_t res_len, float* y, Py_ssize_t y_len,
+                             const Py_ssize_t* koff, const NcDenseGeom* g, const NcAct* a, Py_ssize_t i0,
+                             Py_ssize_t i1) nogil
     void rlx_nchwc_stem_offsets(const NcStemGeom* g, Py_ssize_t* koff) nogil
     void rlx_nchwc_stem_rows(const float* x, Py_ssize_t x_len, const float* wq, Py_ssize_t wq_len,
                              const float* bias, float* y, Py_ssize_t y_len, const Py_ssize_t* koff,
@@ -45,7 +55,8 @@ cdef extern from "rlx_nchwc.h":
     Py_ssize_t rlx_nchwc_1x1_items(const Nc1x1Geom* g) nogil
     void rlx_nchwc_1x1_run(const float* x, Py_ssize_t x_len, const float* wq, Py_ssize_t wq_len,
                            const float* bias, const float* res, Py_ssize_t res_len, float* y, Py_ssize_t y_len,
-                           const Nc1x1Geom* g, const NcAct* a, Py_ssize_t i0, Py_ssize_t i1) nogil
+                           const Py_ssize_t* koff, const Nc1x1Geom* g, const NcAct* a, Py_ssize_t i0,
+                           Py_ssize_t i1) nogil
     void rlx_nchwc_dw_pack(const float* w, Py_ssize_t c, float* wt) nogil
     void rlx_nchwc_dw_rows(const float* x, Py_ssize_t x_len, const float* wt, const float* bias,
                            const float* res, Py_ssize_t res_len, float* y, Py_ssize_t y_len,
@@ -104,6 +115,29 @@ def pack_1x1_weight(weight):
     with nogil:
         rlx_nchwc_1x1_pack(&wv[0], m, k, &ov[0])
     return out
+
+
+def pack_dense_weight(weight):
+    """A [M, C, kh, kw] float32 dense conv weight (C a multiple of 8) for the
+    blocked dense kernel: depth k = ((cb*kh + i)*kw + j)*8 + channel in block,
+    in panels of 16 output channels (compile-time use)."""
+    w = np.ascontiguousarray(weight, dtype=np.float32)
+    if w.ndim != 4:
+        raise ValueError(f"pack_dense_weight: weight must be [M, C, kh, kw], got {w.shape}")
+    m, c, kh, kw = w.shape
+    _check_blocked_channels("pack_dense_weight", "input channels", c)
+    return pack_1x1_weight(w.reshape(m, c // NC_B, NC_B, kh, kw).transpose(0, 1, 3, 4, 2).reshape(m, -1))
+
+
+# Output pixels per work item of the blocked dense conv (at most).
+DENSE_ITEM_PIXELS = 64
+
+
+def dense_scratch_floats(Py_ssize_t n, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w, tuple pads_begin, tuple pads_end):
+    """Floats of the padded input copy of a blocked dense conv (0 without padding)."""
+    if not any(pads_begin) and not any(pads_end):
+        return 0
+    return n * c * (h + pads_begin[0] + pads_end[0]) * (w + pads_begin[1] + pads_end[1])
 
 
 def pack_depthwise_weight(weight):
@@ -186,6 +220,7 @@ cdef class NchwcConv1x1Launch(Launch):
     cdef Nc1x1Geom g
     cdef NcAct a
     cdef Py_ssize_t items
+    cdef Py_ssize_t[::1] koff
 
     def __init__(self, x, wq, bias, residual, y, Py_ssize_t n, Py_ssize_t k, Py_ssize_t m, Py_ssize_t p,
                  act=None, float alpha=0.0, float beta=0.0, int max_threads=1):
@@ -221,6 +256,7 @@ cdef class NchwcConv1x1Launch(Launch):
         want = 4 * self.max_threads
         self.g.groups = 1 if n * nchunks >= want else min(panels, (want + n * nchunks - 1) // (n * nchunks))
         self.items = rlx_nchwc_1x1_items(&self.g)
+        self.koff = np.arange(k // NC_B, dtype=np.intp) * (p * NC_B)
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
@@ -232,7 +268,7 @@ cdef class NchwcConv1x1Launch(Launch):
             rlx_nchwc_1x1_run(&self.x[0], self.x.shape[0], &self.wq[0], self.wq.shape[0],
                               &self.bias[0] if self.has_bias else NULL,
                               &self.res[0] if self.has_res else NULL, self.res.shape[0],
-                              &self.y[0], self.y.shape[0], &self.g, &self.a, lo, hi)
+                              &self.y[0], self.y.shape[0], &self.koff[0], &self.g, &self.a, lo, hi)
         return 0
 
 
@@ -366,4 +402,104 @@ cdef class NchwcStemLaunch(Launch):
             rlx_nchwc_stem_rows(&self.x[0], self.x.shape[0], &self.wq[0], self.wq.shape[0],
                                 &self.bias[0] if self.has_bias else NULL, &self.y[0], self.y.shape[0],
                                 &self.koff[0], &self.g, &self.a, lo, hi)
+        return 0
+
+
+cdef class NchwcDenseLaunch(Launch):
+    """y = act(conv(x, W) + bias + residual), groups 1, on blocked x
+    [N, C/8, H, W, 8], y and residual [N, M/8, H_out, W_out, 8]; `wq` from
+    pack_dense_weight, `scratch` dense_scratch_floats floats (None when the
+    conv has no padding)."""
+    cdef const float[::1] x
+    cdef const float[::1] wq
+    cdef const float[::1] bias
+    cdef const float[::1] res
+    cdef float[::1] y
+    cdef float[::1] xp
+    cdef bint has_bias, has_res, padded
+    cdef Py_ssize_t[::1] koff
+    cdef NcDenseGeom g
+    cdef NcAct a
+    cdef Py_ssize_t items
+
+    def __init__(self, x, wq, bias, residual, y, scratch, Py_ssize_t n, Py_ssize_t c, Py_ssize_t h,
+                 Py_ssize_t w, Py_ssize_t m, tuple kernel, tuple stride, tuple pads_begin, tuple pads_end,
+                 tuple dilation, act=None, float alpha=0.0, float beta=0.0, int max_threads=1):
+        op = "conv2d_nchwc dense"
+        _check_blocked_channels(op, "input channels", c)
+        _check_blocked_channels(op, "output channels", m)
+        kh, kw = kernel
+        sh, sw = stride
+        dh, dw = dilation
+        if min(kh, kw, sh, sw, dh, dw) < 1 or min(pads_begin + pads_end) < 0:
+            raise ValueError(f"{op}: kernel, stride and dilation must be >= 1 and padding >= 0, got kernel={kernel}, "
+                             f"stride={stride}, dilation={dilation}, padding={pads_begin}+{pads_end}")
+        h_out = (h + pads_begin[0] + pads_end[0] - dh * (kh - 1) - 1) // sh + 1
+        w_out = (w + pads_begin[1] + pads_end[1] - dw * (kw - 1) - 1) // sw + 1
+        if n < 1 or h_out < 1 or w_out < 1:
+            raise ValueError(f"{op}: empty output for n={n}, input {h}x{w}, kernel {kernel}, stride {stride}")
+        self.a.act = _act_code(op, act)
+        self.a.alpha = alpha
+        self.a.beta = beta
+        self.x = x
+        self.wq = wq
+        self.y = y
+        self.has_bias = bias is not None
+        self.has_res = residual is not None
+        self.bias = or_placeholder(bias, np.float32)
+        self.res = or_placeholder(residual, np.float32)
+        need = dense_scratch_floats(n, c, h, w, pads_begin, pads_end)
+        self.padded = need > 0
+        self.xp = or_placeholder(scratch, np.float32) if self.padded else or_placeholder(None, np.float32)
+        _check_len(op, "x", self.x, n * c * h * w)
+        _check_len(op, "y", self.y, n * m * h_out * w_out)
+        _check_len(op, "packed weight", self.wq, rlx_nchwc_1x1_packed_floats(m, c * kh * kw))
+        if self.padded:
+            _check_len(op, "scratch", self.xp, need)
+        if self.has_bias:
+            _check_len(op, "bias", self.bias, m)
+        if self.has_res:
+            _check_len(op, "residual", self.res, n * m * h_out * w_out)
+        hp = h + pads_begin[0] + pads_end[0] if self.padded else h
+        wp = w + pads_begin[1] + pads_end[1] if self.padded else w
+        self.g.n, self.g.c, self.g.h, self.g.w, self.g.m = n, c, h, w, m
+        self.g.h_out, self.g.w_out, self.g.sh, self.g.sw = h_out, w_out, sh, sw
+        self.g.pt, self.g.pl, self.g.hp, self.g.wp = pads_begin[0], pads_begin[1], hp, wp
+        self.g.nkb = (c // NC_B) * kh * kw
+        cb = np.arange(c // NC_B, dtype=np.intp)[:, None, None]
+        ii = np.arange(kh, dtype=np.intp)[None, :, None]
+        jj = np.arange(kw, dtype=np.intp)[None, None, :]
+        self.koff = np.ascontiguousarray((cb * hp * wp + ii * dh * wp + jj * dw) * NC_B, dtype=np.intp).reshape(-1)
+        self.max_threads = max(1, max_threads)
+        # about DENSE_ITEM_PIXELS output pixels per item (in equal blocks), so
+        # a K block of a weight panel serves many tiles from L1; then enough
+        # items for every thread (the output panels split when too few)
+        panels = (m + 15) // 16
+        plane = h_out * w_out
+        nblk = (plane + DENSE_ITEM_PIXELS - 1) // DENSE_ITEM_PIXELS
+        self.g.pixels = (plane + nblk - 1) // nblk
+        blocks = n * nblk
+        want = 4 * self.max_threads
+        self.g.groups = 1 if blocks >= want else min(panels, (want + blocks - 1) // blocks)
+        self.items = blocks * self.g.groups
+
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
+        cdef Py_ssize_t r, lo, hi, i
+        cdef Py_ssize_t blocks = self.g.n * (self.g.c // NC_B)
+        cdef Py_ssize_t runs = t if t < self.items else self.items
+        cdef const float* src = &self.x[0]
+        cdef Py_ssize_t src_len = self.x.shape[0]
+        if self.padded:
+            for i in prange(blocks, num_threads=t, schedule='static'):
+                rlx_nchwc_pad(&self.x[0], self.x.shape[0], &self.xp[0], self.xp.shape[0], &self.g, i, i + 1)
+            src = &self.xp[0]
+            src_len = self.xp.shape[0]
+        for r in prange(runs, num_threads=t, schedule='static'):
+            lo = self.items * r // runs
+            hi = self.items * (r + 1) // runs
+            rlx_nchwc_dense_run(src, src_len, &self.wq[0], self.wq.shape[0],
+                                &self.bias[0] if self.has_bias else NULL,
+                                &self.res[0] if self.has_res else NULL, self.res.shape[0],
+                                &self.y[0], self.y.shape[0], &self.koff[0], &self.g, &self.a, lo, hi)
         return 0

@@ -123,20 +123,26 @@ static inline ptrdiff_t rlx_nchwc_1x1_items(const rlx_nchwc_1x1_geom* g) {
     return g->n * ((g->p + g->chunk - 1) / g->chunk) * g->groups;
 }
 
-/* Portable tile: np pixels x nv vectors of output channels over kc input
- * channels (a multiple of 8). */
-static void rlx_nchwc_1x1_tile_base(int np, int nv, const float* w, const float* x, ptrdiff_t p8,
-                                    ptrdiff_t kc, float* y, const float* bias, const float* res,
-                                    int first, int last, const rlx_nchwc_act* a) {
+/* The register tile of the blocked convs: np pixels x nv vectors of 8 output
+ * channels over nkb blocks of 8 input channels.  Block kb of pixel r sits
+ * at x + koff[kb] + poff[r] (8 consecutive floats): for a 1x1 conv koff[kb]
+ * = kb * (plane floats) and poff[r] = 8r, for a dense conv koff also steps
+ * through the taps and poff follows the tile's pixels across output rows.
+ * Output pixel r is at y + 8r, its second vector p8 floats further (res
+ * likewise).  first: start from the bias, else from
+ * y; last: add the residual, apply the activation.  Portable version. */
+static void rlx_nchwc_tile_base(int np, int nv, const float* w, const float* x, const ptrdiff_t* koff,
+                                ptrdiff_t nkb, const ptrdiff_t* poff, ptrdiff_t p8, float* y, const float* bias,
+                                const float* res, int first, int last, const rlx_nchwc_act* a) {
     float acc[RLX_NCHWC_NP][RLX_NCHWC_OC];
     for (int r = 0; r < np; ++r)
         for (int j = 0; j < 8 * nv; ++j)
             acc[r][j] = first ? (bias ? bias[j] : 0.0f) : y[(j / 8) * p8 + r * 8 + j % 8];
-    for (ptrdiff_t kb = 0; kb < kc / 8; ++kb)
+    for (ptrdiff_t kb = 0; kb < nkb; ++kb)
         for (int kk = 0; kk < 8; ++kk) {
             const float* wk = w + (kb * 8 + kk) * RLX_NCHWC_OC;
             for (int r = 0; r < np; ++r) {
-                const float xv = x[kb * p8 + r * 8 + kk];
+                const float xv = x[koff[kb] + poff[r] + kk];
                 for (int j = 0; j < 8 * nv; ++j) acc[r][j] = fmaf(xv, wk[j], acc[r][j]);
             }
         }
@@ -154,7 +160,9 @@ static void rlx_nchwc_1x1_tile_base(int np, int nv, const float* w, const float*
 
 #if RLX_X86_DISPATCH
 #define RLX_NC_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
-#define RLX_NC_DECL(r) __m256 a##r##0 = _mm256_setzero_ps(), a##r##1 = _mm256_setzero_ps();
+#define RLX_NC_DECL(r)                                                           \
+    __m256 a##r##0 = _mm256_setzero_ps(), a##r##1 = _mm256_setzero_ps();         \
+    const ptrdiff_t o##r = np > r ? poff[r] : 0;
 #define RLX_NC_INIT(r)                                                           \
     if (np > r) {                                                                \
         if (first) {                                                             \
@@ -167,7 +175,7 @@ static void rlx_nchwc_1x1_tile_base(int np, int nv, const float* w, const float*
     }
 #define RLX_NC_FMA(r)                                                            \
     if (np > r) {                                                                \
-        const __m256 xv = _mm256_broadcast_ss(xk + (r) * 8);                     \
+        const __m256 xv = _mm256_broadcast_ss(xk + o##r);                        \
         a##r##0 = _mm256_fmadd_ps(xv, w0, a##r##0);                              \
         if (nv > 1) a##r##1 = _mm256_fmadd_ps(xv, w1, a##r##1);                  \
     }
@@ -197,17 +205,17 @@ RLX_INLINE_AVX2 __m256 rlx_nchwc_act8(__m256 v, const rlx_nchwc_act* a) {
     return v;
 }
 
-RLX_INLINE_AVX2 void rlx_nchwc_1x1_tile_body(const int np, const int nv, const float* restrict w,
-                                             const float* restrict x, ptrdiff_t p8, ptrdiff_t kc,
-                                             float* restrict y, const float* restrict bias,
-                                             const float* restrict res, int first, int last,
-                                             const rlx_nchwc_act* a) {
+RLX_INLINE_AVX2 void rlx_nchwc_tile_body(const int np, const int nv, const float* restrict w,
+                                         const float* restrict x, const ptrdiff_t* restrict koff, ptrdiff_t nkb,
+                                         const ptrdiff_t* restrict poff, ptrdiff_t p8, float* restrict y,
+                                         const float* restrict bias, const float* restrict res, int first,
+                                         int last, const rlx_nchwc_act* a) {
     const __m256 b0 = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
     const __m256 b1 = bias && nv > 1 ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
     RLX_NC_ROWS(RLX_NC_DECL)
     RLX_NC_ROWS(RLX_NC_INIT)
-    for (ptrdiff_t kb = 0; kb < kc / 8; ++kb) {
-        const float* xb = x + kb * p8;
+    for (ptrdiff_t kb = 0; kb < nkb; ++kb) {
+        const float* xb = x + koff[kb];
         for (int kk = 0; kk < 8; ++kk) {
             const float* xk = xb + kk;
             const __m256 w0 = _mm256_loadu_ps(w);
@@ -224,38 +232,57 @@ RLX_INLINE_AVX2 void rlx_nchwc_1x1_tile_body(const int np, const int nv, const f
 #undef RLX_NC_STORE
 #undef RLX_NC_ROWS
 
-typedef void (*rlx_nchwc_1x1_tile_fn)(const float*, const float*, ptrdiff_t, ptrdiff_t, float*, const float*,
-                                      const float*, int, int, const rlx_nchwc_act*);
+typedef void (*rlx_nchwc_tile_fn)(const float*, const float*, const ptrdiff_t*, ptrdiff_t, const ptrdiff_t*,
+                                  ptrdiff_t, float*, const float*, const float*, int, int, const rlx_nchwc_act*);
 #define RLX_NC_TILE(NP_, NV_)                                                                          \
-    RLX_TARGET_AVX2 static void rlx_nchwc_1x1_tile_##NP_##_##NV_(                                      \
-            const float* w, const float* x, ptrdiff_t p8, ptrdiff_t kc, float* y, const float* bias,  \
-            const float* res, int first, int last, const rlx_nchwc_act* a) {                          \
-        rlx_nchwc_1x1_tile_body(NP_, NV_, w, x, p8, kc, y, bias, res, first, last, a);                 \
+    RLX_TARGET_AVX2 static void rlx_nchwc_tile_##NP_##_##NV_(                                          \
+            const float* w, const float* x, const ptrdiff_t* koff, ptrdiff_t nkb, const ptrdiff_t* poff, \
+            ptrdiff_t p8, float* y, const float* bias, const float* res, int first, int last,          \
+            const rlx_nchwc_act* a) {                                                                  \
+        rlx_nchwc_tile_body(NP_, NV_, w, x, koff, nkb, poff, p8, y, bias, res, first, last, a);         \
     }
 RLX_NC_TILE(1, 1) RLX_NC_TILE(2, 1) RLX_NC_TILE(3, 1) RLX_NC_TILE(4, 1) RLX_NC_TILE(5, 1) RLX_NC_TILE(6, 1)
 RLX_NC_TILE(1, 2) RLX_NC_TILE(2, 2) RLX_NC_TILE(3, 2) RLX_NC_TILE(4, 2) RLX_NC_TILE(5, 2) RLX_NC_TILE(6, 2)
 #undef RLX_NC_TILE
-static const rlx_nchwc_1x1_tile_fn rlx_nchwc_1x1_tiles[2][RLX_NCHWC_NP + 1] = {
-    {NULL, rlx_nchwc_1x1_tile_1_1, rlx_nchwc_1x1_tile_2_1, rlx_nchwc_1x1_tile_3_1, rlx_nchwc_1x1_tile_4_1,
-     rlx_nchwc_1x1_tile_5_1, rlx_nchwc_1x1_tile_6_1},
-    {NULL, rlx_nchwc_1x1_tile_1_2, rlx_nchwc_1x1_tile_2_2, rlx_nchwc_1x1_tile_3_2, rlx_nchwc_1x1_tile_4_2,
-     rlx_nchwc_1x1_tile_5_2, rlx_nchwc_1x1_tile_6_2}};
+static const rlx_nchwc_tile_fn rlx_nchwc_tiles[2][RLX_NCHWC_NP + 1] = {
+    {NULL, rlx_nchwc_tile_1_1, rlx_nchwc_tile_2_1, rlx_nchwc_tile_3_1, rlx_nchwc_tile_4_1, rlx_nchwc_tile_5_1,
+     rlx_nchwc_tile_6_1},
+    {NULL, rlx_nchwc_tile_1_2, rlx_nchwc_tile_2_2, rlx_nchwc_tile_3_2, rlx_nchwc_tile_4_2, rlx_nchwc_tile_5_2,
+     rlx_nchwc_tile_6_2}};
 #endif
+
+/* One tile of a blocked conv, dispatched. */
+static inline void rlx_nchwc_tile(int level, int np, int nv, const float* w, const float* x, const ptrdiff_t* koff,
+                                  ptrdiff_t nkb, const ptrdiff_t* poff, ptrdiff_t p8, float* y, const float* bias,
+                                  const float* res, int first, int last, const rlx_nchwc_act* a) {
+#if RLX_X86_DISPATCH
+    if (level) {
+        rlx_nchwc_tiles[nv - 1][np](w, x, koff, nkb, poff, p8, y, bias, res, first, last, a);
+        return;
+    }
+#endif
+    (void)level;
+    rlx_nchwc_tile_base(np, nv, w, x, koff, nkb, poff, p8, y, bias, res, first, last, a);
+}
 
 /* Work items [i0, i1): item = (image, pixel chunk, panel group).  Per item,
  * K blocks of RLX_NCHWC_KC outermost (the block of x the chunk reads stays in
  * L2, a panel's block of W in L1 across the chunk's tiles), then the group's
  * panels, then the chunk's pixels in tiles of nearly equal size (at most 6).
  * Partial sums wait in y between K blocks; the epilogue runs on the last. */
+/* Pixel offsets of consecutive pixels of a blocked plane. */
+static const ptrdiff_t rlx_nchwc_unit_poff[RLX_NCHWC_NP] = {0, 8, 16, 24, 32, 40};
+
+/* koff[kb] = kb * P * 8: the offsets of the input channel blocks. */
 static void rlx_nchwc_1x1_run(const float* x, ptrdiff_t x_len, const float* wq, ptrdiff_t wq_len,
                               const float* bias, const float* res, ptrdiff_t res_len, float* y, ptrdiff_t y_len,
-                              const rlx_nchwc_1x1_geom* g, const rlx_nchwc_act* a, ptrdiff_t i0, ptrdiff_t i1) {
+                              const ptrdiff_t* koff, const rlx_nchwc_1x1_geom* g, const rlx_nchwc_act* a,
+                              ptrdiff_t i0, ptrdiff_t i1) {
     const int level = rlx_simd_level();
     const ptrdiff_t K = g->k, M = g->m, P = g->p, p8 = P * 8;
     const ptrdiff_t nchunks = (P + g->chunk - 1) / g->chunk;
     const ptrdiff_t panels = (M + RLX_NCHWC_OC - 1) / RLX_NCHWC_OC;
     const ptrdiff_t per_group = (panels + g->groups - 1) / g->groups;
-    (void)level;
     (void)wq_len;
     (void)res_len;
     RLX_CHECK_RANGE(0, rlx_nchwc_1x1_packed_floats(M, K), wq_len, "nchwc 1x1 packed weight");
@@ -280,16 +307,105 @@ static void rlx_nchwc_1x1_run(const float* x, ptrdiff_t x_len, const float* wq, 
                 const ptrdiff_t yo = (n * M + q * RLX_NCHWC_OC) * P;
                 for (ptrdiff_t t = 0, p = pc0; t < ntiles; p += tbase + (t < textra), ++t) {
                     const int np = (int)(tbase + (t < textra));
-                    const float* xt = x + n * K * P + k0 * P + p * 8;
+                    const float* xt = x + n * K * P + p * 8;
                     float* yt = y + yo + p * 8;
                     const float* rt = res ? res + yo + p * 8 : NULL;
-#if RLX_X86_DISPATCH
-                    if (level) {
-                        rlx_nchwc_1x1_tiles[nv - 1][np](wqb, xt, p8, kc, yt, bq, rt, first, last, a);
-                        continue;
+                    rlx_nchwc_tile(level, np, nv, wqb, xt, koff + k0 / 8, kc / 8, rlx_nchwc_unit_poff, p8, yt, bq,
+                                   rt, first, last, a);
+                }
+            }
+        }
+    }
+}
+
+/* ---- dense conv on blocked input (groups 1) -------------------------------
+ * y[n, M/8, Ho, Wo, 8] = conv(x[n, C/8, H, W, 8], W[M, C, kh, kw]) (+ bias)
+ * (+ residual), act, all blocked.  The input is first copied with its zero
+ * padding into xp [n, C/8, Hp, Wp, 8] (or read in place when there is no
+ * padding), so every tile reads inside it: tap block kb = (cb, i, j) of
+ * output pixel (oh, ow) is at xp + koff[kb] + ((oh*sh)*Wp + ow*sw)*8 with
+ * koff[kb] = cb*Hp*Wp*8 + (i*dh*Wp + j*dw)*8, and the packed weight's depth
+ * runs k = ((cb*kh + i)*kw + j)*8 + channel in block. */
+typedef struct {
+    ptrdiff_t n, c, h, w, m, h_out, w_out, sh, sw, pt, pl, hp, wp;
+    ptrdiff_t nkb;             /* tap blocks: C/8 * kh * kw */
+    ptrdiff_t pixels;          /* output pixels per work item */
+    ptrdiff_t groups;          /* panel groups per block of pixels */
+} rlx_nchwc_dense_geom;
+
+/* blocks (n, cb) [i0, i1) of x copied into xp with the padding zeroed */
+static void rlx_nchwc_pad(const float* x, ptrdiff_t x_len, float* xp, ptrdiff_t xp_len,
+                          const rlx_nchwc_dense_geom* g, ptrdiff_t i0, ptrdiff_t i1) {
+    const ptrdiff_t in_plane = g->h * g->w * 8, pad_plane = g->hp * g->wp * 8, row = g->w * 8;
+    (void)x_len;
+    (void)xp_len;
+    for (ptrdiff_t item = i0; item < i1; ++item) {
+        const float* s = x + item * in_plane;
+        float* d = xp + item * pad_plane;
+        RLX_CHECK_RANGE(item * in_plane, (item + 1) * in_plane, x_len, "nchwc pad source");
+        RLX_CHECK_RANGE(item * pad_plane, (item + 1) * pad_plane, xp_len, "nchwc pad copy");
+        memset(d, 0, sizeof(float) * (size_t)(g->pt * g->wp * 8));
+        for (ptrdiff_t r = 0; r < g->h; ++r) {
+            float* dr = d + ((g->pt + r) * g->wp) * 8;
+            memset(dr, 0, sizeof(float) * (size_t)(g->pl * 8));
+            memcpy(dr + g->pl * 8, s + r * row, sizeof(float) * (size_t)row);
+            memset(dr + g->pl * 8 + row, 0, sizeof(float) * (size_t)((g->wp - g->pl - g->w) * 8));
+        }
+        memset(d + (g->pt + g->h) * g->wp * 8, 0, sizeof(float) * (size_t)((g->hp - g->pt - g->h) * g->wp * 8));
+    }
+}
+
+/* Work items [i0, i1): item = (image, block of g->pixels output pixels
+ * counted row after row, panel group); per item K blocks of RLX_NCHWC_KC
+ * outermost (a panel's block of W stays in L1 across the block's tiles),
+ * then the group's panels, then the pixels in tiles of nearly equal size,
+ * which may run across output rows (on a 7x7 plane 49 = 4 x 6 + 5 x 5, not
+ * rows of 4 + 3). */
+static void rlx_nchwc_dense_run(const float* xp, ptrdiff_t xp_len, const float* wq, ptrdiff_t wq_len,
+                                const float* bias, const float* res, ptrdiff_t res_len, float* y, ptrdiff_t y_len,
+                                const ptrdiff_t* koff, const rlx_nchwc_dense_geom* g, const rlx_nchwc_act* a,
+                                ptrdiff_t i0, ptrdiff_t i1) {
+    const int level = rlx_simd_level();
+    const ptrdiff_t M = g->m, K = g->nkb * 8, wo = g->w_out, P = g->h_out * wo, p8 = P * 8;
+    const ptrdiff_t panels = (M + RLX_NCHWC_OC - 1) / RLX_NCHWC_OC;
+    const ptrdiff_t per_group = (panels + g->groups - 1) / g->groups;
+    const ptrdiff_t pblocks = (P + g->pixels - 1) / g->pixels;
+    const ptrdiff_t kcb = RLX_NCHWC_KC / 8;
+    const ptrdiff_t img = g->c * g->hp * g->wp;
+    ptrdiff_t poff[RLX_NCHWC_NP];
+    (void)xp_len;
+    (void)wq_len;
+    (void)res_len;
+    (void)y_len;
+    RLX_CHECK_RANGE(0, rlx_nchwc_1x1_packed_floats(M, K), wq_len, "nchwc dense packed weight");
+    for (ptrdiff_t item = i0; item < i1; ++item) {
+        const ptrdiff_t grp = item % g->groups, rest = item / g->groups;
+        const ptrdiff_t pb = rest % pblocks, n = rest / pblocks;
+        const ptrdiff_t p0 = pb * g->pixels, p1 = p0 + g->pixels < P ? p0 + g->pixels : P;
+        const ptrdiff_t q0 = grp * per_group, q1 = q0 + per_group < panels ? q0 + per_group : panels;
+        const ptrdiff_t len = p1 - p0;
+        const ptrdiff_t ntiles = (len + RLX_NCHWC_NP - 1) / RLX_NCHWC_NP;
+        const ptrdiff_t tbase = len / ntiles, textra = len % ntiles;
+        const float* ximg = xp + n * img;
+        RLX_CHECK_RANGE(n * img, (n + 1) * img, xp_len, "nchwc dense x");
+        RLX_CHECK_RANGE(n * M * P, (n + 1) * M * P, y_len, "nchwc dense y");
+        if (res) RLX_CHECK_RANGE(n * M * P, (n + 1) * M * P, res_len, "nchwc dense residual");
+        for (ptrdiff_t kb0 = 0; kb0 < g->nkb; kb0 += kcb) {
+            const ptrdiff_t nkb = g->nkb - kb0 < kcb ? g->nkb - kb0 : kcb;
+            const int first = kb0 == 0, last = kb0 + nkb == g->nkb;
+            for (ptrdiff_t q = q0; q < q1; ++q) {
+                const int nv = M - q * RLX_NCHWC_OC >= RLX_NCHWC_OC ? 2 : 1;
+                const float* wqb = wq + (q * K + kb0 * 8) * RLX_NCHWC_OC;
+                const float* bq = bias ? bias + q * RLX_NCHWC_OC : NULL;
+                const ptrdiff_t yo = (n * M + q * RLX_NCHWC_OC) * P;
+                for (ptrdiff_t t = 0, p = p0; t < ntiles; p += tbase + (t < textra), ++t) {
+                    const int np = (int)(tbase + (t < textra));
+                    for (int r = 0; r < np; ++r) {
+                        const ptrdiff_t oh = (p + r) / wo, ow = (p + r) % wo;
+                        poff[r] = ((oh * g->sh) * g->wp + ow * g->sw) * 8;
                     }
-#endif
-                    rlx_nchwc_1x1_tile_base(np, nv, wqb, xt, p8, kc, yt, bq, rt, first, last, a);
+                    rlx_nchwc_tile(level, np, nv, wqb, ximg, koff + kb0, nkb, poff, p8, y + yo + p * 8, bq,
+                                   res ? res + yo + p * 8 : NULL, first, last, a);
                 }
             }
         }

@@ -201,7 +201,11 @@ def _chain_reference(x, weights):
 def test_chain_of_convs_reuses_arena(rng, algo):
     g, weights, _ = _chain(rng, depth=6)
     plan = rlx_cpu.compile(g, conv_algorithm=algo)
-    assert len(plan.thunks) == 6
+    # six conv thunks; under auto the blocked_layout pass may run the chain
+    # on the blocked layout, with a reorder at each NCHW end (at most two);
+    # a forced algorithm keeps every conv on it
+    convs = [t for t in plan.thunks if t.kind != "reorder_nchwc"]
+    assert len(convs) == 6 and len(plan.thunks) - len(convs) <= (2 if algo == "auto" else 0)
     assert plan.arena_saved_nbytes > 0
     assert_plan_layout(plan)
     # The recomputed attribution matches the graph: thunk i reads thunk i-1's output.

@@ -137,6 +137,49 @@ def test_stem_matches_reference(rng, case, act, bias):
         np.testing.assert_array_equal(o, outs[0])
 
 
+def run_dense(x, w, bias, res, stride, pads_begin, pads_end, dilation, act, threads):
+    n, c, h, wd = x.shape
+    m, _, kh, kw = w.shape
+    ho = (h + pads_begin[0] + pads_end[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    wo = (wd + pads_begin[1] + pads_end[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    y = np.full(n * m * ho * wo, np.nan, np.float32)
+    nscratch = _nchwc.dense_scratch_floats(n, c, h, wd, pads_begin, pads_end)
+    scratch = np.full(nscratch, np.nan, np.float32) if nscratch else None
+    launch = _nchwc.NchwcDenseLaunch(
+        _nchwc.to_blocked(x).reshape(-1), _nchwc.pack_dense_weight(w), bias,
+        None if res is None else _nchwc.to_blocked(res).reshape(-1), y, scratch, n, c, h, wd, m, (kh, kw), stride,
+        pads_begin, pads_end, dilation, act, 0.0, 6.0, threads)
+    launch.execute(threads)
+    return _nchwc.from_blocked(y.reshape(n, m // 8, ho, wo, 8))
+
+
+# (n, C, H, W, M, kernel, stride, pads_begin, pads_end, dilation): ResNet's
+# 7x7-plane 3x3, its strided 3x3 and 1x1 (no padding: read in place), K over
+# one K block, asymmetric padding, dilation, tiles across rows of 3 pixels
+DENSE = [(1, 64, 7, 7, 48, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+         (2, 32, 14, 13, 24, (3, 3), (2, 2), (1, 1), (1, 1), (1, 1)),
+         (1, 48, 9, 9, 32, (1, 1), (2, 2), (0, 0), (0, 0), (1, 1)),
+         (1, 8, 6, 3, 8, (3, 3), (1, 1), (0, 2), (1, 0), (1, 1)),
+         (2, 16, 9, 10, 40, (3, 3), (1, 2), (2, 2), (2, 2), (2, 2)),
+         (1, 40, 5, 5, 16, (5, 5), (1, 1), (2, 2), (2, 2), (1, 1))]
+
+
+@pytest.mark.parametrize("case", DENSE, ids=lambda c: "x".join(map(str, c[:5])) + f"k{c[5][0]}s{c[6][0]}")
+@pytest.mark.parametrize("act,bias,residual", [(None, False, False), ("clip", True, False), ("relu", True, True)])
+def test_dense_matches_reference(rng, case, act, bias, residual):
+    n, c, h, w, m, k, st, pb, pe, d = case
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((m, c, *k)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32) if bias else None
+    ref = conv_nd(x, wt, stride=st, pads_begin=pb, pads_end=pe, dilation=d)
+    r = rng.standard_normal(ref.shape).astype(np.float32) if residual else None
+    want = epilogue64(ref, b, r, act)
+    outs = [run_dense(x, wt, b, r, st, pb, pe, d, act, t) for t in TWO]
+    check_parity(outs[0], want, "nchwc dense", tol=TOL)
+    for o in outs[1:]:
+        np.testing.assert_array_equal(o, outs[0])
+
+
 @pytest.mark.parametrize("shape", [(1, 8, 1, 1), (2, 16, 5, 3), (1, 32, 17, 16), (3, 24, 8, 8)])
 def test_reorders_are_exact_and_inverse(rng, shape):
     x = rng.standard_normal(shape).astype(np.float32)
@@ -154,7 +197,7 @@ PORTABLE_SCRIPT = r"""
 import sys
 import numpy as np
 from rlx_cpu import _nchwc
-from test_blocked import run_1x1, run_dw, run_stem
+from test_blocked import run_1x1, run_dense, run_dw, run_stem
 rng = np.random.default_rng(3)
 outs = []
 for (n, k, m, h, w) in [(1, 272, 24, 7, 9), (2, 16, 32, 5, 5)]:
@@ -171,6 +214,10 @@ for (stride, pad) in [(1, 1), (2, 1), (2, 0)]:
 x = rng.standard_normal((2, 3, 19, 17)).astype(np.float32)
 wt = rng.standard_normal((24, 3, 3, 3)).astype(np.float32)
 outs.append(run_stem(x, wt, rng.standard_normal(24).astype(np.float32), (2, 2), (1, 1), (1, 1), (1, 1), "clip", 1))
+x = rng.standard_normal((1, 16, 9, 7)).astype(np.float32)
+wt = rng.standard_normal((24, 16, 3, 3)).astype(np.float32)
+outs.append(run_dense(x, wt, rng.standard_normal(24).astype(np.float32), rng.standard_normal((1, 24, 5, 4)).astype(
+    np.float32), (2, 2), (1, 1), (1, 1), (1, 1), "relu", 1))
 np.save(sys.stdout.buffer, np.concatenate([o.reshape(-1) for o in outs]))
 """
 
@@ -213,6 +260,10 @@ def test_launches_refuse_bad_geometry():
     with pytest.raises(ValueError, match=r"conv2d_nchwc stem: needs 1..512 taps \(input channels x kernel\), "
                                          r"got 12 x 7x7"):
         _nchwc.NchwcStemLaunch(f, f, None, f, 1, 12, 8, 8, 8, (7, 7), (1, 1), (3, 3), (3, 3), (1, 1))
+    with pytest.raises(ValueError, match=r"conv2d_nchwc dense: scratch holds 4096 floats, needs 4624"):
+        _nchwc.NchwcDenseLaunch(f, f, None, None, f, f, 1, 16, 15, 15, 8, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1))
+    with pytest.raises(ValueError, match=r"pack_dense_weight: input channels must be a positive multiple of 8"):
+        _nchwc.pack_dense_weight(np.zeros((8, 6, 3, 3), np.float32))
     with pytest.raises(ValueError, match=r"conv2d_nchwc stem: empty output"):
         _nchwc.NchwcStemLaunch(f, f, None, f, 1, 3, 2, 2, 8, (3, 3), (1, 1), (0, 0), (0, 0), (1, 1))
     with pytest.raises(ValueError, match=r"pack_depthwise_weight: weight must be \[C, 1, 3, 3\]"):
@@ -284,6 +335,28 @@ def test_a_stem_starts_a_chain_without_a_reorder(rng, blocked_on, threads):
     check_parity(blocked.run(feeds)[0], plain.run(feeds)[0], "blocked stem chain vs NCHW plan")
 
 
+def test_resnet_bottlenecks_at_small_planes_run_blocked(rng, blocked_on):
+    # ResNet-50's last stage in small: a strided 3x3 and 1x1 downsample, then
+    # 3x3 convs on a 4x4 plane -- all dense blocked convs, the 1x1s blocked
+    g = rlx_cpu.Graph()
+    x = g.input("x", (1, 32, 8, 8))
+    h = x
+    for stride, cin in ((2, 32), (1, 64)):
+        a = g.relu(g.conv2d(h, rng.standard_normal((16, cin, 1, 1)) * 0.2, rng.standard_normal(16)))
+        b = g.relu(g.conv2d(a, rng.standard_normal((16, 16, 3, 3)) * 0.2, rng.standard_normal(16), stride=stride,
+                            padding=1))
+        c = g.conv2d(b, rng.standard_normal((64, 16, 1, 1)) * 0.2, rng.standard_normal(64))
+        skip = g.conv2d(h, rng.standard_normal((64, cin, 1, 1)) * 0.2, stride=stride) if stride > 1 else h
+        h = g.relu(g.add(c, skip))
+    g.output(g.global_avg_pool(h))
+    blocked, plain = compile_both(g)
+    kinds = [t.kind for t in blocked.thunks]
+    assert kinds.count("conv_nchwc_dense") == 3 and kinds.count("conv_nchwc_1x1") == 4
+    assert kinds.count("reorder_nchwc") == 2 and "conv" not in kinds
+    feeds = {"x": rng.standard_normal((1, 32, 8, 8)).astype(np.float32)}
+    check_parity(blocked.run(feeds)[0], plain.run(feeds)[0], "blocked bottlenecks vs NCHW plan")
+
+
 def test_pools_between_convs_split_the_chain(rng, blocked_on):
     # a max pool has no blocked kernel: two chains, each with its two reorders
     g = rlx_cpu.Graph()
@@ -345,6 +418,13 @@ def test_switch(rng, monkeypatch):
     assert "conv_nchwc_1x1" not in [t.kind for t in rlx_cpu.compile(g).thunks]
     monkeypatch.setenv("RLX_BLOCKED_LAYOUT", "1")
     assert "conv_nchwc_1x1" in [t.kind for t in rlx_cpu.compile(g).thunks]
+    # a forced conv algorithm, or the reference kernels, keep every conv NCHW
+    for kw in ({"conv_algorithm": "im2col"}, {"conv_algorithm": "reference"}):
+        plan = rlx_cpu.compile(g, **kw)
+        assert "conv_nchwc_1x1" not in [t.kind for t in plan.thunks] and "blocked_layout" not in repr(plan)
+    monkeypatch.setenv("RLX_FAST_CONV", "0")
+    assert "conv_nchwc_1x1" not in [t.kind for t in rlx_cpu.compile(g).thunks]
+    monkeypatch.delenv("RLX_FAST_CONV")
     monkeypatch.setenv("RLX_BLOCKED_LAYOUT", "maybe")
     with pytest.raises(ValueError, match="RLX_BLOCKED_LAYOUT='maybe' is not a recognised value"):
         rlx_cpu.compile(g)

@@ -513,7 +513,7 @@ def _blocks():
     }
 
 
-CONV_KINDS = ("conv", "conv_1x1", "conv_nchwc_1x1", "conv_nchwc_dw")
+CONV_KINDS = ("conv", "conv_1x1", "conv_nchwc_1x1", "conv_nchwc_dw", "conv_nchwc_dense", "conv_nchwc_stem")
 
 
 @pytest.mark.peer

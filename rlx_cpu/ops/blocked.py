@@ -10,11 +10,13 @@ each end of a chain:
 ``from_nchwc``     [N, C/8, H, W, 8] -> [N, C, H, W]
 ``conv2d_nchwc``   a conv2d (its ConvAttrs, fused epilogue included) on
                    blocked input, residual and output; inputs x, W, [bias],
-                   [residual].  Three kinds: 1x1 (groups 1, stride 1, no
+                   [residual].  Four kinds: 1x1 (groups 1, stride 1, no
                    padding), depthwise 3x3 (stride 1 or 2, padding 0 or 1
-                   on every side), and the stem: a dense conv from an NCHW
-                   input of fewer than 8 channels (a network's first conv)
-                   to a blocked output.  Constant weights, packed at compile
+                   on every side), dense (groups 1, any other geometry;
+                   chosen where it beats the NCHW algorithms: strided, or
+                   an output plane of at most DENSE_MAX_PLANE pixels), and
+                   the stem: a dense conv from an NCHW input of fewer than 8
+                   channels (a network's first conv) to a blocked output.  Constant weights, packed at compile
                    time, and a relu / clip / no activation.
 
 The kernels are in src/rlx_nchwc.h (see there for why the layout pays: a
@@ -35,6 +37,14 @@ from .conv import ConvEpilogue, conv_operands
 BLOCK = _nchwc.BLOCK
 # The activations the blocked kernels apply in registers.
 ACTS = ("relu", "clip")
+# A dense conv (groups 1, not 1x1 stride 1) runs the blocked direct kernel
+# when it is strided or its output plane has at most this many pixels; on
+# larger stride-1 planes Winograd does fewer multiplies.  Measured at 1 / 2
+# threads, ms, NCHW algorithm against blocked: 3x3 512->512 at 7x7 (Winograd
+# F(2x2)) 3.04 / 2.67 and 1.97 / 1.36; 3x3 s2 256->512 to 7x7 (im2col)
+# 1.71 / 1.30 and 1.13 / 0.83; 1x1 s2 1024->2048 to 7x7 2.87 / 2.46 and
+# 1.90 / 1.30; but 3x3 256->256 at 14x14 (Winograd) 1.81 / 2.45.
+DENSE_MAX_PLANE = 64
 
 
 def blocked_shape(shape):
@@ -44,9 +54,10 @@ def blocked_shape(shape):
 
 
 def nchwc_kind(graph, node):
-    """'1x1' or 'depthwise' when the conv2d `node` has a blocked kernel, else
-    None: float32 4-D, channels multiples of 8, a constant weight (and bias),
-    a relu/clip/no activation, and the geometry of one of the two kernels."""
+    """'1x1', 'depthwise' or 'dense' when the conv2d `node` has a blocked
+    kernel, else None: float32 4-D, channels multiples of 8, a constant
+    weight (and bias), a relu/clip/no activation, and the geometry of one of
+    the kernels."""
     if node.op != "conv2d" or node.dtype != "float32":
         return None
     x_id, w_id, b_id, _ = conv_operands(node)
@@ -62,14 +73,16 @@ def nchwc_kind(graph, node):
     epi = a.epilogue
     if epi is not None and epi.act is not None and epi.act not in ACTS:
         return None
-    if a.dilation != (1, 1):
+    if a.dilation != (1, 1) and a.groups != 1:
         return None
-    if a.groups == 1 and a.kernel == (1, 1) and a.stride == (1, 1) and a.pads_begin == (0, 0) \
+    if a.groups == 1 and a.dilation == (1, 1) and a.kernel == (1, 1) and a.stride == (1, 1) and a.pads_begin == (0, 0) \
             and a.pads_end == (0, 0):
         return "1x1"
     if a.groups == c_in == c_out and a.kernel == (3, 3) and a.stride[0] == a.stride[1] in (1, 2) \
             and a.pads_begin == a.pads_end and a.pads_begin[0] == a.pads_begin[1] in (0, 1):
         return "depthwise"
+    if a.groups == 1 and (a.stride != (1, 1) or node.shape[2] * node.shape[3] <= DENSE_MAX_PLANE):
+        return "dense"
     return None
 
 
@@ -192,6 +205,45 @@ class NchwcDepthwiseThunk(Thunk):
 
 
 @dataclass(frozen=True, repr=False)
+class NchwcDenseThunk(Thunk):
+    """Dense conv (groups 1) on blocked x / residual / y; `weight` from
+    _nchwc.pack_dense_weight; `scratch` the zero-padded input copy (None
+    without padding)."""
+    x: Slice
+    weight: Slice
+    bias: Optional[Slice]
+    residual: Optional[Slice]
+    y: Slice
+    scratch: Optional[Slice]
+    n: int
+    c_in: int
+    h: int
+    w: int
+    c_out: int
+    kernel: tuple
+    stride: tuple
+    pads_begin: tuple
+    pads_end: tuple
+    dilation: tuple
+    epilogue: Optional[ConvEpilogue]
+    max_threads: int
+
+    kind: ClassVar[str] = "conv_nchwc_dense"
+    reads: ClassVar[tuple] = ("x", "weight", "bias", "residual")
+    writes: ClassVar[tuple] = ("y",)
+    scratch_fields: ClassVar[tuple] = ("scratch",)
+
+    def bind(self, view):
+        act, alpha, beta = _act(self.epilogue)
+        return _nchwc.NchwcDenseLaunch(
+            view(self.x), view(self.weight), view(self.bias) if self.bias else None,
+            view(self.residual) if self.residual else None, view(self.y),
+            view(self.scratch) if self.scratch else None, self.n, self.c_in, self.h, self.w, self.c_out,
+            self.kernel, self.stride, self.pads_begin, self.pads_end, self.dilation, act, alpha, beta,
+            self.max_threads)
+
+
+@dataclass(frozen=True, repr=False)
 class NchwcStemThunk(Thunk):
     """Dense conv from NCHW x (few input channels) to blocked y; `weight`
     packed like the 1x1 weight over k = (c, kh, kw)."""
@@ -257,6 +309,15 @@ def compile_conv2d_nchwc(ctx, node):
                                 ctx.num_threads))
         return
     n, c_in, h, w = xs[0], xs[1] * BLOCK, xs[2], xs[3]
+    if a.groups == 1 and (a.kernel, a.stride, a.pads_begin, a.pads_end, a.dilation) != \
+            ((1, 1), (1, 1), (0, 0), (0, 0), (1, 1)):
+        packed = ctx.constant(_nchwc.pack_dense_weight(wv), node.name + ".nchwc_W")
+        nfloats = _nchwc.dense_scratch_floats(n, c_in, h, w, a.pads_begin, a.pads_end)
+        scratch = ctx.scratch(4 * nfloats, node.name + ".scratch")
+        ctx.emit(NchwcDenseThunk(node.name, ctx.buf(x_id), packed, bias, res, ctx.buf(node.id), scratch, n, c_in,
+                                 h, w, c_out, a.kernel, a.stride, a.pads_begin, a.pads_end, a.dilation, a.epilogue,
+                                 ctx.num_threads))
+        return
     if a.groups == 1:
         packed = ctx.constant(_nchwc.pack_1x1_weight(wv), node.name + ".nchwc_W")
         ctx.emit(NchwcConv1x1Thunk(node.name, ctx.buf(x_id), packed, bias, res, ctx.buf(node.id), n, c_in,
