@@ -96,6 +96,21 @@ def _check_len(op, what, view, need):
         raise ValueError(f"{op}: {what} holds {view.shape[0]} floats, needs {need}")
 
 
+def _conv_out(op, n, h, w, kernel, stride, pads_begin, pads_end, dilation):
+    """(h_out, w_out) of a conv, or ValueError naming the bad geometry."""
+    kh, kw = kernel
+    sh, sw = stride
+    dh, dw = dilation
+    if min(kh, kw, sh, sw, dh, dw) < 1 or min(pads_begin + pads_end) < 0:
+        raise ValueError(f"{op}: kernel, stride and dilation must be >= 1 and padding >= 0, got kernel={kernel}, "
+                         f"stride={stride}, dilation={dilation}, padding={pads_begin}+{pads_end}")
+    h_out = (h + pads_begin[0] + pads_end[0] - dh * (kh - 1) - 1) // sh + 1
+    w_out = (w + pads_begin[1] + pads_end[1] - dw * (kw - 1) - 1) // sw + 1
+    if n < 1 or h_out < 1 or w_out < 1:
+        raise ValueError(f"{op}: empty output for n={n}, input {h}x{w}, kernel {kernel}, stride {stride}")
+    return h_out, w_out
+
+
 def _act_code(op, act):
     if act not in ACTS:
         raise ValueError(f"{op}: activation must be one of {sorted(a for a in ACTS if a)} or None, got {act!r}")
@@ -358,19 +373,13 @@ cdef class NchwcStemLaunch(Launch):
                  float alpha=0.0, float beta=0.0, int max_threads=1):
         op = "conv2d_nchwc stem"
         _check_blocked_channels(op, "output channels", m)
+        h_out, w_out = _conv_out(op, n, h, w, kernel, stride, pads_begin, pads_end, dilation)
         kh, kw = kernel
         sh, sw = stride
         dh, dw = dilation
-        if min(kh, kw, sh, sw, dh, dw) < 1 or min(pads_begin + pads_end) < 0:
-            raise ValueError(f"{op}: kernel, stride and dilation must be >= 1 and padding >= 0, got kernel={kernel}, "
-                             f"stride={stride}, dilation={dilation}, padding={pads_begin}+{pads_end}")
         if c < 1 or c * kh * kw > RLX_NCHWC_STEM_MAX_K:
             raise ValueError(f"{op}: needs 1..{RLX_NCHWC_STEM_MAX_K} taps (input channels x kernel), "
                              f"got {c} x {kh}x{kw}")
-        h_out = (h + pads_begin[0] + pads_end[0] - dh * (kh - 1) - 1) // sh + 1
-        w_out = (w + pads_begin[1] + pads_end[1] - dw * (kw - 1) - 1) // sw + 1
-        if n < 1 or h_out < 1 or w_out < 1:
-            raise ValueError(f"{op}: empty output for n={n}, input {h}x{w}, kernel {kernel}, stride {stride}")
         self.a.act = _act_code(op, act)
         self.a.alpha = alpha
         self.a.beta = beta
@@ -428,16 +437,10 @@ cdef class NchwcDenseLaunch(Launch):
         op = "conv2d_nchwc dense"
         _check_blocked_channels(op, "input channels", c)
         _check_blocked_channels(op, "output channels", m)
+        h_out, w_out = _conv_out(op, n, h, w, kernel, stride, pads_begin, pads_end, dilation)
         kh, kw = kernel
         sh, sw = stride
         dh, dw = dilation
-        if min(kh, kw, sh, sw, dh, dw) < 1 or min(pads_begin + pads_end) < 0:
-            raise ValueError(f"{op}: kernel, stride and dilation must be >= 1 and padding >= 0, got kernel={kernel}, "
-                             f"stride={stride}, dilation={dilation}, padding={pads_begin}+{pads_end}")
-        h_out = (h + pads_begin[0] + pads_end[0] - dh * (kh - 1) - 1) // sh + 1
-        w_out = (w + pads_begin[1] + pads_end[1] - dw * (kw - 1) - 1) // sw + 1
-        if n < 1 or h_out < 1 or w_out < 1:
-            raise ValueError(f"{op}: empty output for n={n}, input {h}x{w}, kernel {kernel}, stride {stride}")
         self.a.act = _act_code(op, act)
         self.a.alpha = alpha
         self.a.beta = beta

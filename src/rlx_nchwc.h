@@ -613,6 +613,24 @@ static void rlx_nchwc_dw_row_base(const float* xp, const float* wt, const float*
 }
 
 #if RLX_X86_DISPATCH
+/* Output pixel ow of a row whose taps may fall on the padding: the
+ * in-bounds taps in (kh, kw) order. */
+RLX_INLINE_AVX2 void rlx_nchwc_dw_px(const float* const* rows, const int* valid, const __m256* wv, __m256 bv,
+                                     const float* res, float* yr, ptrdiff_t ow, ptrdiff_t s, ptrdiff_t pw,
+                                     ptrdiff_t W, const rlx_nchwc_act* a) {
+    __m256 acc = bv;
+    for (int kh = 0; kh < 3; ++kh) {
+        if (!valid[kh]) continue;
+        for (int kw = 0; kw < 3; ++kw) {
+            const ptrdiff_t iw = ow * s - pw + kw;
+            if (iw < 0 || iw >= W) continue;
+            acc = _mm256_fmadd_ps(_mm256_loadu_ps(rows[kh] + iw * 8), wv[kh * 3 + kw], acc);
+        }
+    }
+    if (res) acc = _mm256_add_ps(acc, _mm256_loadu_ps(res + ow * 8));
+    _mm256_storeu_ps(yr + ow * 8, rlx_nchwc_act8(acc, a));
+}
+
 /* The same row, 4 output pixels per step with the 9 weight vectors held in
  * registers; columns whose taps all fall inside the row run without tests. */
 RLX_TARGET_AVX2 static void rlx_nchwc_dw_row_avx2(const float* xp, const float* wt, const float* b,
@@ -635,19 +653,7 @@ RLX_TARGET_AVX2 static void rlx_nchwc_dw_row_avx2(const float* xp, const float* 
     if (hi > wo) hi = wo;
     if (lo > hi) lo = hi;
     ptrdiff_t ow = 0;
-    for (; ow < lo; ++ow) {
-        __m256 acc = bv;
-        for (int kh = 0; kh < 3; ++kh) {
-            if (!valid[kh]) continue;
-            for (int kw = 0; kw < 3; ++kw) {
-                const ptrdiff_t iw = ow * s - g->pw + kw;
-                if (iw < 0 || iw >= W) continue;
-                acc = _mm256_fmadd_ps(_mm256_loadu_ps(rows[kh] + iw * 8), wv[kh * 3 + kw], acc);
-            }
-        }
-        if (res) acc = _mm256_add_ps(acc, _mm256_loadu_ps(res + ow * 8));
-        _mm256_storeu_ps(yr + ow * 8, rlx_nchwc_act8(acc, a));
-    }
+    for (; ow < lo; ++ow) rlx_nchwc_dw_px(rows, valid, wv, bv, res, yr, ow, s, g->pw, W, a);
     for (; ow + 4 <= hi; ow += 4) {
         __m256 a0 = bv, a1 = bv, a2 = bv, a3 = bv;
         for (int kh = 0; kh < 3; ++kh) {
@@ -672,19 +678,7 @@ RLX_TARGET_AVX2 static void rlx_nchwc_dw_row_avx2(const float* xp, const float* 
         _mm256_storeu_ps(yr + (ow + 2) * 8, rlx_nchwc_act8(a2, a));
         _mm256_storeu_ps(yr + (ow + 3) * 8, rlx_nchwc_act8(a3, a));
     }
-    for (; ow < wo; ++ow) {
-        __m256 acc = bv;
-        for (int kh = 0; kh < 3; ++kh) {
-            if (!valid[kh]) continue;
-            for (int kw = 0; kw < 3; ++kw) {
-                const ptrdiff_t iw = ow * s - g->pw + kw;
-                if (iw < 0 || iw >= W) continue;
-                acc = _mm256_fmadd_ps(_mm256_loadu_ps(rows[kh] + iw * 8), wv[kh * 3 + kw], acc);
-            }
-        }
-        if (res) acc = _mm256_add_ps(acc, _mm256_loadu_ps(res + ow * 8));
-        _mm256_storeu_ps(yr + ow * 8, rlx_nchwc_act8(acc, a));
-    }
+    for (; ow < wo; ++ow) rlx_nchwc_dw_px(rows, valid, wv, bv, res, yr, ow, s, g->pw, W, a);
 }
 #endif
 
