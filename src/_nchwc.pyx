@@ -223,27 +223,20 @@ cdef class NchwcReorderLaunch(Launch):
         return 0
 
 
-cdef class NchwcConv1x1Launch(Launch):
-    """y = act(W . x + bias + residual) on blocked x [N, K/8, P, 8] and y,
-    residual [N, M/8, P, 8]; `wq` from pack_1x1_weight."""
+cdef class _BlockedConv(Launch):
+    """What every blocked conv launch binds: x, the packed weight wq, the
+    optional bias and residual, y, and the epilogue's activation."""
     cdef const float[::1] x
     cdef const float[::1] wq
     cdef const float[::1] bias
     cdef const float[::1] res
     cdef float[::1] y
     cdef bint has_bias, has_res
-    cdef Nc1x1Geom g
     cdef NcAct a
-    cdef Py_ssize_t items
-    cdef Py_ssize_t[::1] koff
 
-    def __init__(self, x, wq, bias, residual, y, Py_ssize_t n, Py_ssize_t k, Py_ssize_t m, Py_ssize_t p,
-                 act=None, float alpha=0.0, float beta=0.0, int max_threads=1):
-        op = "conv2d_nchwc 1x1"
-        _check_blocked_channels(op, "input channels", k)
-        _check_blocked_channels(op, "output channels", m)
-        if n < 1 or p < 1:
-            raise ValueError(f"{op}: need at least one image and one pixel, got n={n}, pixels={p}")
+    def _bind(self, op, x, wq, bias, residual, y, act, float alpha, float beta, Py_ssize_t x_floats,
+              Py_ssize_t y_floats, Py_ssize_t w_floats, Py_ssize_t m):
+        """Bind the operands, checking each length (the residual has y's)."""
         self.a.act = _act_code(op, act)
         self.a.alpha = alpha
         self.a.beta = beta
@@ -254,13 +247,31 @@ cdef class NchwcConv1x1Launch(Launch):
         self.has_res = residual is not None
         self.bias = or_placeholder(bias, np.float32)
         self.res = or_placeholder(residual, np.float32)
-        _check_len(op, "x", self.x, n * k * p)
-        _check_len(op, "y", self.y, n * m * p)
-        _check_len(op, "packed weight", self.wq, rlx_nchwc_1x1_packed_floats(m, k))
+        _check_len(op, "x", self.x, x_floats)
+        _check_len(op, "y", self.y, y_floats)
+        _check_len(op, "packed weight", self.wq, w_floats)
         if self.has_bias:
             _check_len(op, "bias", self.bias, m)
         if self.has_res:
-            _check_len(op, "residual", self.res, n * m * p)
+            _check_len(op, "residual", self.res, y_floats)
+
+
+cdef class NchwcConv1x1Launch(_BlockedConv):
+    """y = act(W . x + bias + residual) on blocked x [N, K/8, P, 8] and y,
+    residual [N, M/8, P, 8]; `wq` from pack_1x1_weight."""
+    cdef Nc1x1Geom g
+    cdef Py_ssize_t items
+    cdef Py_ssize_t[::1] koff
+
+    def __init__(self, x, wq, bias, residual, y, Py_ssize_t n, Py_ssize_t k, Py_ssize_t m, Py_ssize_t p,
+                 act=None, float alpha=0.0, float beta=0.0, int max_threads=1):
+        op = "conv2d_nchwc 1x1"
+        _check_blocked_channels(op, "input channels", k)
+        _check_blocked_channels(op, "output channels", m)
+        if n < 1 or p < 1:
+            raise ValueError(f"{op}: need at least one image and one pixel, got n={n}, pixels={p}")
+        self._bind(op, x, wq, bias, residual, y, act, alpha, beta, n * k * p, n * m * p,
+                   rlx_nchwc_1x1_packed_floats(m, k), m)
         self.max_threads = max(1, max_threads)
         self.g.n, self.g.k, self.g.m, self.g.p = n, k, m, p
         self.g.chunk = conv1x1_chunk(k, p)
@@ -287,18 +298,11 @@ cdef class NchwcConv1x1Launch(Launch):
         return 0
 
 
-cdef class NchwcDepthwiseLaunch(Launch):
+cdef class NchwcDepthwiseLaunch(_BlockedConv):
     """y = act(depthwise3x3(x) + bias + residual) on blocked x [N, C/8, H, W, 8]
     and y, residual [N, C/8, H_out, W_out, 8]; stride 1 or 2, padding 0 or 1
     per side (the same on both sides); `wt` from pack_depthwise_weight."""
-    cdef const float[::1] x
-    cdef const float[::1] wt
-    cdef const float[::1] bias
-    cdef const float[::1] res
-    cdef float[::1] y
-    cdef bint has_bias, has_res
     cdef NcDwGeom g
-    cdef NcAct a
     cdef Py_ssize_t rows
 
     def __init__(self, x, wt, bias, residual, y, Py_ssize_t n, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w,
@@ -314,23 +318,7 @@ cdef class NchwcDepthwiseLaunch(Launch):
         if n < 1 or h_out < 1 or w_out < 1:
             raise ValueError(f"{op}: empty output for n={n}, input {h}x{w}, stride {stride}, "
                              f"padding ({pad_h}, {pad_w})")
-        self.a.act = _act_code(op, act)
-        self.a.alpha = alpha
-        self.a.beta = beta
-        self.x = x
-        self.wt = wt
-        self.y = y
-        self.has_bias = bias is not None
-        self.has_res = residual is not None
-        self.bias = or_placeholder(bias, np.float32)
-        self.res = or_placeholder(residual, np.float32)
-        _check_len(op, "x", self.x, n * c * h * w)
-        _check_len(op, "y", self.y, n * c * h_out * w_out)
-        _check_len(op, "packed weight", self.wt, c * 9)
-        if self.has_bias:
-            _check_len(op, "bias", self.bias, c)
-        if self.has_res:
-            _check_len(op, "residual", self.res, n * c * h_out * w_out)
+        self._bind(op, x, wt, bias, residual, y, act, alpha, beta, n * c * h * w, n * c * h_out * w_out, c * 9, c)
         self.g.cb, self.g.h, self.g.w, self.g.h_out, self.g.w_out = c // BLOCK, h, w, h_out, w_out
         self.g.s, self.g.ph, self.g.pw = stride, pad_h, pad_w
         self.rows = n * (c // BLOCK) * h_out
@@ -343,7 +331,7 @@ cdef class NchwcDepthwiseLaunch(Launch):
         for r in prange(runs, num_threads=t, schedule='static'):
             lo = self.rows * r // runs
             hi = self.rows * (r + 1) // runs
-            rlx_nchwc_dw_rows(&self.x[0], self.x.shape[0], &self.wt[0],
+            rlx_nchwc_dw_rows(&self.x[0], self.x.shape[0], &self.wq[0],
                               &self.bias[0] if self.has_bias else NULL,
                               &self.res[0] if self.has_res else NULL, self.res.shape[0],
                               &self.y[0], self.y.shape[0], &self.g, &self.a, lo, hi)
@@ -353,19 +341,13 @@ cdef class NchwcDepthwiseLaunch(Launch):
 STEM_MAX_TAPS = RLX_NCHWC_STEM_MAX_K
 
 
-cdef class NchwcStemLaunch(Launch):
+cdef class NchwcStemLaunch(_BlockedConv):
     """y = act(conv(x, W) + bias): a dense conv (groups 1) from NCHW x
     [N, C, H, W] to blocked y [N, M/8, H_out, W_out, 8], for few input
     channels (the network's stem; C*kh*kw at most STEM_MAX_TAPS); `wq` from
     pack_1x1_weight of W reshaped to [M, C*kh*kw]."""
-    cdef const float[::1] x
-    cdef const float[::1] wq
-    cdef const float[::1] bias
-    cdef float[::1] y
     cdef Py_ssize_t[::1] koff
-    cdef bint has_bias
     cdef NcStemGeom g
-    cdef NcAct a
     cdef Py_ssize_t rows
 
     def __init__(self, x, wq, bias, y, Py_ssize_t n, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w, Py_ssize_t m,
@@ -380,19 +362,8 @@ cdef class NchwcStemLaunch(Launch):
         if c < 1 or c * kh * kw > RLX_NCHWC_STEM_MAX_K:
             raise ValueError(f"{op}: needs 1..{RLX_NCHWC_STEM_MAX_K} taps (input channels x kernel), "
                              f"got {c} x {kh}x{kw}")
-        self.a.act = _act_code(op, act)
-        self.a.alpha = alpha
-        self.a.beta = beta
-        self.x = x
-        self.wq = wq
-        self.y = y
-        self.has_bias = bias is not None
-        self.bias = or_placeholder(bias, np.float32)
-        _check_len(op, "x", self.x, n * c * h * w)
-        _check_len(op, "y", self.y, n * m * h_out * w_out)
-        _check_len(op, "packed weight", self.wq, rlx_nchwc_1x1_packed_floats(m, c * kh * kw))
-        if self.has_bias:
-            _check_len(op, "bias", self.bias, m)
+        self._bind(op, x, wq, bias, None, y, act, alpha, beta, n * c * h * w, n * m * h_out * w_out,
+                   rlx_nchwc_1x1_packed_floats(m, c * kh * kw), m)
         self.g.c, self.g.h, self.g.w, self.g.m, self.g.h_out, self.g.w_out = c, h, w, m, h_out, w_out
         self.g.kh, self.g.kw, self.g.sh, self.g.sw = kh, kw, sh, sw
         self.g.ph, self.g.pw, self.g.dh, self.g.dw = pads_begin[0], pads_begin[1], dh, dw
@@ -414,21 +385,15 @@ cdef class NchwcStemLaunch(Launch):
         return 0
 
 
-cdef class NchwcDenseLaunch(Launch):
+cdef class NchwcDenseLaunch(_BlockedConv):
     """y = act(conv(x, W) + bias + residual), groups 1, on blocked x
     [N, C/8, H, W, 8], y and residual [N, M/8, H_out, W_out, 8]; `wq` from
     pack_dense_weight, `scratch` dense_scratch_floats floats (None when the
     conv has no padding)."""
-    cdef const float[::1] x
-    cdef const float[::1] wq
-    cdef const float[::1] bias
-    cdef const float[::1] res
-    cdef float[::1] y
     cdef float[::1] xp
-    cdef bint has_bias, has_res, padded
+    cdef bint padded
     cdef Py_ssize_t[::1] koff
     cdef NcDenseGeom g
-    cdef NcAct a
     cdef Py_ssize_t items
 
     def __init__(self, x, wq, bias, residual, y, scratch, Py_ssize_t n, Py_ssize_t c, Py_ssize_t h,
@@ -441,28 +406,13 @@ cdef class NchwcDenseLaunch(Launch):
         kh, kw = kernel
         sh, sw = stride
         dh, dw = dilation
-        self.a.act = _act_code(op, act)
-        self.a.alpha = alpha
-        self.a.beta = beta
-        self.x = x
-        self.wq = wq
-        self.y = y
-        self.has_bias = bias is not None
-        self.has_res = residual is not None
-        self.bias = or_placeholder(bias, np.float32)
-        self.res = or_placeholder(residual, np.float32)
+        self._bind(op, x, wq, bias, residual, y, act, alpha, beta, n * c * h * w, n * m * h_out * w_out,
+                   rlx_nchwc_1x1_packed_floats(m, c * kh * kw), m)
         need = dense_scratch_floats(n, c, h, w, pads_begin, pads_end)
         self.padded = need > 0
         self.xp = or_placeholder(scratch, np.float32) if self.padded else or_placeholder(None, np.float32)
-        _check_len(op, "x", self.x, n * c * h * w)
-        _check_len(op, "y", self.y, n * m * h_out * w_out)
-        _check_len(op, "packed weight", self.wq, rlx_nchwc_1x1_packed_floats(m, c * kh * kw))
         if self.padded:
             _check_len(op, "scratch", self.xp, need)
-        if self.has_bias:
-            _check_len(op, "bias", self.bias, m)
-        if self.has_res:
-            _check_len(op, "residual", self.res, n * m * h_out * w_out)
         hp = h + pads_begin[0] + pads_end[0] if self.padded else h
         wp = w + pads_begin[1] + pads_end[1] if self.padded else w
         self.g.n, self.g.c, self.g.h, self.g.w, self.g.m = n, c, h, w, m
