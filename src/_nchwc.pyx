@@ -35,6 +35,7 @@ cdef extern from "rlx_nchwc.h":
     ctypedef struct NcStemGeom "rlx_nchwc_stem_geom":
         Py_ssize_t c, h, w, m, h_out, w_out, kh, kw, sh, sw, ph, pw, dh, dw
     enum: RLX_NCHWC_STEM_MAX_K
+    enum: RLX_NCHWC_DENSE_ITEM
     ctypedef struct NcDenseGeom "rlx_nchwc_dense_geom":
         Py_ssize_t n, c, h, w, m, h_out, w_out, sh, sw, pt, pl, hp, wp, nkb, pixels, groups
     void rlx_nchwc_pad(const float* x, Py_ssize_t x_len, float* xp, Py_ssize_t xp_len, const NcDenseGeom* g,
@@ -145,7 +146,7 @@ def pack_dense_weight(weight):
 
 
 # Output pixels per work item of the blocked dense conv (at most).
-DENSE_ITEM_PIXELS = 64
+DENSE_ITEM_PIXELS = RLX_NCHWC_DENSE_ITEM
 
 
 def dense_scratch_floats(Py_ssize_t n, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w, tuple pads_begin, tuple pads_end):

@@ -326,6 +326,9 @@ static void rlx_nchwc_1x1_run(const float* x, ptrdiff_t x_len, const float* wq, 
  * output pixel (oh, ow) is at xp + koff[kb] + ((oh*sh)*Wp + ow*sw)*8 with
  * koff[kb] = cb*Hp*Wp*8 + (i*dh*Wp + j*dw)*8, and the packed weight's depth
  * runs k = ((cb*kh + i)*kw + j)*8 + channel in block. */
+/* Output pixels per work item of the dense kernel, at most. */
+#define RLX_NCHWC_DENSE_ITEM 64
+
 typedef struct {
     ptrdiff_t n, c, h, w, m, h_out, w_out, sh, sw, pt, pl, hp, wp;
     ptrdiff_t nkb;             /* tap blocks: C/8 * kh * kw */
@@ -372,11 +375,16 @@ static void rlx_nchwc_dense_run(const float* xp, ptrdiff_t xp_len, const float* 
     const ptrdiff_t pblocks = (P + g->pixels - 1) / g->pixels;
     const ptrdiff_t kcb = RLX_NCHWC_KC / 8;
     const ptrdiff_t img = g->c * g->hp * g->wp;
-    ptrdiff_t poff[RLX_NCHWC_NP];
+    ptrdiff_t poff[RLX_NCHWC_DENSE_ITEM];
     (void)xp_len;
     (void)wq_len;
     (void)res_len;
     (void)y_len;
+    if (g->pixels > RLX_NCHWC_DENSE_ITEM) {
+        fprintf(stderr, "rlx_cpu: rlx_nchwc_dense_run: %td pixels per item > %d\n", (ptrdiff_t)g->pixels,
+                RLX_NCHWC_DENSE_ITEM);
+        abort();
+    }
     RLX_CHECK_RANGE(0, rlx_nchwc_1x1_packed_floats(M, K), wq_len, "nchwc dense packed weight");
     for (ptrdiff_t item = i0; item < i1; ++item) {
         const ptrdiff_t grp = item % g->groups, rest = item / g->groups;
@@ -387,6 +395,9 @@ static void rlx_nchwc_dense_run(const float* xp, ptrdiff_t xp_len, const float* 
         const ptrdiff_t ntiles = (len + RLX_NCHWC_NP - 1) / RLX_NCHWC_NP;
         const ptrdiff_t tbase = len / ntiles, textra = len % ntiles;
         const float* ximg = xp + n * img;
+        /* each pixel's input corner, once per item (not per tile and K block) */
+        for (ptrdiff_t p = p0; p < p1; ++p)
+            poff[p - p0] = (((p / wo) * g->sh) * g->wp + (p % wo) * g->sw) * 8;
         RLX_CHECK_RANGE(n * img, (n + 1) * img, xp_len, "nchwc dense x");
         RLX_CHECK_RANGE(n * M * P, (n + 1) * M * P, y_len, "nchwc dense y");
         if (res) RLX_CHECK_RANGE(n * M * P, (n + 1) * M * P, res_len, "nchwc dense residual");
@@ -400,11 +411,7 @@ static void rlx_nchwc_dense_run(const float* xp, ptrdiff_t xp_len, const float* 
                 const ptrdiff_t yo = (n * M + q * RLX_NCHWC_OC) * P;
                 for (ptrdiff_t t = 0, p = p0; t < ntiles; p += tbase + (t < textra), ++t) {
                     const int np = (int)(tbase + (t < textra));
-                    for (int r = 0; r < np; ++r) {
-                        const ptrdiff_t oh = (p + r) / wo, ow = (p + r) % wo;
-                        poff[r] = ((oh * g->sh) * g->wp + ow * g->sw) * 8;
-                    }
-                    rlx_nchwc_tile(level, np, nv, wqb, ximg, koff + kb0, nkb, poff, p8, y + yo + p * 8, bq,
+                    rlx_nchwc_tile(level, np, nv, wqb, ximg, koff + kb0, nkb, poff + (p - p0), p8, y + yo + p * 8, bq,
                                    res ? res + yo + p * 8 : NULL, first, last, a);
                 }
             }
