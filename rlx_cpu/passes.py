@@ -307,21 +307,31 @@ def _blocked_layout_enabled():
 
 
 def blocked_layout(graph):
-    """Chains of convs that have channel-blocked kernels (1x1 and depthwise
-    3x3 with constant weights, channels multiples of 8, and a first conv of
-    fewer than 8 input channels; rlx_cpu/ops/blocked.py) -> conv2d_nchwc nodes
-    whose activations are [N, C/8, H, W, 8].  Convs are chained through the
-    input (not a stem's) and residual they read; a chain of at least
-    BLOCKED_MIN_CHAIN convs is rewritten, with one to_nchwc per NCHW value it
-    reads and one from_nchwc per value an NCHW op or a graph output reads, so
-    a chain between two NCHW ops has exactly two reorders."""
-    from .ops.blocked import blocked_shape, nchwc_kind, nchwc_stem
+    """Chains of convs that have channel-blocked kernels (rlx_cpu/ops/blocked.py:
+    1x1, depthwise 3x3 and dense convs with constant weights and channels
+    multiples of 8, and a first conv of fewer than 8 input channels), with
+    the 2-D window pools, channel concats and global pools between and after
+    them -> conv2d_nchwc / pool2d_nchwc / concat / global_pool_nchwc nodes
+    whose activations are [N, C/8, H, W, 8].  Members are chained through
+    the inputs (not a stem's) and residual they read; a stem starts a chain
+    and a global pool ends one (it writes [N, C, 1, 1], which is both
+    layouts).  A chain
+    of at least BLOCKED_MIN_CHAIN convs is rewritten, with one to_nchwc per
+    NCHW value it reads and one from_nchwc per value an NCHW op or a graph
+    output reads, so a chain between two NCHW ops has exactly two
+    reorders."""
+    from .ops.blocked import BLOCK, blocked_shape, nchwc_global_pool, nchwc_kind, nchwc_pool, nchwc_stem
     from .ops.conv import conv_operands
     if not _blocked_layout_enabled():
         return _rewrite(graph, "blocked_layout", {}, {}, set())
-    # a stem reads NCHW and writes blocked: it starts a chain, never continues one
     stems = {n.id for n in graph.nodes if nchwc_stem(graph, n)}
-    eligible = {n.id for n in graph.nodes if nchwc_kind(graph, n)} | stems
+    convs = {n.id for n in graph.nodes if nchwc_kind(graph, n)} | stems
+    pools = {n.id for n in graph.nodes if nchwc_pool(graph, n)}
+    globals_ = {n.id for n in graph.nodes if nchwc_global_pool(graph, n)}
+    # a channel concat of blocked values is the same block copies as in NCHW
+    concats = {n.id for n in graph.nodes if n.op == "concat" and n.dtype == "float32" and len(n.shape) == 4
+               and n.attrs.axis == 1 and all(graph.node(i).shape[1] % BLOCK == 0 for i in n.inputs)}
+    eligible = convs | pools | globals_ | concats
     parent = {i: i for i in eligible}
 
     def find(i):
@@ -331,20 +341,25 @@ def blocked_layout(graph):
         return i
 
     def chained_inputs(node):
+        """The inputs a chain member reads in the blocked layout."""
+        if node.id in pools or node.id in globals_:
+            return [node.inputs[0]]
+        if node.id in concats:
+            return list(node.inputs)
         x, _, _, r = conv_operands(node)
         return [s for s in (x if node.id not in stems else None, r) if s is not None]
 
     for i in eligible:
         for src in chained_inputs(graph.node(i)):
-            if src in eligible:
+            if src in eligible and src not in globals_:
                 parent[find(src)] = find(i)
     sizes = {}
-    for i in eligible:
+    for i in convs:
         sizes[find(i)] = sizes.get(find(i), 0) + 1
-    chosen = {i for i in eligible if sizes[find(i)] >= BLOCKED_MIN_CHAIN}
+    chosen = {i for i in eligible if sizes.get(find(i), 0) >= BLOCKED_MIN_CHAIN}
     users = _consumers(graph)
     rb = _Rebuild(graph)
-    counts = {"convs": 0, "reorders": 0}
+    counts = {"convs": 0, "pools": 0, "concats": 0, "reorders": 0}
     blocked, to_blocked = {}, {}
 
     def fresh(name):
@@ -367,16 +382,30 @@ def blocked_layout(graph):
         if node.id not in chosen:
             rb.copy(node)
             continue
-        x, w, b, r = conv_operands(node)
-        ins = [rb.map[x] if node.id in stems else as_blocked(x), rb.map[w]] + \
-            ([rb.map[b]] if b is not None else []) + ([as_blocked(r)] if r is not None else [])
+        if node.id in globals_:
+            # [N, C, 1, 1] is the same memory in both layouts: no reorder after
+            rb.map[node.id] = rb.new("global_pool_nchwc", [as_blocked(node.inputs[0])], node.shape, node.name,
+                                     node.attrs)
+            counts["pools"] += 1
+            continue
+        if node.id in pools:
+            ins, op = [as_blocked(node.inputs[0])], "pool2d_nchwc"
+            counts["pools"] += 1
+        elif node.id in concats:
+            ins, op = [as_blocked(i) for i in node.inputs], "concat"
+            counts["concats"] += 1
+        else:
+            x, w, b, r = conv_operands(node)
+            ins = [rb.map[x] if node.id in stems else as_blocked(x), rb.map[w]] + \
+                ([rb.map[b]] if b is not None else []) + ([as_blocked(r)] if r is not None else [])
+            op = "conv2d_nchwc"
+            counts["convs"] += 1
         nchw_readers = node.id in graph.outputs or any(
             u not in chosen or node.id not in chained_inputs(graph.node(u)) for u in users[node.id])
         # the NCHW value keeps the node's name (graph outputs are found by it)
         name = fresh(node.name + ".nchwc") if nchw_readers else node.name
-        nb = rb.new("conv2d_nchwc", ins, blocked_shape(node.shape), name, node.attrs)
+        nb = rb.new(op, ins, blocked_shape(node.shape), name, node.attrs)
         blocked[node.id] = nb
-        counts["convs"] += 1
         if nchw_readers:
             rb.map[node.id] = rb.new("from_nchwc", [nb], node.shape, node.name)
             counts["reorders"] += 1

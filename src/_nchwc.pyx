@@ -9,6 +9,8 @@
 #   NchwcStemLaunch        one output row of one image         dense conv, NCHW in, blocked out
 #   NchwcDenseLaunch       (image, output row, panel group)    dense conv + epilogue, blocked
 #                          after a padded copy per (image, block)
+#   NchwcPoolLaunch        one output row of one block         2-D max / avg pool
+#   NchwcGlobalPoolLaunch  one 8-channel block of one image    global max / avg pool, to NCHW
 #
 # Every output element is computed by the same operations whichever item
 # holds it, so results do not depend on the thread count; the portable
@@ -37,7 +39,7 @@ cdef extern from "rlx_nchwc.h":
     enum: RLX_NCHWC_STEM_MAX_K
     enum: RLX_NCHWC_DENSE_ITEM
     ctypedef struct NcDenseGeom "rlx_nchwc_dense_geom":
-        Py_ssize_t n, c, h, w, m, h_out, w_out, sh, sw, pt, pl, hp, wp, nkb, pixels, groups
+        Py_ssize_t n, c, h, w, m, h_out, w_out, sh, sw, pt, pl, hp, wp, nkb, cgroups, pixels, groups
     void rlx_nchwc_pad(const float* x, Py_ssize_t x_len, float* xp, Py_ssize_t xp_len, const NcDenseGeom* g,
                        Py_ssize_t i0, Py_ssize_t i1) nogil
     void rlx_nchwc_dense_run(const float* xp, Py_ssize_t xp_len, const float* wq, Py_ssize_t wq_len,
@@ -45,6 +47,9 @@ cdef extern from "rlx_nchwc.h":
                              const Py_ssize_t* koff, const NcDenseGeom* g, const NcAct* a, Py_ssize_t i0,
                              Py_ssize_t i1) nogil
     void rlx_nchwc_stem_offsets(const NcStemGeom* g, Py_ssize_t* koff) nogil
+    void rlx_nchwc_stem_pad(const float* x, Py_ssize_t x_len, float* xp, Py_ssize_t xp_len, Py_ssize_t h,
+                            Py_ssize_t w, Py_ssize_t hp, Py_ssize_t wp, Py_ssize_t pt, Py_ssize_t pl, Py_ssize_t i0,
+                            Py_ssize_t i1) nogil
     void rlx_nchwc_stem_rows(const float* x, Py_ssize_t x_len, const float* wq, Py_ssize_t wq_len,
                              const float* bias, float* y, Py_ssize_t y_len, const Py_ssize_t* koff,
                              const NcStemGeom* g, const NcAct* a, Py_ssize_t r0, Py_ssize_t r1) nogil
@@ -59,6 +64,15 @@ cdef extern from "rlx_nchwc.h":
                            const Py_ssize_t* koff, const Nc1x1Geom* g, const NcAct* a, Py_ssize_t i0,
                            Py_ssize_t i1) nogil
     void rlx_nchwc_dw_pack(const float* w, Py_ssize_t c, float* wt) nogil
+    ctypedef struct NcPoolGeom "rlx_nchwc_pool_geom":
+        Py_ssize_t h, w, h_out, w_out, kh, kw, sh, sw, ph, pw, dh, dw, lo_h, hi_h, lo_w, hi_w, divisor_override
+        int is_max
+    void rlx_nchwc_pool_taps(Py_ssize_t start, Py_ssize_t d, Py_ssize_t k, Py_ssize_t lo, Py_ssize_t hi,
+                             Py_ssize_t* t0, Py_ssize_t* t1) nogil
+    void rlx_nchwc_pool_rows(const float* x, Py_ssize_t x_len, float* y, Py_ssize_t y_len, const NcPoolGeom* g,
+                             Py_ssize_t r0, Py_ssize_t r1) nogil
+    void rlx_nchwc_global(const float* x, Py_ssize_t x_len, float* y, Py_ssize_t y_len, Py_ssize_t P, int is_max,
+                          Py_ssize_t i0, Py_ssize_t i1) nogil
     void rlx_nchwc_dw_rows(const float* x, Py_ssize_t x_len, const float* wt, const float* bias,
                            const float* res, Py_ssize_t res_len, float* y, Py_ssize_t y_len,
                            const NcDwGeom* g, const NcAct* a, Py_ssize_t r0, Py_ssize_t r1) nogil
@@ -68,6 +82,11 @@ cdef extern from "rlx_epilogue.h":
         RLX_ACT_NONE
         RLX_ACT_RELU
         RLX_ACT_CLIP
+        RLX_ACT_LEAKY_RELU
+        RLX_ACT_SIGMOID
+        RLX_ACT_SILU
+        RLX_ACT_HARD_SIGMOID
+        RLX_ACT_HARD_SWISH
 
 rlx_simd_init()
 
@@ -75,7 +94,9 @@ cdef enum:
     NC_B = 8
 
 BLOCK = NC_B
-ACTS = {None: RLX_ACT_NONE, "relu": RLX_ACT_RELU, "clip": RLX_ACT_CLIP}
+ACTS = {None: RLX_ACT_NONE, "relu": RLX_ACT_RELU, "clip": RLX_ACT_CLIP, "leaky_relu": RLX_ACT_LEAKY_RELU,
+        "sigmoid": RLX_ACT_SIGMOID, "silu": RLX_ACT_SILU, "hard_sigmoid": RLX_ACT_HARD_SIGMOID,
+        "hard_swish": RLX_ACT_HARD_SWISH}
 
 # A 1x1 work item's pixels: the block of x a K block reads (pixels x
 # RLX_NCHWC_KC channels) stays within about this many floats (64 KiB, in L2).
@@ -133,16 +154,23 @@ def pack_1x1_weight(weight):
     return out
 
 
-def pack_dense_weight(weight):
-    """A [M, C, kh, kw] float32 dense conv weight (C a multiple of 8) for the
-    blocked dense kernel: depth k = ((cb*kh + i)*kw + j)*8 + channel in block,
-    in panels of 16 output channels (compile-time use)."""
+def pack_dense_weight(weight, Py_ssize_t groups=1):
+    """A [M, C/G, kh, kw] float32 conv weight in G groups (C/G and M/G
+    multiples of 8) for the blocked dense kernel: per group, depth k =
+    ((cb*kh + i)*kw + j)*8 + channel in block, in panels of 16 of the group's
+    output channels; the groups one after another (compile-time use)."""
     w = np.ascontiguousarray(weight, dtype=np.float32)
     if w.ndim != 4:
         raise ValueError(f"pack_dense_weight: weight must be [M, C, kh, kw], got {w.shape}")
     m, c, kh, kw = w.shape
     _check_blocked_channels("pack_dense_weight", "input channels", c)
-    return pack_1x1_weight(w.reshape(m, c // NC_B, NC_B, kh, kw).transpose(0, 1, 3, 4, 2).reshape(m, -1))
+    if groups < 1 or m % groups:
+        raise ValueError(f"pack_dense_weight: {m} output channels do not split into {groups} groups")
+    _check_blocked_channels("pack_dense_weight", "output channels per group", m // groups)
+    mg = m // groups
+    return np.concatenate([
+        pack_1x1_weight(w[g * mg:(g + 1) * mg].reshape(mg, c // NC_B, NC_B, kh, kw).transpose(0, 1, 3, 4, 2)
+                        .reshape(mg, -1)) for g in range(groups)])
 
 
 # Output pixels per work item of the blocked dense conv (at most).
@@ -342,18 +370,32 @@ cdef class NchwcDepthwiseLaunch(_BlockedConv):
 STEM_MAX_TAPS = RLX_NCHWC_STEM_MAX_K
 
 
+def stem_scratch_floats(Py_ssize_t n, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w, tuple pads_begin, tuple pads_end):
+    """Floats of the stem's zero-padded NCHW input copy (0 without padding)."""
+    if not any(pads_begin) and not any(pads_end):
+        return 0
+    return n * c * (h + pads_begin[0] + pads_end[0]) * (w + pads_begin[1] + pads_end[1])
+
+
 cdef class NchwcStemLaunch(_BlockedConv):
     """y = act(conv(x, W) + bias): a dense conv (groups 1) from NCHW x
     [N, C, H, W] to blocked y [N, M/8, H_out, W_out, 8], for few input
     channels (the network's stem; C*kh*kw at most STEM_MAX_TAPS); `wq` from
-    pack_1x1_weight of W reshaped to [M, C*kh*kw]."""
+    pack_1x1_weight of W reshaped to [M, C*kh*kw].  With `scratch`
+    (stem_scratch_floats floats) a padded conv first copies x with its zero
+    padding and every tile reads in place; without, the tiles that touch the
+    padding gather their inputs.  Either way each output is the same chain
+    of fused multiply-adds."""
     cdef Py_ssize_t[::1] koff
     cdef NcStemGeom g
     cdef Py_ssize_t rows
+    cdef float[::1] xp
+    cdef bint padded
+    cdef Py_ssize_t h_in, w_in, pt, pl
 
     def __init__(self, x, wq, bias, y, Py_ssize_t n, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w, Py_ssize_t m,
                  tuple kernel, tuple stride, tuple pads_begin, tuple pads_end, tuple dilation, act=None,
-                 float alpha=0.0, float beta=0.0, int max_threads=1):
+                 float alpha=0.0, float beta=0.0, int max_threads=1, scratch=None):
         op = "conv2d_nchwc stem"
         _check_blocked_channels(op, "output channels", m)
         h_out, w_out = _conv_out(op, n, h, w, kernel, stride, pads_begin, pads_end, dilation)
@@ -365,9 +407,19 @@ cdef class NchwcStemLaunch(_BlockedConv):
                              f"got {c} x {kh}x{kw}")
         self._bind(op, x, wq, bias, None, y, act, alpha, beta, n * c * h * w, n * m * h_out * w_out,
                    rlx_nchwc_1x1_packed_floats(m, c * kh * kw), m)
+        need = stem_scratch_floats(n, c, h, w, pads_begin, pads_end)
+        self.padded = need > 0 and scratch is not None
+        self.xp = or_placeholder(scratch if self.padded else None, np.float32)
+        if self.padded:
+            _check_len(op, "scratch", self.xp, need)
+        self.h_in, self.w_in, self.pt, self.pl = h, w, pads_begin[0], pads_begin[1]
         self.g.c, self.g.h, self.g.w, self.g.m, self.g.h_out, self.g.w_out = c, h, w, m, h_out, w_out
         self.g.kh, self.g.kw, self.g.sh, self.g.sw = kh, kw, sh, sw
         self.g.ph, self.g.pw, self.g.dh, self.g.dw = pads_begin[0], pads_begin[1], dh, dw
+        if self.padded:
+            # the kernel sees the padded copy as an unpadded input
+            self.g.h, self.g.w = h + pads_begin[0] + pads_end[0], w + pads_begin[1] + pads_end[1]
+            self.g.ph, self.g.pw = 0, 0
         self.koff = np.empty(c * kh * kw, np.intp)
         rlx_nchwc_stem_offsets(&self.g, &self.koff[0])
         self.rows = n * h_out
@@ -375,22 +427,31 @@ cdef class NchwcStemLaunch(_BlockedConv):
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
-        cdef Py_ssize_t r, lo, hi
+        cdef Py_ssize_t r, lo, hi, i
         cdef Py_ssize_t runs = t if t < self.rows else self.rows
+        cdef const float* src = &self.x[0]
+        cdef Py_ssize_t src_len = self.x.shape[0]
+        cdef Py_ssize_t planes = self.rows // self.g.h_out * self.g.c
+        if self.padded:
+            for i in prange(planes, num_threads=t, schedule='static'):
+                rlx_nchwc_stem_pad(&self.x[0], self.x.shape[0], &self.xp[0], self.xp.shape[0], self.h_in,
+                                   self.w_in, self.g.h, self.g.w, self.pt, self.pl, i, i + 1)
+            src = &self.xp[0]
+            src_len = self.xp.shape[0]
         for r in prange(runs, num_threads=t, schedule='static'):
             lo = self.rows * r // runs
             hi = self.rows * (r + 1) // runs
-            rlx_nchwc_stem_rows(&self.x[0], self.x.shape[0], &self.wq[0], self.wq.shape[0],
+            rlx_nchwc_stem_rows(src, src_len, &self.wq[0], self.wq.shape[0],
                                 &self.bias[0] if self.has_bias else NULL, &self.y[0], self.y.shape[0],
                                 &self.koff[0], &self.g, &self.a, lo, hi)
         return 0
 
 
 cdef class NchwcDenseLaunch(_BlockedConv):
-    """y = act(conv(x, W) + bias + residual), groups 1, on blocked x
-    [N, C/8, H, W, 8], y and residual [N, M/8, H_out, W_out, 8]; `wq` from
-    pack_dense_weight, `scratch` dense_scratch_floats floats (None when the
-    conv has no padding)."""
+    """y = act(conv(x, W) + bias + residual) in `groups` conv groups (C/G
+    and M/G multiples of 8) on blocked x [N, C/8, H, W, 8], y and residual
+    [N, M/8, H_out, W_out, 8]; `wq` from pack_dense_weight, `scratch`
+    dense_scratch_floats floats (None when the conv has no padding)."""
     cdef float[::1] xp
     cdef bint padded
     cdef Py_ssize_t[::1] koff
@@ -399,16 +460,19 @@ cdef class NchwcDenseLaunch(_BlockedConv):
 
     def __init__(self, x, wq, bias, residual, y, scratch, Py_ssize_t n, Py_ssize_t c, Py_ssize_t h,
                  Py_ssize_t w, Py_ssize_t m, tuple kernel, tuple stride, tuple pads_begin, tuple pads_end,
-                 tuple dilation, act=None, float alpha=0.0, float beta=0.0, int max_threads=1):
+                 tuple dilation, act=None, float alpha=0.0, float beta=0.0, int max_threads=1,
+                 Py_ssize_t groups=1):
         op = "conv2d_nchwc dense"
-        _check_blocked_channels(op, "input channels", c)
-        _check_blocked_channels(op, "output channels", m)
+        if groups < 1 or c % groups or m % groups:
+            raise ValueError(f"{op}: {c} input and {m} output channels do not split into {groups} groups")
+        _check_blocked_channels(op, "input channels per group", c // groups)
+        _check_blocked_channels(op, "output channels per group", m // groups)
         h_out, w_out = _conv_out(op, n, h, w, kernel, stride, pads_begin, pads_end, dilation)
         kh, kw = kernel
         sh, sw = stride
         dh, dw = dilation
         self._bind(op, x, wq, bias, residual, y, act, alpha, beta, n * c * h * w, n * m * h_out * w_out,
-                   rlx_nchwc_1x1_packed_floats(m, c * kh * kw), m)
+                   groups * rlx_nchwc_1x1_packed_floats(m // groups, c // groups * kh * kw), m)
         need = dense_scratch_floats(n, c, h, w, pads_begin, pads_end)
         self.padded = need > 0
         self.xp = or_placeholder(scratch, np.float32) if self.padded else or_placeholder(None, np.float32)
@@ -419,7 +483,8 @@ cdef class NchwcDenseLaunch(_BlockedConv):
         self.g.n, self.g.c, self.g.h, self.g.w, self.g.m = n, c, h, w, m
         self.g.h_out, self.g.w_out, self.g.sh, self.g.sw = h_out, w_out, sh, sw
         self.g.pt, self.g.pl, self.g.hp, self.g.wp = pads_begin[0], pads_begin[1], hp, wp
-        self.g.nkb = (c // NC_B) * kh * kw
+        self.g.nkb = (c // groups // NC_B) * kh * kw
+        self.g.cgroups = groups
         cb = np.arange(c // NC_B, dtype=np.intp)[:, None, None]
         ii = np.arange(kh, dtype=np.intp)[None, :, None]
         jj = np.arange(kw, dtype=np.intp)[None, None, :]
@@ -428,7 +493,7 @@ cdef class NchwcDenseLaunch(_BlockedConv):
         # about DENSE_ITEM_PIXELS output pixels per item (in equal blocks), so
         # a K block of a weight panel serves many tiles from L1; then enough
         # items for every thread (the output panels split when too few)
-        panels = (m + 15) // 16
+        panels = groups * ((m // groups + 15) // 16)
         plane = h_out * w_out
         nblk = (plane + DENSE_ITEM_PIXELS - 1) // DENSE_ITEM_PIXELS
         self.g.pixels = (plane + nblk - 1) // nblk
@@ -456,4 +521,103 @@ cdef class NchwcDenseLaunch(_BlockedConv):
                                 &self.bias[0] if self.has_bias else NULL,
                                 &self.res[0] if self.has_res else NULL, self.res.shape[0],
                                 &self.y[0], self.y.shape[0], &self.koff[0], &self.g, &self.a, lo, hi)
+        return 0
+
+
+cdef class NchwcPoolLaunch(Launch):
+    """2-D max or avg pool on blocked x [N, C/8, H, W, 8] -> y [N, C/8,
+    H_out, W_out, 8], any kernel, stride, padding, dilation and output size
+    (ceil mode is the caller's h_out / w_out); every window must hold an
+    input pixel.  avg divides by divisor_override when > 0, else by the taps
+    inside the input, or with count_include_pad inside the padded input."""
+    cdef const float[::1] x
+    cdef float[::1] y
+    cdef NcPoolGeom g
+    cdef Py_ssize_t rows
+
+    def __init__(self, x, y, Py_ssize_t n, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w, Py_ssize_t h_out,
+                 Py_ssize_t w_out, tuple kernel, tuple stride, tuple pads_begin, tuple pads_end, tuple dilation,
+                 kind, bint count_include_pad=True, Py_ssize_t divisor_override=0, int max_threads=1):
+        op = f"{kind}_pool2d_nchwc"
+        if kind not in ("max", "avg"):
+            raise ValueError(f"pool2d_nchwc: kind must be 'max' or 'avg', got {kind!r}")
+        _check_blocked_channels(op, "channels", c)
+        kh, kw = kernel
+        sh, sw = stride
+        dh, dw = dilation
+        if min(kh, kw, sh, sw, dh, dw) < 1 or min(pads_begin + pads_end) < 0 or n < 1 or h_out < 1 or w_out < 1:
+            raise ValueError(f"{op}: kernel, stride, dilation, n and output size must be >= 1 and padding >= 0, "
+                             f"got kernel={kernel}, stride={stride}, dilation={dilation}, "
+                             f"padding={pads_begin}+{pads_end}, n={n}, output {h_out}x{w_out}")
+        self.x = x
+        self.y = y
+        _check_len(op, "x", self.x, n * c * h * w)
+        _check_len(op, "y", self.y, n * c * h_out * w_out)
+        self.g.h, self.g.w, self.g.h_out, self.g.w_out = h, w, h_out, w_out
+        self.g.kh, self.g.kw, self.g.sh, self.g.sw = kh, kw, sh, sw
+        self.g.ph, self.g.pw, self.g.dh, self.g.dw = pads_begin[0], pads_begin[1], dh, dw
+        self.g.is_max = kind == "max"
+        self.g.divisor_override = divisor_override if kind == "avg" and divisor_override > 0 else 0
+        self.g.lo_h, self.g.hi_h, self.g.lo_w, self.g.hi_w = 0, h, 0, w
+        if count_include_pad:
+            self.g.lo_h, self.g.hi_h = -pads_begin[0], h + pads_end[0]
+            self.g.lo_w, self.g.hi_w = -pads_begin[1], w + pads_end[1]
+        cdef Py_ssize_t i, t0, t1
+        for axis, size, o, k, s, p, d in (("h", h, h_out, kh, sh, pads_begin[0], dh),
+                                          ("w", w, w_out, kw, sw, pads_begin[1], dw)):
+            for i in range(o):
+                rlx_nchwc_pool_taps(i * s - p, d, k, 0, size, &t0, &t1)
+                if t0 == t1:
+                    raise ValueError(f"{op}: output {axis} {i} has no input pixel in its window (input {size}, "
+                                     f"kernel {k}, stride {s}, padding {p}, dilation {d})")
+        self.rows = n * (c // BLOCK) * h_out
+        self.max_threads = max(1, max_threads)
+
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
+        cdef Py_ssize_t r, lo, hi
+        if self.y.shape[0] < 16384:
+            t = 1
+        cdef Py_ssize_t runs = t if t < self.rows else self.rows
+        for r in prange(runs, num_threads=t, schedule='static'):
+            lo = self.rows * r // runs
+            hi = self.rows * (r + 1) // runs
+            rlx_nchwc_pool_rows(&self.x[0], self.x.shape[0], &self.y[0], self.y.shape[0], &self.g, lo, hi)
+        return 0
+
+
+cdef class NchwcGlobalPoolLaunch(Launch):
+    """Global max or avg pool of blocked x [N, C/8, P, 8] into y [N, C]
+    (which is [N, C, 1, 1] in NCHW and in the blocked layout alike)."""
+    cdef const float[::1] x
+    cdef float[::1] y
+    cdef Py_ssize_t items, p
+    cdef int is_max
+
+    def __init__(self, x, y, Py_ssize_t n, Py_ssize_t c, Py_ssize_t p, kind, int max_threads=1):
+        op = f"global_{kind}_pool_nchwc"
+        if kind not in ("max", "avg"):
+            raise ValueError(f"global_pool_nchwc: kind must be 'max' or 'avg', got {kind!r}")
+        _check_blocked_channels(op, "channels", c)
+        if n < 1 or p < 1:
+            raise ValueError(f"{op}: need at least one image and one pixel, got n={n}, pixels={p}")
+        self.x = x
+        self.y = y
+        _check_len(op, "x", self.x, n * c * p)
+        _check_len(op, "y", self.y, n * c)
+        self.items = n * (c // BLOCK)
+        self.p = p
+        self.is_max = kind == "max"
+        self.max_threads = max(1, max_threads)
+
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
+        cdef Py_ssize_t r, lo, hi
+        if self.x.shape[0] < 32768:
+            t = 1
+        cdef Py_ssize_t runs = t if t < self.items else self.items
+        for r in prange(runs, num_threads=t, schedule='static'):
+            lo = self.items * r // runs
+            hi = self.items * (r + 1) // runs
+            rlx_nchwc_global(&self.x[0], self.x.shape[0], &self.y[0], self.y.shape[0], self.p, self.is_max, lo, hi)
         return 0

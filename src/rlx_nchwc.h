@@ -31,19 +31,38 @@
 #define RLX_NCHWC_KC 256       /* input channels per K block of the 1x1 kernel */
 
 /* The epilogue of the blocked kernels: y = act(acc + residual), the bias
- * being the accumulators' start; act is RLX_ACT_NONE, RELU or CLIP. */
+ * being the accumulators' start; act is one of RLX_ACT_NONE, RELU, CLIP,
+ * LEAKY_RELU, SIGMOID, SILU, HARD_SIGMOID, HARD_SWISH (rlx_epilogue.h; the
+ * formulas are its, with alpha v + beta of the hard ones as one fused
+ * multiply-add so the two variants round alike).  NaN stays NaN. */
 typedef struct {
     int act;
     float alpha, beta;
 } rlx_nchwc_act;
 
 static inline float rlx_nchwc_act1(float v, const rlx_nchwc_act* a) {
-    if (a->act == RLX_ACT_RELU) return v <= 0.0f ? 0.0f : v;
-    if (a->act == RLX_ACT_CLIP) {
+    switch (a->act) {
+    case RLX_ACT_RELU:
+        return v <= 0.0f ? 0.0f : v;
+    case RLX_ACT_CLIP:
         v = a->alpha > v ? a->alpha : v;       /* the operand order of max_ps / min_ps */
         return a->beta < v ? a->beta : v;
+    case RLX_ACT_LEAKY_RELU:
+        return v < 0.0f ? a->alpha * v : v;
+    case RLX_ACT_SIGMOID:
+        return rlx_sigmoidf(v);
+    case RLX_ACT_SILU:
+        return v * rlx_sigmoidf(v);
+    case RLX_ACT_HARD_SIGMOID:
+    case RLX_ACT_HARD_SWISH: {
+        float h = fmaf(a->alpha, v, a->beta);
+        h = 0.0f > h ? 0.0f : h;
+        h = 1.0f < h ? 1.0f : h;
+        return a->act == RLX_ACT_HARD_SWISH ? v * h : h;
     }
-    return v;
+    default:
+        return v;
+    }
 }
 
 #if RLX_X86_DISPATCH
@@ -194,15 +213,31 @@ static void rlx_nchwc_tile_base(int np, int nv, const float* w, const float* x, 
         if (nv > 1) _mm256_storeu_ps(y + p8 + (r) * 8, a##r##1);                 \
     }
 
-/* rlx_nchwc_act1 on 8 lanes, comparison for comparison */
+/* rlx_nchwc_act1 on 8 lanes, operation for operation (so bit for bit) */
 RLX_INLINE_AVX2 __m256 rlx_nchwc_act8(__m256 v, const rlx_nchwc_act* a) {
-    if (a->act == RLX_ACT_RELU)
-        return _mm256_andnot_ps(_mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LE_OQ), v);
-    if (a->act == RLX_ACT_CLIP) {
+    const __m256 zero = _mm256_setzero_ps();
+    switch (a->act) {
+    case RLX_ACT_RELU:
+        return _mm256_andnot_ps(_mm256_cmp_ps(v, zero, _CMP_LE_OQ), v);
+    case RLX_ACT_CLIP:
         v = _mm256_max_ps(_mm256_set1_ps(a->alpha), v);
         return _mm256_min_ps(_mm256_set1_ps(a->beta), v);
+    case RLX_ACT_LEAKY_RELU:
+        return _mm256_blendv_ps(v, _mm256_mul_ps(_mm256_set1_ps(a->alpha), v), _mm256_cmp_ps(v, zero, _CMP_LT_OQ));
+    case RLX_ACT_SIGMOID:
+        return rlx_sigmoid8(v);
+    case RLX_ACT_SILU:
+        return _mm256_mul_ps(v, rlx_sigmoid8(v));
+    case RLX_ACT_HARD_SIGMOID:
+    case RLX_ACT_HARD_SWISH: {
+        __m256 h = _mm256_fmadd_ps(_mm256_set1_ps(a->alpha), v, _mm256_set1_ps(a->beta));
+        h = _mm256_max_ps(zero, h);                         /* 0 > h ? 0 : h, NaN kept */
+        h = _mm256_min_ps(_mm256_set1_ps(1.0f), h);
+        return a->act == RLX_ACT_HARD_SWISH ? _mm256_mul_ps(v, h) : h;
     }
-    return v;
+    default:
+        return v;
+    }
 }
 
 RLX_INLINE_AVX2 void rlx_nchwc_tile_body(const int np, const int nv, const float* restrict w,
@@ -318,23 +353,33 @@ static void rlx_nchwc_1x1_run(const float* x, ptrdiff_t x_len, const float* wq, 
     }
 }
 
-/* ---- dense conv on blocked input (groups 1) -------------------------------
- * y[n, M/8, Ho, Wo, 8] = conv(x[n, C/8, H, W, 8], W[M, C, kh, kw]) (+ bias)
- * (+ residual), act, all blocked.  The input is first copied with its zero
+/* ---- dense and grouped conv on blocked input ------------------------------
+ * y[n, M/8, Ho, Wo, 8] = conv(x[n, C/8, H, W, 8], W[M, C/G, kh, kw]) (+ bias)
+ * (+ residual), act, all blocked, in G conv groups of C/G input and M/G
+ * output channels (multiples of 8).  The input is first copied with its zero
  * padding into xp [n, C/8, Hp, Wp, 8] (or read in place when there is no
  * padding), so every tile reads inside it: tap block kb = (cb, i, j) of
  * output pixel (oh, ow) is at xp + koff[kb] + ((oh*sh)*Wp + ow*sw)*8 with
  * koff[kb] = cb*Hp*Wp*8 + (i*dh*Wp + j*dw)*8, and the packed weight's depth
- * runs k = ((cb*kh + i)*kw + j)*8 + channel in block. */
+ * runs k = ((cb*kh + i)*kw + j)*8 + channel in block, cb counted within the
+ * group.  Each group's weight is packed on its own (panels of 16 of its
+ * output channels, the last one 8 wide when M/G % 16 == 8), so a panel never
+ * spans two groups; group g's tap blocks are koff[g*nkb .. (g+1)*nkb). */
 /* Output pixels per work item of the dense kernel, at most. */
 #define RLX_NCHWC_DENSE_ITEM 64
 
 typedef struct {
     ptrdiff_t n, c, h, w, m, h_out, w_out, sh, sw, pt, pl, hp, wp;
-    ptrdiff_t nkb;             /* tap blocks: C/8 * kh * kw */
+    ptrdiff_t nkb;             /* tap blocks per conv group: C/G/8 * kh * kw */
+    ptrdiff_t cgroups;         /* conv groups G */
     ptrdiff_t pixels;          /* output pixels per work item */
-    ptrdiff_t groups;          /* panel groups per block of pixels */
+    ptrdiff_t groups;          /* panel groups per block of pixels (work split) */
 } rlx_nchwc_dense_geom;
+
+/* panels of one conv group's packed weight, and its floats */
+static inline ptrdiff_t rlx_nchwc_dense_group_panels(const rlx_nchwc_dense_geom* g) {
+    return (g->m / g->cgroups + RLX_NCHWC_OC - 1) / RLX_NCHWC_OC;
+}
 
 /* blocks (n, cb) [i0, i1) of x copied into xp with the padding zeroed */
 static void rlx_nchwc_pad(const float* x, ptrdiff_t x_len, float* xp, ptrdiff_t xp_len,
@@ -370,7 +415,8 @@ static void rlx_nchwc_dense_run(const float* xp, ptrdiff_t xp_len, const float* 
                                 ptrdiff_t i0, ptrdiff_t i1) {
     const int level = rlx_simd_level();
     const ptrdiff_t M = g->m, K = g->nkb * 8, wo = g->w_out, P = g->h_out * wo, p8 = P * 8;
-    const ptrdiff_t panels = (M + RLX_NCHWC_OC - 1) / RLX_NCHWC_OC;
+    const ptrdiff_t mg = M / g->cgroups, gpanels = rlx_nchwc_dense_group_panels(g);
+    const ptrdiff_t panels = gpanels * g->cgroups;
     const ptrdiff_t per_group = (panels + g->groups - 1) / g->groups;
     const ptrdiff_t pblocks = (P + g->pixels - 1) / g->pixels;
     const ptrdiff_t kcb = RLX_NCHWC_KC / 8;
@@ -385,7 +431,7 @@ static void rlx_nchwc_dense_run(const float* xp, ptrdiff_t xp_len, const float* 
                 RLX_NCHWC_DENSE_ITEM);
         abort();
     }
-    RLX_CHECK_RANGE(0, rlx_nchwc_1x1_packed_floats(M, K), wq_len, "nchwc dense packed weight");
+    RLX_CHECK_RANGE(0, g->cgroups * rlx_nchwc_1x1_packed_floats(mg, K), wq_len, "nchwc dense packed weight");
     for (ptrdiff_t item = i0; item < i1; ++item) {
         const ptrdiff_t grp = item % g->groups, rest = item / g->groups;
         const ptrdiff_t pb = rest % pblocks, n = rest / pblocks;
@@ -405,14 +451,15 @@ static void rlx_nchwc_dense_run(const float* xp, ptrdiff_t xp_len, const float* 
             const ptrdiff_t nkb = g->nkb - kb0 < kcb ? g->nkb - kb0 : kcb;
             const int first = kb0 == 0, last = kb0 + nkb == g->nkb;
             for (ptrdiff_t q = q0; q < q1; ++q) {
-                const int nv = M - q * RLX_NCHWC_OC >= RLX_NCHWC_OC ? 2 : 1;
+                const ptrdiff_t cg = q / gpanels, m0 = cg * mg + (q % gpanels) * RLX_NCHWC_OC;
+                const int nv = cg * mg + mg - m0 >= RLX_NCHWC_OC ? 2 : 1;
                 const float* wqb = wq + (q * K + kb0 * 8) * RLX_NCHWC_OC;
-                const float* bq = bias ? bias + q * RLX_NCHWC_OC : NULL;
-                const ptrdiff_t yo = (n * M + q * RLX_NCHWC_OC) * P;
+                const float* bq = bias ? bias + m0 : NULL;
+                const ptrdiff_t yo = (n * M + m0) * P;
                 for (ptrdiff_t t = 0, p = p0; t < ntiles; p += tbase + (t < textra), ++t) {
                     const int np = (int)(tbase + (t < textra));
-                    rlx_nchwc_tile(level, np, nv, wqb, ximg, koff + kb0, nkb, poff + (p - p0), p8, y + yo + p * 8, bq,
-                                   res ? res + yo + p * 8 : NULL, first, last, a);
+                    rlx_nchwc_tile(level, np, nv, wqb, ximg, koff + cg * g->nkb + kb0, nkb, poff + (p - p0), p8,
+                                   y + yo + p * 8, bq, res ? res + yo + p * 8 : NULL, first, last, a);
                 }
             }
         }
@@ -511,6 +558,30 @@ static const rlx_nchwc_stem_tile_fn rlx_nchwc_stem_tiles[2][RLX_NCHWC_NP + 1] = 
 #endif
 
 /* Output rows [r0, r1), r = n * h_out + oh, every panel and pixel tile. */
+/* NCHW planes [i0, i1) of x (h x w) copied into xp (hp x wp) at row pt,
+ * column pl, the border zeroed: with this copy every stem tile reads inside
+ * its input, so none gathers. */
+static void rlx_nchwc_stem_pad(const float* x, ptrdiff_t x_len, float* xp, ptrdiff_t xp_len, ptrdiff_t h,
+                               ptrdiff_t w, ptrdiff_t hp, ptrdiff_t wp, ptrdiff_t pt, ptrdiff_t pl, ptrdiff_t i0,
+                               ptrdiff_t i1) {
+    (void)x_len;
+    (void)xp_len;
+    for (ptrdiff_t item = i0; item < i1; ++item) {
+        const float* s = x + item * h * w;
+        float* d = xp + item * hp * wp;
+        RLX_CHECK_RANGE(item * h * w, (item + 1) * h * w, x_len, "nchwc stem pad source");
+        RLX_CHECK_RANGE(item * hp * wp, (item + 1) * hp * wp, xp_len, "nchwc stem pad copy");
+        memset(d, 0, sizeof(float) * (size_t)(pt * wp));
+        for (ptrdiff_t r = 0; r < h; ++r) {
+            float* dr = d + (pt + r) * wp;
+            memset(dr, 0, sizeof(float) * (size_t)pl);
+            memcpy(dr + pl, s + r * w, sizeof(float) * (size_t)w);
+            memset(dr + pl + w, 0, sizeof(float) * (size_t)(wp - pl - w));
+        }
+        memset(d + (pt + h) * wp, 0, sizeof(float) * (size_t)((hp - pt - h) * wp));
+    }
+}
+
 static void rlx_nchwc_stem_rows(const float* x, ptrdiff_t x_len, const float* wq, ptrdiff_t wq_len,
                                 const float* bias, float* y, ptrdiff_t y_len, const ptrdiff_t* koff,
                                 const rlx_nchwc_stem_geom* g, const rlx_nchwc_act* a, ptrdiff_t r0, ptrdiff_t r1) {
@@ -712,6 +783,173 @@ static void rlx_nchwc_dw_rows(const float* x, ptrdiff_t x_len, const float* wt, 
         }
 #endif
         rlx_nchwc_dw_row_base(xp, wt + cb * 72, bb, rr, yr, g, oh, a);
+    }
+}
+
+/* ---- window pools (2-D max / avg) --------------------------------------
+ * On the blocked layout a window pool is 8 channels per vector: every tap is
+ * one load of 8 consecutive floats, with no deinterleaving of strided
+ * windows.  Work items: output rows, r = (n * C/8 + cb) * h_out + oh.  Each
+ * output takes its window's in-bounds taps in (kh, kw) order:
+ *   max: m = v when v > m or v is NaN (a NaN anywhere gives NaN), from -inf;
+ *   avg: the float sum in tap order, divided by divisor_override, or by the
+ *        taps inside [lo, hi) per axis (the input, or with count_include_pad
+ *        the padded input; ceil-mode overhang never counts). */
+typedef struct {
+    ptrdiff_t h, w, h_out, w_out, kh, kw, sh, sw, ph, pw, dh, dw;
+    ptrdiff_t lo_h, hi_h, lo_w, hi_w;      /* the divisor's range per axis */
+    ptrdiff_t divisor_override;            /* > 0: the divisor */
+    int is_max;
+} rlx_nchwc_pool_geom;
+
+/* taps t in [0, k) with lo <= start + t*d < hi, as [*t0, *t1) */
+static inline void rlx_nchwc_pool_taps(ptrdiff_t start, ptrdiff_t d, ptrdiff_t k, ptrdiff_t lo, ptrdiff_t hi,
+                                       ptrdiff_t* t0, ptrdiff_t* t1) {
+    ptrdiff_t a = lo - start, b = hi - start;
+    a = a > 0 ? (a + d - 1) / d : 0;
+    b = b > 0 ? (b - 1) / d + 1 : 0;
+    if (b > k) b = k;
+    if (a > b) a = b;
+    *t0 = a;
+    *t1 = b;
+}
+
+static inline float rlx_nchwc_pool_divisor(const rlx_nchwc_pool_geom* g, ptrdiff_t oh, ptrdiff_t ow) {
+    if (g->divisor_override > 0) return (float)g->divisor_override;
+    ptrdiff_t i0, i1, j0, j1;
+    rlx_nchwc_pool_taps(oh * g->sh - g->ph, g->dh, g->kh, g->lo_h, g->hi_h, &i0, &i1);
+    rlx_nchwc_pool_taps(ow * g->sw - g->pw, g->dw, g->kw, g->lo_w, g->hi_w, &j0, &j1);
+    return (float)((i1 - i0) * (j1 - j0));
+}
+
+static void rlx_nchwc_pool_row_base(const float* xp, float* yr, const rlx_nchwc_pool_geom* g, ptrdiff_t oh) {
+    ptrdiff_t i0, i1, j0, j1;
+    const ptrdiff_t sh0 = oh * g->sh - g->ph;
+    rlx_nchwc_pool_taps(sh0, g->dh, g->kh, 0, g->h, &i0, &i1);
+    for (ptrdiff_t ow = 0; ow < g->w_out; ++ow) {
+        const ptrdiff_t sw0 = ow * g->sw - g->pw;
+        rlx_nchwc_pool_taps(sw0, g->dw, g->kw, 0, g->w, &j0, &j1);
+        const float div = g->is_max ? 1.0f : rlx_nchwc_pool_divisor(g, oh, ow);
+        for (int c = 0; c < 8; ++c) {
+            float m = g->is_max ? -INFINITY : 0.0f;
+            for (ptrdiff_t i = i0; i < i1; ++i)
+                for (ptrdiff_t j = j0; j < j1; ++j) {
+                    const float v = xp[((sh0 + i * g->dh) * g->w + sw0 + j * g->dw) * 8 + c];
+                    if (g->is_max) m = (v > m || v != v) ? v : m;
+                    else m = m + v;
+                }
+            yr[ow * 8 + c] = g->is_max ? m : m / div;
+        }
+    }
+}
+
+#if RLX_X86_DISPATCH
+/* the max rule on 8 lanes: v when v > m or v is NaN (m when m is NaN) */
+RLX_INLINE_AVX2 __m256 rlx_nchwc_max8(__m256 m, __m256 v) {
+    return _mm256_blendv_ps(_mm256_max_ps(v, m), v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+}
+
+RLX_TARGET_AVX2 static void rlx_nchwc_pool_row_avx2(const float* xp, float* yr, const rlx_nchwc_pool_geom* g,
+                                                    ptrdiff_t oh) {
+    ptrdiff_t i0, i1, j0, j1;
+    const ptrdiff_t sh0 = oh * g->sh - g->ph;
+    rlx_nchwc_pool_taps(sh0, g->dh, g->kh, 0, g->h, &i0, &i1);
+    const ptrdiff_t rstep = g->dh * g->w * 8, cstep = g->dw * 8;
+    for (ptrdiff_t ow = 0; ow < g->w_out; ++ow) {
+        const ptrdiff_t sw0 = ow * g->sw - g->pw;
+        rlx_nchwc_pool_taps(sw0, g->dw, g->kw, 0, g->w, &j0, &j1);
+        const float* x0 = xp + ((sh0 + i0 * g->dh) * g->w + sw0 + j0 * g->dw) * 8;
+        if (g->is_max) {
+            __m256 m = _mm256_set1_ps(-INFINITY);
+            for (ptrdiff_t i = i0; i < i1; ++i, x0 += rstep) {
+                const float* xr = x0;
+                for (ptrdiff_t j = j0; j < j1; ++j, xr += cstep) m = rlx_nchwc_max8(m, _mm256_loadu_ps(xr));
+            }
+            _mm256_storeu_ps(yr + ow * 8, m);
+        } else {
+            __m256 m = _mm256_setzero_ps();
+            for (ptrdiff_t i = i0; i < i1; ++i, x0 += rstep) {
+                const float* xr = x0;
+                for (ptrdiff_t j = j0; j < j1; ++j, xr += cstep) m = _mm256_add_ps(m, _mm256_loadu_ps(xr));
+            }
+            _mm256_storeu_ps(yr + ow * 8, _mm256_div_ps(m, _mm256_set1_ps(rlx_nchwc_pool_divisor(g, oh, ow))));
+        }
+    }
+}
+#endif
+
+static void rlx_nchwc_pool_rows(const float* x, ptrdiff_t x_len, float* y, ptrdiff_t y_len,
+                                const rlx_nchwc_pool_geom* g, ptrdiff_t r0, ptrdiff_t r1) {
+    const int level = rlx_simd_level();
+    const ptrdiff_t plane_in = g->h * g->w * 8, row_out = g->w_out * 8;
+    (void)level;
+    for (ptrdiff_t r = r0; r < r1; ++r) {
+        const ptrdiff_t blk = r / g->h_out, oh = r % g->h_out;
+        RLX_CHECK_RANGE(blk * plane_in, (blk + 1) * plane_in, x_len, "nchwc pool x");
+        RLX_CHECK_RANGE(r * row_out, (r + 1) * row_out, y_len, "nchwc pool y");
+#if RLX_X86_DISPATCH
+        if (level) {
+            rlx_nchwc_pool_row_avx2(x + blk * plane_in, y + r * row_out, g, oh);
+            continue;
+        }
+#endif
+        rlx_nchwc_pool_row_base(x + blk * plane_in, y + r * row_out, g, oh);
+    }
+}
+
+/* ---- global pools --------------------------------------------------------
+ * Block items [i0, i1) (item = n * C/8 + cb) of x [N, C/8, P, 8] -> y[item *
+ * 8 + j], which is y [N, C, 1, 1] in either layout.  avg: the double sum in
+ * pixel order over P; max: the rule of the window pools. */
+#if RLX_X86_DISPATCH
+RLX_TARGET_AVX2 static void rlx_nchwc_global_avx2(const float* xb, float* yb, ptrdiff_t P, int is_max) {
+    if (is_max) {
+        __m256 m = _mm256_set1_ps(-INFINITY);
+        for (ptrdiff_t p = 0; p < P; ++p) m = rlx_nchwc_max8(m, _mm256_loadu_ps(xb + p * 8));
+        _mm256_storeu_ps(yb, m);
+        return;
+    }
+    __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+    for (ptrdiff_t p = 0; p < P; ++p) {
+        const __m256 v = _mm256_loadu_ps(xb + p * 8);
+        lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+        hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+    }
+    const __m256d dp = _mm256_set1_pd((double)P);
+    const __m128 l = _mm256_cvtpd_ps(_mm256_div_pd(lo, dp)), h = _mm256_cvtpd_ps(_mm256_div_pd(hi, dp));
+    _mm256_storeu_ps(yb, _mm256_insertf128_ps(_mm256_castps128_ps256(l), h, 1));
+}
+#endif
+
+static void rlx_nchwc_global(const float* x, ptrdiff_t x_len, float* y, ptrdiff_t y_len, ptrdiff_t P, int is_max,
+                             ptrdiff_t i0, ptrdiff_t i1) {
+    const int level = rlx_simd_level();
+    (void)level;
+    for (ptrdiff_t item = i0; item < i1; ++item) {
+        const float* xb = x + item * P * 8;
+        float* yb = y + item * 8;
+        RLX_CHECK_RANGE(item * P * 8, (item + 1) * P * 8, x_len, "nchwc global pool x");
+        RLX_CHECK_RANGE(item * 8, item * 8 + 8, y_len, "nchwc global pool y");
+#if RLX_X86_DISPATCH
+        if (level) {
+            rlx_nchwc_global_avx2(xb, yb, P, is_max);
+            continue;
+        }
+#endif
+        for (int j = 0; j < 8; ++j) {
+            if (is_max) {
+                float m = -INFINITY;
+                for (ptrdiff_t p = 0; p < P; ++p) {
+                    const float v = xb[p * 8 + j];
+                    m = (v > m || v != v) ? v : m;
+                }
+                yb[j] = m;
+            } else {
+                double sum = 0.0;
+                for (ptrdiff_t p = 0; p < P; ++p) sum += (double)xb[p * 8 + j];
+                yb[j] = (float)(sum / (double)P);
+            }
+        }
     }
 }
 

@@ -8,7 +8,7 @@ import pytest
 
 import rlx_cpu
 from conftest import TOL, check_parity
-from reference import conv_nd
+from reference import avg_pool_nd, conv_nd, global_pool, max_pool_nd, pool_out_size
 from rlx_cpu import _nchwc, _runtime, passes
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -16,7 +16,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 TWO = (1, 2) if _runtime.openmp_enabled() else (1,)
 
 
-def epilogue64(y, bias, res, act):
+def epilogue64(y, bias, res, act, alpha=0.0, beta=6.0):
+    """act(y + bias + res) in float64; alpha, beta as the kernels take them."""
     y = np.asarray(y, np.float64)
     if bias is not None:
         y = y + np.asarray(bias, np.float64).reshape(1, -1, 1, 1)
@@ -25,29 +26,40 @@ def epilogue64(y, bias, res, act):
     if act == "relu":
         y = np.maximum(y, 0.0)
     elif act == "clip":
-        y = np.clip(y, 0.0, 6.0)
+        y = np.clip(y, alpha, beta)
+    elif act == "leaky_relu":
+        y = np.where(y < 0, alpha * y, y)
+    elif act == "sigmoid":
+        y = 1.0 / (1.0 + np.exp(-y))
+    elif act == "silu":
+        y = y / (1.0 + np.exp(-y))
+    elif act in ("hard_sigmoid", "hard_swish"):
+        h = np.clip(alpha * y + beta, 0.0, 1.0)
+        y = h if act == "hard_sigmoid" else y * h
+    else:
+        assert act is None, act
     return y
 
 
-def run_1x1(x, w, bias, res, act, threads):
+def run_1x1(x, w, bias, res, act, threads, alpha=0.0, beta=6.0):
     n, k, h, wd = x.shape
     m = w.shape[0]
     y = np.full(n * m * h * wd, np.nan, np.float32)
     launch = _nchwc.NchwcConv1x1Launch(
         _nchwc.to_blocked(x).reshape(-1), _nchwc.pack_1x1_weight(w), bias,
-        None if res is None else _nchwc.to_blocked(res).reshape(-1), y, n, k, m, h * wd, act, 0.0, 6.0, threads)
+        None if res is None else _nchwc.to_blocked(res).reshape(-1), y, n, k, m, h * wd, act, alpha, beta, threads)
     launch.execute(threads)
     return _nchwc.from_blocked(y.reshape(n, m // 8, h, wd, 8))
 
 
-def run_dw(x, w, bias, res, stride, pad, act, threads):
+def run_dw(x, w, bias, res, stride, pad, act, threads, alpha=0.0, beta=6.0):
     n, c, h, wd = x.shape
     ho, wo = (h + 2 * pad - 3) // stride + 1, (wd + 2 * pad - 3) // stride + 1
     y = np.full(n * c * ho * wo, np.nan, np.float32)
     launch = _nchwc.NchwcDepthwiseLaunch(
         _nchwc.to_blocked(x).reshape(-1), _nchwc.pack_depthwise_weight(w), bias,
-        None if res is None else _nchwc.to_blocked(res).reshape(-1), y, n, c, h, wd, stride, pad, pad, act, 0.0,
-        6.0, threads)
+        None if res is None else _nchwc.to_blocked(res).reshape(-1), y, n, c, h, wd, stride, pad, pad, act, alpha,
+        beta, threads)
     launch.execute(threads)
     return _nchwc.from_blocked(y.reshape(n, c // 8, ho, wo, 8))
 
@@ -101,14 +113,19 @@ def test_depthwise_matches_reference(rng, shape, stride, pad, act, bias, residua
         np.testing.assert_array_equal(o, outs[0])
 
 
-def run_stem(x, w, bias, stride, pads_begin, pads_end, dilation, act, threads):
+def run_stem(x, w, bias, stride, pads_begin, pads_end, dilation, act, threads, alpha=0.0, beta=6.0, padded=True):
+    """padded: with the scratch for the zero-padded input copy (as plans run
+    it), else the tiles on the padding gather their inputs."""
     n, c, h, wd = x.shape
     m, _, kh, kw = w.shape
     ho = (h + pads_begin[0] + pads_end[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
     wo = (wd + pads_begin[1] + pads_end[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
     y = np.full(n * m * ho * wo, np.nan, np.float32)
+    nscratch = _nchwc.stem_scratch_floats(n, c, h, wd, pads_begin, pads_end)
+    scratch = np.full(nscratch, np.nan, np.float32) if padded and nscratch else None
     launch = _nchwc.NchwcStemLaunch(x.reshape(-1), _nchwc.pack_1x1_weight(w.reshape(m, -1)), bias, y, n, c, h, wd,
-                                    m, (kh, kw), stride, pads_begin, pads_end, dilation, act, 0.0, 6.0, threads)
+                                    m, (kh, kw), stride, pads_begin, pads_end, dilation, act, alpha, beta, threads,
+                                    scratch)
     launch.execute(threads)
     return _nchwc.from_blocked(y.reshape(n, m // 8, ho, wo, 8))
 
@@ -131,13 +148,16 @@ def test_stem_matches_reference(rng, case, act, bias):
     wt = rng.standard_normal((m, c, *k)).astype(np.float32)
     b = rng.standard_normal(m).astype(np.float32) if bias else None
     want = epilogue64(conv_nd(x, wt, stride=st, pads_begin=pb, pads_end=pe, dilation=d), b, None, act)
-    outs = [run_stem(x, wt, b, st, pb, pe, d, act, t) for t in TWO]
+    # the padded copy and the gathering tiles give the same bits
+    outs = [run_stem(x, wt, b, st, pb, pe, d, act, t) for t in TWO] + [run_stem(x, wt, b, st, pb, pe, d, act, 1,
+                                                                                padded=False)]
     check_parity(outs[0], want, "nchwc stem", tol=TOL)
     for o in outs[1:]:
         np.testing.assert_array_equal(o, outs[0])
 
 
-def run_dense(x, w, bias, res, stride, pads_begin, pads_end, dilation, act, threads):
+def run_dense(x, w, bias, res, stride, pads_begin, pads_end, dilation, act, threads, alpha=0.0, beta=6.0,
+              groups=1):
     n, c, h, wd = x.shape
     m, _, kh, kw = w.shape
     ho = (h + pads_begin[0] + pads_end[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
@@ -146,9 +166,9 @@ def run_dense(x, w, bias, res, stride, pads_begin, pads_end, dilation, act, thre
     nscratch = _nchwc.dense_scratch_floats(n, c, h, wd, pads_begin, pads_end)
     scratch = np.full(nscratch, np.nan, np.float32) if nscratch else None
     launch = _nchwc.NchwcDenseLaunch(
-        _nchwc.to_blocked(x).reshape(-1), _nchwc.pack_dense_weight(w), bias,
+        _nchwc.to_blocked(x).reshape(-1), _nchwc.pack_dense_weight(w, groups), bias,
         None if res is None else _nchwc.to_blocked(res).reshape(-1), y, scratch, n, c, h, wd, m, (kh, kw), stride,
-        pads_begin, pads_end, dilation, act, 0.0, 6.0, threads)
+        pads_begin, pads_end, dilation, act, alpha, beta, threads, groups)
     launch.execute(threads)
     return _nchwc.from_blocked(y.reshape(n, m // 8, ho, wo, 8))
 
@@ -180,6 +200,152 @@ def test_dense_matches_reference(rng, case, act, bias, residual):
         np.testing.assert_array_equal(o, outs[0])
 
 
+# (n, C, H, W, M, groups, stride, dilation): RegNet's group width 8 (panels
+# of 8 output channels per group), width 16, width 24 (a 16 + 8 panel pair
+# per group), ResNeXt's 32 groups of 8 at stride 2, dilation
+GROUPED = [(1, 16, 9, 9, 16, 2, (1, 1), (1, 1)), (2, 32, 7, 6, 32, 2, (1, 1), (1, 1)),
+           (1, 48, 8, 8, 48, 2, (1, 1), (1, 1)), (1, 256, 8, 8, 256, 32, (2, 2), (1, 1)),
+           (1, 32, 9, 9, 64, 4, (1, 1), (2, 2))]
+
+
+@pytest.mark.parametrize("case", GROUPED, ids=lambda c: f"C{c[1]}M{c[4]}g{c[5]}s{c[6][0]}d{c[7][0]}")
+def test_grouped_dense_matches_reference(rng, case):
+    n, c, h, w, m, groups, st, d = case
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((m, c // groups, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    ref = conv_nd(x, wt, stride=st, pads_begin=d, pads_end=d, dilation=d, groups=groups)
+    r = rng.standard_normal(ref.shape).astype(np.float32)
+    want = epilogue64(ref, b, r, "relu")
+    outs = [run_dense(x, wt, b, r, st, d, d, d, "relu", t, groups=groups) for t in TWO]
+    check_parity(outs[0], want, "nchwc grouped dense", tol=TOL)
+    for o in outs[1:]:
+        np.testing.assert_array_equal(o, outs[0])
+
+
+# every activation the blocked kernels fuse (ACTS), with the alpha / beta the
+# graph passes give them (leaky_relu's slope, hard_swish's 1/6 and 1/2)
+ACT_CASES = [("leaky_relu", 0.1, 0.0), ("sigmoid", 0.0, 0.0), ("silu", 0.0, 0.0), ("hard_sigmoid", 0.2, 0.5),
+             ("hard_swish", 1.0 / 6.0, 0.5)]
+
+
+@pytest.mark.parametrize("act,alpha,beta", ACT_CASES, ids=[c[0] for c in ACT_CASES])
+@pytest.mark.parametrize("kernel", ["1x1", "depthwise", "dense", "stem"])
+def test_every_fused_activation_in_every_kernel(rng, kernel, act, alpha, beta):
+    from rlx_cpu.ops import blocked
+    assert act in blocked.ACTS
+    n, c, h, w, m = 2, 16, 9, 7, 24
+    # a bias of +-100 on some channels drives sigmoid into its clamped tails
+    b = (rng.standard_normal(m) * np.where(np.arange(m) % 5 == 0, 100.0, 1.0)).astype(np.float32)
+    if kernel == "1x1":
+        x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+        wt = rng.standard_normal((m, c, 1, 1)).astype(np.float32)
+        r = rng.standard_normal((n, m, h, w)).astype(np.float32)
+        want = epilogue64(conv_nd(x, wt), b, r, act, alpha, beta)
+        outs = [run_1x1(x, wt, b, r, act, t, alpha, beta) for t in TWO]
+    elif kernel == "depthwise":
+        x = rng.standard_normal((n, m, h, w)).astype(np.float32)
+        wt = rng.standard_normal((m, 1, 3, 3)).astype(np.float32)
+        r = rng.standard_normal((n, m, 5, 4)).astype(np.float32)
+        want = epilogue64(conv_nd(x, wt, stride=2, pads_begin=1, pads_end=1, groups=m), b, r, act, alpha, beta)
+        outs = [run_dw(x, wt, b, r, 2, 1, act, t, alpha, beta) for t in TWO]
+    elif kernel == "dense":
+        x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+        wt = rng.standard_normal((m, c, 3, 3)).astype(np.float32)
+        r = rng.standard_normal((n, m, h, w)).astype(np.float32)
+        want = epilogue64(conv_nd(x, wt, pads_begin=1, pads_end=1), b, r, act, alpha, beta)
+        outs = [run_dense(x, wt, b, r, (1, 1), (1, 1), (1, 1), (1, 1), act, t, alpha, beta) for t in TWO]
+    else:
+        x = rng.standard_normal((n, 3, h, w)).astype(np.float32)
+        wt = rng.standard_normal((m, 3, 3, 3)).astype(np.float32)
+        want = epilogue64(conv_nd(x, wt, stride=2, pads_begin=1, pads_end=1), b, None, act, alpha, beta)
+        outs = [run_stem(x, wt, b, (2, 2), (1, 1), (1, 1), (1, 1), act, t, alpha, beta) for t in TWO]
+    check_parity(outs[0], want, f"nchwc {kernel} {act}", tol=TOL)
+    for o in outs[1:]:
+        np.testing.assert_array_equal(o, outs[0])
+
+
+def run_pool(x, kind, kernel, stride, pads_begin, pads_end, dilation, ceil_mode, threads, count_include_pad=True,
+             divisor_override=0):
+    n, c, h, w = x.shape
+    ho, wo = (pool_out_size(size, k, s, pb, pe, d, ceil_mode)
+              for size, k, s, pb, pe, d in zip((h, w), kernel, stride, pads_begin, pads_end, dilation))
+    y = np.full(n * c * ho * wo, np.nan, np.float32)
+    _nchwc.NchwcPoolLaunch(_nchwc.to_blocked(x).reshape(-1), y, n, c, h, w, ho, wo, kernel, stride, pads_begin,
+                           pads_end, dilation, kind, count_include_pad, divisor_override, threads).execute(threads)
+    return _nchwc.from_blocked(y.reshape(n, c // 8, ho, wo, 8))
+
+
+# (shape, kernel, stride, pads_begin, pads_end, dilation, ceil_mode): ResNet's
+# k3 s2 p1, VGG's k2 s2, k3 s1 p1, ceil-mode partial windows, asymmetric
+# padding, dilation, a 1-pixel plane
+POOLS = [((1, 16, 13, 11), (3, 3), (2, 2), (1, 1), (1, 1), (1, 1), False),
+         ((2, 8, 8, 8), (2, 2), (2, 2), (0, 0), (0, 0), (1, 1), False),
+         ((1, 24, 7, 9), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), False),
+         ((1, 8, 10, 9), (3, 3), (2, 2), (0, 0), (0, 0), (1, 1), True),
+         ((1, 8, 9, 9), (3, 3), (2, 2), (1, 1), (1, 1), (1, 1), True),
+         ((2, 16, 6, 7), (3, 2), (2, 1), (0, 1), (1, 0), (1, 1), False),
+         ((1, 8, 7, 7), (2, 2), (1, 1), (0, 0), (0, 0), (2, 2), False),
+         ((1, 8, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), (1, 1), False)]
+
+
+@pytest.mark.parametrize("case", POOLS, ids=lambda c: "x".join(map(str, c[0])) + f"k{c[1][0]}{c[1][1]}s{c[2][0]}"
+                         + ("ceil" if c[6] else ""))
+def test_pools_match_reference(rng, case):
+    shape, k, st, pb, pe, d, ceil = case
+    x = rng.standard_normal(shape).astype(np.float32)
+    xm = x.copy()
+    if shape == (1, 24, 7, 9):
+        xm.reshape(-1)[::7] = np.nan                                       # NaN wins a max window
+    want, _ = max_pool_nd(xm, k, st, pb, pe, d, ceil)
+    outs = [run_pool(xm, "max", k, st, pb, pe, d, ceil, t) for t in TWO]
+    np.testing.assert_array_equal(outs[0], want.astype(np.float32))        # a max is exact
+    for include_pad, override in [(True, 0), (False, 0), (True, 5)]:
+        want = avg_pool_nd(x, k, st, pb, pe, d, ceil, include_pad, override or None)
+        got = run_pool(x, "avg", k, st, pb, pe, d, ceil, 1, include_pad, override)
+        check_parity(got, want, "nchwc avg pool", tol=1e-6)
+        outs.append(got)
+        outs.append(run_pool(x, "avg", k, st, pb, pe, d, ceil, 2, include_pad, override))
+    for a, b in zip(outs[::2], outs[1::2]):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("shape", [(2, 16, 5, 7), (1, 8, 1, 1), (1, 64, 56, 56)])
+@pytest.mark.parametrize("kind", ["max", "avg"])
+def test_global_pools_match_reference(rng, shape, kind):
+    x = rng.standard_normal(shape).astype(np.float32) + 3.0
+    n, c = shape[:2]
+    p = int(np.prod(shape[2:]))
+    outs = []
+    for t in TWO:
+        y = np.full(n * c, np.nan, np.float32)
+        _nchwc.NchwcGlobalPoolLaunch(_nchwc.to_blocked(x).reshape(-1), y, n, c, p, kind, t).execute(t)
+        outs.append(y.reshape(n, c, 1, 1))
+    want = global_pool(x, kind)
+    if kind == "max":
+        np.testing.assert_array_equal(outs[0], want.astype(np.float32))
+    else:
+        check_parity(outs[0], want, "nchwc global avg pool", tol=1e-6)
+    for o in outs[1:]:
+        np.testing.assert_array_equal(o, outs[0])
+
+
+def test_pool_launches_refuse_bad_geometry():
+    f = np.zeros(4096, np.float32)
+    with pytest.raises(ValueError, match=r"max_pool2d_nchwc: output h 0 has no input pixel in its window "
+                                         r"\(input 4, kernel 2, stride 2, padding 2, dilation 1\)"):
+        _nchwc.NchwcPoolLaunch(f, f, 1, 8, 4, 4, 4, 3, (2, 2), (2, 2), (2, 0), (2, 0), (1, 1), "max")
+    with pytest.raises(ValueError, match=r"avg_pool2d_nchwc: y holds 4096 floats, needs 8192"):
+        _nchwc.NchwcPoolLaunch(np.zeros(8192, np.float32), f, 1, 8, 32, 32, 32, 32, (3, 3), (1, 1), (1, 1), (1, 1),
+                               (1, 1), "avg")
+    with pytest.raises(ValueError, match=r"max_pool2d_nchwc: channels must be a positive multiple of 8"):
+        _nchwc.NchwcPoolLaunch(f, f, 1, 4, 4, 4, 2, 2, (2, 2), (2, 2), (0, 0), (0, 0), (1, 1), "max")
+    with pytest.raises(ValueError, match=r"pool2d_nchwc: kind must be 'max' or 'avg', got 'lp'"):
+        _nchwc.NchwcPoolLaunch(f, f, 1, 8, 4, 4, 2, 2, (2, 2), (2, 2), (0, 0), (0, 0), (1, 1), "lp")
+    with pytest.raises(ValueError, match=r"global_avg_pool_nchwc: x holds 4096 floats, needs 8192"):
+        _nchwc.NchwcGlobalPoolLaunch(f, f, 2, 64, 64, "avg")
+
+
 @pytest.mark.parametrize("shape", [(1, 8, 1, 1), (2, 16, 5, 3), (1, 32, 17, 16), (3, 24, 8, 8)])
 def test_reorders_are_exact_and_inverse(rng, shape):
     x = rng.standard_normal(shape).astype(np.float32)
@@ -197,7 +363,7 @@ PORTABLE_SCRIPT = r"""
 import sys
 import numpy as np
 from rlx_cpu import _nchwc
-from test_blocked import run_1x1, run_dense, run_dw, run_stem
+from test_blocked import run_1x1, run_dense, run_dw, run_pool, run_stem
 rng = np.random.default_rng(3)
 outs = []
 for (n, k, m, h, w) in [(1, 272, 24, 7, 9), (2, 16, 32, 5, 5)]:
@@ -213,11 +379,29 @@ for (stride, pad) in [(1, 1), (2, 1), (2, 0)]:
     outs.append(run_dw(x, wt, b, None, stride, pad, "relu", 1))
 x = rng.standard_normal((2, 3, 19, 17)).astype(np.float32)
 wt = rng.standard_normal((24, 3, 3, 3)).astype(np.float32)
-outs.append(run_stem(x, wt, rng.standard_normal(24).astype(np.float32), (2, 2), (1, 1), (1, 1), (1, 1), "clip", 1))
+b = rng.standard_normal(24).astype(np.float32)
+outs.append(run_stem(x, wt, b, (2, 2), (1, 1), (1, 1), (1, 1), "clip", 1))
+outs.append(run_stem(x, wt, b, (2, 2), (1, 1), (1, 1), (1, 1), "clip", 1, padded=False))
 x = rng.standard_normal((1, 16, 9, 7)).astype(np.float32)
 wt = rng.standard_normal((24, 16, 3, 3)).astype(np.float32)
 outs.append(run_dense(x, wt, rng.standard_normal(24).astype(np.float32), rng.standard_normal((1, 24, 5, 4)).astype(
     np.float32), (2, 2), (1, 1), (1, 1), (1, 1), "relu", 1))
+# the other activations (sigmoid's clamped tails included), a grouped conv
+b = (rng.standard_normal(24) * 40).astype(np.float32)
+for act, alpha, beta in [("silu", 0.0, 0.0), ("sigmoid", 0.0, 0.0), ("hard_swish", 1 / 6, 0.5),
+                         ("leaky_relu", 0.1, 0.0)]:
+    outs.append(run_dense(x, wt, b, None, (1, 1), (1, 1), (1, 1), (1, 1), act, 1, alpha, beta))
+x = rng.standard_normal((1, 48, 6, 7)).astype(np.float32)
+outs.append(run_dense(x, rng.standard_normal((48, 24, 3, 3)).astype(np.float32), None, None, (1, 1), (1, 1), (1, 1),
+                      (1, 1), "silu", 1, groups=2))
+# pools (a NaN in a max window) and global pools
+x = rng.standard_normal((2, 16, 9, 11)).astype(np.float32)
+x[0, 3, 4, 4] = np.nan
+for kind in ("max", "avg"):
+    outs.append(run_pool(x, kind, (3, 3), (2, 2), (1, 1), (1, 1), (1, 1), True, 1, False))
+    y = np.empty(32, np.float32)
+    _nchwc.NchwcGlobalPoolLaunch(_nchwc.to_blocked(x).reshape(-1), y, 2, 16, 99, kind, 1).execute(1)
+    outs.append(y)
 np.save(sys.stdout.buffer, np.concatenate([o.reshape(-1) for o in outs]))
 """
 
@@ -262,6 +446,14 @@ def test_launches_refuse_bad_geometry():
         _nchwc.NchwcStemLaunch(f, f, None, f, 1, 12, 8, 8, 8, (7, 7), (1, 1), (3, 3), (3, 3), (1, 1))
     with pytest.raises(ValueError, match=r"conv2d_nchwc dense: scratch holds 4096 floats, needs 4624"):
         _nchwc.NchwcDenseLaunch(f, f, None, None, f, f, 1, 16, 15, 15, 8, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1))
+    with pytest.raises(ValueError, match=r"conv2d_nchwc dense: input channels per group must be a positive multiple "
+                                         r"of 8 for the blocked layout, got 4"):
+        _nchwc.NchwcDenseLaunch(f, f, None, None, f, None, 1, 16, 4, 4, 16, (3, 3), (1, 1), (0, 0), (0, 0), (1, 1),
+                                groups=4)
+    with pytest.raises(ValueError, match=r"conv2d_nchwc dense: 16 input and 24 output channels do not split into 5 "
+                                         r"groups"):
+        _nchwc.NchwcDenseLaunch(f, f, None, None, f, None, 1, 16, 4, 4, 24, (3, 3), (1, 1), (0, 0), (0, 0), (1, 1),
+                                groups=5)
     with pytest.raises(ValueError, match=r"pack_dense_weight: input channels must be a positive multiple of 8"):
         _nchwc.pack_dense_weight(np.zeros((8, 6, 3, 3), np.float32))
     with pytest.raises(ValueError, match=r"conv2d_nchwc stem: empty output"):
@@ -306,14 +498,14 @@ def compile_both(g, threads=1):
 def test_a_chain_between_nchw_ops_has_exactly_two_reorders(rng, blocked_on, threads):
     g = rlx_cpu.Graph()
     x = g.input("x", (2, 8, 10, 9))
-    stem = g.relu(g.conv2d(x, rng.standard_normal((16, 8, 3, 3)) * 0.3, padding=1))   # NCHW conv
+    stem = g.tanh(g.conv2d(x, rng.standard_normal((16, 8, 3, 3)) * 0.3, padding=1))   # NCHW conv (tanh)
     h = inverted_residual_chain(rng, g, stem, 16)
-    g.output(g.global_avg_pool(h))                                                     # NCHW op
+    g.output(g.upsample_nearest2x(h))                                                   # NCHW op
     blocked, plain = compile_both(g, threads)
     kinds = [t.kind for t in blocked.thunks]
     assert kinds.count("reorder_nchwc") == 2
-    assert kinds == ["conv", "reorder_nchwc"] + ["conv_nchwc_1x1", "conv_nchwc_dw", "conv_nchwc_1x1"] * 2 + \
-        ["reorder_nchwc", "global_pool"]
+    assert kinds[:2] == ["conv", "reorder_nchwc"] and kinds[-2] == "reorder_nchwc"
+    assert kinds[2:-2] == ["conv_nchwc_1x1", "conv_nchwc_dw", "conv_nchwc_1x1"] * 2
     assert "blocked_layout: 6 convs, 2 reorders" in repr(blocked)
     feeds = {"x": rng.standard_normal((2, 8, 10, 9)).astype(np.float32)}
     check_parity(blocked.run(feeds)[0], plain.run(feeds)[0], "blocked chain vs NCHW plan")
@@ -329,8 +521,9 @@ def test_a_stem_starts_a_chain_without_a_reorder(rng, blocked_on, threads):
     g.output(g.global_avg_pool(inverted_residual_chain(rng, g, stem, 16)))
     blocked, plain = compile_both(g, threads)
     kinds = [t.kind for t in blocked.thunks]
-    assert kinds[0] == "conv_nchwc_stem" and kinds.count("reorder_nchwc") == 1
-    assert "blocked_layout: 7 convs, 1 reorders" in repr(blocked)
+    # the stem starts the chain and the global pool ends it: no reorder at all
+    assert kinds[0] == "conv_nchwc_stem" and kinds[-1] == "global_pool_nchwc" and "reorder_nchwc" not in kinds
+    assert "blocked_layout: 7 convs, 1 pools" in repr(blocked)
     feeds = {"x": rng.standard_normal((2, 3, 19, 17)).astype(np.float32)}
     check_parity(blocked.run(feeds)[0], plain.run(feeds)[0], "blocked stem chain vs NCHW plan")
 
@@ -352,24 +545,114 @@ def test_resnet_bottlenecks_at_small_planes_run_blocked(rng, blocked_on):
     blocked, plain = compile_both(g)
     kinds = [t.kind for t in blocked.thunks]
     assert kinds.count("conv_nchwc_dense") == 3 and kinds.count("conv_nchwc_1x1") == 4
-    assert kinds.count("reorder_nchwc") == 2 and "conv" not in kinds
+    # one reorder in; the global pool reads the blocked layout and writes [N, C, 1, 1]
+    assert kinds.count("reorder_nchwc") == 1 and "conv" not in kinds and kinds[-1] == "global_pool_nchwc"
     feeds = {"x": rng.standard_normal((1, 32, 8, 8)).astype(np.float32)}
     check_parity(blocked.run(feeds)[0], plain.run(feeds)[0], "blocked bottlenecks vs NCHW plan")
 
 
-def test_pools_between_convs_split_the_chain(rng, blocked_on):
-    # a max pool has no blocked kernel: two chains, each with its two reorders
+def test_pools_join_chains_and_pools_with_indices_split_them(rng, blocked_on):
+    # a window pool runs blocked between two chains: one chain, two reorders
     g = rlx_cpu.Graph()
     x = g.input("x", (1, 16, 12, 12))
     h = inverted_residual_chain(rng, g, x, 16, blocks=1)
-    h = g.max_pool2d(h, 2)
+    h = g.avg_pool2d(g.max_pool2d(h, 3, stride=2, padding=1, ceil_mode=True), 2, count_include_pad=False)
     g.output(inverted_residual_chain(rng, g, h, 16, blocks=1))
     out = passes.blocked_layout(passes.fuse_epilogue(g))
-    assert ops(out).count("to_nchwc") == 2 and ops(out).count("from_nchwc") == 2
-    assert ops(out).count("conv2d_nchwc") == 6 and "conv2d" not in ops(out)
+    assert ops(out).count("to_nchwc") == 1 and ops(out).count("from_nchwc") == 1
+    assert ops(out).count("conv2d_nchwc") == 6 and ops(out).count("pool2d_nchwc") == 2
+    assert "conv2d" not in ops(out) and "max_pool2d" not in ops(out)
+    assert out.pass_log[-1] == ("blocked_layout", {"convs": 6, "pools": 2, "concats": 0, "reorders": 2})
     blocked, plain = compile_both(g)
     feeds = {"x": rng.standard_normal((1, 16, 12, 12)).astype(np.float32)}
-    check_parity(blocked.run(feeds)[0], plain.run(feeds)[0], "two blocked chains vs NCHW plan")
+    check_parity(blocked.run(feeds)[0], plain.run(feeds)[0], "blocked chain through pools vs NCHW plan")
+    # a max pool that also returns its indices has no blocked kernel: two chains
+    g = rlx_cpu.Graph()
+    x = g.input("x", (1, 16, 12, 12))
+    h = inverted_residual_chain(rng, g, x, 16, blocks=1)
+    h, idx = g.max_pool2d(h, 2, return_indices=True)
+    g.output(inverted_residual_chain(rng, g, h, 16, blocks=1), idx)
+    out = passes.blocked_layout(passes.fuse_epilogue(g))
+    assert ops(out).count("to_nchwc") == 2 and ops(out).count("from_nchwc") == 2
+    assert "pool2d_nchwc" not in ops(out) and ops(out).count("max_pool2d") == 1
+    blocked, plain = compile_both(g)
+    for got, want in zip(blocked.run(feeds), plain.run(feeds)):
+        np.testing.assert_array_equal(got, want) if got.dtype == np.int64 else \
+            check_parity(got, want, "two blocked chains vs NCHW plan")
+
+
+def test_grouped_convs_run_blocked(rng, blocked_on):
+    # RegNet's X block: 1x1, grouped 3x3 (group width 8, then stride 2), 1x1 + residual
+    g = rlx_cpu.Graph()
+    x = g.input("x", (1, 16, 10, 10))
+    h = x
+    for stride in (1, 2):
+        a = g.relu(g.conv2d(h, rng.standard_normal((32, 16, 1, 1)) * 0.3, rng.standard_normal(32)))
+        b = g.relu(g.conv2d(a, rng.standard_normal((32, 8, 3, 3)) * 0.3, rng.standard_normal(32), stride=stride,
+                            padding=1, groups=4))
+        c = g.conv2d(b, rng.standard_normal((16, 32, 1, 1)) * 0.3, rng.standard_normal(16))
+        h = g.relu(g.add(c, h)) if stride == 1 else g.relu(c)
+    g.output(h)
+    blocked, plain = compile_both(g)
+    kinds = [t.kind for t in blocked.thunks]
+    assert kinds.count("conv_nchwc_dense") == 2 and kinds.count("conv_nchwc_1x1") == 4 and "conv" not in kinds
+    assert [t.groups for t in blocked.thunks if t.kind == "conv_nchwc_dense"] == [4, 4]
+    feeds = {"x": rng.standard_normal((1, 16, 10, 10)).astype(np.float32)}
+    check_parity(blocked.run(feeds)[0], plain.run(feeds)[0], "blocked grouped convs vs NCHW plan")
+
+
+def test_channel_concats_run_blocked(rng, blocked_on):
+    # SqueezeNet's fire modules: squeeze 1x1, expand 1x1 and 3x3, concat; then
+    # a U-Net skip: concat with an NCHW value (a conv transpose) reorders that
+    # value alone
+    def fire(g, h, cin, s, e):
+        q = g.relu(g.conv2d(h, rng.standard_normal((s, cin, 1, 1)) * 0.3, rng.standard_normal(s)))
+        a = g.relu(g.conv2d(q, rng.standard_normal((e, s, 1, 1)) * 0.3, rng.standard_normal(e)))
+        b = g.relu(g.conv2d(q, rng.standard_normal((e, s, 3, 3)) * 0.3, rng.standard_normal(e), padding=1))
+        return g.concat([a, b], axis=1)
+
+    g = rlx_cpu.Graph()
+    x = g.input("x", (2, 16, 8, 8))
+    h = fire(g, fire(g, x, 16, 8, 16), 32, 8, 16)
+    up = g.conv_transpose2d(g.max_pool2d(h, 2), rng.standard_normal((32, 8, 2, 2)) * 0.3, stride=2)
+    g.output(g.concat([h, up], axis=1))
+    out = passes.blocked_layout(passes.fuse_epilogue(g))
+    assert out.pass_log[-1] == ("blocked_layout", {"convs": 6, "pools": 1, "concats": 3, "reorders": 4})
+    # in: x and the transpose's output; out: the pool's input to the transpose, the graph output
+    assert ops(out).count("to_nchwc") == 2 and ops(out).count("from_nchwc") == 2
+    blocked, plain = compile_both(g)
+    feeds = {"x": rng.standard_normal((2, 16, 8, 8)).astype(np.float32)}
+    check_parity(blocked.run(feeds)[0], plain.run(feeds)[0], "blocked concats vs NCHW plan")
+
+
+def test_pools_alone_do_not_make_a_chain(rng, blocked_on):
+    # two convs and pools between: fewer than BLOCKED_MIN_CHAIN convs, all NCHW
+    g = rlx_cpu.Graph()
+    x = g.input("x", (1, 8, 16, 16))
+    h = g.max_pool2d(g.relu(g.conv2d(x, rng.standard_normal((16, 8, 3, 3)) * 0.3, padding=1)), 2)
+    h = g.max_pool2d(g.relu(g.conv2d(h, rng.standard_normal((16, 16, 3, 3)) * 0.3, padding=1)), 2)
+    g.output(g.global_avg_pool(h))
+    out = passes.blocked_layout(passes.fuse_epilogue(g))
+    assert out.pass_log[-1] == ("blocked_layout", {"convs": 0, "pools": 0, "concats": 0, "reorders": 0})
+
+
+def test_a_vgg_stack_runs_blocked_from_stem_to_global_pool(rng, blocked_on):
+    # VGG in small: every conv, pool and the global pool blocked, no reorder
+    g = rlx_cpu.Graph()
+    x = g.input("x", (2, 3, 16, 16))
+    h, cin = x, 3
+    for cout, pool in ((16, True), (32, True), (32, False), (32, True)):
+        h = g.relu(g.conv2d(h, rng.standard_normal((cout, cin, 3, 3)) * 0.3, rng.standard_normal(cout),
+                            padding=1))
+        h = g.max_pool2d(h, 2) if pool else h
+        cin = cout
+    g.output(g.flatten(g.global_max_pool(h)))
+    blocked, plain = compile_both(g)
+    kinds = [t.kind for t in blocked.thunks]
+    assert kinds[0] == "conv_nchwc_stem" and "reorder_nchwc" not in kinds and "conv" not in kinds
+    assert kinds.count("pool_nchwc") == 3 and "global_pool_nchwc" in kinds
+    feeds = {"x": rng.standard_normal((2, 3, 16, 16)).astype(np.float32)}
+    check_parity(blocked.run(feeds)[0], plain.run(feeds)[0], "blocked VGG stack vs NCHW plan")
 
 
 def test_short_chains_and_ineligible_convs_stay_nchw(rng, blocked_on):
@@ -383,7 +666,7 @@ def test_short_chains_and_ineligible_convs_stay_nchw(rng, blocked_on):
     g.output(e)
     out = passes.blocked_layout(passes.fuse_epilogue(g))
     assert "conv2d_nchwc" not in ops(out) and "to_nchwc" not in ops(out)
-    assert out.pass_log[-1] == ("blocked_layout", {"convs": 0, "reorders": 0})
+    assert out.pass_log[-1] == ("blocked_layout", {"convs": 0, "pools": 0, "concats": 0, "reorders": 0})
 
 
 def test_values_read_outside_the_chain_and_outputs_are_reordered_once(rng, blocked_on):

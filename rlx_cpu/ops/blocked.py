@@ -8,16 +8,23 @@ each end of a chain:
 
 ``to_nchwc``       x [N, C, H, W] -> [N, C/8, H, W, 8]
 ``from_nchwc``     [N, C/8, H, W, 8] -> [N, C, H, W]
+``pool2d_nchwc``   a 2-D max/avg pool (its PoolAttrs, no indices) on blocked
+                   input and output
+``global_pool_nchwc`` a global max/avg pool from blocked input to [N, C, 1, 1]
+                   (the same memory in both layouts, so a chain ends there
+                   without a reorder)
 ``conv2d_nchwc``   a conv2d (its ConvAttrs, fused epilogue included) on
                    blocked input, residual and output; inputs x, W, [bias],
                    [residual].  Four kinds: 1x1 (groups 1, stride 1, no
-                   padding), depthwise 3x3 (stride 1 or 2, padding 0 or 1
-                   on every side), dense (groups 1, any other geometry;
-                   chosen where it beats the NCHW algorithms: strided, or
-                   an output plane of at most DENSE_MAX_PLANE pixels), and
-                   the stem: a dense conv from an NCHW input of fewer than 8
-                   channels (a network's first conv) to a blocked output.  Constant weights, packed at compile
-                   time, and a relu / clip / no activation.
+                   padding); depthwise 3x3 (stride 1 or 2, padding 0 or 1
+                   on every side); dense: grouped convs with whole blocks
+                   per group, and groups 1 with any other geometry where it
+                   beats the NCHW algorithms (strided, or an output plane of
+                   at most dense_max_plane(C_in) pixels); and the stem, a
+                   dense conv from an NCHW input of fewer than 8 channels (a
+                   network's first conv) to a blocked output.  Constant
+                   weights, packed at compile time, and any fused activation
+                   but tanh.
 
 The kernels are in src/rlx_nchwc.h (see there for why the layout pays: a
 1x1 conv reads and writes whole vectors of consecutive floats and touches C/8
@@ -36,15 +43,30 @@ from .conv import ConvEpilogue, conv_operands
 
 BLOCK = _nchwc.BLOCK
 # The activations the blocked kernels apply in registers.
-ACTS = ("relu", "clip")
+ACTS = ("relu", "clip", "leaky_relu", "sigmoid", "silu", "hard_sigmoid", "hard_swish")
 # A dense conv (groups 1, not 1x1 stride 1) runs the blocked direct kernel
-# when it is strided or its output plane has at most this many pixels; on
-# larger stride-1 planes Winograd does fewer multiplies.  Measured at 1 / 2
-# threads, ms, NCHW algorithm against blocked: 3x3 512->512 at 7x7 (Winograd
-# F(2x2)) 3.04 / 2.67 and 1.97 / 1.36; 3x3 s2 256->512 to 7x7 (im2col)
-# 1.71 / 1.30 and 1.13 / 0.83; 1x1 s2 1024->2048 to 7x7 2.87 / 2.46 and
-# 1.90 / 1.30; but 3x3 256->256 at 14x14 (Winograd) 1.81 / 2.45.
+# when it is strided, or when its output plane has at most
+# dense_max_plane(C_in) pixels: on larger stride-1 planes Winograd does fewer
+# multiplies, and its advantage grows with the channel count (the transforms
+# are O(C P), the tile GEMMs O(C^2 P)).  Measured 3x3 stride 1, C_in = C_out,
+# blocked against the NCHW algorithm (Winograd), ratio of times at 1 / 2
+# threads: C 16 at 56x56 1.37 / 1.24; C 32 at 28x28 1.01 / 0.99, at 56x56
+# 0.87 / 0.73; C 64 at 14x14 1.23 / 1.31, at 28x28 0.68 / 0.62; C 128 at 8x8
+# 1.14 / 1.54, at 14x14 0.93 / 0.90; C 512 at 7x7 1.14 / 1.46 (Winograd
+# F(2x2)); C 256 at 14x14 0.72 / 1.05.  Strided, ms NCHW / blocked at 1
+# thread: 3x3 s2 256->512 to 7x7 (im2col) 1.71 / 1.30, 1x1 s2 1024->2048 to
+# 7x7 2.87 / 2.46.
 DENSE_MAX_PLANE = 64
+DENSE_MAX_PLANE_BY_CIN = ((16, None), (32, 28 * 28), (64, 14 * 14))
+
+
+def dense_max_plane(c_in):
+    """The largest stride-1 output plane (pixels) on which a dense conv with
+    c_in input channels runs blocked; None: any."""
+    for c, plane in DENSE_MAX_PLANE_BY_CIN:
+        if c_in <= c:
+            return plane
+    return DENSE_MAX_PLANE
 
 
 def blocked_shape(shape):
@@ -56,7 +78,7 @@ def blocked_shape(shape):
 def nchwc_kind(graph, node):
     """'1x1', 'depthwise' or 'dense' when the conv2d `node` has a blocked
     kernel, else None: float32 4-D, channels multiples of 8, a constant
-    weight (and bias), a relu/clip/no activation, and the geometry of one of
+    weight (and bias), an activation in ACTS or none, and the geometry of one of
     the kernels."""
     if node.op != "conv2d" or node.dtype != "float32":
         return None
@@ -73,16 +95,20 @@ def nchwc_kind(graph, node):
     epi = a.epilogue
     if epi is not None and epi.act is not None and epi.act not in ACTS:
         return None
-    if a.dilation != (1, 1) and a.groups != 1:
-        return None
     if a.groups == 1 and a.dilation == (1, 1) and a.kernel == (1, 1) and a.stride == (1, 1) and a.pads_begin == (0, 0) \
             and a.pads_end == (0, 0):
         return "1x1"
     if a.groups == c_in == c_out and a.kernel == (3, 3) and a.stride[0] == a.stride[1] in (1, 2) \
-            and a.pads_begin == a.pads_end and a.pads_begin[0] == a.pads_begin[1] in (0, 1):
+            and a.pads_begin == a.pads_end and a.pads_begin[0] == a.pads_begin[1] in (0, 1) and a.dilation == (1, 1):
         return "depthwise"
-    if a.groups == 1 and (a.stride != (1, 1) or node.shape[2] * node.shape[3] <= DENSE_MAX_PLANE):
-        return "dense"
+    if a.groups > 1:
+        # grouped (ResNeXt, RegNet): whole blocks per group; the NCHW path
+        # runs a GEMM per group, narrow ones at that
+        return "dense" if (c_in // a.groups) % BLOCK == 0 and (c_out // a.groups) % BLOCK == 0 else None
+    if a.groups == 1:
+        plane = dense_max_plane(c_in)
+        if a.stride != (1, 1) or plane is None or node.shape[2] * node.shape[3] <= plane:
+            return "dense"
     return None
 
 
@@ -90,7 +116,7 @@ def nchwc_stem(graph, node):
     """True when the conv2d `node` can run the stem kernel, which reads NCHW
     and writes the blocked layout: groups 1, fewer than 8 input channels, at
     most _nchwc.STEM_MAX_TAPS taps, output channels a multiple of 8, a
-    constant weight (and bias), relu/clip/no activation and no residual."""
+    constant weight (and bias), an activation in ACTS or none, and no residual."""
     if node.op != "conv2d" or node.dtype != "float32" or len(node.shape) != 4:
         return False
     x_id, w_id, b_id, r_id = conv_operands(node)
@@ -104,6 +130,26 @@ def nchwc_stem(graph, node):
     if epi is not None and epi.act is not None and epi.act not in ACTS:
         return False
     return graph.node(w_id).op == "constant" and (b_id is None or graph.node(b_id).op == "constant")
+
+
+def nchwc_pool(graph, node):
+    """True when `node` is a 2-D max/avg pool the blocked pool kernel runs:
+    float32, channels a multiple of 8, no indices output."""
+    from .pool import indices_node
+    if node.op not in ("max_pool2d", "avg_pool2d") or node.dtype != "float32" or len(node.shape) != 4:
+        return False
+    if node.shape[1] % BLOCK or 0 in node.shape or indices_node(graph, node) is not None:
+        return False
+    return node.attrs.ndim == 2
+
+
+def nchwc_global_pool(graph, node):
+    """True when `node` is a global max/avg pool of a float32 [N, C, H, W]
+    with C a multiple of 8 (the blocked kernel writes [N, C, 1, 1])."""
+    if node.op not in ("global_avg_pool", "global_max_pool") or node.dtype != "float32":
+        return False
+    xs = graph.node(node.inputs[0]).shape
+    return len(xs) == 4 and xs[1] % BLOCK == 0 and 0 not in xs
 
 
 def _act(epilogue):
@@ -206,9 +252,9 @@ class NchwcDepthwiseThunk(Thunk):
 
 @dataclass(frozen=True, repr=False)
 class NchwcDenseThunk(Thunk):
-    """Dense conv (groups 1) on blocked x / residual / y; `weight` from
-    _nchwc.pack_dense_weight; `scratch` the zero-padded input copy (None
-    without padding)."""
+    """Dense or grouped conv on blocked x / residual / y (whole blocks per
+    group); `weight` from _nchwc.pack_dense_weight; `scratch` the zero-padded
+    input copy (None without padding)."""
     x: Slice
     weight: Slice
     bias: Optional[Slice]
@@ -227,6 +273,7 @@ class NchwcDenseThunk(Thunk):
     dilation: tuple
     epilogue: Optional[ConvEpilogue]
     max_threads: int
+    groups: int = 1
 
     kind: ClassVar[str] = "conv_nchwc_dense"
     reads: ClassVar[tuple] = ("x", "weight", "bias", "residual")
@@ -240,17 +287,19 @@ class NchwcDenseThunk(Thunk):
             view(self.residual) if self.residual else None, view(self.y),
             view(self.scratch) if self.scratch else None, self.n, self.c_in, self.h, self.w, self.c_out,
             self.kernel, self.stride, self.pads_begin, self.pads_end, self.dilation, act, alpha, beta,
-            self.max_threads)
+            self.max_threads, self.groups)
 
 
 @dataclass(frozen=True, repr=False)
 class NchwcStemThunk(Thunk):
     """Dense conv from NCHW x (few input channels) to blocked y; `weight`
-    packed like the 1x1 weight over k = (c, kh, kw)."""
+    packed like the 1x1 weight over k = (c, kh, kw); `scratch` the
+    zero-padded input copy (None without padding)."""
     x: Slice
     weight: Slice
     bias: Optional[Slice]
     y: Slice
+    scratch: Optional[Slice]
     n: int
     c_in: int
     h: int
@@ -267,13 +316,66 @@ class NchwcStemThunk(Thunk):
     kind: ClassVar[str] = "conv_nchwc_stem"
     reads: ClassVar[tuple] = ("x", "weight", "bias")
     writes: ClassVar[tuple] = ("y",)
+    scratch_fields: ClassVar[tuple] = ("scratch",)
 
     def bind(self, view):
         act, alpha, beta = _act(self.epilogue)
         return _nchwc.NchwcStemLaunch(
             view(self.x), view(self.weight), view(self.bias) if self.bias else None, view(self.y), self.n,
             self.c_in, self.h, self.w, self.c_out, self.kernel, self.stride, self.pads_begin, self.pads_end,
-            self.dilation, act, alpha, beta, self.max_threads)
+            self.dilation, act, alpha, beta, self.max_threads, view(self.scratch) if self.scratch else None)
+
+
+@dataclass(frozen=True, repr=False)
+class NchwcPoolThunk(Thunk):
+    """2-D max/avg pool on blocked x and y (PoolAttrs geometry)."""
+    x: Slice
+    y: Slice
+    n: int
+    c: int
+    h: int
+    w: int
+    h_out: int
+    w_out: int
+    pool_kind: str            # 'max' | 'avg'
+    kernel: tuple
+    stride: tuple
+    pads_begin: tuple
+    pads_end: tuple
+    dilation: tuple
+    count_include_pad: bool
+    divisor_override: int
+    max_threads: int
+
+    kind: ClassVar[str] = "pool_nchwc"
+    reads: ClassVar[tuple] = ("x",)
+    writes: ClassVar[tuple] = ("y",)
+
+    def bind(self, view):
+        return _nchwc.NchwcPoolLaunch(view(self.x), view(self.y), self.n, self.c, self.h, self.w, self.h_out,
+                                      self.w_out, self.kernel, self.stride, self.pads_begin, self.pads_end,
+                                      self.dilation, self.pool_kind, self.count_include_pad, self.divisor_override,
+                                      self.max_threads)
+
+
+@dataclass(frozen=True, repr=False)
+class NchwcGlobalPoolThunk(Thunk):
+    """Global max/avg pool of blocked x [N, C/8, P, 8] into y [N, C, 1, 1]."""
+    x: Slice
+    y: Slice
+    n: int
+    c: int
+    pixels: int
+    pool_kind: str            # 'max' | 'avg'
+    max_threads: int
+
+    kind: ClassVar[str] = "global_pool_nchwc"
+    reads: ClassVar[tuple] = ("x",)
+    writes: ClassVar[tuple] = ("y",)
+
+    def bind(self, view):
+        return _nchwc.NchwcGlobalPoolLaunch(view(self.x), view(self.y), self.n, self.c, self.pixels,
+                                            self.pool_kind, self.max_threads)
 
 
 # ---------------------------------------------------------------------------
@@ -304,19 +406,25 @@ def compile_conv2d_nchwc(ctx, node):
     if len(xs) == 4:
         n, c_in, h, w = xs
         packed = ctx.constant(_nchwc.pack_1x1_weight(wv.reshape(c_out, -1)), node.name + ".nchwc_W")
-        ctx.emit(NchwcStemThunk(node.name, ctx.buf(x_id), packed, bias, ctx.buf(node.id), n, c_in, h, w, c_out,
-                                a.kernel, a.stride, a.pads_begin, a.pads_end, a.dilation, a.epilogue,
+        # a padded copy of the few input planes: no tile gathers (3x3 s1 3->16
+        # at 32x32: 12.9 us against 24.8 gathering; 7x7 s2 3->8 at 64x64:
+        # 41 against 109, where the NCHW im2col takes 40)
+        nfloats = _nchwc.stem_scratch_floats(n, c_in, h, w, a.pads_begin, a.pads_end)
+        scratch = ctx.scratch(4 * nfloats, node.name + ".scratch")
+        ctx.emit(NchwcStemThunk(node.name, ctx.buf(x_id), packed, bias, ctx.buf(node.id), scratch, n, c_in, h, w,
+                                c_out, a.kernel, a.stride, a.pads_begin, a.pads_end, a.dilation, a.epilogue,
                                 ctx.num_threads))
         return
     n, c_in, h, w = xs[0], xs[1] * BLOCK, xs[2], xs[3]
-    if a.groups == 1 and (a.kernel, a.stride, a.pads_begin, a.pads_end, a.dilation) != \
-            ((1, 1), (1, 1), (0, 0), (0, 0), (1, 1)):
-        packed = ctx.constant(_nchwc.pack_dense_weight(wv), node.name + ".nchwc_W")
+    depthwise = a.groups > 1 and a.groups == c_in
+    if not depthwise and (a.groups > 1 or (a.kernel, a.stride, a.pads_begin, a.pads_end, a.dilation) !=
+                          ((1, 1), (1, 1), (0, 0), (0, 0), (1, 1))):
+        packed = ctx.constant(_nchwc.pack_dense_weight(wv, a.groups), node.name + ".nchwc_W")
         nfloats = _nchwc.dense_scratch_floats(n, c_in, h, w, a.pads_begin, a.pads_end)
         scratch = ctx.scratch(4 * nfloats, node.name + ".scratch")
         ctx.emit(NchwcDenseThunk(node.name, ctx.buf(x_id), packed, bias, res, ctx.buf(node.id), scratch, n, c_in,
                                  h, w, c_out, a.kernel, a.stride, a.pads_begin, a.pads_end, a.dilation, a.epilogue,
-                                 ctx.num_threads))
+                                 ctx.num_threads, a.groups))
         return
     if a.groups == 1:
         packed = ctx.constant(_nchwc.pack_1x1_weight(wv), node.name + ".nchwc_W")
@@ -326,3 +434,19 @@ def compile_conv2d_nchwc(ctx, node):
         packed = ctx.constant(_nchwc.pack_depthwise_weight(wv), node.name + ".nchwc_W")
         ctx.emit(NchwcDepthwiseThunk(node.name, ctx.buf(x_id), packed, bias, res, ctx.buf(node.id), n, c_in,
                                      h, w, a.stride[0], a.pads_begin[0], a.epilogue, ctx.num_threads))
+
+
+@compile_rule("pool2d_nchwc")
+def compile_pool2d_nchwc(ctx, node):
+    n, cb, h, w, _ = ctx.graph.node(node.inputs[0]).shape
+    a = node.attrs
+    ctx.emit(NchwcPoolThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), n, cb * BLOCK, h, w,
+                            node.shape[2], node.shape[3], a.kind, a.kernel, a.stride, a.pads_begin, a.pads_end,
+                            a.dilation, a.count_include_pad, a.divisor_override or 0, ctx.num_threads))
+
+
+@compile_rule("global_pool_nchwc")
+def compile_global_pool_nchwc(ctx, node):
+    n, cb, h, w, _ = ctx.graph.node(node.inputs[0]).shape
+    ctx.emit(NchwcGlobalPoolThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), n, cb * BLOCK, h * w,
+                                  node.attrs.kind, ctx.num_threads))
