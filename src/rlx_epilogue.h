@@ -177,6 +177,22 @@ static void rlx_epilogue_span_avx2(float* y, ptrdiff_t off, ptrdiff_t n, float b
 #define RLX_EPILOGUE_HAS_AVX2 0
 #endif
 
+/* rlx_epilogue_span_body for kernels inlined into both variants: avx2 (a
+ * constant where the caller is instantiated) takes the explicit 8-lane
+ * sigmoid, which the compiler does not derive from the scalar form. */
+static inline __attribute__((always_inline)) void rlx_epilogue_span_in(float* y, ptrdiff_t off, ptrdiff_t n, float b,
+                                                                       const rlx_epilogue* e, int avx2) {
+#if RLX_EPILOGUE_HAS_AVX2
+    if (avx2 && (e->act == RLX_ACT_SIGMOID || e->act == RLX_ACT_SILU)) {
+        rlx_epilogue_span_avx2(y, off, n, b, e);
+        return;
+    }
+#else
+    (void)avx2;
+#endif
+    rlx_epilogue_span_body(y, off, n, b, e);
+}
+
 /* The span [off, off + n) of y (whose whole length is y_len), with the
  * per-channel bias b.  simd: 1 for the AVX2 variant (rlx_simd_level()). */
 static inline void rlx_epilogue_span(float* y, ptrdiff_t y_len, ptrdiff_t off, ptrdiff_t n, float b,

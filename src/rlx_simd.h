@@ -587,7 +587,7 @@ RLX_INLINE_AVX2 void rlx_dw_s1_row_group(const float* xp, float* yp, float* ring
     }
     if (e)
         for (int r = 0; r < R; ++r)
-            rlx_epilogue_span_body(yr + r * w_out, plane_off + (ho + r) * w_out, w_out, 0.0f, e);
+            rlx_epilogue_span_in(yr + r * w_out, plane_off + (ho + r) * w_out, w_out, 0.0f, e, 1);
 }
 
 RLX_INLINE_AVX2 void rlx_dw_s1_rows_wide(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
@@ -913,7 +913,7 @@ RLX_INLINE_AVX2 void rlx_dw_cb_block(const float* x, ptrdiff_t x_len, const floa
         for (int l = 0; l < cnt; ++l) {
             const ptrdiff_t plane = n * C + c0 + l;
             if (e->res) RLX_CHECK_RANGE(plane * P + off, plane * P + off + Pn, e->res_len, "depthwise cb residual");
-            rlx_epilogue_span_body(dst[l] + off, plane * P + off, Pn, 0.0f, e);
+            rlx_epilogue_span_in(dst[l] + off, plane * P + off, Pn, 0.0f, e, 1);
         }
 }
 
@@ -1136,7 +1136,7 @@ RLX_INLINE void rlx_wino_input_body(const float* restrict x, ptrdiff_t x_len, fl
 RLX_INLINE void rlx_wino_output_body(const float* restrict m, float* restrict y, ptrdiff_t y_len,
                                      const float* restrict bias, const rlx_epilogue* epi,
                                      const rlx_conv_geom* g,
-                                     ptrdiff_t t0, ptrdiff_t cnt, ptrdiff_t tb, ptrdiff_t pstride) {
+                                     ptrdiff_t t0, ptrdiff_t cnt, ptrdiff_t tb, ptrdiff_t pstride, int avx2) {
     const ptrdiff_t tw = (g->w_out + 1) / 2;
     const ptrdiff_t tiles_img = ((g->h_out + 1) / 2) * tw;
     const ptrdiff_t Wo = g->w_out, Ho = g->h_out;
@@ -1195,11 +1195,11 @@ RLX_INLINE void rlx_wino_output_body(const float* restrict m, float* restrict y,
                 const ptrdiff_t c1 = 2 * (tx0 + run) < Wo ? 2 * (tx0 + run) : Wo;
                 const ptrdiff_t off0 = y0 - y;
                 RLX_CHECK_RANGE(off0 + c0, off0 + c1, epi->res ? epi->res_len : y_len, "winograd residual");
-                rlx_epilogue_span_body(y0 + c0, off0 + c0, c1 - c0, 0.0f, epi);
+                rlx_epilogue_span_in(y0 + c0, off0 + c0, c1 - c0, 0.0f, epi, avx2);
                 if (ho0 + 1 < Ho) {
                     RLX_CHECK_RANGE(off0 + Wo + c0, off0 + Wo + c1, epi->res ? epi->res_len : y_len,
                                     "winograd residual");
-                    rlx_epilogue_span_body(y1 + c0, off0 + Wo + c0, c1 - c0, 0.0f, epi);
+                    rlx_epilogue_span_in(y1 + c0, off0 + Wo + c0, c1 - c0, 0.0f, epi, avx2);
                 }
             }
             tl += run;
@@ -1225,13 +1225,13 @@ static void rlx_wino_input(const float* x, ptrdiff_t x_len, float* v, const rlx_
 static void rlx_wino_output_base(const float* m, float* y, ptrdiff_t y_len, const float* bias,
                                  const rlx_epilogue* epi, const rlx_conv_geom* g, ptrdiff_t t0,
                                  ptrdiff_t cnt, ptrdiff_t tb, ptrdiff_t ps) {
-    rlx_wino_output_body(m, y, y_len, bias, epi, g, t0, cnt, tb, ps);
+    rlx_wino_output_body(m, y, y_len, bias, epi, g, t0, cnt, tb, ps, 0);
 }
 RLX_TARGET_AVX2 static void rlx_wino_output_avx2(const float* m, float* y, ptrdiff_t y_len,
                                                  const float* bias, const rlx_epilogue* epi,
                                                  const rlx_conv_geom* g, ptrdiff_t t0, ptrdiff_t cnt,
                                                  ptrdiff_t tb, ptrdiff_t ps) {
-    rlx_wino_output_body(m, y, y_len, bias, epi, g, t0, cnt, tb, ps);
+    rlx_wino_output_body(m, y, y_len, bias, epi, g, t0, cnt, tb, ps, 1);
 }
 /* epi: NULL, or the residual/activation to apply to each run of tiles as it
  * is written. */
@@ -1526,7 +1526,7 @@ RLX_INLINE void rlx_w4_input_body(const float* restrict x, ptrdiff_t x_len, floa
 RLX_INLINE void rlx_w4_output_body(const float* restrict m, float* restrict y, ptrdiff_t y_len,
                                    const float* restrict bias, const rlx_epilogue* epi,
                                    const rlx_conv_geom* g,
-                                   ptrdiff_t t0, ptrdiff_t cnt, ptrdiff_t tb, ptrdiff_t pstride) {
+                                   ptrdiff_t t0, ptrdiff_t cnt, ptrdiff_t tb, ptrdiff_t pstride, int avx2) {
     const ptrdiff_t tw = (g->w_out + 3) / 4;
     const ptrdiff_t tiles_img = ((g->h_out + 3) / 4) * tw;
     const ptrdiff_t Wo = g->w_out, Ho = g->h_out;
@@ -1568,7 +1568,7 @@ RLX_INLINE void rlx_w4_output_body(const float* restrict m, float* restrict y, p
                 for (int r = 0; r < nr; ++r) {
                     RLX_CHECK_RANGE(off0 + r * Wo + c0, off0 + r * Wo + c1, epi->res ? epi->res_len : y_len,
                                     "winograd4 residual");
-                    rlx_epilogue_span_body(y0 + r * Wo + c0, off0 + r * Wo + c0, c1 - c0, 0.0f, epi);
+                    rlx_epilogue_span_in(y0 + r * Wo + c0, off0 + r * Wo + c0, c1 - c0, 0.0f, epi, avx2);
                 }
             }
             tl += run;
@@ -1594,13 +1594,13 @@ static void rlx_wino4_input(const float* x, ptrdiff_t x_len, float* v, const rlx
 static void rlx_w4_output_base(const float* m, float* y, ptrdiff_t y_len, const float* bias,
                                const rlx_epilogue* epi, const rlx_conv_geom* g, ptrdiff_t t0, ptrdiff_t cnt,
                                ptrdiff_t tb, ptrdiff_t ps) {
-    rlx_w4_output_body(m, y, y_len, bias, epi, g, t0, cnt, tb, ps);
+    rlx_w4_output_body(m, y, y_len, bias, epi, g, t0, cnt, tb, ps, 0);
 }
 RLX_TARGET_AVX2 static void rlx_w4_output_avx2(const float* m, float* y, ptrdiff_t y_len,
                                                const float* bias, const rlx_epilogue* epi,
                                                const rlx_conv_geom* g,
                                                ptrdiff_t t0, ptrdiff_t cnt, ptrdiff_t tb, ptrdiff_t ps) {
-    rlx_w4_output_body(m, y, y_len, bias, epi, g, t0, cnt, tb, ps);
+    rlx_w4_output_body(m, y, y_len, bias, epi, g, t0, cnt, tb, ps, 1);
 }
 /* epi: NULL, or the residual/activation to apply to each run of tiles as it
  * is written. */

@@ -263,7 +263,7 @@ def test_fuse_epilogue_parts_on_every_algorithm(rng, algo, bias, bias_op, residu
 @pytest.mark.parametrize("k", (3, 5))
 @pytest.mark.parametrize("act,bias,residual", [("clip", True, None), ("relu", False, "right"), (None, True, None),
                                                ("hard_swish", True, "left"), ("sigmoid", False, None),
-                                               ("leaky_relu", True, "right")])
+                                               ("leaky_relu", True, "right"), ("silu", True, "left")])
 @pytest.mark.parametrize("threads", (1, 2))
 # stride 2: small planes run the channel-block kernel, fewer than 8 channels
 # or output planes over 64x64 (here 67x65) the per-plane kernel
