@@ -46,6 +46,7 @@ on the output of these passes.
 :data:`DEFAULT_PASSES`), False/None (none) or a list of pass names.
 """
 import dataclasses
+import math
 
 import numpy as np
 
@@ -310,9 +311,12 @@ def blocked_layout(graph):
     """Chains of convs that have channel-blocked kernels (rlx_cpu/ops/blocked.py:
     1x1, depthwise 3x3 and dense convs with constant weights and channels
     multiples of 8, and a first conv of fewer than 8 input channels), with
-    the 2-D window pools, channel concats and global pools between and after
-    them -> conv2d_nchwc / pool2d_nchwc / concat / global_pool_nchwc nodes
-    whose activations are [N, C/8, H, W, 8].  Members are chained through
+    the 2-D window pools, channel concats, elementwise ops and global pools
+    between and after them -> conv2d_nchwc / pool2d_nchwc / concat /
+    elementwise / global_pool_nchwc nodes whose activations are
+    [N, C/8, H, W, 8] (a conv1d's [N, C/8, 1, L, 8]).  Elementwise ops
+    (activations, and add/sub/mul/div of same-shape operands or a scalar)
+    do not see the layout.  Members are chained through
     the inputs (not a stem's) and residual they read; a stem starts a chain
     and a global pool ends one (it writes [N, C, 1, 1], which is both
     layouts).  A chain
@@ -320,7 +324,8 @@ def blocked_layout(graph):
     NCHW value it reads and one from_nchwc per value an NCHW op or a graph
     output reads, so a chain between two NCHW ops has exactly two
     reorders."""
-    from .ops.blocked import BLOCK, blocked_shape, nchwc_global_pool, nchwc_kind, nchwc_pool, nchwc_stem
+    from .ops.blocked import (BLOCK, as_conv2d_attrs, blocked_shape, nchwc_global_pool, nchwc_kind, nchwc_pool,
+                              nchwc_stem)
     from .ops.conv import conv_operands
     if not _blocked_layout_enabled():
         return _rewrite(graph, "blocked_layout", {}, {}, set())
@@ -331,7 +336,17 @@ def blocked_layout(graph):
     # a channel concat of blocked values is the same block copies as in NCHW
     concats = {n.id for n in graph.nodes if n.op == "concat" and n.dtype == "float32" and len(n.shape) == 4
                and n.attrs.axis == 1 and all(graph.node(i).shape[1] % BLOCK == 0 for i in n.inputs)}
-    eligible = convs | pools | globals_ | concats
+    # elementwise ops of same-shape operands (or a scalar) do not see the layout
+    def layout_free(n):
+        if n.dtype != "float32" or len(n.shape) not in (3, 4) or n.shape[1] % BLOCK or 0 in n.shape:
+            return False
+        if n.op in ACTIVATIONS:
+            return True
+        return n.op in ("add", "sub", "mul", "div") and all(
+            graph.node(i).shape == n.shape or math.prod(graph.node(i).shape) == 1 for i in n.inputs) and any(
+            graph.node(i).shape == n.shape for i in n.inputs)
+    pointwise = {n.id for n in graph.nodes if layout_free(n)}
+    eligible = convs | pools | globals_ | concats | pointwise
     parent = {i: i for i in eligible}
 
     def find(i):
@@ -346,6 +361,8 @@ def blocked_layout(graph):
             return [node.inputs[0]]
         if node.id in concats:
             return list(node.inputs)
+        if node.id in pointwise:
+            return [i for i in node.inputs if graph.node(i).shape == node.shape]
         x, _, _, r = conv_operands(node)
         return [s for s in (x if node.id not in stems else None, r) if s is not None]
 
@@ -359,7 +376,7 @@ def blocked_layout(graph):
     chosen = {i for i in eligible if sizes.get(find(i), 0) >= BLOCKED_MIN_CHAIN}
     users = _consumers(graph)
     rb = _Rebuild(graph)
-    counts = {"convs": 0, "pools": 0, "concats": 0, "reorders": 0}
+    counts = {"convs": 0, "pools": 0, "concats": 0, "pointwise": 0, "reorders": 0}
     blocked, to_blocked = {}, {}
 
     def fresh(name):
@@ -394,17 +411,22 @@ def blocked_layout(graph):
         elif node.id in concats:
             ins, op = [as_blocked(i) for i in node.inputs], "concat"
             counts["concats"] += 1
+        elif node.id in pointwise:
+            ins = [as_blocked(i) if graph.node(i).shape == node.shape else rb.map[i] for i in node.inputs]
+            op = node.op
+            counts["pointwise"] += 1
         else:
             x, w, b, r = conv_operands(node)
             ins = [rb.map[x] if node.id in stems else as_blocked(x), rb.map[w]] + \
                 ([rb.map[b]] if b is not None else []) + ([as_blocked(r)] if r is not None else [])
             op = "conv2d_nchwc"
+            attrs = as_conv2d_attrs(node.attrs)
             counts["convs"] += 1
         nchw_readers = node.id in graph.outputs or any(
             u not in chosen or node.id not in chained_inputs(graph.node(u)) for u in users[node.id])
         # the NCHW value keeps the node's name (graph outputs are found by it)
         name = fresh(node.name + ".nchwc") if nchw_readers else node.name
-        nb = rb.new(op, ins, blocked_shape(node.shape), name, node.attrs)
+        nb = rb.new(op, ins, blocked_shape(node.shape), name, attrs if op == "conv2d_nchwc" else node.attrs)
         blocked[node.id] = nb
         if nchw_readers:
             rb.map[node.id] = rb.new("from_nchwc", [nb], node.shape, node.name)

@@ -562,7 +562,7 @@ def test_pools_join_chains_and_pools_with_indices_split_them(rng, blocked_on):
     assert ops(out).count("to_nchwc") == 1 and ops(out).count("from_nchwc") == 1
     assert ops(out).count("conv2d_nchwc") == 6 and ops(out).count("pool2d_nchwc") == 2
     assert "conv2d" not in ops(out) and "max_pool2d" not in ops(out)
-    assert out.pass_log[-1] == ("blocked_layout", {"convs": 6, "pools": 2, "concats": 0, "reorders": 2})
+    assert out.pass_log[-1] == ("blocked_layout", {"convs": 6, "pools": 2, "concats": 0, "pointwise": 0, "reorders": 2})
     blocked, plain = compile_both(g)
     feeds = {"x": rng.standard_normal((1, 16, 12, 12)).astype(np.float32)}
     check_parity(blocked.run(feeds)[0], plain.run(feeds)[0], "blocked chain through pools vs NCHW plan")
@@ -617,12 +617,54 @@ def test_channel_concats_run_blocked(rng, blocked_on):
     up = g.conv_transpose2d(g.max_pool2d(h, 2), rng.standard_normal((32, 8, 2, 2)) * 0.3, stride=2)
     g.output(g.concat([h, up], axis=1))
     out = passes.blocked_layout(passes.fuse_epilogue(g))
-    assert out.pass_log[-1] == ("blocked_layout", {"convs": 6, "pools": 1, "concats": 3, "reorders": 4})
+    assert out.pass_log[-1] == ("blocked_layout", {"convs": 6, "pools": 1, "concats": 3, "pointwise": 0, "reorders": 4})
     # in: x and the transpose's output; out: the pool's input to the transpose, the graph output
     assert ops(out).count("to_nchwc") == 2 and ops(out).count("from_nchwc") == 2
     blocked, plain = compile_both(g)
     feeds = {"x": rng.standard_normal((2, 16, 8, 8)).astype(np.float32)}
     check_parity(blocked.run(feeds)[0], plain.run(feeds)[0], "blocked concats vs NCHW plan")
+
+
+def test_conv1d_chains_and_elementwise_ops_run_blocked(rng, blocked_on):
+    # HiFi-GAN's residual stack in small: leaky_relu -> dilated conv1d ->
+    # leaky_relu -> conv1d -> + x, twice, then / 2: the convs run as blocked
+    # 2-D convs over [N, C/8, 1, L, 8], the activations, the adds and the
+    # division by a scalar on the blocked values as they are
+    g = rlx_cpu.Graph()
+    x = g.input("x", (2, 16, 37))
+    h = x
+    for d in (1, 3):
+        t = g.conv1d(g.leaky_relu(h, 0.1), rng.standard_normal((16, 16, 3)) * 0.3, rng.standard_normal(16),
+                     dilation=d, padding=d)
+        t = g.conv1d(g.leaky_relu(t, 0.1), rng.standard_normal((16, 16, 5)) * 0.3, rng.standard_normal(16), padding=2)
+        h = g.add(h, t)
+    g.output(g.div(h, g.constant(np.float32(2.0))))
+    blocked, plain = compile_both(g)
+    kinds = [t.kind for t in blocked.thunks]
+    assert kinds.count("conv_nchwc_dense") == 4 and "conv" not in kinds
+    # one reorder in (x), one out (the output)
+    assert kinds.count("reorder_nchwc") == 2 and kinds[0] == "reorder_nchwc" and kinds[-1] == "reorder_nchwc"
+    assert "leaky_relu" in kinds and "div" in kinds
+    feeds = {"x": rng.standard_normal((2, 16, 37)).astype(np.float32)}
+    got = blocked.run(feeds)[0]
+    assert got.shape == (2, 16, 37)
+    check_parity(got, plain.run(feeds)[0], "blocked conv1d chain vs NCHW plan")
+
+
+def test_broadcasting_elementwise_ops_stay_nchw(rng, blocked_on):
+    # squeeze-excitation's x * s with s [N, C, 1, 1] broadcasts over the
+    # plane: not layout-free, so the chain ends before it
+    g = rlx_cpu.Graph()
+    x = g.input("x", (1, 16, 6, 6))
+    h = inverted_residual_chain(rng, g, x, 16, blocks=1)
+    s = g.sigmoid(g.conv2d(g.global_avg_pool(h), rng.standard_normal((16, 16, 1, 1)) * 0.3))
+    g.output(g.mul(h, s))
+    out = passes.blocked_layout(passes.fuse_epilogue(g))
+    mul = [n for n in out.nodes if n.op == "mul"][0]
+    assert mul.shape == (1, 16, 6, 6) and out.node(mul.inputs[0]).op == "from_nchwc"
+    blocked, plain = compile_both(g)
+    feeds = {"x": rng.standard_normal((1, 16, 6, 6)).astype(np.float32)}
+    check_parity(blocked.run(feeds)[0], plain.run(feeds)[0], "blocked SE block vs NCHW plan")
 
 
 def test_pools_alone_do_not_make_a_chain(rng, blocked_on):
@@ -633,7 +675,7 @@ def test_pools_alone_do_not_make_a_chain(rng, blocked_on):
     h = g.max_pool2d(g.relu(g.conv2d(h, rng.standard_normal((16, 16, 3, 3)) * 0.3, padding=1)), 2)
     g.output(g.global_avg_pool(h))
     out = passes.blocked_layout(passes.fuse_epilogue(g))
-    assert out.pass_log[-1] == ("blocked_layout", {"convs": 0, "pools": 0, "concats": 0, "reorders": 0})
+    assert out.pass_log[-1] == ("blocked_layout", {"convs": 0, "pools": 0, "concats": 0, "pointwise": 0, "reorders": 0})
 
 
 def test_a_vgg_stack_runs_blocked_from_stem_to_global_pool(rng, blocked_on):
@@ -666,7 +708,7 @@ def test_short_chains_and_ineligible_convs_stay_nchw(rng, blocked_on):
     g.output(e)
     out = passes.blocked_layout(passes.fuse_epilogue(g))
     assert "conv2d_nchwc" not in ops(out) and "to_nchwc" not in ops(out)
-    assert out.pass_log[-1] == ("blocked_layout", {"convs": 0, "pools": 0, "concats": 0, "reorders": 0})
+    assert out.pass_log[-1] == ("blocked_layout", {"convs": 0, "pools": 0, "concats": 0, "pointwise": 0, "reorders": 0})
 
 
 def test_values_read_outside_the_chain_and_outputs_are_reordered_once(rng, blocked_on):

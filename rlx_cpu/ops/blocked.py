@@ -32,6 +32,7 @@ memory streams instead of C planes).  These nodes only ever come from the
 pass, so they have no graph builder, gradient or ONNX converter: the pass
 runs at compile time, after autograd built its graph.
 """
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import ClassVar, Optional
@@ -70,9 +71,21 @@ def dense_max_plane(c_in):
 
 
 def blocked_shape(shape):
-    """[N, C, H, W] -> [N, C/8, H, W, 8]."""
+    """[N, C, H, W] -> [N, C/8, H, W, 8]; [N, C, L] (conv1d) -> [N, C/8, 1, L, 8]."""
+    if len(shape) == 3:
+        n, c, w = shape
+        return (n, c // BLOCK, 1, w, BLOCK)
     n, c, h, w = shape
     return (n, c // BLOCK, h, w, BLOCK)
+
+
+def as_conv2d_attrs(attrs):
+    """A conv1d's ConvAttrs as the conv2d over [N, C, 1, L] it equals."""
+    if attrs.ndim == 2:
+        return attrs
+    return dataclasses.replace(attrs, kernel=(1,) + attrs.kernel, stride=(1,) + attrs.stride,
+                               pads_begin=(0,) + attrs.pads_begin, pads_end=(0,) + attrs.pads_end,
+                               dilation=(1,) + attrs.dilation)
 
 
 def nchwc_kind(graph, node):
@@ -80,18 +93,20 @@ def nchwc_kind(graph, node):
     kernel, else None: float32 4-D, channels multiples of 8, a constant
     weight (and bias), an activation in ACTS or none, and the geometry of one of
     the kernels."""
-    if node.op != "conv2d" or node.dtype != "float32":
+    if node.op not in ("conv1d", "conv2d") or node.dtype != "float32":
         return None
     x_id, w_id, b_id, _ = conv_operands(node)
     xs = graph.node(x_id).shape
-    if len(xs) != 4 or len(node.shape) != 4:
+    rank = 3 if node.op == "conv1d" else 4
+    if len(xs) != rank or len(node.shape) != rank:
         return None
     c_in, c_out = xs[1], node.shape[1]
     if c_in % BLOCK or c_out % BLOCK or c_in == 0 or c_out == 0 or 0 in node.shape:
         return None
     if graph.node(w_id).op != "constant" or (b_id is not None and graph.node(b_id).op != "constant"):
         return None
-    a = node.attrs
+    a = as_conv2d_attrs(node.attrs)
+    out_plane = math.prod(node.shape[2:])
     epi = a.epilogue
     if epi is not None and epi.act is not None and epi.act not in ACTS:
         return None
@@ -107,7 +122,7 @@ def nchwc_kind(graph, node):
         return "dense" if (c_in // a.groups) % BLOCK == 0 and (c_out // a.groups) % BLOCK == 0 else None
     if a.groups == 1:
         plane = dense_max_plane(c_in)
-        if a.stride != (1, 1) or plane is None or node.shape[2] * node.shape[3] <= plane:
+        if a.stride != (1, 1) or plane is None or out_plane <= plane:
             return "dense"
     return None
 
@@ -397,6 +412,8 @@ def compile_conv2d_nchwc(ctx, node):
     xs = ctx.graph.node(x_id).shape               # [N, C/8, H, W, 8], or [N, C, H, W] for the stem
     c_out = node.shape[1] * BLOCK
     wv = ctx.graph.node(w_id).value
+    if wv is not None and wv.ndim == 3:
+        wv = wv[:, :, None, :]                    # a conv1d's weight: [M, C, 1, k]
     if wv is None:
         raise ValueError(f"conv2d_nchwc {node.name!r}: the weight must be a constant (the blocked_layout "
                          "pass only rewrites convs with constant weights)")
