@@ -5,7 +5,8 @@
 #   ---------------------  ----------------------------------  -------------------------------
 #   NchwcReorderLaunch     one 8-channel block of one image    NCHW <-> NCHW8c
 #   NchwcConv1x1Launch     (image, pixel chunk, panel group)   1x1 conv + epilogue
-#   NchwcDepthwiseLaunch   one output row of one block         depthwise 3x3 s1/s2 + epilogue
+#   NchwcDepthwiseLaunch   one output row of one block (bands  depthwise 3x3 s1/s2 + epilogue
+#                          of rows of all blocks per run)
 #   NchwcStemLaunch        one output row of one image         dense conv, NCHW in, blocked out
 #   NchwcDenseLaunch       (image, output row, panel group)    dense conv + epilogue, blocked
 #                          after a padded copy per (image, block)
@@ -65,7 +66,7 @@ cdef extern from "rlx_nchwc.h":
                            Py_ssize_t i1) nogil
     void rlx_nchwc_dw_pack(const float* w, Py_ssize_t c, float* wt) nogil
     ctypedef struct NcPoolGeom "rlx_nchwc_pool_geom":
-        Py_ssize_t h, w, h_out, w_out, kh, kw, sh, sw, ph, pw, dh, dw, lo_h, hi_h, lo_w, hi_w, divisor_override
+        Py_ssize_t cb, h, w, h_out, w_out, kh, kw, sh, sw, ph, pw, dh, dw, lo_h, hi_h, lo_w, hi_w, divisor_override
         int is_max
     void rlx_nchwc_pool_taps(Py_ssize_t start, Py_ssize_t d, Py_ssize_t k, Py_ssize_t lo, Py_ssize_t hi,
                              Py_ssize_t* t0, Py_ssize_t* t1) nogil
@@ -553,7 +554,7 @@ cdef class NchwcPoolLaunch(Launch):
         self.y = y
         _check_len(op, "x", self.x, n * c * h * w)
         _check_len(op, "y", self.y, n * c * h_out * w_out)
-        self.g.h, self.g.w, self.g.h_out, self.g.w_out = h, w, h_out, w_out
+        self.g.cb, self.g.h, self.g.w, self.g.h_out, self.g.w_out = c // BLOCK, h, w, h_out, w_out
         self.g.kh, self.g.kw, self.g.sh, self.g.sw = kh, kw, sh, sw
         self.g.ph, self.g.pw, self.g.dh, self.g.dw = pads_begin[0], pads_begin[1], dh, dw
         self.g.is_max = kind == "max"

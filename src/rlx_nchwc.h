@@ -658,7 +658,10 @@ static void rlx_nchwc_stem_rows(const float* x, ptrdiff_t x_len, const float* wq
 
 /* ---- depthwise 3x3 conv, stride 1 or 2 -----------------------------------
  * Weight packed as wt[cb][9][8] (tap-major within a block); bias: C floats
- * or NULL.  Work items: output rows, r = (n * C/8 + cb) * h_out + oh. */
+ * or NULL.  Work items: output rows of one block, r = (n * h_out + oh) * C/8
+ * + cb: a contiguous run of items is a band of rows of every block, so with
+ * several threads each reads and writes the rows the 1x1 convs around it
+ * (split by pixels) touch on the same core, not the other core's channels. */
 typedef struct {
     ptrdiff_t cb, h, w, h_out, w_out, s, ph, pw;   /* blocks per image, geometry */
 } rlx_nchwc_dw_geom;
@@ -768,14 +771,16 @@ static void rlx_nchwc_dw_rows(const float* x, ptrdiff_t x_len, const float* wt, 
     (void)level;
     (void)res_len;
     for (ptrdiff_t r = r0; r < r1; ++r) {
-        const ptrdiff_t blk = r / g->h_out, oh = r % g->h_out, cb = blk % g->cb;
+        /* items run row after row, the blocks within a row (see above) */
+        const ptrdiff_t img = r / (g->h_out * g->cb), q = r % (g->h_out * g->cb);
+        const ptrdiff_t oh = q / g->cb, cb = q % g->cb, blk = img * g->cb + cb, ro = blk * g->h_out + oh;
         const float* xp = x + blk * plane_in;
-        float* yr = y + r * row_out;
-        const float* rr = res ? res + r * row_out : NULL;
+        float* yr = y + ro * row_out;
+        const float* rr = res ? res + ro * row_out : NULL;
         const float* bb = bias ? bias + cb * 8 : NULL;
         RLX_CHECK_RANGE(blk * plane_in, (blk + 1) * plane_in, x_len, "nchwc depthwise x");
-        RLX_CHECK_RANGE(r * row_out, (r + 1) * row_out, y_len, "nchwc depthwise y");
-        if (res) RLX_CHECK_RANGE(r * row_out, (r + 1) * row_out, res_len, "nchwc depthwise residual");
+        RLX_CHECK_RANGE(ro * row_out, (ro + 1) * row_out, y_len, "nchwc depthwise y");
+        if (res) RLX_CHECK_RANGE(ro * row_out, (ro + 1) * row_out, res_len, "nchwc depthwise residual");
 #if RLX_X86_DISPATCH
         if (level) {
             rlx_nchwc_dw_row_avx2(xp, wt + cb * 72, bb, rr, yr, g, oh, a);
@@ -789,14 +794,15 @@ static void rlx_nchwc_dw_rows(const float* x, ptrdiff_t x_len, const float* wt, 
 /* ---- window pools (2-D max / avg) --------------------------------------
  * On the blocked layout a window pool is 8 channels per vector: every tap is
  * one load of 8 consecutive floats, with no deinterleaving of strided
- * windows.  Work items: output rows, r = (n * C/8 + cb) * h_out + oh.  Each
+ * windows.  Work items: output rows of one block, r = (n * h_out + oh) *
+ * C/8 + cb, in bands of rows as the depthwise conv's.  Each
  * output takes its window's in-bounds taps in (kh, kw) order:
  *   max: m = v when v > m or v is NaN (a NaN anywhere gives NaN), from -inf;
  *   avg: the float sum in tap order, divided by divisor_override, or by the
  *        taps inside [lo, hi) per axis (the input, or with count_include_pad
  *        the padded input; ceil-mode overhang never counts). */
 typedef struct {
-    ptrdiff_t h, w, h_out, w_out, kh, kw, sh, sw, ph, pw, dh, dw;
+    ptrdiff_t cb, h, w, h_out, w_out, kh, kw, sh, sw, ph, pw, dh, dw;   /* cb: blocks per image */
     ptrdiff_t lo_h, hi_h, lo_w, hi_w;      /* the divisor's range per axis */
     ptrdiff_t divisor_override;            /* > 0: the divisor */
     int is_max;
@@ -884,16 +890,18 @@ static void rlx_nchwc_pool_rows(const float* x, ptrdiff_t x_len, float* y, ptrdi
     const ptrdiff_t plane_in = g->h * g->w * 8, row_out = g->w_out * 8;
     (void)level;
     for (ptrdiff_t r = r0; r < r1; ++r) {
-        const ptrdiff_t blk = r / g->h_out, oh = r % g->h_out;
+        /* items run row after row, the blocks within a row (see above) */
+        const ptrdiff_t img = r / (g->h_out * g->cb), q = r % (g->h_out * g->cb);
+        const ptrdiff_t oh = q / g->cb, blk = img * g->cb + q % g->cb, ro = blk * g->h_out + oh;
         RLX_CHECK_RANGE(blk * plane_in, (blk + 1) * plane_in, x_len, "nchwc pool x");
-        RLX_CHECK_RANGE(r * row_out, (r + 1) * row_out, y_len, "nchwc pool y");
+        RLX_CHECK_RANGE(ro * row_out, (ro + 1) * row_out, y_len, "nchwc pool y");
 #if RLX_X86_DISPATCH
         if (level) {
-            rlx_nchwc_pool_row_avx2(x + blk * plane_in, y + r * row_out, g, oh);
+            rlx_nchwc_pool_row_avx2(x + blk * plane_in, y + ro * row_out, g, oh);
             continue;
         }
 #endif
-        rlx_nchwc_pool_row_base(x + blk * plane_in, y + r * row_out, g, oh);
+        rlx_nchwc_pool_row_base(x + blk * plane_in, y + ro * row_out, g, oh);
     }
 }
 
