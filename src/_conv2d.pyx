@@ -281,6 +281,15 @@ cdef int gemm_pack_weight_into(const float[::1] w, float[::1] wp, Py_ssize_t c_o
     return 0
 
 
+def winograd_pack_u(u, Py_ssize_t c_out, Py_ssize_t c_in):
+    """A transformed Winograd filter U [planes, c_out, c_in] with each plane
+    packed in the microkernel's 6-row panels, one after another: the tile
+    GEMMs then run on rlx_gemm_conv instead of sgemm (compile-time use)."""
+    u = np.ascontiguousarray(u, dtype=np.float32).reshape(-1, c_out, c_in)
+    return np.concatenate([gemm_pack_weight(u[p].reshape(c_out, c_in, 1, 1), 1, GEMM_LAYOUT_ROWS)
+                           for p in range(u.shape[0])])
+
+
 def gemm_pack_weight(weight, Py_ssize_t groups, int layout=GEMM_LAYOUT_ROWS):
     """Pack a conv weight [c_out, c_in/groups, *kernel] for the microkernel
     (compile-time use for constant weights) in the given layout."""
@@ -368,18 +377,20 @@ cdef inline Py_ssize_t _winograd_slab(const ConvGeom* g, Py_ssize_t tb) noexcept
     return 16 * (_wino_v_stride(g, tb) + _wino_m_stride(g, tb))
 
 
-def winograd_tile_block(tuple dims, int nthreads):
+def winograd_tile_block(tuple dims, int nthreads, bint packed=False):
     """Tiles per Winograd block.  Large blocks make the 16 GEMMs wide enough
     for BLAS to run near peak; the cap keeps one block's V and M (16 planes
-    each) within ~4 MiB, and there are enough blocks to feed every thread."""
+    each) within ~4 MiB, and there are enough blocks to feed every thread.
+    `packed` (the GEMMs on the microkernel): whole 16-column panels."""
     cdef ConvGeom g = _geom_from(dims)
     cdef Py_ssize_t nt = g.n * ((g.h_out + 1) // 2) * ((g.w_out + 1) // 2)
     cdef Py_ssize_t per_thread = (nt + nthreads - 1) // max(nthreads, 1)
     cdef Py_ssize_t cap = (4 * 1024 * 1024) // (4 * 16 * (g.c_in + g.c_out))
-    cap = min(max(cap, 16), 1024)
+    cdef Py_ssize_t q = 16 if packed else 8
+    cap = min(max(cap // q * q if packed else cap, 16), 1024)
     cdef Py_ssize_t tb = min(max(per_thread, 1), cap)
     if tb > 8:
-        tb = (tb + 7) // 8 * 8
+        tb = (tb + q - 1) // q * q
     return int(tb)
 
 
@@ -401,20 +412,22 @@ cdef inline Py_ssize_t _winograd4_tiles(const ConvGeom* g) noexcept nogil:
 WINOGRAD_F4_BLOCK_BYTES = 1024 * 1024
 
 
-def winograd4_tile_block(tuple dims, int nthreads):
+def winograd4_tile_block(tuple dims, int nthreads, bint packed=False):
     """Tiles per F(4x4,3x3) block: as many as keep one block's V within
     WINOGRAD_F4_BLOCK_BYTES (at least 16, a multiple of 8 for the 8-tile SIMD
-    transforms), and no more than give every one of `nthreads` threads a
-    block.  `nthreads` is the launch's bound thread count, so a run on fewer
-    threads cuts the same blocks and gives bitwise the same result."""
+    transforms; of 16 with `packed`, the GEMMs on the microkernel, whose
+    tiles are 16 columns wide), and no more than give every one of `nthreads`
+    threads a block.  `nthreads` is the launch's bound thread count, so a run
+    on fewer threads cuts the same blocks and gives bitwise the same result."""
     cdef ConvGeom g = _geom_from(dims)
     cdef Py_ssize_t nt = _winograd4_tiles(&g)
     cdef Py_ssize_t per_thread = (nt + nthreads - 1) // max(nthreads, 1)
     cdef Py_ssize_t cap = WINOGRAD_F4_BLOCK_BYTES // (4 * 36 * g.c_in)
-    cap = min(max(cap // 8 * 8, 16), 1024)
+    cdef Py_ssize_t q = 16 if packed else 8
+    cap = min(max(cap // q * q, 16), 1024)
     cdef Py_ssize_t tb = min(max(per_thread, 1), cap)
     if tb > 8:
-        tb = (tb + 7) // 8 * 8
+        tb = (tb + q - 1) // q * q
     return int(tb)
 
 
@@ -459,7 +472,7 @@ def scratch_floats(tuple dims, int algorithm, int nthreads, int packed=0):
     if algorithm == CONV_IM2COL:
         return int(k * im2col_col_block(dims, nthreads, packed) * nthreads)
     if algorithm == CONV_WINOGRAD:
-        tb = winograd_tile_block(dims, nthreads)
+        tb = winograd_tile_block(dims, nthreads, packed != 0)
         return int(_winograd_slab(&g, tb) * nthreads)
     if algorithm == CONV_DIRECT and depthwise_stride(&g) and rlx_dw_cb_use(&g):   # channel blocks
         return int(rlx_dw_cb_scratch(&g) * nthreads)
@@ -468,7 +481,7 @@ def scratch_floats(tuple dims, int algorithm, int nthreads, int packed=0):
     if algorithm == CONV_DIRECT and depthwise_stride(&g) == 1:      # padded input rows
         return int(rlx_dw_s1_scratch(&g) * nthreads)
     if algorithm == CONV_WINOGRAD_F4:
-        tb = winograd4_tile_block(dims, nthreads)
+        tb = winograd4_tile_block(dims, nthreads, packed != 0)
         return int(_winograd4_slab(&g, tb) * nthreads)
     return 0
 
@@ -946,7 +959,7 @@ cdef int _winograd_block(const float[::1] x, const float[::1] u, const float[::1
                          bint has_bias, const Epilogue* epi, float[::1] y, float[::1] scratch,
                          const ConvGeom* g,
                          Py_ssize_t blk, Py_ssize_t tb, Py_ssize_t nt,
-                         Py_ssize_t slab) except -1 nogil:
+                         Py_ssize_t slab, bint packed) except -1 nogil:
     cdef Py_ssize_t t0 = blk * tb
     cdef Py_ssize_t cnt = nt - t0 if nt - t0 < tb else tb
     cdef Py_ssize_t vps = _wino_v_stride(g, tb), mps = _wino_m_stride(g, tb)
@@ -954,11 +967,16 @@ cdef int _winograd_block(const float[::1] x, const float[::1] u, const float[::1
     cdef Py_ssize_t m_off = slab + 16 * vps
     cdef Py_ssize_t p
     rlx_wino_input(&x[0], x.shape[0], &scratch[v_off], g, t0, cnt, tb, vps)
+    cdef Py_ssize_t pf = rlx_gemm_packed_floats(g.c_out, g.c_in)
     for p in range(16):
-        sgemm_rm(False, False, <int>g.c_out, <int>cnt, <int>g.c_in, 1.0,
-                 &u[p * g.c_out * g.c_in], <int>g.c_in,
-                 &scratch[v_off + p * vps], <int>tb, 0.0,
-                 &scratch[m_off + p * mps], <int>tb)
+        if packed:      # U[p] in the microkernel's 6-row panels (winograd_pack_u)
+            rlx_gemm_conv(&u[p * pf], pf, g.c_out, g.c_in, &scratch[0], scratch.shape[0], v_off + p * vps, tb,
+                          &scratch[0], scratch.shape[0], m_off + p * mps, tb, cnt, NULL)
+        else:
+            sgemm_rm(False, False, <int>g.c_out, <int>cnt, <int>g.c_in, 1.0,
+                     &u[p * g.c_out * g.c_in], <int>g.c_in,
+                     &scratch[v_off + p * vps], <int>tb, 0.0,
+                     &scratch[m_off + p * mps], <int>tb)
     rlx_wino_output(&scratch[m_off], &y[0], y.shape[0], &bias[0] if has_bias else NULL,
                     epi, g, t0, cnt, tb, mps)
     return 0
@@ -966,7 +984,7 @@ cdef int _winograd_block(const float[::1] x, const float[::1] u, const float[::1
 
 cdef int conv_winograd(const float[::1] x, const float[::1] u, const float[::1] bias,
                        bint has_bias, const Epilogue* epi, float[::1] y, float[::1] scratch,
-                       const ConvGeom* g, Py_ssize_t tb, int nthreads) except -1 nogil:
+                       const ConvGeom* g, Py_ssize_t tb, int nthreads, bint packed=False) except -1 nogil:
     """The bias is added by the output transform; `epi` (NULL: none) adds the
     residual and applies the activation to each run of tiles as it is written."""
     cdef Py_ssize_t nt = g.n * ((g.h_out + 1) // 2) * ((g.w_out + 1) // 2)
@@ -974,7 +992,7 @@ cdef int conv_winograd(const float[::1] x, const float[::1] u, const float[::1] 
     cdef Py_ssize_t slab = _winograd_slab(g, tb)
     cdef Py_ssize_t blk
     for blk in prange(nblocks, num_threads=nthreads, schedule='static'):
-        _winograd_block(x, u, bias, has_bias, epi, y, scratch, g, blk, tb, nt, threadid() * slab)
+        _winograd_block(x, u, bias, has_bias, epi, y, scratch, g, blk, tb, nt, threadid() * slab, packed)
     return 0
 
 
@@ -1015,7 +1033,7 @@ cdef int _winograd4_block(const float[::1] x, const float[::1] u, const float[::
                           bint has_bias, const Epilogue* epi, float[::1] y, float[::1] scratch,
                           const ConvGeom* g,
                           Py_ssize_t blk, Py_ssize_t tb, Py_ssize_t nt,
-                          Py_ssize_t slab) except -1 nogil:
+                          Py_ssize_t slab, bint packed) except -1 nogil:
     cdef Py_ssize_t t0 = blk * tb
     cdef Py_ssize_t cnt = nt - t0 if nt - t0 < tb else tb
     cdef Py_ssize_t vps = _wino_v_stride(g, tb), mps = _wino_m_stride(g, tb)
@@ -1023,11 +1041,16 @@ cdef int _winograd4_block(const float[::1] x, const float[::1] u, const float[::
     cdef Py_ssize_t m_off = slab + 36 * vps
     cdef Py_ssize_t p
     rlx_wino4_input(&x[0], x.shape[0], &scratch[v_off], g, t0, cnt, tb, vps)
+    cdef Py_ssize_t pf = rlx_gemm_packed_floats(g.c_out, g.c_in)
     for p in range(36):
-        sgemm_rm(False, False, <int>g.c_out, <int>cnt, <int>g.c_in, 1.0,
-                 &u[p * g.c_out * g.c_in], <int>g.c_in,
-                 &scratch[v_off + p * vps], <int>tb, 0.0,
-                 &scratch[m_off + p * mps], <int>tb)
+        if packed:      # U[p] in the microkernel's 6-row panels (winograd_pack_u)
+            rlx_gemm_conv(&u[p * pf], pf, g.c_out, g.c_in, &scratch[0], scratch.shape[0], v_off + p * vps, tb,
+                          &scratch[0], scratch.shape[0], m_off + p * mps, tb, cnt, NULL)
+        else:
+            sgemm_rm(False, False, <int>g.c_out, <int>cnt, <int>g.c_in, 1.0,
+                     &u[p * g.c_out * g.c_in], <int>g.c_in,
+                     &scratch[v_off + p * vps], <int>tb, 0.0,
+                     &scratch[m_off + p * mps], <int>tb)
     rlx_wino4_output(&scratch[m_off], &y[0], y.shape[0], &bias[0] if has_bias else NULL,
                      epi, g, t0, cnt, tb, mps)
     return 0
@@ -1035,7 +1058,7 @@ cdef int _winograd4_block(const float[::1] x, const float[::1] u, const float[::
 
 cdef int conv_winograd4(const float[::1] x, const float[::1] u, const float[::1] bias,
                         bint has_bias, const Epilogue* epi, float[::1] y, float[::1] scratch,
-                        const ConvGeom* g, Py_ssize_t tb, int nthreads) except -1 nogil:
+                        const ConvGeom* g, Py_ssize_t tb, int nthreads, bint packed=False) except -1 nogil:
     """Blocks of tb tiles (tb fixed at compile time from the bound thread
     count), one per thread at a time; each block's 36 GEMMs are
     single-threaded, so the result does not depend on nthreads.  The output
@@ -1046,7 +1069,7 @@ cdef int conv_winograd4(const float[::1] x, const float[::1] u, const float[::1]
     cdef Py_ssize_t slab = _winograd4_slab(g, tb)
     cdef Py_ssize_t blk
     for blk in prange(nblocks, num_threads=nthreads, schedule='static'):
-        _winograd4_block(x, u, bias, has_bias, epi, y, scratch, g, blk, tb, nt, threadid() * slab)
+        _winograd4_block(x, u, bias, has_bias, epi, y, scratch, g, blk, tb, nt, threadid() * slab, packed)
     return 0
 
 
@@ -1118,9 +1141,17 @@ cdef class Conv2DLaunch(Launch):
                 packed in (LAYOUT_IMPLICIT, LAYOUT_IMPLICIT_DIRECT) and algorithm != CONV_IM2COL):
             raise ValueError(f"Conv2DLaunch: packed layout {packed} does not fit algorithm {algorithm} "
                              f"on a {self.g.h}x{self.g.w} plane")
-        self.packed = packed if algorithm in (CONV_IM2COL, CONV_GEMM_1X1) else 0
+        self.packed = packed if algorithm in (CONV_IM2COL, CONV_GEMM_1X1, CONV_WINOGRAD, CONV_WINOGRAD_F4) else 0
         k = (self.g.c_in // self.g.groups) * self.g.kh * self.g.kw
-        if self.packed:
+        if self.packed and algorithm in (CONV_WINOGRAD, CONV_WINOGRAD_F4):
+            if self.packed != LAYOUT_ROWS:
+                raise ValueError(f"Conv2DLaunch: a Winograd U is packed in row panels ({LAYOUT_ROWS}), "
+                                 f"got layout {self.packed}")
+            need = (36 if algorithm == CONV_WINOGRAD_F4 else 16) * rlx_gemm_packed_floats(self.g.c_out, self.g.c_in)
+            if self.weight.shape[0] < need:
+                raise ValueError(f"Conv2DLaunch: packed Winograd U has {self.weight.shape[0]} floats, "
+                                 f"needs {need}")
+        elif self.packed:
             need = gemm_packed_floats(self.g.c_out, k, self.g.groups, self.packed)
             if self.weight.shape[0] < need:
                 raise ValueError(f"Conv2DLaunch: packed weight has {self.weight.shape[0]} floats, "
@@ -1140,11 +1171,11 @@ cdef class Conv2DLaunch(Launch):
         if self.algorithm == CONV_WINOGRAD:     # bias fused in the output transform
             conv_winograd(self.x, self.weight, self.bias, self.has_bias,
                           &self.fused.e if rlx_epilogue_active(&self.fused.e) else NULL, self.y,
-                          self.scratch, &self.g, self.block, t)
+                          self.scratch, &self.g, self.block, t, self.packed != 0)
         elif self.algorithm == CONV_WINOGRAD_F4:     # bias fused in the output transform
             conv_winograd4(self.x, self.weight, self.bias, self.has_bias,
                            &self.fused.e if rlx_epilogue_active(&self.fused.e) else NULL, self.y,
-                           self.scratch, &self.g, self.block, t)
+                           self.scratch, &self.g, self.block, t, self.packed != 0)
         elif self.algorithm == CONV_IM2COL and self.packed in (LAYOUT_IMPLICIT, LAYOUT_IMPLICIT_DIRECT):
             ig = rlx_implicit_geom_2d(&self.g)
             implicit_conv_run(self.x, self.weight, self.y, self.scratch, self.offs, &ig, self.g.n, self.g.c_out,
@@ -1230,13 +1261,18 @@ cdef class GemmPackLaunch(Launch):
 
 cdef class WinogradFilterLaunch(Launch):
     """Runtime filter transform, used only when the weight is not a constant;
-    `tile` is the output tile size, 2 (U[16, ...]) or 4 (U[36, ...])."""
+    `tile` is the output tile size, 2 (U[16, ...]) or 4 (U[36, ...]).  With
+    `staging` (U's floats) the transform goes there and each plane is then
+    packed into `u` in the microkernel's row panels, as winograd_pack_u packs
+    a constant weight's U at compile time (the same bits either way)."""
     cdef const float[::1] weight
     cdef float[::1] u
+    cdef float[::1] staging
+    cdef bint packed
     cdef Py_ssize_t c_out, c_in
     cdef int tile
 
-    def __init__(self, weight, u, Py_ssize_t c_out, Py_ssize_t c_in, int tile=2):
+    def __init__(self, weight, u, Py_ssize_t c_out, Py_ssize_t c_in, int tile=2, staging=None):
         if tile not in (2, 4):
             raise ValueError(f"WinogradFilterLaunch: tile must be 2 or 4, got {tile}")
         self.weight = weight
@@ -1244,12 +1280,27 @@ cdef class WinogradFilterLaunch(Launch):
         self.c_out = c_out
         self.c_in = c_in
         self.tile = tile
+        self.packed = staging is not None
+        self.staging = or_placeholder(staging, np.float32)
+        planes = 36 if tile == 4 else 16
+        if self.packed:
+            if self.staging.shape[0] < planes * c_out * c_in:
+                raise ValueError(f"WinogradFilterLaunch: staging holds {self.staging.shape[0]} floats, "
+                                 f"needs {planes * c_out * c_in}")
+            if self.u.shape[0] < planes * rlx_gemm_packed_floats(c_out, c_in):
+                raise ValueError(f"WinogradFilterLaunch: packed U holds {self.u.shape[0]} floats, "
+                                 f"needs {planes * rlx_gemm_packed_floats(c_out, c_in)}")
 
     cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
+        cdef float[::1] dst = self.staging if self.packed else self.u
+        cdef Py_ssize_t p, planes = 36 if self.tile == 4 else 16
+        cdef Py_ssize_t pf = rlx_gemm_packed_floats(self.c_out, self.c_in), plane = self.c_out * self.c_in
         if self.tile == 4:
-            winograd4_filter_transform_into(self.weight, self.u, self.c_out, self.c_in,
-                                            effective_threads(nthreads, self.max_threads))
+            winograd4_filter_transform_into(self.weight, dst, self.c_out, self.c_in, t)
         else:
-            winograd_filter_transform_into(self.weight, self.u, self.c_out, self.c_in,
-                                           effective_threads(nthreads, self.max_threads))
+            winograd_filter_transform_into(self.weight, dst, self.c_out, self.c_in, t)
+        if self.packed:
+            for p in prange(planes, num_threads=t, schedule='static'):
+                rlx_gemm_pack_w(&self.staging[p * plane], self.c_in, self.c_out, self.c_in, &self.u[p * pf])
         return 0

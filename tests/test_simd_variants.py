@@ -27,6 +27,15 @@ for (n, ci, co, h, w, pads, algo) in [(2, 5, 7, 23, 45, (1, 2, 0, 1), "direct"),
     g.output(g.conv2d(xi, wt, padding=pads))
     y = rlx_cpu.compile(g, conv_algorithm=algo, num_threads=2).run({"x": x})[0]
     worst = max(worst, rel_error(y, conv_nd(x, wt, pads_begin=pads[:2], pads_end=pads[2:])))
+    if algo.startswith("winograd"):
+        # the tile GEMMs on the portable microkernel tile (U packed)
+        import os
+        os.environ["RLX_CONV_MICROKERNEL"] = "1"
+        plan = rlx_cpu.compile(g, conv_algorithm=algo, num_threads=2)
+        del os.environ["RLX_CONV_MICROKERNEL"]
+        assert plan.thunks[0].packed
+        y = plan.run({"x": x})[0]
+        worst = max(worst, rel_error(y, conv_nd(x, wt, pads_begin=pads[:2], pads_end=pads[2:])))
 print(worst)
 """
 

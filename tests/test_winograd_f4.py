@@ -89,7 +89,8 @@ def _dims(n, c_in, c_out, h, w, pad=1):
 
 
 def test_tile_size_choice():
-    f = ConvFlags()
+    # the tile GEMMs on sgemm (a weight fed per run, RLX_CONV_MICROKERNEL=0)
+    f = ConvFlags(microkernel=False)
     assert select_conv_algorithm(_dims(1, 64, 64, 56, 56), "auto", f) == A.WINOGRAD_F4
     assert select_conv_algorithm(_dims(8, 64, 64, 56, 56), "auto", f) == A.WINOGRAD_F4
     assert select_conv_algorithm(_dims(1, 128, 128, 28, 28), "auto", f) == A.WINOGRAD_F4
@@ -110,6 +111,20 @@ def test_tile_size_choice():
     assert select_conv_algorithm(_dims(1, 512, 512, 7, 7), "winograd_f4", f) == A.WINOGRAD_F4
     assert select_conv_algorithm(_dims(1, 64, 64, 56, 56), "auto", ConvFlags(winograd=False)) \
         not in (A.WINOGRAD, A.WINOGRAD_F4)
+
+
+def test_tile_size_choice_on_the_microkernel():
+    # a constant weight with the tile GEMMs on the conv microkernel: F(4x4)
+    # wherever each bound thread gets at least one 16-column panel of tiles
+    f = ConvFlags(microkernel=True)
+    assert select_conv_algorithm(_dims(1, 256, 256, 14, 14), "auto", f) == A.WINOGRAD_F4      # 16 tiles
+    assert select_conv_algorithm(_dims(1, 256, 256, 14, 14), "auto", f, nthreads=2) == A.WINOGRAD
+    assert select_conv_algorithm(_dims(1, 512, 512, 14, 14), "auto", f) == A.WINOGRAD_F4      # no channel cap
+    assert select_conv_algorithm(_dims(1, 512, 512, 7, 7), "auto", f) == A.WINOGRAD           # 4 tiles
+    assert select_conv_algorithm(_dims(1, 64, 64, 56, 56), "auto", f, nthreads=2) == A.WINOGRAD_F4
+    # a weight fed per run keeps the sgemm rule (its U is transformed each run, unpacked)
+    assert select_conv_algorithm(_dims(1, 256, 256, 14, 14), "auto", f, weight_constant=False) in (
+        A.WINOGRAD, A.IM2COL)
 
 
 def test_forced_f4_on_ineligible_shape_names_the_reason():
@@ -139,3 +154,32 @@ def test_f4_finite_range_both_sides():
             assert rel_error(got, want) <= TOL
         assert np.isfinite(rlx_cpu.conv2d(x, w, conv_algorithm="direct")).all()
     assert WINOGRAD_F4_MAX_ABS_INPUT == FLT_MAX / 100 and WINOGRAD_F4_GROWTH == 2304
+
+
+@pytest.mark.parametrize("microkernel", ["1", "0"])
+@pytest.mark.parametrize("algo,planes", [("winograd", 16), ("winograd_f4", 36)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_tile_gemms_on_the_microkernel_or_sgemm(rng, monkeypatch, microkernel, algo, planes, threads):
+    """RLX_CONV_MICROKERNEL picks the tile GEMMs' engine: U packed in the
+    microkernel's row panels (13 output channels: a partial panel; tile
+    counts that are not multiples of 16) or plain for sgemm.  Both match the
+    float64 reference, with a residual and relu fused, and a weight fed per
+    run (transformed, then packed, each run) gives the constant weight's bits."""
+    monkeypatch.setenv("RLX_CONV_MICROKERNEL", microkernel)
+    x, w, b = conv_case(rng, 2, 24, 13, (23, 19), (3, 3))
+    r = rng.standard_normal((2, 13, 23, 19)).astype(np.float32)
+    want = np.maximum(conv_nd(x, w, b, 1, 1, 1) + r, 0)
+    outs = []
+    for weight_as_input in (False, True):
+        g = rlx_cpu.Graph()
+        xi = g.input("x", x.shape)
+        ri = g.input("r", r.shape)
+        wi = g.input("w", w.shape) if weight_as_input else w
+        g.output(g.relu(g.add(g.conv2d(xi, wi, b, padding=1), ri)))
+        plan = rlx_cpu.compile(g, conv_algorithm=algo, num_threads=threads)
+        conv = [t for t in plan.thunks if t.kind == "conv"][0]
+        assert conv.algorithm.label == algo and bool(conv.packed) == (microkernel == "1")
+        feeds = {"x": x, "r": r, **({"w": w} if weight_as_input else {})}
+        outs.append(plan.run(feeds)[0])
+        assert rel_error(outs[-1], want) <= TOL
+    np.testing.assert_array_equal(outs[1], outs[0])

@@ -47,18 +47,20 @@ BLOCK = _nchwc.BLOCK
 ACTS = ("relu", "clip", "leaky_relu", "sigmoid", "silu", "hard_sigmoid", "hard_swish")
 # A dense conv (groups 1, not 1x1 stride 1) runs the blocked direct kernel
 # when it is strided, or when its output plane has at most
-# dense_max_plane(C_in) pixels: on larger stride-1 planes Winograd does fewer
-# multiplies, and its advantage grows with the channel count (the transforms
-# are O(C P), the tile GEMMs O(C^2 P)).  Measured 3x3 stride 1, C_in = C_out,
-# blocked against the NCHW algorithm (Winograd), ratio of times at 1 / 2
-# threads: C 16 at 56x56 1.37 / 1.24; C 32 at 28x28 1.01 / 0.99, at 56x56
-# 0.87 / 0.73; C 64 at 14x14 1.23 / 1.31, at 28x28 0.68 / 0.62; C 128 at 8x8
-# 1.14 / 1.54, at 14x14 0.93 / 0.90; C 512 at 7x7 1.14 / 1.46 (Winograd
-# F(2x2)); C 256 at 14x14 0.72 / 1.05.  Strided, ms NCHW / blocked at 1
-# thread: 3x3 s2 256->512 to 7x7 (im2col) 1.71 / 1.30, 1x1 s2 1024->2048 to
-# 7x7 2.87 / 2.46.
+# dense_max_plane(C_in) pixels: on larger stride-1 planes Winograd (its tile
+# GEMMs on the conv microkernel) does fewer multiplies, the more so the more
+# channels (the transforms are O(C P), the tile GEMMs O(C^2 P)).  Measured
+# 3x3 stride 1, C_in = C_out, ms blocked / best Winograd at 1 thread (2
+# threads): C 16 at 28x28 0.046 / 0.055, at 56x56 0.177 / 0.151; C 32 at
+# 14x14 0.043 / 0.048, at 28x28 0.168 / 0.132; C 64 at 8x8 0.054 / 0.055, at
+# 14x14 0.161 / 0.118 (0.124 / 0.141); C 128 at 7x7 0.159 / 0.150 (0.120 /
+# 0.172), C 512 at 7x7 2.77 / 2.01 (1.36 / 2.12: F(2x2) on 16 tiles is one
+# block, one thread), at 4x4 1.07 / 2.02; C 256 at 8x8 0.86 / 0.49.  Within a
+# chain the blocked kernel also saves the two reorders around an NCHW conv.
+# Strided, ms NCHW / blocked at 1 thread: 3x3 s2 256->512 to 7x7 (im2col)
+# 1.71 / 1.30, 1x1 s2 1024->2048 to 7x7 2.87 / 2.46.
 DENSE_MAX_PLANE = 64
-DENSE_MAX_PLANE_BY_CIN = ((16, None), (32, 28 * 28), (64, 14 * 14))
+DENSE_MAX_PLANE_BY_CIN = ((16, 28 * 28), (32, 14 * 14))
 
 
 def dense_max_plane(c_in):

@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import _conv2d, _convnd
 from ..algorithms import (ConvAlgorithm, conv_microkernel_layout, implicit_reads_in_place, prefers_conv_microkernel,
-                          select_conv_algorithm, select_convnd_algorithm)
+                          select_conv_algorithm, select_convnd_algorithm, winograd_on_microkernel)
 from ..shapes import pad_pairs
 from ..compiler import compile as _compile
 from ..functional import as_real, cached_plan, freeze
@@ -320,14 +320,16 @@ class WinogradFilterThunk(Thunk):
     c_out: int
     c_in: int
     tile: int = 2
+    staging: Optional[Slice] = None     # set: U is packed for the microkernel via this buffer
 
     kind: ClassVar[str] = "winograd_filter"
     reads: ClassVar[tuple] = ("weight",)
     writes: ClassVar[tuple] = ("u",)
+    scratch_fields: ClassVar[tuple] = ("staging",)
 
     def bind(self, view):
         return _conv2d.WinogradFilterLaunch(view(self.weight), view(self.u), self.c_out, self.c_in,
-                                            self.tile)
+                                            self.tile, view(self.staging) if self.staging else None)
 
 
 @dataclass(frozen=True)
@@ -470,7 +472,7 @@ def emit_conv2d(ctx, name, op, dims, x, w, w_value, bias, residual, epilogue, y,
         algo, flags, ms, best = tune_conv(dims, w_value, wconst, bias is not None, flags, ctx.num_threads)
         ctx.tuning[name] = (best, ms)
     else:
-        algo = select_conv_algorithm(dims, requested, flags, op=op, weight_constant=wconst)
+        algo = select_conv_algorithm(dims, requested, flags, op=op, weight_constant=wconst, nthreads=ctx.num_threads)
     t = ctx.num_threads
     packed = conv_microkernel_layout(dims, algo, flags)
     if packed:
@@ -487,15 +489,28 @@ def emit_conv2d(ctx, name, op, dims, x, w, w_value, bias, residual, epilogue, y,
         block = _conv2d.im2col_col_block(dims.as_tuple(), t, packed)
     if algo in (ConvAlgorithm.WINOGRAD, ConvAlgorithm.WINOGRAD_F4):
         f4 = algo == ConvAlgorithm.WINOGRAD_F4
-        block = (_conv2d.winograd4_tile_block if f4 else _conv2d.winograd_tile_block)(dims.as_tuple(), t)
+        # U packed (at compile time for a constant weight, else by the filter
+        # thunk): the tile GEMMs run on the microkernel
+        packed = _conv2d.GEMM_LAYOUT_ROWS if winograd_on_microkernel(dims, flags) else 0
+        block = (_conv2d.winograd4_tile_block if f4 else _conv2d.winograd_tile_block)(dims.as_tuple(), t,
+                                                                                       packed != 0)
         if wconst:
             # Transform once, now; runs only read U.
             transform = _conv2d.winograd4_filter_transform if f4 else _conv2d.winograd_filter_transform
-            w = ctx.constant(transform(w_value), name + ".winograd_U")
+            u_value = transform(w_value)
+            if packed:
+                u_value = _conv2d.winograd_pack_u(u_value, dims.c_out, dims.c_in)
+            w = ctx.constant(u_value, name + ".winograd_U")
         else:
             planes = 36 if f4 else 16
-            u = ctx.temp(planes * dims.c_out * dims.c_in * 4, name + ".winograd_U")
-            ctx.emit(WinogradFilterThunk(name, w, u, dims.c_out, dims.c_in, 4 if f4 else 2))
+            if packed:
+                nfloats = planes * _conv2d.gemm_packed_floats(dims.c_out, dims.c_in, 1)
+                u = ctx.temp(4 * nfloats, name + ".winograd_U")
+                staging = ctx.scratch(planes * dims.c_out * dims.c_in * 4, name + ".winograd_U_staging")
+            else:
+                u = ctx.temp(planes * dims.c_out * dims.c_in * 4, name + ".winograd_U")
+                staging = None
+            ctx.emit(WinogradFilterThunk(name, w, u, dims.c_out, dims.c_in, 4 if f4 else 2, staging))
             w = u
     scratch_nbytes = 4 * _conv2d.scratch_floats(dims.as_tuple(), int(algo), t, packed)
     scratch = ctx.scratch(scratch_nbytes, name + ".scratch")
