@@ -228,8 +228,9 @@ def compile_with_flags(graph, flags, conv_algorithm="auto", num_threads=None, re
     # A forced conv algorithm (or RLX_FAST_CONV off) is the user's choice for
     # every conv: the blocked_layout pass, which picks the blocked kernels,
     # runs only under auto.
-    graph = run_passes(graph, passes, skip=() if conv_algorithm == "auto" and flags.fast else ("blocked_layout",))
     nthreads = resolve_num_threads(num_threads)
+    graph = run_passes(graph, passes, skip=() if conv_algorithm == "auto" and flags.fast else ("blocked_layout",),
+                       nthreads=nthreads)
     debug = resolve_debug(debug)
     adaptive_threads = resolve_adaptive_threads(adaptive_threads)
     guard = GUARD if debug else 0

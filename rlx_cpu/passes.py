@@ -307,7 +307,7 @@ def _blocked_layout_enabled():
     return mode if mode is not None else _nchwc.simd_level() >= 1
 
 
-def blocked_layout(graph):
+def blocked_layout(graph, nthreads=1):
     """Chains of convs that have channel-blocked kernels (rlx_cpu/ops/blocked.py:
     1x1, depthwise 3x3 and dense convs with constant weights and channels
     multiples of 8, and a first conv of fewer than 8 input channels), with
@@ -323,14 +323,15 @@ def blocked_layout(graph):
     of at least BLOCKED_MIN_CHAIN convs is rewritten, with one to_nchwc per
     NCHW value it reads and one from_nchwc per value an NCHW op or a graph
     output reads, so a chain between two NCHW ops has exactly two
-    reorders."""
+    reorders.  `nthreads`: the thread count of the plan it compiles for
+    (which dense convs run blocked depends on it)."""
     from .ops.blocked import (BLOCK, as_conv2d_attrs, blocked_shape, nchwc_global_pool, nchwc_kind, nchwc_pool,
                               nchwc_stem)
     from .ops.conv import conv_operands
     if not _blocked_layout_enabled():
         return _rewrite(graph, "blocked_layout", {}, {}, set())
     stems = {n.id for n in graph.nodes if nchwc_stem(graph, n)}
-    convs = {n.id for n in graph.nodes if nchwc_kind(graph, n)} | stems
+    convs = {n.id for n in graph.nodes if nchwc_kind(graph, n, nthreads)} | stems
     pools = {n.id for n in graph.nodes if nchwc_pool(graph, n)}
     globals_ = {n.id for n in graph.nodes if nchwc_global_pool(graph, n)}
     # a channel concat of blocked values is the same block copies as in NCHW
@@ -515,12 +516,13 @@ def resolve(passes):
     return tuple(passes)
 
 
-def run_passes(graph, passes=True, skip=()):
+def run_passes(graph, passes=True, skip=(), nthreads=1):
     """Run the selected passes but those named in `skip`, in order; returns
-    the final graph."""
+    the final graph.  `nthreads`: the plan's thread count (blocked_layout's
+    kernel choice depends on it)."""
     for name in resolve(passes):
         if name not in skip:
-            graph = PASSES[name](graph)
+            graph = blocked_layout(graph, nthreads) if name == "blocked_layout" else PASSES[name](graph)
     return graph
 
 

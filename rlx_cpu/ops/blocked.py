@@ -59,16 +59,22 @@ ACTS = ("relu", "clip", "leaky_relu", "sigmoid", "silu", "hard_sigmoid", "hard_s
 # chain the blocked kernel also saves the two reorders around an NCHW conv.
 # Strided, ms NCHW / blocked at 1 thread: 3x3 s2 256->512 to 7x7 (im2col)
 # 1.71 / 1.30, 1x1 s2 1024->2048 to 7x7 2.87 / 2.46.
+# With more than 64 input channels at 1 thread the 7x7 and 8x8 planes go to
+# Winograd F(2x2) too (their 16 tiles are one block: at 2 threads it runs on
+# one of them, which is why the blocked kernel keeps them there).
 DENSE_MAX_PLANE = 64
+DENSE_MAX_PLANE_ONE_THREAD = 36
 DENSE_MAX_PLANE_BY_CIN = ((16, 28 * 28), (32, 14 * 14))
 
 
-def dense_max_plane(c_in):
+def dense_max_plane(c_in, nthreads=1):
     """The largest stride-1 output plane (pixels) on which a dense conv with
-    c_in input channels runs blocked; None: any."""
+    c_in input channels runs blocked in a plan for `nthreads` threads."""
     for c, plane in DENSE_MAX_PLANE_BY_CIN:
         if c_in <= c:
             return plane
+    if c_in > 64 and nthreads <= 1:
+        return DENSE_MAX_PLANE_ONE_THREAD
     return DENSE_MAX_PLANE
 
 
@@ -90,7 +96,7 @@ def as_conv2d_attrs(attrs):
                                dilation=(1,) + attrs.dilation)
 
 
-def nchwc_kind(graph, node):
+def nchwc_kind(graph, node, nthreads=1):
     """'1x1', 'depthwise' or 'dense' when the conv2d `node` has a blocked
     kernel, else None: float32 4-D, channels multiples of 8, a constant
     weight (and bias), an activation in ACTS or none, and the geometry of one of
@@ -123,8 +129,7 @@ def nchwc_kind(graph, node):
         # runs a GEMM per group, narrow ones at that
         return "dense" if (c_in // a.groups) % BLOCK == 0 and (c_out // a.groups) % BLOCK == 0 else None
     if a.groups == 1:
-        plane = dense_max_plane(c_in)
-        if a.stride != (1, 1) or plane is None or out_plane <= plane:
+        if a.stride != (1, 1) or out_plane <= dense_max_plane(c_in, nthreads):
             return "dense"
     return None
 
