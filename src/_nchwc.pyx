@@ -76,7 +76,7 @@ cdef extern from "rlx_nchwc.h":
                           Py_ssize_t i0, Py_ssize_t i1) nogil
     void rlx_nchwc_dw_rows(const float* x, Py_ssize_t x_len, const float* wt, const float* bias,
                            const float* res, Py_ssize_t res_len, float* y, Py_ssize_t y_len,
-                           const NcDwGeom* g, const NcAct* a, Py_ssize_t r0, Py_ssize_t r1) nogil
+                           const NcDwGeom* g, const NcAct* a, Py_ssize_t r0, Py_ssize_t r1, int bands) nogil
 
 cdef extern from "rlx_epilogue.h":
     enum:
@@ -364,7 +364,7 @@ cdef class NchwcDepthwiseLaunch(_BlockedConv):
             rlx_nchwc_dw_rows(&self.x[0], self.x.shape[0], &self.wq[0],
                               &self.bias[0] if self.has_bias else NULL,
                               &self.res[0] if self.has_res else NULL, self.res.shape[0],
-                              &self.y[0], self.y.shape[0], &self.g, &self.a, lo, hi)
+                              &self.y[0], self.y.shape[0], &self.g, &self.a, lo, hi, t > 1)
         return 0
 
 

@@ -658,10 +658,11 @@ static void rlx_nchwc_stem_rows(const float* x, ptrdiff_t x_len, const float* wq
 
 /* ---- depthwise 3x3 conv, stride 1 or 2 -----------------------------------
  * Weight packed as wt[cb][9][8] (tap-major within a block); bias: C floats
- * or NULL.  Work items: output rows of one block, r = (n * h_out + oh) * C/8
- * + cb: a contiguous run of items is a band of rows of every block, so with
- * several threads each reads and writes the rows the 1x1 convs around it
- * (split by pixels) touch on the same core, not the other core's channels. */
+ * or NULL.  Work items: output rows of one block.  With several threads
+ * r = (n * h_out + oh) * C/8 + cb ("bands"): a contiguous run of items is a
+ * band of rows of every block, so each thread reads and writes the rows the
+ * 1x1 convs around it (split by pixels) touch on the same core, not the
+ * other core's channels; on one thread r = (n * C/8 + cb) * h_out + oh. */
 typedef struct {
     ptrdiff_t cb, h, w, h_out, w_out, s, ph, pw;   /* blocks per image, geometry */
 } rlx_nchwc_dw_geom;
@@ -765,15 +766,19 @@ RLX_TARGET_AVX2 static void rlx_nchwc_dw_row_avx2(const float* xp, const float* 
 
 static void rlx_nchwc_dw_rows(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
                               const float* res, ptrdiff_t res_len, float* y, ptrdiff_t y_len,
-                              const rlx_nchwc_dw_geom* g, const rlx_nchwc_act* a, ptrdiff_t r0, ptrdiff_t r1) {
+                              const rlx_nchwc_dw_geom* g, const rlx_nchwc_act* a, ptrdiff_t r0, ptrdiff_t r1,
+                              int bands) {
     const int level = rlx_simd_level();
     const ptrdiff_t plane_in = g->h * g->w * 8, row_out = g->w_out * 8;
     (void)level;
     (void)res_len;
     for (ptrdiff_t r = r0; r < r1; ++r) {
-        /* items run row after row, the blocks within a row (see above) */
+        /* bands: items run row after row, the blocks within a row (see
+         * above); else block after block (one thread: each block's input
+         * rows stay in L1 from one output row to the next) */
         const ptrdiff_t img = r / (g->h_out * g->cb), q = r % (g->h_out * g->cb);
-        const ptrdiff_t oh = q / g->cb, cb = q % g->cb, blk = img * g->cb + cb, ro = blk * g->h_out + oh;
+        const ptrdiff_t oh = bands ? q / g->cb : q % g->h_out, cb = bands ? q % g->cb : q / g->h_out;
+        const ptrdiff_t blk = img * g->cb + cb, ro = blk * g->h_out + oh;
         const float* xp = x + blk * plane_in;
         float* yr = y + ro * row_out;
         const float* rr = res ? res + ro * row_out : NULL;
