@@ -955,6 +955,25 @@ def winograd_filter_transform(weight):
     return u
 
 
+cdef inline void _wino_tile_gemms(const float[::1] u, float[::1] scratch, const ConvGeom* g, Py_ssize_t planes,
+                                  Py_ssize_t v_off, Py_ssize_t vps, Py_ssize_t m_off, Py_ssize_t mps,
+                                  Py_ssize_t tb, Py_ssize_t cnt, bint packed) noexcept nogil:
+    """M[p] = U[p] . V[p] for each transform position p of a block of cnt
+    tiles (V, M planes tb columns wide in scratch): on the microkernel with
+    U[p] in its 6-row panels (winograd_pack_u), else on sgemm."""
+    cdef Py_ssize_t pf = rlx_gemm_packed_floats(g.c_out, g.c_in)
+    cdef Py_ssize_t p
+    for p in range(planes):
+        if packed:
+            rlx_gemm_conv(&u[p * pf], pf, g.c_out, g.c_in, &scratch[0], scratch.shape[0], v_off + p * vps, tb,
+                          &scratch[0], scratch.shape[0], m_off + p * mps, tb, cnt, NULL)
+        else:
+            sgemm_rm(False, False, <int>g.c_out, <int>cnt, <int>g.c_in, 1.0,
+                     &u[p * g.c_out * g.c_in], <int>g.c_in,
+                     &scratch[v_off + p * vps], <int>tb, 0.0,
+                     &scratch[m_off + p * mps], <int>tb)
+
+
 cdef int _winograd_block(const float[::1] x, const float[::1] u, const float[::1] bias,
                          bint has_bias, const Epilogue* epi, float[::1] y, float[::1] scratch,
                          const ConvGeom* g,
@@ -965,18 +984,8 @@ cdef int _winograd_block(const float[::1] x, const float[::1] u, const float[::1
     cdef Py_ssize_t vps = _wino_v_stride(g, tb), mps = _wino_m_stride(g, tb)
     cdef Py_ssize_t v_off = slab
     cdef Py_ssize_t m_off = slab + 16 * vps
-    cdef Py_ssize_t p
     rlx_wino_input(&x[0], x.shape[0], &scratch[v_off], g, t0, cnt, tb, vps)
-    cdef Py_ssize_t pf = rlx_gemm_packed_floats(g.c_out, g.c_in)
-    for p in range(16):
-        if packed:      # U[p] in the microkernel's 6-row panels (winograd_pack_u)
-            rlx_gemm_conv(&u[p * pf], pf, g.c_out, g.c_in, &scratch[0], scratch.shape[0], v_off + p * vps, tb,
-                          &scratch[0], scratch.shape[0], m_off + p * mps, tb, cnt, NULL)
-        else:
-            sgemm_rm(False, False, <int>g.c_out, <int>cnt, <int>g.c_in, 1.0,
-                     &u[p * g.c_out * g.c_in], <int>g.c_in,
-                     &scratch[v_off + p * vps], <int>tb, 0.0,
-                     &scratch[m_off + p * mps], <int>tb)
+    _wino_tile_gemms(u, scratch, g, 16, v_off, vps, m_off, mps, tb, cnt, packed)
     rlx_wino_output(&scratch[m_off], &y[0], y.shape[0], &bias[0] if has_bias else NULL,
                     epi, g, t0, cnt, tb, mps)
     return 0
@@ -1039,18 +1048,8 @@ cdef int _winograd4_block(const float[::1] x, const float[::1] u, const float[::
     cdef Py_ssize_t vps = _wino_v_stride(g, tb), mps = _wino_m_stride(g, tb)
     cdef Py_ssize_t v_off = slab
     cdef Py_ssize_t m_off = slab + 36 * vps
-    cdef Py_ssize_t p
     rlx_wino4_input(&x[0], x.shape[0], &scratch[v_off], g, t0, cnt, tb, vps)
-    cdef Py_ssize_t pf = rlx_gemm_packed_floats(g.c_out, g.c_in)
-    for p in range(36):
-        if packed:      # U[p] in the microkernel's 6-row panels (winograd_pack_u)
-            rlx_gemm_conv(&u[p * pf], pf, g.c_out, g.c_in, &scratch[0], scratch.shape[0], v_off + p * vps, tb,
-                          &scratch[0], scratch.shape[0], m_off + p * mps, tb, cnt, NULL)
-        else:
-            sgemm_rm(False, False, <int>g.c_out, <int>cnt, <int>g.c_in, 1.0,
-                     &u[p * g.c_out * g.c_in], <int>g.c_in,
-                     &scratch[v_off + p * vps], <int>tb, 0.0,
-                     &scratch[m_off + p * mps], <int>tb)
+    _wino_tile_gemms(u, scratch, g, 36, v_off, vps, m_off, mps, tb, cnt, packed)
     rlx_wino4_output(&scratch[m_off], &y[0], y.shape[0], &bias[0] if has_bias else NULL,
                      epi, g, t0, cnt, tb, mps)
     return 0
