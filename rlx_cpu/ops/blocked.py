@@ -51,12 +51,18 @@ ACTS = ("relu", "clip", "leaky_relu", "sigmoid", "silu", "hard_sigmoid", "hard_s
 # GEMMs on the conv microkernel) does fewer multiplies, the more so the more
 # channels (the transforms are O(C P), the tile GEMMs O(C^2 P)).  Measured
 # 3x3 stride 1, C_in = C_out, ms blocked / best Winograd at 1 thread (2
-# threads): C 16 at 28x28 0.046 / 0.055, at 56x56 0.177 / 0.151; C 32 at
+# threads): C 8 at 56x56 0.068 / 0.078 (im2col 0.067), at 112x112 0.290 /
+# 0.279 (im2col 0.238); C 16 at 28x28 0.046 / 0.055, at 32x32 0.058 / 0.042,
+# at 56x56 0.177 / 0.151; C 32 at
 # 14x14 0.043 / 0.048, at 28x28 0.168 / 0.132; C 64 at 8x8 0.054 / 0.055, at
 # 14x14 0.161 / 0.118 (0.124 / 0.141); C 128 at 7x7 0.159 / 0.150 (0.120 /
 # 0.172), C 512 at 7x7 2.77 / 2.01 (1.36 / 2.12: F(2x2) on 16 tiles is one
 # block, one thread), at 4x4 1.07 / 2.02; C 256 at 8x8 0.86 / 0.49.  Within a
-# chain the blocked kernel also saves the two reorders around an NCHW conv.
+# chain the blocked kernel also saves the two reorders around an NCHW conv
+# and keeps its neighbours blocked: so 8 channels run blocked on any plane and
+# 16 up to 32x32 (the U-Net of the model zoo, 32x32 input, b1 1T: 0.31 ms
+# with its 8- and 16-channel 32x32 convs blocked, 0.45 with them on
+# Winograd / im2col).
 # Strided, ms NCHW / blocked at 1 thread: 3x3 s2 256->512 to 7x7 (im2col)
 # 1.71 / 1.30, 1x1 s2 1024->2048 to 7x7 2.87 / 2.46.
 # With more than 64 input channels at 1 thread the 7x7 and 8x8 planes go to
@@ -64,7 +70,7 @@ ACTS = ("relu", "clip", "leaky_relu", "sigmoid", "silu", "hard_sigmoid", "hard_s
 # one of them, which is why the blocked kernel keeps them there).
 DENSE_MAX_PLANE = 64
 DENSE_MAX_PLANE_ONE_THREAD = 36
-DENSE_MAX_PLANE_BY_CIN = ((16, 28 * 28), (32, 14 * 14))
+DENSE_MAX_PLANE_BY_CIN = ((8, None), (16, 32 * 32), (32, 14 * 14))
 
 
 def dense_max_plane(c_in, nthreads=1):
@@ -72,7 +78,7 @@ def dense_max_plane(c_in, nthreads=1):
     c_in input channels runs blocked in a plan for `nthreads` threads."""
     for c, plane in DENSE_MAX_PLANE_BY_CIN:
         if c_in <= c:
-            return plane
+            return plane if plane is not None else float("inf")
     if c_in > 64 and nthreads <= 1:
         return DENSE_MAX_PLANE_ONE_THREAD
     return DENSE_MAX_PLANE
