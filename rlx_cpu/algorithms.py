@@ -285,30 +285,28 @@ def winograd4_tiles(d):
     return d.n * ((d.h_out + 3) // 4) * ((d.w_out + 3) // 4)
 
 
-# With the tile GEMMs on the conv microkernel (U packed at compile time, a
-# constant weight, AVX2+FMA) both variants run faster than on sgemm, F(4x4)
-# the more: 3x3 stride 1, batch 1, ms at 1 thread, microkernel against sgemm,
-# F(4x4) 64->64 56x56 1.10 / 1.38, 128->128 28x28 1.07 / 1.21, 256->256 14x14
-# 1.14 / 1.91 (F(2x2) 1.63 / 1.81), 512->512 7x7 F(2x2) 2.17 / 2.97.  F(4x4)
-# then wins wherever each bound thread gets a block of at least one
-# 16-column panel of tiles (a block of 8 tiles fills half a panel, and
-# 256->256 14x14 at 2 threads ran F(4x4) 1.09 against F(2x2) 1.03; at 1
-# thread 1.18 against 1.66), at any channel count measured (to 512: 512->512
-# 14x14 5.65 against 6.79).
-WINOGRAD_F4_MICRO_MIN_TILES_PER_THREAD = 16
+# With the tile GEMMs on the conv microkernel (U packed, AVX2+FMA) both
+# variants run faster than on sgemm, F(4x4) the more: 3x3 stride 1, batch 1,
+# ms at 1 thread, microkernel against sgemm, F(4x4) 64->64 56x56 1.10 /
+# 1.38, 128->128 28x28 1.07 / 1.21, 256->256 14x14 1.14 / 1.91 (F(2x2) 1.63
+# / 1.81), 512->512 7x7 F(2x2) 2.17 / 2.97.  F(4x4) then wins from one
+# 16-column panel of tiles up, at any channel count measured (512->512 14x14
+# 5.65 against F(2x2) 6.79 at 1 thread, 2.78 against 3.38 at 2 threads, its
+# 16 tiles one block that runs staged on both threads).
+WINOGRAD_F4_MICRO_MIN_TILES = 16
 
 
-def _prefers_winograd_f4(d, nthreads=1, micro=False):
+def _prefers_winograd_f4(d, micro=False):
     if micro:
-        return winograd4_tiles(d) >= WINOGRAD_F4_MICRO_MIN_TILES_PER_THREAD * max(nthreads, 1)
+        return winograd4_tiles(d) >= WINOGRAD_F4_MICRO_MIN_TILES
     return winograd4_tiles(d) >= WINOGRAD_F4_MIN_TILES and d.c_in <= WINOGRAD_F4_MAX_C_IN
 
 
-def _winograd_variant(d, nthreads=1, micro=False):
+def _winograd_variant(d, micro=False):
     """The Winograd tile size auto (and RLX_WINOGRAD=1) uses for an eligible
-    conv compiled for `nthreads` threads; micro: its tile GEMMs run on the
-    conv microkernel (winograd_on_microkernel, constant weight)."""
-    return ConvAlgorithm.WINOGRAD_F4 if _prefers_winograd_f4(d, nthreads, micro) else ConvAlgorithm.WINOGRAD
+    conv; micro: its tile GEMMs run on the conv microkernel
+    (winograd_on_microkernel)."""
+    return ConvAlgorithm.WINOGRAD_F4 if _prefers_winograd_f4(d, micro) else ConvAlgorithm.WINOGRAD
 
 
 def _prefers_direct(d):
@@ -462,7 +460,7 @@ def _winograd_for_runtime_weight(d):
     return min(options, key=lambda a: runtime_weight_cost_ns(d, a))
 
 
-def select_conv_algorithm(dims, requested="auto", flags=None, op="conv2d", weight_constant=True, nthreads=1):
+def select_conv_algorithm(dims, requested="auto", flags=None, op="conv2d", weight_constant=True):
     """Return the ConvAlgorithm for a conv of these dims.
 
     `requested` is 'auto' or a forced algorithm ('reference', 'im2col',
@@ -470,9 +468,8 @@ def select_conv_algorithm(dims, requested="auto", flags=None, op="conv2d", weigh
     algorithm overrides the environment flags and raises ValueError on a shape
     it cannot run.  Under 'auto' or 'im2col' a 1x1/stride-1/unpadded conv runs
     as a plain GEMM; where auto picks Winograd, _prefers_winograd_f4 picks the
-    tile size (for `nthreads` bound threads).  weight_constant=False (the
-    weight is a plan input) makes auto count Winograd's per-run filter
-    transform (_winograd_for_runtime_weight).
+    tile size.  weight_constant=False (the weight is a plan input) makes auto
+    count Winograd's per-run filter transform (_winograd_for_runtime_weight).
     """
     if flags is None:
         flags = ConvFlags.from_env()
@@ -508,13 +505,13 @@ def select_conv_algorithm(dims, requested="auto", flags=None, op="conv2d", weigh
     direct_ok = direct_ineligible_reason(dims) is None
     micro = winograd_on_microkernel(dims, flags)
     if flags.winograd and winograd_ok:
-        return _winograd_variant(dims, nthreads, micro)
+        return _winograd_variant(dims, micro)
     if flags.direct and direct_ok:
         return ConvAlgorithm.DIRECT
     if gemm_1x1_ineligible_reason(dims) is None:
         return ConvAlgorithm.GEMM_1X1
     if winograd_ok and flags.winograd is not False and _prefers_winograd(dims):
-        return _winograd_variant(dims, nthreads, micro) if weight_constant else _winograd_for_runtime_weight(dims)
+        return _winograd_variant(dims, micro) if weight_constant else _winograd_for_runtime_weight(dims)
     if direct_ok and flags.direct is not False and _prefers_direct(dims):
         return ConvAlgorithm.DIRECT
     if im2col_ineligible_reason(dims) is None:

@@ -389,6 +389,10 @@ def winograd_tile_block(tuple dims, int nthreads, bint packed=False):
     cdef Py_ssize_t q = 16 if packed else 8
     cap = min(max(cap // q * q if packed else cap, 16), 1024)
     cdef Py_ssize_t tb = min(max(per_thread, 1), cap)
+    if packed and tb < 16:
+        # a whole 16-column panel, or every tile (fewer blocks than threads
+        # then run staged: every thread on each block)
+        tb = min(16, (nt + 7) // 8 * 8)
     if tb > 8:
         tb = (tb + q - 1) // q * q
     return int(tb)
@@ -426,6 +430,10 @@ def winograd4_tile_block(tuple dims, int nthreads, bint packed=False):
     cdef Py_ssize_t q = 16 if packed else 8
     cap = min(max(cap // q * q, 16), 1024)
     cdef Py_ssize_t tb = min(max(per_thread, 1), cap)
+    if packed and tb < 16:
+        # a whole 16-column panel, or every tile (fewer blocks than threads
+        # then run staged: every thread on each block)
+        tb = min(16, (nt + 7) // 8 * 8)
     if tb > 8:
         tb = (tb + q - 1) // q * q
     return int(tb)
@@ -955,15 +963,16 @@ def winograd_filter_transform(weight):
     return u
 
 
-cdef inline void _wino_tile_gemms(const float[::1] u, float[::1] scratch, const ConvGeom* g, Py_ssize_t planes,
-                                  Py_ssize_t v_off, Py_ssize_t vps, Py_ssize_t m_off, Py_ssize_t mps,
-                                  Py_ssize_t tb, Py_ssize_t cnt, bint packed) noexcept nogil:
-    """M[p] = U[p] . V[p] for each transform position p of a block of cnt
-    tiles (V, M planes tb columns wide in scratch): on the microkernel with
-    U[p] in its 6-row panels (winograd_pack_u), else on sgemm."""
+cdef inline void _wino_tile_gemms(const float[::1] u, float[::1] scratch, const ConvGeom* g, Py_ssize_t p0,
+                                  Py_ssize_t planes, Py_ssize_t v_off, Py_ssize_t vps, Py_ssize_t m_off,
+                                  Py_ssize_t mps, Py_ssize_t tb, Py_ssize_t cnt, bint packed) noexcept nogil:
+    """M[p] = U[p] . V[p] for the transform positions p in [p0, p0 + planes)
+    of a block of cnt tiles (V, M planes tb columns wide in scratch): on the
+    microkernel with U[p] in its 6-row panels (winograd_pack_u), else on
+    sgemm."""
     cdef Py_ssize_t pf = rlx_gemm_packed_floats(g.c_out, g.c_in)
     cdef Py_ssize_t p
-    for p in range(planes):
+    for p in range(p0, p0 + planes):
         if packed:
             rlx_gemm_conv(&u[p * pf], pf, g.c_out, g.c_in, &scratch[0], scratch.shape[0], v_off + p * vps, tb,
                           &scratch[0], scratch.shape[0], m_off + p * mps, tb, cnt, NULL)
@@ -985,21 +994,64 @@ cdef int _winograd_block(const float[::1] x, const float[::1] u, const float[::1
     cdef Py_ssize_t v_off = slab
     cdef Py_ssize_t m_off = slab + 16 * vps
     rlx_wino_input(&x[0], x.shape[0], &scratch[v_off], g, t0, cnt, tb, vps)
-    _wino_tile_gemms(u, scratch, g, 16, v_off, vps, m_off, mps, tb, cnt, packed)
+    _wino_tile_gemms(u, scratch, g, 0, 16, v_off, vps, m_off, mps, tb, cnt, packed)
     rlx_wino_output(&scratch[m_off], &y[0], y.shape[0], &bias[0] if has_bias else NULL,
                     epi, g, t0, cnt, tb, mps)
     return 0
 
 
+cdef int _winograd_staged(const float[::1] x, const float[::1] u, const float[::1] bias, bint has_bias,
+                          const Epilogue* epi, float[::1] y, float[::1] scratch, const ConvGeom* g,
+                          Py_ssize_t blk, Py_ssize_t tb, Py_ssize_t nt, bint f4, bint packed,
+                          int nthreads) except -1 nogil:
+    """One block of tiles on every thread (fewer blocks than bound threads):
+    the input transform in chunks of 8 tiles, then the tile GEMMs split by
+    transform position, then the output transform in the same chunks, all in
+    thread 0's slab.  The path and its chunks are fixed when the launch is
+    bound, so the bits do not depend on the thread count a run uses."""
+    cdef Py_ssize_t planes = 36 if f4 else 16
+    cdef Py_ssize_t t0 = blk * tb
+    cdef Py_ssize_t cnt = nt - t0 if nt - t0 < tb else tb
+    cdef Py_ssize_t vps = _wino_v_stride(g, tb), mps = _wino_m_stride(g, tb)
+    cdef Py_ssize_t m_off = planes * vps
+    cdef Py_ssize_t nch = (cnt + 7) // 8
+    cdef Py_ssize_t c, j0, cj, p
+    for c in prange(nch, num_threads=nthreads, schedule='static'):
+        j0 = c * 8
+        cj = cnt - j0 if cnt - j0 < 8 else 8
+        if f4:
+            rlx_wino4_input(&x[0], x.shape[0], &scratch[j0], g, t0 + j0, cj, tb, vps)
+        else:
+            rlx_wino_input(&x[0], x.shape[0], &scratch[j0], g, t0 + j0, cj, tb, vps)
+    for p in prange(planes, num_threads=nthreads, schedule='static'):
+        _wino_tile_gemms(u, scratch, g, p, 1, 0, vps, m_off, mps, tb, cnt, packed)
+    for c in prange(nch, num_threads=nthreads, schedule='static'):
+        j0 = c * 8
+        cj = cnt - j0 if cnt - j0 < 8 else 8
+        if f4:
+            rlx_wino4_output(&scratch[m_off + j0], &y[0], y.shape[0], &bias[0] if has_bias else NULL,
+                             epi, g, t0 + j0, cj, tb, mps)
+        else:
+            rlx_wino_output(&scratch[m_off + j0], &y[0], y.shape[0], &bias[0] if has_bias else NULL,
+                            epi, g, t0 + j0, cj, tb, mps)
+    return 0
+
+
 cdef int conv_winograd(const float[::1] x, const float[::1] u, const float[::1] bias,
                        bint has_bias, const Epilogue* epi, float[::1] y, float[::1] scratch,
-                       const ConvGeom* g, Py_ssize_t tb, int nthreads, bint packed=False) except -1 nogil:
+                       const ConvGeom* g, Py_ssize_t tb, int nthreads, bint packed=False,
+                       bint staged=False) except -1 nogil:
     """The bias is added by the output transform; `epi` (NULL: none) adds the
-    residual and applies the activation to each run of tiles as it is written."""
+    residual and applies the activation to each run of tiles as it is written.
+    staged: each block on every thread (_winograd_staged)."""
     cdef Py_ssize_t nt = g.n * ((g.h_out + 1) // 2) * ((g.w_out + 1) // 2)
     cdef Py_ssize_t nblocks = (nt + tb - 1) // tb
     cdef Py_ssize_t slab = _winograd_slab(g, tb)
     cdef Py_ssize_t blk
+    if staged:
+        for blk in range(nblocks):
+            _winograd_staged(x, u, bias, has_bias, epi, y, scratch, g, blk, tb, nt, False, packed, nthreads)
+        return 0
     for blk in prange(nblocks, num_threads=nthreads, schedule='static'):
         _winograd_block(x, u, bias, has_bias, epi, y, scratch, g, blk, tb, nt, threadid() * slab, packed)
     return 0
@@ -1049,7 +1101,7 @@ cdef int _winograd4_block(const float[::1] x, const float[::1] u, const float[::
     cdef Py_ssize_t v_off = slab
     cdef Py_ssize_t m_off = slab + 36 * vps
     rlx_wino4_input(&x[0], x.shape[0], &scratch[v_off], g, t0, cnt, tb, vps)
-    _wino_tile_gemms(u, scratch, g, 36, v_off, vps, m_off, mps, tb, cnt, packed)
+    _wino_tile_gemms(u, scratch, g, 0, 36, v_off, vps, m_off, mps, tb, cnt, packed)
     rlx_wino4_output(&scratch[m_off], &y[0], y.shape[0], &bias[0] if has_bias else NULL,
                      epi, g, t0, cnt, tb, mps)
     return 0
@@ -1057,16 +1109,23 @@ cdef int _winograd4_block(const float[::1] x, const float[::1] u, const float[::
 
 cdef int conv_winograd4(const float[::1] x, const float[::1] u, const float[::1] bias,
                         bint has_bias, const Epilogue* epi, float[::1] y, float[::1] scratch,
-                        const ConvGeom* g, Py_ssize_t tb, int nthreads, bint packed=False) except -1 nogil:
+                        const ConvGeom* g, Py_ssize_t tb, int nthreads, bint packed=False,
+                        bint staged=False) except -1 nogil:
     """Blocks of tb tiles (tb fixed at compile time from the bound thread
     count), one per thread at a time; each block's 36 GEMMs are
     single-threaded, so the result does not depend on nthreads.  The output
     transform adds the bias; `epi` (NULL: none) adds the residual and applies
-    the activation to each run of tiles as it is written."""
+    the activation to each run of tiles as it is written.  staged (fewer
+    blocks than bound threads, fixed at bind): each block on every thread
+    (_winograd_staged)."""
     cdef Py_ssize_t nt = _winograd4_tiles(g)
     cdef Py_ssize_t nblocks = (nt + tb - 1) // tb
     cdef Py_ssize_t slab = _winograd4_slab(g, tb)
     cdef Py_ssize_t blk
+    if staged:
+        for blk in range(nblocks):
+            _winograd_staged(x, u, bias, has_bias, epi, y, scratch, g, blk, tb, nt, True, packed, nthreads)
+        return 0
     for blk in prange(nblocks, num_threads=nthreads, schedule='static'):
         _winograd4_block(x, u, bias, has_bias, epi, y, scratch, g, blk, tb, nt, threadid() * slab, packed)
     return 0
@@ -1105,6 +1164,7 @@ cdef class Conv2DLaunch(Launch):
     cdef Py_ssize_t block
     cdef Fused fused
     cdef Py_ssize_t[::1] offs       # LAYOUT_IMPLICIT: the taps' offsets into the input copy
+    cdef bint staged                # Winograd with fewer tile blocks than bound threads
 
     def __init__(self, x, weight, bias, y, scratch, tuple dims, int algorithm,
                  int max_threads, Py_ssize_t block=0, int act=RLX_ACT_NONE, float alpha=0.0,
@@ -1142,6 +1202,11 @@ cdef class Conv2DLaunch(Launch):
                              f"on a {self.g.h}x{self.g.w} plane")
         self.packed = packed if algorithm in (CONV_IM2COL, CONV_GEMM_1X1, CONV_WINOGRAD, CONV_WINOGRAD_F4) else 0
         k = (self.g.c_in // self.g.groups) * self.g.kh * self.g.kw
+        self.staged = False
+        if self.packed and algorithm in (CONV_WINOGRAD, CONV_WINOGRAD_F4) and block > 0:
+            nt = _winograd4_tiles(&self.g) if algorithm == CONV_WINOGRAD_F4 else \
+                self.g.n * ((self.g.h_out + 1) // 2) * ((self.g.w_out + 1) // 2)
+            self.staged = (nt + block - 1) // block < self.max_threads
         if self.packed and algorithm in (CONV_WINOGRAD, CONV_WINOGRAD_F4):
             if self.packed != LAYOUT_ROWS:
                 raise ValueError(f"Conv2DLaunch: a Winograd U is packed in row panels ({LAYOUT_ROWS}), "
@@ -1170,11 +1235,11 @@ cdef class Conv2DLaunch(Launch):
         if self.algorithm == CONV_WINOGRAD:     # bias fused in the output transform
             conv_winograd(self.x, self.weight, self.bias, self.has_bias,
                           &self.fused.e if rlx_epilogue_active(&self.fused.e) else NULL, self.y,
-                          self.scratch, &self.g, self.block, t, self.packed != 0)
+                          self.scratch, &self.g, self.block, t, self.packed != 0, self.staged)
         elif self.algorithm == CONV_WINOGRAD_F4:     # bias fused in the output transform
             conv_winograd4(self.x, self.weight, self.bias, self.has_bias,
                            &self.fused.e if rlx_epilogue_active(&self.fused.e) else NULL, self.y,
-                           self.scratch, &self.g, self.block, t, self.packed != 0)
+                           self.scratch, &self.g, self.block, t, self.packed != 0, self.staged)
         elif self.algorithm == CONV_IM2COL and self.packed in (LAYOUT_IMPLICIT, LAYOUT_IMPLICIT_DIRECT):
             ig = rlx_implicit_geom_2d(&self.g)
             implicit_conv_run(self.x, self.weight, self.y, self.scratch, self.offs, &ig, self.g.n, self.g.c_out,

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import rlx_cpu
+from rlx_cpu import _runtime
 from rlx_cpu import ConvAlgorithm as A, ConvFlags, select_conv_algorithm
 from rlx_cpu.algorithms import (FLT_MAX, WINOGRAD_F4_GROWTH, WINOGRAD_F4_MAX_ABS_INPUT,
                                 WINOGRAD_F4_MAX_C_IN, WINOGRAD_F4_MIN_TILES)
@@ -114,14 +115,13 @@ def test_tile_size_choice():
 
 
 def test_tile_size_choice_on_the_microkernel():
-    # a constant weight with the tile GEMMs on the conv microkernel: F(4x4)
-    # wherever each bound thread gets at least one 16-column panel of tiles
+    # the tile GEMMs on the conv microkernel: F(4x4) from one 16-column
+    # panel of tiles up (a block with fewer tiles than threads runs staged)
     f = ConvFlags(microkernel=True)
     assert select_conv_algorithm(_dims(1, 256, 256, 14, 14), "auto", f) == A.WINOGRAD_F4      # 16 tiles
-    assert select_conv_algorithm(_dims(1, 256, 256, 14, 14), "auto", f, nthreads=2) == A.WINOGRAD
     assert select_conv_algorithm(_dims(1, 512, 512, 14, 14), "auto", f) == A.WINOGRAD_F4      # no channel cap
     assert select_conv_algorithm(_dims(1, 512, 512, 7, 7), "auto", f) == A.WINOGRAD           # 4 tiles
-    assert select_conv_algorithm(_dims(1, 64, 64, 56, 56), "auto", f, nthreads=2) == A.WINOGRAD_F4
+    assert select_conv_algorithm(_dims(1, 64, 64, 4 * 3, 4 * 5), "auto", f) == A.WINOGRAD     # 15 tiles
     # a weight fed per run keeps the sgemm rule (its U is transformed each run, unpacked)
     assert select_conv_algorithm(_dims(1, 256, 256, 14, 14), "auto", f, weight_constant=False) in (
         A.WINOGRAD, A.IM2COL)
@@ -182,4 +182,43 @@ def test_tile_gemms_on_the_microkernel_or_sgemm(rng, monkeypatch, microkernel, a
         feeds = {"x": x, "r": r, **({"w": w} if weight_as_input else {})}
         outs.append(plan.run(feeds)[0])
         assert rel_error(outs[-1], want) <= TOL
+    np.testing.assert_array_equal(outs[1], outs[0])
+
+
+@pytest.mark.parametrize("algo,shape", [("winograd_f4", (1, 24, 14, 13)), ("winograd", (1, 40, 7, 7)),
+                                        ("winograd_f4", (1, 16, 7, 9))])
+def test_staged_blocks_when_fewer_than_the_threads(rng, monkeypatch, algo, shape):
+    """A Winograd conv whose tiles make fewer blocks than the bound threads
+    runs each block on every thread (input transform by 8-tile chunks, tile
+    GEMMs by transform position, output transform by chunks): the float64
+    value with a residual and relu fused, and the same bits at 1 and 2 run
+    threads and for a weight fed per run."""
+    if not _runtime.openmp_enabled():
+        pytest.skip("single-threaded build (no OpenMP): no 2-thread plan")
+    monkeypatch.setenv("RLX_CONV_MICROKERNEL", "1")
+    n, c, h, w = shape
+    x, wt, b = conv_case(rng, n, c, c, (h, w), (3, 3))
+    r = rng.standard_normal(x.shape).astype(np.float32)
+    want = np.maximum(conv_nd(x, wt, b, 1, 1, 1) + r, 0)
+    outs = []
+    for weight_as_input in (False, True):
+        g = rlx_cpu.Graph()
+        xi, ri = g.input("x", x.shape), g.input("r", r.shape)
+        wi = g.input("w", wt.shape) if weight_as_input else wt
+        g.output(g.relu(g.add(g.conv2d(xi, wi, b, padding=1), ri)))
+        plan = rlx_cpu.compile(g, conv_algorithm=algo, num_threads=2, adaptive_threads=False)
+        ctx = plan.new_context()
+        conv = [t for t in plan.thunks if t.kind == "conv"][0]
+        tiles = n * ((h + 3) // 4) * ((w + 3) // 4) if algo == "winograd_f4" else n * ((h + 1) // 2) * ((w + 1) // 2)
+        assert conv.packed and (tiles + conv.block - 1) // conv.block < 2      # one block: staged
+        feeds = {"x": x, "r": r, **({"w": wt} if weight_as_input else {})}
+        ctx.load(feeds)
+        seq = _runtime.LaunchSequence(ctx.launches)
+        got = []
+        for t in (2, 1):
+            seq.run(t)
+            got.append(ctx.outputs[0].copy())
+        np.testing.assert_array_equal(got[0], got[1])
+        assert rel_error(got[0], want) <= TOL
+        outs.append(got[0])
     np.testing.assert_array_equal(outs[1], outs[0])

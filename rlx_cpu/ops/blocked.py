@@ -56,8 +56,9 @@ ACTS = ("relu", "clip", "leaky_relu", "sigmoid", "silu", "hard_sigmoid", "hard_s
 # at 56x56 0.177 / 0.151; C 32 at
 # 14x14 0.043 / 0.048, at 28x28 0.168 / 0.132; C 64 at 8x8 0.054 / 0.055, at
 # 14x14 0.161 / 0.118 (0.124 / 0.141); C 128 at 7x7 0.159 / 0.150 (0.120 /
-# 0.172), C 512 at 7x7 2.77 / 2.01 (1.36 / 2.12: F(2x2) on 16 tiles is one
-# block, one thread), at 4x4 1.07 / 2.02; C 256 at 8x8 0.86 / 0.49.  Within a
+# 0.172; staged F(2x2) 0.161 / 0.134), C 512 at 7x7 2.77 / 2.01 (1.38 /
+# 1.48-1.70 with F(2x2)'s one block of 16 tiles staged on both threads), at
+# 4x4 1.07 / 2.02; C 256 at 8x8 0.86 / 0.49.  Within a
 # chain the blocked kernel also saves the two reorders around an NCHW conv
 # and keeps its neighbours blocked: so 8 channels run blocked on any plane and
 # 16 up to 32x32 (the U-Net of the model zoo, 32x32 input, b1 1T: 0.31 ms
@@ -66,8 +67,8 @@ ACTS = ("relu", "clip", "leaky_relu", "sigmoid", "silu", "hard_sigmoid", "hard_s
 # Strided, ms NCHW / blocked at 1 thread: 3x3 s2 256->512 to 7x7 (im2col)
 # 1.71 / 1.30, 1x1 s2 1024->2048 to 7x7 2.87 / 2.46.
 # With more than 64 input channels at 1 thread the 7x7 and 8x8 planes go to
-# Winograd F(2x2) too (their 16 tiles are one block: at 2 threads it runs on
-# one of them, which is why the blocked kernel keeps them there).
+# Winograd F(2x2) too; at 2 threads the blocked kernel stays a little ahead
+# there (Winograd's single block of 16 tiles splits less evenly).
 DENSE_MAX_PLANE = 64
 DENSE_MAX_PLANE_ONE_THREAD = 36
 DENSE_MAX_PLANE_BY_CIN = ((8, None), (16, 32 * 32), (32, 14 * 14))

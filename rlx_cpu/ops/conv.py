@@ -472,7 +472,7 @@ def emit_conv2d(ctx, name, op, dims, x, w, w_value, bias, residual, epilogue, y,
         algo, flags, ms, best = tune_conv(dims, w_value, wconst, bias is not None, flags, ctx.num_threads)
         ctx.tuning[name] = (best, ms)
     else:
-        algo = select_conv_algorithm(dims, requested, flags, op=op, weight_constant=wconst, nthreads=ctx.num_threads)
+        algo = select_conv_algorithm(dims, requested, flags, op=op, weight_constant=wconst)
     t = ctx.num_threads
     packed = conv_microkernel_layout(dims, algo, flags)
     if packed:
