@@ -319,8 +319,8 @@ def blocked_layout(graph, nthreads=1):
     do not see the layout.  Members are chained through
     the inputs (not a stem's) and residual they read; a stem starts a chain
     and a global pool ends one (it writes [N, C, 1, 1], which is both
-    layouts).  A chain
-    of at least BLOCKED_MIN_CHAIN convs is rewritten, with one to_nchwc per
+    layouts).  A chain of at least BLOCKED_MIN_CHAIN convs, or with a stem
+    and a pool (a ResNet's head), is rewritten, with one to_nchwc per
     NCHW value it reads and one from_nchwc per value an NCHW op or a graph
     output reads, so a chain between two NCHW ops has exactly two
     reorders.  `nthreads`: the thread count of the plan it compiles for
@@ -374,7 +374,10 @@ def blocked_layout(graph, nthreads=1):
     sizes = {}
     for i in convs:
         sizes[find(i)] = sizes.get(find(i), 0) + 1
-    chosen = {i for i in eligible if sizes.get(find(i), 0) >= BLOCKED_MIN_CHAIN}
+    # a stem and the pool after it (ResNet's head) pay on their own: the
+    # reorder comes after the pool, on a quarter of the stem's output
+    heads = {find(i) for i in stems} & {find(i) for i in pools}
+    chosen = {i for i in eligible if sizes.get(find(i), 0) >= BLOCKED_MIN_CHAIN or find(i) in heads}
     users = _consumers(graph)
     rb = _Rebuild(graph)
     counts = {"convs": 0, "pools": 0, "concats": 0, "pointwise": 0, "reorders": 0}

@@ -667,6 +667,21 @@ def test_broadcasting_elementwise_ops_stay_nchw(rng, blocked_on):
     check_parity(blocked.run(feeds)[0], plain.run(feeds)[0], "blocked SE block vs NCHW plan")
 
 
+def test_a_stem_and_its_pool_run_blocked_on_their_own(rng, blocked_on):
+    # ResNet's head: 7x7 s2 stem + max pool, then NCHW convs (here tanh, no
+    # blocked kernel): the two run blocked with one reorder, after the pool
+    g = rlx_cpu.Graph()
+    x = g.input("x", (1, 3, 32, 32))
+    h = g.max_pool2d(g.relu(g.conv2d(x, rng.standard_normal((16, 3, 7, 7)) * 0.2, stride=2, padding=3)), 3,
+                     stride=2, padding=1)
+    g.output(g.tanh(g.conv2d(h, rng.standard_normal((16, 16, 3, 3)) * 0.2, padding=1)))
+    blocked, plain = compile_both(g)
+    kinds = [t.kind for t in blocked.thunks]
+    assert kinds[:3] == ["conv_nchwc_stem", "pool_nchwc", "reorder_nchwc"] and kinds.count("reorder_nchwc") == 1
+    feeds = {"x": rng.standard_normal((1, 3, 32, 32)).astype(np.float32)}
+    check_parity(blocked.run(feeds)[0], plain.run(feeds)[0], "blocked stem + pool vs NCHW plan")
+
+
 def test_pools_alone_do_not_make_a_chain(rng, blocked_on):
     # two convs and pools between: fewer than BLOCKED_MIN_CHAIN convs, all NCHW
     g = rlx_cpu.Graph()
