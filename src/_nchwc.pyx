@@ -12,6 +12,8 @@
 #                          after a padded copy per (image, block)
 #   NchwcPoolLaunch        one output row of one block         2-D max / avg pool
 #   NchwcGlobalPoolLaunch  one 8-channel block of one image    global max / avg pool, to NCHW
+#   NchwcInvertedResidual- (image, band of output rows), runs  expand 1x1 + depthwise 3x3 +
+#     Launch               of consecutive bands per thread     project 1x1 (+ residual), fused
 #
 # Every output element is computed by the same operations whichever item
 # holds it, so results do not depend on the thread count; the portable
@@ -78,6 +80,22 @@ cdef extern from "rlx_nchwc.h":
                            const float* res, Py_ssize_t res_len, float* y, Py_ssize_t y_len,
                            const NcDwGeom* g, const NcAct* a, Py_ssize_t r0, Py_ssize_t r1, int bands) nogil
 
+    ctypedef struct NcIrGeom "rlx_nchwc_ir_geom":
+        Py_ssize_t n, c, e, m, h, w, h_out, w_out, s, band, br
+        int expand
+    ctypedef struct NcIrOps "rlx_nchwc_ir_ops":
+        const float* we
+        const float* be
+        const float* wd
+        const float* bd
+        const float* wp
+        const float* bp
+        NcAct ae, ad, ap
+    Py_ssize_t rlx_nchwc_ir_scratch_floats(const NcIrGeom* g) nogil
+    void rlx_nchwc_ir_run(const float* x, Py_ssize_t x_len, const float* res, Py_ssize_t res_len, float* y,
+                          Py_ssize_t y_len, float* scratch, Py_ssize_t scratch_len, const Py_ssize_t* koff_e,
+                          const Py_ssize_t* koff_p, const NcIrOps* o, const NcIrGeom* g, Py_ssize_t i0,
+                          Py_ssize_t i1) nogil
 cdef extern from "rlx_epilogue.h":
     enum:
         RLX_ACT_NONE
@@ -212,6 +230,22 @@ def from_blocked(xb):
     return np.ascontiguousarray(np.moveaxis(xb, -1, 2).reshape(n, cb * BLOCK, *xb.shape[2:xb.ndim - 1]))
 
 
+def panel_groups(Py_ssize_t panels, Py_ssize_t blocks, int max_threads):
+    """Groups of output panels a blocked conv splits each of its `blocks`
+    (image, pixel block) work units into: 1 when there are 4 units per
+    thread, else about 8 items per thread in groups of equal panel counts
+    (ceil(panels / groups) panels each, none empty), so that consecutive
+    runs of items carry equal work: 10 panels of one 7x7 block at 2 threads
+    make 10 groups of 1, not 8 groups of which 5 hold 2 panels (8 panels on
+    one thread, 2 on the other)."""
+    cdef Py_ssize_t want = 4 * max(1, max_threads)
+    if blocks >= want:
+        return 1
+    target = (2 * want + blocks - 1) // blocks
+    per_group = max(1, panels // target)
+    return (panels + per_group - 1) // per_group
+
+
 def conv1x1_chunk(Py_ssize_t k, Py_ssize_t p):
     """Pixels per work item of a 1x1 conv with k input channels on planes of
     p pixels: the planes in equal chunks of about CHUNK_FLOATS / min(k, KC)."""
@@ -309,8 +343,7 @@ cdef class NchwcConv1x1Launch(_BlockedConv):
         panels = (m + 15) // 16
         # enough items for every thread: split the output panels when the
         # images and chunks alone give fewer than 4 per thread
-        want = 4 * self.max_threads
-        self.g.groups = 1 if n * nchunks >= want else min(panels, (want + n * nchunks - 1) // (n * nchunks))
+        self.g.groups = panel_groups(panels, n * nchunks, self.max_threads)
         self.items = rlx_nchwc_1x1_items(&self.g)
         self.koff = np.arange(k // NC_B, dtype=np.intp) * (p * NC_B)
 
@@ -499,8 +532,7 @@ cdef class NchwcDenseLaunch(_BlockedConv):
         nblk = (plane + DENSE_ITEM_PIXELS - 1) // DENSE_ITEM_PIXELS
         self.g.pixels = (plane + nblk - 1) // nblk
         blocks = n * nblk
-        want = 4 * self.max_threads
-        self.g.groups = 1 if blocks >= want else min(panels, (want + blocks - 1) // blocks)
+        self.g.groups = panel_groups(panels, blocks, self.max_threads)
         self.items = blocks * self.g.groups
 
     cdef int run(self, int nthreads) except -1 nogil:
@@ -621,4 +653,140 @@ cdef class NchwcGlobalPoolLaunch(Launch):
             lo = self.items * r // runs
             hi = self.items * (r + 1) // runs
             rlx_nchwc_global(&self.x[0], self.x.shape[0], &self.y[0], self.y.shape[0], self.p, self.is_max, lo, hi)
+        return 0
+
+
+# The band buffers of a fused inverted residual block (expanded input rows and
+# depthwise output rows) stay within about this many floats per thread (L2).
+IR_BAND_FLOATS = 48 * 1024
+
+
+def ir_band_rows(Py_ssize_t e, Py_ssize_t w, Py_ssize_t w_out, Py_ssize_t h_out, Py_ssize_t stride, bint expand,
+                 int max_threads=1):
+    """Output rows per band of a fused inverted residual block: the most
+    whose buffers fit IR_BAND_FLOATS, at least 1, and at most h_out split
+    over the threads (each thread a run of whole bands)."""
+    cdef Py_ssize_t band = 1
+    while band < h_out:
+        nxt = band + 1
+        need = (e * ((nxt - 1) * stride + 3) * w if expand else 0) + e * nxt * w_out
+        if need > IR_BAND_FLOATS:
+            break
+        band = nxt
+    per_thread = (h_out + max(1, max_threads) - 1) // max(1, max_threads)
+    return max(1, min(band, per_thread))
+
+
+def ir_scratch_floats(Py_ssize_t e, Py_ssize_t w, Py_ssize_t w_out, Py_ssize_t stride, Py_ssize_t band,
+                      bint expand, int max_threads=1):
+    """Floats of the band buffers of all threads of a fused block."""
+    per_run = (e * ((band - 1) * stride + 3) * w if expand else 0) + e * band * w_out
+    return max(1, max_threads) * per_run
+
+
+cdef class NchwcInvertedResidualLaunch(Launch):
+    """MobileNetV2's inverted residual block in one pass over row bands:
+    y = project(dw(expand(x))) (+ residual), on blocked x [N, C/8, H, W, 8]
+    and y, residual [N, M/8, H_out, W_out, 8].  expand: a 1x1 conv C -> E
+    (`we` from pack_1x1_weight, or None: no expand, E = C); dw: depthwise
+    3x3, stride 1 or 2, padding 1 (`wd` from pack_depthwise_weight); project:
+    a 1x1 conv E -> M (`wp`).  Each conv has its bias (or None) and
+    activation (act, alpha, beta).  `scratch`: ir_scratch_floats floats;
+    `band`: output rows per work item (ir_band_rows)."""
+    cdef const float[::1] x
+    cdef const float[::1] we
+    cdef const float[::1] be
+    cdef const float[::1] wd
+    cdef const float[::1] bd
+    cdef const float[::1] wp
+    cdef const float[::1] bp
+    cdef const float[::1] res
+    cdef float[::1] y
+    cdef float[::1] scratch
+    cdef Py_ssize_t[::1] koff_e
+    cdef Py_ssize_t[::1] koff_p
+    cdef bint has_res
+    cdef NcIrGeom g
+    cdef NcIrOps o
+    cdef Py_ssize_t items, per_run
+
+    def __init__(self, x, we, be, wd, bd, wp, bp, residual, y, scratch, Py_ssize_t n, Py_ssize_t c,
+                 Py_ssize_t e, Py_ssize_t m, Py_ssize_t h, Py_ssize_t w, Py_ssize_t stride, Py_ssize_t band,
+                 tuple act_expand=(None, 0.0, 0.0), tuple act_dw=(None, 0.0, 0.0),
+                 tuple act_project=(None, 0.0, 0.0), int max_threads=1):
+        op = "inverted_residual_nchwc"
+        _check_blocked_channels(op, "input channels", c)
+        _check_blocked_channels(op, "expanded channels", e)
+        _check_blocked_channels(op, "output channels", m)
+        expand = we is not None
+        if not expand and e != c:
+            raise ValueError(f"{op}: without an expand conv the depthwise conv has the input's {c} channels, "
+                             f"got {e}")
+        if stride not in (1, 2):
+            raise ValueError(f"{op}: the depthwise stride must be 1 or 2, got {stride}")
+        if n < 1 or h < 1 or w < 1:
+            raise ValueError(f"{op}: need at least one image and one pixel, got n={n}, input {h}x{w}")
+        h_out = (h - 1) // stride + 1
+        w_out = (w - 1) // stride + 1
+        if band < 1 or band > h_out:
+            raise ValueError(f"{op}: band must be 1..{h_out} output rows, got {band}")
+        self.max_threads = max(1, max_threads)
+        self.g.n, self.g.c, self.g.e, self.g.m = n, c, e, m
+        self.g.h, self.g.w, self.g.h_out, self.g.w_out, self.g.s = h, w, h_out, w_out, stride
+        self.g.band, self.g.br, self.g.expand = band, (band - 1) * stride + 3, expand
+        self.per_run = rlx_nchwc_ir_scratch_floats(&self.g)
+        self.x = x
+        self.y = y
+        self.wd = wd
+        self.wp = wp
+        self.we = or_placeholder(we, np.float32)
+        self.be = or_placeholder(be, np.float32)
+        self.bd = or_placeholder(bd, np.float32)
+        self.bp = or_placeholder(bp, np.float32)
+        self.has_res = residual is not None
+        self.res = or_placeholder(residual, np.float32)
+        self.scratch = scratch
+        _check_len(op, "x", self.x, n * c * h * w)
+        _check_len(op, "y", self.y, n * m * h_out * w_out)
+        _check_len(op, "depthwise weight", self.wd, e * 9)
+        _check_len(op, "project weight", self.wp, rlx_nchwc_1x1_packed_floats(m, e))
+        _check_len(op, "scratch", self.scratch, self.max_threads * self.per_run)
+        if expand:
+            _check_len(op, "expand weight", self.we, rlx_nchwc_1x1_packed_floats(e, c))
+        if be is not None:
+            _check_len(op, "expand bias", self.be, e)
+        if bd is not None:
+            _check_len(op, "depthwise bias", self.bd, e)
+        if bp is not None:
+            _check_len(op, "project bias", self.bp, m)
+        if self.has_res:
+            _check_len(op, "residual", self.res, n * m * h_out * w_out)
+        for code, (act, alpha, beta) in zip(("ae", "ad", "ap"), (act_expand, act_dw, act_project)):
+            k = _act_code(op, act)
+            if code == "ae":
+                self.o.ae.act, self.o.ae.alpha, self.o.ae.beta = k, alpha, beta
+            elif code == "ad":
+                self.o.ad.act, self.o.ad.alpha, self.o.ad.beta = k, alpha, beta
+            else:
+                self.o.ap.act, self.o.ap.alpha, self.o.ap.beta = k, alpha, beta
+        self.o.we = &self.we[0] if expand else NULL
+        self.o.be = &self.be[0] if be is not None else NULL
+        self.o.wd = &self.wd[0]
+        self.o.bd = &self.bd[0] if bd is not None else NULL
+        self.o.wp = &self.wp[0]
+        self.o.bp = &self.bp[0] if bp is not None else NULL
+        self.koff_e = np.arange(c // NC_B, dtype=np.intp) * (h * w * NC_B)
+        self.koff_p = np.arange(e // NC_B, dtype=np.intp) * (band * w_out * NC_B)
+        self.items = n * ((h_out + band - 1) // band)
+
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
+        cdef Py_ssize_t r, lo, hi
+        cdef Py_ssize_t runs = t if t < self.items else self.items
+        for r in prange(runs, num_threads=t, schedule='static'):
+            lo = self.items * r // runs
+            hi = self.items * (r + 1) // runs
+            rlx_nchwc_ir_run(&self.x[0], self.x.shape[0], &self.res[0] if self.has_res else NULL,
+                             self.res.shape[0], &self.y[0], self.y.shape[0], &self.scratch[r * self.per_run],
+                             self.per_run, &self.koff_e[0], &self.koff_p[0], &self.o, &self.g, lo, hi)
         return 0

@@ -22,6 +22,7 @@
 #define RLX_NCHWC_H
 
 #include <math.h>
+#include <string.h>
 #include "rlx_simd.h"
 #include "rlx_epilogue.h"
 
@@ -141,6 +142,11 @@ typedef struct {
 static inline ptrdiff_t rlx_nchwc_1x1_items(const rlx_nchwc_1x1_geom* g) {
     return g->n * ((g->p + g->chunk - 1) / g->chunk) * g->groups;
 }
+
+/* Pixel offsets of consecutive pixels of a blocked plane, and of every
+ * other pixel (a stride-2 conv's tile within one output row). */
+static const ptrdiff_t rlx_nchwc_unit_poff[RLX_NCHWC_NP] = {0, 8, 16, 24, 32, 40};
+static const ptrdiff_t rlx_nchwc_s2_poff[RLX_NCHWC_NP] = {0, 16, 32, 48, 64, 80};
 
 /* The register tile of the blocked convs: np pixels x nv vectors of 8 output
  * channels over nkb blocks of 8 input channels.  Block kb of pixel r sits
@@ -276,14 +282,33 @@ typedef void (*rlx_nchwc_tile_fn)(const float*, const float*, const ptrdiff_t*, 
             const rlx_nchwc_act* a) {                                                                  \
         rlx_nchwc_tile_body(NP_, NV_, w, x, koff, nkb, poff, p8, y, bias, res, first, last, a);         \
     }
-RLX_NC_TILE(1, 1) RLX_NC_TILE(2, 1) RLX_NC_TILE(3, 1) RLX_NC_TILE(4, 1) RLX_NC_TILE(5, 1) RLX_NC_TILE(6, 1)
-RLX_NC_TILE(1, 2) RLX_NC_TILE(2, 2) RLX_NC_TILE(3, 2) RLX_NC_TILE(4, 2) RLX_NC_TILE(5, 2) RLX_NC_TILE(6, 2)
+/* the same with the pixel offsets of a row of stride 1 or 2 as constants,
+ * which frees six registers and the loads of them */
+#define RLX_NC_RTILE(NP_, NV_, S_, TAB_)                                                               \
+    RLX_TARGET_AVX2 static void rlx_nchwc_rtile##S_##_##NP_##_##NV_(                                   \
+            const float* w, const float* x, const ptrdiff_t* koff, ptrdiff_t nkb, const ptrdiff_t* poff, \
+            ptrdiff_t p8, float* y, const float* bias, const float* res, int first, int last,          \
+            const rlx_nchwc_act* a) {                                                                  \
+        (void)poff;                                                                                    \
+        rlx_nchwc_tile_body(NP_, NV_, w, x, koff, nkb, TAB_, p8, y, bias, res, first, last, a);         \
+    }
+#define RLX_NC_TILES(M_, ...) M_(1, 1, ##__VA_ARGS__) M_(2, 1, ##__VA_ARGS__) M_(3, 1, ##__VA_ARGS__) \
+    M_(4, 1, ##__VA_ARGS__) M_(5, 1, ##__VA_ARGS__) M_(6, 1, ##__VA_ARGS__) M_(1, 2, ##__VA_ARGS__)     \
+    M_(2, 2, ##__VA_ARGS__) M_(3, 2, ##__VA_ARGS__) M_(4, 2, ##__VA_ARGS__) M_(5, 2, ##__VA_ARGS__)     \
+    M_(6, 2, ##__VA_ARGS__)
+RLX_NC_TILES(RLX_NC_TILE)
+RLX_NC_TILES(RLX_NC_RTILE, 1, rlx_nchwc_unit_poff)
+RLX_NC_TILES(RLX_NC_RTILE, 2, rlx_nchwc_s2_poff)
+#undef RLX_NC_TILES
 #undef RLX_NC_TILE
-static const rlx_nchwc_tile_fn rlx_nchwc_tiles[2][RLX_NCHWC_NP + 1] = {
-    {NULL, rlx_nchwc_tile_1_1, rlx_nchwc_tile_2_1, rlx_nchwc_tile_3_1, rlx_nchwc_tile_4_1, rlx_nchwc_tile_5_1,
-     rlx_nchwc_tile_6_1},
-    {NULL, rlx_nchwc_tile_1_2, rlx_nchwc_tile_2_2, rlx_nchwc_tile_3_2, rlx_nchwc_tile_4_2, rlx_nchwc_tile_5_2,
-     rlx_nchwc_tile_6_2}};
+#undef RLX_NC_RTILE
+#define RLX_NC_ROW(P_)                                                                                   \
+    {{NULL, P_##1_1, P_##2_1, P_##3_1, P_##4_1, P_##5_1, P_##6_1},                                         \
+     {NULL, P_##1_2, P_##2_2, P_##3_2, P_##4_2, P_##5_2, P_##6_2}}
+/* [offsets: any, consecutive, every other][vectors - 1][pixels] */
+static const rlx_nchwc_tile_fn rlx_nchwc_tiles[3][2][RLX_NCHWC_NP + 1] = {
+    RLX_NC_ROW(rlx_nchwc_tile_), RLX_NC_ROW(rlx_nchwc_rtile1_), RLX_NC_ROW(rlx_nchwc_rtile2_)};
+#undef RLX_NC_ROW
 #endif
 
 /* One tile of a blocked conv, dispatched. */
@@ -292,7 +317,17 @@ static inline void rlx_nchwc_tile(int level, int np, int nv, const float* w, con
                                   const float* res, int first, int last, const rlx_nchwc_act* a) {
 #if RLX_X86_DISPATCH
     if (level) {
-        rlx_nchwc_tiles[nv - 1][np](w, x, koff, nkb, poff, p8, y, bias, res, first, last, a);
+        int kind = poff == rlx_nchwc_unit_poff;
+        if (!kind && np > 1) {
+            /* a tile along one output row: its offsets from the first
+             * pixel's are one of the constant tables */
+            const ptrdiff_t d = poff[1] - poff[0];
+            kind = d == 8 ? 1 : d == 16 ? 2 : 0;
+            for (int r = 2; r < np && kind; ++r)
+                if (poff[r] - poff[0] != r * d) kind = 0;
+            if (kind) x += poff[0];
+        }
+        rlx_nchwc_tiles[kind][nv - 1][np](w, x, koff, nkb, poff, p8, y, bias, res, first, last, a);
         return;
     }
 #endif
@@ -305,8 +340,6 @@ static inline void rlx_nchwc_tile(int level, int np, int nv, const float* w, con
  * L2, a panel's block of W in L1 across the chunk's tiles), then the group's
  * panels, then the chunk's pixels in tiles of nearly equal size (at most 6).
  * Partial sums wait in y between K blocks; the epilogue runs on the last. */
-/* Pixel offsets of consecutive pixels of a blocked plane. */
-static const ptrdiff_t rlx_nchwc_unit_poff[RLX_NCHWC_NP] = {0, 8, 16, 24, 32, 40};
 
 /* koff[kb] = kb * P * 8: the offsets of the input channel blocks. */
 static void rlx_nchwc_1x1_run(const float* x, ptrdiff_t x_len, const float* wq, ptrdiff_t wq_len,
@@ -672,26 +705,37 @@ static void rlx_nchwc_dw_pack(const float* w, ptrdiff_t c, float* wt) {
         for (int t = 0; t < 9; ++t) wt[((ch / 8) * 9 + t) * 8 + ch % 8] = w[ch * 9 + t];
 }
 
-/* One output row of one block, portable: each output vector is bias, then
- * the in-bounds taps in (kh, kw) order, then residual and activation. */
-static void rlx_nchwc_dw_row_base(const float* xp, const float* wt, const float* b, const float* res,
-                                  float* yr, const rlx_nchwc_dw_geom* g, ptrdiff_t oh,
-                                  const rlx_nchwc_act* a) {
-    for (ptrdiff_t ow = 0; ow < g->w_out; ++ow)
+/* One output row of one block from its three input rows (rows[kh], the
+ * input row oh*s - ph + kh of the block, valid[kh] when inside the plane;
+ * W the input row's pixels), portable: each output vector is bias, then the
+ * in-bounds taps in (kh, kw) order, then residual and activation. */
+static void rlx_nchwc_dw_row_ptrs_base(const float* const* rows, const int* valid, const float* wt,
+                                       const float* b, const float* res, float* yr, ptrdiff_t s, ptrdiff_t pw,
+                                       ptrdiff_t W, ptrdiff_t wo, const rlx_nchwc_act* a) {
+    for (ptrdiff_t ow = 0; ow < wo; ++ow)
         for (int j = 0; j < 8; ++j) {
             float acc = b ? b[j] : 0.0f;
             for (int kh = 0; kh < 3; ++kh) {
-                const ptrdiff_t ih = oh * g->s - g->ph + kh;
-                if (ih < 0 || ih >= g->h) continue;
+                if (!valid[kh]) continue;
                 for (int kw = 0; kw < 3; ++kw) {
-                    const ptrdiff_t iw = ow * g->s - g->pw + kw;
-                    if (iw < 0 || iw >= g->w) continue;
-                    acc = fmaf(xp[(ih * g->w + iw) * 8 + j], wt[(kh * 3 + kw) * 8 + j], acc);
+                    const ptrdiff_t iw = ow * s - pw + kw;
+                    if (iw < 0 || iw >= W) continue;
+                    acc = fmaf(rows[kh][iw * 8 + j], wt[(kh * 3 + kw) * 8 + j], acc);
                 }
             }
             if (res) acc = acc + res[ow * 8 + j];
             yr[ow * 8 + j] = rlx_nchwc_act1(acc, a);
         }
+}
+
+/* The input rows of output row oh of a block whose plane starts at xp. */
+static inline void rlx_nchwc_dw_rows_of(const float* xp, const rlx_nchwc_dw_geom* g, ptrdiff_t oh,
+                                        const float** rows, int* valid) {
+    for (int kh = 0; kh < 3; ++kh) {
+        const ptrdiff_t ih = oh * g->s - g->ph + kh;
+        valid[kh] = ih >= 0 && ih < g->h;
+        rows[kh] = valid[kh] ? xp + ih * g->w * 8 : xp;
+    }
 }
 
 #if RLX_X86_DISPATCH
@@ -715,32 +759,25 @@ RLX_INLINE_AVX2 void rlx_nchwc_dw_px(const float* const* rows, const int* valid,
 
 /* The same row, 4 output pixels per step with the 9 weight vectors held in
  * registers; columns whose taps all fall inside the row run without tests. */
-RLX_TARGET_AVX2 static void rlx_nchwc_dw_row_avx2(const float* xp, const float* wt, const float* b,
-                                                  const float* res, float* yr, const rlx_nchwc_dw_geom* g,
-                                                  ptrdiff_t oh, const rlx_nchwc_act* a) {
+RLX_TARGET_AVX2 static void rlx_nchwc_dw_row_ptrs_avx2(const float* const* rows, const int* valid,
+                                                       const float* wt, const float* b, const float* res,
+                                                       float* yr, ptrdiff_t s, ptrdiff_t pw, ptrdiff_t W,
+                                                       ptrdiff_t wo, const rlx_nchwc_act* a) {
     __m256 wv[9];
     for (int t = 0; t < 9; ++t) wv[t] = _mm256_loadu_ps(wt + t * 8);
     const __m256 bv = b ? _mm256_loadu_ps(b) : _mm256_setzero_ps();
-    const ptrdiff_t s = g->s, W = g->w, wo = g->w_out;
-    const float* rows[3];
-    int valid[3];
-    for (int kh = 0; kh < 3; ++kh) {
-        const ptrdiff_t ih = oh * s - g->ph + kh;
-        valid[kh] = ih >= 0 && ih < g->h;
-        rows[kh] = valid[kh] ? xp + ih * W * 8 : xp;
-    }
     /* interior: ow with ow*s - pw >= 0 and ow*s - pw + 2 <= W - 1 */
-    ptrdiff_t lo = (g->pw + s - 1) / s;
-    ptrdiff_t hi = (W - 3 + g->pw) >= 0 ? (W - 3 + g->pw) / s + 1 : 0;
+    ptrdiff_t lo = (pw + s - 1) / s;
+    ptrdiff_t hi = (W - 3 + pw) >= 0 ? (W - 3 + pw) / s + 1 : 0;
     if (hi > wo) hi = wo;
     if (lo > hi) lo = hi;
     ptrdiff_t ow = 0;
-    for (; ow < lo; ++ow) rlx_nchwc_dw_px(rows, valid, wv, bv, res, yr, ow, s, g->pw, W, a);
+    for (; ow < lo; ++ow) rlx_nchwc_dw_px(rows, valid, wv, bv, res, yr, ow, s, pw, W, a);
     for (; ow + 4 <= hi; ow += 4) {
         __m256 a0 = bv, a1 = bv, a2 = bv, a3 = bv;
         for (int kh = 0; kh < 3; ++kh) {
             if (!valid[kh]) continue;
-            const float* r0 = rows[kh] + (ow * s - g->pw) * 8;
+            const float* r0 = rows[kh] + (ow * s - pw) * 8;
             for (int kw = 0; kw < 3; ++kw) {
                 const __m256 w = wv[kh * 3 + kw];
                 a0 = _mm256_fmadd_ps(_mm256_loadu_ps(r0 + (0 * s + kw) * 8), w, a0);
@@ -760,9 +797,23 @@ RLX_TARGET_AVX2 static void rlx_nchwc_dw_row_avx2(const float* xp, const float* 
         _mm256_storeu_ps(yr + (ow + 2) * 8, rlx_nchwc_act8(a2, a));
         _mm256_storeu_ps(yr + (ow + 3) * 8, rlx_nchwc_act8(a3, a));
     }
-    for (; ow < wo; ++ow) rlx_nchwc_dw_px(rows, valid, wv, bv, res, yr, ow, s, g->pw, W, a);
+    for (; ow < wo; ++ow) rlx_nchwc_dw_px(rows, valid, wv, bv, res, yr, ow, s, pw, W, a);
 }
 #endif
+
+/* One depthwise output row from its input rows, dispatched. */
+static inline void rlx_nchwc_dw_row(int level, const float* const* rows, const int* valid, const float* wt,
+                                    const float* b, const float* res, float* yr, ptrdiff_t s, ptrdiff_t pw,
+                                    ptrdiff_t W, ptrdiff_t wo, const rlx_nchwc_act* a) {
+#if RLX_X86_DISPATCH
+    if (level) {
+        rlx_nchwc_dw_row_ptrs_avx2(rows, valid, wt, b, res, yr, s, pw, W, wo, a);
+        return;
+    }
+#endif
+    (void)level;
+    rlx_nchwc_dw_row_ptrs_base(rows, valid, wt, b, res, yr, s, pw, W, wo, a);
+}
 
 static void rlx_nchwc_dw_rows(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
                               const float* res, ptrdiff_t res_len, float* y, ptrdiff_t y_len,
@@ -770,7 +821,6 @@ static void rlx_nchwc_dw_rows(const float* x, ptrdiff_t x_len, const float* wt, 
                               int bands) {
     const int level = rlx_simd_level();
     const ptrdiff_t plane_in = g->h * g->w * 8, row_out = g->w_out * 8;
-    (void)level;
     (void)res_len;
     for (ptrdiff_t r = r0; r < r1; ++r) {
         /* bands: items run row after row, the blocks within a row (see
@@ -786,13 +836,137 @@ static void rlx_nchwc_dw_rows(const float* x, ptrdiff_t x_len, const float* wt, 
         RLX_CHECK_RANGE(blk * plane_in, (blk + 1) * plane_in, x_len, "nchwc depthwise x");
         RLX_CHECK_RANGE(ro * row_out, (ro + 1) * row_out, y_len, "nchwc depthwise y");
         if (res) RLX_CHECK_RANGE(ro * row_out, (ro + 1) * row_out, res_len, "nchwc depthwise residual");
-#if RLX_X86_DISPATCH
-        if (level) {
-            rlx_nchwc_dw_row_avx2(xp, wt + cb * 72, bb, rr, yr, g, oh, a);
-            continue;
+        const float* rows[3];
+        int valid[3];
+        rlx_nchwc_dw_rows_of(xp, g, oh, rows, valid);
+        rlx_nchwc_dw_row(level, rows, valid, wt + cb * 72, bb, rr, yr, g->s, g->pw, g->w, g->w_out, a);
+    }
+}
+
+/* ---- fused inverted residual block ---------------------------------------
+ * MobileNetV2's block as one kernel: y = project(dw(expand(x))) (+ residual),
+ *   expand:  1x1 conv C -> E with bias and activation (optional: without it
+ *            E = C and the depthwise conv reads x),
+ *   dw:      depthwise 3x3, stride 1 or 2, padding 1, bias and activation,
+ *   project: 1x1 conv E -> M with bias, residual and activation,
+ * all blocked.  Run as three ops, the two E-channel tensors go to memory and
+ * back (at 112x112, 96 channels, 4.8 MB each); here they live in a per-run
+ * band buffer that stays in L2.  Work items: (image, band of `band` output
+ * rows), in order.  Per band:
+ *   1. expand the input rows the band's depthwise rows read,
+ *      (o0*s - 1 .. (o1-1)*s + 1) clipped to the plane, into xe
+ *      [E/8][br][W][8]: buffer row j holds input row o0*s - 1 + j.  The rows
+ *      the previous band of the same image already expanded (3 - s of them)
+ *      move to the buffer's top instead of being computed again;
+ *   2. the depthwise rows into xd [E/8][band][W_out][8];
+ *   3. project xd's band of pixels into y.
+ * Each output is the same chain of fused multiply-adds as in the three
+ * separate kernels (1x1 tiles over all K blocks, the depthwise row
+ * function), so the fused block gives the unfused plan's bits. */
+typedef struct {
+    ptrdiff_t n, c, e, m;          /* images; input, expanded, output channels */
+    ptrdiff_t h, w, h_out, w_out, s;
+    ptrdiff_t band, br;            /* output rows per band; buffer rows (band-1)*s + 3 */
+    int expand;
+} rlx_nchwc_ir_geom;
+
+typedef struct {
+    const float *we, *be, *wd, *bd, *wp, *bp;   /* packed weights, biases (NULL: none) */
+    rlx_nchwc_act ae, ad, ap;
+} rlx_nchwc_ir_ops;
+
+/* floats of one run's band buffers */
+static inline ptrdiff_t rlx_nchwc_ir_scratch_floats(const rlx_nchwc_ir_geom* g) {
+    return (g->expand ? g->e * g->br * g->w : 0) + g->e * g->band * g->w_out;
+}
+
+/* A 1x1 conv over `len` consecutive pixels of a blocked span: input block kb
+ * at x + koff[kb], output (and residual) blocks p8 floats apart; all K
+ * blocks in one pass per tile. */
+static void rlx_nchwc_1x1_span(int level, const float* x, const ptrdiff_t* koff, ptrdiff_t nkb, ptrdiff_t len,
+                               const float* wq, ptrdiff_t M, const float* bias, const float* res, float* y,
+                               ptrdiff_t p8, const rlx_nchwc_act* a) {
+    const ptrdiff_t K = nkb * 8, panels = (M + RLX_NCHWC_OC - 1) / RLX_NCHWC_OC;
+    const ptrdiff_t ntiles = (len + RLX_NCHWC_NP - 1) / RLX_NCHWC_NP;
+    const ptrdiff_t tbase = len / ntiles, textra = len % ntiles;
+    for (ptrdiff_t q = 0; q < panels; ++q) {
+        const int nv = M - q * RLX_NCHWC_OC >= RLX_NCHWC_OC ? 2 : 1;
+        const float* wqb = wq + q * K * RLX_NCHWC_OC;
+        const float* bq = bias ? bias + q * RLX_NCHWC_OC : NULL;
+        const ptrdiff_t yo = q * 2 * p8;
+        for (ptrdiff_t t = 0, p = 0; t < ntiles; p += tbase + (t < textra), ++t) {
+            const int np = (int)(tbase + (t < textra));
+            rlx_nchwc_tile(level, np, nv, wqb, x + p * 8, koff, nkb, rlx_nchwc_unit_poff, p8, y + yo + p * 8, bq,
+                           res ? res + yo + p * 8 : NULL, 1, 1, a);
         }
-#endif
-        rlx_nchwc_dw_row_base(xp, wt + cb * 72, bb, rr, yr, g, oh, a);
+    }
+}
+
+/* koff_e[kb] = kb*H*W*8 (x's blocks), koff_p[kb] = kb*band*W_out*8 (xd's);
+ * scratch: rlx_nchwc_ir_scratch_floats floats for this run. */
+static void rlx_nchwc_ir_run(const float* x, ptrdiff_t x_len, const float* res, ptrdiff_t res_len, float* y,
+                             ptrdiff_t y_len, float* scratch, ptrdiff_t scratch_len, const ptrdiff_t* koff_e,
+                             const ptrdiff_t* koff_p, const rlx_nchwc_ir_ops* o, const rlx_nchwc_ir_geom* g,
+                             ptrdiff_t i0, ptrdiff_t i1) {
+    const int level = rlx_simd_level();
+    const ptrdiff_t H = g->h, W = g->w, s = g->s, wo = g->w_out, ho = g->h_out, B = g->band, br = g->br;
+    const ptrdiff_t eb = g->e / 8, nbands = (ho + B - 1) / B;
+    const ptrdiff_t xe_floats = g->expand ? g->e * br * W : 0;
+    float* xe = scratch;
+    float* xd = scratch + xe_floats;
+    ptrdiff_t prev_img = -1, prev_band = -1, prev_base = 0, prev_hi = -1;
+    (void)x_len;
+    (void)y_len;
+    (void)res_len;
+    (void)scratch_len;
+    RLX_CHECK_RANGE(0, rlx_nchwc_ir_scratch_floats(g), scratch_len, "nchwc inverted residual scratch");
+    for (ptrdiff_t item = i0; item < i1; ++item) {
+        const ptrdiff_t img = item / nbands, bi = item % nbands;
+        const ptrdiff_t o0 = bi * B, o1 = o0 + B < ho ? o0 + B : ho;
+        const ptrdiff_t base = o0 * s - 1;
+        const ptrdiff_t lo = base > 0 ? base : 0, hi = (o1 - 1) * s + 1 < H - 1 ? (o1 - 1) * s + 1 : H - 1;
+        const float* xi = x + img * g->c * H * W;
+        RLX_CHECK_RANGE(img * g->c * H * W, (img + 1) * g->c * H * W, x_len, "nchwc inverted residual x");
+        RLX_CHECK_RANGE(img * g->m * ho * wo, (img + 1) * g->m * ho * wo, y_len, "nchwc inverted residual y");
+        if (res)
+            RLX_CHECK_RANGE(img * g->m * ho * wo, (img + 1) * g->m * ho * wo, res_len,
+                            "nchwc inverted residual residual");
+        if (g->expand) {
+            ptrdiff_t start = lo;
+            if (img == prev_img && bi == prev_band + 1 && prev_hi >= lo) {
+                /* rows lo..prev_hi were expanded for the previous band */
+                for (ptrdiff_t cb = 0; cb < eb; ++cb)
+                    memmove(xe + (cb * br + lo - base) * W * 8, xe + (cb * br + lo - prev_base) * W * 8,
+                            (size_t)((prev_hi - lo + 1) * W * 8) * sizeof(float));
+                start = prev_hi + 1;
+            }
+            if (start <= hi)
+                rlx_nchwc_1x1_span(level, xi + start * W * 8, koff_e, g->c / 8, (hi - start + 1) * W, o->we,
+                                   g->e, o->be, NULL, xe + (start - base) * W * 8, br * W * 8, &o->ae);
+            prev_img = img;
+            prev_band = bi;
+            prev_base = base;
+            prev_hi = hi;
+        }
+        for (ptrdiff_t cb = 0; cb < eb; ++cb)
+            for (ptrdiff_t oh = o0; oh < o1; ++oh) {
+                const float* rows[3];
+                int valid[3];
+                for (int kh = 0; kh < 3; ++kh) {
+                    const ptrdiff_t ih = oh * s - 1 + kh;
+                    valid[kh] = ih >= 0 && ih < H;
+                    rows[kh] = valid[kh] ? (g->expand ? xe + (cb * br + ih - base) * W * 8
+                                                      : xi + (cb * H + ih) * W * 8)
+                                         : xi;
+                }
+                rlx_nchwc_dw_row(level, rows, valid, o->wd + cb * 72, o->bd ? o->bd + cb * 8 : NULL, NULL,
+                                 xd + (cb * B + oh - o0) * wo * 8, s, 1, W, wo, &o->ad);
+            }
+        {
+            const ptrdiff_t yo = img * g->m * ho * wo + o0 * wo * 8;
+            rlx_nchwc_1x1_span(level, xd, koff_p, eb, (o1 - o0) * wo, o->wp, g->m, o->bp,
+                               res ? res + yo : NULL, y + yo, ho * wo * 8, &o->ap);
+        }
     }
 }
 
