@@ -4,33 +4,37 @@ Each pass is a pure function ``Graph -> Graph``: it never changes the graph
 it is given and returns a new one (node ids renumbered, node names and output
 order kept), whose ``pass_log`` ends with ``(pass name, {what: count})``.
 
-=====================  ======================================================
-``fold_constants``     a node whose inputs are all constants is computed once,
-                       now, by its own compile rule and kernel (a one-node
-                       plan), and becomes a constant
-``fold_batch_norm``    ``batch_norm(conv(x, W, b))`` with W (and b) constant
-                       and the conv read only by the batch norm becomes
-                       ``conv(x, W * k, b * k + shift)`` (float64 maths)
-``fuse_silu``          ``mul(x, sigmoid(x))`` (either order, the sigmoid read
-                       only by the mul, no broadcasting) becomes one
-                       ``silu(x)``: SiLU/swish as exporters write it
-``fuse_epilogue``      ``act(conv(x) [+ bias] [+ skip])``: the bias_add,
-                       the residual add of a tensor of the output's shape and
-                       the activation (relu, clip, leaky_relu, sigmoid,
-                       hard_sigmoid, hard_swish, tanh, silu) after a conv1d/conv2d
-                       become its epilogue (:class:`~rlx_cpu.ops.conv.ConvEpilogue`),
-                       applied by the kernel to each output block as it is
-                       computed; every intermediate must have that one reader
-                       and not be a graph output
-``dce``                nodes no output depends on are removed (graph inputs
-                       stay: they are the plan's contract)
-``in_place``           an elementwise node (not a graph output) whose input
-                       has no later reader (through reshape aliases too)
-                       and is not a graph input, constant or output is
-                       marked to write into
-                       that input's buffer (``graph.in_place``, honoured by
-                       the compiler)
-=====================  ======================================================
+==========================  ======================================================
+``fold_constants``          a node whose inputs are all constants is computed once,
+                            now, by its own compile rule and kernel (a one-node
+                            plan), and becomes a constant
+``fold_batch_norm``         ``batch_norm(conv(x, W, b))`` with W (and b) constant
+                            and the conv read only by the batch norm becomes
+                            ``conv(x, W * k, b * k + shift)`` (float64 maths)
+``fuse_silu``               ``mul(x, sigmoid(x))`` (either order, the sigmoid read
+                            only by the mul, no broadcasting) becomes one
+                            ``silu(x)``: SiLU/swish as exporters write it
+``fuse_epilogue``           ``act(conv(x) [+ bias] [+ skip])``: the bias_add,
+                            the residual add of a tensor of the output's shape and
+                            the activation (relu, clip, leaky_relu, sigmoid,
+                            hard_sigmoid, hard_swish, tanh, silu) after a conv1d/conv2d
+                            become its epilogue (:class:`~rlx_cpu.ops.conv.ConvEpilogue`),
+                            applied by the kernel to each output block as it is
+                            computed; every intermediate must have that one reader
+                            and not be a graph output
+``fuse_inverted_residual``  after ``blocked_layout``: expand 1x1 -> depthwise
+                            3x3 -> project 1x1 (MobileNetV2's block) on blocked
+                            values becomes one ``inverted_residual_nchwc`` node
+                            (the inner tensors stay in a per-thread band buffer)
+``dce``                     nodes no output depends on are removed (graph inputs
+                            stay: they are the plan's contract)
+``in_place``                an elementwise node (not a graph output) whose input
+                            has no later reader (through reshape aliases too)
+                            and is not a graph input, constant or output is
+                            marked to write into
+                            that input's buffer (``graph.in_place``, honoured by
+                            the compiler)
+==========================  ======================================================
 
 Training graphs: the passes run on any graph, forward and backward alike.
 :func:`rlx_cpu.autograd.grads` appends the backward nodes *before* compile,
@@ -53,7 +57,7 @@ import numpy as np
 from .ir import Graph
 
 __all__ = ["DEFAULT_PASSES", "PASSES", "run_passes", "fold_constants", "fold_batch_norm", "fuse_silu",
-           "fuse_epilogue", "blocked_layout", "dce", "in_place", "summary"]
+           "fuse_epilogue", "blocked_layout", "fuse_inverted_residual", "dce", "in_place", "summary"]
 
 CONV_OPS = ("conv1d", "conv2d", "conv3d")
 EPILOGUE_CONV_OPS = ("conv1d", "conv2d")      # the ops whose kernels run an epilogue
@@ -440,6 +444,77 @@ def blocked_layout(graph, nthreads=1):
     return rb.finish("blocked_layout", counts)
 
 
+# The fused inverted residual block pays where its inner tensors are large:
+# a depthwise input plane of at least this many pixels.  MobileNetV2 b1 at 2
+# threads, fused / unfused block ms: 112x112 0.49 / 0.56, 56x56 0.42 / 0.43
+# and 0.24 / 0.26, 28x28 0.18 / 0.18, 14x14 0.17 / 0.15, 7x7 0.25 / 0.20
+# (bands of a small plane split over the threads less evenly than the single
+# kernels' output panels).
+FUSE_IR_MIN_PLANE = 56 * 56
+
+
+def fuse_inverted_residual(graph):
+    """After blocked_layout: ``project(dw(expand(x)))``, MobileNetV2's
+    inverted residual block on blocked values -- a 1x1 conv2d_nchwc (no
+    residual) read only by a depthwise 3x3 conv2d_nchwc (stride 1 or 2,
+    padding 1, no residual) read only by a 1x1 conv2d_nchwc (with or
+    without the block's residual) -- becomes one ``inverted_residual_nchwc``
+    node whose kernel keeps the two inner tensors in a per-thread band
+    buffer (src/rlx_nchwc.h, the same bits as the three kernels).  Without
+    a fusable expand conv (MobileNetV2's first block) the depthwise and
+    project convs fuse alone.  Neither inner value may be a graph output."""
+    from .ops.blocked import InvertedResidualAttrs
+    from .ops.conv import conv_operands
+    users = _consumers(graph)
+
+    def is_nchwc(node):
+        return node.op == "conv2d_nchwc" and len(graph.node(node.inputs[0]).shape) == 5
+
+    def is_1x1(node):
+        a = node.attrs
+        return is_nchwc(node) and a.groups == 1 and a.kernel == (1, 1) and a.stride == (1, 1) \
+            and a.pads_begin == a.pads_end == (0, 0)
+
+    def no_residual(node):
+        return node.attrs.epilogue is None or not node.attrs.epilogue.residual
+
+    replace, drop = {}, set()
+    counts = {"blocks": 0, "without expand": 0}
+    for p in graph.nodes:
+        if not is_1x1(p):
+            continue
+        d = graph.node(conv_operands(p)[0])
+        da = d.attrs
+        if not (is_nchwc(d) and no_residual(d) and da.kernel == (3, 3) and da.groups > 1
+                and da.groups == graph.node(d.inputs[1]).shape[0] == d.shape[1] * 8
+                and da.stride[0] == da.stride[1] in (1, 2) and da.pads_begin == da.pads_end == (1, 1)
+                and da.dilation == (1, 1) and _sole_reader(graph, users, d.id) is p
+                and graph.node(d.inputs[0]).shape[2] * graph.node(d.inputs[0]).shape[3] >= FUSE_IR_MIN_PLANE):
+            continue
+        e = graph.node(conv_operands(d)[0])
+        # (an expand conv that is also an earlier block's project stays that)
+        has_e = is_1x1(e) and no_residual(e) and _sole_reader(graph, users, e.id) is d and e.id not in replace
+        px, pw, pb, pr = conv_operands(p)
+        dx, dw, db, _ = conv_operands(d)
+        ins = []
+        if has_e:
+            ex, ew, eb, _ = conv_operands(e)
+            ins += [ex, ew] + ([eb] if eb is not None else [])
+            drop.add(e.id)
+        else:
+            ins.append(dx)
+        ins += [dw] + ([db] if db is not None else []) + [pw] + ([pb] if pb is not None else []) + \
+            ([pr] if pr is not None else [])
+        attrs = InvertedResidualAttrs(e.attrs if has_e else None, da, p.attrs,
+                                      (has_e and conv_operands(e)[2] is not None, db is not None, pb is not None))
+        drop.add(d.id)
+        replace[p.id] = (lambda rb, ins=ins, p=p, attrs=attrs:
+                         rb.new("inverted_residual_nchwc", [rb.map[i] for i in ins], p.shape, p.name, attrs))
+        counts["blocks"] += 1
+        counts["without expand"] += not has_e
+    return _rewrite(graph, "fuse_inverted_residual", counts, replace, drop)
+
+
 def dce(graph):
     """Remove the nodes no graph output depends on (inputs stay)."""
     live = set(graph.outputs)
@@ -500,9 +575,10 @@ def in_place(graph):
 
 
 PASSES = {"fold_constants": fold_constants, "fold_batch_norm": fold_batch_norm, "fuse_silu": fuse_silu,
-          "fuse_epilogue": fuse_epilogue, "blocked_layout": blocked_layout, "dce": dce, "in_place": in_place}
-DEFAULT_PASSES = ("fold_constants", "fold_batch_norm", "fuse_silu", "fuse_epilogue", "blocked_layout", "dce",
-                  "in_place")
+          "fuse_epilogue": fuse_epilogue, "blocked_layout": blocked_layout,
+          "fuse_inverted_residual": fuse_inverted_residual, "dce": dce, "in_place": in_place}
+DEFAULT_PASSES = ("fold_constants", "fold_batch_norm", "fuse_silu", "fuse_epilogue", "blocked_layout",
+                  "fuse_inverted_residual", "dce", "in_place")
 
 
 def resolve(passes):

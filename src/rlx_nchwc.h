@@ -854,10 +854,9 @@ static void rlx_nchwc_dw_rows(const float* x, ptrdiff_t x_len, const float* wt, 
  * band buffer that stays in L2.  Work items: (image, band of `band` output
  * rows), in order.  Per band:
  *   1. expand the input rows the band's depthwise rows read,
- *      (o0*s - 1 .. (o1-1)*s + 1) clipped to the plane, into xe
- *      [E/8][br][W][8]: buffer row j holds input row o0*s - 1 + j.  The rows
- *      the previous band of the same image already expanded (3 - s of them)
- *      move to the buffer's top instead of being computed again;
+ *      (o0*s - 1 .. (o1-1)*s + 1) clipped to the plane, into the ring xe
+ *      [E/8][br][W][8]: input row ih in slot ih % br.  The rows the previous
+ *      band of the same image expanded (3 - s of them) are still there;
  *   2. the depthwise rows into xd [E/8][band][W_out][8];
  *   3. project xd's band of pixels into y.
  * Each output is the same chain of fused multiply-adds as in the three
@@ -914,7 +913,7 @@ static void rlx_nchwc_ir_run(const float* x, ptrdiff_t x_len, const float* res, 
     const ptrdiff_t xe_floats = g->expand ? g->e * br * W : 0;
     float* xe = scratch;
     float* xd = scratch + xe_floats;
-    ptrdiff_t prev_img = -1, prev_band = -1, prev_base = 0, prev_hi = -1;
+    ptrdiff_t prev_img = -1, prev_band = -1, prev_hi = -1;
     (void)x_len;
     (void)y_len;
     (void)res_len;
@@ -923,8 +922,7 @@ static void rlx_nchwc_ir_run(const float* x, ptrdiff_t x_len, const float* res, 
     for (ptrdiff_t item = i0; item < i1; ++item) {
         const ptrdiff_t img = item / nbands, bi = item % nbands;
         const ptrdiff_t o0 = bi * B, o1 = o0 + B < ho ? o0 + B : ho;
-        const ptrdiff_t base = o0 * s - 1;
-        const ptrdiff_t lo = base > 0 ? base : 0, hi = (o1 - 1) * s + 1 < H - 1 ? (o1 - 1) * s + 1 : H - 1;
+        const ptrdiff_t lo = o0 * s - 1 > 0 ? o0 * s - 1 : 0, hi = (o1 - 1) * s + 1 < H - 1 ? (o1 - 1) * s + 1 : H - 1;
         const float* xi = x + img * g->c * H * W;
         RLX_CHECK_RANGE(img * g->c * H * W, (img + 1) * g->c * H * W, x_len, "nchwc inverted residual x");
         RLX_CHECK_RANGE(img * g->m * ho * wo, (img + 1) * g->m * ho * wo, y_len, "nchwc inverted residual y");
@@ -932,20 +930,18 @@ static void rlx_nchwc_ir_run(const float* x, ptrdiff_t x_len, const float* res, 
             RLX_CHECK_RANGE(img * g->m * ho * wo, (img + 1) * g->m * ho * wo, res_len,
                             "nchwc inverted residual residual");
         if (g->expand) {
-            ptrdiff_t start = lo;
-            if (img == prev_img && bi == prev_band + 1 && prev_hi >= lo) {
-                /* rows lo..prev_hi were expanded for the previous band */
-                for (ptrdiff_t cb = 0; cb < eb; ++cb)
-                    memmove(xe + (cb * br + lo - base) * W * 8, xe + (cb * br + lo - prev_base) * W * 8,
-                            (size_t)((prev_hi - lo + 1) * W * 8) * sizeof(float));
-                start = prev_hi + 1;
+            /* rows lo..prev_hi are still in the ring from the previous band */
+            ptrdiff_t start = img == prev_img && bi == prev_band + 1 ? prev_hi + 1 : lo;
+            while (start <= hi) {
+                /* the ring's slots run on from start % br to its end at most */
+                const ptrdiff_t slot = start % br;
+                const ptrdiff_t cnt = hi - start + 1 < br - slot ? hi - start + 1 : br - slot;
+                rlx_nchwc_1x1_span(level, xi + start * W * 8, koff_e, g->c / 8, cnt * W, o->we, g->e, o->be, NULL,
+                                   xe + slot * W * 8, br * W * 8, &o->ae);
+                start += cnt;
             }
-            if (start <= hi)
-                rlx_nchwc_1x1_span(level, xi + start * W * 8, koff_e, g->c / 8, (hi - start + 1) * W, o->we,
-                                   g->e, o->be, NULL, xe + (start - base) * W * 8, br * W * 8, &o->ae);
             prev_img = img;
             prev_band = bi;
-            prev_base = base;
             prev_hi = hi;
         }
         for (ptrdiff_t cb = 0; cb < eb; ++cb)
@@ -955,7 +951,7 @@ static void rlx_nchwc_ir_run(const float* x, ptrdiff_t x_len, const float* res, 
                 for (int kh = 0; kh < 3; ++kh) {
                     const ptrdiff_t ih = oh * s - 1 + kh;
                     valid[kh] = ih >= 0 && ih < H;
-                    rows[kh] = valid[kh] ? (g->expand ? xe + (cb * br + ih - base) * W * 8
+                    rows[kh] = valid[kh] ? (g->expand ? xe + (cb * br + ih % br) * W * 8
                                                       : xi + (cb * H + ih) * W * 8)
                                          : xi;
                 }

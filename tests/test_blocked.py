@@ -401,6 +401,12 @@ for kind in ("max", "avg"):
     y = np.empty(32, np.float32)
     _nchwc.NchwcGlobalPoolLaunch(_nchwc.to_blocked(x).reshape(-1), y, 2, 16, 99, kind, 1).execute(1)
     outs.append(y)
+# the fused inverted residual block, with and without its expand conv
+from test_inverted_residual import block_case, run_ir
+for (c, e, m, h, w, s, expand, residual) in [(16, 48, 16, 11, 9, 1, True, True), (16, 16, 24, 9, 8, 2, False, False)]:
+    ops = block_case(rng, 2, c, e, m, h, w, expand=expand, residual=residual)
+    for band in (1, 3):
+        outs.append(run_ir(*ops, s, 1, band=band))
 np.save(sys.stdout.buffer, np.concatenate([o.reshape(-1) for o in outs]))
 """
 

@@ -13,6 +13,12 @@ each end of a chain:
 ``global_pool_nchwc`` a global max/avg pool from blocked input to [N, C, 1, 1]
                    (the same memory in both layouts, so a chain ends there
                    without a reorder)
+``inverted_residual_nchwc`` MobileNetV2's block as one node (pass
+                   ``fuse_inverted_residual``): [expand 1x1 ->] depthwise
+                   3x3 (stride 1 or 2, padding 1) -> project 1x1 (+ the
+                   block's residual), each conv with its bias and
+                   activation (InvertedResidualAttrs); the two inner
+                   tensors never reach the arena
 ``conv2d_nchwc``   a conv2d (its ConvAttrs, fused epilogue included) on
                    blocked input, residual and output; inputs x, W, [bias],
                    [residual].  Four kinds: 1x1 (groups 1, stride 1, no
@@ -407,6 +413,86 @@ class NchwcGlobalPoolThunk(Thunk):
                                             self.pool_kind, self.max_threads)
 
 
+@dataclass(frozen=True)
+class InvertedResidualAttrs:
+    """The three convs of a fused inverted residual block (their ConvAttrs,
+    epilogues included; expand None when the block has none) and which of
+    them has a bias.  Node inputs: x, [W_expand, [b_expand]], W_dw, [b_dw],
+    W_project, [b_project], [residual]."""
+    expand: Optional[object]
+    dw: object
+    project: object
+    biases: tuple                 # (expand, dw, project) has a bias
+
+    def __repr__(self):
+        parts = [] if self.expand is None else [f"expand {self.expand.epilogue!r}"]
+        parts += [f"dw s{self.dw.stride[0]} {self.dw.epilogue!r}", f"project {self.project.epilogue!r}"]
+        return "inverted_residual(" + ", ".join(parts) + ")"
+
+
+def inverted_residual_operands(node):
+    """(x, We, be, Wd, bd, Wp, bp, residual) node ids (None where absent)."""
+    a = node.attrs
+    ins = list(node.inputs)
+    x = ins.pop(0)
+    we = ins.pop(0) if a.expand is not None else None
+    be = ins.pop(0) if a.expand is not None and a.biases[0] else None
+    wd = ins.pop(0)
+    bd = ins.pop(0) if a.biases[1] else None
+    wp = ins.pop(0)
+    bp = ins.pop(0) if a.biases[2] else None
+    res = ins.pop(0) if a.project.epilogue is not None and a.project.epilogue.residual else None
+    return x, we, be, wd, bd, wp, bp, res
+
+
+@dataclass(frozen=True, repr=False)
+class NchwcInvertedResidualThunk(Thunk):
+    """[expand 1x1 ->] depthwise 3x3 -> project 1x1 (+ residual) on blocked
+    x / residual / y over bands of `band` output rows; weights packed as for
+    the single convs; `scratch` the per-thread band buffers."""
+    x: Slice
+    w_expand: Optional[Slice]
+    b_expand: Optional[Slice]
+    w_dw: Slice
+    b_dw: Optional[Slice]
+    w_project: Slice
+    b_project: Optional[Slice]
+    residual: Optional[Slice]
+    y: Slice
+    scratch: Slice
+    n: int
+    c_in: int
+    c_mid: int
+    c_out: int
+    h: int
+    w: int
+    stride: int
+    band: int
+    epilogues: tuple          # (expand, dw, project) ConvEpilogue or None
+    max_threads: int
+
+    kind: ClassVar[str] = "conv_nchwc_ir"
+    reads: ClassVar[tuple] = ("x", "w_expand", "b_expand", "w_dw", "b_dw", "w_project", "b_project", "residual")
+    writes: ClassVar[tuple] = ("y",)
+    scratch_fields: ClassVar[tuple] = ("scratch",)
+
+    @property
+    def flops(self):
+        ho = (self.h - 1) // self.stride + 1
+        wo = (self.w - 1) // self.stride + 1
+        expand = 2 * self.c_in * self.c_mid * self.h * self.w if self.w_expand is not None else 0
+        return self.n * (expand + 18 * self.c_mid * ho * wo + 2 * self.c_mid * self.c_out * ho * wo)
+
+    def bind(self, view):
+        acts = tuple(_act(e) for e in self.epilogues)
+        opt = lambda s: view(s) if s is not None else None
+        return _nchwc.NchwcInvertedResidualLaunch(
+            view(self.x), opt(self.w_expand), opt(self.b_expand), view(self.w_dw), opt(self.b_dw),
+            view(self.w_project), opt(self.b_project), opt(self.residual), view(self.y), view(self.scratch),
+            self.n, self.c_in, self.c_mid, self.c_out, self.h, self.w, self.stride, self.band, acts[0], acts[1],
+            acts[2], self.max_threads)
+
+
 # ---------------------------------------------------------------------------
 # Compile rules
 # ---------------------------------------------------------------------------
@@ -481,3 +567,33 @@ def compile_global_pool_nchwc(ctx, node):
     n, cb, h, w, _ = ctx.graph.node(node.inputs[0]).shape
     ctx.emit(NchwcGlobalPoolThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), n, cb * BLOCK, h * w,
                                   node.attrs.kind, ctx.num_threads))
+
+
+@compile_rule("inverted_residual_nchwc")
+def compile_inverted_residual_nchwc(ctx, node):
+    x, we, be, wd, bd, wp, bp, r = inverted_residual_operands(node)
+    a = node.attrs
+    n, cb, h, w, _ = ctx.graph.node(x).shape
+    c_in, c_out = cb * BLOCK, node.shape[1] * BLOCK
+    c_mid = ctx.graph.node(wd).shape[0]
+    s = a.dw.stride[0]
+    ho, wo = node.shape[2], node.shape[3]
+
+    def const(i, what):
+        v = ctx.graph.node(i).value
+        if v is None:
+            raise ValueError(f"inverted_residual_nchwc {node.name!r}: the {what} weight must be a constant")
+        return v
+
+    w_e = ctx.constant(_nchwc.pack_1x1_weight(const(we, "expand").reshape(c_mid, -1)), node.name + ".nchwc_We") \
+        if we is not None else None
+    w_d = ctx.constant(_nchwc.pack_depthwise_weight(const(wd, "depthwise")), node.name + ".nchwc_Wd")
+    w_p = ctx.constant(_nchwc.pack_1x1_weight(const(wp, "project").reshape(c_out, -1)), node.name + ".nchwc_Wp")
+    band = _nchwc.ir_band_rows(c_mid, w, wo, ho, s, we is not None, ctx.num_threads)
+    nfloats = _nchwc.ir_scratch_floats(c_mid, w, wo, s, band, we is not None, ctx.num_threads)
+    scratch = ctx.scratch(4 * nfloats, node.name + ".scratch")
+    buf = lambda i: ctx.buf(i) if i is not None else None
+    ctx.emit(NchwcInvertedResidualThunk(
+        node.name, ctx.buf(x), w_e, buf(be), w_d, buf(bd), w_p, buf(bp), buf(r), ctx.buf(node.id), scratch, n,
+        c_in, c_mid, c_out, h, w, s, band, (a.expand.epilogue if a.expand is not None else None, a.dw.epilogue,
+                                            a.project.epilogue), ctx.num_threads))
