@@ -299,6 +299,20 @@ typedef void (*rlx_nchwc_tile_fn)(const float*, const float*, const ptrdiff_t*, 
 RLX_NC_TILES(RLX_NC_TILE)
 RLX_NC_TILES(RLX_NC_RTILE, 1, rlx_nchwc_unit_poff)
 RLX_NC_TILES(RLX_NC_RTILE, 2, rlx_nchwc_s2_poff)
+/* `count` consecutive tiles of NP_ pixels along a run of consecutive pixels
+ * (a 1x1 conv's chunk), in one call: the call, the register saves and the
+ * argument loads once per strip instead of once per tile */
+#define RLX_NC_STRIP(NP_, NV_)                                                                         \
+    RLX_TARGET_AVX2 static void rlx_nchwc_strip_##NP_##_##NV_(                                         \
+            ptrdiff_t count, const float* w, const float* x, const ptrdiff_t* koff, ptrdiff_t nkb,     \
+            ptrdiff_t p8, float* y, const float* bias, const float* res, int first, int last,          \
+            const rlx_nchwc_act* a) {                                                                  \
+        for (ptrdiff_t i = 0; i < count; ++i)                                                          \
+            rlx_nchwc_tile_body(NP_, NV_, w, x + i * (NP_ * 8), koff, nkb, rlx_nchwc_unit_poff, p8,   \
+                                y + i * (NP_ * 8), bias, res ? res + i * (NP_ * 8) : NULL, first, last, a); \
+    }
+RLX_NC_TILES(RLX_NC_STRIP)
+#undef RLX_NC_STRIP
 #undef RLX_NC_TILES
 #undef RLX_NC_TILE
 #undef RLX_NC_RTILE
@@ -308,6 +322,9 @@ RLX_NC_TILES(RLX_NC_RTILE, 2, rlx_nchwc_s2_poff)
 /* [offsets: any, consecutive, every other][vectors - 1][pixels] */
 static const rlx_nchwc_tile_fn rlx_nchwc_tiles[3][2][RLX_NCHWC_NP + 1] = {
     RLX_NC_ROW(rlx_nchwc_tile_), RLX_NC_ROW(rlx_nchwc_rtile1_), RLX_NC_ROW(rlx_nchwc_rtile2_)};
+typedef void (*rlx_nchwc_strip_fn)(ptrdiff_t, const float*, const float*, const ptrdiff_t*, ptrdiff_t, ptrdiff_t,
+                                   float*, const float*, const float*, int, int, const rlx_nchwc_act*);
+static const rlx_nchwc_strip_fn rlx_nchwc_strips[2][RLX_NCHWC_NP + 1] = RLX_NC_ROW(rlx_nchwc_strip_);
 #undef RLX_NC_ROW
 #endif
 
@@ -333,6 +350,23 @@ static inline void rlx_nchwc_tile(int level, int np, int nv, const float* w, con
 #endif
     (void)level;
     rlx_nchwc_tile_base(np, nv, w, x, koff, nkb, poff, p8, y, bias, res, first, last, a);
+}
+
+/* `count` tiles of np consecutive pixels each, from x and y on (unit pixel
+ * offsets), dispatched. */
+static inline void rlx_nchwc_strip(int level, ptrdiff_t count, int np, int nv, const float* w, const float* x,
+                                   const ptrdiff_t* koff, ptrdiff_t nkb, ptrdiff_t p8, float* y, const float* bias,
+                                   const float* res, int first, int last, const rlx_nchwc_act* a) {
+    if (count <= 0) return;
+#if RLX_X86_DISPATCH
+    if (level) {
+        rlx_nchwc_strips[nv - 1][np](count, w, x, koff, nkb, p8, y, bias, res, first, last, a);
+        return;
+    }
+#endif
+    for (ptrdiff_t i = 0; i < count; ++i)
+        rlx_nchwc_tile(level, np, nv, w, x + i * np * 8, koff, nkb, rlx_nchwc_unit_poff, p8, y + i * np * 8, bias,
+                       res ? res + i * np * 8 : NULL, first, last, a);
 }
 
 /* Work items [i0, i1): item = (image, pixel chunk, panel group).  Per item,
@@ -373,14 +407,12 @@ static void rlx_nchwc_1x1_run(const float* x, ptrdiff_t x_len, const float* wq, 
                 const float* wqb = wq + (q * K + k0) * RLX_NCHWC_OC;
                 const float* bq = bias ? bias + q * RLX_NCHWC_OC : NULL;
                 const ptrdiff_t yo = (n * M + q * RLX_NCHWC_OC) * P;
-                for (ptrdiff_t t = 0, p = pc0; t < ntiles; p += tbase + (t < textra), ++t) {
-                    const int np = (int)(tbase + (t < textra));
-                    const float* xt = x + n * K * P + p * 8;
-                    float* yt = y + yo + p * 8;
-                    const float* rt = res ? res + yo + p * 8 : NULL;
-                    rlx_nchwc_tile(level, np, nv, wqb, xt, koff + k0 / 8, kc / 8, rlx_nchwc_unit_poff, p8, yt, bq,
-                                   rt, first, last, a);
-                }
+                /* textra tiles of tbase + 1 pixels, then the rest of tbase */
+                const ptrdiff_t pm = pc0 + textra * (tbase + 1);
+                rlx_nchwc_strip(level, textra, (int)tbase + 1, nv, wqb, x + n * K * P + pc0 * 8, koff + k0 / 8,
+                                kc / 8, p8, y + yo + pc0 * 8, bq, res ? res + yo + pc0 * 8 : NULL, first, last, a);
+                rlx_nchwc_strip(level, ntiles - textra, (int)tbase, nv, wqb, x + n * K * P + pm * 8, koff + k0 / 8,
+                                kc / 8, p8, y + yo + pm * 8, bq, res ? res + yo + pm * 8 : NULL, first, last, a);
             }
         }
     }
@@ -893,11 +925,11 @@ static void rlx_nchwc_1x1_span(int level, const float* x, const ptrdiff_t* koff,
         const float* wqb = wq + q * K * RLX_NCHWC_OC;
         const float* bq = bias ? bias + q * RLX_NCHWC_OC : NULL;
         const ptrdiff_t yo = q * 2 * p8;
-        for (ptrdiff_t t = 0, p = 0; t < ntiles; p += tbase + (t < textra), ++t) {
-            const int np = (int)(tbase + (t < textra));
-            rlx_nchwc_tile(level, np, nv, wqb, x + p * 8, koff, nkb, rlx_nchwc_unit_poff, p8, y + yo + p * 8, bq,
-                           res ? res + yo + p * 8 : NULL, 1, 1, a);
-        }
+        const ptrdiff_t pm = textra * (tbase + 1);
+        rlx_nchwc_strip(level, textra, (int)tbase + 1, nv, wqb, x, koff, nkb, p8, y + yo, bq, res ? res + yo : NULL, 1,
+                        1, a);
+        rlx_nchwc_strip(level, ntiles - textra, (int)tbase, nv, wqb, x + pm * 8, koff, nkb, p8, y + yo + pm * 8, bq,
+                        res ? res + yo + pm * 8 : NULL, 1, 1, a);
     }
 }
 
