@@ -799,3 +799,21 @@ def test_blocked_plan_pickles_and_runs_from_two_threads(rng, blocked_on):
         t.join()
     for i in range(2):
         np.testing.assert_array_equal(got[i], want[i])
+
+
+def test_dense_plane_limit_depends_on_channels_threads_and_batch(rng):
+    from rlx_cpu.ops.blocked import dense_max_plane, nchwc_kind
+    assert dense_max_plane(8) == float("inf")
+    assert dense_max_plane(16, 2, 8) == 32 * 32
+    assert dense_max_plane(32) == 14 * 14
+    assert dense_max_plane(64, 1) == 64
+    # more than 64 channels: 7x7 runs blocked only at 2 threads and batch 1
+    assert dense_max_plane(512, 1, 1) == 36
+    assert dense_max_plane(512, 2, 1) == 64
+    assert dense_max_plane(512, 2, 8) == 36
+    for batch, threads, want in [(1, 2, "dense"), (1, 1, None), (8, 2, None)]:
+        g = rlx_cpu.Graph()
+        x = g.input("x", (batch, 128, 7, 7))
+        y = g.conv2d(x, rng.standard_normal((128, 128, 3, 3)).astype(np.float32), padding=1)
+        g.output(y)
+        assert nchwc_kind(g, g.nodes[-1], threads) == want, (batch, threads)

@@ -74,19 +74,22 @@ ACTS = ("relu", "clip", "leaky_relu", "sigmoid", "silu", "hard_sigmoid", "hard_s
 # 1.71 / 1.30, 1x1 s2 1024->2048 to 7x7 2.87 / 2.46.
 # With more than 64 input channels at 1 thread the 7x7 and 8x8 planes go to
 # Winograd F(2x2) too; at 2 threads the blocked kernel stays a little ahead
-# there (Winograd's single block of 16 tiles splits less evenly).
+# there at batch 1 (Winograd's single block of 16 tiles splits less evenly:
+# ResNet-50 b1 2T 41.6-41.7 ms against 41.7-41.9 with F(2x2)), but not with
+# more images (b8 2T: 321 ms against 307 with F(2x2)).
 DENSE_MAX_PLANE = 64
 DENSE_MAX_PLANE_ONE_THREAD = 36
 DENSE_MAX_PLANE_BY_CIN = ((8, None), (16, 32 * 32), (32, 14 * 14))
 
 
-def dense_max_plane(c_in, nthreads=1):
+def dense_max_plane(c_in, nthreads=1, batch=1):
     """The largest stride-1 output plane (pixels) on which a dense conv with
-    c_in input channels runs blocked in a plan for `nthreads` threads."""
+    c_in input channels runs blocked in a plan for `nthreads` threads and
+    `batch` images."""
     for c, plane in DENSE_MAX_PLANE_BY_CIN:
         if c_in <= c:
             return plane if plane is not None else float("inf")
-    if c_in > 64 and nthreads <= 1:
+    if c_in > 64 and (nthreads <= 1 or batch > 1):
         return DENSE_MAX_PLANE_ONE_THREAD
     return DENSE_MAX_PLANE
 
@@ -142,7 +145,7 @@ def nchwc_kind(graph, node, nthreads=1):
         # runs a GEMM per group, narrow ones at that
         return "dense" if (c_in // a.groups) % BLOCK == 0 and (c_out // a.groups) % BLOCK == 0 else None
     if a.groups == 1:
-        if a.stride != (1, 1) or out_plane <= dense_max_plane(c_in, nthreads):
+        if a.stride != (1, 1) or out_plane <= dense_max_plane(c_in, nthreads, node.shape[0]):
             return "dense"
     return None
 
