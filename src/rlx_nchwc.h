@@ -302,17 +302,32 @@ RLX_NC_TILES(RLX_NC_RTILE, 2, rlx_nchwc_s2_poff)
 /* `count` consecutive tiles of NP_ pixels along a run of consecutive pixels
  * (a 1x1 conv's chunk), in one call: the call, the register saves and the
  * argument loads once per strip instead of once per tile */
+/* one instance per activation (ACT_ a constant: its switch folds away),
+ * chosen once per strip */
+#define RLX_NC_STRIP_LOOP(NP_, NV_, ACT_)                                                              \
+    {                                                                                                  \
+        rlx_nchwc_act ac = *a;                                                                         \
+        ac.act = ACT_;                                                                                 \
+        for (ptrdiff_t i = 0; i < count; ++i)                                                          \
+            rlx_nchwc_tile_body(NP_, NV_, w, x + i * (NP_ * 8), koff, nkb, rlx_nchwc_unit_poff, p8,   \
+                                y + i * (NP_ * 8), bias, res ? res + i * (NP_ * 8) : NULL, first, last, &ac); \
+        return;                                                                                        \
+    }
 #define RLX_NC_STRIP(NP_, NV_)                                                                         \
     RLX_TARGET_AVX2 static void rlx_nchwc_strip_##NP_##_##NV_(                                         \
             ptrdiff_t count, const float* w, const float* x, const ptrdiff_t* koff, ptrdiff_t nkb,     \
             ptrdiff_t p8, float* y, const float* bias, const float* res, int first, int last,          \
             const rlx_nchwc_act* a) {                                                                  \
-        for (ptrdiff_t i = 0; i < count; ++i)                                                          \
-            rlx_nchwc_tile_body(NP_, NV_, w, x + i * (NP_ * 8), koff, nkb, rlx_nchwc_unit_poff, p8,   \
-                                y + i * (NP_ * 8), bias, res ? res + i * (NP_ * 8) : NULL, first, last, a); \
+        switch (last ? a->act : RLX_ACT_NONE) {                                                        \
+        case RLX_ACT_RELU: RLX_NC_STRIP_LOOP(NP_, NV_, RLX_ACT_RELU)                                   \
+        case RLX_ACT_CLIP: RLX_NC_STRIP_LOOP(NP_, NV_, RLX_ACT_CLIP)                                   \
+        case RLX_ACT_NONE: RLX_NC_STRIP_LOOP(NP_, NV_, RLX_ACT_NONE)                                   \
+        default: RLX_NC_STRIP_LOOP(NP_, NV_, a->act)                                                   \
+        }                                                                                              \
     }
 RLX_NC_TILES(RLX_NC_STRIP)
 #undef RLX_NC_STRIP
+#undef RLX_NC_STRIP_LOOP
 #undef RLX_NC_TILES
 #undef RLX_NC_TILE
 #undef RLX_NC_RTILE
@@ -791,10 +806,14 @@ RLX_INLINE_AVX2 void rlx_nchwc_dw_px(const float* const* rows, const int* valid,
 
 /* The same row, 4 output pixels per step with the 9 weight vectors held in
  * registers; columns whose taps all fall inside the row run without tests. */
-RLX_TARGET_AVX2 static void rlx_nchwc_dw_row_ptrs_avx2(const float* const* rows, const int* valid,
-                                                       const float* wt, const float* b, const float* res,
-                                                       float* yr, ptrdiff_t s, ptrdiff_t pw, ptrdiff_t W,
-                                                       ptrdiff_t wo, const rlx_nchwc_act* a) {
+RLX_INLINE_AVX2 void rlx_nchwc_dw_row_body(const float* const* rows, const int* valid, const float* wt,
+                                           const float* b, const float* res, float* yr, ptrdiff_t s, ptrdiff_t pw,
+                                           ptrdiff_t W, ptrdiff_t wo, const rlx_nchwc_act* a_in, const int act) {
+    /* act is a constant in each instance below: the activation's switch
+     * folds away instead of running once per output vector */
+    rlx_nchwc_act a_copy = *a_in;
+    a_copy.act = act;
+    const rlx_nchwc_act* a = &a_copy;
     __m256 wv[9];
     for (int t = 0; t < 9; ++t) wv[t] = _mm256_loadu_ps(wt + t * 8);
     const __m256 bv = b ? _mm256_loadu_ps(b) : _mm256_setzero_ps();
@@ -830,6 +849,24 @@ RLX_TARGET_AVX2 static void rlx_nchwc_dw_row_ptrs_avx2(const float* const* rows,
         _mm256_storeu_ps(yr + (ow + 3) * 8, rlx_nchwc_act8(a3, a));
     }
     for (; ow < wo; ++ow) rlx_nchwc_dw_px(rows, valid, wv, bv, res, yr, ow, s, pw, W, a);
+}
+
+RLX_TARGET_AVX2 static void rlx_nchwc_dw_row_ptrs_avx2(const float* const* rows, const int* valid,
+                                                       const float* wt, const float* b, const float* res,
+                                                       float* yr, ptrdiff_t s, ptrdiff_t pw, ptrdiff_t W,
+                                                       ptrdiff_t wo, const rlx_nchwc_act* a) {
+#define RLX_DW_CASE(A_)                                                                             \
+    case A_:                                                                                        \
+        rlx_nchwc_dw_row_body(rows, valid, wt, b, res, yr, s, pw, W, wo, a, A_);                    \
+        return;
+    switch (a->act) {
+        RLX_DW_CASE(RLX_ACT_NONE) RLX_DW_CASE(RLX_ACT_RELU) RLX_DW_CASE(RLX_ACT_CLIP)
+        RLX_DW_CASE(RLX_ACT_LEAKY_RELU) RLX_DW_CASE(RLX_ACT_SIGMOID) RLX_DW_CASE(RLX_ACT_SILU)
+        RLX_DW_CASE(RLX_ACT_HARD_SIGMOID) RLX_DW_CASE(RLX_ACT_HARD_SWISH)
+    default:
+        rlx_nchwc_dw_row_body(rows, valid, wt, b, res, yr, s, pw, W, wo, a, a->act);
+    }
+#undef RLX_DW_CASE
 }
 #endif
 
