@@ -45,6 +45,9 @@ cdef extern from "rlx_nchwc.h":
         Py_ssize_t n, c, h, w, m, h_out, w_out, sh, sw, pt, pl, hp, wp, nkb, cgroups, pixels, groups
     void rlx_nchwc_pad(const float* x, Py_ssize_t x_len, float* xp, Py_ssize_t xp_len, const NcDenseGeom* g,
                        Py_ssize_t i0, Py_ssize_t i1) nogil
+    void rlx_nchwc_subsample(const float* x, Py_ssize_t x_len, float* xs, Py_ssize_t xs_len, Py_ssize_t h,
+                             Py_ssize_t w, Py_ssize_t ho, Py_ssize_t wo, Py_ssize_t sh, Py_ssize_t sw,
+                             Py_ssize_t i0, Py_ssize_t i1) nogil
     void rlx_nchwc_dense_run(const float* xp, Py_ssize_t xp_len, const float* wq, Py_ssize_t wq_len,
                              const float* bias, const float* res, Py_ssize_t res_len, float* y, Py_ssize_t y_len,
                              const Py_ssize_t* koff, const NcDenseGeom* g, const NcAct* a, Py_ssize_t i0,
@@ -196,8 +199,20 @@ def pack_dense_weight(weight, Py_ssize_t groups=1):
 DENSE_ITEM_PIXELS = RLX_NCHWC_DENSE_ITEM
 
 
-def dense_scratch_floats(Py_ssize_t n, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w, tuple pads_begin, tuple pads_end):
-    """Floats of the padded input copy of a blocked dense conv (0 without padding)."""
+def _subsampled_1x1(tuple kernel, tuple stride, tuple pads_begin, tuple pads_end, tuple dilation, Py_ssize_t groups):
+    """A strided 1x1 conv without padding: run as a subsampled copy and the 1x1 kernel."""
+    return kernel == (1, 1) and stride != (1, 1) and not any(pads_begin) and not any(pads_end) \
+        and dilation == (1, 1) and groups == 1
+
+
+def dense_scratch_floats(Py_ssize_t n, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w, tuple pads_begin, tuple pads_end,
+                         tuple kernel=None, tuple stride=None, tuple dilation=(1, 1), Py_ssize_t groups=1):
+    """Floats of a blocked dense conv's input copy: the zero-padded input, or
+    for a strided 1x1 conv (kernel and stride given) the subsampled input;
+    0 when it reads its input in place."""
+    if kernel is not None and stride is not None and _subsampled_1x1(kernel, stride, pads_begin, pads_end,
+                                                                     dilation, groups):
+        return n * c * ((h - 1) // stride[0] + 1) * ((w - 1) // stride[1] + 1)
     if not any(pads_begin) and not any(pads_end):
         return 0
     return n * c * (h + pads_begin[0] + pads_end[0]) * (w + pads_begin[1] + pads_end[1])
@@ -485,11 +500,14 @@ cdef class NchwcDenseLaunch(_BlockedConv):
     """y = act(conv(x, W) + bias + residual) in `groups` conv groups (C/G
     and M/G multiples of 8) on blocked x [N, C/8, H, W, 8], y and residual
     [N, M/8, H_out, W_out, 8]; `wq` from pack_dense_weight, `scratch`
-    dense_scratch_floats floats (None when the conv has no padding)."""
+    dense_scratch_floats floats (None when that is 0).  A strided 1x1 conv
+    without padding copies its input subsampled into `scratch` and runs the
+    1x1 kernel on it (the same bits as the direct loop over its one tap)."""
     cdef float[::1] xp
-    cdef bint padded
+    cdef bint padded, subsampled
     cdef Py_ssize_t[::1] koff
     cdef NcDenseGeom g
+    cdef Nc1x1Geom g1
     cdef Py_ssize_t items
 
     def __init__(self, x, wq, bias, residual, y, scratch, Py_ssize_t n, Py_ssize_t c, Py_ssize_t h,
@@ -507,10 +525,11 @@ cdef class NchwcDenseLaunch(_BlockedConv):
         dh, dw = dilation
         self._bind(op, x, wq, bias, residual, y, act, alpha, beta, n * c * h * w, n * m * h_out * w_out,
                    groups * rlx_nchwc_1x1_packed_floats(m // groups, c // groups * kh * kw), m)
-        need = dense_scratch_floats(n, c, h, w, pads_begin, pads_end)
-        self.padded = need > 0
-        self.xp = or_placeholder(scratch, np.float32) if self.padded else or_placeholder(None, np.float32)
-        if self.padded:
+        self.subsampled = _subsampled_1x1(kernel, stride, pads_begin, pads_end, dilation, groups)
+        need = dense_scratch_floats(n, c, h, w, pads_begin, pads_end, kernel, stride, dilation, groups)
+        self.padded = need > 0 and not self.subsampled
+        self.xp = or_placeholder(scratch, np.float32) if need > 0 else or_placeholder(None, np.float32)
+        if need > 0:
             _check_len(op, "scratch", self.xp, need)
         hp = h + pads_begin[0] + pads_end[0] if self.padded else h
         wp = w + pads_begin[1] + pads_end[1] if self.padded else w
@@ -534,6 +553,15 @@ cdef class NchwcDenseLaunch(_BlockedConv):
         blocks = n * nblk
         self.g.groups = panel_groups(panels, blocks, self.max_threads)
         self.items = blocks * self.g.groups
+        if self.subsampled:
+            # the 1x1 kernel on the subsampled copy: each output is the same
+            # chain of fused multiply-adds over the input channels
+            self.g1.n, self.g1.k, self.g1.m, self.g1.p = n, c, m, plane
+            self.g1.chunk = conv1x1_chunk(c, plane)
+            nchunks = (plane + self.g1.chunk - 1) // self.g1.chunk
+            self.g1.groups = panel_groups((m + 15) // 16, n * nchunks, self.max_threads)
+            self.items = rlx_nchwc_1x1_items(&self.g1)
+            self.koff = np.arange(c // NC_B, dtype=np.intp) * (plane * NC_B)
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
@@ -542,6 +570,18 @@ cdef class NchwcDenseLaunch(_BlockedConv):
         cdef Py_ssize_t runs = t if t < self.items else self.items
         cdef const float* src = &self.x[0]
         cdef Py_ssize_t src_len = self.x.shape[0]
+        if self.subsampled:
+            for i in prange(blocks, num_threads=t, schedule='static'):
+                rlx_nchwc_subsample(&self.x[0], self.x.shape[0], &self.xp[0], self.xp.shape[0], self.g.h,
+                                    self.g.w, self.g.h_out, self.g.w_out, self.g.sh, self.g.sw, i, i + 1)
+            for r in prange(runs, num_threads=t, schedule='static'):
+                lo = self.items * r // runs
+                hi = self.items * (r + 1) // runs
+                rlx_nchwc_1x1_run(&self.xp[0], self.xp.shape[0], &self.wq[0], self.wq.shape[0],
+                                  &self.bias[0] if self.has_bias else NULL,
+                                  &self.res[0] if self.has_res else NULL, self.res.shape[0],
+                                  &self.y[0], self.y.shape[0], &self.koff[0], &self.g1, &self.a, lo, hi)
+            return 0
         if self.padded:
             for i in prange(blocks, num_threads=t, schedule='static'):
                 rlx_nchwc_pad(&self.x[0], self.x.shape[0], &self.xp[0], self.xp.shape[0], &self.g, i, i + 1)

@@ -489,6 +489,26 @@ static void rlx_nchwc_pad(const float* x, ptrdiff_t x_len, float* xp, ptrdiff_t 
  * then the group's panels, then the pixels in tiles of nearly equal size,
  * which may run across output rows (on a 7x7 plane 49 = 4 x 6 + 5 x 5, not
  * rows of 4 + 3). */
+/* A strided 1x1 conv (no padding) reads every sh-th row and sw-th column:
+ * plane i = image * C/8 + block of x [.., H, W, 8] copied subsampled into
+ * xs [.., H_out, W_out, 8], on which the 1x1 kernel runs at full speed
+ * (whole vectors of consecutive pixels, strips of tiles). */
+static void rlx_nchwc_subsample(const float* x, ptrdiff_t x_len, float* xs, ptrdiff_t xs_len, ptrdiff_t h,
+                                ptrdiff_t w, ptrdiff_t ho, ptrdiff_t wo, ptrdiff_t sh, ptrdiff_t sw, ptrdiff_t i0,
+                                ptrdiff_t i1) {
+    (void)x_len;
+    (void)xs_len;
+    for (ptrdiff_t i = i0; i < i1; ++i) {
+        RLX_CHECK_RANGE(i * h * w * 8, (i + 1) * h * w * 8, x_len, "nchwc subsample x");
+        RLX_CHECK_RANGE(i * ho * wo * 8, (i + 1) * ho * wo * 8, xs_len, "nchwc subsample copy");
+        const float* src = x + i * h * w * 8;
+        float* dst = xs + i * ho * wo * 8;
+        for (ptrdiff_t oh = 0; oh < ho; ++oh)
+            for (ptrdiff_t ow = 0; ow < wo; ++ow)
+                memcpy(dst + (oh * wo + ow) * 8, src + ((oh * sh) * w + ow * sw) * 8, 8 * sizeof(float));
+    }
+}
+
 static void rlx_nchwc_dense_run(const float* xp, ptrdiff_t xp_len, const float* wq, ptrdiff_t wq_len,
                                 const float* bias, const float* res, ptrdiff_t res_len, float* y, ptrdiff_t y_len,
                                 const ptrdiff_t* koff, const rlx_nchwc_dense_geom* g, const rlx_nchwc_act* a,

@@ -163,7 +163,7 @@ def run_dense(x, w, bias, res, stride, pads_begin, pads_end, dilation, act, thre
     ho = (h + pads_begin[0] + pads_end[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
     wo = (wd + pads_begin[1] + pads_end[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
     y = np.full(n * m * ho * wo, np.nan, np.float32)
-    nscratch = _nchwc.dense_scratch_floats(n, c, h, wd, pads_begin, pads_end)
+    nscratch = _nchwc.dense_scratch_floats(n, c, h, wd, pads_begin, pads_end, (kh, kw), stride, dilation, groups)
     scratch = np.full(nscratch, np.nan, np.float32) if nscratch else None
     launch = _nchwc.NchwcDenseLaunch(
         _nchwc.to_blocked(x).reshape(-1), _nchwc.pack_dense_weight(w, groups), bias,
@@ -181,7 +181,10 @@ DENSE = [(1, 64, 7, 7, 48, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
          (1, 48, 9, 9, 32, (1, 1), (2, 2), (0, 0), (0, 0), (1, 1)),
          (1, 8, 6, 3, 8, (3, 3), (1, 1), (0, 2), (1, 0), (1, 1)),
          (2, 16, 9, 10, 40, (3, 3), (1, 2), (2, 2), (2, 2), (2, 2)),
-         (1, 40, 5, 5, 16, (5, 5), (1, 1), (2, 2), (2, 2), (1, 1))]
+         (1, 40, 5, 5, 16, (5, 5), (1, 1), (2, 2), (2, 2), (1, 1)),
+         # strided 1x1s run as a subsampled copy and the 1x1 kernel
+         (2, 24, 11, 8, 40, (1, 1), (2, 1), (0, 0), (0, 0), (1, 1)),
+         (1, 264, 7, 7, 24, (1, 1), (3, 2), (0, 0), (0, 0), (1, 1))]
 
 
 @pytest.mark.parametrize("case", DENSE, ids=lambda c: "x".join(map(str, c[:5])) + f"k{c[5][0]}s{c[6][0]}")

@@ -292,7 +292,7 @@ class NchwcDepthwiseThunk(Thunk):
 class NchwcDenseThunk(Thunk):
     """Dense or grouped conv on blocked x / residual / y (whole blocks per
     group); `weight` from _nchwc.pack_dense_weight; `scratch` the zero-padded
-    input copy (None without padding)."""
+    input copy, or a strided 1x1 conv's subsampled one (None when neither)."""
     x: Slice
     weight: Slice
     bias: Optional[Slice]
@@ -540,7 +540,8 @@ def compile_conv2d_nchwc(ctx, node):
     if not depthwise and (a.groups > 1 or (a.kernel, a.stride, a.pads_begin, a.pads_end, a.dilation) !=
                           ((1, 1), (1, 1), (0, 0), (0, 0), (1, 1))):
         packed = ctx.constant(_nchwc.pack_dense_weight(wv, a.groups), node.name + ".nchwc_W")
-        nfloats = _nchwc.dense_scratch_floats(n, c_in, h, w, a.pads_begin, a.pads_end)
+        nfloats = _nchwc.dense_scratch_floats(n, c_in, h, w, a.pads_begin, a.pads_end, a.kernel, a.stride,
+                                              a.dilation, a.groups)
         scratch = ctx.scratch(4 * nfloats, node.name + ".scratch")
         ctx.emit(NchwcDenseThunk(node.name, ctx.buf(x_id), packed, bias, res, ctx.buf(node.id), scratch, n, c_in,
                                  h, w, c_out, a.kernel, a.stride, a.pads_begin, a.pads_end, a.dilation, a.epilogue,
