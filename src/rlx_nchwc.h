@@ -483,12 +483,6 @@ static void rlx_nchwc_pad(const float* x, ptrdiff_t x_len, float* xp, ptrdiff_t 
     }
 }
 
-/* Work items [i0, i1): item = (image, block of g->pixels output pixels
- * counted row after row, panel group); per item K blocks of RLX_NCHWC_KC
- * outermost (a panel's block of W stays in L1 across the block's tiles),
- * then the group's panels, then the pixels in tiles of nearly equal size,
- * which may run across output rows (on a 7x7 plane 49 = 4 x 6 + 5 x 5, not
- * rows of 4 + 3). */
 /* A strided 1x1 conv (no padding) reads every sh-th row and sw-th column:
  * plane i = image * C/8 + block of x [.., H, W, 8] copied subsampled into
  * xs [.., H_out, W_out, 8], on which the 1x1 kernel runs at full speed
@@ -509,6 +503,12 @@ static void rlx_nchwc_subsample(const float* x, ptrdiff_t x_len, float* xs, ptrd
     }
 }
 
+/* Work items [i0, i1): item = (image, block of g->pixels output pixels
+ * counted row after row, panel group); per item K blocks of RLX_NCHWC_KC
+ * outermost (a panel's block of W stays in L1 across the block's tiles),
+ * then the group's panels, then the pixels in tiles of nearly equal size,
+ * which may run across output rows (on a 7x7 plane 49 = 4 x 6 + 5 x 5, not
+ * rows of 4 + 3). */
 static void rlx_nchwc_dense_run(const float* xp, ptrdiff_t xp_len, const float* wq, ptrdiff_t wq_len,
                                 const float* bias, const float* res, ptrdiff_t res_len, float* y, ptrdiff_t y_len,
                                 const ptrdiff_t* koff, const rlx_nchwc_dense_geom* g, const rlx_nchwc_act* a,

@@ -9,7 +9,7 @@ import rlx_cpu
 from conftest import check_parity
 from reference import conv_nd
 from rlx_cpu import _nchwc, passes
-from test_blocked import TWO, epilogue64, run_1x1, run_dw
+from test_blocked import TWO, check_pickled_plan_runs_from_two_threads, epilogue64, run_1x1, run_dw
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -246,26 +246,7 @@ def test_small_planes_stay_unfused_by_default(rng, monkeypatch):
 
 
 def test_fused_plan_pickles_and_runs_from_two_threads(rng, fuse_small):
-    import pickle
-    import threading
     g = rlx_cpu.Graph()
     x = g.input("x", (1, 16, 12, 12))
     g.output(mbv2(rng, g, x, 16, 2))
-    plan = pickle.loads(pickle.dumps(rlx_cpu.compile(g, num_threads=1)))
-    assert "conv_nchwc_ir" in kinds(plan)
-    xs = [rng.standard_normal((1, 16, 12, 12)).astype(np.float32) for _ in range(2)]
-    want = [plan.run({"x": v})[0] for v in xs]
-    got = [None, None]
-
-    def work(i):
-        ctx = plan.new_context()
-        for _ in range(20):
-            got[i] = plan.run({"x": xs[i]}, context=ctx)[0]
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for i in range(2):
-        np.testing.assert_array_equal(got[i], want[i])
+    check_pickled_plan_runs_from_two_threads(rng, g, (1, 16, 12, 12), "conv_nchwc_ir")
