@@ -707,12 +707,8 @@ def ir_band_rows(Py_ssize_t e, Py_ssize_t w, Py_ssize_t w_out, Py_ssize_t h_out,
     whose buffers fit IR_BAND_FLOATS, at least 1, and at most h_out split
     over the threads (each thread a run of whole bands)."""
     cdef Py_ssize_t band = 1
-    while band < h_out:
-        nxt = band + 1
-        need = (e * ((nxt - 1) * stride + 3) * w if expand else 0) + e * nxt * w_out
-        if need > IR_BAND_FLOATS:
-            break
-        band = nxt
+    while band < h_out and ir_scratch_floats(e, w, w_out, stride, band + 1, expand) <= IR_BAND_FLOATS:
+        band += 1
     per_thread = (h_out + max(1, max_threads) - 1) // max(1, max_threads)
     return max(1, min(band, per_thread))
 
@@ -722,6 +718,13 @@ def ir_scratch_floats(Py_ssize_t e, Py_ssize_t w, Py_ssize_t w_out, Py_ssize_t s
     """Floats of the band buffers of all threads of a fused block."""
     per_run = (e * ((band - 1) * stride + 3) * w if expand else 0) + e * band * w_out
     return max(1, max_threads) * per_run
+
+
+cdef _set_act(NcAct* a, op, tuple act):
+    """A conv epilogue's (act, alpha, beta) into `a`, the name checked."""
+    a.act = _act_code(op, act[0])
+    a.alpha = act[1]
+    a.beta = act[2]
 
 
 cdef class NchwcInvertedResidualLaunch(Launch):
@@ -801,14 +804,9 @@ cdef class NchwcInvertedResidualLaunch(Launch):
             _check_len(op, "project bias", self.bp, m)
         if self.has_res:
             _check_len(op, "residual", self.res, n * m * h_out * w_out)
-        for code, (act, alpha, beta) in zip(("ae", "ad", "ap"), (act_expand, act_dw, act_project)):
-            k = _act_code(op, act)
-            if code == "ae":
-                self.o.ae.act, self.o.ae.alpha, self.o.ae.beta = k, alpha, beta
-            elif code == "ad":
-                self.o.ad.act, self.o.ad.alpha, self.o.ad.beta = k, alpha, beta
-            else:
-                self.o.ap.act, self.o.ap.alpha, self.o.ap.beta = k, alpha, beta
+        _set_act(&self.o.ae, op, act_expand)
+        _set_act(&self.o.ad, op, act_dw)
+        _set_act(&self.o.ap, op, act_project)
         self.o.we = &self.we[0] if expand else NULL
         self.o.be = &self.be[0] if be is not None else NULL
         self.o.wd = &self.wd[0]
