@@ -65,9 +65,11 @@ def _torch_fn(torch, op, x, w, s, p, op_pad, g, dy=None):
 
 def _ran(plan, op):
     """What the plan runs: the last kernel's algorithm, and for a transposed
-    conv lowered to forward convs the number of phases."""
+    conv lowered to forward convs the number of phases (a blocked one:
+    conv_transpose_nchwc, its phases inside)."""
     kinds = [t.kind for t in plan.thunks]
-    last = plan.thunks[-1]
+    # the blocked layout's reorders around the conv are not what it runs
+    last = [t for t in plan.thunks if t.kind != "reorder_nchwc"][-1]
     if "phase_scatter" in kinds:
         return f"phases({kinds.count('phase_scatter')})"
     if kinds == ["conv_phases"]:

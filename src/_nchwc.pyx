@@ -45,6 +45,9 @@ cdef extern from "rlx_nchwc.h":
         Py_ssize_t n, c, h, w, m, h_out, w_out, sh, sw, pt, pl, hp, wp, nkb, cgroups, pixels, groups
     void rlx_nchwc_pad(const float* x, Py_ssize_t x_len, float* xp, Py_ssize_t xp_len, const NcDenseGeom* g,
                        Py_ssize_t i0, Py_ssize_t i1) nogil
+    void rlx_nchwc_phase_scatter(const float* z, Py_ssize_t z_len, float* y, Py_ssize_t y_len, Py_ssize_t ph,
+                                 Py_ssize_t pw, Py_ssize_t ho, Py_ssize_t wo, Py_ssize_t a, Py_ssize_t b,
+                                 Py_ssize_t sh, Py_ssize_t sw, Py_ssize_t i0, Py_ssize_t i1) nogil
     void rlx_nchwc_subsample(const float* x, Py_ssize_t x_len, float* xs, Py_ssize_t xs_len, Py_ssize_t h,
                              Py_ssize_t w, Py_ssize_t ho, Py_ssize_t wo, Py_ssize_t sh, Py_ssize_t sw,
                              Py_ssize_t i0, Py_ssize_t i1) nogil
@@ -594,6 +597,212 @@ cdef class NchwcDenseLaunch(_BlockedConv):
                                 &self.bias[0] if self.has_bias else NULL,
                                 &self.res[0] if self.has_res else NULL, self.res.shape[0],
                                 &self.y[0], self.y.shape[0], &self.koff[0], &self.g, &self.a, lo, hi)
+        return 0
+
+
+# A transposed conv on the blocked layout runs by output phases, at most this
+# many (the product of its strides).
+TRANSPOSED_MAX_PHASES = 16
+
+
+def transposed_phase_plan(Py_ssize_t h, Py_ssize_t w, Py_ssize_t ho, Py_ssize_t wo, tuple kernel, tuple stride,
+                          tuple pads_begin):
+    """How a 2-D transposed conv (groups 1, dilation 1) from h x w to ho x wo
+    splits into stride-1 dense convs, one per output phase; None when a phase
+    would have no tap or no output pixel (a kernel smaller than its stride,
+    or an output smaller than it).
+
+    Returns (pads, phases).  pads = (top, bottom, left, right): the zero
+    padding of the input copy every phase reads.  Per phase (a, b, taps_h,
+    taps_w, first_h, first_w, rows, cols, start_h, start_w): its outputs are
+    y[a + sh*i, b + sw*j] (i < rows, j < cols); its forward tap t (< taps_h)
+    is kernel row first_h + sh*(taps_h - 1 - t) and reads input row
+    start_h + i + t (before padding); likewise along the columns."""
+    axes = []
+    for n_in, n_out, k, s, p in ((h, ho, kernel[0], stride[0], pads_begin[0]),
+                                 (w, wo, kernel[1], stride[1], pads_begin[1])):
+        if s < 1 or k < 1 or p < 0:
+            return None
+        ax = []
+        for a in range(s):
+            r = (a + p) % s
+            taps = (k - r + s - 1) // s if r < k else 0
+            m = (n_out - a + s - 1) // s if a < n_out else 0
+            if taps < 1 or m < 1:
+                return None
+            ax.append((a, taps, r, m, (a + p - r) // s - taps + 1))
+        lo = max(0, max(-st for _, _, _, _, st in ax))
+        hi = max(0, max(st + m + taps - 2 for _, taps, _, m, st in ax) - (n_in - 1))
+        axes.append((ax, lo, hi))
+    (ah, pt, pb), (aw, pl, pr) = axes
+    return (pt, pb, pl, pr), [(a, b, th, tw, rh, rw, mh, mw, sth, stw)
+                              for a, th, rh, mh, sth in ah for b, tw, rw, mw, stw in aw]
+
+
+def pack_transposed_weight(weight, Py_ssize_t h, Py_ssize_t w, Py_ssize_t ho, Py_ssize_t wo, tuple stride,
+                           tuple pads_begin):
+    """A [C, M, kh, kw] float32 transposed-conv weight (groups 1) as the
+    blocked dense kernel's packed weights of its output phases, one after
+    another (transposed_phase_plan order; compile-time use)."""
+    wt = np.ascontiguousarray(weight, dtype=np.float32)
+    if wt.ndim != 4:
+        raise ValueError(f"pack_transposed_weight: weight must be [C, M, kh, kw], got {wt.shape}")
+    plan = transposed_phase_plan(h, w, ho, wo, wt.shape[2:], stride, pads_begin)
+    if plan is None:
+        raise ValueError(f"pack_transposed_weight: kernel {wt.shape[2:]} at stride {stride} from {h}x{w} to "
+                         f"{ho}x{wo} has an output phase without taps or pixels")
+    parts = []
+    for a, b, th, tw, rh, rw, mh, mw, sth, stw in plan[1]:
+        rows = [rh + stride[0] * (th - 1 - t) for t in range(th)]
+        cols = [rw + stride[1] * (tw - 1 - t) for t in range(tw)]
+        parts.append(pack_dense_weight(wt[:, :, rows][:, :, :, cols].transpose(1, 0, 2, 3)))
+    return np.concatenate(parts)
+
+
+def transposed_scratch_floats(Py_ssize_t n, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w, Py_ssize_t m,
+                              Py_ssize_t ho, Py_ssize_t wo, tuple kernel, tuple stride, tuple pads_begin):
+    """Floats of a blocked transposed conv's scratch: its zero-padded input
+    copy (none without padding), then every phase's output."""
+    plan = transposed_phase_plan(h, w, ho, wo, kernel, stride, pads_begin)
+    if plan is None:
+        raise ValueError(f"transposed_scratch_floats: kernel {kernel} at stride {stride} from {h}x{w} to "
+                         f"{ho}x{wo} has an output phase without taps or pixels")
+    pt, pb, pl, pr = plan[0]
+    copy = n * c * (h + pt + pb) * (w + pl + pr) if pt or pb or pl or pr else 0
+    return copy + n * m * ho * wo
+
+
+cdef class NchwcConvTransposeLaunch(Launch):
+    """y = conv_transpose2d(x, W) + bias on blocked x [N, C/8, H, W, 8] and y
+    [N, M/8, Ho, Wo, 8], groups 1, dilation 1, every output phase with a tap
+    (transposed_phase_plan).  `scratch` (transposed_scratch_floats) holds the
+    zero-padded input copy and each phase's output: the phases run the
+    dense kernel (stride 1, the phase's taps flipped) over all threads at
+    once, then their outputs are copied to their strided places in y.
+    `wq` from pack_transposed_weight."""
+    cdef const float[::1] x
+    cdef const float[::1] wq
+    cdef const float[::1] bias
+    cdef float[::1] y
+    cdef float[::1] sc
+    cdef bint has_bias, padded
+    cdef NcAct a
+    cdef NcDenseGeom pg
+    cdef NcDenseGeom g[16]
+    cdef Py_ssize_t woff[16]
+    cdef Py_ssize_t zoff[16]
+    cdef Py_ssize_t kstart[16]
+    cdef Py_ssize_t istart[17]
+    cdef Py_ssize_t pa[16]
+    cdef Py_ssize_t pb[16]
+    cdef Py_ssize_t[::1] koff
+    cdef Py_ssize_t nph, sh, sw, ho, wo, planes, blocks, zbase
+
+    def __init__(self, x, wq, bias, y, scratch, Py_ssize_t n, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w,
+                 Py_ssize_t m, Py_ssize_t ho, Py_ssize_t wo, tuple kernel, tuple stride, tuple pads_begin,
+                 int max_threads=1):
+        cdef NcDenseGeom* gi
+        cdef Py_ssize_t i
+        op = "conv_transpose2d_nchwc"
+        _check_blocked_channels(op, "input channels", c)
+        _check_blocked_channels(op, "output channels", m)
+        if n < 1 or h < 1 or w < 1 or ho < 1 or wo < 1:
+            raise ValueError(f"{op}: need at least one image and pixel, got n={n}, input {h}x{w}, output {ho}x{wo}")
+        if len(kernel) != 2 or len(stride) != 2 or len(pads_begin) != 2:
+            raise ValueError(f"{op}: kernel, stride and pads_begin need two values each, got {kernel}, {stride}, "
+                             f"{pads_begin}")
+        if stride[0] * stride[1] > TRANSPOSED_MAX_PHASES:
+            raise ValueError(f"{op}: stride {stride} makes {stride[0] * stride[1]} output phases, at most "
+                             f"{TRANSPOSED_MAX_PHASES}")
+        plan = transposed_phase_plan(h, w, ho, wo, kernel, stride, pads_begin)
+        if plan is None:
+            raise ValueError(f"{op}: kernel {kernel} at stride {stride} from {h}x{w} to {ho}x{wo} has an output "
+                             f"phase without taps or pixels")
+        (pt, pbot, pl, pr), phases = plan
+        self.a.act = _act_code(op, None)
+        self.a.alpha = 0
+        self.a.beta = 0
+        self.x, self.wq, self.y = x, wq, y
+        self.has_bias = bias is not None
+        self.bias = or_placeholder(bias, np.float32)
+        self.sc = or_placeholder(scratch, np.float32)
+        _check_len(op, "x", self.x, n * c * h * w)
+        _check_len(op, "y", self.y, n * m * ho * wo)
+        if self.has_bias:
+            _check_len(op, "bias", self.bias, m)
+        nw = sum(rlx_nchwc_1x1_packed_floats(m, c * ph[2] * ph[3]) for ph in phases)
+        _check_len(op, "packed weight", self.wq, nw)
+        if scratch is None:
+            raise ValueError(f"{op}: needs a scratch of "
+                             f"{transposed_scratch_floats(n, c, h, w, m, ho, wo, kernel, stride, pads_begin)} floats")
+        _check_len(op, "scratch", self.sc, transposed_scratch_floats(n, c, h, w, m, ho, wo, kernel, stride,
+                                                                     pads_begin))
+        self.padded = bool(pt or pbot or pl or pr)
+        hp, wp = h + pt + pbot, w + pl + pr
+        self.pg.n, self.pg.c, self.pg.h, self.pg.w = n, c, h, w
+        self.pg.pt, self.pg.pl, self.pg.hp, self.pg.wp = pt, pl, hp, wp
+        self.zbase = n * c * hp * wp if self.padded else 0
+        self.max_threads = max(1, max_threads)
+        self.nph, self.sh, self.sw, self.ho, self.wo = len(phases), stride[0], stride[1], ho, wo
+        self.planes = n * (m // BLOCK)
+        self.blocks = n * (c // BLOCK)
+        panels = (m + 15) // 16
+        nblks = []
+        for a, b, th, tw, rh, rw, mh, mw, sth, stw in phases:
+            nblks.append((mh * mw + DENSE_ITEM_PIXELS - 1) // DENSE_ITEM_PIXELS)
+        groups = panel_groups(panels, n * sum(nblks), self.max_threads)
+        koff, woff, zoff, items = [], 0, self.zbase, 0
+        cb = np.arange(c // NC_B, dtype=np.intp)[:, None, None]
+        for i, (a, b, th, tw, rh, rw, mh, mw, sth, stw) in enumerate(phases):
+            gi = &self.g[i]
+            gi.n, gi.c, gi.h, gi.w, gi.m = n, c, h, w, m
+            gi.h_out, gi.w_out, gi.sh, gi.sw = mh, mw, 1, 1
+            gi.pt, gi.pl, gi.hp, gi.wp = pt, pl, hp, wp
+            gi.nkb = (c // NC_B) * th * tw
+            gi.cgroups = 1
+            gi.pixels = (mh * mw + nblks[i] - 1) // nblks[i]
+            gi.groups = groups
+            self.woff[i], self.zoff[i], self.kstart[i], self.istart[i] = woff, zoff, len(koff), items
+            self.pa[i], self.pb[i] = a, b
+            ii = np.arange(th, dtype=np.intp)[None, :, None]
+            jj = np.arange(tw, dtype=np.intp)[None, None, :]
+            koff.extend(((cb * hp * wp + (pt + sth + ii) * wp + (pl + stw + jj)) * NC_B).reshape(-1).tolist())
+            woff += rlx_nchwc_1x1_packed_floats(m, c * th * tw)
+            zoff += n * m * mh * mw
+            items += n * nblks[i] * groups
+        self.istart[self.nph] = items
+        self.koff = np.ascontiguousarray(koff, dtype=np.intp)
+
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
+        cdef Py_ssize_t r, lo, hi, i, ph, a0, a1
+        cdef Py_ssize_t total = self.istart[self.nph]
+        cdef Py_ssize_t runs = t if t < total else total
+        cdef const float* src = &self.x[0]
+        cdef Py_ssize_t src_len = self.x.shape[0]
+        cdef Py_ssize_t sc_len = self.sc.shape[0]
+        if self.padded:
+            for i in prange(self.blocks, num_threads=t, schedule='static'):
+                rlx_nchwc_pad(&self.x[0], self.x.shape[0], &self.sc[0], sc_len, &self.pg, i, i + 1)
+            src = &self.sc[0]
+            src_len = self.zbase
+        for r in prange(runs, num_threads=t, schedule='static'):
+            lo = total * r // runs
+            hi = total * (r + 1) // runs
+            for ph in range(self.nph):
+                a0 = lo if lo > self.istart[ph] else self.istart[ph]
+                a1 = hi if hi < self.istart[ph + 1] else self.istart[ph + 1]
+                if a0 < a1:
+                    rlx_nchwc_dense_run(src, src_len, &self.wq[self.woff[ph]], self.wq.shape[0] - self.woff[ph],
+                                        &self.bias[0] if self.has_bias else NULL, NULL, 0,
+                                        &self.sc[self.zoff[ph]], sc_len - self.zoff[ph],
+                                        &self.koff[self.kstart[ph]], &self.g[ph], &self.a,
+                                        a0 - self.istart[ph], a1 - self.istart[ph])
+        for i in prange(self.planes, num_threads=t, schedule='static'):
+            for ph in range(self.nph):
+                rlx_nchwc_phase_scatter(&self.sc[self.zoff[ph]], sc_len - self.zoff[ph], &self.y[0],
+                                        self.y.shape[0], self.g[ph].h_out, self.g[ph].w_out, self.ho, self.wo,
+                                        self.pa[ph], self.pb[ph], self.sh, self.sw, i, i + 1)
         return 0
 
 

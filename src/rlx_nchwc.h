@@ -566,6 +566,31 @@ static void rlx_nchwc_dense_run(const float* xp, ptrdiff_t xp_len, const float* 
     }
 }
 
+/* ---- transposed conv by output phases -------------------------------------
+ * A transposed conv of stride (sh, sw) splits into sh*sw stride-1 dense
+ * convs, one per output phase (a, b): the outputs (a + sh*i, b + sw*j).
+ * Each phase runs the dense kernel above into z [n, M/8, Ph, Pw, 8]; this
+ * copies planes [i0, i1) (image * M/8 + block) of one phase into their
+ * places in y [n, M/8, Ho, Wo, 8]. */
+static void rlx_nchwc_phase_scatter(const float* z, ptrdiff_t z_len, float* y, ptrdiff_t y_len, ptrdiff_t ph,
+                                    ptrdiff_t pw, ptrdiff_t ho, ptrdiff_t wo, ptrdiff_t a, ptrdiff_t b,
+                                    ptrdiff_t sh, ptrdiff_t sw, ptrdiff_t i0, ptrdiff_t i1) {
+    (void)z_len;
+    (void)y_len;
+    for (ptrdiff_t i = i0; i < i1; ++i) {
+        RLX_CHECK_RANGE(i * ph * pw * 8, (i + 1) * ph * pw * 8, z_len, "nchwc phase scatter z");
+        RLX_CHECK_RANGE(i * ho * wo * 8, (i + 1) * ho * wo * 8, y_len, "nchwc phase scatter y");
+        const float* src = z + i * ph * pw * 8;
+        float* dst = y + i * ho * wo * 8;
+        for (ptrdiff_t r = 0; r < ph; ++r) {
+            float* drow = dst + ((a + r * sh) * wo + b) * 8;
+            const float* srow = src + r * pw * 8;
+            for (ptrdiff_t c = 0; c < pw; ++c)
+                memcpy(drow + c * sw * 8, srow + c * 8, 8 * sizeof(float));
+        }
+    }
+}
+
 /* ---- dense conv from NCHW input (the network's stem) ----------------------
  * y[n, M/8, Ho, Wo, 8] (blocked) = conv(x[n, C, H, W] (NCHW, few channels),
  * W[M, C, kh, kw]) + bias, act.  The GEMM depth is K = C*kh*kw taps, packed

@@ -176,6 +176,9 @@ def test_phased_launch_matches_per_phase_path(case, bias, monkeypatch):
     want = R.conv_transpose_nd(x, w, b, stride=st, pads_begin=pad[:nsp], pads_end=pad[nsp:], dilation=dil,
                                groups=groups, output_padding=op)
     monkeypatch.setenv("RLX_CONV_MICROKERNEL", "1")
+    # the NCHW phase kernels (channels in multiples of 8 would otherwise run
+    # the blocked transposed kernel: test_blocked_transpose.py)
+    monkeypatch.setenv("RLX_BLOCKED_LAYOUT", "0")
     outs = {}
     for direct in ("1", "0"):
         monkeypatch.setenv("RLX_IMPLICIT_DIRECT", direct)
@@ -196,9 +199,11 @@ def test_phased_launch_matches_per_phase_path(case, bias, monkeypatch):
 
 @pytest.mark.parametrize("nsp,n,xs,k,s,p", [(2, 1, (28, 28), 4, 2, 1), (3, 1, (4, 6, 5), 4, 2, 1),
                                             (1, 2, (400,), 16, 8, 4)])
-def test_phased_launch_by_default(nsp, n, xs, k, s, p):
-    """Default flags: shapes past the in-place GEMM's thresholds (>= 32 deep,
-    <= 64 output channels) fuse where the AVX2 microkernel runs."""
+def test_phased_launch_by_default(nsp, n, xs, k, s, p, monkeypatch):
+    """Default flags but the NCHW layout: shapes past the in-place GEMM's
+    thresholds (>= 32 deep, <= 64 output channels) fuse where the AVX2
+    microkernel runs."""
+    monkeypatch.setenv("RLX_BLOCKED_LAYOUT", "0")
     rng = np.random.default_rng(n * 100 + k)
     x = _rand(rng, n, 32, *xs)
     w = _rand(rng, 32, 24, *(k,) * nsp)

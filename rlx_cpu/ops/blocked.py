@@ -19,6 +19,12 @@ each end of a chain:
                    block's residual), each conv with its bias and
                    activation (InvertedResidualAttrs); the two inner
                    tensors never reach the arena
+``conv_transpose2d_nchwc`` a conv_transpose1d/2d (groups 1, dilation 1,
+                   a kernel at least its stride on each axis; its
+                   ConvTransposeAttrs as 2-D) on blocked input and output;
+                   inputs x, W, [bias].  One dense conv per output phase
+                   of the stride, then each phase's outputs copied to their
+                   strided places; constant weights, packed at compile time
 ``conv2d_nchwc``   a conv2d (its ConvAttrs, fused epilogue included) on
                    blocked input, residual and output; inputs x, W, [bias],
                    [residual].  Four kinds: 1x1 (groups 1, stride 1, no
@@ -168,6 +174,41 @@ def nchwc_stem(graph, node):
     if epi is not None and epi.act is not None and epi.act not in ACTS:
         return False
     return graph.node(w_id).op == "constant" and (b_id is None or graph.node(b_id).op == "constant")
+
+
+def as_transpose2d_attrs(attrs):
+    """A conv_transpose1d's ConvTransposeAttrs as the 2-D one over [N, C, 1, L] it equals."""
+    if attrs.ndim == 2:
+        return attrs
+    return dataclasses.replace(attrs, kernel=(1,) + attrs.kernel, stride=(1,) + attrs.stride,
+                               pads_begin=(0,) + attrs.pads_begin, pads_end=(0,) + attrs.pads_end,
+                               dilation=(1,) + attrs.dilation, output_padding=(0,) + attrs.output_padding)
+
+
+def nchwc_transpose(graph, node):
+    """True when the conv_transpose1d/2d `node` runs the blocked transposed
+    kernel: float32, groups 1, dilation 1, channels multiples of 8, a
+    constant weight (and bias), at most _nchwc.TRANSPOSED_MAX_PHASES output
+    phases, each with a tap and an output pixel."""
+    if node.op not in ("conv_transpose1d", "conv_transpose2d") or node.dtype != "float32":
+        return False
+    if getattr(node.attrs, "epilogue", None) is not None:
+        return False
+    rank = 3 if node.op == "conv_transpose1d" else 4
+    xs = graph.node(node.inputs[0]).shape
+    if len(xs) != rank or len(node.shape) != rank or 0 in xs or 0 in node.shape:
+        return False
+    if xs[1] % BLOCK or node.shape[1] % BLOCK:
+        return False
+    a = as_transpose2d_attrs(node.attrs)
+    if a.groups != 1 or a.dilation != (1, 1) or a.stride[0] * a.stride[1] > _nchwc.TRANSPOSED_MAX_PHASES:
+        return False
+    if graph.node(node.inputs[1]).op != "constant" or (len(node.inputs) > 2 and
+                                                        graph.node(node.inputs[2]).op != "constant"):
+        return False
+    h, w = (1,) + tuple(xs[2:]) if rank == 3 else xs[2:]
+    ho, wo = (1,) + tuple(node.shape[2:]) if rank == 3 else node.shape[2:]
+    return _nchwc.transposed_phase_plan(h, w, ho, wo, a.kernel, a.stride, a.pads_begin) is not None
 
 
 def nchwc_pool(graph, node):
@@ -365,6 +406,44 @@ class NchwcStemThunk(Thunk):
 
 
 @dataclass(frozen=True, repr=False)
+class NchwcConvTransposeThunk(Thunk):
+    """Transposed conv on blocked x and y by output phases; `weight` from
+    _nchwc.pack_transposed_weight; `scratch` the padded input copy and the
+    phases' outputs (_nchwc.transposed_scratch_floats)."""
+    x: Slice
+    weight: Slice
+    bias: Optional[Slice]
+    y: Slice
+    scratch: Slice
+    n: int
+    c_in: int
+    h: int
+    w: int
+    c_out: int
+    h_out: int
+    w_out: int
+    kernel: tuple
+    stride: tuple
+    pads_begin: tuple
+    max_threads: int
+
+    kind: ClassVar[str] = "conv_transpose_nchwc"
+    reads: ClassVar[tuple] = ("x", "weight", "bias")
+    writes: ClassVar[tuple] = ("y",)
+    scratch_fields: ClassVar[tuple] = ("scratch",)
+
+    @property
+    def flops(self):
+        return 2 * self.n * self.c_in * self.c_out * self.kernel[0] * self.kernel[1] * self.h * self.w
+
+    def bind(self, view):
+        return _nchwc.NchwcConvTransposeLaunch(
+            view(self.x), view(self.weight), view(self.bias) if self.bias else None, view(self.y),
+            view(self.scratch), self.n, self.c_in, self.h, self.w, self.c_out, self.h_out, self.w_out, self.kernel,
+            self.stride, self.pads_begin, self.max_threads)
+
+
+@dataclass(frozen=True, repr=False)
 class NchwcPoolThunk(Thunk):
     """2-D max/avg pool on blocked x and y (PoolAttrs geometry)."""
     x: Slice
@@ -555,6 +634,27 @@ def compile_conv2d_nchwc(ctx, node):
         packed = ctx.constant(_nchwc.pack_depthwise_weight(wv), node.name + ".nchwc_W")
         ctx.emit(NchwcDepthwiseThunk(node.name, ctx.buf(x_id), packed, bias, res, ctx.buf(node.id), n, c_in,
                                      h, w, a.stride[0], a.pads_begin[0], a.epilogue, ctx.num_threads))
+
+
+@compile_rule("conv_transpose2d_nchwc")
+def compile_conv_transpose2d_nchwc(ctx, node):
+    n, cb, h, w, _ = ctx.graph.node(node.inputs[0]).shape
+    _, mb, ho, wo, _ = node.shape
+    c_in, c_out = cb * BLOCK, mb * BLOCK
+    a = node.attrs
+    wv = ctx.graph.node(node.inputs[1]).value
+    if wv is None:
+        raise ValueError(f"conv_transpose2d_nchwc {node.name!r}: the weight must be a constant (the "
+                         "blocked_layout pass only rewrites transposed convs with constant weights)")
+    wv = wv.reshape(c_in, c_out, *a.kernel)       # a conv_transpose1d's [C, M, k] as [C, M, 1, k]
+    packed = ctx.constant(_nchwc.pack_transposed_weight(wv, h, w, ho, wo, a.stride, a.pads_begin),
+                          node.name + ".nchwc_W")
+    nfloats = _nchwc.transposed_scratch_floats(n, c_in, h, w, c_out, ho, wo, a.kernel, a.stride, a.pads_begin)
+    scratch = ctx.scratch(4 * nfloats, node.name + ".scratch")
+    bias = ctx.buf(node.inputs[2]) if len(node.inputs) > 2 else None
+    ctx.emit(NchwcConvTransposeThunk(node.name, ctx.buf(node.inputs[0]), packed, bias, ctx.buf(node.id), scratch,
+                                     n, c_in, h, w, c_out, ho, wo, a.kernel, a.stride, a.pads_begin,
+                                     ctx.num_threads))
 
 
 @compile_rule("pool2d_nchwc")
