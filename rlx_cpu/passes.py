@@ -314,8 +314,8 @@ def _blocked_layout_enabled():
 def blocked_layout(graph, nthreads=1):
     """Chains of convs that have channel-blocked kernels (rlx_cpu/ops/blocked.py:
     1x1, depthwise 3x3 and dense convs with constant weights and channels
-    multiples of 8, a first conv of fewer than 8 input channels, and
-    conv_transpose1d/2d by output phases), with
+    multiples of 8, conv3d, a first conv of fewer than 8 input channels,
+    and conv_transpose1d/2d by output phases), with
     the 2-D window pools, channel concats, elementwise ops and global pools
     between and after them -> conv2d_nchwc / pool2d_nchwc / concat /
     elementwise / global_pool_nchwc nodes whose activations are
@@ -346,7 +346,7 @@ def blocked_layout(graph, nthreads=1):
                and n.attrs.axis == 1 and all(graph.node(i).shape[1] % BLOCK == 0 for i in n.inputs)}
     # elementwise ops of same-shape operands (or a scalar) do not see the layout
     def layout_free(n):
-        if n.dtype != "float32" or len(n.shape) not in (3, 4) or n.shape[1] % BLOCK or 0 in n.shape:
+        if n.dtype != "float32" or len(n.shape) not in (3, 4, 5) or n.shape[1] % BLOCK or 0 in n.shape:
             return False
         if n.op in ACTIVATIONS:
             return True
@@ -389,6 +389,11 @@ def blocked_layout(graph, nthreads=1):
     # (64->32 k4 s2 from 28x28, b1 1T: 1.12 ms NCHW, 0.75 blocked, 0.80
     # with both reorders)
     heads |= {find(i) for i in transposes}
+    # and a conv3d of more than one tap, whose GEMM depth dwarfs the reorders
+    # (32->32 k3 on 16x32x32, b1, run_into ms NCHW / blocked with both
+    # reorders: 16.3 / 13.4 at 1 thread, 8.3 / 7.0 at 2; 16->16 on 4 x
+    # 8x16x16: 1.76 / 1.40, 0.74 / 0.73)
+    heads |= {find(i) for i in convs if graph.node(i).op == "conv3d" and math.prod(graph.node(i).attrs.kernel) > 1}
     chosen = {i for i in eligible if sizes.get(find(i), 0) >= BLOCKED_MIN_CHAIN or find(i) in heads}
     users = _consumers(graph)
     rb = _Rebuild(graph)
@@ -440,7 +445,7 @@ def blocked_layout(graph, nthreads=1):
             x, w, b, r = conv_operands(node)
             ins = [rb.map[x] if node.id in stems else as_blocked(x), rb.map[w]] + \
                 ([rb.map[b]] if b is not None else []) + ([as_blocked(r)] if r is not None else [])
-            op = "conv2d_nchwc"
+            op = "conv3d_nchwc" if node.op == "conv3d" else "conv2d_nchwc"
             attrs = as_conv2d_attrs(node.attrs)
             counts["convs"] += 1
         nchw_readers = node.id in graph.outputs or any(
@@ -448,7 +453,7 @@ def blocked_layout(graph, nthreads=1):
         # the NCHW value keeps the node's name (graph outputs are found by it)
         name = fresh(node.name + ".nchwc") if nchw_readers else node.name
         nb = rb.new(op, ins, blocked_shape(node.shape), name,
-                    attrs if op in ("conv2d_nchwc", "conv_transpose2d_nchwc") else node.attrs)
+                    attrs if op in ("conv2d_nchwc", "conv3d_nchwc", "conv_transpose2d_nchwc") else node.attrs)
         blocked[node.id] = nb
         if nchw_readers:
             rb.map[node.id] = rb.new("from_nchwc", [nb], node.shape, node.name)

@@ -42,9 +42,12 @@ cdef extern from "rlx_nchwc.h":
     enum: RLX_NCHWC_STEM_MAX_K
     enum: RLX_NCHWC_DENSE_ITEM
     ctypedef struct NcDenseGeom "rlx_nchwc_dense_geom":
-        Py_ssize_t n, c, h, w, m, h_out, w_out, sh, sw, pt, pl, hp, wp, nkb, cgroups, pixels, groups
+        Py_ssize_t n, c, h, w, m, h_out, w_out, sh, sw, pt, pl, hp, wp, nkb, cgroups, pixels, groups, d_out, sd, hs
     void rlx_nchwc_pad(const float* x, Py_ssize_t x_len, float* xp, Py_ssize_t xp_len, const NcDenseGeom* g,
                        Py_ssize_t i0, Py_ssize_t i1) nogil
+    void rlx_nchwc_pad3d(const float* x, Py_ssize_t x_len, float* xp, Py_ssize_t xp_len, Py_ssize_t d, Py_ssize_t h,
+                         Py_ssize_t w, Py_ssize_t dp, Py_ssize_t hp, Py_ssize_t wp, Py_ssize_t pf, Py_ssize_t pt,
+                         Py_ssize_t pl, Py_ssize_t i0, Py_ssize_t i1) nogil
     void rlx_nchwc_phase_scatter(const float* z, Py_ssize_t z_len, float* y, Py_ssize_t y_len, Py_ssize_t ph,
                                  Py_ssize_t pw, Py_ssize_t ho, Py_ssize_t wo, Py_ssize_t a, Py_ssize_t b,
                                  Py_ssize_t sh, Py_ssize_t sw, Py_ssize_t i0, Py_ssize_t i1) nogil
@@ -588,6 +591,107 @@ cdef class NchwcDenseLaunch(_BlockedConv):
         if self.padded:
             for i in prange(blocks, num_threads=t, schedule='static'):
                 rlx_nchwc_pad(&self.x[0], self.x.shape[0], &self.xp[0], self.xp.shape[0], &self.g, i, i + 1)
+            src = &self.xp[0]
+            src_len = self.xp.shape[0]
+        for r in prange(runs, num_threads=t, schedule='static'):
+            lo = self.items * r // runs
+            hi = self.items * (r + 1) // runs
+            rlx_nchwc_dense_run(src, src_len, &self.wq[0], self.wq.shape[0],
+                                &self.bias[0] if self.has_bias else NULL,
+                                &self.res[0] if self.has_res else NULL, self.res.shape[0],
+                                &self.y[0], self.y.shape[0], &self.koff[0], &self.g, &self.a, lo, hi)
+        return 0
+
+
+def dense3d_scratch_floats(Py_ssize_t n, Py_ssize_t c, Py_ssize_t d, Py_ssize_t h, Py_ssize_t w, tuple pads_begin,
+                           tuple pads_end):
+    """Floats of a blocked 3-D dense conv's zero-padded input copy (0 when it
+    reads its input in place)."""
+    if not any(pads_begin) and not any(pads_end):
+        return 0
+    return n * c * (d + pads_begin[0] + pads_end[0]) * (h + pads_begin[1] + pads_end[1]) * \
+        (w + pads_begin[2] + pads_end[2])
+
+
+cdef class NchwcDense3dLaunch(_BlockedConv):
+    """y = act(conv3d(x, W) + bias + residual) in `groups` conv groups (C/G
+    and M/G multiples of 8) on blocked x [N, C/8, D, H, W, 8] and y, residual
+    [N, M/8, Do, Ho, Wo, 8], any kernel, stride, padding and dilation: the
+    2-D dense kernel over the output volume's Do*Ho*Wo pixels, its tap
+    blocks (cb, kd, kh, kw) reading a zero-padded copy of x (`scratch`,
+    dense3d_scratch_floats floats, with padding).  `wq` from pack_dense_weight
+    of W [M, C/G, kd, kh, kw] reshaped to [M, C/G, kd*kh, kw]."""
+    cdef float[::1] xp
+    cdef bint padded
+    cdef Py_ssize_t[::1] koff
+    cdef NcDenseGeom g
+    cdef Py_ssize_t items, d, dp, pf
+
+    def __init__(self, x, wq, bias, residual, y, scratch, Py_ssize_t n, Py_ssize_t c, Py_ssize_t d, Py_ssize_t h,
+                 Py_ssize_t w, Py_ssize_t m, tuple kernel, tuple stride, tuple pads_begin, tuple pads_end,
+                 tuple dilation, act=None, float alpha=0.0, float beta=0.0, int max_threads=1,
+                 Py_ssize_t groups=1):
+        op = "conv3d_nchwc dense"
+        if not (len(kernel) == len(stride) == len(pads_begin) == len(pads_end) == len(dilation) == 3):
+            raise ValueError(f"{op}: kernel, stride, padding and dilation need three values each, got {kernel}, "
+                             f"{stride}, {pads_begin}+{pads_end}, {dilation}")
+        if groups < 1 or c % groups or m % groups:
+            raise ValueError(f"{op}: {c} input and {m} output channels do not split into {groups} groups")
+        _check_blocked_channels(op, "input channels per group", c // groups)
+        _check_blocked_channels(op, "output channels per group", m // groups)
+        kd, sd, dd = kernel[0], stride[0], dilation[0]
+        if min(kd, sd, dd) < 1 or pads_begin[0] < 0 or pads_end[0] < 0:
+            raise ValueError(f"{op}: kernel, stride and dilation must be >= 1 and padding >= 0, got kernel={kernel}, "
+                             f"stride={stride}, dilation={dilation}, padding={pads_begin}+{pads_end}")
+        d_out = (d + pads_begin[0] + pads_end[0] - dd * (kd - 1) - 1) // sd + 1
+        h_out, w_out = _conv_out(op, n, h, w, kernel[1:], stride[1:], pads_begin[1:], pads_end[1:], dilation[1:])
+        if d < 1 or d_out < 1:
+            raise ValueError(f"{op}: empty output for input depth {d}, kernel {kernel}, stride {stride}")
+        kh, kw = kernel[1], kernel[2]
+        self._bind(op, x, wq, bias, residual, y, act, alpha, beta, n * c * d * h * w, n * m * d_out * h_out * w_out,
+                   groups * rlx_nchwc_1x1_packed_floats(m // groups, c // groups * kd * kh * kw), m)
+        need = dense3d_scratch_floats(n, c, d, h, w, pads_begin, pads_end)
+        self.padded = need > 0
+        self.xp = or_placeholder(scratch if self.padded else None, np.float32)
+        if self.padded:
+            if scratch is None:
+                raise ValueError(f"{op}: needs a scratch of {need} floats for its padding")
+            _check_len(op, "scratch", self.xp, need)
+        dp = d + pads_begin[0] + pads_end[0]
+        hp = h + pads_begin[1] + pads_end[1]
+        wp = w + pads_begin[2] + pads_end[2]
+        self.d, self.dp, self.pf = d, dp, pads_begin[0]
+        self.g.n, self.g.c, self.g.h, self.g.w, self.g.m = n, c, h, w, m
+        self.g.h_out, self.g.w_out, self.g.sh, self.g.sw = h_out, w_out, stride[1], stride[2]
+        self.g.pt, self.g.pl, self.g.hp, self.g.wp = pads_begin[1], pads_begin[2], dp * hp, wp
+        self.g.d_out, self.g.sd, self.g.hs = d_out, sd, hp
+        self.g.nkb = (c // groups // NC_B) * kd * kh * kw
+        self.g.cgroups = groups
+        cb = np.arange(c // NC_B, dtype=np.intp)[:, None, None, None]
+        aa = np.arange(kd, dtype=np.intp)[None, :, None, None]
+        ii = np.arange(kh, dtype=np.intp)[None, None, :, None]
+        jj = np.arange(kw, dtype=np.intp)[None, None, None, :]
+        self.koff = np.ascontiguousarray(((cb * dp * hp + aa * dd * hp + ii * dilation[1]) * wp + jj * dilation[2])
+                                         * NC_B, dtype=np.intp).reshape(-1)
+        self.max_threads = max(1, max_threads)
+        panels = groups * ((m // groups + 15) // 16)
+        vol = d_out * h_out * w_out
+        nblk = (vol + DENSE_ITEM_PIXELS - 1) // DENSE_ITEM_PIXELS
+        self.g.pixels = (vol + nblk - 1) // nblk
+        self.g.groups = panel_groups(panels, n * nblk, self.max_threads)
+        self.items = n * nblk * self.g.groups
+
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
+        cdef Py_ssize_t r, lo, hi, i
+        cdef Py_ssize_t blocks = self.g.n * (self.g.c // NC_B)
+        cdef Py_ssize_t runs = t if t < self.items else self.items
+        cdef const float* src = &self.x[0]
+        cdef Py_ssize_t src_len = self.x.shape[0]
+        if self.padded:
+            for i in prange(blocks, num_threads=t, schedule='static'):
+                rlx_nchwc_pad3d(&self.x[0], self.x.shape[0], &self.xp[0], self.xp.shape[0], self.d, self.g.h,
+                                self.g.w, self.dp, self.g.hs, self.g.wp, self.pf, self.g.pt, self.g.pl, i, i + 1)
             src = &self.xp[0]
             src_len = self.xp.shape[0]
         for r in prange(runs, num_threads=t, schedule='static'):

@@ -454,6 +454,12 @@ typedef struct {
     ptrdiff_t cgroups;         /* conv groups G */
     ptrdiff_t pixels;          /* output pixels per work item */
     ptrdiff_t groups;          /* panel groups per block of pixels (work split) */
+    /* a 3-D conv: d_out output slices of h_out x w_out (0 or 1: 2-D), depth
+     * stride sd, hs padded rows per input slice (hp is then all slices'
+     * rows); output pixel (od, oh, ow) reads from its corner
+     * ((od*sd*hs + oh*sh)*wp + ow*sw)*8, and the tap offsets koff carry the
+     * kernel's depth too */
+    ptrdiff_t d_out, sd, hs;
 } rlx_nchwc_dense_geom;
 
 /* panels of one conv group's packed weight, and its floats */
@@ -480,6 +486,38 @@ static void rlx_nchwc_pad(const float* x, ptrdiff_t x_len, float* xp, ptrdiff_t 
             memset(dr + g->pl * 8 + row, 0, sizeof(float) * (size_t)((g->wp - g->pl - g->w) * 8));
         }
         memset(d + (g->pt + g->h) * g->wp * 8, 0, sizeof(float) * (size_t)((g->hp - g->pt - g->h) * g->wp * 8));
+    }
+}
+
+/* blocks (n, cb) [i0, i1) of a 3-D x [.., D, H, W, 8] copied into xp [..,
+ * Dp, Hp, Wp, 8] at (pf, pt, pl) with the padding zeroed */
+static void rlx_nchwc_pad3d(const float* x, ptrdiff_t x_len, float* xp, ptrdiff_t xp_len, ptrdiff_t d, ptrdiff_t h,
+                            ptrdiff_t w, ptrdiff_t dp, ptrdiff_t hp, ptrdiff_t wp, ptrdiff_t pf, ptrdiff_t pt,
+                            ptrdiff_t pl, ptrdiff_t i0, ptrdiff_t i1) {
+    const ptrdiff_t in_vol = d * h * w * 8, pad_vol = dp * hp * wp * 8, row = w * 8;
+    (void)x_len;
+    (void)xp_len;
+    for (ptrdiff_t item = i0; item < i1; ++item) {
+        const float* s = x + item * in_vol;
+        float* o = xp + item * pad_vol;
+        RLX_CHECK_RANGE(item * in_vol, (item + 1) * in_vol, x_len, "nchwc pad3d source");
+        RLX_CHECK_RANGE(item * pad_vol, (item + 1) * pad_vol, xp_len, "nchwc pad3d copy");
+        for (ptrdiff_t z = 0; z < dp; ++z) {
+            float* dz = o + z * hp * wp * 8;
+            const ptrdiff_t iz = z - pf;
+            if (iz < 0 || iz >= d) {
+                memset(dz, 0, sizeof(float) * (size_t)(hp * wp * 8));
+                continue;
+            }
+            memset(dz, 0, sizeof(float) * (size_t)(pt * wp * 8));
+            for (ptrdiff_t r = 0; r < h; ++r) {
+                float* dr = dz + ((pt + r) * wp) * 8;
+                memset(dr, 0, sizeof(float) * (size_t)(pl * 8));
+                memcpy(dr + pl * 8, s + (iz * h + r) * row, sizeof(float) * (size_t)row);
+                memset(dr + pl * 8 + row, 0, sizeof(float) * (size_t)((wp - pl - w) * 8));
+            }
+            memset(dz + (pt + h) * wp * 8, 0, sizeof(float) * (size_t)((hp - pt - h) * wp * 8));
+        }
     }
 }
 
@@ -514,7 +552,8 @@ static void rlx_nchwc_dense_run(const float* xp, ptrdiff_t xp_len, const float* 
                                 const ptrdiff_t* koff, const rlx_nchwc_dense_geom* g, const rlx_nchwc_act* a,
                                 ptrdiff_t i0, ptrdiff_t i1) {
     const int level = rlx_simd_level();
-    const ptrdiff_t M = g->m, K = g->nkb * 8, wo = g->w_out, P = g->h_out * wo, p8 = P * 8;
+    const ptrdiff_t M = g->m, K = g->nkb * 8, wo = g->w_out, hw = g->h_out * wo;
+    const ptrdiff_t P = (g->d_out > 1 ? g->d_out : 1) * hw, p8 = P * 8;
     const ptrdiff_t mg = M / g->cgroups, gpanels = rlx_nchwc_dense_group_panels(g);
     const ptrdiff_t panels = gpanels * g->cgroups;
     const ptrdiff_t per_group = (panels + g->groups - 1) / g->groups;
@@ -542,8 +581,10 @@ static void rlx_nchwc_dense_run(const float* xp, ptrdiff_t xp_len, const float* 
         const ptrdiff_t tbase = len / ntiles, textra = len % ntiles;
         const float* ximg = xp + n * img;
         /* each pixel's input corner, once per item (not per tile and K block) */
-        for (ptrdiff_t p = p0; p < p1; ++p)
-            poff[p - p0] = (((p / wo) * g->sh) * g->wp + (p % wo) * g->sw) * 8;
+        for (ptrdiff_t p = p0; p < p1; ++p) {
+            const ptrdiff_t od = p / hw, r = p % hw;
+            poff[p - p0] = ((od * g->sd * g->hs + (r / wo) * g->sh) * g->wp + (r % wo) * g->sw) * 8;
+        }
         RLX_CHECK_RANGE(n * img, (n + 1) * img, xp_len, "nchwc dense x");
         RLX_CHECK_RANGE(n * M * P, (n + 1) * M * P, y_len, "nchwc dense y");
         if (res) RLX_CHECK_RANGE(n * M * P, (n + 1) * M * P, res_len, "nchwc dense residual");

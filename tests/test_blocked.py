@@ -414,6 +414,10 @@ for (c, e, m, h, w, s, expand, residual) in [(16, 48, 16, 11, 9, 1, True, True),
 from test_blocked_transpose import case, run_launch
 x, wt, b = case(rng, 2, 16, 5, 7, 24, (3, 3))
 outs.append(run_launch(x, wt, b, 10, 14, (2, 2), (1, 1), 1))
+# the 3-D dense conv
+import test_blocked_conv3d as c3
+x, wt, b = c3.case(rng, 2, 16, 4, 5, 6, 32, (3, 3, 3), groups=2)
+outs.append(c3.run_launch(x, wt, b, (1, 2, 1), (1, 1, 1), (1, 0, 1), (1, 1, 1), 2, 1))
 np.save(sys.stdout.buffer, np.concatenate([o.reshape(-1) for o in outs]))
 """
 

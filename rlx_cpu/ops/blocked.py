@@ -19,6 +19,10 @@ each end of a chain:
                    block's residual), each conv with its bias and
                    activation (InvertedResidualAttrs); the two inner
                    tensors never reach the arena
+``conv3d_nchwc``   a conv3d (groups with whole blocks, any kernel, stride,
+                   padding and dilation) on blocked [N, C/8, D, H, W, 8]
+                   input and output: the dense kernel over the output
+                   volume; inputs x, W, [bias]
 ``conv_transpose2d_nchwc`` a conv_transpose1d/2d (groups 1, dilation 1,
                    a kernel at least its stride on each axis; its
                    ConvTransposeAttrs as 2-D) on blocked input and output;
@@ -101,17 +105,18 @@ def dense_max_plane(c_in, nthreads=1, batch=1):
 
 
 def blocked_shape(shape):
-    """[N, C, H, W] -> [N, C/8, H, W, 8]; [N, C, L] (conv1d) -> [N, C/8, 1, L, 8]."""
+    """[N, C, H, W] -> [N, C/8, H, W, 8]; [N, C, L] (conv1d) -> [N, C/8, 1, L, 8];
+    [N, C, D, H, W] (conv3d) -> [N, C/8, D, H, W, 8]."""
     if len(shape) == 3:
         n, c, w = shape
         return (n, c // BLOCK, 1, w, BLOCK)
-    n, c, h, w = shape
-    return (n, c // BLOCK, h, w, BLOCK)
+    return (shape[0], shape[1] // BLOCK) + tuple(shape[2:]) + (BLOCK,)
 
 
 def as_conv2d_attrs(attrs):
-    """A conv1d's ConvAttrs as the conv2d over [N, C, 1, L] it equals."""
-    if attrs.ndim == 2:
+    """A conv1d's ConvAttrs as the conv2d over [N, C, 1, L] it equals (a
+    conv2d's or conv3d's as they are)."""
+    if attrs.ndim != 1:
         return attrs
     return dataclasses.replace(attrs, kernel=(1,) + attrs.kernel, stride=(1,) + attrs.stride,
                                pads_begin=(0,) + attrs.pads_begin, pads_end=(0,) + attrs.pads_end,
@@ -123,11 +128,11 @@ def nchwc_kind(graph, node, nthreads=1):
     kernel, else None: float32 4-D, channels multiples of 8, a constant
     weight (and bias), an activation in ACTS or none, and the geometry of one of
     the kernels."""
-    if node.op not in ("conv1d", "conv2d") or node.dtype != "float32":
+    if node.op not in ("conv1d", "conv2d", "conv3d") or node.dtype != "float32":
         return None
     x_id, w_id, b_id, _ = conv_operands(node)
     xs = graph.node(x_id).shape
-    rank = 3 if node.op == "conv1d" else 4
+    rank = {"conv1d": 3, "conv2d": 4, "conv3d": 5}[node.op]
     if len(xs) != rank or len(node.shape) != rank:
         return None
     c_in, c_out = xs[1], node.shape[1]
@@ -140,6 +145,11 @@ def nchwc_kind(graph, node, nthreads=1):
     epi = a.epilogue
     if epi is not None and epi.act is not None and epi.act not in ACTS:
         return None
+    if node.op == "conv3d":
+        # the NCHW conv3d is a GEMM over an im2col volume; the blocked dense
+        # kernel reads the taps in place (whole blocks per group)
+        cg, mg = c_in // a.groups, c_out // a.groups
+        return "dense" if epi is None and cg % BLOCK == 0 and mg % BLOCK == 0 else None
     if a.groups == 1 and a.dilation == (1, 1) and a.kernel == (1, 1) and a.stride == (1, 1) and a.pads_begin == (0, 0) \
             and a.pads_end == (0, 0):
         return "1x1"
@@ -366,6 +376,43 @@ class NchwcDenseThunk(Thunk):
             view(self.residual) if self.residual else None, view(self.y),
             view(self.scratch) if self.scratch else None, self.n, self.c_in, self.h, self.w, self.c_out,
             self.kernel, self.stride, self.pads_begin, self.pads_end, self.dilation, act, alpha, beta,
+            self.max_threads, self.groups)
+
+
+@dataclass(frozen=True, repr=False)
+class NchwcDense3dThunk(Thunk):
+    """conv3d on blocked x / y (whole blocks per group); `weight` from
+    _nchwc.pack_dense_weight of W [M, C/G, kd*kh, kw]; `scratch` the
+    zero-padded input copy (None without padding)."""
+    x: Slice
+    weight: Slice
+    bias: Optional[Slice]
+    y: Slice
+    scratch: Optional[Slice]
+    n: int
+    c_in: int
+    d: int
+    h: int
+    w: int
+    c_out: int
+    kernel: tuple
+    stride: tuple
+    pads_begin: tuple
+    pads_end: tuple
+    dilation: tuple
+    max_threads: int
+    groups: int = 1
+
+    kind: ClassVar[str] = "conv3d_nchwc"
+    reads: ClassVar[tuple] = ("x", "weight", "bias")
+    writes: ClassVar[tuple] = ("y",)
+    scratch_fields: ClassVar[tuple] = ("scratch",)
+
+    def bind(self, view):
+        return _nchwc.NchwcDense3dLaunch(
+            view(self.x), view(self.weight), view(self.bias) if self.bias else None, None, view(self.y),
+            view(self.scratch) if self.scratch else None, self.n, self.c_in, self.d, self.h, self.w, self.c_out,
+            self.kernel, self.stride, self.pads_begin, self.pads_end, self.dilation, None, 0.0, 0.0,
             self.max_threads, self.groups)
 
 
@@ -634,6 +681,26 @@ def compile_conv2d_nchwc(ctx, node):
         packed = ctx.constant(_nchwc.pack_depthwise_weight(wv), node.name + ".nchwc_W")
         ctx.emit(NchwcDepthwiseThunk(node.name, ctx.buf(x_id), packed, bias, res, ctx.buf(node.id), n, c_in,
                                      h, w, a.stride[0], a.pads_begin[0], a.epilogue, ctx.num_threads))
+
+
+@compile_rule("conv3d_nchwc")
+def compile_conv3d_nchwc(ctx, node):
+    x_id, w_id, b_id, _ = conv_operands(node)
+    n, cb, d, h, w, _ = ctx.graph.node(x_id).shape
+    c_in, c_out = cb * BLOCK, node.shape[1] * BLOCK
+    a = node.attrs
+    wv = ctx.graph.node(w_id).value
+    if wv is None:
+        raise ValueError(f"conv3d_nchwc {node.name!r}: the weight must be a constant (the blocked_layout pass "
+                         "only rewrites convs with constant weights)")
+    kd, kh, kw = a.kernel
+    packed = ctx.constant(_nchwc.pack_dense_weight(wv.reshape(c_out, -1, kd * kh, kw), a.groups),
+                          node.name + ".nchwc_W")
+    nfloats = _nchwc.dense3d_scratch_floats(n, c_in, d, h, w, a.pads_begin, a.pads_end)
+    scratch = ctx.scratch(4 * nfloats, node.name + ".scratch")
+    ctx.emit(NchwcDense3dThunk(node.name, ctx.buf(x_id), packed, ctx.buf(b_id) if b_id is not None else None,
+                               ctx.buf(node.id), scratch, n, c_in, d, h, w, c_out, a.kernel, a.stride, a.pads_begin,
+                               a.pads_end, a.dilation, ctx.num_threads, a.groups))
 
 
 @compile_rule("conv_transpose2d_nchwc")
