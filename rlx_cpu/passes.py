@@ -300,6 +300,9 @@ def fuse_epilogue(graph):
 # A chain of at least this many convs with blocked kernels moves to the
 # blocked layout; a shorter one would pay its two reorders for little.
 BLOCKED_MIN_CHAIN = 3
+# A stem (fewer than 8 input channels) of at most this many taps (input
+# channels x kernel) moves to the blocked layout alone.
+STEM_ALONE_MAX_TAPS = 27
 
 
 def _blocked_layout_enabled():
@@ -394,6 +397,13 @@ def blocked_layout(graph, nthreads=1):
     # reorders: 16.3 / 13.4 at 1 thread, 8.3 / 7.0 at 2; 16->16 on 4 x
     # 8x16x16: 1.76 / 1.40, 0.74 / 0.73)
     heads |= {find(i) for i in convs if graph.node(i).op == "conv3d" and math.prod(graph.node(i).attrs.kernel) > 1}
+    # and a stem of few taps, where the NCHW paths run a GEMM of depth 9-27
+    # (run_into ms NCHW / blocked with the reorder, 1 and 2 threads: 1->32
+    # 3x3 on 64 x 28x28 0.82 / 0.74 and 0.76 / 0.63; 3->32 3x3 s2 at 224x224
+    # 0.44 / 0.35 and 0.34 / 0.28; but a 7x7 3->64 s2 at 224x224, 147 taps:
+    # 2.75 / 2.64 and 1.39 / 1.51)
+    heads |= {find(i) for i in stems if graph.node(graph.node(i).inputs[0]).shape[1] *
+              math.prod(graph.node(i).attrs.kernel) <= STEM_ALONE_MAX_TAPS}
     chosen = {i for i in eligible if sizes.get(find(i), 0) >= BLOCKED_MIN_CHAIN or find(i) in heads}
     users = _consumers(graph)
     rb = _Rebuild(graph)

@@ -700,6 +700,25 @@ def test_a_stem_and_its_pool_run_blocked_on_their_own(rng, blocked_on):
     check_parity(blocked.run(feeds)[0], plain.run(feeds)[0], "blocked stem + pool vs NCHW plan")
 
 
+def test_a_stem_of_few_taps_runs_blocked_alone(rng, blocked_on):
+    # MNIST's first conv (1 channel, 3x3: 9 taps) runs the stem kernel and one
+    # reorder; a 7x7 stem of 3 channels (147 taps) alone stays NCHW
+    for (c, k, alone) in [(1, 3, True), (3, 3, True), (3, 7, False)]:
+        g = rlx_cpu.Graph()
+        x = g.input("x", (2, c, 20, 20))
+        wt = rng.standard_normal((16, c, k, k)) * 0.3
+        b = rng.standard_normal(16)
+        g.output(g.relu(g.conv2d(x, wt, b, padding=k // 2)))
+        blocked, plain = compile_both(g)
+        kinds = [t.kind for t in blocked.thunks]
+        assert (kinds == ["conv_nchwc_stem", "reorder_nchwc"]) == alone, (c, k, kinds)
+        assert alone == (c * k * k <= passes.STEM_ALONE_MAX_TAPS)
+        feeds = {"x": rng.standard_normal((2, c, 20, 20)).astype(np.float32)}
+        got = blocked.run(feeds)[0]
+        check_parity(got, plain.run(feeds)[0], "lone stem vs NCHW plan")
+        check_parity(got, np.maximum(conv_nd(feeds["x"], wt, b, 1, k // 2, k // 2), 0), "lone stem vs reference")
+
+
 def test_pools_alone_do_not_make_a_chain(rng, blocked_on):
     # two convs and pools between: fewer than BLOCKED_MIN_CHAIN convs, all NCHW
     g = rlx_cpu.Graph()
