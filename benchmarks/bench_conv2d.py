@@ -3,7 +3,8 @@
     python benchmarks/bench_conv2d.py [--repeat 30] [--threads 1,2] [--shapes resnet,1x1]
 
 For each shape, algorithm and thread count it prints the median ms over
-`repeat` runs of the kernel (plan.profile: the thunk alone, no input copy) and
+`repeat` runs of the kernels (plan.profile: the conv's thunk, and the
+reorders around it when it runs on the blocked layout; no input copy) and
 GFLOP/s.  The peers, when installed, run in the same process on the same
 thread count: torch.nn.functional.conv2d (inference mode) and ONNX Runtime on a
 one-node Conv model with the weight as an initializer.  They are timed
@@ -104,12 +105,14 @@ def bench_shape(name, spec, threads, repeat, algos, torch, ort):
                 continue
             if algo == "reference" and flops > 5e8:
                 continue
-            th = plan.thunks[-1]
+            # the conv's thunk (a blocked plan has reorders around it); the
+            # kernel time is every thunk's, the reorders' included
+            th = [t_ for t_ in plan.thunks if t_.kind != "reorder_nchwc"][-1]
             label = getattr(th, "algorithm", None)
-            label = label.label if label is not None else "gemm_1x1"
+            label = label.label if label is not None else ("gemm_1x1" if th.kind == "conv_1x1" else th.kind)
             r = max(3, repeat // 5) if algo == "reference" else repeat
             busy_wait(DEFAULT_SETTLE_S)          # the peers' spinning workers park first
-            prof = [plan.profile({"x": x}, repeat=1, warmup=0)[-1][1] for _ in range(r + 2)][2:]
+            prof = [sum(s_ for _, s_ in plan.profile({"x": x}, repeat=1, warmup=0)) for _ in range(r + 2)][2:]
             ms = 1e3 * statistics.median(prof)
             out = [np.empty(plan.output_shapes[0], np.float32)]
             timed = interleaved_medians({"rlx": lambda: plan.run_into({"x": x}, out), **peers}, r,
