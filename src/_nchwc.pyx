@@ -340,6 +340,20 @@ cdef class _BlockedConv(Launch):
         if self.has_res:
             _check_len(op, "residual", self.res, y_floats)
 
+    cdef void _dense_items(self, const float* src, Py_ssize_t src_len, const Py_ssize_t* koff,
+                           const NcDenseGeom* g, Py_ssize_t items, int t) noexcept nogil:
+        """Work items [0, items) of the dense kernel over x (or its copy at
+        src) in `t` equal runs, one per thread."""
+        cdef Py_ssize_t r, lo, hi
+        cdef Py_ssize_t runs = t if t < items else items
+        for r in prange(runs, num_threads=t, schedule='static'):
+            lo = items * r // runs
+            hi = items * (r + 1) // runs
+            rlx_nchwc_dense_run(src, src_len, &self.wq[0], self.wq.shape[0],
+                                &self.bias[0] if self.has_bias else NULL,
+                                &self.res[0] if self.has_res else NULL, self.res.shape[0],
+                                &self.y[0], self.y.shape[0], koff, g, &self.a, lo, hi)
+
 
 cdef class NchwcConv1x1Launch(_BlockedConv):
     """y = act(W . x + bias + residual) on blocked x [N, K/8, P, 8] and y,
@@ -593,13 +607,7 @@ cdef class NchwcDenseLaunch(_BlockedConv):
                 rlx_nchwc_pad(&self.x[0], self.x.shape[0], &self.xp[0], self.xp.shape[0], &self.g, i, i + 1)
             src = &self.xp[0]
             src_len = self.xp.shape[0]
-        for r in prange(runs, num_threads=t, schedule='static'):
-            lo = self.items * r // runs
-            hi = self.items * (r + 1) // runs
-            rlx_nchwc_dense_run(src, src_len, &self.wq[0], self.wq.shape[0],
-                                &self.bias[0] if self.has_bias else NULL,
-                                &self.res[0] if self.has_res else NULL, self.res.shape[0],
-                                &self.y[0], self.y.shape[0], &self.koff[0], &self.g, &self.a, lo, hi)
+        self._dense_items(src, src_len, &self.koff[0], &self.g, self.items, t)
         return 0
 
 
@@ -683,9 +691,8 @@ cdef class NchwcDense3dLaunch(_BlockedConv):
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
-        cdef Py_ssize_t r, lo, hi, i
+        cdef Py_ssize_t i
         cdef Py_ssize_t blocks = self.g.n * (self.g.c // NC_B)
-        cdef Py_ssize_t runs = t if t < self.items else self.items
         cdef const float* src = &self.x[0]
         cdef Py_ssize_t src_len = self.x.shape[0]
         if self.padded:
@@ -694,13 +701,7 @@ cdef class NchwcDense3dLaunch(_BlockedConv):
                                 self.g.w, self.dp, self.g.hs, self.g.wp, self.pf, self.g.pt, self.g.pl, i, i + 1)
             src = &self.xp[0]
             src_len = self.xp.shape[0]
-        for r in prange(runs, num_threads=t, schedule='static'):
-            lo = self.items * r // runs
-            hi = self.items * (r + 1) // runs
-            rlx_nchwc_dense_run(src, src_len, &self.wq[0], self.wq.shape[0],
-                                &self.bias[0] if self.has_bias else NULL,
-                                &self.res[0] if self.has_res else NULL, self.res.shape[0],
-                                &self.y[0], self.y.shape[0], &self.koff[0], &self.g, &self.a, lo, hi)
+        self._dense_items(src, src_len, &self.koff[0], &self.g, self.items, t)
         return 0
 
 

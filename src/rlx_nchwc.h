@@ -467,28 +467,6 @@ static inline ptrdiff_t rlx_nchwc_dense_group_panels(const rlx_nchwc_dense_geom*
     return (g->m / g->cgroups + RLX_NCHWC_OC - 1) / RLX_NCHWC_OC;
 }
 
-/* blocks (n, cb) [i0, i1) of x copied into xp with the padding zeroed */
-static void rlx_nchwc_pad(const float* x, ptrdiff_t x_len, float* xp, ptrdiff_t xp_len,
-                          const rlx_nchwc_dense_geom* g, ptrdiff_t i0, ptrdiff_t i1) {
-    const ptrdiff_t in_plane = g->h * g->w * 8, pad_plane = g->hp * g->wp * 8, row = g->w * 8;
-    (void)x_len;
-    (void)xp_len;
-    for (ptrdiff_t item = i0; item < i1; ++item) {
-        const float* s = x + item * in_plane;
-        float* d = xp + item * pad_plane;
-        RLX_CHECK_RANGE(item * in_plane, (item + 1) * in_plane, x_len, "nchwc pad source");
-        RLX_CHECK_RANGE(item * pad_plane, (item + 1) * pad_plane, xp_len, "nchwc pad copy");
-        memset(d, 0, sizeof(float) * (size_t)(g->pt * g->wp * 8));
-        for (ptrdiff_t r = 0; r < g->h; ++r) {
-            float* dr = d + ((g->pt + r) * g->wp) * 8;
-            memset(dr, 0, sizeof(float) * (size_t)(g->pl * 8));
-            memcpy(dr + g->pl * 8, s + r * row, sizeof(float) * (size_t)row);
-            memset(dr + g->pl * 8 + row, 0, sizeof(float) * (size_t)((g->wp - g->pl - g->w) * 8));
-        }
-        memset(d + (g->pt + g->h) * g->wp * 8, 0, sizeof(float) * (size_t)((g->hp - g->pt - g->h) * g->wp * 8));
-    }
-}
-
 /* blocks (n, cb) [i0, i1) of a 3-D x [.., D, H, W, 8] copied into xp [..,
  * Dp, Hp, Wp, 8] at (pf, pt, pl) with the padding zeroed */
 static void rlx_nchwc_pad3d(const float* x, ptrdiff_t x_len, float* xp, ptrdiff_t xp_len, ptrdiff_t d, ptrdiff_t h,
@@ -519,6 +497,13 @@ static void rlx_nchwc_pad3d(const float* x, ptrdiff_t x_len, float* xp, ptrdiff_
             memset(dz + (pt + h) * wp * 8, 0, sizeof(float) * (size_t)((hp - pt - h) * wp * 8));
         }
     }
+}
+
+/* blocks (n, cb) [i0, i1) of x copied into xp with the padding zeroed (the
+ * 3-D copy of one slice) */
+static void rlx_nchwc_pad(const float* x, ptrdiff_t x_len, float* xp, ptrdiff_t xp_len,
+                          const rlx_nchwc_dense_geom* g, ptrdiff_t i0, ptrdiff_t i1) {
+    rlx_nchwc_pad3d(x, x_len, xp, xp_len, 1, g->h, g->w, 1, g->hp, g->wp, 0, g->pt, g->pl, i0, i1);
 }
 
 /* A strided 1x1 conv (no padding) reads every sh-th row and sw-th column:
