@@ -506,6 +506,35 @@ static void rlx_nchwc_pad(const float* x, ptrdiff_t x_len, float* xp, ptrdiff_t 
     rlx_nchwc_pad3d(x, x_len, xp, xp_len, 1, g->h, g->w, 1, g->hp, g->wp, 0, g->pt, g->pl, i0, i1);
 }
 
+/* Planes [i0, i1) (image * C/8 + block): the strided sub-grid of an H x W
+ * plane of blocked pixels -- rows a + sh*r, columns b + sw*c for r < rows,
+ * c < cols -- copied to (gather) or from (scatter) a dense rows x cols grid:
+ * gather: dst[i][r][c] = src[i][a + sh*r][b + sw*c]; scatter: the reverse. */
+static void rlx_nchwc_strided_copy(const float* src, ptrdiff_t src_len, float* dst, ptrdiff_t dst_len,
+                                   ptrdiff_t rows, ptrdiff_t cols, ptrdiff_t H, ptrdiff_t W, ptrdiff_t a, ptrdiff_t b,
+                                   ptrdiff_t sh, ptrdiff_t sw, int gather, ptrdiff_t i0, ptrdiff_t i1) {
+    const ptrdiff_t grid = rows * cols * 8, plane = H * W * 8;
+    (void)src_len;
+    (void)dst_len;
+    for (ptrdiff_t i = i0; i < i1; ++i) {
+        RLX_CHECK_RANGE(i * (gather ? plane : grid), (i + 1) * (gather ? plane : grid), src_len,
+                        "nchwc strided copy source");
+        RLX_CHECK_RANGE(i * (gather ? grid : plane), (i + 1) * (gather ? grid : plane), dst_len,
+                        "nchwc strided copy destination");
+        const float* sp = src + i * (gather ? plane : grid);
+        float* dp = dst + i * (gather ? grid : plane);
+        for (ptrdiff_t r = 0; r < rows; ++r) {
+            const ptrdiff_t strided = ((a + r * sh) * W + b) * 8, dense = r * cols * 8;
+            if (gather)
+                for (ptrdiff_t c = 0; c < cols; ++c)
+                    memcpy(dp + dense + c * 8, sp + strided + c * sw * 8, 8 * sizeof(float));
+            else
+                for (ptrdiff_t c = 0; c < cols; ++c)
+                    memcpy(dp + strided + c * sw * 8, sp + dense + c * 8, 8 * sizeof(float));
+        }
+    }
+}
+
 /* A strided 1x1 conv (no padding) reads every sh-th row and sw-th column:
  * plane i = image * C/8 + block of x [.., H, W, 8] copied subsampled into
  * xs [.., H_out, W_out, 8], on which the 1x1 kernel runs at full speed
@@ -513,17 +542,7 @@ static void rlx_nchwc_pad(const float* x, ptrdiff_t x_len, float* xp, ptrdiff_t 
 static void rlx_nchwc_subsample(const float* x, ptrdiff_t x_len, float* xs, ptrdiff_t xs_len, ptrdiff_t h,
                                 ptrdiff_t w, ptrdiff_t ho, ptrdiff_t wo, ptrdiff_t sh, ptrdiff_t sw, ptrdiff_t i0,
                                 ptrdiff_t i1) {
-    (void)x_len;
-    (void)xs_len;
-    for (ptrdiff_t i = i0; i < i1; ++i) {
-        RLX_CHECK_RANGE(i * h * w * 8, (i + 1) * h * w * 8, x_len, "nchwc subsample x");
-        RLX_CHECK_RANGE(i * ho * wo * 8, (i + 1) * ho * wo * 8, xs_len, "nchwc subsample copy");
-        const float* src = x + i * h * w * 8;
-        float* dst = xs + i * ho * wo * 8;
-        for (ptrdiff_t oh = 0; oh < ho; ++oh)
-            for (ptrdiff_t ow = 0; ow < wo; ++ow)
-                memcpy(dst + (oh * wo + ow) * 8, src + ((oh * sh) * w + ow * sw) * 8, 8 * sizeof(float));
-    }
+    rlx_nchwc_strided_copy(x, x_len, xs, xs_len, ho, wo, h, w, 0, 0, sh, sw, 1, i0, i1);
 }
 
 /* Work items [i0, i1): item = (image, block of g->pixels output pixels
@@ -601,20 +620,7 @@ static void rlx_nchwc_dense_run(const float* xp, ptrdiff_t xp_len, const float* 
 static void rlx_nchwc_phase_scatter(const float* z, ptrdiff_t z_len, float* y, ptrdiff_t y_len, ptrdiff_t ph,
                                     ptrdiff_t pw, ptrdiff_t ho, ptrdiff_t wo, ptrdiff_t a, ptrdiff_t b,
                                     ptrdiff_t sh, ptrdiff_t sw, ptrdiff_t i0, ptrdiff_t i1) {
-    (void)z_len;
-    (void)y_len;
-    for (ptrdiff_t i = i0; i < i1; ++i) {
-        RLX_CHECK_RANGE(i * ph * pw * 8, (i + 1) * ph * pw * 8, z_len, "nchwc phase scatter z");
-        RLX_CHECK_RANGE(i * ho * wo * 8, (i + 1) * ho * wo * 8, y_len, "nchwc phase scatter y");
-        const float* src = z + i * ph * pw * 8;
-        float* dst = y + i * ho * wo * 8;
-        for (ptrdiff_t r = 0; r < ph; ++r) {
-            float* drow = dst + ((a + r * sh) * wo + b) * 8;
-            const float* srow = src + r * pw * 8;
-            for (ptrdiff_t c = 0; c < pw; ++c)
-                memcpy(drow + c * sw * 8, srow + c * 8, 8 * sizeof(float));
-        }
-    }
+    rlx_nchwc_strided_copy(z, z_len, y, y_len, ph, pw, ho, wo, a, b, sh, sw, 0, i0, i1);
 }
 
 /* ---- dense conv from NCHW input (the network's stem) ----------------------
