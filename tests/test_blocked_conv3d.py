@@ -158,3 +158,25 @@ def test_pickled_plan_runs_from_two_threads(rng, blocked_on):
     x = g.input("x", (1, 8, 4, 7, 7))
     g.output(g.conv3d(x, rng.standard_normal((16, 8, 3, 3, 3)) * 0.3, rng.standard_normal(16), padding=1))
     check_pickled_plan_runs_from_two_threads(rng, g, (1, 8, 4, 7, 7), "conv3d_nchwc")
+
+
+def test_random_geometries_match_reference():
+    rng = np.random.default_rng(12)
+    ran = 0
+    while ran < 40:
+        groups = int(rng.choice([1, 1, 2]))
+        n, c, m = int(rng.integers(1, 3)), 8 * groups * int(rng.integers(1, 3)), 8 * groups * int(rng.integers(1, 3))
+        d, h, w = (int(rng.integers(1, 6)) for _ in range(3))
+        kernel = tuple(int(rng.integers(1, 4)) for _ in range(3))
+        stride = tuple(int(rng.integers(1, 3)) for _ in range(3))
+        dil = tuple(int(rng.integers(1, 3)) for _ in range(3))
+        pb = tuple(int(rng.integers(0, 3)) for _ in range(3))
+        pe = tuple(int(rng.integers(0, 3)) for _ in range(3))
+        if min((s + p0 + p1 - dl * (k - 1) - 1) // st + 1
+               for s, p0, p1, dl, k, st in zip((d, h, w), pb, pe, dil, kernel, stride)) < 1:
+            continue
+        x, wt, b = case(rng, n, c, d, h, w, m, kernel, groups)
+        got = run_launch(x, wt, b, stride, pb, pe, dil, groups, 2)
+        assert np.isfinite(got).all(), (n, c, d, h, w, m, kernel, stride, pb, pe, dil, groups)
+        check_parity(got, conv_nd(x, wt, b, stride, pb, pe, dil, groups), "blocked conv3d launch, random geometry")
+        ran += 1

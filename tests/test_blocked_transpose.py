@@ -192,3 +192,28 @@ def test_pickled_plan_runs_from_two_threads(rng, blocked_on):
     g.output(g.conv_transpose2d(x, rng.standard_normal((16, 16, 4, 4)) * 0.3, rng.standard_normal(16), stride=2,
                                 padding=1))
     check_pickled_plan_runs_from_two_threads(rng, g, (1, 16, 7, 7), "conv_transpose_nchwc")
+
+
+def test_random_geometries_match_reference():
+    # padding past the kernel (cropped outputs), output padding, strides up
+    # to 4 per axis: every geometry the phase plan takes
+    rng = np.random.default_rng(11)
+    ran = 0
+    while ran < 40:
+        n, c, m = int(rng.integers(1, 3)), 8 * int(rng.integers(1, 3)), 8 * int(rng.integers(1, 4))
+        h, w = int(rng.integers(1, 7)), int(rng.integers(1, 7))
+        kernel = (int(rng.integers(1, 6)), int(rng.integers(1, 6)))
+        stride = (int(rng.integers(1, 5)), int(rng.integers(1, 5)))
+        pb = (int(rng.integers(0, 6)), int(rng.integers(0, 6)))
+        pe = (int(rng.integers(0, 6)), int(rng.integers(0, 6)))
+        op = (int(rng.integers(0, stride[0])), int(rng.integers(0, stride[1])))
+        ho = out_size(h, kernel[0], stride[0], pb[0], pe[0], op[0])
+        wo = out_size(w, kernel[1], stride[1], pb[1], pe[1], op[1])
+        if ho < 1 or wo < 1 or _nchwc.transposed_phase_plan(h, w, ho, wo, kernel, stride, pb) is None:
+            continue
+        x, wt, b = case(rng, n, c, h, w, m, kernel)
+        got = run_launch(x, wt, b, ho, wo, stride, pb, 2)
+        assert np.isfinite(got).all(), (n, c, h, w, m, kernel, stride, pb, pe, op)
+        check_parity(got, conv_transpose_nd(x, wt, b, stride, pb, pe, output_padding=op),
+                     "blocked conv_transpose launch, random geometry")
+        ran += 1
