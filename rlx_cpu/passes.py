@@ -327,9 +327,10 @@ def blocked_layout(graph, nthreads=1):
     do not see the layout.  Members are chained through
     the inputs (not a stem's) and residual they read; a stem starts a chain
     and a global pool ends one (it writes [N, C, 1, 1], which is both
-    layouts).  A chain of at least BLOCKED_MIN_CHAIN convs, or with a stem
-    and a pool (a ResNet's head), or with a transposed conv, is rewritten,
-    with one to_nchwc per
+    layouts).  A chain of at least BLOCKED_MIN_CHAIN convs is rewritten, and
+    so is a shorter one that pays its reorders anyway: with a stem and a pool
+    (a ResNet's head), a transposed conv, a conv3d of more than one tap, or
+    a stem of at most STEM_ALONE_MAX_TAPS taps.  It gets one to_nchwc per
     NCHW value it reads and one from_nchwc per value an NCHW op or a graph
     output reads, so a chain between two NCHW ops has exactly two
     reorders.  `nthreads`: the thread count of the plan it compiles for
