@@ -9,7 +9,7 @@ import pytest
 
 import rlx_cpu
 from rlx_cpu import ConvAlgorithm as A, ConvFlags, select_conv_algorithm
-from rlx_cpu import _conv2d
+from rlx_cpu import _conv2d, passes
 from rlx_cpu.ops.conv import Conv2DDims
 
 from conftest import chosen_algorithm, conv_thunk, one_conv_graph
@@ -33,8 +33,12 @@ def dims2d(n=1, c_in=4, c_out=4, h=10, w=10, k=3, s=1, p=1, d=1, g=1):
 
 
 def compiled_algo(x_shape, w_shape, conv_algorithm="auto", **attrs):
+    """The NCHW algorithm a one-conv plan compiles to (without the
+    blocked_layout pass, which may take the conv to its own kernels:
+    tests/test_blocked*.py)."""
     g = one_conv_graph(x_shape, np.ones(w_shape, np.float32), **attrs)
-    return chosen_algorithm(rlx_cpu.compile(g, conv_algorithm=conv_algorithm))
+    nchw = [p for p in passes.DEFAULT_PASSES if p != "blocked_layout"]
+    return chosen_algorithm(rlx_cpu.compile(g, conv_algorithm=conv_algorithm, passes=nchw))
 
 
 def independent_eligible(d, algo):
