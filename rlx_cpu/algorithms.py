@@ -35,7 +35,7 @@ _ON = ("1", "on", "true", "yes")
 _OFF = ("0", "off", "false", "no")
 
 
-_SIMD_VALUES = ("auto", "baseline")
+_SIMD_VALUES = ("auto", "baseline", "avx2")
 
 
 def _tristate(name):
@@ -55,8 +55,9 @@ def _tristate(name):
 
 def check_simd_env():
     """RLX_SIMD is read by the C kernels (src/rlx_simd.h): 'baseline' forces
-    the portable variant, anything else means 'detect'.  Only 'auto',
-    'baseline' or unset are accepted, so a typo cannot silently run AVX2."""
+    the portable variant, 'avx2' at most AVX2+FMA (no AVX-512 tiles),
+    anything else means 'detect'.  Only 'auto', 'baseline', 'avx2' or unset
+    are accepted, so a typo cannot silently run the widest variant."""
     raw = os.environ.get("RLX_SIMD")
     if raw is None or raw == "":
         return

@@ -41,6 +41,11 @@ _PROC_FLAGS = {"sse2": "SSE2", "sse4_2": "SSE42", "avx": "AVX", "f16c": "F16C", 
                "avx2": "AVX2", "avx512f": "AVX512F", "asimd": "ASIMD", "sve": "SVE"}
 
 
+
+def _simd_name():
+    from .plan import _kernel_simd      # plan imports much; config stays light
+    return _kernel_simd()
+
 def _numpy_cpu_features():
     for mod in ("numpy._core._multiarray_umath", "numpy.core._multiarray_umath"):
         try:
@@ -93,7 +98,7 @@ def config():
         "omp_max_threads": _runtime.omp_max_threads(),
         "build_isa": _runtime.build_isa(),
         "cpu_features": _cpu_features(),
-        "kernel_simd": "avx2+fma" if _conv2d.simd_level() else "baseline",
+        "kernel_simd": _simd_name(),
         "blas": scipy_blas_info(),
     }
 

@@ -333,9 +333,14 @@ class RunContext:
             k += 1
 
 
+SIMD_NAMES = {0: "baseline", 1: "avx2+fma", 2: "avx512+avx2+fma"}
+
+
 def _kernel_simd():
+    """The kernel variant this process runs (src/rlx_simd.h: level 2 runs the
+    AVX-512 tiles where they exist, AVX2+FMA elsewhere)."""
     from . import _conv2d
-    return "avx2+fma" if _conv2d.simd_level() else "baseline"
+    return SIMD_NAMES[_conv2d.simd_level()]
 
 
 def _restore_plan(state):

@@ -206,12 +206,13 @@ def depthwise_channel_blocks(tuple dims):
 
 
 def simd_level():
-    """1 when the AVX2+FMA variants of the hot loops run, 0 for the baseline."""
+    """The SIMD level (src/rlx_simd.h): 0 runs the baseline, 1 the AVX2+FMA
+    variants of the hot loops, 2 also the AVX-512 ones where they exist."""
     return rlx_simd_level()
 
 
 cdef extern from "rlx_peak.h":
-    int RLX_PEAK_FLOPS_PER_ITER
+    double rlx_peak_flops_per_iter() nogil
     float rlx_fma_probe(long iters, float seed) nogil
 
 
@@ -231,7 +232,7 @@ cdef double _fma_probe_seconds(long iters, int threads):
 def fma_peak_gflops(int threads=1, double seconds=0.2):
     """Measured float32 FMA throughput in GFLOP/s per thread, with `threads`
     threads running the probe at once (src/rlx_peak.h: 12 independent
-    vector FMA chains on the SIMD level this CPU runs), over about `seconds`
+    vector FMA chains on the widest SIMD level this CPU runs, AVX-512 included), over about `seconds`
     after a warm-up of the same length: the peak that benchmarks state their
     GFLOP/s against."""
     if threads < 1 or not (seconds > 0):
@@ -242,7 +243,7 @@ def fma_peak_gflops(int threads=1, double seconds=0.2):
     iters = <long>(iters * (seconds / max(_fma_probe_seconds(iters, threads), 1e-9)))
     _fma_probe_seconds(max(iters, 1), threads)            # warm-up at the full length
     dt = _fma_probe_seconds(max(iters, 1), threads)
-    return float(max(iters, 1)) * RLX_PEAK_FLOPS_PER_ITER / dt / 1e9
+    return float(max(iters, 1)) * rlx_peak_flops_per_iter() / dt / 1e9
 
 
 # ---------------------------------------------------------------------------

@@ -70,7 +70,8 @@ def implicit_floats(tuple dims):
 
 
 def simd_level():
-    """1 when the AVX2+FMA variants run in this module, 0 for the baseline."""
+    """The SIMD level (src/rlx_simd.h): 0 runs the baseline, 1 the AVX2+FMA
+    variants in this module, 2 also the AVX-512 ones where they exist."""
     return rlx_simd_level()
 
 # ---------------------------------------------------------------------------

@@ -132,7 +132,8 @@ CHUNK_FLOATS = 16 * 1024
 
 
 def simd_level():
-    """1 when the AVX2+FMA variants run, 0 for the portable loops."""
+    """The SIMD level (src/rlx_simd.h): 0 runs the portable loops, 1 the
+    AVX2+FMA variants, 2 also the AVX-512 tiles (two output panels at once)."""
     return rlx_simd_level()
 
 
@@ -258,13 +259,18 @@ def panel_groups(Py_ssize_t panels, Py_ssize_t blocks, int max_threads):
     (ceil(panels / groups) panels each, none empty), so that consecutive
     runs of items carry equal work: 10 panels of one 7x7 block at 2 threads
     make 10 groups of 1, not 8 groups of which 5 hold 2 panels (8 panels on
-    one thread, 2 on the other)."""
+    one thread, 2 on the other).  On the AVX-512 level the panels count in
+    pairs, which its tiles run together."""
     cdef Py_ssize_t want = 4 * max(1, max_threads)
     if blocks >= want:
         return 1
+    # where the AVX-512 tiles run two panels at once, in units of two
+    # (rlx_nchwc_per_group)
+    cdef Py_ssize_t unit = 2 if rlx_simd_level() >= 2 else 1
+    cdef Py_ssize_t units = (panels + unit - 1) // unit
     target = (2 * want + blocks - 1) // blocks
-    per_group = max(1, panels // target)
-    return (panels + per_group - 1) // per_group
+    per_group = max(1, units // target)
+    return (units + per_group - 1) // per_group
 
 
 def conv1x1_chunk(Py_ssize_t k, Py_ssize_t p):

@@ -167,7 +167,8 @@ rlx_simd_init()
 
 
 def simd_level():
-    """1 when the AVX2+FMA variants of the pool loops run, 0 for the baseline."""
+    """The SIMD level (src/rlx_simd.h): 0 runs the baseline, 1 the AVX2+FMA
+    variants of the pool loops, 2 also the AVX-512 ones where they exist."""
     return rlx_simd_level()
 
 # Codes (src/_codes.pxd) the compiler stores in pool thunks.

@@ -24,8 +24,10 @@
  *
  * Variants: AVX2+FMA (target attribute, no -march), and a portable C loop
  * nest over the same packed layout (chosen by RLX_SIMD=baseline or on CPUs
- * without AVX2).  There is no AVX-512 variant: it peaks like AVX2 on Zen 4
- * and could not be measured on the development machine (no AVX-512 exposed). */
+ * without AVX2).  On the AVX-512 level (RLX_SIMD unset on a CPU with
+ * AVX-512 F/DQ/VL) two adjacent 16-column panels run as one mr x 32 tile of
+ * zmm accumulators in rlx_gemm_conv_src; the other entry points (the
+ * in-place implicit and the channel-panel tiles) stay on AVX2. */
 #ifndef RLX_GEMM_H
 #define RLX_GEMM_H
 
@@ -195,6 +197,81 @@ static const rlx_gemm_tile_fn rlx_gemm_tiles_avx2[2][RLX_GEMM_MR + 1] = {
      rlx_gemm_tile_avx2_4_1, rlx_gemm_tile_avx2_5_1, rlx_gemm_tile_avx2_6_1},
     {NULL, rlx_gemm_tile_avx2_1_2, rlx_gemm_tile_avx2_2_2, rlx_gemm_tile_avx2_3_2,
      rlx_gemm_tile_avx2_4_2, rlx_gemm_tile_avx2_5_2, rlx_gemm_tile_avx2_6_2}};
+#endif
+
+#if RLX_X86_DISPATCH
+/* ---- AVX-512 tile: mr x 32, two 16-column panels of X at once -------------
+ * 2*mr zmm accumulators (12 at mr = 6); per k one broadcast of W per row and
+ * two loads of X: columns 0-15 at xp, 16-31 at xp + x2 (the next packed
+ * panel, kc*16 floats on, or 16 floats on in a plain X).  Each element is
+ * the AVX2 tile's chain of FMAs, and the epilogue runs on each 8-column
+ * quarter as there, so the bits are the AVX2 tiles'. */
+#define RLX_GEMM2_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define RLX_GEMM2_DECL(r) __m512 a##r##0 = _mm512_setzero_ps(), a##r##1 = _mm512_setzero_ps();
+#define RLX_GEMM2_INIT(r)                                                        \
+    if (mr > r) {                                                                \
+        if (from_c) {                                                            \
+            a##r##0 = _mm512_loadu_ps(c + (r) * ldc);                            \
+            a##r##1 = _mm512_loadu_ps(c + (r) * ldc + 16);                       \
+        } else {                                                                 \
+            a##r##0 = a##r##1 = _mm512_set1_ps(init[r]);                         \
+        }                                                                        \
+    }
+#define RLX_GEMM2_FMA(r)                                                         \
+    if (mr > r) {                                                                \
+        const __m512 wv = _mm512_set1_ps(wp[r]);                                 \
+        a##r##0 = _mm512_fmadd_ps(wv, x0, a##r##0);                              \
+        a##r##1 = _mm512_fmadd_ps(wv, x1, a##r##1);                              \
+    }
+#define RLX_GEMM2_STORE(r)                                                       \
+    if (mr > r) {                                                                \
+        rlx_gemm2_store(c + (r) * ldc, a##r##0, te, r, 0);                       \
+        rlx_gemm2_store(c + (r) * ldc + 16, a##r##1, te, r, 16);                 \
+    }
+
+/* 16 columns of row r (from column j of the tile) to c, after the epilogue
+ * when te is set */
+RLX_INLINE_AVX512 void rlx_gemm2_store(float* c, __m512 v, const rlx_gemm_tile_ep* te, int r, int j) {
+    if (!te) {
+        _mm512_storeu_ps(c, v);
+        return;
+    }
+    _mm256_storeu_ps(c, rlx_gemm_ep_vec(_mm512_castps512_ps256(v), te, r, j));
+    _mm256_storeu_ps(c + 8, rlx_gemm_ep_vec(_mm512_extractf32x8_ps(v, 1), te, r, j + 8));
+}
+
+RLX_INLINE_AVX512 void rlx_gemm_tile2_body(const int mr, const float* restrict wp, const float* restrict xp,
+                                           ptrdiff_t x2, ptrdiff_t ldxp, ptrdiff_t kc, float* restrict c,
+                                           ptrdiff_t ldc, const float* restrict init, int from_c,
+                                           const rlx_gemm_tile_ep* te) {
+    RLX_GEMM2_ROWS(RLX_GEMM2_DECL)
+    RLX_GEMM2_ROWS(RLX_GEMM2_INIT)
+    for (ptrdiff_t kk = 0; kk < kc; ++kk) {
+        const __m512 x0 = _mm512_loadu_ps(xp), x1 = _mm512_loadu_ps(xp + x2);
+        RLX_GEMM2_ROWS(RLX_GEMM2_FMA)
+        xp += ldxp;
+        wp += RLX_GEMM_MR;
+    }
+    RLX_GEMM2_ROWS(RLX_GEMM2_STORE)
+}
+#undef RLX_GEMM2_DECL
+#undef RLX_GEMM2_INIT
+#undef RLX_GEMM2_FMA
+#undef RLX_GEMM2_STORE
+#undef RLX_GEMM2_ROWS
+
+#define RLX_GEMM_TILE2(MR_)                                                                        \
+    RLX_TARGET_AVX512 static void rlx_gemm_tile2_##MR_(                                            \
+        const float* wp, const float* xp, ptrdiff_t x2, ptrdiff_t ldxp, ptrdiff_t kc, float* c,    \
+        ptrdiff_t ldc, const float* init, int from_c, const rlx_gemm_tile_ep* te) {                \
+        rlx_gemm_tile2_body(MR_, wp, xp, x2, ldxp, kc, c, ldc, init, from_c, te);                  \
+    }
+RLX_GEMM_TILE2(1) RLX_GEMM_TILE2(2) RLX_GEMM_TILE2(3) RLX_GEMM_TILE2(4) RLX_GEMM_TILE2(5) RLX_GEMM_TILE2(6)
+#undef RLX_GEMM_TILE2
+typedef void (*rlx_gemm_tile2_fn)(const float*, const float*, ptrdiff_t, ptrdiff_t, ptrdiff_t, float*, ptrdiff_t,
+                                  const float*, int, const rlx_gemm_tile_ep*);
+static const rlx_gemm_tile2_fn rlx_gemm_tiles2[RLX_GEMM_MR + 1] = {
+    NULL, rlx_gemm_tile2_1, rlx_gemm_tile2_2, rlx_gemm_tile2_3, rlx_gemm_tile2_4, rlx_gemm_tile2_5, rlx_gemm_tile2_6};
 #endif
 
 /* One tile of C (mr <= MR rows, nr <= NR columns) from kc steps of the
@@ -385,6 +462,38 @@ static void rlx_gemm_conv_src(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, pt
                 for (ptrdiff_t j0 = 0; j0 < ncols; j0 += RLX_GEMM_NR) {
                     const ptrdiff_t nr = ncols - j0 < RLX_GEMM_NR ? ncols - j0 : RLX_GEMM_NR;
                     const float* xq = unpacked ? src->x + src->x_off + k0 * src->ldx + jb + j0 : xp + j0 * kc;
+#if RLX_X86_DISPATCH
+                    if (level > 1 && ncols - j0 >= 2 * RLX_GEMM_NR) {
+                        /* two full panels of X: the AVX-512 tile */
+                        const ptrdiff_t x2 = unpacked ? RLX_GEMM_NR : RLX_GEMM_NR * kc;
+                        const int ep_here = in_tile && k0 + kc == k;
+                        for (ptrdiff_t p = pb; p < pe; ++p) {
+                            const ptrdiff_t i0 = p * RLX_GEMM_MR;
+                            const ptrdiff_t mr = m - i0 < RLX_GEMM_MR ? m - i0 : RLX_GEMM_MR;
+                            float init[RLX_GEMM_MR] = {0};
+                            if (bias)
+                                for (ptrdiff_t r = 0; r < mr; ++r) init[r] = bias[i0 + r];
+                            float* ct = c + c_off + i0 * ldc + jb + j0;
+                            rlx_gemm_tile_ep te = {0, 0.0f, 0.0f, NULL, ldc, {0}};
+                            if (ep_here) {
+                                te.act = ep->act;
+                                te.alpha = ep->alpha;
+                                te.beta = ep->beta;
+                                if (ep->res) {
+                                    RLX_CHECK_RANGE(c_off + i0 * ldc + jb + j0,
+                                                    c_off + (i0 + mr - 1) * ldc + jb + j0 + 2 * RLX_GEMM_NR,
+                                                    ep->res_len, "gemm epilogue residual");
+                                    te.res = ep->res + (ct - c);
+                                }
+                                for (ptrdiff_t r = 0; r < mr; ++r) te.b[r] = ep_bias ? ep_bias[i0 + r] : 0.0f;
+                            }
+                            rlx_gemm_tiles2[mr](wp + (p * k + k0) * RLX_GEMM_MR, xq, x2, ldxp, kc, ct, ldc, init,
+                                                k0 > 0, ep_here ? &te : NULL);
+                        }
+                        j0 += RLX_GEMM_NR;      /* the pair's second panel */
+                        continue;
+                    }
+#endif
                     for (ptrdiff_t p = pb; p < pe; ++p) {
                         const ptrdiff_t i0 = p * RLX_GEMM_MR;
                         const ptrdiff_t mr = m - i0 < RLX_GEMM_MR ? m - i0 : RLX_GEMM_MR;

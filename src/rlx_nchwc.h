@@ -343,28 +343,239 @@ static const rlx_nchwc_strip_fn rlx_nchwc_strips[2][RLX_NCHWC_NP + 1] = RLX_NC_R
 #undef RLX_NC_ROW
 #endif
 
+#if RLX_X86_DISPATCH
+/* ---- AVX-512 tiles: two panels (32 output channels, 4 blocks) at once -----
+ * np pixels x 2 zmm of 16 output channels: at np = 6, 12 accumulators (more
+ * than FMA latency x pipes), and per input channel two weight loads and np
+ * broadcasts feed 2*np FMAs.  Panel q+1's packed weight starts wps floats
+ * after panel q's (K*16: the next panel of the same packed weight), the
+ * tile's output block b sits at y + b*p8 (res likewise).  Each lane runs
+ * the AVX2 tile's FMAs in the same order and the same epilogue on each
+ * 8-lane half, so the results are bit for bit the AVX2 tile's. */
+RLX_INLINE_AVX512 __m512 rlx_nz_load2(const float* lo, ptrdiff_t p8) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(lo)), _mm256_loadu_ps(lo + p8), 1);
+}
+
+/* the two 8-channel halves of v to y and y + p8, on the last K block after
+ * the residual and the activation */
+RLX_INLINE_AVX512 void rlx_nz_store2(float* y, ptrdiff_t p8, __m512 v, const float* res, int last,
+                                     const rlx_nchwc_act* a) {
+    __m256 lo = _mm512_castps512_ps256(v), hi = _mm512_extractf32x8_ps(v, 1);
+    if (last) {
+        if (res) {
+            lo = _mm256_add_ps(lo, _mm256_loadu_ps(res));
+            hi = _mm256_add_ps(hi, _mm256_loadu_ps(res + p8));
+        }
+        lo = rlx_nchwc_act8(lo, a);
+        hi = rlx_nchwc_act8(hi, a);
+    }
+    _mm256_storeu_ps(y, lo);
+    _mm256_storeu_ps(y + p8, hi);
+}
+
+#define RLX_NZ_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define RLX_NZ_DECL(r)                                                           \
+    __m512 a##r##0 = b0, a##r##1 = b1;                                           \
+    const ptrdiff_t o##r = np > r ? poff[r] : 0;
+#define RLX_NZ_INIT(r)                                                           \
+    if (np > r && !first) {                                                      \
+        a##r##0 = rlx_nz_load2(y + (r) * 8, p8);                                 \
+        a##r##1 = rlx_nz_load2(y + 2 * p8 + (r) * 8, p8);                        \
+    }
+#define RLX_NZ_FMA(r)                                                            \
+    if (np > r) {                                                                \
+        const __m512 xv = _mm512_set1_ps(xk[o##r]);                              \
+        a##r##0 = _mm512_fmadd_ps(xv, w0, a##r##0);                              \
+        a##r##1 = _mm512_fmadd_ps(xv, w1, a##r##1);                              \
+    }
+#define RLX_NZ_STORE(r)                                                          \
+    if (np > r) {                                                                \
+        rlx_nz_store2(y + (r) * 8, p8, a##r##0, res ? res + (r) * 8 : NULL, last, a); \
+        rlx_nz_store2(y + 2 * p8 + (r) * 8, p8, a##r##1, res ? res + 2 * p8 + (r) * 8 : NULL, last, a); \
+    }
+RLX_INLINE_AVX512 void rlx_nchwc_tile2_body(const int np, const float* restrict w, ptrdiff_t wps,
+                                            const float* restrict x, const ptrdiff_t* restrict koff, ptrdiff_t nkb,
+                                            const ptrdiff_t* restrict poff, ptrdiff_t p8, float* restrict y,
+                                            const float* restrict bias, const float* restrict res, int first,
+                                            int last, const rlx_nchwc_act* a) {
+    const __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
+    const __m512 b1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
+    RLX_NZ_ROWS(RLX_NZ_DECL)
+    RLX_NZ_ROWS(RLX_NZ_INIT)
+    for (ptrdiff_t kb = 0; kb < nkb; ++kb) {
+        const float* xb = x + koff[kb];
+        for (int kk = 0; kk < 8; ++kk) {
+            const float* xk = xb + kk;
+            const __m512 w0 = _mm512_loadu_ps(w), w1 = _mm512_loadu_ps(w + wps);
+            RLX_NZ_ROWS(RLX_NZ_FMA)
+            w += RLX_NCHWC_OC;
+        }
+    }
+    RLX_NZ_ROWS(RLX_NZ_STORE)
+}
+
+/* the stem's: tap k of pixel r at base + koff[k] + r*ps, K taps, no
+ * residual, the epilogue always */
+#define RLX_NZS_FMA(r)                                                           \
+    if (np > r) {                                                                \
+        const __m512 xv = _mm512_set1_ps(xk[(r) * ps]);                          \
+        a##r##0 = _mm512_fmadd_ps(xv, w0, a##r##0);                              \
+        a##r##1 = _mm512_fmadd_ps(xv, w1, a##r##1);                              \
+    }
+#define RLX_NZS_DECL(r) __m512 a##r##0 = b0, a##r##1 = b1;
+RLX_INLINE_AVX512 void rlx_nchwc_stem_tile2_body(const int np, const float* restrict w, ptrdiff_t wps,
+                                                 const float* restrict base, const ptrdiff_t* restrict koff,
+                                                 ptrdiff_t ps, ptrdiff_t K, float* restrict y, ptrdiff_t p8,
+                                                 const float* restrict bias, const rlx_nchwc_act* a) {
+    const __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
+    const __m512 b1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
+    const float* res = NULL;
+    const int last = 1;
+    RLX_NZ_ROWS(RLX_NZS_DECL)
+    for (ptrdiff_t k = 0; k < K; ++k) {
+        const float* xk = base + koff[k];
+        const __m512 w0 = _mm512_loadu_ps(w), w1 = _mm512_loadu_ps(w + wps);
+        RLX_NZ_ROWS(RLX_NZS_FMA)
+        w += RLX_NCHWC_OC;
+    }
+    RLX_NZ_ROWS(RLX_NZ_STORE)
+}
+#undef RLX_NZS_FMA
+#undef RLX_NZS_DECL
+#undef RLX_NZ_DECL
+#undef RLX_NZ_INIT
+#undef RLX_NZ_FMA
+#undef RLX_NZ_STORE
+#undef RLX_NZ_ROWS
+
+typedef void (*rlx_nchwc_tile2_fn)(const float*, ptrdiff_t, const float*, const ptrdiff_t*, ptrdiff_t,
+                                   const ptrdiff_t*, ptrdiff_t, float*, const float*, const float*, int, int,
+                                   const rlx_nchwc_act*);
+typedef void (*rlx_nchwc_strip2_fn)(ptrdiff_t, const float*, ptrdiff_t, const float*, const ptrdiff_t*, ptrdiff_t,
+                                    ptrdiff_t, float*, const float*, const float*, int, int, const rlx_nchwc_act*);
+typedef void (*rlx_nchwc_stem_tile2_fn)(const float*, ptrdiff_t, const float*, const ptrdiff_t*, ptrdiff_t,
+                                        ptrdiff_t, float*, ptrdiff_t, const float*, const rlx_nchwc_act*);
+#define RLX_NZ_TILE(NP_)                                                                               \
+    RLX_TARGET_AVX512 static void rlx_nchwc_tile2_##NP_(                                               \
+            const float* w, ptrdiff_t wps, const float* x, const ptrdiff_t* koff, ptrdiff_t nkb,        \
+            const ptrdiff_t* poff, ptrdiff_t p8, float* y, const float* bias, const float* res, int first, \
+            int last, const rlx_nchwc_act* a) {                                                        \
+        rlx_nchwc_tile2_body(NP_, w, wps, x, koff, nkb, poff, p8, y, bias, res, first, last, a);        \
+    }
+#define RLX_NZ_RTILE(NP_, S_, TAB_)                                                                    \
+    RLX_TARGET_AVX512 static void rlx_nchwc_rtile2s##S_##_##NP_(                                       \
+            const float* w, ptrdiff_t wps, const float* x, const ptrdiff_t* koff, ptrdiff_t nkb,        \
+            const ptrdiff_t* poff, ptrdiff_t p8, float* y, const float* bias, const float* res, int first, \
+            int last, const rlx_nchwc_act* a) {                                                        \
+        (void)poff;                                                                                    \
+        rlx_nchwc_tile2_body(NP_, w, wps, x, koff, nkb, TAB_, p8, y, bias, res, first, last, a);        \
+    }
+#define RLX_NZ_STRIP_LOOP(NP_, ACT_)                                                                   \
+    {                                                                                                  \
+        rlx_nchwc_act ac = *a;                                                                         \
+        ac.act = ACT_;                                                                                 \
+        for (ptrdiff_t i = 0; i < count; ++i)                                                          \
+            rlx_nchwc_tile2_body(NP_, w, wps, x + i * (NP_ * 8), koff, nkb, rlx_nchwc_unit_poff, p8,  \
+                                 y + i * (NP_ * 8), bias, res ? res + i * (NP_ * 8) : NULL, first, last, &ac); \
+        return;                                                                                        \
+    }
+#define RLX_NZ_STRIP(NP_)                                                                              \
+    RLX_TARGET_AVX512 static void rlx_nchwc_strip2_##NP_(                                              \
+            ptrdiff_t count, const float* w, ptrdiff_t wps, const float* x, const ptrdiff_t* koff,      \
+            ptrdiff_t nkb, ptrdiff_t p8, float* y, const float* bias, const float* res, int first, int last, \
+            const rlx_nchwc_act* a) {                                                                  \
+        switch (last ? a->act : RLX_ACT_NONE) {                                                        \
+        case RLX_ACT_RELU: RLX_NZ_STRIP_LOOP(NP_, RLX_ACT_RELU)                                        \
+        case RLX_ACT_CLIP: RLX_NZ_STRIP_LOOP(NP_, RLX_ACT_CLIP)                                        \
+        case RLX_ACT_NONE: RLX_NZ_STRIP_LOOP(NP_, RLX_ACT_NONE)                                        \
+        default: RLX_NZ_STRIP_LOOP(NP_, a->act)                                                        \
+        }                                                                                              \
+    }
+#define RLX_NZ_STEM(NP_)                                                                               \
+    RLX_TARGET_AVX512 static void rlx_nchwc_stem_tile2_##NP_(                                          \
+            const float* w, ptrdiff_t wps, const float* base, const ptrdiff_t* koff, ptrdiff_t ps,     \
+            ptrdiff_t K, float* y, ptrdiff_t p8, const float* bias, const rlx_nchwc_act* a) {          \
+        rlx_nchwc_stem_tile2_body(NP_, w, wps, base, koff, ps, K, y, p8, bias, a);                      \
+    }
+#define RLX_NZ_ALL(M_, ...) M_(1, ##__VA_ARGS__) M_(2, ##__VA_ARGS__) M_(3, ##__VA_ARGS__) \
+    M_(4, ##__VA_ARGS__) M_(5, ##__VA_ARGS__) M_(6, ##__VA_ARGS__)
+RLX_NZ_ALL(RLX_NZ_TILE)
+RLX_NZ_ALL(RLX_NZ_RTILE, 1, rlx_nchwc_unit_poff)
+RLX_NZ_ALL(RLX_NZ_RTILE, 2, rlx_nchwc_s2_poff)
+RLX_NZ_ALL(RLX_NZ_STRIP)
+RLX_NZ_ALL(RLX_NZ_STEM)
+#define RLX_NZ_ROW(P_) {NULL, P_##1, P_##2, P_##3, P_##4, P_##5, P_##6}
+/* [offsets: any, consecutive, every other][pixels] */
+static const rlx_nchwc_tile2_fn rlx_nchwc_tiles2[3][RLX_NCHWC_NP + 1] = {
+    RLX_NZ_ROW(rlx_nchwc_tile2_), RLX_NZ_ROW(rlx_nchwc_rtile2s1_), RLX_NZ_ROW(rlx_nchwc_rtile2s2_)};
+static const rlx_nchwc_strip2_fn rlx_nchwc_strips2[RLX_NCHWC_NP + 1] = RLX_NZ_ROW(rlx_nchwc_strip2_);
+static const rlx_nchwc_stem_tile2_fn rlx_nchwc_stem_tiles2[RLX_NCHWC_NP + 1] = RLX_NZ_ROW(rlx_nchwc_stem_tile2_);
+#undef RLX_NZ_ROW
+#undef RLX_NZ_ALL
+#undef RLX_NZ_TILE
+#undef RLX_NZ_RTILE
+#undef RLX_NZ_STRIP
+#undef RLX_NZ_STRIP_LOOP
+#undef RLX_NZ_STEM
+#endif
+
+/* Which constant pixel-offset table a tile's offsets are (0: none, 1:
+ * consecutive, 2: every other); for 1 and 2, *x moves to the first pixel. */
+static inline int rlx_nchwc_poff_kind(int np, const ptrdiff_t* poff, const float** x) {
+    int kind = poff == rlx_nchwc_unit_poff;
+    if (!kind && np > 1) {
+        /* a tile along one output row: its offsets from the first
+         * pixel's are one of the constant tables */
+        const ptrdiff_t d = poff[1] - poff[0];
+        kind = d == 8 ? 1 : d == 16 ? 2 : 0;
+        for (int r = 2; r < np && kind; ++r)
+            if (poff[r] - poff[0] != r * d) kind = 0;
+        if (kind) *x += poff[0];
+    }
+    return kind;
+}
+
 /* One tile of a blocked conv, dispatched. */
 static inline void rlx_nchwc_tile(int level, int np, int nv, const float* w, const float* x, const ptrdiff_t* koff,
                                   ptrdiff_t nkb, const ptrdiff_t* poff, ptrdiff_t p8, float* y, const float* bias,
                                   const float* res, int first, int last, const rlx_nchwc_act* a) {
 #if RLX_X86_DISPATCH
     if (level) {
-        int kind = poff == rlx_nchwc_unit_poff;
-        if (!kind && np > 1) {
-            /* a tile along one output row: its offsets from the first
-             * pixel's are one of the constant tables */
-            const ptrdiff_t d = poff[1] - poff[0];
-            kind = d == 8 ? 1 : d == 16 ? 2 : 0;
-            for (int r = 2; r < np && kind; ++r)
-                if (poff[r] - poff[0] != r * d) kind = 0;
-            if (kind) x += poff[0];
-        }
+        const int kind = rlx_nchwc_poff_kind(np, poff, &x);
         rlx_nchwc_tiles[kind][nv - 1][np](w, x, koff, nkb, poff, p8, y, bias, res, first, last, a);
         return;
     }
 #endif
     (void)level;
     rlx_nchwc_tile_base(np, nv, w, x, koff, nkb, poff, p8, y, bias, res, first, last, a);
+}
+
+/* Whether panels q and q+1 (both 16 wide) run as one tile: on the AVX-512
+ * level only. */
+static inline int rlx_nchwc_pairs(int level) { return level > 1; }
+
+/* Panels per panel group when `panels` split into `groups`: whole pairs of
+ * panels where pairs run (panel_groups in _nchwc.pyx counts the groups in
+ * the same units). */
+static inline ptrdiff_t rlx_nchwc_per_group(ptrdiff_t panels, ptrdiff_t groups, int level) {
+    const ptrdiff_t unit = rlx_nchwc_pairs(level) ? 2 : 1, units = (panels + unit - 1) / unit;
+    return unit * ((units + groups - 1) / groups);
+}
+
+/* The tile of two full panels, the second's weight wps floats after the
+ * first's (AVX-512; callers check rlx_nchwc_pairs first). */
+static inline void rlx_nchwc_tile_pair(int np, const float* w, ptrdiff_t wps, const float* x, const ptrdiff_t* koff,
+                                       ptrdiff_t nkb, const ptrdiff_t* poff, ptrdiff_t p8, float* y,
+                                       const float* bias, const float* res, int first, int last,
+                                       const rlx_nchwc_act* a) {
+#if RLX_X86_DISPATCH
+    const int kind = rlx_nchwc_poff_kind(np, poff, &x);
+    rlx_nchwc_tiles2[kind][np](w, wps, x, koff, nkb, poff, p8, y, bias, res, first, last, a);
+#else
+    (void)np, (void)w, (void)wps, (void)x, (void)koff, (void)nkb, (void)poff, (void)p8, (void)y, (void)bias;
+    (void)res, (void)first, (void)last, (void)a;
+    abort();
+#endif
 }
 
 /* `count` tiles of np consecutive pixels each, from x and y on (unit pixel
@@ -384,6 +595,21 @@ static inline void rlx_nchwc_strip(int level, ptrdiff_t count, int np, int nv, c
                        res ? res + i * np * 8 : NULL, first, last, a);
 }
 
+/* `count` tiles of np consecutive pixels of two full panels (AVX-512). */
+static inline void rlx_nchwc_strip_pair(ptrdiff_t count, int np, const float* w, ptrdiff_t wps, const float* x,
+                                        const ptrdiff_t* koff, ptrdiff_t nkb, ptrdiff_t p8, float* y,
+                                        const float* bias, const float* res, int first, int last,
+                                        const rlx_nchwc_act* a) {
+    if (count <= 0) return;
+#if RLX_X86_DISPATCH
+    rlx_nchwc_strips2[np](count, w, wps, x, koff, nkb, p8, y, bias, res, first, last, a);
+#else
+    (void)np, (void)w, (void)wps, (void)x, (void)koff, (void)nkb, (void)p8, (void)y, (void)bias, (void)res;
+    (void)first, (void)last, (void)a;
+    abort();
+#endif
+}
+
 /* Work items [i0, i1): item = (image, pixel chunk, panel group).  Per item,
  * K blocks of RLX_NCHWC_KC outermost (the block of x the chunk reads stays in
  * L2, a panel's block of W in L1 across the chunk's tiles), then the group's
@@ -395,11 +621,11 @@ static void rlx_nchwc_1x1_run(const float* x, ptrdiff_t x_len, const float* wq, 
                               const float* bias, const float* res, ptrdiff_t res_len, float* y, ptrdiff_t y_len,
                               const ptrdiff_t* koff, const rlx_nchwc_1x1_geom* g, const rlx_nchwc_act* a,
                               ptrdiff_t i0, ptrdiff_t i1) {
-    const int level = rlx_simd_level();
+    const int level = rlx_simd_level(), pairs = rlx_nchwc_pairs(level);
     const ptrdiff_t K = g->k, M = g->m, P = g->p, p8 = P * 8;
     const ptrdiff_t nchunks = (P + g->chunk - 1) / g->chunk;
     const ptrdiff_t panels = (M + RLX_NCHWC_OC - 1) / RLX_NCHWC_OC;
-    const ptrdiff_t per_group = (panels + g->groups - 1) / g->groups;
+    const ptrdiff_t per_group = rlx_nchwc_per_group(panels, g->groups, level);
     (void)wq_len;
     (void)res_len;
     RLX_CHECK_RANGE(0, rlx_nchwc_1x1_packed_floats(M, K), wq_len, "nchwc 1x1 packed weight");
@@ -424,6 +650,16 @@ static void rlx_nchwc_1x1_run(const float* x, ptrdiff_t x_len, const float* wq, 
                 const ptrdiff_t yo = (n * M + q * RLX_NCHWC_OC) * P;
                 /* textra tiles of tbase + 1 pixels, then the rest of tbase */
                 const ptrdiff_t pm = pc0 + textra * (tbase + 1);
+                if (pairs && q + 1 < q1 && M - (q + 1) * RLX_NCHWC_OC >= RLX_NCHWC_OC) {
+                    rlx_nchwc_strip_pair(textra, (int)tbase + 1, wqb, K * RLX_NCHWC_OC, x + n * K * P + pc0 * 8,
+                                         koff + k0 / 8, kc / 8, p8, y + yo + pc0 * 8, bq,
+                                         res ? res + yo + pc0 * 8 : NULL, first, last, a);
+                    rlx_nchwc_strip_pair(ntiles - textra, (int)tbase, wqb, K * RLX_NCHWC_OC, x + n * K * P + pm * 8,
+                                         koff + k0 / 8, kc / 8, p8, y + yo + pm * 8, bq,
+                                         res ? res + yo + pm * 8 : NULL, first, last, a);
+                    ++q;
+                    continue;
+                }
                 rlx_nchwc_strip(level, textra, (int)tbase + 1, nv, wqb, x + n * K * P + pc0 * 8, koff + k0 / 8,
                                 kc / 8, p8, y + yo + pc0 * 8, bq, res ? res + yo + pc0 * 8 : NULL, first, last, a);
                 rlx_nchwc_strip(level, ntiles - textra, (int)tbase, nv, wqb, x + n * K * P + pm * 8, koff + k0 / 8,
@@ -555,12 +791,12 @@ static void rlx_nchwc_dense_run(const float* xp, ptrdiff_t xp_len, const float* 
                                 const float* bias, const float* res, ptrdiff_t res_len, float* y, ptrdiff_t y_len,
                                 const ptrdiff_t* koff, const rlx_nchwc_dense_geom* g, const rlx_nchwc_act* a,
                                 ptrdiff_t i0, ptrdiff_t i1) {
-    const int level = rlx_simd_level();
+    const int level = rlx_simd_level(), pairs = rlx_nchwc_pairs(level);
     const ptrdiff_t M = g->m, K = g->nkb * 8, wo = g->w_out, hw = g->h_out * wo;
     const ptrdiff_t P = (g->d_out > 1 ? g->d_out : 1) * hw, p8 = P * 8;
     const ptrdiff_t mg = M / g->cgroups, gpanels = rlx_nchwc_dense_group_panels(g);
     const ptrdiff_t panels = gpanels * g->cgroups;
-    const ptrdiff_t per_group = (panels + g->groups - 1) / g->groups;
+    const ptrdiff_t per_group = rlx_nchwc_per_group(panels, g->groups, level);
     const ptrdiff_t pblocks = (P + g->pixels - 1) / g->pixels;
     const ptrdiff_t kcb = RLX_NCHWC_KC / 8;
     const ptrdiff_t img = g->c * g->hp * g->wp;
@@ -601,6 +837,15 @@ static void rlx_nchwc_dense_run(const float* xp, ptrdiff_t xp_len, const float* 
                 const float* wqb = wq + (q * K + kb0 * 8) * RLX_NCHWC_OC;
                 const float* bq = bias ? bias + m0 : NULL;
                 const ptrdiff_t yo = (n * M + m0) * P;
+                /* panels q and q + 1 of one conv group, both full: one tile */
+                if (pairs && q + 1 < q1 && (q + 1) / gpanels == cg && cg * mg + mg - m0 >= 2 * RLX_NCHWC_OC) {
+                    for (ptrdiff_t t = 0, p = p0; t < ntiles; p += tbase + (t < textra), ++t)
+                        rlx_nchwc_tile_pair((int)(tbase + (t < textra)), wqb, K * RLX_NCHWC_OC, ximg,
+                                            koff + cg * g->nkb + kb0, nkb, poff + (p - p0), p8, y + yo + p * 8, bq,
+                                            res ? res + yo + p * 8 : NULL, first, last, a);
+                    ++q;
+                    continue;
+                }
                 for (ptrdiff_t t = 0, p = p0; t < ntiles; p += tbase + (t < textra), ++t) {
                     const int np = (int)(tbase + (t < textra));
                     rlx_nchwc_tile(level, np, nv, wqb, ximg, koff + cg * g->nkb + kb0, nkb, poff + (p - p0), p8,
@@ -802,6 +1047,11 @@ static void rlx_nchwc_stem_rows(const float* x, ptrdiff_t x_len, const float* wq
                 const float* bq = bias ? bias + q * RLX_NCHWC_OC : NULL;
                 float* yt = y + (n * M / 8 + 2 * q) * p8 + (oh * wo + ow) * 8;
 #if RLX_X86_DISPATCH
+                if (rlx_nchwc_pairs(level) && q + 1 < panels && M - (q + 1) * RLX_NCHWC_OC >= RLX_NCHWC_OC) {
+                    rlx_nchwc_stem_tiles2[np](wqb, K * RLX_NCHWC_OC, base, offs, ps, K, yt, p8, bq, a);
+                    ++q;
+                    continue;
+                }
                 if (level) {
                     rlx_nchwc_stem_tiles[nv - 1][np](wqb, base, offs, ps, K, yt, p8, bq, a);
                     continue;
@@ -1040,6 +1290,14 @@ static void rlx_nchwc_1x1_span(int level, const float* x, const ptrdiff_t* koff,
         const float* bq = bias ? bias + q * RLX_NCHWC_OC : NULL;
         const ptrdiff_t yo = q * 2 * p8;
         const ptrdiff_t pm = textra * (tbase + 1);
+        if (rlx_nchwc_pairs(level) && q + 1 < panels && M - (q + 1) * RLX_NCHWC_OC >= RLX_NCHWC_OC) {
+            rlx_nchwc_strip_pair(textra, (int)tbase + 1, wqb, K * RLX_NCHWC_OC, x, koff, nkb, p8, y + yo, bq,
+                                 res ? res + yo : NULL, 1, 1, a);
+            rlx_nchwc_strip_pair(ntiles - textra, (int)tbase, wqb, K * RLX_NCHWC_OC, x + pm * 8, koff, nkb, p8,
+                                 y + yo + pm * 8, bq, res ? res + yo + pm * 8 : NULL, 1, 1, a);
+            ++q;
+            continue;
+        }
         rlx_nchwc_strip(level, textra, (int)tbase + 1, nv, wqb, x, koff, nkb, p8, y + yo, bq, res ? res + yo : NULL, 1,
                         1, a);
         rlx_nchwc_strip(level, ntiles - textra, (int)tbase, nv, wqb, x + pm * 8, koff, nkb, p8, y + yo + pm * 8, bq,

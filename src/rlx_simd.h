@@ -41,24 +41,43 @@ static int rlx_cpu_has_avx2_fma(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
+/* The AVX-512 variants (the blocked convs' register tiles) use F, DQ (the
+ * 256-bit halves of a zmm) and VL, on top of AVX2+FMA. */
+#define RLX_TARGET_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma")))
+#define RLX_INLINE_AVX512 static inline __attribute__((always_inline, target("avx512f,avx512dq,avx512vl,avx2,fma")))
+static int rlx_cpu_has_avx512(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vl");
+}
 #else
 #define RLX_X86_DISPATCH 0
 #define RLX_INLINE static inline
 #define RLX_TARGET_AVX2
 static int rlx_cpu_has_avx2_fma(void) { return 0; }
+static int rlx_cpu_has_avx512(void) { return 0; }
 #endif
 
-/* Which variant runs: 1 = AVX2+FMA, 0 = baseline.  Resolved once by
+/* Which variant runs: 0 = baseline, 1 = AVX2+FMA, 2 = AVX2+FMA and, where
+ * one exists, the AVX-512 variant (on cores with two 512-bit FMA pipes,
+ * Intel Xeon since Skylake-SP, it has twice AVX2's peak; on AMD Zen 4 the
+ * same peak in half the instructions).  Every level >= 1 runs the AVX2 code
+ * of the kernels without an AVX-512 variant.  Resolved once by
  * rlx_simd_init(), which the including extension module calls from its module
  * init, before any kernel (and so any OpenMP team) can run: the hot loops
  * only read a plain int, never a lazily written static.  RLX_SIMD=baseline
- * forces 0 so both variants can be tested on one machine.  Before init (never
- * in practice) the level reads as the portable baseline. */
+ * forces 0 and RLX_SIMD=avx2 at most 1, so every variant can be tested on one
+ * machine.  Before init (never in practice) the level reads as the portable
+ * baseline. */
 static int rlx_simd_level_value = 0;
 
 static void rlx_simd_init(void) {
     const char* env = getenv("RLX_SIMD");
-    rlx_simd_level_value = (env && strcmp(env, "baseline") == 0) ? 0 : rlx_cpu_has_avx2_fma();
+    int level = rlx_cpu_has_avx2_fma();
+    if (level && rlx_cpu_has_avx512()) level = 2;
+    if (env && strcmp(env, "baseline") == 0) level = 0;
+    if (env && strcmp(env, "avx2") == 0 && level > 1) level = 1;
+    rlx_simd_level_value = level;
 }
 
 static inline int rlx_simd_level(void) { return rlx_simd_level_value; }

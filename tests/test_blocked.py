@@ -418,11 +418,34 @@ outs.append(run_launch(x, wt, b, 10, 14, (2, 2), (1, 1), 1))
 import test_blocked_conv3d as c3
 x, wt, b = c3.case(rng, 2, 16, 4, 5, 6, 32, (3, 3, 3), groups=2)
 outs.append(c3.run_launch(x, wt, b, (1, 2, 1), (1, 1, 1), (1, 0, 1), (1, 1, 1), 2, 1))
+# 32 output channels and more: the AVX-512 level's two-panel tiles (one
+# panel left over at 40 and 48), K blocks of the 1x1 conv carried through y
+for (n, k, m, h, w) in [(1, 272, 40, 7, 9), (2, 16, 48, 5, 5), (1, 32, 32, 3, 13)]:
+    x = rng.standard_normal((n, k, h, w)).astype(np.float32)
+    wt = rng.standard_normal((m, k, 1, 1)).astype(np.float32)
+    r = rng.standard_normal((n, m, h, w)).astype(np.float32)
+    outs.append(run_1x1(x, wt, rng.standard_normal(m).astype(np.float32), r, "relu", 1))
+    outs.append(run_1x1(x, wt, None, None, None, 1))
+x = rng.standard_normal((1, 16, 9, 7)).astype(np.float32)
+for m, stride in [(40, (1, 1)), (32, (2, 2)), (48, (2, 1))]:
+    wt = rng.standard_normal((m, 16, 3, 3)).astype(np.float32)
+    ho, wo = (9 + 2 - 3) // stride[0] + 1, (7 + 2 - 3) // stride[1] + 1
+    outs.append(run_dense(x, wt, rng.standard_normal(m).astype(np.float32),
+                          rng.standard_normal((1, m, ho, wo)).astype(np.float32), stride, (1, 1), (1, 1), (1, 1),
+                          "relu", 1))
+x = rng.standard_normal((1, 64, 6, 7)).astype(np.float32)
+outs.append(run_dense(x, rng.standard_normal((64, 32, 3, 3)).astype(np.float32), None, None, (1, 1), (1, 1), (1, 1),
+                      (1, 1), "hard_swish", 1, 1 / 6, 0.5, groups=2))
+x = rng.standard_normal((2, 3, 19, 17)).astype(np.float32)
+wt = rng.standard_normal((40, 3, 3, 3)).astype(np.float32)
+outs.append(run_stem(x, wt, rng.standard_normal(40).astype(np.float32), (2, 2), (1, 1), (1, 1), (1, 1), "silu", 1))
+ops = block_case(rng, 1, 16, 48, 32, 9, 8, expand=True, residual=False)
+outs.append(run_ir(*ops, 1, 1, band=2))
 np.save(sys.stdout.buffer, np.concatenate([o.reshape(-1) for o in outs]))
 """
 
 
-def test_portable_variant_gives_the_avx2_bits():
+def test_portable_and_avx512_variants_give_the_avx2_bits():
     import io
     import os
     import subprocess
@@ -439,7 +462,10 @@ def test_portable_variant_gives_the_avx2_bits():
         assert out.returncode == 0, out.stderr.decode()
         return np.load(io.BytesIO(out.stdout))
 
-    np.testing.assert_array_equal(outputs(RLX_SIMD="baseline"), outputs())
+    avx2 = outputs(RLX_SIMD="avx2")
+    np.testing.assert_array_equal(outputs(RLX_SIMD="baseline"), avx2)
+    # on an AVX-512 CPU the default runs the two-panel AVX-512 tiles
+    np.testing.assert_array_equal(outputs(), avx2)
 
 
 def test_launches_refuse_bad_geometry():
@@ -843,15 +869,22 @@ def test_blocked_plan_pickles_and_runs_from_two_threads(rng, blocked_on):
 
 def test_dense_plane_limit_depends_on_channels_threads_and_batch(rng):
     from rlx_cpu.ops.blocked import dense_max_plane, nchwc_kind
-    assert dense_max_plane(8) == float("inf")
-    assert dense_max_plane(16, 2, 8) == 32 * 32
-    assert dense_max_plane(32) == 14 * 14
-    assert dense_max_plane(64, 1) == 64
-    # more than 64 channels: 7x7 runs blocked only at 2 threads and batch 1
-    assert dense_max_plane(512, 1, 1) == 36
-    assert dense_max_plane(512, 2, 1) == 64
-    assert dense_max_plane(512, 2, 8) == 36
-    for batch, threads, want in [(1, 2, "dense"), (1, 1, None), (8, 2, None)]:
+    # the AVX2 tiles' rule (and the portable kernels')
+    for simd in (0, 1):
+        assert dense_max_plane(8, simd=simd) == float("inf")
+        assert dense_max_plane(16, 2, 8, simd=simd) == 32 * 32
+        assert dense_max_plane(32, simd=simd) == 14 * 14
+        assert dense_max_plane(64, 1, simd=simd) == 64
+        # more than 64 channels: 7x7 runs blocked only at 2 threads and batch 1
+        assert dense_max_plane(512, 1, 1, simd=simd) == 36
+        assert dense_max_plane(512, 2, 1, simd=simd) == 64
+        assert dense_max_plane(512, 2, 8, simd=simd) == 36
+    # the AVX-512 tiles': every plane
+    for c_in, threads, batch in [(8, 1, 1), (64, 1, 1), (512, 1, 1), (512, 2, 8)]:
+        assert dense_max_plane(c_in, threads, batch, simd=2) == float("inf")
+    avx512 = _nchwc.simd_level() >= 2
+    for batch, threads, want in [(1, 2, "dense"), (1, 1, "dense" if avx512 else None),
+                                 (8, 2, "dense" if avx512 else None)]:
         g = rlx_cpu.Graph()
         x = g.input("x", (batch, 128, 7, 7))
         y = g.conv2d(x, rng.standard_normal((128, 128, 3, 3)).astype(np.float32), padding=1)

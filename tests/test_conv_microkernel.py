@@ -497,3 +497,49 @@ def test_channel_layout_results_do_not_depend_on_the_run_thread_count(clean_conv
         seq.run(1)
         for a, b in zip(two, ctx.outputs):
             np.testing.assert_array_equal(a, b)
+
+
+AVX512_SCRIPT = r"""
+import sys
+import numpy as np, rlx_cpu, rlx_cpu._conv2d as c
+from test_conv_microkernel import EPILOGUE_SHAPES, _epilogue_block
+rng = np.random.default_rng(5)
+outs = []
+# N from one pair of 16-column panels to several pairs and a single panel
+# left over; M around the 6-row tile; K across the 256-deep K block
+for m, k, n in [(13, 257, 33), (6, 9, 32), (64, 147, 100), (200, 530, 64), (5, 300, 48), (1, 16, 130)]:
+    w = rng.standard_normal((m, k)).astype(np.float32)
+    x = rng.standard_normal((k, n)).astype(np.float32)
+    outs.append(c.gemm_microkernel(w, x, rng.standard_normal(m).astype(np.float32)))
+    outs.append(c.gemm_microkernel(w, x))
+# the epilogue in registers (bias, residual, relu / clip) on 1x1 convs
+for act, bias, residual in [("relu", True, True), ("clip", False, True), (None, True, False)]:
+    for xs, co in EPILOGUE_SHAPES:
+        g, feeds, _ = _epilogue_block(rng, xs, co, act, bias, residual)
+        outs.append(rlx_cpu.compile(g, num_threads=1).run(feeds)[0])
+np.save(sys.stdout.buffer, np.concatenate([o.reshape(-1) for o in outs]))
+"""
+
+
+def test_avx512_tiles_give_the_avx2_bits():
+    """On an AVX-512 CPU the microkernel runs two 16-column panels as one
+    zmm tile: the same chain of FMAs per element, so the AVX2 tiles' bits."""
+    import io
+    import subprocess
+    import sys
+    import os
+    if _conv2d.simd_level() < 2:
+        pytest.skip("this CPU has no AVX-512 (F, DQ, VL): only the AVX2 tiles run")
+    here = os.path.dirname(os.path.abspath(__file__))
+
+    def outputs(**env):
+        full = dict(os.environ, RLX_CONV_MICROKERNEL="1", **env)
+        full["PYTHONPATH"] = os.pathsep.join([here] + [p for p in sys.path if p])
+        out = subprocess.run([sys.executable, "-c", AVX512_SCRIPT], env=full, cwd=here, capture_output=True,
+                             timeout=300)
+        assert out.returncode == 0, out.stderr.decode()
+        return np.load(io.BytesIO(out.stdout))
+
+    avx2, avx512 = outputs(RLX_SIMD="avx2"), outputs()
+    assert avx2.size > 10000
+    np.testing.assert_array_equal(avx512, avx2)

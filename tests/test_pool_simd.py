@@ -466,4 +466,7 @@ def test_baseline_variant_gives_the_same_bits(tmp_path):
 
 
 def test_simd_level_is_reported():
-    assert _pool.simd_level() in (0, 1)
+    from rlx_cpu import _conv2d
+    assert _pool.simd_level() in (0, 1, 2)
+    # every module runs the level src/rlx_simd.h resolved from the CPU
+    assert _pool.simd_level() == _conv2d.simd_level()

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import rlx_cpu._conv2d as _conv2d
+from conftest import run_script
 
 SCRIPT = r"""
 import numpy as np, rlx_cpu, rlx_cpu._conv2d as c
@@ -51,7 +52,27 @@ def test_baseline_variant_matches_reference():
 
 
 def test_simd_level_is_reported():
-    assert _conv2d.simd_level() in (0, 1)
+    assert _conv2d.simd_level() in (0, 1, 2)
+
+
+def test_simd_level_follows_the_cpu_and_rlx_simd():
+    """Level 2 (the AVX-512 tiles) exactly when the CPU has AVX-512 F, DQ and
+    VL besides AVX2+FMA; RLX_SIMD=avx2 stops at 1 and baseline at 0."""
+    import platform
+    if platform.machine() not in ("x86_64", "AMD64") or not os.path.exists("/proc/cpuinfo"):
+        pytest.skip("the CPU flags are read from Linux's /proc/cpuinfo on x86-64")
+    flags = set()
+    with open("/proc/cpuinfo") as fh:
+        for line in fh:
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    avx2 = {"avx2", "fma"} <= flags
+    want = 2 if avx2 and {"avx512f", "avx512dq", "avx512vl"} <= flags else int(avx2)
+    assert _conv2d.simd_level() == want
+    level = "import rlx_cpu._conv2d as c; print(c.simd_level())"
+    assert int(run_script(level, RLX_SIMD="avx2")) == min(want, 1)
+    assert int(run_script(level, RLX_SIMD="baseline")) == 0
 
 
 SIGMOID_SCRIPT = r"""

@@ -332,12 +332,12 @@ def test_unknown_flag_values_raise(clean_conv_env, var, raw):
         rlx_cpu.conv2d(np.ones((1, 1, 5, 5)), np.ones((1, 1, 3, 3)))
 
 
-@pytest.mark.parametrize("raw", ["maybe", "avx2", "BASELINE"])
+@pytest.mark.parametrize("raw", ["maybe", "avx512", "AVX2", "BASELINE"])
 def test_unknown_simd_value_raises(clean_conv_env, raw):
     """Probe class: RLX_SIMD typos silently ran the detected variant."""
     clean_conv_env.setenv("RLX_SIMD", raw)
     with pytest.raises(ValueError, match=rf"RLX_SIMD={raw!r} is not a recognised value; use one of "
-                                         r"\('auto', 'baseline'\)"):
+                                         r"\('auto', 'baseline', 'avx2'\)"):
         rlx_cpu.max_pool2d(np.ones((1, 1, 4, 4)), 2)
 
 

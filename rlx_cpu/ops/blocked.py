@@ -90,12 +90,26 @@ ACTS = ("relu", "clip", "leaky_relu", "sigmoid", "silu", "hard_sigmoid", "hard_s
 DENSE_MAX_PLANE = 64
 DENSE_MAX_PLANE_ONE_THREAD = 36
 DENSE_MAX_PLANE_BY_CIN = ((8, None), (16, 32 * 32), (32, 14 * 14))
+# All of the above is for the AVX2 tiles (the Zen 4 the rule was measured
+# on).  Where the AVX-512 tiles run (simd_level 2: a Xeon with two 512-bit
+# FMA pipes), the blocked kernel's FMAs are twice as wide while Winograd's
+# tile GEMMs and im2col stay on the AVX2 microkernel, and every dense conv
+# runs blocked.  Measured there (Xeon, family 6 model 207), ResNet-18 b1, ms
+# per conv blocked / NCHW: 3x3 64 at 56x56 1.63 / 1.44-1.51 (Winograd F4),
+# 128 at 28x28 1.62 / 1.63-1.67, 256 at 14x14 1.85 / 1.99, 512 at 7x7 2.2 /
+# 3.56 (F2), the 3x3 s2 ones 0.88-1.14 / 1.76-1.96 (im2col); whole model, ORT
+# ms / rlx ms at 1 thread 0.88 all blocked against 0.75 with the AVX2 rule,
+# ResNet-50 0.89 against 0.71.
+DENSE_ALL_PLANES_SIMD_LEVEL = 2
 
 
-def dense_max_plane(c_in, nthreads=1, batch=1):
+def dense_max_plane(c_in, nthreads=1, batch=1, simd=None):
     """The largest stride-1 output plane (pixels) on which a dense conv with
     c_in input channels runs blocked in a plan for `nthreads` threads and
-    `batch` images."""
+    `batch` images, with the kernels of SIMD level `simd` (default: the one
+    that runs, _nchwc.simd_level())."""
+    if (_nchwc.simd_level() if simd is None else simd) >= DENSE_ALL_PLANES_SIMD_LEVEL:
+        return float("inf")
     for c, plane in DENSE_MAX_PLANE_BY_CIN:
         if c_in <= c:
             return plane if plane is not None else float("inf")
