@@ -1434,14 +1434,53 @@ RLX_INLINE_AVX2 __m256 rlx_nchwc_max8(__m256 m, __m256 v) {
     return _mm256_blendv_ps(_mm256_max_ps(v, m), v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
 }
 
+/* Four outputs of a row at once, ow .. ow + 3, whose column windows are all
+ * inside the input: four independent chains of max (or add) where one
+ * output's chain is latency bound (a max and a blend per tap).  Each output
+ * takes its taps in the single-output loop's order, so the bits are its. */
+#define RLX_POOL4_TAPS(OP_)                                                      \
+    for (ptrdiff_t i = i0; i < i1; ++i, x0 += rstep) {                           \
+        const float* xr = x0;                                                    \
+        for (ptrdiff_t j = 0; j < g->kw; ++j, xr += cstep) {                     \
+            m0 = OP_(m0, _mm256_loadu_ps(xr));                                   \
+            m1 = OP_(m1, _mm256_loadu_ps(xr + ostep));                           \
+            m2 = OP_(m2, _mm256_loadu_ps(xr + 2 * ostep));                       \
+            m3 = OP_(m3, _mm256_loadu_ps(xr + 3 * ostep));                       \
+        }                                                                        \
+    }
+
 RLX_TARGET_AVX2 static void rlx_nchwc_pool_row_avx2(const float* xp, float* yr, const rlx_nchwc_pool_geom* g,
                                                     ptrdiff_t oh) {
     ptrdiff_t i0, i1, j0, j1;
     const ptrdiff_t sh0 = oh * g->sh - g->ph;
     rlx_nchwc_pool_taps(sh0, g->dh, g->kh, 0, g->h, &i0, &i1);
-    const ptrdiff_t rstep = g->dh * g->w * 8, cstep = g->dw * 8;
-    for (ptrdiff_t ow = 0; ow < g->w_out; ++ow) {
+    const ptrdiff_t rstep = g->dh * g->w * 8, cstep = g->dw * 8, ostep = g->sw * 8;
+    const ptrdiff_t span = (g->kw - 1) * g->dw;
+    for (ptrdiff_t ow = 0; ow < g->w_out;) {
         const ptrdiff_t sw0 = ow * g->sw - g->pw;
+        if (ow + 4 <= g->w_out && sw0 >= 0 && sw0 + 3 * g->sw + span < g->w) {
+            const float* x0 = xp + ((sh0 + i0 * g->dh) * g->w + sw0) * 8;
+            if (g->is_max) {
+                __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0, m2 = m0, m3 = m0;
+                RLX_POOL4_TAPS(rlx_nchwc_max8)
+                _mm256_storeu_ps(yr + ow * 8, m0);
+                _mm256_storeu_ps(yr + ow * 8 + 8, m1);
+                _mm256_storeu_ps(yr + ow * 8 + 16, m2);
+                _mm256_storeu_ps(yr + ow * 8 + 24, m3);
+            } else {
+                __m256 m0 = _mm256_setzero_ps(), m1 = m0, m2 = m0, m3 = m0;
+                RLX_POOL4_TAPS(_mm256_add_ps)
+                _mm256_storeu_ps(yr + ow * 8, _mm256_div_ps(m0, _mm256_set1_ps(rlx_nchwc_pool_divisor(g, oh, ow))));
+                _mm256_storeu_ps(yr + ow * 8 + 8,
+                                 _mm256_div_ps(m1, _mm256_set1_ps(rlx_nchwc_pool_divisor(g, oh, ow + 1))));
+                _mm256_storeu_ps(yr + ow * 8 + 16,
+                                 _mm256_div_ps(m2, _mm256_set1_ps(rlx_nchwc_pool_divisor(g, oh, ow + 2))));
+                _mm256_storeu_ps(yr + ow * 8 + 24,
+                                 _mm256_div_ps(m3, _mm256_set1_ps(rlx_nchwc_pool_divisor(g, oh, ow + 3))));
+            }
+            ow += 4;
+            continue;
+        }
         rlx_nchwc_pool_taps(sw0, g->dw, g->kw, 0, g->w, &j0, &j1);
         const float* x0 = xp + ((sh0 + i0 * g->dh) * g->w + sw0 + j0 * g->dw) * 8;
         if (g->is_max) {
@@ -1459,8 +1498,10 @@ RLX_TARGET_AVX2 static void rlx_nchwc_pool_row_avx2(const float* xp, float* yr, 
             }
             _mm256_storeu_ps(yr + ow * 8, _mm256_div_ps(m, _mm256_set1_ps(rlx_nchwc_pool_divisor(g, oh, ow))));
         }
+        ++ow;
     }
 }
+#undef RLX_POOL4_TAPS
 #endif
 
 static void rlx_nchwc_pool_rows(const float* x, ptrdiff_t x_len, float* y, ptrdiff_t y_len,
