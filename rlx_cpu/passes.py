@@ -301,8 +301,20 @@ def fuse_epilogue(graph):
 # blocked layout; a shorter one would pay its two reorders for little.
 BLOCKED_MIN_CHAIN = 3
 # A stem (fewer than 8 input channels) of at most this many taps (input
-# channels x kernel) moves to the blocked layout alone.
+# channels x kernel) moves to the blocked layout alone, with the AVX2 tiles;
+# with the AVX-512 ones (simd level 2) every stem does: measured there
+# (Xeon, family 6 model 207), run_into ms NCHW (im2col) / blocked with the
+# reorder, 7x7 3->64 s2 at 224x224: 5.82 / 3.24 at 1 thread, 2.97 / 1.73 at 2.
 STEM_ALONE_MAX_TAPS = 27
+STEM_ALONE_ALL_SIMD_LEVEL = 2
+
+
+def stem_alone_max_taps(simd=None):
+    """The most taps of a stem that runs blocked alone, with the kernels of
+    SIMD level `simd` (default: the level that runs)."""
+    from . import _nchwc
+    level = _nchwc.simd_level() if simd is None else simd
+    return float("inf") if level >= STEM_ALONE_ALL_SIMD_LEVEL else STEM_ALONE_MAX_TAPS
 
 
 def _blocked_layout_enabled():
@@ -330,7 +342,7 @@ def blocked_layout(graph, nthreads=1):
     layouts).  A chain of at least BLOCKED_MIN_CHAIN convs is rewritten, and
     so is a shorter one that pays its reorders anyway: with a stem and a pool
     (a ResNet's head), a transposed conv, a conv3d of more than one tap, or
-    a stem of at most STEM_ALONE_MAX_TAPS taps.  It gets one to_nchwc per
+    a stem of at most stem_alone_max_taps() taps.  It gets one to_nchwc per
     NCHW value it reads and one from_nchwc per value an NCHW op or a graph
     output reads, so a chain between two NCHW ops has exactly two
     reorders.  `nthreads`: the thread count of the plan it compiles for
@@ -403,8 +415,9 @@ def blocked_layout(graph, nthreads=1):
     # 3x3 on 64 x 28x28 0.82 / 0.74 and 0.76 / 0.63; 3->32 3x3 s2 at 224x224
     # 0.44 / 0.35 and 0.34 / 0.28; but a 7x7 3->64 s2 at 224x224, 147 taps:
     # 2.75 / 2.64 and 1.39 / 1.51)
+    alone_taps = stem_alone_max_taps()
     heads |= {find(i) for i in stems if graph.node(graph.node(i).inputs[0]).shape[1] *
-              math.prod(graph.node(i).attrs.kernel) <= STEM_ALONE_MAX_TAPS}
+              math.prod(graph.node(i).attrs.kernel) <= alone_taps}
     chosen = {i for i in eligible if sizes.get(find(i), 0) >= BLOCKED_MIN_CHAIN or find(i) in heads}
     users = _consumers(graph)
     rb = _Rebuild(graph)

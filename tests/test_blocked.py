@@ -728,8 +728,13 @@ def test_a_stem_and_its_pool_run_blocked_on_their_own(rng, blocked_on):
 
 def test_a_stem_of_few_taps_runs_blocked_alone(rng, blocked_on):
     # MNIST's first conv (1 channel, 3x3: 9 taps) runs the stem kernel and one
-    # reorder; a 7x7 stem of 3 channels (147 taps) alone stays NCHW
-    for (c, k, alone) in [(1, 3, True), (3, 3, True), (3, 7, False)]:
+    # reorder; a 7x7 stem of 3 channels (147 taps) alone stays NCHW with the
+    # AVX2 tiles and runs blocked with the AVX-512 ones
+    assert passes.stem_alone_max_taps(1) == passes.STEM_ALONE_MAX_TAPS == 27
+    assert passes.stem_alone_max_taps(0) == 27
+    assert passes.stem_alone_max_taps(2) == float("inf")
+    avx512 = _nchwc.simd_level() >= 2
+    for (c, k, alone) in [(1, 3, True), (3, 3, True), (3, 7, avx512)]:
         g = rlx_cpu.Graph()
         x = g.input("x", (2, c, 20, 20))
         wt = rng.standard_normal((16, c, k, k)) * 0.3
@@ -738,7 +743,7 @@ def test_a_stem_of_few_taps_runs_blocked_alone(rng, blocked_on):
         blocked, plain = compile_both(g)
         kinds = [t.kind for t in blocked.thunks]
         assert (kinds == ["conv_nchwc_stem", "reorder_nchwc"]) == alone, (c, k, kinds)
-        assert alone == (c * k * k <= passes.STEM_ALONE_MAX_TAPS)
+        assert alone == (c * k * k <= passes.stem_alone_max_taps())
         feeds = {"x": rng.standard_normal((2, c, 20, 20)).astype(np.float32)}
         got = blocked.run(feeds)[0]
         check_parity(got, plain.run(feeds)[0], "lone stem vs NCHW plan")

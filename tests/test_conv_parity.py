@@ -126,7 +126,9 @@ def attrs_of(c):
 
 
 def _label(nsp, requested, plan):
-    got = chosen_algorithm(plan).label
+    # auto may run a stem on the blocked layout (its kernel is the thunk kind)
+    blocked = [t.kind for t in plan.thunks if t.kind.startswith("conv_nchwc")]
+    got = blocked[0] if blocked else chosen_algorithm(plan).label
     return f"conv{nsp}d {requested}->{got}" if requested == "auto" else f"conv{nsp}d {got}"
 
 
