@@ -884,9 +884,11 @@ def test_dense_plane_limit_depends_on_channels_threads_and_batch(rng):
         assert dense_max_plane(512, 1, 1, simd=simd) == 36
         assert dense_max_plane(512, 2, 1, simd=simd) == 64
         assert dense_max_plane(512, 2, 8, simd=simd) == 36
-    # the AVX-512 tiles': every plane
-    for c_in, threads, batch in [(8, 1, 1), (64, 1, 1), (512, 1, 1), (512, 2, 8)]:
+    # the AVX-512 tiles': every plane up to 32 channels, else up to 14x14
+    for c_in, threads, batch in [(8, 1, 1), (16, 2, 8), (32, 1, 1)]:
         assert dense_max_plane(c_in, threads, batch, simd=2) == float("inf")
+    for c_in, threads, batch in [(40, 1, 1), (64, 2, 1), (512, 1, 1), (512, 2, 8)]:
+        assert dense_max_plane(c_in, threads, batch, simd=2) == 14 * 14
     avx512 = _nchwc.simd_level() >= 2
     for batch, threads, want in [(1, 2, "dense"), (1, 1, "dense" if avx512 else None),
                                  (8, 2, "dense" if avx512 else None)]:

@@ -92,15 +92,23 @@ DENSE_MAX_PLANE_ONE_THREAD = 36
 DENSE_MAX_PLANE_BY_CIN = ((8, None), (16, 32 * 32), (32, 14 * 14))
 # All of the above is for the AVX2 tiles (the Zen 4 the rule was measured
 # on).  Where the AVX-512 tiles run (simd_level 2: a Xeon with two 512-bit
-# FMA pipes), the blocked kernel's FMAs are twice as wide while Winograd's
-# tile GEMMs and im2col stay on the AVX2 microkernel, and every dense conv
-# runs blocked.  Measured there (Xeon, family 6 model 207), ResNet-18 b1, ms
-# per conv blocked / NCHW: 3x3 64 at 56x56 1.63 / 1.44-1.51 (Winograd F4),
-# 128 at 28x28 1.62 / 1.63-1.67, 256 at 14x14 1.85 / 1.99, 512 at 7x7 2.2 /
-# 3.56 (F2), the 3x3 s2 ones 0.88-1.14 / 1.76-1.96 (im2col); whole model, ORT
-# ms / rlx ms at 1 thread 0.88 all blocked against 0.75 with the AVX2 rule,
-# ResNet-50 0.89 against 0.71.
+# FMA pipes), the blocked kernel's FMAs are twice as wide, and so are those
+# of Winograd's tile GEMMs (the microkernel's AVX-512 tile), but not its
+# transforms.  Measured there (Xeon, family 6 model 207), ResNet-18 b1 at 1
+# thread, ms per conv in the model, blocked / NCHW: 3x3 64 at 56x56 2.48-2.51
+# / 1.93-2.03 (Winograd F4), 128 at 28x28 2.40-2.43 / 2.14-2.26 (F4), 256 at
+# 14x14 2.76-2.77 / 2.73-2.85 (F4), 512 at 7x7 3.06-3.10 / 5.20-5.68 (F2),
+# the 3x3 s2 ones 1.39-1.66 / 1.95-2.60 (im2col).  So there a dense conv of
+# more than 32 input channels runs blocked on planes up to 14x14 (and always
+# when strided), Winograd above; 32 channels and fewer, where the transforms
+# weigh most, run blocked on any plane.  Whole models, ORT ms / rlx ms, this
+# rule against every dense conv blocked (each pair interleaved, the host's
+# speed varied by up to 2x between runs): ResNet-18 1 thread 0.84 / 0.82, 2
+# threads 0.93 / 0.84 and 1.12 / 0.93; ResNet-50 1 thread 0.91 / 0.84, 2
+# threads 0.86 / 0.86, 0.88 / 0.85 and once 0.72 / 0.85.
 DENSE_ALL_PLANES_SIMD_LEVEL = 2
+DENSE_AVX512_ALL_PLANES_MAX_CIN = 32
+DENSE_MAX_PLANE_AVX512 = 14 * 14
 
 
 def dense_max_plane(c_in, nthreads=1, batch=1, simd=None):
@@ -109,7 +117,7 @@ def dense_max_plane(c_in, nthreads=1, batch=1, simd=None):
     `batch` images, with the kernels of SIMD level `simd` (default: the one
     that runs, _nchwc.simd_level())."""
     if (_nchwc.simd_level() if simd is None else simd) >= DENSE_ALL_PLANES_SIMD_LEVEL:
-        return float("inf")
+        return float("inf") if c_in <= DENSE_AVX512_ALL_PLANES_MAX_CIN else DENSE_MAX_PLANE_AVX512
     for c, plane in DENSE_MAX_PLANE_BY_CIN:
         if c_in <= c:
             return plane if plane is not None else float("inf")
