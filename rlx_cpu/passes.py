@@ -347,8 +347,8 @@ def blocked_layout(graph, nthreads=1):
     output reads, so a chain between two NCHW ops has exactly two
     reorders.  `nthreads`: the thread count of the plan it compiles for
     (which dense convs run blocked depends on it)."""
-    from .ops.blocked import (BLOCK, as_conv2d_attrs, as_transpose2d_attrs, blocked_shape, nchwc_global_pool,
-                              nchwc_kind, nchwc_pool, nchwc_stem, nchwc_transpose)
+    from .ops.blocked import (BLOCK, as_conv2d_attrs, as_transpose2d_attrs, blocked_shape, dense_alone,
+                              nchwc_global_pool, nchwc_kind, nchwc_pool, nchwc_stem, nchwc_transpose)
     from .ops.conv import conv_operands
     if not _blocked_layout_enabled():
         return _rewrite(graph, "blocked_layout", {}, {}, set())
@@ -415,6 +415,9 @@ def blocked_layout(graph, nthreads=1):
     # 3x3 on 64 x 28x28 0.82 / 0.74 and 0.76 / 0.63; 3->32 3x3 s2 at 224x224
     # 0.44 / 0.35 and 0.34 / 0.28; but a 7x7 3->64 s2 at 224x224, 147 taps:
     # 2.75 / 2.64 and 1.39 / 1.51)
+    # and, with the AVX-512 tiles, a strided conv or a conv1d, whose NCHW path
+    # is im2col (ops/blocked.py dense_alone)
+    heads |= {find(i) for i in convs if dense_alone(graph, graph.node(i), nthreads)}
     alone_taps = stem_alone_max_taps()
     heads |= {find(i) for i in stems if graph.node(graph.node(i).inputs[0]).shape[1] *
               math.prod(graph.node(i).attrs.kernel) <= alone_taps}

@@ -750,6 +750,33 @@ def test_a_stem_of_few_taps_runs_blocked_alone(rng, blocked_on):
         check_parity(got, np.maximum(conv_nd(feeds["x"], wt, b, 1, k // 2, k // 2), 0), "lone stem vs reference")
 
 
+@pytest.mark.parametrize("threads", TWO)
+def test_a_lone_im2col_conv_runs_blocked_with_the_avx512_tiles(rng, blocked_on, threads):
+    # a strided 3x3 and a conv1d have im2col as their NCHW path: with the
+    # AVX-512 tiles they run blocked alone (two reorders); a stride-1 3x3 on a
+    # large plane (Winograd's) and a lone 1x1 stay NCHW
+    from rlx_cpu.ops.blocked import dense_alone
+    avx512 = _nchwc.simd_level() >= 2
+    cases = [((1, 16, 17, 15), (24, 16, 3, 3), 2, 1, avx512), ((2, 16, 45), (16, 16, 5), 1, 2, avx512),
+             ((1, 64, 30, 30), (64, 64, 3, 3), 1, 1, False), ((1, 16, 9, 9), (32, 16, 1, 1), 1, 0, False)]
+    for xs, ws, stride, pad, alone in cases:
+        g = rlx_cpu.Graph()
+        x = g.input("x", xs)
+        wt = rng.standard_normal(ws) / np.sqrt(np.prod(ws[1:]))
+        b = rng.standard_normal(ws[0])
+        conv = g.conv1d if len(xs) == 3 else g.conv2d
+        g.output(g.relu(conv(x, wt, b, stride=stride, padding=pad)))
+        assert dense_alone(g, [n for n in g.nodes if n.op.startswith("conv")][0], threads) == alone, xs
+        blocked, plain = compile_both(g, threads)
+        kinds = [t.kind for t in blocked.thunks]
+        assert (kinds == ["reorder_nchwc", "conv_nchwc_dense", "reorder_nchwc"]) == alone, (xs, kinds)
+        feeds = {"x": rng.standard_normal(xs).astype(np.float32)}
+        got = blocked.run(feeds)[0]
+        check_parity(got, plain.run(feeds)[0], "lone im2col conv vs NCHW plan")
+        want = np.maximum(conv_nd(feeds["x"], wt, b, stride, pad, pad), 0)
+        check_parity(got, want, "lone im2col conv vs reference")
+
+
 def test_pools_alone_do_not_make_a_chain(rng, blocked_on):
     # two convs and pools between: fewer than BLOCKED_MIN_CHAIN convs, all NCHW
     g = rlx_cpu.Graph()

@@ -185,7 +185,25 @@ def nchwc_kind(graph, node, nthreads=1):
     if a.groups == 1:
         if a.stride != (1, 1) or out_plane <= dense_max_plane(c_in, nthreads, node.shape[0]):
             return "dense"
+        # a conv1d has no Winograd: its NCHW path is im2col
+        if node.op == "conv1d" and _nchwc.simd_level() >= DENSE_ALL_PLANES_SIMD_LEVEL:
+            return "dense"
     return None
+
+
+def dense_alone(graph, node, nthreads=1):
+    """True when the conv `node` runs blocked even alone, paying both
+    reorders: with the AVX-512 tiles, a dense (groups 1) conv whose NCHW path
+    is im2col, i.e. a strided one or a conv1d.  Measured there, run_into ms
+    NCHW / blocked with both reorders at 1 (2) threads: 3x3 s2 128->256 on
+    56x56 4.56 / 3.69 (3.33 / 2.94), 3x3 s2 256->512 on 14x14 1.46 / 0.94
+    (1.25 / 0.74), conv1d 512->512 k7 on 8192 409 / 333 (201 / 164), conv1d
+    64->64 k5 on 4096 3.82 / 2.20 (1.82 / 1.10)."""
+    if _nchwc.simd_level() < DENSE_ALL_PLANES_SIMD_LEVEL or nchwc_kind(graph, node, nthreads) != "dense":
+        return False
+    a = as_conv2d_attrs(node.attrs)
+    return node.op in ("conv1d", "conv2d") and a.groups == 1 and a.kernel != (1, 1) and \
+        (a.stride != (1, 1) or node.op == "conv1d")
 
 
 def nchwc_stem(graph, node):
