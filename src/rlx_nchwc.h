@@ -344,10 +344,12 @@ static const rlx_nchwc_strip_fn rlx_nchwc_strips[2][RLX_NCHWC_NP + 1] = RLX_NC_R
 #endif
 
 #if RLX_X86_DISPATCH
-/* ---- AVX-512 tiles: two panels (32 output channels, 4 blocks) at once -----
- * np pixels x 2 zmm of 16 output channels: at np = 6, 12 accumulators (more
- * than FMA latency x pipes), and per input channel two weight loads and np
- * broadcasts feed 2*np FMAs.  Panel q+1's packed weight starts wps floats
+/* ---- AVX-512 tiles: one or two panels (16 or 32 output channels) at once --
+ * np pixels x nq zmm of 16 output channels: at np = 6 and nq = 2, 12
+ * accumulators (more than FMA latency x pipes), and per input channel two
+ * weight loads and np broadcasts feed 2*np FMAs; nq = 1 (a conv group's
+ * last full panel, or 16 output channels in all) has 6 chains, latency
+ * bound at 3/4 of the pipes, still 1.5x the AVX2 tile's lanes.  Panel q+1's packed weight starts wps floats
  * after panel q's (K*16: the next panel of the same packed weight), the
  * tile's output block b sits at y + b*p8 (res likewise).  Each lane runs
  * the AVX2 tile's FMAs in the same order and the same epilogue on each
@@ -380,33 +382,34 @@ RLX_INLINE_AVX512 void rlx_nz_store2(float* y, ptrdiff_t p8, __m512 v, const flo
 #define RLX_NZ_INIT(r)                                                           \
     if (np > r && !first) {                                                      \
         a##r##0 = rlx_nz_load2(y + (r) * 8, p8);                                 \
-        a##r##1 = rlx_nz_load2(y + 2 * p8 + (r) * 8, p8);                        \
+        if (nq > 1) a##r##1 = rlx_nz_load2(y + 2 * p8 + (r) * 8, p8);            \
     }
 #define RLX_NZ_FMA(r)                                                            \
     if (np > r) {                                                                \
         const __m512 xv = _mm512_set1_ps(xk[o##r]);                              \
         a##r##0 = _mm512_fmadd_ps(xv, w0, a##r##0);                              \
-        a##r##1 = _mm512_fmadd_ps(xv, w1, a##r##1);                              \
+        if (nq > 1) a##r##1 = _mm512_fmadd_ps(xv, w1, a##r##1);                  \
     }
 #define RLX_NZ_STORE(r)                                                          \
     if (np > r) {                                                                \
         rlx_nz_store2(y + (r) * 8, p8, a##r##0, res ? res + (r) * 8 : NULL, last, a); \
-        rlx_nz_store2(y + 2 * p8 + (r) * 8, p8, a##r##1, res ? res + 2 * p8 + (r) * 8 : NULL, last, a); \
+        if (nq > 1)                                                              \
+            rlx_nz_store2(y + 2 * p8 + (r) * 8, p8, a##r##1, res ? res + 2 * p8 + (r) * 8 : NULL, last, a); \
     }
-RLX_INLINE_AVX512 void rlx_nchwc_tile2_body(const int np, const float* restrict w, ptrdiff_t wps,
+RLX_INLINE_AVX512 void rlx_nchwc_tile2_body(const int nq, const int np, const float* restrict w, ptrdiff_t wps,
                                             const float* restrict x, const ptrdiff_t* restrict koff, ptrdiff_t nkb,
                                             const ptrdiff_t* restrict poff, ptrdiff_t p8, float* restrict y,
                                             const float* restrict bias, const float* restrict res, int first,
                                             int last, const rlx_nchwc_act* a) {
     const __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
-    const __m512 b1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
+    const __m512 b1 = bias && nq > 1 ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
     RLX_NZ_ROWS(RLX_NZ_DECL)
     RLX_NZ_ROWS(RLX_NZ_INIT)
     for (ptrdiff_t kb = 0; kb < nkb; ++kb) {
         const float* xb = x + koff[kb];
         for (int kk = 0; kk < 8; ++kk) {
             const float* xk = xb + kk;
-            const __m512 w0 = _mm512_loadu_ps(w), w1 = _mm512_loadu_ps(w + wps);
+            const __m512 w0 = _mm512_loadu_ps(w), w1 = nq > 1 ? _mm512_loadu_ps(w + wps) : w0;
             RLX_NZ_ROWS(RLX_NZ_FMA)
             w += RLX_NCHWC_OC;
         }
@@ -420,21 +423,21 @@ RLX_INLINE_AVX512 void rlx_nchwc_tile2_body(const int np, const float* restrict 
     if (np > r) {                                                                \
         const __m512 xv = _mm512_set1_ps(xk[(r) * ps]);                          \
         a##r##0 = _mm512_fmadd_ps(xv, w0, a##r##0);                              \
-        a##r##1 = _mm512_fmadd_ps(xv, w1, a##r##1);                              \
+        if (nq > 1) a##r##1 = _mm512_fmadd_ps(xv, w1, a##r##1);                  \
     }
 #define RLX_NZS_DECL(r) __m512 a##r##0 = b0, a##r##1 = b1;
-RLX_INLINE_AVX512 void rlx_nchwc_stem_tile2_body(const int np, const float* restrict w, ptrdiff_t wps,
+RLX_INLINE_AVX512 void rlx_nchwc_stem_tile2_body(const int nq, const int np, const float* restrict w, ptrdiff_t wps,
                                                  const float* restrict base, const ptrdiff_t* restrict koff,
                                                  ptrdiff_t ps, ptrdiff_t K, float* restrict y, ptrdiff_t p8,
                                                  const float* restrict bias, const rlx_nchwc_act* a) {
     const __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
-    const __m512 b1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
+    const __m512 b1 = bias && nq > 1 ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
     const float* res = NULL;
     const int last = 1;
     RLX_NZ_ROWS(RLX_NZS_DECL)
     for (ptrdiff_t k = 0; k < K; ++k) {
         const float* xk = base + koff[k];
-        const __m512 w0 = _mm512_loadu_ps(w), w1 = _mm512_loadu_ps(w + wps);
+        const __m512 w0 = _mm512_loadu_ps(w), w1 = nq > 1 ? _mm512_loadu_ps(w + wps) : w0;
         RLX_NZ_ROWS(RLX_NZS_FMA)
         w += RLX_NCHWC_OC;
     }
@@ -455,61 +458,69 @@ typedef void (*rlx_nchwc_strip2_fn)(ptrdiff_t, const float*, ptrdiff_t, const fl
                                     ptrdiff_t, float*, const float*, const float*, int, int, const rlx_nchwc_act*);
 typedef void (*rlx_nchwc_stem_tile2_fn)(const float*, ptrdiff_t, const float*, const ptrdiff_t*, ptrdiff_t,
                                         ptrdiff_t, float*, ptrdiff_t, const float*, const rlx_nchwc_act*);
-#define RLX_NZ_TILE(NP_)                                                                               \
-    RLX_TARGET_AVX512 static void rlx_nchwc_tile2_##NP_(                                               \
+#define RLX_NZ_TILE(NP_, NQ_)                                                                          \
+    RLX_TARGET_AVX512 static void rlx_nchwc_tile##NQ_##z_##NP_(                                               \
             const float* w, ptrdiff_t wps, const float* x, const ptrdiff_t* koff, ptrdiff_t nkb,        \
             const ptrdiff_t* poff, ptrdiff_t p8, float* y, const float* bias, const float* res, int first, \
             int last, const rlx_nchwc_act* a) {                                                        \
-        rlx_nchwc_tile2_body(NP_, w, wps, x, koff, nkb, poff, p8, y, bias, res, first, last, a);        \
+        rlx_nchwc_tile2_body(NQ_, NP_, w, wps, x, koff, nkb, poff, p8, y, bias, res, first, last, a);   \
     }
-#define RLX_NZ_RTILE(NP_, S_, TAB_)                                                                    \
-    RLX_TARGET_AVX512 static void rlx_nchwc_rtile2s##S_##_##NP_(                                       \
+#define RLX_NZ_RTILE(NP_, NQ_, S_, TAB_)                                                               \
+    RLX_TARGET_AVX512 static void rlx_nchwc_rtile##NQ_##zs##S_##_##NP_(                                       \
             const float* w, ptrdiff_t wps, const float* x, const ptrdiff_t* koff, ptrdiff_t nkb,        \
             const ptrdiff_t* poff, ptrdiff_t p8, float* y, const float* bias, const float* res, int first, \
             int last, const rlx_nchwc_act* a) {                                                        \
         (void)poff;                                                                                    \
-        rlx_nchwc_tile2_body(NP_, w, wps, x, koff, nkb, TAB_, p8, y, bias, res, first, last, a);        \
+        rlx_nchwc_tile2_body(NQ_, NP_, w, wps, x, koff, nkb, TAB_, p8, y, bias, res, first, last, a);   \
     }
-#define RLX_NZ_STRIP_LOOP(NP_, ACT_)                                                                   \
+#define RLX_NZ_STRIP_LOOP(NP_, NQ_, ACT_)                                                                   \
     {                                                                                                  \
         rlx_nchwc_act ac = *a;                                                                         \
         ac.act = ACT_;                                                                                 \
         for (ptrdiff_t i = 0; i < count; ++i)                                                          \
-            rlx_nchwc_tile2_body(NP_, w, wps, x + i * (NP_ * 8), koff, nkb, rlx_nchwc_unit_poff, p8,  \
+            rlx_nchwc_tile2_body(NQ_, NP_, w, wps, x + i * (NP_ * 8), koff, nkb, rlx_nchwc_unit_poff, p8, \
                                  y + i * (NP_ * 8), bias, res ? res + i * (NP_ * 8) : NULL, first, last, &ac); \
         return;                                                                                        \
     }
-#define RLX_NZ_STRIP(NP_)                                                                              \
-    RLX_TARGET_AVX512 static void rlx_nchwc_strip2_##NP_(                                              \
+#define RLX_NZ_STRIP(NP_, NQ_)                                                                         \
+    RLX_TARGET_AVX512 static void rlx_nchwc_strip##NQ_##z_##NP_(                                              \
             ptrdiff_t count, const float* w, ptrdiff_t wps, const float* x, const ptrdiff_t* koff,      \
             ptrdiff_t nkb, ptrdiff_t p8, float* y, const float* bias, const float* res, int first, int last, \
             const rlx_nchwc_act* a) {                                                                  \
         switch (last ? a->act : RLX_ACT_NONE) {                                                        \
-        case RLX_ACT_RELU: RLX_NZ_STRIP_LOOP(NP_, RLX_ACT_RELU)                                        \
-        case RLX_ACT_CLIP: RLX_NZ_STRIP_LOOP(NP_, RLX_ACT_CLIP)                                        \
-        case RLX_ACT_NONE: RLX_NZ_STRIP_LOOP(NP_, RLX_ACT_NONE)                                        \
-        default: RLX_NZ_STRIP_LOOP(NP_, a->act)                                                        \
+        case RLX_ACT_RELU: RLX_NZ_STRIP_LOOP(NP_, NQ_, RLX_ACT_RELU)                                   \
+        case RLX_ACT_CLIP: RLX_NZ_STRIP_LOOP(NP_, NQ_, RLX_ACT_CLIP)                                   \
+        case RLX_ACT_NONE: RLX_NZ_STRIP_LOOP(NP_, NQ_, RLX_ACT_NONE)                                   \
+        default: RLX_NZ_STRIP_LOOP(NP_, NQ_, a->act)                                                   \
         }                                                                                              \
     }
-#define RLX_NZ_STEM(NP_)                                                                               \
-    RLX_TARGET_AVX512 static void rlx_nchwc_stem_tile2_##NP_(                                          \
+#define RLX_NZ_STEM(NP_, NQ_)                                                                          \
+    RLX_TARGET_AVX512 static void rlx_nchwc_stem_tile##NQ_##z_##NP_(                                          \
             const float* w, ptrdiff_t wps, const float* base, const ptrdiff_t* koff, ptrdiff_t ps,     \
             ptrdiff_t K, float* y, ptrdiff_t p8, const float* bias, const rlx_nchwc_act* a) {          \
-        rlx_nchwc_stem_tile2_body(NP_, w, wps, base, koff, ps, K, y, p8, bias, a);                      \
+        rlx_nchwc_stem_tile2_body(NQ_, NP_, w, wps, base, koff, ps, K, y, p8, bias, a);                 \
     }
 #define RLX_NZ_ALL(M_, ...) M_(1, ##__VA_ARGS__) M_(2, ##__VA_ARGS__) M_(3, ##__VA_ARGS__) \
     M_(4, ##__VA_ARGS__) M_(5, ##__VA_ARGS__) M_(6, ##__VA_ARGS__)
-RLX_NZ_ALL(RLX_NZ_TILE)
-RLX_NZ_ALL(RLX_NZ_RTILE, 1, rlx_nchwc_unit_poff)
-RLX_NZ_ALL(RLX_NZ_RTILE, 2, rlx_nchwc_s2_poff)
-RLX_NZ_ALL(RLX_NZ_STRIP)
-RLX_NZ_ALL(RLX_NZ_STEM)
+RLX_NZ_ALL(RLX_NZ_TILE, 1)
+RLX_NZ_ALL(RLX_NZ_TILE, 2)
+RLX_NZ_ALL(RLX_NZ_RTILE, 1, 1, rlx_nchwc_unit_poff)
+RLX_NZ_ALL(RLX_NZ_RTILE, 2, 1, rlx_nchwc_unit_poff)
+RLX_NZ_ALL(RLX_NZ_RTILE, 1, 2, rlx_nchwc_s2_poff)
+RLX_NZ_ALL(RLX_NZ_RTILE, 2, 2, rlx_nchwc_s2_poff)
+RLX_NZ_ALL(RLX_NZ_STRIP, 1)
+RLX_NZ_ALL(RLX_NZ_STRIP, 2)
+RLX_NZ_ALL(RLX_NZ_STEM, 1)
+RLX_NZ_ALL(RLX_NZ_STEM, 2)
 #define RLX_NZ_ROW(P_) {NULL, P_##1, P_##2, P_##3, P_##4, P_##5, P_##6}
-/* [offsets: any, consecutive, every other][pixels] */
-static const rlx_nchwc_tile2_fn rlx_nchwc_tiles2[3][RLX_NCHWC_NP + 1] = {
-    RLX_NZ_ROW(rlx_nchwc_tile2_), RLX_NZ_ROW(rlx_nchwc_rtile2s1_), RLX_NZ_ROW(rlx_nchwc_rtile2s2_)};
-static const rlx_nchwc_strip2_fn rlx_nchwc_strips2[RLX_NCHWC_NP + 1] = RLX_NZ_ROW(rlx_nchwc_strip2_);
-static const rlx_nchwc_stem_tile2_fn rlx_nchwc_stem_tiles2[RLX_NCHWC_NP + 1] = RLX_NZ_ROW(rlx_nchwc_stem_tile2_);
+/* [panels - 1][offsets: any, consecutive, every other][pixels] */
+static const rlx_nchwc_tile2_fn rlx_nchwc_tiles2[2][3][RLX_NCHWC_NP + 1] = {
+    {RLX_NZ_ROW(rlx_nchwc_tile1z_), RLX_NZ_ROW(rlx_nchwc_rtile1zs1_), RLX_NZ_ROW(rlx_nchwc_rtile1zs2_)},
+    {RLX_NZ_ROW(rlx_nchwc_tile2z_), RLX_NZ_ROW(rlx_nchwc_rtile2zs1_), RLX_NZ_ROW(rlx_nchwc_rtile2zs2_)}};
+static const rlx_nchwc_strip2_fn rlx_nchwc_strips2[2][RLX_NCHWC_NP + 1] = {RLX_NZ_ROW(rlx_nchwc_strip1z_),
+                                                                         RLX_NZ_ROW(rlx_nchwc_strip2z_)};
+static const rlx_nchwc_stem_tile2_fn rlx_nchwc_stem_tiles2[2][RLX_NCHWC_NP + 1] = {
+    RLX_NZ_ROW(rlx_nchwc_stem_tile1z_), RLX_NZ_ROW(rlx_nchwc_stem_tile2z_)};
 #undef RLX_NZ_ROW
 #undef RLX_NZ_ALL
 #undef RLX_NZ_TILE
@@ -562,17 +573,17 @@ static inline ptrdiff_t rlx_nchwc_per_group(ptrdiff_t panels, ptrdiff_t groups, 
     return unit * ((units + groups - 1) / groups);
 }
 
-/* The tile of two full panels, the second's weight wps floats after the
- * first's (AVX-512; callers check rlx_nchwc_pairs first). */
-static inline void rlx_nchwc_tile_pair(int np, const float* w, ptrdiff_t wps, const float* x, const ptrdiff_t* koff,
+/* The tile of nq (1 or 2) full panels, the second's weight wps floats after
+ * the first's (AVX-512; callers check rlx_nchwc_pairs first). */
+static inline void rlx_nchwc_tile_z(int nq, int np, const float* w, ptrdiff_t wps, const float* x, const ptrdiff_t* koff,
                                        ptrdiff_t nkb, const ptrdiff_t* poff, ptrdiff_t p8, float* y,
                                        const float* bias, const float* res, int first, int last,
                                        const rlx_nchwc_act* a) {
 #if RLX_X86_DISPATCH
     const int kind = rlx_nchwc_poff_kind(np, poff, &x);
-    rlx_nchwc_tiles2[kind][np](w, wps, x, koff, nkb, poff, p8, y, bias, res, first, last, a);
+    rlx_nchwc_tiles2[nq - 1][kind][np](w, wps, x, koff, nkb, poff, p8, y, bias, res, first, last, a);
 #else
-    (void)np, (void)w, (void)wps, (void)x, (void)koff, (void)nkb, (void)poff, (void)p8, (void)y, (void)bias;
+    (void)nq, (void)np, (void)w, (void)wps, (void)x, (void)koff, (void)nkb, (void)poff, (void)p8, (void)y, (void)bias;
     (void)res, (void)first, (void)last, (void)a;
     abort();
 #endif
@@ -595,16 +606,16 @@ static inline void rlx_nchwc_strip(int level, ptrdiff_t count, int np, int nv, c
                        res ? res + i * np * 8 : NULL, first, last, a);
 }
 
-/* `count` tiles of np consecutive pixels of two full panels (AVX-512). */
-static inline void rlx_nchwc_strip_pair(ptrdiff_t count, int np, const float* w, ptrdiff_t wps, const float* x,
+/* `count` tiles of np consecutive pixels of nq full panels (AVX-512). */
+static inline void rlx_nchwc_strip_z(int nq, ptrdiff_t count, int np, const float* w, ptrdiff_t wps, const float* x,
                                         const ptrdiff_t* koff, ptrdiff_t nkb, ptrdiff_t p8, float* y,
                                         const float* bias, const float* res, int first, int last,
                                         const rlx_nchwc_act* a) {
     if (count <= 0) return;
 #if RLX_X86_DISPATCH
-    rlx_nchwc_strips2[np](count, w, wps, x, koff, nkb, p8, y, bias, res, first, last, a);
+    rlx_nchwc_strips2[nq - 1][np](count, w, wps, x, koff, nkb, p8, y, bias, res, first, last, a);
 #else
-    (void)np, (void)w, (void)wps, (void)x, (void)koff, (void)nkb, (void)p8, (void)y, (void)bias, (void)res;
+    (void)nq, (void)np, (void)w, (void)wps, (void)x, (void)koff, (void)nkb, (void)p8, (void)y, (void)bias, (void)res;
     (void)first, (void)last, (void)a;
     abort();
 #endif
@@ -650,14 +661,16 @@ static void rlx_nchwc_1x1_run(const float* x, ptrdiff_t x_len, const float* wq, 
                 const ptrdiff_t yo = (n * M + q * RLX_NCHWC_OC) * P;
                 /* textra tiles of tbase + 1 pixels, then the rest of tbase */
                 const ptrdiff_t pm = pc0 + textra * (tbase + 1);
-                if (pairs && q + 1 < q1 && M - (q + 1) * RLX_NCHWC_OC >= RLX_NCHWC_OC) {
-                    rlx_nchwc_strip_pair(textra, (int)tbase + 1, wqb, K * RLX_NCHWC_OC, x + n * K * P + pc0 * 8,
-                                         koff + k0 / 8, kc / 8, p8, y + yo + pc0 * 8, bq,
-                                         res ? res + yo + pc0 * 8 : NULL, first, last, a);
-                    rlx_nchwc_strip_pair(ntiles - textra, (int)tbase, wqb, K * RLX_NCHWC_OC, x + n * K * P + pm * 8,
-                                         koff + k0 / 8, kc / 8, p8, y + yo + pm * 8, bq,
-                                         res ? res + yo + pm * 8 : NULL, first, last, a);
-                    ++q;
+                if (pairs && nv == 2) {
+                    /* two full panels, or one */
+                    const int nq = q + 1 < q1 && M - (q + 1) * RLX_NCHWC_OC >= RLX_NCHWC_OC ? 2 : 1;
+                    rlx_nchwc_strip_z(nq, textra, (int)tbase + 1, wqb, K * RLX_NCHWC_OC, x + n * K * P + pc0 * 8,
+                                      koff + k0 / 8, kc / 8, p8, y + yo + pc0 * 8, bq,
+                                      res ? res + yo + pc0 * 8 : NULL, first, last, a);
+                    rlx_nchwc_strip_z(nq, ntiles - textra, (int)tbase, wqb, K * RLX_NCHWC_OC, x + n * K * P + pm * 8,
+                                      koff + k0 / 8, kc / 8, p8, y + yo + pm * 8, bq,
+                                      res ? res + yo + pm * 8 : NULL, first, last, a);
+                    q += nq - 1;
                     continue;
                 }
                 rlx_nchwc_strip(level, textra, (int)tbase + 1, nv, wqb, x + n * K * P + pc0 * 8, koff + k0 / 8,
@@ -837,13 +850,16 @@ static void rlx_nchwc_dense_run(const float* xp, ptrdiff_t xp_len, const float* 
                 const float* wqb = wq + (q * K + kb0 * 8) * RLX_NCHWC_OC;
                 const float* bq = bias ? bias + m0 : NULL;
                 const ptrdiff_t yo = (n * M + m0) * P;
-                /* panels q and q + 1 of one conv group, both full: one tile */
-                if (pairs && q + 1 < q1 && (q + 1) / gpanels == cg && cg * mg + mg - m0 >= 2 * RLX_NCHWC_OC) {
+                /* panels q and q + 1 of one conv group, both full, or q alone
+                 * when full: one AVX-512 tile */
+                if (pairs && nv == 2) {
+                    const int nq =
+                        q + 1 < q1 && (q + 1) / gpanels == cg && cg * mg + mg - m0 >= 2 * RLX_NCHWC_OC ? 2 : 1;
                     for (ptrdiff_t t = 0, p = p0; t < ntiles; p += tbase + (t < textra), ++t)
-                        rlx_nchwc_tile_pair((int)(tbase + (t < textra)), wqb, K * RLX_NCHWC_OC, ximg,
-                                            koff + cg * g->nkb + kb0, nkb, poff + (p - p0), p8, y + yo + p * 8, bq,
-                                            res ? res + yo + p * 8 : NULL, first, last, a);
-                    ++q;
+                        rlx_nchwc_tile_z(nq, (int)(tbase + (t < textra)), wqb, K * RLX_NCHWC_OC, ximg,
+                                         koff + cg * g->nkb + kb0, nkb, poff + (p - p0), p8, y + yo + p * 8, bq,
+                                         res ? res + yo + p * 8 : NULL, first, last, a);
+                    q += nq - 1;
                     continue;
                 }
                 for (ptrdiff_t t = 0, p = p0; t < ntiles; p += tbase + (t < textra), ++t) {
@@ -1047,9 +1063,10 @@ static void rlx_nchwc_stem_rows(const float* x, ptrdiff_t x_len, const float* wq
                 const float* bq = bias ? bias + q * RLX_NCHWC_OC : NULL;
                 float* yt = y + (n * M / 8 + 2 * q) * p8 + (oh * wo + ow) * 8;
 #if RLX_X86_DISPATCH
-                if (rlx_nchwc_pairs(level) && q + 1 < panels && M - (q + 1) * RLX_NCHWC_OC >= RLX_NCHWC_OC) {
-                    rlx_nchwc_stem_tiles2[np](wqb, K * RLX_NCHWC_OC, base, offs, ps, K, yt, p8, bq, a);
-                    ++q;
+                if (rlx_nchwc_pairs(level) && nv == 2) {
+                    const int nq = q + 1 < panels && M - (q + 1) * RLX_NCHWC_OC >= RLX_NCHWC_OC ? 2 : 1;
+                    rlx_nchwc_stem_tiles2[nq - 1][np](wqb, K * RLX_NCHWC_OC, base, offs, ps, K, yt, p8, bq, a);
+                    q += nq - 1;
                     continue;
                 }
                 if (level) {
@@ -1290,12 +1307,13 @@ static void rlx_nchwc_1x1_span(int level, const float* x, const ptrdiff_t* koff,
         const float* bq = bias ? bias + q * RLX_NCHWC_OC : NULL;
         const ptrdiff_t yo = q * 2 * p8;
         const ptrdiff_t pm = textra * (tbase + 1);
-        if (rlx_nchwc_pairs(level) && q + 1 < panels && M - (q + 1) * RLX_NCHWC_OC >= RLX_NCHWC_OC) {
-            rlx_nchwc_strip_pair(textra, (int)tbase + 1, wqb, K * RLX_NCHWC_OC, x, koff, nkb, p8, y + yo, bq,
-                                 res ? res + yo : NULL, 1, 1, a);
-            rlx_nchwc_strip_pair(ntiles - textra, (int)tbase, wqb, K * RLX_NCHWC_OC, x + pm * 8, koff, nkb, p8,
-                                 y + yo + pm * 8, bq, res ? res + yo + pm * 8 : NULL, 1, 1, a);
-            ++q;
+        if (rlx_nchwc_pairs(level) && nv == 2) {
+            const int nq = q + 1 < panels && M - (q + 1) * RLX_NCHWC_OC >= RLX_NCHWC_OC ? 2 : 1;
+            rlx_nchwc_strip_z(nq, textra, (int)tbase + 1, wqb, K * RLX_NCHWC_OC, x, koff, nkb, p8, y + yo, bq,
+                              res ? res + yo : NULL, 1, 1, a);
+            rlx_nchwc_strip_z(nq, ntiles - textra, (int)tbase, wqb, K * RLX_NCHWC_OC, x + pm * 8, koff, nkb, p8,
+                              y + yo + pm * 8, bq, res ? res + yo + pm * 8 : NULL, 1, 1, a);
+            q += nq - 1;
             continue;
         }
         rlx_nchwc_strip(level, textra, (int)tbase + 1, nv, wqb, x, koff, nkb, p8, y + yo, bq, res ? res + yo : NULL, 1,
