@@ -102,6 +102,20 @@ static inline int rlx_gemm_ep_in_tile(const rlx_epilogue* e) {
     return e->act == RLX_ACT_NONE || e->act == RLX_ACT_RELU || e->act == RLX_ACT_CLIP;
 }
 
+/* The in-register epilogue of the tile at ct in c (mr rows from row i0,
+ * `cols` columns wide), its residual range checked in debug builds. */
+static inline rlx_gemm_tile_ep rlx_gemm_tile_ep_at(const rlx_epilogue* ep, const float* ep_bias, ptrdiff_t i0,
+                                                   ptrdiff_t mr, const float* c, const float* ct, ptrdiff_t ldc,
+                                                   ptrdiff_t cols) {
+    rlx_gemm_tile_ep te = {ep->act, ep->alpha, ep->beta, NULL, ldc, {0}};
+    if (ep->res) {
+        RLX_CHECK_RANGE(ct - c, (ct - c) + (mr - 1) * ldc + cols, ep->res_len, "gemm epilogue residual");
+        te.res = ep->res + (ct - c);
+    }
+    for (ptrdiff_t r = 0; r < mr; ++r) te.b[r] = ep_bias ? ep_bias[i0 + r] : 0.0f;
+    return te;
+}
+
 #if RLX_X86_DISPATCH
 RLX_INLINE_AVX2 __m256 rlx_gemm_ep_vec(__m256 v, const rlx_gemm_tile_ep* te, int r, int j) {
     const float b = te->b[r];
@@ -475,18 +489,7 @@ static void rlx_gemm_conv_src(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, pt
                                 for (ptrdiff_t r = 0; r < mr; ++r) init[r] = bias[i0 + r];
                             float* ct = c + c_off + i0 * ldc + jb + j0;
                             rlx_gemm_tile_ep te = {0, 0.0f, 0.0f, NULL, ldc, {0}};
-                            if (ep_here) {
-                                te.act = ep->act;
-                                te.alpha = ep->alpha;
-                                te.beta = ep->beta;
-                                if (ep->res) {
-                                    RLX_CHECK_RANGE(c_off + i0 * ldc + jb + j0,
-                                                    c_off + (i0 + mr - 1) * ldc + jb + j0 + 2 * RLX_GEMM_NR,
-                                                    ep->res_len, "gemm epilogue residual");
-                                    te.res = ep->res + (ct - c);
-                                }
-                                for (ptrdiff_t r = 0; r < mr; ++r) te.b[r] = ep_bias ? ep_bias[i0 + r] : 0.0f;
-                            }
+                            if (ep_here) te = rlx_gemm_tile_ep_at(ep, ep_bias, i0, mr, c, ct, ldc, 2 * RLX_GEMM_NR);
                             rlx_gemm_tiles2[mr](wp + (p * k + k0) * RLX_GEMM_MR, xq, x2, ldxp, kc, ct, ldc, init,
                                                 k0 > 0, ep_here ? &te : NULL);
                         }
@@ -504,14 +507,7 @@ static void rlx_gemm_conv_src(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, pt
 #if RLX_X86_DISPATCH
                         if (in_tile && k0 + kc == k && nr == RLX_GEMM_NR) {
                             /* full-width tile of the last K block: epilogue in registers */
-                            rlx_gemm_tile_ep te = {ep->act, ep->alpha, ep->beta, NULL, ldc, {0}};
-                            if (ep->res) {
-                                RLX_CHECK_RANGE(c_off + i0 * ldc + jb + j0,
-                                                c_off + (i0 + mr - 1) * ldc + jb + j0 + RLX_GEMM_NR, ep->res_len,
-                                                "gemm epilogue residual");
-                                te.res = ep->res + (ct - c);
-                            }
-                            for (ptrdiff_t r = 0; r < mr; ++r) te.b[r] = ep_bias ? ep_bias[i0 + r] : 0.0f;
+                            rlx_gemm_tile_ep te = rlx_gemm_tile_ep_at(ep, ep_bias, i0, mr, c, ct, ldc, RLX_GEMM_NR);
                             rlx_gemm_tiles_avx2[1][mr](wp + (p * k + k0) * RLX_GEMM_MR, xq, ldxp, kc, ct,
                                                        ldc, init, k0 > 0, &te);
                             continue;
