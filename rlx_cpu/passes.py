@@ -306,15 +306,15 @@ BLOCKED_MIN_CHAIN = 3
 # (Xeon, family 6 model 207), run_into ms NCHW (im2col) / blocked with the
 # reorder, 7x7 3->64 s2 at 224x224: 5.82 / 3.24 at 1 thread, 2.97 / 1.73 at 2.
 STEM_ALONE_MAX_TAPS = 27
-STEM_ALONE_ALL_SIMD_LEVEL = 2
 
 
 def stem_alone_max_taps(simd=None):
     """The most taps of a stem that runs blocked alone, with the kernels of
     SIMD level `simd` (default: the level that runs)."""
     from . import _nchwc
+    from .ops.blocked import AVX512_SIMD_LEVEL
     level = _nchwc.simd_level() if simd is None else simd
-    return float("inf") if level >= STEM_ALONE_ALL_SIMD_LEVEL else STEM_ALONE_MAX_TAPS
+    return float("inf") if level >= AVX512_SIMD_LEVEL else STEM_ALONE_MAX_TAPS
 
 
 def _blocked_layout_enabled():

@@ -106,7 +106,9 @@ DENSE_MAX_PLANE_BY_CIN = ((8, None), (16, 32 * 32), (32, 14 * 14))
 # speed varied by up to 2x between runs): ResNet-18 1 thread 0.84 / 0.82, 2
 # threads 0.93 / 0.84 and 1.12 / 0.93; ResNet-50 1 thread 0.91 / 0.84, 2
 # threads 0.86 / 0.86, 0.88 / 0.85 and once 0.72 / 0.85.
-DENSE_ALL_PLANES_SIMD_LEVEL = 2
+# The SIMD level whose kernels include the AVX-512 tiles (src/rlx_simd.h):
+# every rule of the layout pass measured with them keys on it.
+AVX512_SIMD_LEVEL = 2
 DENSE_AVX512_ALL_PLANES_MAX_CIN = 32
 DENSE_MAX_PLANE_AVX512 = 14 * 14
 
@@ -116,7 +118,7 @@ def dense_max_plane(c_in, nthreads=1, batch=1, simd=None):
     c_in input channels runs blocked in a plan for `nthreads` threads and
     `batch` images, with the kernels of SIMD level `simd` (default: the one
     that runs, _nchwc.simd_level())."""
-    if (_nchwc.simd_level() if simd is None else simd) >= DENSE_ALL_PLANES_SIMD_LEVEL:
+    if (_nchwc.simd_level() if simd is None else simd) >= AVX512_SIMD_LEVEL:
         return float("inf") if c_in <= DENSE_AVX512_ALL_PLANES_MAX_CIN else DENSE_MAX_PLANE_AVX512
     for c, plane in DENSE_MAX_PLANE_BY_CIN:
         if c_in <= c:
@@ -186,7 +188,7 @@ def nchwc_kind(graph, node, nthreads=1):
         if a.stride != (1, 1) or out_plane <= dense_max_plane(c_in, nthreads, node.shape[0]):
             return "dense"
         # a conv1d has no Winograd: its NCHW path is im2col
-        if node.op == "conv1d" and _nchwc.simd_level() >= DENSE_ALL_PLANES_SIMD_LEVEL:
+        if node.op == "conv1d" and _nchwc.simd_level() >= AVX512_SIMD_LEVEL:
             return "dense"
     return None
 
@@ -199,7 +201,7 @@ def dense_alone(graph, node, nthreads=1):
     56x56 4.56 / 3.69 (3.33 / 2.94), 3x3 s2 256->512 on 14x14 1.46 / 0.94
     (1.25 / 0.74), conv1d 512->512 k7 on 8192 409 / 333 (201 / 164), conv1d
     64->64 k5 on 4096 3.82 / 2.20 (1.82 / 1.10)."""
-    if _nchwc.simd_level() < DENSE_ALL_PLANES_SIMD_LEVEL or nchwc_kind(graph, node, nthreads) != "dense":
+    if _nchwc.simd_level() < AVX512_SIMD_LEVEL or nchwc_kind(graph, node, nthreads) != "dense":
         return False
     a = as_conv2d_attrs(node.attrs)
     return node.op in ("conv1d", "conv2d") and a.groups == 1 and a.kernel != (1, 1) and \
