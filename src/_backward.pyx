@@ -148,7 +148,7 @@ def wide_items(tuple dims):
 
 
 def wide_pixels(tuple dims):
-    """(L, out pixels): the wide grid's dot length (before rounding to 8)
+    """(L, out pixels): the wide grid's dot length (before rounding to 16)
     and the real output pixels it covers, per image."""
     cdef Win g = conv_win_from(dims)
     cdef WideGeom w = _wide_geom(&g)
@@ -518,7 +518,7 @@ cdef int conv_backward_weight_reference(const float[::1] x, const float[::1] dy,
 
 cdef struct WideGeom:
     Py_ssize_t hp, wp, plane     # padded input rows, row width, plane floats
-    Py_ssize_t L, Lp             # dot length (last real pixel + 1), rounded up to 8
+    Py_ssize_t L, Lp             # dot length (last real pixel + 1), rounded up to 16
     Py_ssize_t xfloats           # padded-input floats of one part
 
 
@@ -529,9 +529,9 @@ cdef inline WideGeom _wide_geom(const Win* g) noexcept nogil:
     w.wp = g.out[2] + (g.k[2] - 1) * g.dil[2]
     w.plane = w.hp * w.wp
     w.L = (g.out[1] - 1) * w.wp + g.out[2]
-    w.Lp = (w.L + 7) // 8 * 8
+    w.Lp = (w.L + 15) // 16 * 16        # the AVX-512 loop's step; 64-byte rows
     maxtap = (g.k[1] - 1) * g.dil[1] * w.wp + (g.k[2] - 1) * g.dil[2]
-    w.xfloats = (g.c - 1) * w.plane + maxtap + w.Lp       # >= c * plane
+    w.xfloats = ((g.c - 1) * w.plane + maxtap + w.Lp + 15) // 16 * 16     # >= c * plane; dy rows stay aligned
     return w
 
 

@@ -3,7 +3,7 @@
  *
  * With the input zero-padded to Hp x Wp (Hp = out_h + (kh-1)*dh,
  * Wp = out_w + (kw-1)*dw) and dy laid out on rows of Wp floats (zero in the
- * columns out_w..Wp-1 and in the tail up to a multiple of 8), output pixel
+ * columns out_w..Wp-1 and in the tail up to a multiple of 16), output pixel
  * p = yo*Wp + xo reads tap (a, c) of channel ci at
  *     xpad[ci*Hp*Wp + a*dh*Wp + c*dw + p]
  * so every (ci, tap) row of the patch matrix is a contiguous shifted run of
@@ -11,11 +11,12 @@
  *     dW[co, (ci, tap)] = dot(dyw[co, 0:L], xpad + roff[(ci, tap)], L)
  * needs no patch matrix: an A.B^T GEMM whose K (pixels) runs along both rows.
  *
- * Summation order of one dot (both variants fixed, whatever the tile): per
- * chunk of RLX_BWD_WIDE_KC pixels, eight lanes accumulate pixels k, k+8,
- * k+16, ... in order (one FMA each on AVX2), then rlx_bwd_hsum8 adds the lanes
- * in one fixed tree and the chunk's sum is added to dW.  The 4 x 3 register
- * tile and the one-pair edge kernel give the same bits for the same pair.
+ * Summation order of one dot (fixed per SIMD level, whatever the tile): per
+ * chunk of RLX_BWD_WIDE_KC pixels, eight lanes (portable, AVX2) or sixteen
+ * (AVX-512) accumulate pixels k, k+W, k+2W, ... in order (one FMA each), then
+ * the lanes are added in one fixed tree and the chunk's sum is added to dW.
+ * The register tiles and the one-pair edge kernel give the same bits for the
+ * same pair.
  *
  * A non-finite input value can reach a pair whose real taps never read it
  * (0 * inf in the wide columns): dW is then non-finite there too. */
@@ -90,6 +91,71 @@ RLX_TARGET_AVX2 static void rlx_bwd_wide_tile_avx2(const float* restrict d, ptrd
     out += ldw;
     out[0] += rlx_bwd_hsum8_avx2(c30); out[1] += rlx_bwd_hsum8_avx2(c31); out[2] += rlx_bwd_hsum8_avx2(c32);
 }
+
+/* ---- AVX-512 ------------------------------------------------------------- */
+/* Sixteen lanes: lane l accumulates pixels k + l, k + l + 16, ... of a chunk in
+ * order; rlx_bwd_hsum16_avx512 adds lane l + 8 to lane l, then the eight sums
+ * in the AVX2 tree.  Tiles of 4 x 6 and 4 x 3 and the one-pair kernel give the
+ * same bits for the same pair (a different order from the eight-lane
+ * variants, so results differ from them in the last bits). */
+RLX_INLINE_AVX512 float rlx_bwd_hsum16_avx512(__m512 v) {
+    return rlx_bwd_hsum8_avx2(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
+}
+
+RLX_TARGET_AVX512 static void rlx_bwd_wide_pair_avx512(const float* restrict d, const float* restrict x,
+                                                       ptrdiff_t L, float* restrict out) {
+    __m512 acc = _mm512_setzero_ps();
+    for (ptrdiff_t k = 0; k < L; k += 16)
+        acc = _mm512_fmadd_ps(_mm512_loadu_ps(d + k), _mm512_loadu_ps(x + k), acc);
+    *out += rlx_bwd_hsum16_avx512(acc);
+}
+
+/* out[i*ldw + j] += dot(d + i*ldd, xs[j]) for a full 4 x NR tile (NR <= 6):
+ * 4 dy rows held in registers, one x load per 4 FMAs, 4 * NR accumulators. */
+RLX_INLINE_AVX512 void rlx_bwd_wide_tile_avx512(const float* restrict d, ptrdiff_t ldd,
+                                                const float* const* xs, const int nr, ptrdiff_t L,
+                                                float* restrict out, ptrdiff_t ldw) {
+    __m512 c[4][6];
+#pragma GCC unroll 6
+    for (int j = 0; j < nr; ++j) {
+        c[0][j] = _mm512_setzero_ps(); c[1][j] = c[0][j]; c[2][j] = c[0][j]; c[3][j] = c[0][j];
+    }
+    const float* d0 = d;
+    const float* d1 = d + ldd;
+    const float* d2 = d + 2 * ldd;
+    const float* d3 = d + 3 * ldd;
+    for (ptrdiff_t k = 0; k < L; k += 16) {
+        const __m512 b0 = _mm512_loadu_ps(d0 + k), b1 = _mm512_loadu_ps(d1 + k);
+        const __m512 b2 = _mm512_loadu_ps(d2 + k), b3 = _mm512_loadu_ps(d3 + k);
+#pragma GCC unroll 6
+        for (int j = 0; j < nr; ++j) {
+            const __m512 a = _mm512_loadu_ps(xs[j] + k);
+            c[0][j] = _mm512_fmadd_ps(b0, a, c[0][j]);
+            c[1][j] = _mm512_fmadd_ps(b1, a, c[1][j]);
+            c[2][j] = _mm512_fmadd_ps(b2, a, c[2][j]);
+            c[3][j] = _mm512_fmadd_ps(b3, a, c[3][j]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i)
+#pragma GCC unroll 6
+        for (int j = 0; j < nr; ++j)
+            out[i * ldw + j] += rlx_bwd_hsum16_avx512(c[i][j]);
+}
+
+RLX_TARGET_AVX512 static void rlx_bwd_wide_tile6_avx512(const float* restrict d, ptrdiff_t ldd, const float* x,
+                                                        const ptrdiff_t* roff, ptrdiff_t L, float* restrict out,
+                                                        ptrdiff_t ldw) {
+    const float* xs[6] = {x + roff[0], x + roff[1], x + roff[2], x + roff[3], x + roff[4], x + roff[5]};
+    rlx_bwd_wide_tile_avx512(d, ldd, xs, 6, L, out, ldw);
+}
+
+RLX_TARGET_AVX512 static void rlx_bwd_wide_tile3_avx512(const float* restrict d, ptrdiff_t ldd, const float* x,
+                                                        const ptrdiff_t* roff, ptrdiff_t L, float* restrict out,
+                                                        ptrdiff_t ldw) {
+    const float* xs[3] = {x + roff[0], x + roff[1], x + roff[2]};
+    rlx_bwd_wide_tile_avx512(d, ldd, xs, 3, L, out, ldw);
+}
 #endif
 
 /* Pixels per chunk: the 4 dy rows of a chunk (16 KiB) stay in L1 while every
@@ -97,7 +163,7 @@ RLX_TARGET_AVX2 static void rlx_bwd_wide_tile_avx2(const float* restrict d, ptrd
 #define RLX_BWD_WIDE_KC 1024
 
 /* dw[i*ldw + j] += dot(dyw + i*ldd, xb + roff[j], L) for i < mr, j < nrows,
- * chunk by chunk of RLX_BWD_WIDE_KC pixels.  L is a multiple of 8; dyw rows
+ * chunk by chunk of RLX_BWD_WIDE_KC pixels.  L is a multiple of 16; dyw rows
  * hold L floats and xb + roff[j] L floats. */
 static void rlx_bwd_wide_block(const float* dyw, ptrdiff_t ldd, ptrdiff_t mr, const float* xb,
                                const ptrdiff_t* roff, ptrdiff_t nrows, ptrdiff_t L, float* dw, ptrdiff_t ldw) {
@@ -107,6 +173,18 @@ static void rlx_bwd_wide_block(const float* dyw, ptrdiff_t ldd, ptrdiff_t mr, co
         const float* x = xb + k0;
         ptrdiff_t i, j = 0;
 #if RLX_X86_DISPATCH
+        if (rlx_simd_level() >= 2) {
+            if (mr == RLX_BWD_WIDE_MR) {
+                for (; j + 6 <= nrows; j += 6)
+                    rlx_bwd_wide_tile6_avx512(d, ldd, x, roff + j, len, dw + j, ldw);
+                for (; j + 3 <= nrows; j += 3)
+                    rlx_bwd_wide_tile3_avx512(d, ldd, x, roff + j, len, dw + j, ldw);
+            }
+            for (; j < nrows; ++j)
+                for (i = 0; i < mr; ++i)
+                    rlx_bwd_wide_pair_avx512(d + i * ldd, x + roff[j], len, dw + i * ldw + j);
+            continue;
+        }
         if (rlx_simd_level()) {
             if (mr == RLX_BWD_WIDE_MR)
                 for (; j + RLX_BWD_WIDE_NR <= nrows; j += RLX_BWD_WIDE_NR)
