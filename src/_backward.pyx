@@ -44,9 +44,11 @@ cdef extern from "rlx_bwd_wide.h":
     void rlx_simd_init() nogil
     int rlx_simd_level() nogil
     void rlx_bwd_wide_block(const float* dyw, Py_ssize_t ldd, Py_ssize_t mr, const float* xb,
-                            const Py_ssize_t* roff, Py_ssize_t nrows, Py_ssize_t L, float* dw,
-                            Py_ssize_t ldw) nogil
+                            const Py_ssize_t* roff, Py_ssize_t nrows, Py_ssize_t L, Py_ssize_t nimg,
+                            Py_ssize_t xstride, Py_ssize_t dstride, float* dw, Py_ssize_t ldw) nogil
     enum: RLX_BWD_WIDE_MR
+    enum: RLX_BWD_WIDE_KC
+    enum: RLX_BWD_WIDE_GROUP_FLOATS
 
 
 rlx_simd_init()
@@ -153,6 +155,13 @@ def wide_pixels(tuple dims):
     cdef Win g = conv_win_from(dims)
     cdef WideGeom w = _wide_geom(&g)
     return int(w.L), int(g.out_vol)
+
+
+def wide_image_group(tuple dims):
+    """Images one dot of the wide kernel runs over before its lane sum: as
+    many as fit RLX_BWD_WIDE_KC pixels and the group's L2 budget, at least 1."""
+    cdef Win g = conv_win_from(dims)
+    return int(_wide_geom(&g).nb)
 
 
 def wide_eligible(tuple dims):
@@ -512,14 +521,18 @@ cdef int conv_backward_weight_reference(const float[::1] x, const float[::1] dy,
 # a contiguous range of items.  Each item's dW rows belong to one part, which
 # sums image after image into them, so no partial dW is ever reduced across
 # threads and the bits do not depend on the thread count (nor on the split).
-# Scratch per part: the zero-padded input of every channel (Hp x Wp planes,
-# plus a zero tail the last taps read into) and the wide dy rows of one item.
+# Scratch per part: for each image of a group, the zero-padded input of
+# every channel (Hp x Wp planes, plus a zero tail the last taps read into) and
+# the wide dy rows of one item.  Images go in groups of `nb` (fixed by the
+# dims, never by the threads) so that a small plane's dots run over several
+# images before their lane sums; a group's padded inputs stay in L2.
 # ---------------------------------------------------------------------------
 
 cdef struct WideGeom:
     Py_ssize_t hp, wp, plane     # padded input rows, row width, plane floats
     Py_ssize_t L, Lp             # dot length (last real pixel + 1), rounded up to 16
-    Py_ssize_t xfloats           # padded-input floats of one part
+    Py_ssize_t xfloats           # padded-input floats of one image
+    Py_ssize_t nb                # images per group
 
 
 cdef inline WideGeom _wide_geom(const Win* g) noexcept nogil:
@@ -532,6 +545,13 @@ cdef inline WideGeom _wide_geom(const Win* g) noexcept nogil:
     w.Lp = (w.L + 15) // 16 * 16        # the AVX-512 loop's step; 64-byte rows
     maxtap = (g.k[1] - 1) * g.dil[1] * w.wp + (g.k[2] - 1) * g.dil[2]
     w.xfloats = ((g.c - 1) * w.plane + maxtap + w.Lp + 15) // 16 * 16     # >= c * plane; dy rows stay aligned
+    w.nb = RLX_BWD_WIDE_KC // w.Lp
+    if w.nb > RLX_BWD_WIDE_GROUP_FLOATS // w.xfloats:
+        w.nb = RLX_BWD_WIDE_GROUP_FLOATS // w.xfloats
+    if w.nb > g.n:
+        w.nb = g.n
+    if w.nb < 1:
+        w.nb = 1
     return w
 
 
@@ -546,7 +566,7 @@ cdef inline Py_ssize_t _wide_parts(const Win* g, int t) noexcept nogil:
 
 cdef inline Py_ssize_t _wide_part_floats(const Win* g) noexcept nogil:
     cdef WideGeom w = _wide_geom(g)
-    return w.xfloats + RLX_BWD_WIDE_MR * w.Lp
+    return w.nb * (w.xfloats + RLX_BWD_WIDE_MR * w.Lp)
 
 
 cdef int _bw_wide_part(const float[::1] x, const float[::1] dy, float[::1] dw, float[::1] scratch,
@@ -558,13 +578,14 @@ cdef int _bw_wide_part(const float[::1] x, const float[::1] dy, float[::1] dw, f
     cdef Py_ssize_t items = g.groups * nblk
     cdef Py_ssize_t lo = part * items // nparts
     cdef Py_ssize_t hi = (part + 1) * items // nparts
-    cdef Py_ssize_t base = part * (w.xfloats + RLX_BWD_WIDE_MR * w.Lp)
-    cdef Py_ssize_t dyw = base + w.xfloats
-    cdef Py_ssize_t ci_lo, ci_hi, ci, r, yi, cc_lo, cc_hi, ni, item, gi, co0, mr, i, yo, src
+    cdef Py_ssize_t base = part * _wide_part_floats(g)
+    cdef Py_ssize_t dstride = RLX_BWD_WIDE_MR * w.Lp
+    cdef Py_ssize_t dyw = base + w.nb * w.xfloats
+    cdef Py_ssize_t ci_lo, ci_hi, ci, r, yi, cc_lo, cc_hi, n0, nb, b, ni, item, gi, co0, mr, i, yo, src
     if lo >= hi:
         return 0
     # zero padding and zero wide columns / tails: written once, never overwritten
-    memset(&scratch[base], 0, (w.xfloats + RLX_BWD_WIDE_MR * w.Lp) * sizeof(float))
+    memset(&scratch[base], 0, _wide_part_floats(g) * sizeof(float))
     ci_lo = (lo // nblk) * g.cpg
     ci_hi = ((hi - 1) // nblk + 1) * g.cpg
     cc_lo = g.pb[2] if g.pb[2] > 0 else 0                     # padded columns holding x
@@ -573,27 +594,34 @@ cdef int _bw_wide_part(const float[::1] x, const float[::1] dy, float[::1] dw, f
         co0 = (item // nblk) * g.cog + (item % nblk) * RLX_BWD_WIDE_MR
         mr = min(RLX_BWD_WIDE_MR, (item // nblk + 1) * g.cog - co0)
         memset(&dw[co0 * g.kdim], 0, mr * g.kdim * sizeof(float))
-    for ni in range(g.n):
-        if cc_lo < cc_hi:
-            for ci in range(ci_lo, ci_hi):
-                for r in range(w.hp):
-                    yi = r - g.pb[1]
-                    if yi < 0 or yi >= g.size[1]:
-                        continue
-                    src = ((ni * g.c + ci) * g.size[1] + yi) * g.size[2] + cc_lo - g.pb[2]
-                    memcpy(&scratch[base + ci * w.plane + r * w.wp + cc_lo], &x[src],
-                           (cc_hi - cc_lo) * sizeof(float))
+    n0 = 0
+    while n0 < g.n:
+        nb = min(w.nb, g.n - n0)
+        for b in range(nb):
+            ni = n0 + b
+            if cc_lo < cc_hi:
+                for ci in range(ci_lo, ci_hi):
+                    for r in range(w.hp):
+                        yi = r - g.pb[1]
+                        if yi < 0 or yi >= g.size[1]:
+                            continue
+                        src = ((ni * g.c + ci) * g.size[1] + yi) * g.size[2] + cc_lo - g.pb[2]
+                        memcpy(&scratch[base + b * w.xfloats + ci * w.plane + r * w.wp + cc_lo], &x[src],
+                               (cc_hi - cc_lo) * sizeof(float))
         for item in range(lo, hi):
             gi = item // nblk
             co0 = gi * g.cog + (item % nblk) * RLX_BWD_WIDE_MR
             mr = min(RLX_BWD_WIDE_MR, (gi + 1) * g.cog - co0)
-            for i in range(mr):
-                for yo in range(g.out[1]):
-                    memcpy(&scratch[dyw + i * w.Lp + yo * w.wp],
-                           &dy[((ni * g.c_out + co0 + i) * g.out[1] + yo) * g.out[2]],
-                           g.out[2] * sizeof(float))
+            for b in range(nb):
+                ni = n0 + b
+                for i in range(mr):
+                    for yo in range(g.out[1]):
+                        memcpy(&scratch[dyw + b * dstride + i * w.Lp + yo * w.wp],
+                               &dy[((ni * g.c_out + co0 + i) * g.out[1] + yo) * g.out[2]],
+                               g.out[2] * sizeof(float))
             rlx_bwd_wide_block(&scratch[dyw], w.Lp, mr, &scratch[base + gi * g.cpg * w.plane], &roff[0],
-                               g.kdim, w.Lp, &dw[co0 * g.kdim], g.kdim)
+                               g.kdim, w.Lp, nb, w.xfloats, dstride, &dw[co0 * g.kdim], g.kdim)
+        n0 += nb
     return 0
 
 
