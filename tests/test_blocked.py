@@ -751,14 +751,19 @@ def test_a_stem_of_few_taps_runs_blocked_alone(rng, blocked_on):
 
 
 @pytest.mark.parametrize("threads", TWO)
-def test_a_lone_im2col_conv_runs_blocked_with_the_avx512_tiles(rng, blocked_on, threads):
+def test_a_lone_conv_runs_blocked_with_the_avx512_tiles_where_measured_faster(rng, blocked_on, threads):
     # a strided 3x3 and a conv1d have im2col as their NCHW path: with the
-    # AVX-512 tiles they run blocked alone (two reorders); a stride-1 3x3 on a
-    # large plane (Winograd's) and a lone 1x1 stay NCHW
+    # AVX-512 tiles they run blocked alone (two reorders), and so does a
+    # stride-1 3x3 of one image on a small plane (7x7 at any width, 14x14 up
+    # to 128 input channels); a stride-1 3x3 on a large plane (Winograd's),
+    # on 14x14 with 256 channels, of 2 images, and a lone 1x1 stay NCHW
     from rlx_cpu.ops.blocked import dense_alone
     avx512 = _nchwc.simd_level() >= 2
     cases = [((1, 16, 17, 15), (24, 16, 3, 3), 2, 1, avx512), ((2, 16, 45), (16, 16, 5), 1, 2, avx512),
-             ((1, 64, 30, 30), (64, 64, 3, 3), 1, 1, False), ((1, 16, 9, 9), (32, 16, 1, 1), 1, 0, False)]
+             ((1, 64, 30, 30), (64, 64, 3, 3), 1, 1, False), ((1, 16, 9, 9), (32, 16, 1, 1), 1, 0, False),
+             ((1, 256, 7, 7), (32, 256, 3, 3), 1, 1, avx512), ((1, 128, 14, 14), (16, 128, 3, 3), 1, 1, avx512),
+             ((1, 136, 14, 14), (16, 136, 3, 3), 1, 1, False), ((1, 8, 15, 14), (16, 8, 3, 3), 1, 1, False),
+             ((2, 16, 7, 7), (16, 16, 3, 3), 1, 1, False)]
     for xs, ws, stride, pad, alone in cases:
         g = rlx_cpu.Graph()
         x = g.input("x", xs)
@@ -772,15 +777,16 @@ def test_a_lone_im2col_conv_runs_blocked_with_the_avx512_tiles(rng, blocked_on, 
         assert (kinds == ["reorder_nchwc", "conv_nchwc_dense", "reorder_nchwc"]) == alone, (xs, kinds)
         feeds = {"x": rng.standard_normal(xs).astype(np.float32)}
         got = blocked.run(feeds)[0]
-        check_parity(got, plain.run(feeds)[0], "lone im2col conv vs NCHW plan")
+        check_parity(got, plain.run(feeds)[0], "lone conv vs NCHW plan")
         want = np.maximum(conv_nd(feeds["x"], wt, b, stride, pad, pad), 0)
-        check_parity(got, want, "lone im2col conv vs reference")
+        check_parity(got, want, "lone conv vs reference")
 
 
 def test_pools_alone_do_not_make_a_chain(rng, blocked_on):
     # two convs and pools between: fewer than BLOCKED_MIN_CHAIN convs, all NCHW
+    # (batch 2: a small-plane 3x3 of one image would run blocked alone)
     g = rlx_cpu.Graph()
-    x = g.input("x", (1, 8, 16, 16))
+    x = g.input("x", (2, 8, 16, 16))
     h = g.max_pool2d(g.relu(g.conv2d(x, rng.standard_normal((16, 8, 3, 3)) * 0.3, padding=1)), 2)
     h = g.max_pool2d(g.relu(g.conv2d(h, rng.standard_normal((16, 16, 3, 3)) * 0.3, padding=1)), 2)
     g.output(g.global_avg_pool(h))

@@ -432,7 +432,7 @@ def test_in_place_respects_later_readers_through_aliases(rng):
 
 def test_compile_runs_passes_and_reports_them(rng):
     g = rlx_cpu.Graph()
-    x = g.input("x", (1, 8, 8, 8))
+    x = g.input("x", (2, 8, 8, 8))     # batch 2: a lone 3x3 stays NCHW (ops/blocked.py dense_alone)
     h = g.batch_norm(g.conv2d(x, rng.normal(size=(8, 8, 3, 3)), padding=1), **bn_stats(rng, 8))
     y = g.relu(g.add(h, x))
     g.sigmoid(y)                                               # dead
@@ -450,7 +450,7 @@ def test_compile_runs_passes_and_reports_them(rng):
     assert [t.kind for t in none.thunks] == ["conv", "batch_norm", "add", "relu", "conv_1x1", "clip"]
     only = rlx_cpu.compile(g, passes=["dce"])
     assert only.pass_summary == "dce: 1 removed"
-    xv = rng.normal(size=(1, 8, 8, 8))
+    xv = rng.normal(size=(2, 8, 8, 8))
     for p in (plan, only):
         check_parity(p.run({"x": xv})[0], none.run({"x": xv})[0], "passes compile")
     with pytest.raises(ValueError, match="unknown pass"):

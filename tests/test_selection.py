@@ -119,7 +119,7 @@ def test_requested_may_be_an_enum():
 # compile reads the env flags (at compile time)
 # ---------------------------------------------------------------------------
 
-X16 = ((1, 16, 10, 10), (16, 16, 3, 3))          # auto default: winograd
+X16 = ((1, 16, 10, 10), (20, 16, 3, 3))          # auto default: winograd (20 outputs: never blocked)
 DEPTHWISE = ((1, 8, 10, 10), (8, 1, 3, 3))        # auto default: direct
 WIDE5 = ((1, 32, 10, 10), (32, 32, 5, 5))         # auto default: im2col
 SMALL3 = ((1, 3, 10, 10), (8, 3, 3, 3))           # auto default: not winograd

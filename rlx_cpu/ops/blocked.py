@@ -193,19 +193,44 @@ def nchwc_kind(graph, node, nthreads=1):
     return None
 
 
+# A lone stride-1 3x3 conv of one image runs blocked on planes up to
+# ALONE_3X3_MAX_PLANE pixels, and on planes up to ALONE_3X3_WIDE_PLANE when
+# it has at most ALONE_3X3_MAX_CHANNELS input channels (see dense_alone).
+ALONE_3X3_MAX_PLANE = 7 * 7
+ALONE_3X3_WIDE_PLANE = 14 * 14
+ALONE_3X3_MAX_CHANNELS = 128
+
+
 def dense_alone(graph, node, nthreads=1):
     """True when the conv `node` runs blocked even alone, paying both
-    reorders: with the AVX-512 tiles, a dense (groups 1) conv whose NCHW path
-    is im2col, i.e. a strided one or a conv1d.  Measured there, run_into ms
-    NCHW / blocked with both reorders at 1 (2) threads: 3x3 s2 128->256 on
-    56x56 4.56 / 3.69 (3.33 / 2.94), 3x3 s2 256->512 on 14x14 1.46 / 0.94
-    (1.25 / 0.74), conv1d 512->512 k7 on 8192 409 / 333 (201 / 164), conv1d
-    64->64 k5 on 4096 3.82 / 2.20 (1.82 / 1.10)."""
+    reorders, with the AVX-512 tiles:
+
+    - a dense (groups 1) conv whose NCHW path is im2col, i.e. a strided one
+      or a conv1d.  Measured there, run_into ms NCHW / blocked with both
+      reorders at 1 (2) threads: 3x3 s2 128->256 on 56x56 4.56 / 3.69
+      (3.33 / 2.94), 3x3 s2 256->512 on 14x14 1.46 / 0.94 (1.25 / 0.74),
+      conv1d 512->512 k7 on 8192 409 / 333 (201 / 164), conv1d 64->64 k5 on
+      4096 3.82 / 2.20 (1.82 / 1.10);
+    - a stride-1 3x3 of batch 1 on a small plane, where Winograd's NCHW
+      path has too few tiles to amortise its transforms.  run_into ms NCHW /
+      blocked, after 100 ms of busy waiting, at 1 (2) threads: 512 on 7x7
+      4.96 / 3.39 (2.58 / 1.76), 256 on 7x7 1.21 / 0.77 (0.74 / 0.44), 128
+      on 7x7 0.34 / 0.21 (0.25 / 0.13), 128 on 14x14 0.61 / 0.45 (0.74 /
+      0.43), 64 on 14x14 0.28 / 0.19 (0.25 / 0.20).  Not at 256 channels on
+      14x14 (2.91 / 2.89, 1.47 / 1.72) nor at batch 4 on 7x7 (256: 2.19 /
+      2.39 at 2 threads)."""
     if _nchwc.simd_level() < AVX512_SIMD_LEVEL or nchwc_kind(graph, node, nthreads) != "dense":
         return False
     a = as_conv2d_attrs(node.attrs)
-    return node.op in ("conv1d", "conv2d") and a.groups == 1 and a.kernel != (1, 1) and \
-        (a.stride != (1, 1) or node.op == "conv1d")
+    if node.op not in ("conv1d", "conv2d") or a.groups != 1 or a.kernel == (1, 1):
+        return False
+    if a.stride != (1, 1) or node.op == "conv1d":
+        return True
+    if a.kernel != (3, 3) or a.dilation != (1, 1) or node.shape[0] != 1:
+        return False
+    plane = node.shape[2] * node.shape[3]
+    c_in = graph.node(conv_operands(node)[0]).shape[1]
+    return plane <= ALONE_3X3_MAX_PLANE or (plane <= ALONE_3X3_WIDE_PLANE and c_in <= ALONE_3X3_MAX_CHANNELS)
 
 
 def nchwc_stem(graph, node):
