@@ -350,6 +350,16 @@ RLX_INLINE void rlx_gemm_pack_x_block(const float* restrict x, ptrdiff_t ldx, pt
     }
 }
 
+/* Prefetch into L2 the kc rows of ncols floats, ldx apart, at x: the block
+ * of a plain X packed next, fetched while the tiles run on this one.  Its
+ * rows are short runs a whole row apart (a 1x1 conv's channels), more
+ * streams than the hardware prefetchers follow, so a block read from memory
+ * would otherwise wait on each line. */
+RLX_INLINE void rlx_gemm_prefetch_x_block(const float* x, ptrdiff_t ldx, ptrdiff_t kc, ptrdiff_t ncols) {
+    for (ptrdiff_t kk = 0; kk < kc; ++kk)
+        for (ptrdiff_t j = 0; j < ncols; j += RLX_GEMM_NR) __builtin_prefetch(x + kk * ldx + j, 0, 2);
+}
+
 /* Where the GEMM's X comes from.  Plain: X[k, j] = x[x_off + k*ldx + j].
  * Implicit (offs != NULL): the conv's patch matrix without building it --
  * column j is output pixel p0 + j = (od, oh, ow) of an output of rows of
@@ -471,8 +481,19 @@ static void rlx_gemm_conv_src(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, pt
                 const ptrdiff_t ldxp = unpacked ? src->ldx : RLX_GEMM_NR;
                 if (src->offs)
                     rlx_gemm_pack_implicit(src, pieces, npieces, k0, kc, ncols, xp);
-                else if (!unpacked)
+                else if (!unpacked) {
                     rlx_gemm_pack_x_block(src->x + src->x_off + k0 * src->ldx + jb, src->ldx, kc, ncols, xp);
+                    /* the next block of this M block's pass over X */
+                    if (k0 + RLX_GEMM_KC < k) {
+                        const ptrdiff_t kn = k - k0 - RLX_GEMM_KC < RLX_GEMM_KC ? k - k0 - RLX_GEMM_KC : RLX_GEMM_KC;
+                        rlx_gemm_prefetch_x_block(src->x + src->x_off + (k0 + RLX_GEMM_KC) * src->ldx + jb,
+                                                  src->ldx, kn, ncols);
+                    } else if (jb + RLX_GEMM_NC < n) {
+                        const ptrdiff_t nn = n - jb - RLX_GEMM_NC < RLX_GEMM_NC ? n - jb - RLX_GEMM_NC : RLX_GEMM_NC;
+                        rlx_gemm_prefetch_x_block(src->x + src->x_off + jb + RLX_GEMM_NC, src->ldx,
+                                                  k < RLX_GEMM_KC ? k : RLX_GEMM_KC, nn);
+                    }
+                }
                 for (ptrdiff_t j0 = 0; j0 < ncols; j0 += RLX_GEMM_NR) {
                     const ptrdiff_t nr = ncols - j0 < RLX_GEMM_NR ? ncols - j0 : RLX_GEMM_NR;
                     const float* xq = unpacked ? src->x + src->x_off + k0 * src->ldx + jb + j0 : xp + j0 * kc;
