@@ -82,21 +82,21 @@ RLX_TARGET_AVX2 static void rlx_bwd_wide_tile_avx2(const float* restrict d, ptrd
     __m256 c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
     for (ptrdiff_t bi = 0; bi < im->n; ++bi, d += im->dstride, x0 += im->xstride, x1 += im->xstride,
                                           x2 += im->xstride) {
-    const float* d0 = d;
-    const float* d1 = d + ldd;
-    const float* d2 = d + 2 * ldd;
-    const float* d3 = d + 3 * ldd;
-    for (ptrdiff_t k = 0; k < L; k += 8) {
-        __m256 a0 = _mm256_loadu_ps(x0 + k), a1 = _mm256_loadu_ps(x1 + k), a2 = _mm256_loadu_ps(x2 + k);
-        __m256 b = _mm256_loadu_ps(d0 + k);
-        c00 = _mm256_fmadd_ps(b, a0, c00); c01 = _mm256_fmadd_ps(b, a1, c01); c02 = _mm256_fmadd_ps(b, a2, c02);
-        b = _mm256_loadu_ps(d1 + k);
-        c10 = _mm256_fmadd_ps(b, a0, c10); c11 = _mm256_fmadd_ps(b, a1, c11); c12 = _mm256_fmadd_ps(b, a2, c12);
-        b = _mm256_loadu_ps(d2 + k);
-        c20 = _mm256_fmadd_ps(b, a0, c20); c21 = _mm256_fmadd_ps(b, a1, c21); c22 = _mm256_fmadd_ps(b, a2, c22);
-        b = _mm256_loadu_ps(d3 + k);
-        c30 = _mm256_fmadd_ps(b, a0, c30); c31 = _mm256_fmadd_ps(b, a1, c31); c32 = _mm256_fmadd_ps(b, a2, c32);
-    }
+        const float* d0 = d;
+        const float* d1 = d + ldd;
+        const float* d2 = d + 2 * ldd;
+        const float* d3 = d + 3 * ldd;
+        for (ptrdiff_t k = 0; k < L; k += 8) {
+            __m256 a0 = _mm256_loadu_ps(x0 + k), a1 = _mm256_loadu_ps(x1 + k), a2 = _mm256_loadu_ps(x2 + k);
+            __m256 b = _mm256_loadu_ps(d0 + k);
+            c00 = _mm256_fmadd_ps(b, a0, c00); c01 = _mm256_fmadd_ps(b, a1, c01); c02 = _mm256_fmadd_ps(b, a2, c02);
+            b = _mm256_loadu_ps(d1 + k);
+            c10 = _mm256_fmadd_ps(b, a0, c10); c11 = _mm256_fmadd_ps(b, a1, c11); c12 = _mm256_fmadd_ps(b, a2, c12);
+            b = _mm256_loadu_ps(d2 + k);
+            c20 = _mm256_fmadd_ps(b, a0, c20); c21 = _mm256_fmadd_ps(b, a1, c21); c22 = _mm256_fmadd_ps(b, a2, c22);
+            b = _mm256_loadu_ps(d3 + k);
+            c30 = _mm256_fmadd_ps(b, a0, c30); c31 = _mm256_fmadd_ps(b, a1, c31); c32 = _mm256_fmadd_ps(b, a2, c32);
+        }
     }
     out[0] += rlx_bwd_hsum8_avx2(c00); out[1] += rlx_bwd_hsum8_avx2(c01); out[2] += rlx_bwd_hsum8_avx2(c02);
     out += ldw;
@@ -137,22 +137,22 @@ RLX_INLINE_AVX512 void rlx_bwd_wide_tile_avx512(const float* restrict d, ptrdiff
         c[0][j] = _mm512_setzero_ps(); c[1][j] = c[0][j]; c[2][j] = c[0][j]; c[3][j] = c[0][j];
     }
     for (ptrdiff_t bi = 0, xo = 0; bi < im->n; ++bi, d += im->dstride, xo += im->xstride) {
-    const float* d0 = d;
-    const float* d1 = d + ldd;
-    const float* d2 = d + 2 * ldd;
-    const float* d3 = d + 3 * ldd;
-    for (ptrdiff_t k = 0; k < L; k += 16) {
-        const __m512 b0 = _mm512_loadu_ps(d0 + k), b1 = _mm512_loadu_ps(d1 + k);
-        const __m512 b2 = _mm512_loadu_ps(d2 + k), b3 = _mm512_loadu_ps(d3 + k);
+        const float* d0 = d;
+        const float* d1 = d + ldd;
+        const float* d2 = d + 2 * ldd;
+        const float* d3 = d + 3 * ldd;
+        for (ptrdiff_t k = 0; k < L; k += 16) {
+            const __m512 b0 = _mm512_loadu_ps(d0 + k), b1 = _mm512_loadu_ps(d1 + k);
+            const __m512 b2 = _mm512_loadu_ps(d2 + k), b3 = _mm512_loadu_ps(d3 + k);
 #pragma GCC unroll 6
-        for (int j = 0; j < nr; ++j) {
-            const __m512 a = _mm512_loadu_ps(xs[j] + xo + k);
-            c[0][j] = _mm512_fmadd_ps(b0, a, c[0][j]);
-            c[1][j] = _mm512_fmadd_ps(b1, a, c[1][j]);
-            c[2][j] = _mm512_fmadd_ps(b2, a, c[2][j]);
-            c[3][j] = _mm512_fmadd_ps(b3, a, c[3][j]);
+            for (int j = 0; j < nr; ++j) {
+                const __m512 a = _mm512_loadu_ps(xs[j] + xo + k);
+                c[0][j] = _mm512_fmadd_ps(b0, a, c[0][j]);
+                c[1][j] = _mm512_fmadd_ps(b1, a, c[1][j]);
+                c[2][j] = _mm512_fmadd_ps(b2, a, c[2][j]);
+                c[3][j] = _mm512_fmadd_ps(b3, a, c[3][j]);
+            }
         }
-    }
     }
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i)
