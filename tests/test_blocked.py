@@ -182,6 +182,11 @@ DENSE = [(1, 64, 7, 7, 48, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
          (1, 8, 6, 3, 8, (3, 3), (1, 1), (0, 2), (1, 0), (1, 1)),
          (2, 16, 9, 10, 40, (3, 3), (1, 2), (2, 2), (2, 2), (2, 2)),
          (1, 40, 5, 5, 16, (5, 5), (1, 1), (2, 2), (2, 2), (1, 1)),
+         # one 16-channel panel alone (AVX-512: tiles of up to 12 pixels along
+         # the rows, here split mid-row by the work items), and a lone third
+         # panel at column stride 2
+         (1, 16, 9, 29, 16, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+         (2, 8, 11, 31, 48, (3, 3), (1, 2), (1, 1), (1, 1), (1, 1)),
          # strided 1x1s run as a subsampled copy and the 1x1 kernel
          (2, 24, 11, 8, 40, (1, 1), (2, 1), (0, 0), (0, 0), (1, 1)),
          (1, 264, 7, 7, 24, (1, 1), (3, 2), (0, 0), (0, 0), (1, 1))]
@@ -433,6 +438,15 @@ for m, stride in [(40, (1, 1)), (32, (2, 2)), (48, (2, 1))]:
     outs.append(run_dense(x, wt, rng.standard_normal(m).astype(np.float32),
                           rng.standard_normal((1, m, ho, wo)).astype(np.float32), stride, (1, 1), (1, 1), (1, 1),
                           "relu", 1))
+# one panel alone on rows of 7 and more pixels: the AVX-512 wide tiles
+# (column stride 1 and 2; items that end mid-row)
+x = rng.standard_normal((1, 16, 9, 29)).astype(np.float32)
+for m, stride in [(16, (1, 1)), (48, (1, 2)), (16, (2, 2))]:
+    wt = rng.standard_normal((m, 16, 3, 3)).astype(np.float32)
+    ho, wo = (9 + 2 - 3) // stride[0] + 1, (29 + 2 - 3) // stride[1] + 1
+    outs.append(run_dense(x, wt, rng.standard_normal(m).astype(np.float32),
+                          rng.standard_normal((1, m, ho, wo)).astype(np.float32), stride, (1, 1), (1, 1), (1, 1),
+                          "clip", 1))
 x = rng.standard_normal((1, 64, 6, 7)).astype(np.float32)
 outs.append(run_dense(x, rng.standard_normal((64, 32, 3, 3)).astype(np.float32), None, None, (1, 1), (1, 1), (1, 1),
                       (1, 1), "hard_swish", 1, 1 / 6, 0.5, groups=2))
