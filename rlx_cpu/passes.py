@@ -347,8 +347,9 @@ def blocked_layout(graph, nthreads=1):
     output reads, so a chain between two NCHW ops has exactly two
     reorders.  `nthreads`: the thread count of the plan it compiles for
     (which dense convs run blocked depends on it)."""
-    from .ops.blocked import (BLOCK, as_conv2d_attrs, as_transpose2d_attrs, blocked_shape, dense_alone,
-                              nchwc_global_pool, nchwc_kind, nchwc_pool, nchwc_stem, nchwc_transpose)
+    from . import _nchwc
+    from .ops.blocked import (AVX512_SIMD_LEVEL, BLOCK, as_conv2d_attrs, as_transpose2d_attrs, blocked_shape,
+                              dense_alone, nchwc_global_pool, nchwc_kind, nchwc_pool, nchwc_stem, nchwc_transpose)
     from .ops.conv import conv_operands
     if not _blocked_layout_enabled():
         return _rewrite(graph, "blocked_layout", {}, {}, set())
@@ -423,6 +424,8 @@ def blocked_layout(graph, nthreads=1):
               math.prod(graph.node(i).attrs.kernel) <= alone_taps}
     chosen = {i for i in eligible if sizes.get(find(i), 0) >= BLOCKED_MIN_CHAIN or find(i) in heads}
     users = _consumers(graph)
+    # the stem's NCHW output mode has AVX-512 tiles only
+    nchw_stem_out = _nchwc.simd_level() >= AVX512_SIMD_LEVEL
     rb = _Rebuild(graph)
     counts = {"convs": 0, "transposed convs": 0, "pools": 0, "concats": 0, "pointwise": 0, "reorders": 0}
     blocked, to_blocked = {}, {}
@@ -477,6 +480,12 @@ def blocked_layout(graph, nthreads=1):
             counts["convs"] += 1
         nchw_readers = node.id in graph.outputs or any(
             u not in chosen or node.id not in chained_inputs(graph.node(u)) for u in users[node.id])
+        if node.id in stems and nchw_stem_out and not any(
+                u in chosen and node.id in chained_inputs(graph.node(u)) for u in users[node.id]):
+            # a stem only NCHW ops read writes NCHW itself, with no reorder
+            # (src/rlx_nchwc.h, the stem with NCHW output; the same bits)
+            rb.map[node.id] = rb.new(op, ins, node.shape, node.name, attrs)
+            continue
         # the NCHW value keeps the node's name (graph outputs are found by it)
         name = fresh(node.name + ".nchwc") if nchw_readers else node.name
         nb = rb.new(op, ins, blocked_shape(node.shape), name,

@@ -65,6 +65,14 @@ cdef extern from "rlx_nchwc.h":
     void rlx_nchwc_stem_rows(const float* x, Py_ssize_t x_len, const float* wq, Py_ssize_t wq_len,
                              const float* bias, float* y, Py_ssize_t y_len, const Py_ssize_t* koff,
                              const NcStemGeom* g, const NcAct* a, Py_ssize_t r0, Py_ssize_t r1) nogil
+    Py_ssize_t rlx_stem_nchw_wq(const NcStemGeom* g) nogil
+    void rlx_stem_nchw_offsets(const NcStemGeom* g, Py_ssize_t* koff) nogil
+    void rlx_stem_nchw_copy(const float* x, Py_ssize_t x_len, float* xq, Py_ssize_t xq_len, Py_ssize_t h,
+                            Py_ssize_t w, Py_ssize_t hp, Py_ssize_t sw, Py_ssize_t wq, Py_ssize_t pt, Py_ssize_t pl,
+                            Py_ssize_t i0, Py_ssize_t i1) nogil
+    void rlx_stem_nchw_rows(const float* xq, Py_ssize_t xq_len, const float* wq, Py_ssize_t wq_len,
+                            const float* bias, float* y, Py_ssize_t y_len, const Py_ssize_t* koff,
+                            const NcStemGeom* g, const NcAct* a, Py_ssize_t r0, Py_ssize_t r1) nogil
     enum: RLX_NCHWC_KC
     void rlx_nchwc_reorder(const float* src, Py_ssize_t src_len, float* dst, Py_ssize_t dst_len,
                            Py_ssize_t P, int to_blocked, Py_ssize_t i0, Py_ssize_t i1) nogil
@@ -445,11 +453,17 @@ cdef class NchwcDepthwiseLaunch(_BlockedConv):
 STEM_MAX_TAPS = RLX_NCHWC_STEM_MAX_K
 
 
-def stem_scratch_floats(Py_ssize_t n, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w, tuple pads_begin, tuple pads_end):
-    """Floats of the stem's zero-padded NCHW input copy (0 without padding)."""
+def stem_scratch_floats(Py_ssize_t n, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w, tuple pads_begin, tuple pads_end,
+                        Py_ssize_t sw=1, bint nchw_out=False):
+    """Floats of the stem's zero-padded NCHW input copy (0 without padding);
+    with nchw_out, of the copy split into sw column phases that the NCHW
+    output mode always reads."""
+    hp, wp = h + pads_begin[0] + pads_end[0], w + pads_begin[1] + pads_end[1]
+    if nchw_out:
+        return n * c * hp * sw * ((wp + sw - 1) // sw)
     if not any(pads_begin) and not any(pads_end):
         return 0
-    return n * c * (h + pads_begin[0] + pads_end[0]) * (w + pads_begin[1] + pads_end[1])
+    return n * c * hp * wp
 
 
 cdef class NchwcStemLaunch(_BlockedConv):
@@ -460,17 +474,22 @@ cdef class NchwcStemLaunch(_BlockedConv):
     (stem_scratch_floats floats) a padded conv first copies x with its zero
     padding and every tile reads in place; without, the tiles that touch the
     padding gather their inputs.  Either way each output is the same chain
-    of fused multiply-adds."""
+    of fused multiply-adds.
+
+    With nchw_out, y is NCHW [N, M, H_out, W_out] (the same values as the
+    blocked y reordered, bit for bit), and `scratch` is required: the
+    padded input split into column phases (stem_scratch_floats with sw and
+    nchw_out)."""
     cdef Py_ssize_t[::1] koff
     cdef NcStemGeom g
     cdef Py_ssize_t rows
     cdef float[::1] xp
-    cdef bint padded
-    cdef Py_ssize_t h_in, w_in, pt, pl
+    cdef bint padded, nchw_out
+    cdef Py_ssize_t h_in, w_in, pt, pl, wqn
 
     def __init__(self, x, wq, bias, y, Py_ssize_t n, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w, Py_ssize_t m,
                  tuple kernel, tuple stride, tuple pads_begin, tuple pads_end, tuple dilation, act=None,
-                 float alpha=0.0, float beta=0.0, int max_threads=1, scratch=None):
+                 float alpha=0.0, float beta=0.0, int max_threads=1, scratch=None, bint nchw_out=False):
         op = "conv2d_nchwc stem"
         _check_blocked_channels(op, "output channels", m)
         h_out, w_out = _conv_out(op, n, h, w, kernel, stride, pads_begin, pads_end, dilation)
@@ -482,7 +501,10 @@ cdef class NchwcStemLaunch(_BlockedConv):
                              f"got {c} x {kh}x{kw}")
         self._bind(op, x, wq, bias, None, y, act, alpha, beta, n * c * h * w, n * m * h_out * w_out,
                    rlx_nchwc_1x1_packed_floats(m, c * kh * kw), m)
-        need = stem_scratch_floats(n, c, h, w, pads_begin, pads_end)
+        need = stem_scratch_floats(n, c, h, w, pads_begin, pads_end, stride[1], nchw_out)
+        self.nchw_out = nchw_out
+        if nchw_out and scratch is None:
+            raise ValueError(f"{op}: the NCHW output mode needs scratch ({need} floats), got None")
         self.padded = need > 0 and scratch is not None
         self.xp = or_placeholder(scratch if self.padded else None, np.float32)
         if self.padded:
@@ -496,7 +518,13 @@ cdef class NchwcStemLaunch(_BlockedConv):
             self.g.h, self.g.w = h + pads_begin[0] + pads_end[0], w + pads_begin[1] + pads_end[1]
             self.g.ph, self.g.pw = 0, 0
         self.koff = np.empty(c * kh * kw, np.intp)
-        rlx_nchwc_stem_offsets(&self.g, &self.koff[0])
+        if nchw_out:
+            self.g.h, self.g.w = h + pads_begin[0] + pads_end[0], w + pads_begin[1] + pads_end[1]
+            self.g.ph, self.g.pw = 0, 0
+            self.wqn = rlx_stem_nchw_wq(&self.g)
+            rlx_stem_nchw_offsets(&self.g, &self.koff[0])
+        else:
+            rlx_nchwc_stem_offsets(&self.g, &self.koff[0])
         self.rows = n * h_out
         self.max_threads = max(1, max_threads)
 
@@ -507,6 +535,17 @@ cdef class NchwcStemLaunch(_BlockedConv):
         cdef const float* src = &self.x[0]
         cdef Py_ssize_t src_len = self.x.shape[0]
         cdef Py_ssize_t planes = self.rows // self.g.h_out * self.g.c
+        if self.nchw_out:
+            for i in prange(planes, num_threads=t, schedule='static'):
+                rlx_stem_nchw_copy(&self.x[0], self.x.shape[0], &self.xp[0], self.xp.shape[0], self.h_in,
+                                   self.w_in, self.g.h, self.g.sw, self.wqn, self.pt, self.pl, i, i + 1)
+            for r in prange(runs, num_threads=t, schedule='static'):
+                lo = self.rows * r // runs
+                hi = self.rows * (r + 1) // runs
+                rlx_stem_nchw_rows(&self.xp[0], self.xp.shape[0], &self.wq[0], self.wq.shape[0],
+                                   &self.bias[0] if self.has_bias else NULL, &self.y[0], self.y.shape[0],
+                                   &self.koff[0], &self.g, &self.a, lo, hi)
+            return 0
         if self.padded:
             for i in prange(planes, num_threads=t, schedule='static'):
                 rlx_nchwc_stem_pad(&self.x[0], self.x.shape[0], &self.xp[0], self.xp.shape[0], self.h_in,

@@ -1177,6 +1177,184 @@ static void rlx_nchwc_stem_rows(const float* x, ptrdiff_t x_len, const float* wq
     }
 }
 
+/* ---- the stem with NCHW output ----------------------------------------------
+ * A stem whose output only NCHW ops read (a lone first conv) writes
+ * y[n, M, Ho, Wo] itself instead of the blocked layout and a reorder.  It
+ * reads a copy of the zero-padded input split into sw column phases,
+ * xq[n, C, Hp, sw, Wq] with Wq = ceil(Wp / sw): padded column
+ * ow*sw + j*dw is phase (j*dw) % sw at position ow + (j*dw) / sw, so tap
+ * (c, i, j) of consecutive output pixels reads consecutive floats.  The tile
+ * is 8 output channels x up to 3 vectors of 16 consecutive pixels of one
+ * output row (24 accumulators); per tap it loads one vector per pixel vector
+ * and broadcasts one weight per channel, from the stem's packed weight
+ * (channel m at wq[((m/16)*K + k)*16 + m%16]).  Each output is bias, then
+ * the taps in (c, i, j) order over the padded input, then the activation:
+ * the chain of the blocked stem, so the bits are those of the blocked stem
+ * followed by the reorder. */
+#define RLX_STEM_NCHW_VEC 16
+#define RLX_STEM_NCHW_CH 8
+
+/* Wq of the copy (g: the padded geometry, g->w the padded width) */
+static inline ptrdiff_t rlx_stem_nchw_wq(const rlx_nchwc_stem_geom* g) { return (g->w + g->sw - 1) / g->sw; }
+
+/* koff[k] for k = (c, i, j) in the phase-split copy (g: the padded geometry,
+ * h and w the padded extents) */
+static void rlx_stem_nchw_offsets(const rlx_nchwc_stem_geom* g, ptrdiff_t* koff) {
+    const ptrdiff_t wq = rlx_stem_nchw_wq(g), sw = g->sw;
+    ptrdiff_t k = 0;
+    for (ptrdiff_t c = 0; c < g->c; ++c)
+        for (ptrdiff_t i = 0; i < g->kh; ++i)
+            for (ptrdiff_t j = 0; j < g->kw; ++j)
+                koff[k++] = ((c * g->h + i * g->dh) * sw + (j * g->dw) % sw) * wq + (j * g->dw) / sw;
+}
+
+/* planes [i0, i1) (image * C + channel) of x [.., h, w] into the phase-split
+ * padded copy xq [.., hp, sw, wq] (input at row pt, column pl; zeros
+ * elsewhere) */
+static void rlx_stem_nchw_copy(const float* x, ptrdiff_t x_len, float* xq, ptrdiff_t xq_len, ptrdiff_t h,
+                               ptrdiff_t w, ptrdiff_t hp, ptrdiff_t sw, ptrdiff_t wq, ptrdiff_t pt, ptrdiff_t pl,
+                               ptrdiff_t i0, ptrdiff_t i1) {
+    (void)x_len;
+    (void)xq_len;
+    for (ptrdiff_t item = i0; item < i1; ++item) {
+        const float* s = x + item * h * w;
+        float* d = xq + item * hp * sw * wq;
+        RLX_CHECK_RANGE(item * h * w, (item + 1) * h * w, x_len, "stem nchw copy source");
+        RLX_CHECK_RANGE(item * hp * sw * wq, (item + 1) * hp * sw * wq, xq_len, "stem nchw copy");
+        for (ptrdiff_t r = 0; r < hp; ++r) {
+            const ptrdiff_t ir = r - pt;
+            for (ptrdiff_t ph = 0; ph < sw; ++ph) {
+                float* dr = d + (r * sw + ph) * wq;
+                if (ir < 0 || ir >= h) {
+                    memset(dr, 0, sizeof(float) * (size_t)wq);
+                    continue;
+                }
+                const float* sr = s + ir * w;
+                if (sw == 1 && pl + w <= wq) {
+                    memset(dr, 0, sizeof(float) * (size_t)pl);
+                    memcpy(dr + pl, sr, sizeof(float) * (size_t)w);
+                    memset(dr + pl + w, 0, sizeof(float) * (size_t)(wq - pl - w));
+                    continue;
+                }
+                for (ptrdiff_t q = 0; q < wq; ++q) {
+                    const ptrdiff_t ic = q * sw + ph - pl;
+                    dr[q] = ic >= 0 && ic < w ? sr[ic] : 0.0f;
+                }
+            }
+        }
+    }
+}
+
+/* np pixels (1..48) x 8 channels from xrow (the row's corner in the copy),
+ * w the channels' packed weight (stride 16 per tap), y channel 0's first
+ * output (channel c at y + c*plane), portable */
+static void rlx_stem_nchw_tile_base(int np, const float* w, const float* xrow, const ptrdiff_t* koff, ptrdiff_t K,
+                                    float* y, ptrdiff_t plane, const float* bias, const rlx_nchwc_act* a) {
+    for (int c = 0; c < RLX_STEM_NCHW_CH; ++c)
+        for (int p = 0; p < np; ++p) {
+            float acc = bias ? bias[c] : 0.0f;
+            for (ptrdiff_t k = 0; k < K; ++k) acc = fmaf(xrow[koff[k] + p], w[k * RLX_NCHWC_OC + c], acc);
+            y[c * plane + p] = rlx_nchwc_act1(acc, a);
+        }
+}
+
+#if RLX_X86_DISPATCH
+RLX_INLINE_AVX512 __m512 rlx_act16(__m512 v, const rlx_nchwc_act* a) {
+    const __m256 lo = rlx_nchwc_act8(_mm512_castps512_ps256(v), a);
+    const __m256 hi = rlx_nchwc_act8(_mm512_extractf32x8_ps(v, 1), a);
+    return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+}
+#define RLX_SN_CH(X, V) X(0, V) X(1, V) X(2, V) X(3, V) X(4, V) X(5, V) X(6, V) X(7, V)
+#define RLX_SN_DECL(c, V) __m512 a##V##c = bias ? _mm512_set1_ps(bias[c]) : _mm512_setzero_ps();
+#define RLX_SN_FMA(c, V) a##V##c = _mm512_fmadd_ps(x##V, _mm512_set1_ps(wk[c]), a##V##c);
+#define RLX_SN_STORE(c, V) _mm512_mask_storeu_ps(y + (c) * plane + (V) * 16, m##V, rlx_act16(a##V##c, a));
+/* nv (1..3) vectors of pixels, the last one's lanes masked by `tail` */
+RLX_INLINE_AVX512 void rlx_stem_nchw_tile_body(const int nv, const float* restrict w, const float* restrict xrow,
+                                               const ptrdiff_t* restrict koff, ptrdiff_t K, float* restrict y,
+                                               ptrdiff_t plane, const float* restrict bias, __mmask16 tail,
+                                               const rlx_nchwc_act* a) {
+    const __mmask16 m0 = nv > 1 ? (__mmask16)0xFFFF : tail, m1 = nv > 2 ? (__mmask16)0xFFFF : tail, m2 = tail;
+    RLX_SN_CH(RLX_SN_DECL, 0)
+    RLX_SN_CH(RLX_SN_DECL, 1)
+    RLX_SN_CH(RLX_SN_DECL, 2)
+    for (ptrdiff_t k = 0; k < K; ++k) {
+        const float* xk = xrow + koff[k];
+        const float* wk = w + k * RLX_NCHWC_OC;
+        const __m512 x0 = _mm512_maskz_loadu_ps(m0, xk);
+        RLX_SN_CH(RLX_SN_FMA, 0)
+        if (nv > 1) {
+            const __m512 x1 = _mm512_maskz_loadu_ps(m1, xk + 16);
+            RLX_SN_CH(RLX_SN_FMA, 1)
+        }
+        if (nv > 2) {
+            const __m512 x2 = _mm512_maskz_loadu_ps(m2, xk + 32);
+            RLX_SN_CH(RLX_SN_FMA, 2)
+        }
+    }
+    RLX_SN_CH(RLX_SN_STORE, 0)
+    if (nv > 1) { RLX_SN_CH(RLX_SN_STORE, 1) }
+    if (nv > 2) { RLX_SN_CH(RLX_SN_STORE, 2) }
+}
+#undef RLX_SN_CH
+#undef RLX_SN_DECL
+#undef RLX_SN_FMA
+#undef RLX_SN_STORE
+typedef void (*rlx_stem_nchw_tile_fn)(const float*, const float*, const ptrdiff_t*, ptrdiff_t, float*, ptrdiff_t,
+                                      const float*, __mmask16, const rlx_nchwc_act*);
+#define RLX_SN_TILE(NV_)                                                                                \
+    RLX_TARGET_AVX512 static void rlx_stem_nchw_tile_##NV_(const float* w, const float* xrow,           \
+                                                           const ptrdiff_t* koff, ptrdiff_t K, float* y, \
+                                                           ptrdiff_t plane, const float* bias,          \
+                                                           __mmask16 tail, const rlx_nchwc_act* a) {    \
+        rlx_stem_nchw_tile_body(NV_, w, xrow, koff, K, y, plane, bias, tail, a);                        \
+    }
+RLX_SN_TILE(1) RLX_SN_TILE(2) RLX_SN_TILE(3)
+#undef RLX_SN_TILE
+static const rlx_stem_nchw_tile_fn rlx_stem_nchw_tiles[4] = {NULL, rlx_stem_nchw_tile_1, rlx_stem_nchw_tile_2,
+                                                             rlx_stem_nchw_tile_3};
+#endif
+
+/* Output rows [r0, r1), r = n * h_out + oh, of every channel: g is the
+ * padded geometry (h, w the padded extents, no padding left), xq the
+ * phase-split copy, koff from rlx_stem_nchw_offsets. */
+static void rlx_stem_nchw_rows(const float* xq, ptrdiff_t xq_len, const float* wq, ptrdiff_t wq_len,
+                               const float* bias, float* y, ptrdiff_t y_len, const ptrdiff_t* koff,
+                               const rlx_nchwc_stem_geom* g, const rlx_nchwc_act* a, ptrdiff_t r0, ptrdiff_t r1) {
+    const int level = rlx_simd_level();
+    const ptrdiff_t K = g->c * g->kh * g->kw, M = g->m, wo = g->w_out, plane = g->h_out * wo;
+    const ptrdiff_t wqn = rlx_stem_nchw_wq(g), img = g->c * g->h * g->sw * wqn;
+    const ptrdiff_t span = 3 * RLX_STEM_NCHW_VEC;
+    (void)level;
+    (void)xq_len;
+    (void)wq_len;
+    (void)y_len;
+    RLX_CHECK_RANGE(0, rlx_nchwc_1x1_packed_floats(M, K), wq_len, "stem nchw packed weight");
+    for (ptrdiff_t r = r0; r < r1; ++r) {
+        const ptrdiff_t n = r / g->h_out, oh = r % g->h_out;
+        const float* xrow = xq + n * img + oh * g->sh * g->sw * wqn;
+        RLX_CHECK_RANGE(n * img, (n + 1) * img, xq_len, "stem nchw x");
+        RLX_CHECK_RANGE(n * M * plane, (n + 1) * M * plane, y_len, "stem nchw y");
+        for (ptrdiff_t ow = 0; ow < wo; ow += span) {
+            const int np = (int)(wo - ow < span ? wo - ow : span);
+            for (ptrdiff_t c8 = 0; c8 < M / RLX_STEM_NCHW_CH; ++c8) {
+                const float* wc = wq + (c8 / 2) * K * RLX_NCHWC_OC + (c8 % 2) * RLX_STEM_NCHW_CH;
+                const float* bc = bias ? bias + c8 * RLX_STEM_NCHW_CH : NULL;
+                float* yc = y + (n * M + c8 * RLX_STEM_NCHW_CH) * plane + oh * wo + ow;
+#if RLX_X86_DISPATCH
+                if (level >= 2) {
+                    const int nv = (np + RLX_STEM_NCHW_VEC - 1) / RLX_STEM_NCHW_VEC;
+                    const int last = np - (nv - 1) * RLX_STEM_NCHW_VEC;
+                    const __mmask16 tail = (__mmask16)(last == 16 ? 0xFFFF : (1u << last) - 1u);
+                    rlx_stem_nchw_tiles[nv](wc, xrow + ow, koff, K, yc, plane, bc, tail, a);
+                    continue;
+                }
+#endif
+                rlx_stem_nchw_tile_base(np, wc, xrow + ow, koff, K, yc, plane, bc, a);
+            }
+        }
+    }
+}
+
 /* ---- depthwise 3x3 conv, stride 1 or 2 -----------------------------------
  * Weight packed as wt[cb][9][8] (tap-major within a block); bias: C floats
  * or NULL.  Work items: output rows of one block.  With several threads

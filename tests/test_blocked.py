@@ -113,20 +113,24 @@ def test_depthwise_matches_reference(rng, shape, stride, pad, act, bias, residua
         np.testing.assert_array_equal(o, outs[0])
 
 
-def run_stem(x, w, bias, stride, pads_begin, pads_end, dilation, act, threads, alpha=0.0, beta=6.0, padded=True):
+def run_stem(x, w, bias, stride, pads_begin, pads_end, dilation, act, threads, alpha=0.0, beta=6.0, padded=True,
+             nchw_out=False):
     """padded: with the scratch for the zero-padded input copy (as plans run
-    it), else the tiles on the padding gather their inputs."""
+    it), else the tiles on the padding gather their inputs; nchw_out: the
+    launch writes NCHW itself (from its phase-split copy)."""
     n, c, h, wd = x.shape
     m, _, kh, kw = w.shape
     ho = (h + pads_begin[0] + pads_end[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
     wo = (wd + pads_begin[1] + pads_end[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
     y = np.full(n * m * ho * wo, np.nan, np.float32)
-    nscratch = _nchwc.stem_scratch_floats(n, c, h, wd, pads_begin, pads_end)
+    nscratch = _nchwc.stem_scratch_floats(n, c, h, wd, pads_begin, pads_end, stride[1], nchw_out)
     scratch = np.full(nscratch, np.nan, np.float32) if padded and nscratch else None
     launch = _nchwc.NchwcStemLaunch(x.reshape(-1), _nchwc.pack_1x1_weight(w.reshape(m, -1)), bias, y, n, c, h, wd,
                                     m, (kh, kw), stride, pads_begin, pads_end, dilation, act, alpha, beta, threads,
-                                    scratch)
+                                    scratch, nchw_out)
     launch.execute(threads)
+    if nchw_out:
+        return y.reshape(n, m, ho, wo)
     return _nchwc.from_blocked(y.reshape(n, m // 8, ho, wo, 8))
 
 
@@ -137,7 +141,11 @@ STEMS = [(1, 3, 64, 64, 32, (3, 3), (2, 2), (1, 1), (1, 1), (1, 1)),
          (2, 3, 23, 29, 24, (7, 7), (2, 2), (3, 3), (3, 3), (1, 1)),
          (1, 1, 28, 28, 32, (5, 5), (1, 1), (2, 2), (2, 2), (1, 1)),
          (2, 4, 9, 10, 8, (3, 3), (1, 1), (0, 1), (2, 0), (2, 2)),
-         (1, 7, 5, 3, 40, (3, 2), (1, 2), (1, 1), (1, 1), (1, 1))]
+         (1, 7, 5, 3, 40, (3, 2), (1, 2), (1, 1), (1, 1), (1, 1)),
+         # rows of 112 and 59 output pixels (several tiles of 48, 16-pixel
+         # vectors with a tail), column stride 3 and dilation, no padding
+         (1, 3, 30, 229, 16, (7, 7), (2, 2), (3, 3), (2, 3), (1, 1)),
+         (2, 2, 11, 185, 8, (3, 4), (1, 3), (0, 0), (0, 0), (2, 2))]
 
 
 @pytest.mark.parametrize("case", STEMS, ids=lambda c: "x".join(map(str, c[:5])))
@@ -154,6 +162,9 @@ def test_stem_matches_reference(rng, case, act, bias):
     check_parity(outs[0], want, "nchwc stem", tol=TOL)
     for o in outs[1:]:
         np.testing.assert_array_equal(o, outs[0])
+    # NCHW output: the blocked stem's bits, reordered
+    for t in TWO:
+        np.testing.assert_array_equal(run_stem(x, wt, b, st, pb, pe, d, act, t, nchw_out=True), outs[0])
 
 
 def run_dense(x, w, bias, res, stride, pads_begin, pads_end, dilation, act, threads, alpha=0.0, beta=6.0,
@@ -453,6 +464,11 @@ outs.append(run_dense(x, rng.standard_normal((64, 32, 3, 3)).astype(np.float32),
 x = rng.standard_normal((2, 3, 19, 17)).astype(np.float32)
 wt = rng.standard_normal((40, 3, 3, 3)).astype(np.float32)
 outs.append(run_stem(x, wt, rng.standard_normal(40).astype(np.float32), (2, 2), (1, 1), (1, 1), (1, 1), "silu", 1))
+# the stem writing NCHW (AVX-512 tiles of 1 to 3 vectors with a tail)
+for wd in (17, 45, 100):
+    x = rng.standard_normal((1, 3, 9, wd)).astype(np.float32)
+    outs.append(run_stem(x, wt, rng.standard_normal(40).astype(np.float32), (1, 2), (1, 1), (1, 1), (1, 1),
+                         "hard_swish", 1, 1 / 6, 0.5, nchw_out=True))
 ops = block_case(rng, 1, 16, 48, 32, 9, 8, expand=True, residual=False)
 outs.append(run_ir(*ops, 1, 1, band=2))
 np.save(sys.stdout.buffer, np.concatenate([o.reshape(-1) for o in outs]))
@@ -743,7 +759,8 @@ def test_a_stem_and_its_pool_run_blocked_on_their_own(rng, blocked_on):
 def test_a_stem_of_few_taps_runs_blocked_alone(rng, blocked_on):
     # MNIST's first conv (1 channel, 3x3: 9 taps) runs the stem kernel and one
     # reorder; a 7x7 stem of 3 channels (147 taps) alone stays NCHW with the
-    # AVX2 tiles and runs blocked with the AVX-512 ones
+    # AVX2 tiles and runs blocked with the AVX-512 ones.  With those, a stem
+    # alone writes NCHW itself: no reorder
     assert passes.stem_alone_max_taps(1) == passes.STEM_ALONE_MAX_TAPS == 27
     assert passes.stem_alone_max_taps(0) == 27
     assert passes.stem_alone_max_taps(2) == float("inf")
@@ -756,7 +773,9 @@ def test_a_stem_of_few_taps_runs_blocked_alone(rng, blocked_on):
         g.output(g.relu(g.conv2d(x, wt, b, padding=k // 2)))
         blocked, plain = compile_both(g)
         kinds = [t.kind for t in blocked.thunks]
-        assert (kinds == ["conv_nchwc_stem", "reorder_nchwc"]) == alone, (c, k, kinds)
+        lone = ["conv_nchwc_stem"] if avx512 else ["conv_nchwc_stem", "reorder_nchwc"]
+        assert (kinds == lone) == alone, (c, k, kinds)
+        assert [t.nchw_out for t in blocked.thunks if t.kind == "conv_nchwc_stem"] == ([avx512] if alone else [])
         assert alone == (c * k * k <= passes.stem_alone_max_taps())
         feeds = {"x": rng.standard_normal((2, c, 20, 20)).astype(np.float32)}
         got = blocked.run(feeds)[0]

@@ -485,9 +485,10 @@ class NchwcDense3dThunk(Thunk):
 
 @dataclass(frozen=True, repr=False)
 class NchwcStemThunk(Thunk):
-    """Dense conv from NCHW x (few input channels) to blocked y; `weight`
-    packed like the 1x1 weight over k = (c, kh, kw); `scratch` the
-    zero-padded input copy (None without padding)."""
+    """Dense conv from NCHW x (few input channels) to blocked y, or to NCHW y
+    with nchw_out; `weight` packed like the 1x1 weight over k = (c, kh, kw);
+    `scratch` the zero-padded input copy (None without padding; with
+    nchw_out, split into column phases)."""
     x: Slice
     weight: Slice
     bias: Optional[Slice]
@@ -505,6 +506,7 @@ class NchwcStemThunk(Thunk):
     dilation: tuple
     epilogue: Optional[ConvEpilogue]
     max_threads: int
+    nchw_out: bool = False
 
     kind: ClassVar[str] = "conv_nchwc_stem"
     reads: ClassVar[tuple] = ("x", "weight", "bias")
@@ -516,7 +518,8 @@ class NchwcStemThunk(Thunk):
         return _nchwc.NchwcStemLaunch(
             view(self.x), view(self.weight), view(self.bias) if self.bias else None, view(self.y), self.n,
             self.c_in, self.h, self.w, self.c_out, self.kernel, self.stride, self.pads_begin, self.pads_end,
-            self.dilation, act, alpha, beta, self.max_threads, view(self.scratch) if self.scratch else None)
+            self.dilation, act, alpha, beta, self.max_threads, view(self.scratch) if self.scratch else None,
+            self.nchw_out)
 
 
 @dataclass(frozen=True, repr=False)
@@ -718,15 +721,20 @@ def compile_conv2d_nchwc(ctx, node):
     a = node.attrs
     if len(xs) == 4:
         n, c_in, h, w = xs
+        # a 4-D output: the stem writes NCHW itself (blocked_layout, a stem
+        # only NCHW ops read)
+        nchw_out = len(node.shape) == 4
+        if nchw_out:
+            c_out = node.shape[1]
         packed = ctx.constant(_nchwc.pack_1x1_weight(wv.reshape(c_out, -1)), node.name + ".nchwc_W")
         # a padded copy of the few input planes: no tile gathers (3x3 s1 3->16
         # at 32x32: 12.9 us against 24.8 gathering; 7x7 s2 3->8 at 64x64:
         # 41 against 109, where the NCHW im2col takes 40)
-        nfloats = _nchwc.stem_scratch_floats(n, c_in, h, w, a.pads_begin, a.pads_end)
+        nfloats = _nchwc.stem_scratch_floats(n, c_in, h, w, a.pads_begin, a.pads_end, a.stride[1], nchw_out)
         scratch = ctx.scratch(4 * nfloats, node.name + ".scratch")
         ctx.emit(NchwcStemThunk(node.name, ctx.buf(x_id), packed, bias, ctx.buf(node.id), scratch, n, c_in, h, w,
                                 c_out, a.kernel, a.stride, a.pads_begin, a.pads_end, a.dilation, a.epilogue,
-                                ctx.num_threads))
+                                ctx.num_threads, nchw_out))
         return
     n, c_in, h, w = xs[0], xs[1] * BLOCK, xs[2], xs[3]
     depthwise = a.groups > 1 and a.groups == c_in
