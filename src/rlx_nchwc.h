@@ -345,12 +345,15 @@ static const rlx_nchwc_strip_fn rlx_nchwc_strips[2][RLX_NCHWC_NP + 1] = RLX_NC_R
 #endif
 
 #if RLX_X86_DISPATCH
-/* ---- AVX-512 tiles: one or two panels (16 or 32 output channels) at once --
+/* ---- AVX-512 tiles: one, two or four panels (16 to 64 output channels) ----
  * np pixels x nq zmm of 16 output channels: at np = 6 and nq = 2, 12
  * accumulators (more than FMA latency x pipes), and per input channel two
  * weight loads and np broadcasts feed 2*np FMAs; nq = 1 (a conv group's
  * last full panel, or 16 output channels in all) has 6 chains, latency
- * bound at 3/4 of the pipes, still 1.5x the AVX2 tile's lanes.  Panel q+1's packed weight starts wps floats
+ * bound at 3/4 of the pipes, still 1.5x the AVX2 tile's lanes.  nq = 4 (the
+ * 1x1 kernel's strips only) feeds 24 FMAs with 10 loads: on this host's
+ * slow phases (see rlx_nchwc_1x1_run) the loads, not the FMAs, bound the
+ * two-panel tile.  Panel q+1's packed weight starts wps floats
  * after panel q's (K*16: the next panel of the same packed weight), the
  * tile's output block b sits at y + b*p8 (res likewise).  Each lane runs
  * the AVX2 tile's FMAs in the same order and the same epilogue on each
@@ -378,24 +381,30 @@ RLX_INLINE_AVX512 void rlx_nz_store2(float* y, ptrdiff_t p8, __m512 v, const flo
 
 #define RLX_NZ_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 #define RLX_NZ_DECL(r)                                                           \
-    __m512 a##r##0 = b0, a##r##1 = b1;                                           \
+    __m512 a##r##0 = b0, a##r##1 = b1, a##r##2 = b2, a##r##3 = b3;               \
     const ptrdiff_t o##r = np > r ? poff[r] : 0;
 #define RLX_NZ_INIT(r)                                                           \
     if (np > r && !first) {                                                      \
         a##r##0 = rlx_nz_load2(y + (r) * 8, p8);                                 \
         if (nq > 1) a##r##1 = rlx_nz_load2(y + 2 * p8 + (r) * 8, p8);            \
+        if (nq > 2) a##r##2 = rlx_nz_load2(y + 4 * p8 + (r) * 8, p8);            \
+        if (nq > 2) a##r##3 = rlx_nz_load2(y + 6 * p8 + (r) * 8, p8);            \
     }
 #define RLX_NZ_FMA(r)                                                            \
     if (np > r) {                                                                \
         const __m512 xv = _mm512_set1_ps(xk[o##r]);                              \
         a##r##0 = _mm512_fmadd_ps(xv, w0, a##r##0);                              \
         if (nq > 1) a##r##1 = _mm512_fmadd_ps(xv, w1, a##r##1);                  \
+        if (nq > 2) a##r##2 = _mm512_fmadd_ps(xv, w2, a##r##2);                  \
+        if (nq > 2) a##r##3 = _mm512_fmadd_ps(xv, w3, a##r##3);                  \
     }
+#define RLX_NZ_STORE1(r, B_, ACC_)                                               \
+    rlx_nz_store2(y + (B_) * p8 + (r) * 8, p8, ACC_, res ? res + (B_) * p8 + (r) * 8 : NULL, last, a);
 #define RLX_NZ_STORE(r)                                                          \
     if (np > r) {                                                                \
-        rlx_nz_store2(y + (r) * 8, p8, a##r##0, res ? res + (r) * 8 : NULL, last, a); \
-        if (nq > 1)                                                              \
-            rlx_nz_store2(y + 2 * p8 + (r) * 8, p8, a##r##1, res ? res + 2 * p8 + (r) * 8 : NULL, last, a); \
+        RLX_NZ_STORE1(r, 0, a##r##0)                                             \
+        if (nq > 1) { RLX_NZ_STORE1(r, 2, a##r##1) }                             \
+        if (nq > 2) { RLX_NZ_STORE1(r, 4, a##r##2) RLX_NZ_STORE1(r, 6, a##r##3) } \
     }
 RLX_INLINE_AVX512 void rlx_nchwc_tile2_body(const int nq, const int np, const float* restrict w, ptrdiff_t wps,
                                             const float* restrict x, const ptrdiff_t* restrict koff, ptrdiff_t nkb,
@@ -404,6 +413,8 @@ RLX_INLINE_AVX512 void rlx_nchwc_tile2_body(const int nq, const int np, const fl
                                             int last, const rlx_nchwc_act* a) {
     const __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
     const __m512 b1 = bias && nq > 1 ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
+    const __m512 b2 = bias && nq > 2 ? _mm512_loadu_ps(bias + 32) : _mm512_setzero_ps();
+    const __m512 b3 = bias && nq > 2 ? _mm512_loadu_ps(bias + 48) : _mm512_setzero_ps();
     RLX_NZ_ROWS(RLX_NZ_DECL)
     RLX_NZ_ROWS(RLX_NZ_INIT)
     for (ptrdiff_t kb = 0; kb < nkb; ++kb) {
@@ -411,6 +422,8 @@ RLX_INLINE_AVX512 void rlx_nchwc_tile2_body(const int nq, const int np, const fl
         for (int kk = 0; kk < 8; ++kk) {
             const float* xk = xb + kk;
             const __m512 w0 = _mm512_loadu_ps(w), w1 = nq > 1 ? _mm512_loadu_ps(w + wps) : w0;
+            const __m512 w2 = nq > 2 ? _mm512_loadu_ps(w + 2 * wps) : w0;
+            const __m512 w3 = nq > 2 ? _mm512_loadu_ps(w + 3 * wps) : w0;
             RLX_NZ_ROWS(RLX_NZ_FMA)
             w += RLX_NCHWC_OC;
         }
@@ -426,7 +439,7 @@ RLX_INLINE_AVX512 void rlx_nchwc_tile2_body(const int nq, const int np, const fl
         a##r##0 = _mm512_fmadd_ps(xv, w0, a##r##0);                              \
         if (nq > 1) a##r##1 = _mm512_fmadd_ps(xv, w1, a##r##1);                  \
     }
-#define RLX_NZS_DECL(r) __m512 a##r##0 = b0, a##r##1 = b1;
+#define RLX_NZS_DECL(r) __m512 a##r##0 = b0, a##r##1 = b1, a##r##2 = b0, a##r##3 = b0;
 RLX_INLINE_AVX512 void rlx_nchwc_stem_tile2_body(const int nq, const int np, const float* restrict w, ptrdiff_t wps,
                                                  const float* restrict base, const ptrdiff_t* restrict koff,
                                                  ptrdiff_t ps, ptrdiff_t K, float* restrict y, ptrdiff_t p8,
@@ -450,6 +463,7 @@ RLX_INLINE_AVX512 void rlx_nchwc_stem_tile2_body(const int nq, const int np, con
 #undef RLX_NZ_INIT
 #undef RLX_NZ_FMA
 #undef RLX_NZ_STORE
+#undef RLX_NZ_STORE1
 #undef RLX_NZ_ROWS
 
 /* One full panel (16 output channels) over np = 7..12 pixels along an
@@ -570,6 +584,7 @@ RLX_NZ_ALL(RLX_NZ_RTILE, 1, 2, rlx_nchwc_s2_poff)
 RLX_NZ_ALL(RLX_NZ_RTILE, 2, 2, rlx_nchwc_s2_poff)
 RLX_NZ_ALL(RLX_NZ_STRIP, 1)
 RLX_NZ_ALL(RLX_NZ_STRIP, 2)
+RLX_NZ_ALL(RLX_NZ_STRIP, 4)
 RLX_NZ_ALL(RLX_NZ_STEM, 1)
 RLX_NZ_ALL(RLX_NZ_STEM, 2)
 #define RLX_NZ_ROW(P_) {NULL, P_##1, P_##2, P_##3, P_##4, P_##5, P_##6}
@@ -577,8 +592,9 @@ RLX_NZ_ALL(RLX_NZ_STEM, 2)
 static const rlx_nchwc_tile2_fn rlx_nchwc_tiles2[2][3][RLX_NCHWC_NP + 1] = {
     {RLX_NZ_ROW(rlx_nchwc_tile1z_), RLX_NZ_ROW(rlx_nchwc_rtile1zs1_), RLX_NZ_ROW(rlx_nchwc_rtile1zs2_)},
     {RLX_NZ_ROW(rlx_nchwc_tile2z_), RLX_NZ_ROW(rlx_nchwc_rtile2zs1_), RLX_NZ_ROW(rlx_nchwc_rtile2zs2_)}};
-static const rlx_nchwc_strip2_fn rlx_nchwc_strips2[2][RLX_NCHWC_NP + 1] = {RLX_NZ_ROW(rlx_nchwc_strip1z_),
-                                                                         RLX_NZ_ROW(rlx_nchwc_strip2z_)};
+/* [panels: 1, 2, 4][pixels] */
+static const rlx_nchwc_strip2_fn rlx_nchwc_strips2[3][RLX_NCHWC_NP + 1] = {
+    RLX_NZ_ROW(rlx_nchwc_strip1z_), RLX_NZ_ROW(rlx_nchwc_strip2z_), RLX_NZ_ROW(rlx_nchwc_strip4z_)};
 static const rlx_nchwc_stem_tile2_fn rlx_nchwc_stem_tiles2[2][RLX_NCHWC_NP + 1] = {
     RLX_NZ_ROW(rlx_nchwc_stem_tile1z_), RLX_NZ_ROW(rlx_nchwc_stem_tile2z_)};
 #undef RLX_NZ_ROW
@@ -680,14 +696,15 @@ static inline void rlx_nchwc_strip(int level, ptrdiff_t count, int np, int nv, c
                        res ? res + i * np * 8 : NULL, first, last, a);
 }
 
-/* `count` tiles of np consecutive pixels of nq full panels (AVX-512). */
+/* `count` tiles of np consecutive pixels of nq (1, 2 or 4) full panels
+ * (AVX-512). */
 static inline void rlx_nchwc_strip_z(int nq, ptrdiff_t count, int np, const float* w, ptrdiff_t wps, const float* x,
                                         const ptrdiff_t* koff, ptrdiff_t nkb, ptrdiff_t p8, float* y,
                                         const float* bias, const float* res, int first, int last,
                                         const rlx_nchwc_act* a) {
     if (count <= 0) return;
 #if RLX_X86_DISPATCH
-    rlx_nchwc_strips2[nq - 1][np](count, w, wps, x, koff, nkb, p8, y, bias, res, first, last, a);
+    rlx_nchwc_strips2[nq >> 1][np](count, w, wps, x, koff, nkb, p8, y, bias, res, first, last, a);
 #else
     (void)nq, (void)np, (void)w, (void)wps, (void)x, (void)koff, (void)nkb, (void)p8, (void)y, (void)bias, (void)res;
     (void)first, (void)last, (void)a;
@@ -711,6 +728,12 @@ static void rlx_nchwc_1x1_run(const float* x, ptrdiff_t x_len, const float* wq, 
     const ptrdiff_t nchunks = (P + g->chunk - 1) / g->chunk;
     const ptrdiff_t panels = (M + RLX_NCHWC_OC - 1) / RLX_NCHWC_OC;
     const ptrdiff_t per_group = rlx_nchwc_per_group(panels, g->groups, level);
+    /* four panels per tile where a group has them: the same FMA rate as two
+     * panels when this host runs fast, 1.15-1.25x in its slow phases (1x1
+     * 64->256 at 56x56 and 512->2048 at 7x7, interleaved A/B), from 10
+     * loads per 24 FMAs instead of 8 per 12.  The dense kernel keeps pairs:
+     * its four-panel tile measured 0.92-0.96x fast and 0.98-1.08x slow. */
+    const int quads = pairs && per_group >= 4;
     (void)wq_len;
     (void)res_len;
     RLX_CHECK_RANGE(0, rlx_nchwc_1x1_packed_floats(M, K), wq_len, "nchwc 1x1 packed weight");
@@ -736,8 +759,9 @@ static void rlx_nchwc_1x1_run(const float* x, ptrdiff_t x_len, const float* wq, 
                 /* textra tiles of tbase + 1 pixels, then the rest of tbase */
                 const ptrdiff_t pm = pc0 + textra * (tbase + 1);
                 if (pairs && nv == 2) {
-                    /* two full panels, or one */
-                    const int nq = q + 1 < q1 && M - (q + 1) * RLX_NCHWC_OC >= RLX_NCHWC_OC ? 2 : 1;
+                    /* four full panels, two, or one */
+                    const int nq = quads && q + 3 < q1 && M - (q + 3) * RLX_NCHWC_OC >= RLX_NCHWC_OC ? 4
+                                   : q + 1 < q1 && M - (q + 1) * RLX_NCHWC_OC >= RLX_NCHWC_OC ? 2 : 1;
                     rlx_nchwc_strip_z(nq, textra, (int)tbase + 1, wqb, K * RLX_NCHWC_OC, x + n * K * P + pc0 * 8,
                                       koff + k0 / 8, kc / 8, p8, y + yo + pc0 * 8, bq,
                                       res ? res + yo + pc0 * 8 : NULL, first, last, a);

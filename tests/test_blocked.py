@@ -66,9 +66,10 @@ def run_dw(x, w, bias, res, stride, pad, act, threads, alpha=0.0, beta=6.0):
 
 # (n, K, M, h, w): M % 16 == 8 (a one-vector panel), K over the K block
 # (256: partial sums wait in y), planes that are not multiples of 6 pixels,
-# several chunks per plane, several images
+# several chunks per plane, several images; with AVX-512, four-panel tiles
+# (and a panel left over) across K blocks
 SHAPES_1X1 = [(1, 32, 16, 112, 112), (2, 16, 24, 9, 7), (1, 520, 40, 5, 5), (3, 8, 8, 1, 1),
-              (1, 64, 136, 7, 7), (2, 272, 32, 3, 11)]
+              (1, 64, 136, 7, 7), (2, 272, 32, 3, 11), (1, 264, 80, 20, 26)]
 
 
 @pytest.mark.parametrize("shape", SHAPES_1X1, ids=lambda s: "x".join(map(str, s)))
@@ -435,8 +436,10 @@ import test_blocked_conv3d as c3
 x, wt, b = c3.case(rng, 2, 16, 4, 5, 6, 32, (3, 3, 3), groups=2)
 outs.append(c3.run_launch(x, wt, b, (1, 2, 1), (1, 1, 1), (1, 0, 1), (1, 1, 1), 2, 1))
 # 32 output channels and more: the AVX-512 level's two-panel tiles (one
-# panel left over at 40 and 48), K blocks of the 1x1 conv carried through y
-for (n, k, m, h, w) in [(1, 272, 40, 7, 9), (2, 16, 48, 5, 5), (1, 32, 32, 3, 13)]:
+# panel left over at 40 and 48), the 1x1 conv's four-panel tiles (80: one
+# left over), K blocks of the 1x1 conv carried through y
+for (n, k, m, h, w) in [(1, 272, 40, 7, 9), (2, 16, 48, 5, 5), (1, 32, 32, 3, 13), (1, 264, 80, 20, 26),
+                        (1, 264, 128, 16, 20)]:
     x = rng.standard_normal((n, k, h, w)).astype(np.float32)
     wt = rng.standard_normal((m, k, 1, 1)).astype(np.float32)
     r = rng.standard_normal((n, m, h, w)).astype(np.float32)
