@@ -72,7 +72,10 @@ cdef extern from "rlx_nchwc.h":
                             Py_ssize_t i0, Py_ssize_t i1) nogil
     void rlx_stem_nchw_rows(const float* xq, Py_ssize_t xq_len, const float* wq, Py_ssize_t wq_len,
                             const float* bias, float* y, Py_ssize_t y_len, const Py_ssize_t* koff,
-                            const NcStemGeom* g, const NcAct* a, Py_ssize_t r0, Py_ssize_t r1) nogil
+                            const NcStemGeom* g, const NcAct* a, Py_ssize_t chunk, Py_ssize_t i0,
+                            Py_ssize_t i1) nogil
+    enum: RLX_STEM_NCHW_ROW
+    enum: RLX_STEM_NCHW_CHUNK
     enum: RLX_NCHWC_KC
     void rlx_nchwc_reorder(const float* src, Py_ssize_t src_len, float* dst, Py_ssize_t dst_len,
                            Py_ssize_t P, int to_blocked, Py_ssize_t i0, Py_ssize_t i1) nogil
@@ -457,9 +460,12 @@ def stem_scratch_floats(Py_ssize_t n, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w, 
                         Py_ssize_t sw=1, bint nchw_out=False):
     """Floats of the stem's zero-padded NCHW input copy (0 without padding);
     with nchw_out, of the copy split into sw column phases that the NCHW
-    output mode always reads."""
+    output mode reads (0 without padding at column stride 1: it reads x in
+    place)."""
     hp, wp = h + pads_begin[0] + pads_end[0], w + pads_begin[1] + pads_end[1]
     if nchw_out:
+        if sw == 1 and not any(pads_begin) and not any(pads_end):
+            return 0
         return n * c * hp * sw * ((wp + sw - 1) // sw)
     if not any(pads_begin) and not any(pads_end):
         return 0
@@ -485,7 +491,7 @@ cdef class NchwcStemLaunch(_BlockedConv):
     cdef Py_ssize_t rows
     cdef float[::1] xp
     cdef bint padded, nchw_out
-    cdef Py_ssize_t h_in, w_in, pt, pl, wqn
+    cdef Py_ssize_t h_in, w_in, pt, pl, wqn, chunk, items
 
     def __init__(self, x, wq, bias, y, Py_ssize_t n, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w, Py_ssize_t m,
                  tuple kernel, tuple stride, tuple pads_begin, tuple pads_end, tuple dilation, act=None,
@@ -503,7 +509,7 @@ cdef class NchwcStemLaunch(_BlockedConv):
                    rlx_nchwc_1x1_packed_floats(m, c * kh * kw), m)
         need = stem_scratch_floats(n, c, h, w, pads_begin, pads_end, stride[1], nchw_out)
         self.nchw_out = nchw_out
-        if nchw_out and scratch is None:
+        if nchw_out and need and scratch is None:
             raise ValueError(f"{op}: the NCHW output mode needs scratch ({need} floats), got None")
         self.padded = need > 0 and scratch is not None
         self.xp = or_placeholder(scratch if self.padded else None, np.float32)
@@ -526,6 +532,9 @@ cdef class NchwcStemLaunch(_BlockedConv):
         else:
             rlx_nchwc_stem_offsets(&self.g, &self.koff[0])
         self.rows = n * h_out
+        # the NCHW output mode's work items: rows, long ones in chunks
+        self.chunk = w_out if w_out <= RLX_STEM_NCHW_ROW else RLX_STEM_NCHW_CHUNK
+        self.items = self.rows * ((w_out + self.chunk - 1) // self.chunk)
         self.max_threads = max(1, max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:
@@ -536,15 +545,19 @@ cdef class NchwcStemLaunch(_BlockedConv):
         cdef Py_ssize_t src_len = self.x.shape[0]
         cdef Py_ssize_t planes = self.rows // self.g.h_out * self.g.c
         if self.nchw_out:
-            for i in prange(planes, num_threads=t, schedule='static'):
-                rlx_stem_nchw_copy(&self.x[0], self.x.shape[0], &self.xp[0], self.xp.shape[0], self.h_in,
-                                   self.w_in, self.g.h, self.g.sw, self.wqn, self.pt, self.pl, i, i + 1)
+            if self.padded:
+                for i in prange(planes, num_threads=t, schedule='static'):
+                    rlx_stem_nchw_copy(&self.x[0], self.x.shape[0], &self.xp[0], self.xp.shape[0], self.h_in,
+                                       self.w_in, self.g.h, self.g.sw, self.wqn, self.pt, self.pl, i, i + 1)
+                src = &self.xp[0]
+                src_len = self.xp.shape[0]
+            runs = t if t < self.items else self.items
             for r in prange(runs, num_threads=t, schedule='static'):
-                lo = self.rows * r // runs
-                hi = self.rows * (r + 1) // runs
-                rlx_stem_nchw_rows(&self.xp[0], self.xp.shape[0], &self.wq[0], self.wq.shape[0],
+                lo = self.items * r // runs
+                hi = self.items * (r + 1) // runs
+                rlx_stem_nchw_rows(src, src_len, &self.wq[0], self.wq.shape[0],
                                    &self.bias[0] if self.has_bias else NULL, &self.y[0], self.y.shape[0],
-                                   &self.koff[0], &self.g, &self.a, lo, hi)
+                                   &self.koff[0], &self.g, &self.a, self.chunk, lo, hi)
             return 0
         if self.padded:
             for i in prange(planes, num_threads=t, schedule='static'):

@@ -1217,6 +1217,10 @@ static void rlx_nchwc_stem_rows(const float* x, ptrdiff_t x_len, const float* wq
  * followed by the reorder. */
 #define RLX_STEM_NCHW_VEC 16
 #define RLX_STEM_NCHW_CH 8
+/* a work item is an output row, or a chunk of this many pixels of a row
+ * longer than RLX_STEM_NCHW_ROW (a 1x1 conv runs its plane as one row) */
+#define RLX_STEM_NCHW_ROW 384
+#define RLX_STEM_NCHW_CHUNK 192
 
 /* Wq of the copy (g: the padded geometry, g->w the padded width) */
 static inline ptrdiff_t rlx_stem_nchw_wq(const rlx_nchwc_stem_geom* g) { return (g->w + g->sw - 1) / g->sw; }
@@ -1338,12 +1342,15 @@ static const rlx_stem_nchw_tile_fn rlx_stem_nchw_tiles[4] = {NULL, rlx_stem_nchw
                                                              rlx_stem_nchw_tile_3};
 #endif
 
-/* Output rows [r0, r1), r = n * h_out + oh, of every channel: g is the
- * padded geometry (h, w the padded extents, no padding left), xq the
- * phase-split copy, koff from rlx_stem_nchw_offsets. */
+/* Work items [i0, i1) of every channel, item = (n * h_out + oh) * cpr +
+ * the chunk of `chunk` pixels of that output row (cpr chunks per row): g is
+ * the padded geometry (h, w the padded extents, no padding left), xq the
+ * phase-split copy (or x itself at column stride 1 without padding), koff
+ * from rlx_stem_nchw_offsets. */
 static void rlx_stem_nchw_rows(const float* xq, ptrdiff_t xq_len, const float* wq, ptrdiff_t wq_len,
                                const float* bias, float* y, ptrdiff_t y_len, const ptrdiff_t* koff,
-                               const rlx_nchwc_stem_geom* g, const rlx_nchwc_act* a, ptrdiff_t r0, ptrdiff_t r1) {
+                               const rlx_nchwc_stem_geom* g, const rlx_nchwc_act* a, ptrdiff_t chunk, ptrdiff_t i0,
+                               ptrdiff_t i1) {
     const int level = rlx_simd_level();
     const ptrdiff_t K = g->c * g->kh * g->kw, M = g->m, wo = g->w_out, plane = g->h_out * wo;
     const ptrdiff_t wqn = rlx_stem_nchw_wq(g), img = g->c * g->h * g->sw * wqn;
@@ -1353,13 +1360,15 @@ static void rlx_stem_nchw_rows(const float* xq, ptrdiff_t xq_len, const float* w
     (void)wq_len;
     (void)y_len;
     RLX_CHECK_RANGE(0, rlx_nchwc_1x1_packed_floats(M, K), wq_len, "stem nchw packed weight");
-    for (ptrdiff_t r = r0; r < r1; ++r) {
+    const ptrdiff_t cpr = (wo + chunk - 1) / chunk;
+    for (ptrdiff_t item = i0; item < i1; ++item) {
+        const ptrdiff_t r = item / cpr, c0 = item % cpr * chunk, c1 = c0 + chunk < wo ? c0 + chunk : wo;
         const ptrdiff_t n = r / g->h_out, oh = r % g->h_out;
         const float* xrow = xq + n * img + oh * g->sh * g->sw * wqn;
         RLX_CHECK_RANGE(n * img, (n + 1) * img, xq_len, "stem nchw x");
         RLX_CHECK_RANGE(n * M * plane, (n + 1) * M * plane, y_len, "stem nchw y");
-        for (ptrdiff_t ow = 0; ow < wo; ow += span) {
-            const int np = (int)(wo - ow < span ? wo - ow : span);
+        for (ptrdiff_t ow = c0; ow < c1; ow += span) {
+            const int np = (int)(c1 - ow < span ? c1 - ow : span);
             for (ptrdiff_t c8 = 0; c8 < M / RLX_STEM_NCHW_CH; ++c8) {
                 const float* wc = wq + (c8 / 2) * K * RLX_NCHWC_OC + (c8 % 2) * RLX_STEM_NCHW_CH;
                 const float* bc = bias ? bias + c8 * RLX_STEM_NCHW_CH : NULL;

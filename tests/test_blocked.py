@@ -144,9 +144,11 @@ STEMS = [(1, 3, 64, 64, 32, (3, 3), (2, 2), (1, 1), (1, 1), (1, 1)),
          (2, 4, 9, 10, 8, (3, 3), (1, 1), (0, 1), (2, 0), (2, 2)),
          (1, 7, 5, 3, 40, (3, 2), (1, 2), (1, 1), (1, 1), (1, 1)),
          # rows of 112 and 59 output pixels (several tiles of 48, 16-pixel
-         # vectors with a tail), column stride 3 and dilation, no padding
+         # vectors with a tail), column stride 3 and dilation, no padding;
+         # rows of 419 (NCHW output: chunks of 192 pixels, x read in place)
          (1, 3, 30, 229, 16, (7, 7), (2, 2), (3, 3), (2, 3), (1, 1)),
-         (2, 2, 11, 185, 8, (3, 4), (1, 3), (0, 0), (0, 0), (2, 2))]
+         (2, 2, 11, 185, 8, (3, 4), (1, 3), (0, 0), (0, 0), (2, 2)),
+         (1, 2, 5, 421, 16, (3, 3), (1, 1), (0, 0), (0, 0), (1, 1))]
 
 
 @pytest.mark.parametrize("case", STEMS, ids=lambda c: "x".join(map(str, c[:5])))
