@@ -30,7 +30,8 @@
 #define RLX_NCHWC_OC 16        /* output channels per register tile (two blocks) */
 #define RLX_NCHWC_NP 6         /* pixels per register tile */
 #define RLX_NCHWC_KC 256       /* input channels per K block of the 1x1 kernel */
-#define RLX_NCHWC_NP1W 12      /* pixels per wide tile of one AVX-512 panel */
+#define RLX_NCHWC_NP1W 12      /* pixels per wide tile of one AVX-512 panel, at most */
+#define RLX_NCHWC_NP2W 14      /* ... of two panels */
 
 /* The epilogue of the blocked kernels: y = act(acc + residual), the bias
  * being the accumulators' start; act is one of RLX_ACT_NONE, RELU, CLIP,
@@ -466,34 +467,48 @@ RLX_INLINE_AVX512 void rlx_nchwc_stem_tile2_body(const int nq, const int np, con
 #undef RLX_NZ_STORE1
 #undef RLX_NZ_ROWS
 
-/* One full panel (16 output channels) over np = 7..12 pixels along an
- * output row, pixel r's input corner x + r*S*8 (S = 1 or 2: the conv's
- * column stride): np independent chains fill both FMA pipes where the
- * 6-pixel tile of one panel leaves a quarter of them idle.  Each output is
- * the same chain as in the 6-pixel tile (bias, then the taps in the packed
+/* Wide tiles along an output row: nq = 1 or 2 full panels over np = 7..12
+ * (one panel) or 7..14 (two) pixels, pixel r's input corner x + r*S*8 (S =
+ * 1 or 2: the conv's column stride).  One panel: np independent chains fill
+ * both FMA pipes where the 6-pixel tile of one panel leaves a quarter of
+ * them idle.  Two panels: up to 28 accumulators, 2 weight loads and np
+ * broadcasts per 2*np FMAs (a row of 14 in one tile).  Each output is the
+ * same chain as in the 6-pixel tiles (bias, then the taps in the packed
  * order, partial sums through y between K blocks, the same epilogue), so the
  * bits do not depend on which tile ran it. */
-#define RLX_NW_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
-#define RLX_NW_DECL(r) __m512 a##r = b0;
-#define RLX_NW_INIT(r) \
-    if (np > r && !first) a##r = rlx_nz_load2(y + (r) * 8, p8);
-#define RLX_NW_FMA(r) \
-    if (np > r) a##r = _mm512_fmadd_ps(_mm512_set1_ps(xk[(r) * S * 8]), w0, a##r);
-#define RLX_NW_STORE(r) \
-    if (np > r) rlx_nz_store2(y + (r) * 8, p8, a##r, res ? res + (r) * 8 : NULL, last, a);
-RLX_INLINE_AVX512 void rlx_nchwc_tile1w_body(const int np, const int S, const float* restrict w,
-                                             const float* restrict x, const ptrdiff_t* restrict koff, ptrdiff_t nkb,
-                                             ptrdiff_t p8, float* restrict y, const float* restrict bias,
-                                             const float* restrict res, int first, int last,
-                                             const rlx_nchwc_act* a) {
+#define RLX_NW_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
+#define RLX_NW_DECL(r) __m512 a##r##0 = b0, a##r##1 = b1;
+#define RLX_NW_INIT(r)                                                           \
+    if (np > r && !first) {                                                      \
+        a##r##0 = rlx_nz_load2(y + (r) * 8, p8);                                 \
+        if (nq > 1) a##r##1 = rlx_nz_load2(y + 2 * p8 + (r) * 8, p8);            \
+    }
+#define RLX_NW_FMA(r)                                                            \
+    if (np > r) {                                                                \
+        const __m512 xv = _mm512_set1_ps(xk[(r) * S * 8]);                       \
+        a##r##0 = _mm512_fmadd_ps(xv, w0, a##r##0);                              \
+        if (nq > 1) a##r##1 = _mm512_fmadd_ps(xv, w1, a##r##1);                  \
+    }
+#define RLX_NW_STORE(r)                                                          \
+    if (np > r) {                                                                \
+        rlx_nz_store2(y + (r) * 8, p8, a##r##0, res ? res + (r) * 8 : NULL, last, a); \
+        if (nq > 1)                                                              \
+            rlx_nz_store2(y + 2 * p8 + (r) * 8, p8, a##r##1, res ? res + 2 * p8 + (r) * 8 : NULL, last, a); \
+    }
+RLX_INLINE_AVX512 void rlx_nchwc_tilew_body(const int nq, const int np, const int S, const float* restrict w,
+                                            ptrdiff_t wps, const float* restrict x, const ptrdiff_t* restrict koff,
+                                            ptrdiff_t nkb, ptrdiff_t p8, float* restrict y,
+                                            const float* restrict bias, const float* restrict res, int first,
+                                            int last, const rlx_nchwc_act* a) {
     const __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
+    const __m512 b1 = bias && nq > 1 ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
     RLX_NW_ROWS(RLX_NW_DECL)
     RLX_NW_ROWS(RLX_NW_INIT)
     for (ptrdiff_t kb = 0; kb < nkb; ++kb) {
         const float* xb = x + koff[kb];
         for (int kk = 0; kk < 8; ++kk) {
             const float* xk = xb + kk;
-            const __m512 w0 = _mm512_loadu_ps(w);
+            const __m512 w0 = _mm512_loadu_ps(w), w1 = nq > 1 ? _mm512_loadu_ps(w + wps) : w0;
             RLX_NW_ROWS(RLX_NW_FMA)
             w += RLX_NCHWC_OC;
         }
@@ -505,23 +520,33 @@ RLX_INLINE_AVX512 void rlx_nchwc_tile1w_body(const int np, const int S, const fl
 #undef RLX_NW_INIT
 #undef RLX_NW_FMA
 #undef RLX_NW_STORE
-typedef void (*rlx_nchwc_tile1w_fn)(const float*, const float*, const ptrdiff_t*, ptrdiff_t, ptrdiff_t, float*,
-                                    const float*, const float*, int, int, const rlx_nchwc_act*);
-#define RLX_NW_TILE(NP_, S_)                                                                           \
-    RLX_TARGET_AVX512 static void rlx_nchwc_tile1w##S_##_##NP_(                                       \
-            const float* w, const float* x, const ptrdiff_t* koff, ptrdiff_t nkb, ptrdiff_t p8, float* y, \
-            const float* bias, const float* res, int first, int last, const rlx_nchwc_act* a) {        \
-        rlx_nchwc_tile1w_body(NP_, S_, w, x, koff, nkb, p8, y, bias, res, first, last, a);             \
+typedef void (*rlx_nchwc_tilew_fn)(const float*, ptrdiff_t, const float*, const ptrdiff_t*, ptrdiff_t, ptrdiff_t,
+                                   float*, const float*, const float*, int, int, const rlx_nchwc_act*);
+#define RLX_NW_TILE(NP_, NQ_, S_)                                                                      \
+    RLX_TARGET_AVX512 static void rlx_nchwc_tilew##NQ_##s##S_##_##NP_(                                 \
+            const float* w, ptrdiff_t wps, const float* x, const ptrdiff_t* koff, ptrdiff_t nkb, ptrdiff_t p8, \
+            float* y, const float* bias, const float* res, int first, int last, const rlx_nchwc_act* a) { \
+        rlx_nchwc_tilew_body(NQ_, NP_, S_, w, wps, x, koff, nkb, p8, y, bias, res, first, last, a);    \
     }
-#define RLX_NW_ALL(S_) RLX_NW_TILE(7, S_) RLX_NW_TILE(8, S_) RLX_NW_TILE(9, S_) RLX_NW_TILE(10, S_) \
-    RLX_NW_TILE(11, S_) RLX_NW_TILE(12, S_)
-RLX_NW_ALL(1)
-RLX_NW_ALL(2)
-#define RLX_NW_ROW(S_) {rlx_nchwc_tile1w##S_##_7, rlx_nchwc_tile1w##S_##_8, rlx_nchwc_tile1w##S_##_9, \
-                        rlx_nchwc_tile1w##S_##_10, rlx_nchwc_tile1w##S_##_11, rlx_nchwc_tile1w##S_##_12}
-/* [column stride - 1][pixels - 7] */
-static const rlx_nchwc_tile1w_fn rlx_nchwc_tiles1w[2][6] = {RLX_NW_ROW(1), RLX_NW_ROW(2)};
+#define RLX_NW_ALL(NQ_, S_) RLX_NW_TILE(7, NQ_, S_) RLX_NW_TILE(8, NQ_, S_) RLX_NW_TILE(9, NQ_, S_) \
+    RLX_NW_TILE(10, NQ_, S_) RLX_NW_TILE(11, NQ_, S_) RLX_NW_TILE(12, NQ_, S_)
+RLX_NW_ALL(1, 1)
+RLX_NW_ALL(1, 2)
+RLX_NW_ALL(2, 1)
+RLX_NW_ALL(2, 2)
+RLX_NW_TILE(13, 2, 1) RLX_NW_TILE(14, 2, 1) RLX_NW_TILE(13, 2, 2) RLX_NW_TILE(14, 2, 2)
+#define RLX_NW_ROW(NQ_, S_)                                                                            \
+    {rlx_nchwc_tilew##NQ_##s##S_##_7, rlx_nchwc_tilew##NQ_##s##S_##_8, rlx_nchwc_tilew##NQ_##s##S_##_9, \
+     rlx_nchwc_tilew##NQ_##s##S_##_10, rlx_nchwc_tilew##NQ_##s##S_##_11, rlx_nchwc_tilew##NQ_##s##S_##_12, \
+     RLX_NW_ROW_##NQ_(S_, 13), RLX_NW_ROW_##NQ_(S_, 14)}
+#define RLX_NW_ROW_1(S_, NP_) NULL
+#define RLX_NW_ROW_2(S_, NP_) rlx_nchwc_tilew2s##S_##_##NP_
+/* [panels - 1][column stride - 1][pixels - 7]; one panel up to 12 pixels */
+static const rlx_nchwc_tilew_fn rlx_nchwc_tilesw[2][2][8] = {{RLX_NW_ROW(1, 1), RLX_NW_ROW(1, 2)},
+                                                             {RLX_NW_ROW(2, 1), RLX_NW_ROW(2, 2)}};
 #undef RLX_NW_ROW
+#undef RLX_NW_ROW_1
+#undef RLX_NW_ROW_2
 #undef RLX_NW_ALL
 #undef RLX_NW_TILE
 
@@ -665,16 +690,18 @@ static inline void rlx_nchwc_tile_z(int nq, int np, const float* w, ptrdiff_t wp
 #endif
 }
 
-/* The wide tile of one full panel: np = 7..12 pixels at column stride S = 1
- * or 2 from the corner x (AVX-512; callers check rlx_nchwc_pairs first). */
-static inline void rlx_nchwc_tile_1w(int S, int np, const float* w, const float* x, const ptrdiff_t* koff,
-                                     ptrdiff_t nkb, ptrdiff_t p8, float* y, const float* bias, const float* res,
-                                     int first, int last, const rlx_nchwc_act* a) {
+/* The wide tile of nq full panels (the second's weight wps floats after the
+ * first's): np = 7..12 (one panel) or 7..14 (two) pixels at column stride
+ * S = 1 or 2 from the corner x (AVX-512; callers check rlx_nchwc_pairs
+ * first). */
+static inline void rlx_nchwc_tile_w(int nq, int S, int np, const float* w, ptrdiff_t wps, const float* x,
+                                    const ptrdiff_t* koff, ptrdiff_t nkb, ptrdiff_t p8, float* y, const float* bias,
+                                    const float* res, int first, int last, const rlx_nchwc_act* a) {
 #if RLX_X86_DISPATCH
-    rlx_nchwc_tiles1w[S - 1][np - 7](w, x, koff, nkb, p8, y, bias, res, first, last, a);
+    rlx_nchwc_tilesw[nq - 1][S - 1][np - 7](w, wps, x, koff, nkb, p8, y, bias, res, first, last, a);
 #else
-    (void)S, (void)np, (void)w, (void)x, (void)koff, (void)nkb, (void)p8, (void)y, (void)bias, (void)res;
-    (void)first, (void)last, (void)a;
+    (void)nq, (void)S, (void)np, (void)w, (void)wps, (void)x, (void)koff, (void)nkb, (void)p8, (void)y;
+    (void)bias, (void)res, (void)first, (void)last, (void)a;
     abort();
 #endif
 }
@@ -911,7 +938,10 @@ static void rlx_nchwc_dense_run(const float* xp, ptrdiff_t xp_len, const float* 
     const ptrdiff_t pblocks = (P + g->pixels - 1) / g->pixels;
     const ptrdiff_t kcb = RLX_NCHWC_KC / 8;
     const ptrdiff_t img = g->c * g->hp * g->wp;
-    /* a lone panel runs the wide tiles along output rows at least that wide */
+    /* panels run the wide tiles along output rows wider than a 6-pixel tile:
+     * one panel at column stride 1 or 2; two at stride 1 (256->256 at 14x14
+     * and 512->512 at 7x7: 1.04-1.07x the 6-pixel tiles in most interleaved
+     * A/B rounds; at stride 2, 128->128 from 56x56, 0.94-1.00x) */
     const int rows1 = pairs && wo > RLX_NCHWC_NP && (g->sw == 1 || g->sw == 2);
     ptrdiff_t poff[RLX_NCHWC_DENSE_ITEM];
     (void)xp_len;
@@ -955,25 +985,27 @@ static void rlx_nchwc_dense_run(const float* xp, ptrdiff_t xp_len, const float* 
                 if (pairs && nv == 2) {
                     const int nq =
                         q + 1 < q1 && (q + 1) / gpanels == cg && cg * mg + mg - m0 >= 2 * RLX_NCHWC_OC ? 2 : 1;
-                    if (nq == 1 && rows1) {
-                        /* one panel alone: tiles of up to 12 pixels along
-                         * each output row of the block */
+                    if (rows1 && (nq == 1 || g->sw == 1)) {
+                        /* wide tiles of up to 12 (one panel) or 14 (two)
+                         * pixels along each output row of the block */
+                        const ptrdiff_t most = nq == 1 ? RLX_NCHWC_NP1W : RLX_NCHWC_NP2W;
                         for (ptrdiff_t p = p0; p < p1;) {
                             const ptrdiff_t left = wo - p % wo, seg = left < p1 - p ? left : p1 - p;
-                            const ptrdiff_t nt = (seg + RLX_NCHWC_NP1W - 1) / RLX_NCHWC_NP1W;
+                            const ptrdiff_t nt = (seg + most - 1) / most;
                             const ptrdiff_t sb = seg / nt, sx = seg % nt;
                             for (ptrdiff_t t = 0; t < nt; p += sb + (t < sx), ++t) {
                                 const int np = (int)(sb + (t < sx));
                                 if (np > RLX_NCHWC_NP)
-                                    rlx_nchwc_tile_1w((int)g->sw, np, wqb, ximg + poff[p - p0],
-                                                      koff + cg * g->nkb + kb0, nkb, p8, y + yo + p * 8, bq,
-                                                      res ? res + yo + p * 8 : NULL, first, last, a);
+                                    rlx_nchwc_tile_w(nq, (int)g->sw, np, wqb, K * RLX_NCHWC_OC, ximg + poff[p - p0],
+                                                     koff + cg * g->nkb + kb0, nkb, p8, y + yo + p * 8, bq,
+                                                     res ? res + yo + p * 8 : NULL, first, last, a);
                                 else
-                                    rlx_nchwc_tile_z(1, np, wqb, K * RLX_NCHWC_OC, ximg, koff + cg * g->nkb + kb0,
+                                    rlx_nchwc_tile_z(nq, np, wqb, K * RLX_NCHWC_OC, ximg, koff + cg * g->nkb + kb0,
                                                      nkb, poff + (p - p0), p8, y + yo + p * 8, bq,
                                                      res ? res + yo + p * 8 : NULL, first, last, a);
                             }
                         }
+                        q += nq - 1;
                         continue;
                     }
                     for (ptrdiff_t t = 0, p = p0; t < ntiles; p += tbase + (t < textra), ++t)

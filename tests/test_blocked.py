@@ -201,6 +201,10 @@ DENSE = [(1, 64, 7, 7, 48, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
          # panel at column stride 2
          (1, 16, 9, 29, 16, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
          (2, 8, 11, 31, 48, (3, 3), (1, 2), (1, 1), (1, 1), (1, 1)),
+         # two panels on rows of 30 (wide tiles of 10) and of 7, items that
+         # end mid-row, a lone panel after them
+         (1, 24, 8, 30, 32, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+         (2, 8, 11, 9, 48, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
          # strided 1x1s run as a subsampled copy and the 1x1 kernel
          (2, 24, 11, 8, 40, (1, 1), (2, 1), (0, 0), (0, 0), (1, 1)),
          (1, 264, 7, 7, 24, (1, 1), (3, 2), (0, 0), (0, 0), (1, 1))]
@@ -454,10 +458,10 @@ for m, stride in [(40, (1, 1)), (32, (2, 2)), (48, (2, 1))]:
     outs.append(run_dense(x, wt, rng.standard_normal(m).astype(np.float32),
                           rng.standard_normal((1, m, ho, wo)).astype(np.float32), stride, (1, 1), (1, 1), (1, 1),
                           "relu", 1))
-# one panel alone on rows of 7 and more pixels: the AVX-512 wide tiles
-# (column stride 1 and 2; items that end mid-row)
+# panels on rows of 7 and more pixels: the AVX-512 wide tiles (one panel at
+# column stride 1 and 2, two at 1; items that end mid-row)
 x = rng.standard_normal((1, 16, 9, 29)).astype(np.float32)
-for m, stride in [(16, (1, 1)), (48, (1, 2)), (16, (2, 2))]:
+for m, stride in [(16, (1, 1)), (48, (1, 2)), (16, (2, 2)), (48, (1, 1))]:
     wt = rng.standard_normal((m, 16, 3, 3)).astype(np.float32)
     ho, wo = (9 + 2 - 3) // stride[0] + 1, (29 + 2 - 3) // stride[1] + 1
     outs.append(run_dense(x, wt, rng.standard_normal(m).astype(np.float32),
