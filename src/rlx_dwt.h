@@ -129,10 +129,13 @@ RLX_TARGET_AVX2 static void rlx_dwt_plane_avx2(const rlx_dwt_geom* g, const floa
                 _mm256_storeu_ps(yr + j0, _mm256_add_ps(rlx_dwt_phase8(&t, 0, j0), bv));
                 continue;
             }
+            /* the row's last outputs: each phase's vector, then its lanes
+             * that land inside the row (no divisions: this runs once per
+             * row and plane) */
             for (ptrdiff_t r = 0; r < sw; ++r)
                 _mm256_storeu_ps(tmp[r], _mm256_add_ps(rlx_dwt_phase8(&t, r, j0), bv));
-            for (ptrdiff_t ox = sw * j0; ox < sw * (j0 + 8) && ox < ow; ++ox)
-                yr[ox] = tmp[ox % sw][ox / sw - j0];
+            for (ptrdiff_t j = 0; j < 8; ++j)
+                for (ptrdiff_t r = 0, ox = sw * (j0 + j); r < sw && ox < ow; ++r, ++ox) yr[ox] = tmp[r][j];
         }
     }
 }
