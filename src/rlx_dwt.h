@@ -58,17 +58,21 @@ static inline int rlx_dwt_supported(ptrdiff_t kh, ptrdiff_t kw, ptrdiff_t sh, pt
 static void rlx_dwt_row_taps(const rlx_dwt_geom* g, const float* xpad, const float* wt, ptrdiff_t oy,
                              rlx_dwt_taps* t) {
     const ptrdiff_t sh = g->sh, sw = g->sw;
+    /* kh = kh0 + sh*u reads input row iy0 - u (one division per row) */
+    const ptrdiff_t kh0 = (oy + g->ph) % sh, iy0 = (oy + g->ph - kh0) / sh;
     for (ptrdiff_t r = 0; r < sw; ++r) t->n[r] = 0;
-    for (ptrdiff_t kh = (oy + g->ph) % sh; kh < g->kh; kh += sh) {
-        const ptrdiff_t iy = (oy + g->ph - kh) / sh;
-        if (oy + g->ph - kh < 0 || iy >= g->h) continue;
-        for (ptrdiff_t r = 0; r < sw; ++r)
-            for (ptrdiff_t kw = (r + g->pw) % sw; kw < g->kw; kw += sw) {
-                const ptrdiff_t d = (r + g->pw - kw) / sw;      /* exact: r + pw - kw = sw*d */
+    for (ptrdiff_t kh = kh0, iy = iy0; kh < g->kh; kh += sh, --iy) {
+        if (iy < 0 || iy >= g->h) continue;
+        /* column phase r: kw = (r + pw) mod sw + sw*v reads the input
+         * column shift d = (r + pw - kw) / sw, one less per step of v */
+        for (ptrdiff_t r = 0, kw0 = g->pw % sw, d0 = g->pw / sw; r < sw; ++r) {
+            for (ptrdiff_t kw = kw0, d = d0; kw < g->kw; kw += sw, --d) {
                 const int i = t->n[r]++;
                 t->src[r][i] = xpad + iy * g->xw + g->pad_l + d;
                 t->w[r][i] = wt[kh * g->kw + kw];
             }
+            if (++kw0 == sw) kw0 = 0, ++d0;
+        }
     }
 }
 
