@@ -147,8 +147,10 @@ static inline ptrdiff_t rlx_nchwc_1x1_items(const rlx_nchwc_1x1_geom* g) {
 
 /* Pixel offsets of consecutive pixels of a blocked plane, and of every
  * other pixel (a stride-2 conv's tile within one output row). */
-static const ptrdiff_t rlx_nchwc_unit_poff[RLX_NCHWC_NP] = {0, 8, 16, 24, 32, 40};
-static const ptrdiff_t rlx_nchwc_s2_poff[RLX_NCHWC_NP] = {0, 16, 32, 48, 64, 80};
+/* pixel offsets of consecutive pixels and of every other pixel, as far as
+ * the widest tile (RLX_NCHWC_NP2W) */
+static const ptrdiff_t rlx_nchwc_unit_poff[14] = {0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104};
+static const ptrdiff_t rlx_nchwc_s2_poff[14] = {0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208};
 
 /* The register tile of the blocked convs: np pixels x nv vectors of 8 output
  * channels over nkb blocks of 8 input channels.  Block kb of pixel r sits
@@ -380,7 +382,7 @@ RLX_INLINE_AVX512 void rlx_nz_store2(float* y, ptrdiff_t p8, __m512 v, const flo
     _mm256_storeu_ps(y + p8, hi);
 }
 
-#define RLX_NZ_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define RLX_NZ_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
 #define RLX_NZ_DECL(r)                                                           \
     __m512 a##r##0 = b0, a##r##1 = b1, a##r##2 = b2, a##r##3 = b3;               \
     const ptrdiff_t o##r = np > r ? poff[r] : 0;
@@ -476,57 +478,14 @@ RLX_INLINE_AVX512 void rlx_nchwc_stem_tile2_body(const int nq, const int np, con
  * same chain as in the 6-pixel tiles (bias, then the taps in the packed
  * order, partial sums through y between K blocks, the same epilogue), so the
  * bits do not depend on which tile ran it. */
-#define RLX_NW_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
-#define RLX_NW_DECL(r) __m512 a##r##0 = b0, a##r##1 = b1;
-#define RLX_NW_INIT(r)                                                           \
-    if (np > r && !first) {                                                      \
-        a##r##0 = rlx_nz_load2(y + (r) * 8, p8);                                 \
-        if (nq > 1) a##r##1 = rlx_nz_load2(y + 2 * p8 + (r) * 8, p8);            \
-    }
-#define RLX_NW_FMA(r)                                                            \
-    if (np > r) {                                                                \
-        const __m512 xv = _mm512_set1_ps(xk[(r) * S * 8]);                       \
-        a##r##0 = _mm512_fmadd_ps(xv, w0, a##r##0);                              \
-        if (nq > 1) a##r##1 = _mm512_fmadd_ps(xv, w1, a##r##1);                  \
-    }
-#define RLX_NW_STORE(r)                                                          \
-    if (np > r) {                                                                \
-        rlx_nz_store2(y + (r) * 8, p8, a##r##0, res ? res + (r) * 8 : NULL, last, a); \
-        if (nq > 1)                                                              \
-            rlx_nz_store2(y + 2 * p8 + (r) * 8, p8, a##r##1, res ? res + 2 * p8 + (r) * 8 : NULL, last, a); \
-    }
-RLX_INLINE_AVX512 void rlx_nchwc_tilew_body(const int nq, const int np, const int S, const float* restrict w,
-                                            ptrdiff_t wps, const float* restrict x, const ptrdiff_t* restrict koff,
-                                            ptrdiff_t nkb, ptrdiff_t p8, float* restrict y,
-                                            const float* restrict bias, const float* restrict res, int first,
-                                            int last, const rlx_nchwc_act* a) {
-    const __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
-    const __m512 b1 = bias && nq > 1 ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
-    RLX_NW_ROWS(RLX_NW_DECL)
-    RLX_NW_ROWS(RLX_NW_INIT)
-    for (ptrdiff_t kb = 0; kb < nkb; ++kb) {
-        const float* xb = x + koff[kb];
-        for (int kk = 0; kk < 8; ++kk) {
-            const float* xk = xb + kk;
-            const __m512 w0 = _mm512_loadu_ps(w), w1 = nq > 1 ? _mm512_loadu_ps(w + wps) : w0;
-            RLX_NW_ROWS(RLX_NW_FMA)
-            w += RLX_NCHWC_OC;
-        }
-    }
-    RLX_NW_ROWS(RLX_NW_STORE)
-}
-#undef RLX_NW_ROWS
-#undef RLX_NW_DECL
-#undef RLX_NW_INIT
-#undef RLX_NW_FMA
-#undef RLX_NW_STORE
 typedef void (*rlx_nchwc_tilew_fn)(const float*, ptrdiff_t, const float*, const ptrdiff_t*, ptrdiff_t, ptrdiff_t,
                                    float*, const float*, const float*, int, int, const rlx_nchwc_act*);
 #define RLX_NW_TILE(NP_, NQ_, S_)                                                                      \
     RLX_TARGET_AVX512 static void rlx_nchwc_tilew##NQ_##s##S_##_##NP_(                                 \
             const float* w, ptrdiff_t wps, const float* x, const ptrdiff_t* koff, ptrdiff_t nkb, ptrdiff_t p8, \
             float* y, const float* bias, const float* res, int first, int last, const rlx_nchwc_act* a) { \
-        rlx_nchwc_tilew_body(NQ_, NP_, S_, w, wps, x, koff, nkb, p8, y, bias, res, first, last, a);    \
+        rlx_nchwc_tile2_body(NQ_, NP_, w, wps, x, koff, nkb, S_ == 1 ? rlx_nchwc_unit_poff : rlx_nchwc_s2_poff, \
+                             p8, y, bias, res, first, last, a);                                        \
     }
 #define RLX_NW_ALL(NQ_, S_) RLX_NW_TILE(7, NQ_, S_) RLX_NW_TILE(8, NQ_, S_) RLX_NW_TILE(9, NQ_, S_) \
     RLX_NW_TILE(10, NQ_, S_) RLX_NW_TILE(11, NQ_, S_) RLX_NW_TILE(12, NQ_, S_)
