@@ -354,7 +354,7 @@ static const rlx_nchwc_strip_fn rlx_nchwc_strips[2][RLX_NCHWC_NP + 1] = RLX_NC_R
  * weight loads and np broadcasts feed 2*np FMAs; nq = 1 (a conv group's
  * last full panel, or 16 output channels in all) has 6 chains, latency
  * bound at 3/4 of the pipes, still 1.5x the AVX2 tile's lanes.  nq = 4 (the
- * 1x1 kernel's strips only) feeds 24 FMAs with 10 loads: on this host's
+ * 1x1 kernel's strips and the stem) feeds 24 FMAs with 10 loads: on this host's
  * slow phases (see rlx_nchwc_1x1_run) the loads, not the FMAs, bound the
  * two-panel tile.  Panel q+1's packed weight starts wps floats
  * after panel q's (K*16: the next panel of the same packed weight), the
@@ -441,20 +441,26 @@ RLX_INLINE_AVX512 void rlx_nchwc_tile2_body(const int nq, const int np, const fl
         const __m512 xv = _mm512_set1_ps(xk[(r) * ps]);                          \
         a##r##0 = _mm512_fmadd_ps(xv, w0, a##r##0);                              \
         if (nq > 1) a##r##1 = _mm512_fmadd_ps(xv, w1, a##r##1);                  \
+        if (nq > 2) a##r##2 = _mm512_fmadd_ps(xv, w2, a##r##2);                  \
+        if (nq > 2) a##r##3 = _mm512_fmadd_ps(xv, w3, a##r##3);                  \
     }
-#define RLX_NZS_DECL(r) __m512 a##r##0 = b0, a##r##1 = b1, a##r##2 = b0, a##r##3 = b0;
+#define RLX_NZS_DECL(r) __m512 a##r##0 = b0, a##r##1 = b1, a##r##2 = b2, a##r##3 = b3;
 RLX_INLINE_AVX512 void rlx_nchwc_stem_tile2_body(const int nq, const int np, const float* restrict w, ptrdiff_t wps,
                                                  const float* restrict base, const ptrdiff_t* restrict koff,
                                                  ptrdiff_t ps, ptrdiff_t K, float* restrict y, ptrdiff_t p8,
                                                  const float* restrict bias, const rlx_nchwc_act* a) {
     const __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
     const __m512 b1 = bias && nq > 1 ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
+    const __m512 b2 = bias && nq > 2 ? _mm512_loadu_ps(bias + 32) : _mm512_setzero_ps();
+    const __m512 b3 = bias && nq > 2 ? _mm512_loadu_ps(bias + 48) : _mm512_setzero_ps();
     const float* res = NULL;
     const int last = 1;
     RLX_NZ_ROWS(RLX_NZS_DECL)
     for (ptrdiff_t k = 0; k < K; ++k) {
         const float* xk = base + koff[k];
         const __m512 w0 = _mm512_loadu_ps(w), w1 = nq > 1 ? _mm512_loadu_ps(w + wps) : w0;
+        const __m512 w2 = nq > 2 ? _mm512_loadu_ps(w + 2 * wps) : w0;
+        const __m512 w3 = nq > 2 ? _mm512_loadu_ps(w + 3 * wps) : w0;
         RLX_NZ_ROWS(RLX_NZS_FMA)
         w += RLX_NCHWC_OC;
     }
@@ -571,6 +577,7 @@ RLX_NZ_ALL(RLX_NZ_STRIP, 2)
 RLX_NZ_ALL(RLX_NZ_STRIP, 4)
 RLX_NZ_ALL(RLX_NZ_STEM, 1)
 RLX_NZ_ALL(RLX_NZ_STEM, 2)
+RLX_NZ_ALL(RLX_NZ_STEM, 4)
 #define RLX_NZ_ROW(P_) {NULL, P_##1, P_##2, P_##3, P_##4, P_##5, P_##6}
 /* [panels - 1][offsets: any, consecutive, every other][pixels] */
 static const rlx_nchwc_tile2_fn rlx_nchwc_tiles2[2][3][RLX_NCHWC_NP + 1] = {
@@ -579,8 +586,9 @@ static const rlx_nchwc_tile2_fn rlx_nchwc_tiles2[2][3][RLX_NCHWC_NP + 1] = {
 /* [panels: 1, 2, 4][pixels] */
 static const rlx_nchwc_strip2_fn rlx_nchwc_strips2[3][RLX_NCHWC_NP + 1] = {
     RLX_NZ_ROW(rlx_nchwc_strip1z_), RLX_NZ_ROW(rlx_nchwc_strip2z_), RLX_NZ_ROW(rlx_nchwc_strip4z_)};
-static const rlx_nchwc_stem_tile2_fn rlx_nchwc_stem_tiles2[2][RLX_NCHWC_NP + 1] = {
-    RLX_NZ_ROW(rlx_nchwc_stem_tile1z_), RLX_NZ_ROW(rlx_nchwc_stem_tile2z_)};
+/* [panels: 1, 2, 4][pixels] */
+static const rlx_nchwc_stem_tile2_fn rlx_nchwc_stem_tiles2[3][RLX_NCHWC_NP + 1] = {
+    RLX_NZ_ROW(rlx_nchwc_stem_tile1z_), RLX_NZ_ROW(rlx_nchwc_stem_tile2z_), RLX_NZ_ROW(rlx_nchwc_stem_tile4z_)};
 #undef RLX_NZ_ROW
 #undef RLX_NZ_ALL
 #undef RLX_NZ_TILE
@@ -1176,8 +1184,11 @@ static void rlx_nchwc_stem_rows(const float* x, ptrdiff_t x_len, const float* wq
                 float* yt = y + (n * M / 8 + 2 * q) * p8 + (oh * wo + ow) * 8;
 #if RLX_X86_DISPATCH
                 if (rlx_nchwc_pairs(level) && nv == 2) {
-                    const int nq = q + 1 < panels && M - (q + 1) * RLX_NCHWC_OC >= RLX_NCHWC_OC ? 2 : 1;
-                    rlx_nchwc_stem_tiles2[nq - 1][np](wqb, K * RLX_NCHWC_OC, base, offs, ps, K, yt, p8, bq, a);
+                    /* four panels where there are (a 64-channel stem: 1.15-1.45x
+                     * the pairs' GFLOP/s, at 1 and 2 threads, interleaved) */
+                    const int nq = q + 3 < panels && M - (q + 3) * RLX_NCHWC_OC >= RLX_NCHWC_OC ? 4
+                                   : q + 1 < panels && M - (q + 1) * RLX_NCHWC_OC >= RLX_NCHWC_OC ? 2 : 1;
+                    rlx_nchwc_stem_tiles2[nq >> 1][np](wqb, K * RLX_NCHWC_OC, base, offs, ps, K, yt, p8, bq, a);
                     q += nq - 1;
                     continue;
                 }

@@ -148,7 +148,9 @@ STEMS = [(1, 3, 64, 64, 32, (3, 3), (2, 2), (1, 1), (1, 1), (1, 1)),
          # rows of 419 (NCHW output: chunks of 192 pixels, x read in place)
          (1, 3, 30, 229, 16, (7, 7), (2, 2), (3, 3), (2, 3), (1, 1)),
          (2, 2, 11, 185, 8, (3, 4), (1, 3), (0, 0), (0, 0), (2, 2)),
-         (1, 2, 5, 421, 16, (3, 3), (1, 1), (0, 0), (0, 0), (1, 1))]
+         (1, 2, 5, 421, 16, (3, 3), (1, 1), (0, 0), (0, 0), (1, 1)),
+         # 72 output channels: the AVX-512 four-panel tile and an 8-wide panel
+         (2, 3, 19, 23, 72, (7, 7), (2, 2), (3, 3), (3, 3), (1, 1))]
 
 
 @pytest.mark.parametrize("case", STEMS, ids=lambda c: "x".join(map(str, c[:5])))
@@ -473,6 +475,8 @@ outs.append(run_dense(x, rng.standard_normal((64, 32, 3, 3)).astype(np.float32),
 x = rng.standard_normal((2, 3, 19, 17)).astype(np.float32)
 wt = rng.standard_normal((40, 3, 3, 3)).astype(np.float32)
 outs.append(run_stem(x, wt, rng.standard_normal(40).astype(np.float32), (2, 2), (1, 1), (1, 1), (1, 1), "silu", 1))
+w72 = rng.standard_normal((72, 3, 7, 7)).astype(np.float32)
+outs.append(run_stem(x, w72, rng.standard_normal(72).astype(np.float32), (2, 2), (3, 3), (3, 3), (1, 1), "relu", 1))
 # the stem writing NCHW (AVX-512 tiles of 1 to 3 vectors with a tail)
 for wd in (17, 45, 100):
     x = rng.standard_normal((1, 3, 9, wd)).astype(np.float32)
