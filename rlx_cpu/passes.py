@@ -306,6 +306,14 @@ BLOCKED_MIN_CHAIN = 3
 # (Xeon, family 6 model 207), run_into ms NCHW (im2col) / blocked with the
 # reorder, 7x7 3->64 s2 at 224x224: 5.82 / 3.24 at 1 thread, 2.97 / 1.73 at 2.
 STEM_ALONE_MAX_TAPS = 27
+# A stem alone of at most this many taps writes NCHW itself on the AVX-512
+# level; a larger one writes the blocked layout and a reorder follows.
+# Measured (Xeon, family 6 model 207), kernel ms blocked + reorder / NCHW
+# output at 1 and 2 threads: 1->32 3x3 on 64 x 28x28 1.50 / 0.78 and
+# 0.81 / 0.40; 3->32 3x3 s2 at 224x224 0.39 / 0.34 and 0.27 / 0.31; 3->64
+# 5x5 s2 1.13 / 1.08 and 0.91 / 0.88; 3->64 7x7 s2 (147 taps, four-panel
+# tiles) 2.82 / 3.14 and 1.50 / 1.57.
+STEM_NCHW_OUT_MAX_TAPS = 27
 
 
 def stem_alone_max_taps(simd=None):
@@ -420,8 +428,10 @@ def blocked_layout(graph, nthreads=1):
     # is im2col, or a small-plane 3x3 of one image (ops/blocked.py dense_alone)
     heads |= {find(i) for i in convs if dense_alone(graph, graph.node(i), nthreads)}
     alone_taps = stem_alone_max_taps()
-    heads |= {find(i) for i in stems if graph.node(graph.node(i).inputs[0]).shape[1] *
-              math.prod(graph.node(i).attrs.kernel) <= alone_taps}
+
+    def stem_taps(node):
+        return graph.node(node.inputs[0]).shape[1] * math.prod(node.attrs.kernel)
+    heads |= {find(i) for i in stems if stem_taps(graph.node(i)) <= alone_taps}
     chosen = {i for i in eligible if sizes.get(find(i), 0) >= BLOCKED_MIN_CHAIN or find(i) in heads}
     users = _consumers(graph)
     # the stem's NCHW output mode has AVX-512 tiles only
@@ -480,10 +490,10 @@ def blocked_layout(graph, nthreads=1):
             counts["convs"] += 1
         nchw_readers = node.id in graph.outputs or any(
             u not in chosen or node.id not in chained_inputs(graph.node(u)) for u in users[node.id])
-        if node.id in stems and nchw_stem_out and not any(
+        if node.id in stems and nchw_stem_out and stem_taps(node) <= STEM_NCHW_OUT_MAX_TAPS and not any(
                 u in chosen and node.id in chained_inputs(graph.node(u)) for u in users[node.id]):
-            # a stem only NCHW ops read writes NCHW itself, with no reorder
-            # (src/rlx_nchwc.h, the stem with NCHW output; the same bits)
+            # a stem of few taps only NCHW ops read writes NCHW itself, with no
+            # reorder (src/rlx_nchwc.h, the stem with NCHW output; the same bits)
             rb.map[node.id] = rb.new(op, ins, node.shape, node.name, attrs)
             continue
         # the NCHW value keeps the node's name (graph outputs are found by it)
