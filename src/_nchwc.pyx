@@ -483,9 +483,10 @@ cdef class NchwcStemLaunch(_BlockedConv):
     of fused multiply-adds.
 
     With nchw_out, y is NCHW [N, M, H_out, W_out] (the same values as the
-    blocked y reordered, bit for bit), and `scratch` is required: the
-    padded input split into column phases (stem_scratch_floats with sw and
-    nchw_out)."""
+    blocked y reordered, bit for bit), and `scratch` holds the padded input
+    split into column phases (stem_scratch_floats with sw and nchw_out;
+    required unless that is 0: stride 1 along w without padding reads x in
+    place)."""
     cdef Py_ssize_t[::1] koff
     cdef NcStemGeom g
     cdef Py_ssize_t rows
