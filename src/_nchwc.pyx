@@ -41,6 +41,7 @@ cdef extern from "rlx_nchwc.h":
         Py_ssize_t c, h, w, m, h_out, w_out, kh, kw, sh, sw, ph, pw, dh, dw
     enum: RLX_NCHWC_STEM_MAX_K
     enum: RLX_NCHWC_DENSE_ITEM
+    enum: RLX_NCHWC_NP
     ctypedef struct NcDenseGeom "rlx_nchwc_dense_geom":
         Py_ssize_t n, c, h, w, m, h_out, w_out, sh, sw, pt, pl, hp, wp, nkb, cgroups, pixels, groups, d_out, sd, hs
     void rlx_nchwc_pad(const float* x, Py_ssize_t x_len, float* xp, Py_ssize_t xp_len, const NcDenseGeom* g,
@@ -213,8 +214,29 @@ def pack_dense_weight(weight, Py_ssize_t groups=1):
                         .reshape(mg, -1)) for g in range(groups)])
 
 
-# Output pixels per work item of the blocked dense conv (at most).
-DENSE_ITEM_PIXELS = RLX_NCHWC_DENSE_ITEM
+# Output pixels per work item of the blocked dense conv, about (the 3-D and
+# transposed convs, and the 2-D one without the wide row tiles).
+DENSE_ITEM_PIXELS = 64
+
+
+def dense_item_pixels(Py_ssize_t plane, Py_ssize_t w_out, Py_ssize_t sw):
+    """Output pixels per work item of the 2-D blocked dense conv on a plane of
+    `plane` pixels in rows of w_out.  Where the AVX-512 wide tiles run along
+    output rows (rows wider than a 6-pixel tile, column stride 1 or 2), an
+    item is whole rows, up to RLX_NCHWC_DENSE_ITEM pixels in equal row
+    counts: no row splits into a short tile, and each K block of a weight
+    panel serves more tiles from L1 (256->256 at 14x14, one item of 196
+    pixels against four of 49: 1.08-1.14x with cold caches at 1 thread,
+    1.03-1.07x at 2; 3x3 s2 256->256 from 28x28: 1.03-1.10x; the other
+    ResNet 3x3 shapes within noise).  Else about DENSE_ITEM_PIXELS pixels."""
+    cdef Py_ssize_t h_out, rows, nblk
+    if rlx_simd_level() >= 2 and RLX_NCHWC_NP < w_out <= RLX_NCHWC_DENSE_ITEM and (sw == 1 or sw == 2):
+        h_out = plane // w_out
+        rows = RLX_NCHWC_DENSE_ITEM // w_out
+        nblk = (h_out + rows - 1) // rows
+        return (h_out + nblk - 1) // nblk * w_out
+    nblk = (plane + DENSE_ITEM_PIXELS - 1) // DENSE_ITEM_PIXELS
+    return (plane + nblk - 1) // nblk
 
 
 def _subsampled_1x1(tuple kernel, tuple stride, tuple pads_begin, tuple pads_end, tuple dilation, Py_ssize_t groups):
@@ -622,13 +644,13 @@ cdef class NchwcDenseLaunch(_BlockedConv):
         jj = np.arange(kw, dtype=np.intp)[None, None, :]
         self.koff = np.ascontiguousarray((cb * hp * wp + ii * dh * wp + jj * dw) * NC_B, dtype=np.intp).reshape(-1)
         self.max_threads = max(1, max_threads)
-        # about DENSE_ITEM_PIXELS output pixels per item (in equal blocks), so
-        # a K block of a weight panel serves many tiles from L1; then enough
-        # items for every thread (the output panels split when too few)
+        # pixel blocks of dense_item_pixels, so a K block of a weight panel
+        # serves many tiles from L1; then enough items for every thread (the
+        # output panels split when too few)
         panels = groups * ((m // groups + 15) // 16)
         plane = h_out * w_out
-        nblk = (plane + DENSE_ITEM_PIXELS - 1) // DENSE_ITEM_PIXELS
-        self.g.pixels = (plane + nblk - 1) // nblk
+        self.g.pixels = dense_item_pixels(plane, w_out, sw)
+        nblk = (plane + self.g.pixels - 1) // self.g.pixels
         blocks = n * nblk
         self.g.groups = panel_groups(panels, blocks, self.max_threads)
         self.items = blocks * self.g.groups

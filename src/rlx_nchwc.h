@@ -786,8 +786,9 @@ static void rlx_nchwc_1x1_run(const float* x, ptrdiff_t x_len, const float* wq, 
  * group.  Each group's weight is packed on its own (panels of 16 of its
  * output channels, the last one 8 wide when M/G % 16 == 8), so a panel never
  * spans two groups; group g's tap blocks are koff[g*nkb .. (g+1)*nkb). */
-/* Output pixels per work item of the dense kernel, at most. */
-#define RLX_NCHWC_DENSE_ITEM 64
+/* Output pixels per work item of the dense kernel, at most (whole rows of
+ * the wide tiles up to this many: _nchwc.dense_item_pixels). */
+#define RLX_NCHWC_DENSE_ITEM 256
 
 typedef struct {
     ptrdiff_t n, c, h, w, m, h_out, w_out, sh, sw, pt, pl, hp, wp;

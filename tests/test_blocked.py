@@ -199,14 +199,19 @@ DENSE = [(1, 64, 7, 7, 48, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
          (2, 16, 9, 10, 40, (3, 3), (1, 2), (2, 2), (2, 2), (2, 2)),
          (1, 40, 5, 5, 16, (5, 5), (1, 1), (2, 2), (2, 2), (1, 1)),
          # one 16-channel panel alone (AVX-512: tiles of up to 12 pixels along
-         # the rows, here split mid-row by the work items), and a lone third
-         # panel at column stride 2
+         # the rows, work items of whole rows), and a lone third panel at
+         # column stride 2
          (1, 16, 9, 29, 16, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
          (2, 8, 11, 31, 48, (3, 3), (1, 2), (1, 1), (1, 1), (1, 1)),
-         # two panels on rows of 30 (wide tiles of 10) and of 7, items that
-         # end mid-row, a lone panel after them
+         # two panels on rows of 30 (wide tiles of 10) and of 7, a lone panel
+         # after them; rows of 20 in two items of 10 rows
          (1, 24, 8, 30, 32, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
          (2, 8, 11, 9, 48, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+         (1, 16, 20, 20, 48, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+         # rows longer than a work item (RLX_NCHWC_DENSE_ITEM): items of
+         # about 64 pixels that end mid-row, two panels and one at stride 2
+         (1, 16, 3, 270, 32, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+         (1, 8, 3, 541, 16, (3, 3), (1, 2), (1, 1), (1, 1), (1, 1)),
          # strided 1x1s run as a subsampled copy and the 1x1 kernel
          (2, 24, 11, 8, 40, (1, 1), (2, 1), (0, 0), (0, 0), (1, 1)),
          (1, 264, 7, 7, 24, (1, 1), (3, 2), (0, 0), (0, 0), (1, 1))]
