@@ -887,6 +887,19 @@ static void rlx_nchwc_subsample(const float* x, ptrdiff_t x_len, float* xs, ptrd
     rlx_nchwc_strided_copy(x, x_len, xs, xs_len, ho, wo, h, w, 0, 0, sh, sw, 1, i0, i1);
 }
 
+/* Lines [a*nl/len, b*nl/len) of the nl 64-byte lines of two weight panels
+ * (at w and w + wps) prefetched towards L2: the share of tile pixels [a, b)
+ * of an item of len pixels, so the item's tiles on one K block bring in the
+ * next one (a prefetch past the weight's end does not fault). */
+static inline void rlx_nchwc_prefetch_slice(const float* w, ptrdiff_t wps, ptrdiff_t nl, ptrdiff_t a, ptrdiff_t b,
+                                            ptrdiff_t len) {
+    if (!w) return;
+    for (ptrdiff_t l = a * nl / len, l1 = b * nl / len; l < l1; ++l) {
+        __builtin_prefetch(w + l * 16, 0, 2);
+        __builtin_prefetch(w + wps + l * 16, 0, 2);
+    }
+}
+
 /* Work items [i0, i1): item = (image, block of g->pixels output pixels
  * counted row after row, panel group); per item K blocks of RLX_NCHWC_KC
  * outermost (a panel's block of W stays in L1 across the block's tiles),
@@ -953,6 +966,21 @@ static void rlx_nchwc_dense_run(const float* xp, ptrdiff_t xp_len, const float* 
                 if (pairs && nv == 2) {
                     const int nq =
                         q + 1 < q1 && (q + 1) / gpanels == cg && cg * mg + mg - m0 >= 2 * RLX_NCHWC_OC ? 2 : 1;
+                    /* the weight K block the item's next tiles read (the
+                     * next panels' or the next K block's first), brought
+                     * in a slice per tile: in ResNet-18 and -50 at 1 and 2
+                     * threads the dense convs took 4-5% less time against
+                     * the Winograd convs in the same runs (cold weights:
+                     * each layer's are read once per run) */
+                    const float* nx = NULL;
+                    ptrdiff_t nl = 0;
+                    if (q + nq < q1) {
+                        nx = wqb + nq * K * RLX_NCHWC_OC;
+                        nl = nkb * 8;
+                    } else if (kb0 + kcb < g->nkb) {
+                        nx = wq + (q0 * K + (kb0 + kcb) * 8) * RLX_NCHWC_OC;
+                        nl = (g->nkb - kb0 - kcb < kcb ? g->nkb - kb0 - kcb : kcb) * 8;
+                    }
                     if (rows1 && (nq == 1 || g->sw == 1)) {
                         /* wide tiles of up to 12 (one panel) or 14 (two)
                          * pixels along each output row of the block */
@@ -963,6 +991,7 @@ static void rlx_nchwc_dense_run(const float* xp, ptrdiff_t xp_len, const float* 
                             const ptrdiff_t sb = seg / nt, sx = seg % nt;
                             for (ptrdiff_t t = 0; t < nt; p += sb + (t < sx), ++t) {
                                 const int np = (int)(sb + (t < sx));
+                                rlx_nchwc_prefetch_slice(nx, K * RLX_NCHWC_OC, nl, p - p0, p + np - p0, len);
                                 if (np > RLX_NCHWC_NP)
                                     rlx_nchwc_tile_w(nq, (int)g->sw, np, wqb, K * RLX_NCHWC_OC, ximg + poff[p - p0],
                                                      koff + cg * g->nkb + kb0, nkb, p8, y + yo + p * 8, bq,
@@ -976,10 +1005,12 @@ static void rlx_nchwc_dense_run(const float* xp, ptrdiff_t xp_len, const float* 
                         q += nq - 1;
                         continue;
                     }
-                    for (ptrdiff_t t = 0, p = p0; t < ntiles; p += tbase + (t < textra), ++t)
+                    for (ptrdiff_t t = 0, p = p0; t < ntiles; p += tbase + (t < textra), ++t) {
+                        rlx_nchwc_prefetch_slice(nx, K * RLX_NCHWC_OC, nl, p - p0, p + tbase + (t < textra) - p0, len);
                         rlx_nchwc_tile_z(nq, (int)(tbase + (t < textra)), wqb, K * RLX_NCHWC_OC, ximg,
                                          koff + cg * g->nkb + kb0, nkb, poff + (p - p0), p8, y + yo + p * 8, bq,
                                          res ? res + yo + p * 8 : NULL, first, last, a);
+                    }
                     q += nq - 1;
                     continue;
                 }
