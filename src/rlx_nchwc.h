@@ -848,6 +848,44 @@ static void rlx_nchwc_pad(const float* x, ptrdiff_t x_len, float* xp, ptrdiff_t 
     rlx_nchwc_pad3d(x, x_len, xp, xp_len, 1, g->h, g->w, 1, g->hp, g->wp, 0, g->pt, g->pl, i0, i1);
 }
 
+/* blocks (n, cb) [i0, i1) of x [.., H, W, 8] copied into xp [.., Hp, 2*wq, 8]
+ * with the padding zeroed and each padded row split by column parity:
+ * padded column c goes to slot (c & 1) * wq + (c >> 1), wq = ceil(Wp / 2)
+ * (the odd half's last slot zero when Wp is odd).  A conv at column stride
+ * 2 then reads consecutive slots: output column ow, tap column j at
+ * (j & 1) * wq + ow + (j >> 1). */
+static void rlx_nchwc_pad_phase2(const float* x, ptrdiff_t x_len, float* xp, ptrdiff_t xp_len, ptrdiff_t h,
+                                 ptrdiff_t w, ptrdiff_t hp, ptrdiff_t wq, ptrdiff_t pt, ptrdiff_t pl, ptrdiff_t i0,
+                                 ptrdiff_t i1) {
+    const ptrdiff_t in_plane = h * w * 8, row = 2 * wq * 8, out_plane = hp * row;
+    (void)x_len;
+    (void)xp_len;
+    for (ptrdiff_t item = i0; item < i1; ++item) {
+        const float* s = x + item * in_plane;
+        float* o = xp + item * out_plane;
+        RLX_CHECK_RANGE(item * in_plane, (item + 1) * in_plane, x_len, "nchwc phase copy source");
+        RLX_CHECK_RANGE(item * out_plane, (item + 1) * out_plane, xp_len, "nchwc phase copy");
+        for (ptrdiff_t r = 0; r < hp; ++r) {
+            float* d = o + r * row;
+            const ptrdiff_t ir = r - pt;
+            if (ir < 0 || ir >= h) {
+                memset(d, 0, sizeof(float) * (size_t)row);
+                continue;
+            }
+            const float* sr = s + ir * w * 8;
+            for (ptrdiff_t ph = 0; ph < 2; ++ph)
+                for (ptrdiff_t k = 0; k < wq; ++k) {
+                    const ptrdiff_t c = 2 * k + ph - pl;
+                    float* dd = d + (ph * wq + k) * 8;
+                    if (c >= 0 && c < w)
+                        memcpy(dd, sr + c * 8, 8 * sizeof(float));
+                    else
+                        memset(dd, 0, 8 * sizeof(float));
+                }
+        }
+    }
+}
+
 /* Planes [i0, i1) (image * C/8 + block): the strided sub-grid of an H x W
  * plane of blocked pixels -- rows a + sh*r, columns b + sw*c for r < rows,
  * c < cols -- copied to (gather) or from (scatter) a dense rows x cols grid:
