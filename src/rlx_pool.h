@@ -627,8 +627,8 @@ RLX_INLINE_AVX2 __m256 rlx_vmax_cols8(const float* const* rows, ptrdiff_t nr, pt
     return _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), a, _mm256_castsi256_ps(m));
 }
 
-RLX_TARGET_AVX2 static void rlx_max_k3s1_avx2(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t W,
-                                              ptrdiff_t OW) {
+RLX_INLINE_AVX2 void rlx_max_k3s1_avx2_body(float* yr, const float* const* rows, const ptrdiff_t nr, ptrdiff_t W,
+                                            ptrdiff_t OW) {
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
     __m256 prev = ninf, cur = rlx_vmax_cols8(rows, nr, 0, W);
     for (ptrdiff_t i = 0; i < OW; i += 8) {
@@ -643,6 +643,16 @@ RLX_TARGET_AVX2 static void rlx_max_k3s1_avx2(float* yr, const float* const* row
         else _mm256_maskstore_ps(yr + i, rlx_tail_mask8(OW - i), r);
         prev = cur;
         cur = next;
+    }
+}
+
+RLX_TARGET_AVX2 static void rlx_max_k3s1_avx2(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t W,
+                                              ptrdiff_t OW) {
+    switch (nr) {      /* the row counts of a 3-row window (2 at the edges): the row loop unrolled
+                        * (1.02-1.10x on 56x56, 28x28 and 14x14 planes, interleaved) */
+    case 2: rlx_max_k3s1_avx2_body(yr, rows, 2, W, OW); return;
+    case 3: rlx_max_k3s1_avx2_body(yr, rows, 3, W, OW); return;
+    default: rlx_max_k3s1_avx2_body(yr, rows, nr, W, OW); return;
     }
 }
 
