@@ -231,9 +231,16 @@ def dense_item_pixels(Py_ssize_t plane, Py_ssize_t w_out, Py_ssize_t sw):
     panel serves more tiles from L1 (256->256 at 14x14, one item of 196
     pixels against four of 49: 1.08-1.14x with cold caches at 1 thread,
     1.03-1.07x at 2; 3x3 s2 256->256 from 28x28: 1.03-1.10x; the other
-    ResNet 3x3 shapes within noise).  Else about DENSE_ITEM_PIXELS pixels."""
+    ResNet 3x3 shapes within noise).  Rows longer than that split into
+    equal items of at most RLX_NCHWC_DENSE_ITEM pixels (conv1d 512->512 k7
+    on 8192: 1.08-1.14x at 1 thread and 1.07-1.10x at 2 against items of
+    64; 256->256 k3 on 2048 and 64->64 k5 on 4096: 1.01-1.04x).  Else
+    about DENSE_ITEM_PIXELS pixels."""
     cdef Py_ssize_t h_out, rows, nblk
-    if rlx_simd_level() >= 2 and RLX_NCHWC_NP < w_out <= RLX_NCHWC_DENSE_ITEM and (sw == 1 or sw == 2):
+    if rlx_simd_level() >= 2 and RLX_NCHWC_NP < w_out and (sw == 1 or sw == 2):
+        if w_out > RLX_NCHWC_DENSE_ITEM:
+            nblk = (plane + RLX_NCHWC_DENSE_ITEM - 1) // RLX_NCHWC_DENSE_ITEM
+            return (plane + nblk - 1) // nblk
         h_out = plane // w_out
         rows = RLX_NCHWC_DENSE_ITEM // w_out
         nblk = (h_out + rows - 1) // rows

@@ -208,8 +208,8 @@ DENSE = [(1, 64, 7, 7, 48, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
          (1, 24, 8, 30, 32, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
          (2, 8, 11, 9, 48, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
          (1, 16, 20, 20, 48, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
-         # rows longer than a work item (RLX_NCHWC_DENSE_ITEM): items of
-         # about 64 pixels that end mid-row, two panels and one at stride 2
+         # rows longer than a work item (RLX_NCHWC_DENSE_ITEM): items that
+         # end mid-row, two panels and one at stride 2
          (1, 16, 3, 270, 32, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
          (1, 8, 3, 541, 16, (3, 3), (1, 2), (1, 1), (1, 1), (1, 1)),
          # column stride 2: a copy split by column parity (no padding, a 1x1
