@@ -56,6 +56,10 @@ def test_plan_shipped_once_and_mapped_bitwise(client, which):
     batches = _batches(plan, 8, seed=len(which))
     local = [plan.run(b) for b in batches]
 
+    # a broadcast goes to the workers the scheduler holds as running at that
+    # moment; on a loaded host a worker can briefly be in another state (one
+    # copy on one worker, seen once with two test suites on the two cores)
+    client.wait_for_workers(2, timeout=60)
     remote_plan = client.scatter(plan, broadcast=True, hash=False)
     holders = client.who_has([remote_plan])[remote_plan.key]
     assert len(holders) == 2, holders                  # one copy on each worker
