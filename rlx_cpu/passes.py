@@ -478,7 +478,7 @@ def blocked_layout(graph, nthreads=1):
             counts["pointwise"] += 1
         elif node.id in transposes:
             ins = [as_blocked(node.inputs[0])] + [rb.map[i] for i in node.inputs[1:]]
-            op = "conv_transpose2d_nchwc"
+            op = "conv_transpose3d_nchwc" if node.op == "conv_transpose3d" else "conv_transpose2d_nchwc"
             attrs = as_transpose2d_attrs(node.attrs)
             counts["transposed convs"] += 1
         else:
@@ -499,7 +499,8 @@ def blocked_layout(graph, nthreads=1):
         # the NCHW value keeps the node's name (graph outputs are found by it)
         name = fresh(node.name + ".nchwc") if nchw_readers else node.name
         nb = rb.new(op, ins, blocked_shape(node.shape), name,
-                    attrs if op in ("conv2d_nchwc", "conv3d_nchwc", "conv_transpose2d_nchwc") else node.attrs)
+                    attrs if op in ("conv2d_nchwc", "conv3d_nchwc", "conv_transpose2d_nchwc", "conv_transpose3d_nchwc")
+                    else node.attrs)
         blocked[node.id] = nb
         if nchw_readers:
             rb.map[node.id] = rb.new("from_nchwc", [nb], node.shape, node.name)

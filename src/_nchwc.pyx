@@ -23,6 +23,8 @@ from cython.parallel cimport prange
 
 from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
 
+import math
+
 import numpy as np
 
 cdef extern from "rlx_simd.h":
@@ -840,22 +842,15 @@ cdef class NchwcDense3dLaunch(_BlockedConv):
 TRANSPOSED_MAX_PHASES = 16
 
 
-def transposed_phase_plan(Py_ssize_t h, Py_ssize_t w, Py_ssize_t ho, Py_ssize_t wo, tuple kernel, tuple stride,
-                          tuple pads_begin):
-    """How a 2-D transposed conv (groups 1, dilation 1) from h x w to ho x wo
-    splits into stride-1 dense convs, one per output phase; None when a phase
-    would have no tap or no output pixel (a kernel smaller than its stride,
-    or an output smaller than it).
-
-    Returns (pads, phases).  pads = (top, bottom, left, right): the zero
-    padding of the input copy every phase reads.  Per phase (a, b, taps_h,
-    taps_w, first_h, first_w, rows, cols, start_h, start_w): its outputs are
-    y[a + sh*i, b + sw*j] (i < rows, j < cols); its forward tap t (< taps_h)
-    is kernel row first_h + sh*(taps_h - 1 - t) and reads input row
-    start_h + i + t (before padding); likewise along the columns."""
+def _transposed_axes(tuple in_sp, tuple out_sp, tuple kernel, tuple stride, tuple pads_begin):
+    """Per spatial axis of a transposed conv (groups 1, dilation 1): its
+    phases [(a, taps, first, count, start)] and the zero padding (lo, hi) of
+    the input copy they read; None when a phase would have no tap or no
+    output pixel.  Phase a's outputs are a + s*i (i < count); its forward
+    tap t (< taps) is kernel index first + s*(taps - 1 - t) and reads input
+    index start + i + t (before padding)."""
     axes = []
-    for n_in, n_out, k, s, p in ((h, ho, kernel[0], stride[0], pads_begin[0]),
-                                 (w, wo, kernel[1], stride[1], pads_begin[1])):
+    for n_in, n_out, k, s, p in zip(in_sp, out_sp, kernel, stride, pads_begin):
         if s < 1 or k < 1 or p < 0:
             return None
         ax = []
@@ -869,52 +864,101 @@ def transposed_phase_plan(Py_ssize_t h, Py_ssize_t w, Py_ssize_t ho, Py_ssize_t 
         lo = max(0, max(-st for _, _, _, _, st in ax))
         hi = max(0, max(st + m + taps - 2 for _, taps, _, m, st in ax) - (n_in - 1))
         axes.append((ax, lo, hi))
+    return axes
+
+
+def _transposed_geometry(op, tuple in_sp, tuple out_sp, tuple kernel, tuple stride, tuple pads_begin):
+    """A 2-D or 3-D transposed conv's geometry as 3-D (a 2-D one of depth 1):
+    (in_sp, out_sp, kernel, stride, pads_begin, axes) with axes from
+    _transposed_axes.  Raises ValueError naming `op` when the phase plan
+    does not take it."""
+    nd = len(in_sp)
+    if nd not in (2, 3) or not (len(out_sp) == len(kernel) == len(stride) == len(pads_begin) == nd):
+        raise ValueError(f"{op}: input and output sizes, kernel, stride and pads_begin need two or three values "
+                         f"each, got {in_sp}, {out_sp}, {kernel}, {stride}, {pads_begin}")
+    if nd == 2:
+        in_sp, out_sp, kernel = (1,) + in_sp, (1,) + out_sp, (1,) + kernel
+        stride, pads_begin = (1,) + stride, (0,) + pads_begin
+    axes = _transposed_axes(in_sp, out_sp, kernel, stride, pads_begin)
+    if axes is None:
+        raise ValueError(f"{op}: kernel {kernel[3 - nd:]} at stride {stride[3 - nd:]} from "
+                         f"{'x'.join(map(str, in_sp[3 - nd:]))} to {'x'.join(map(str, out_sp[3 - nd:]))} has an "
+                         f"output phase without taps or pixels")
+    return in_sp, out_sp, kernel, stride, pads_begin, axes
+
+
+def _phases(axes):
+    """Every output phase of _transposed_axes' 3 axes, depth outermost: a
+    tuple of its three axes' (a, taps, first, count, start)."""
+    return [(pd, ph, pw) for pd in axes[0][0] for ph in axes[1][0] for pw in axes[2][0]]
+
+
+def transposed_phase_plan(Py_ssize_t h, Py_ssize_t w, Py_ssize_t ho, Py_ssize_t wo, tuple kernel, tuple stride,
+                          tuple pads_begin):
+    """How a 2-D transposed conv (groups 1, dilation 1) from h x w to ho x wo
+    splits into stride-1 dense convs, one per output phase; None when a phase
+    would have no tap or no output pixel (a kernel smaller than its stride,
+    or an output smaller than it).  (A 3-D one splits the same way on each
+    axis: _transposed_axes.)
+
+    Returns (pads, phases).  pads = (top, bottom, left, right): the zero
+    padding of the input copy every phase reads.  Per phase (a, b, taps_h,
+    taps_w, first_h, first_w, rows, cols, start_h, start_w): its outputs are
+    y[a + sh*i, b + sw*j] (i < rows, j < cols); its forward tap t (< taps_h)
+    is kernel row first_h + sh*(taps_h - 1 - t) and reads input row
+    start_h + i + t (before padding); likewise along the columns."""
+    axes = _transposed_axes((h, w), (ho, wo), kernel, stride, pads_begin)
+    if axes is None:
+        return None
     (ah, pt, pb), (aw, pl, pr) = axes
     return (pt, pb, pl, pr), [(a, b, th, tw, rh, rw, mh, mw, sth, stw)
                               for a, th, rh, mh, sth in ah for b, tw, rw, mw, stw in aw]
 
 
-def pack_transposed_weight(weight, Py_ssize_t h, Py_ssize_t w, Py_ssize_t ho, Py_ssize_t wo, tuple stride,
-                           tuple pads_begin):
-    """A [C, M, kh, kw] float32 transposed-conv weight (groups 1) as the
-    blocked dense kernel's packed weights of its output phases, one after
-    another (transposed_phase_plan order; compile-time use)."""
+def pack_transposed_weight(weight, tuple in_sp, tuple out_sp, tuple stride, tuple pads_begin):
+    """A [C, M, kh, kw] or [C, M, kd, kh, kw] float32 transposed-conv weight
+    (groups 1) from spatial size in_sp to out_sp as the blocked dense
+    kernel's packed weights of its output phases, one after another
+    (_phases order; compile-time use)."""
     wt = np.ascontiguousarray(weight, dtype=np.float32)
-    if wt.ndim != 4:
-        raise ValueError(f"pack_transposed_weight: weight must be [C, M, kh, kw], got {wt.shape}")
-    plan = transposed_phase_plan(h, w, ho, wo, wt.shape[2:], stride, pads_begin)
-    if plan is None:
-        raise ValueError(f"pack_transposed_weight: kernel {wt.shape[2:]} at stride {stride} from {h}x{w} to "
-                         f"{ho}x{wo} has an output phase without taps or pixels")
+    if wt.ndim not in (4, 5) or wt.ndim - 2 != len(in_sp):
+        raise ValueError(f"pack_transposed_weight: weight must be [C, M, kh, kw] or [C, M, kd, kh, kw] for "
+                         f"{len(in_sp)} spatial axes, got {wt.shape}")
+    _, _, _, stride3, _, axes = _transposed_geometry("pack_transposed_weight", in_sp, out_sp, wt.shape[2:],
+                                                      stride, pads_begin)
+    if wt.ndim == 4:
+        wt = wt[:, :, None]
+    c, m = wt.shape[:2]
     parts = []
-    for a, b, th, tw, rh, rw, mh, mw, sth, stw in plan[1]:
-        rows = [rh + stride[0] * (th - 1 - t) for t in range(th)]
-        cols = [rw + stride[1] * (tw - 1 - t) for t in range(tw)]
-        parts.append(pack_dense_weight(wt[:, :, rows][:, :, :, cols].transpose(1, 0, 2, 3)))
+    for phase in _phases(axes):
+        sub = wt
+        for ax, (_, taps, first, _, _) in enumerate(phase):
+            sub = np.take(sub, [first + stride3[ax] * (taps - 1 - t) for t in range(taps)], axis=2 + ax)
+        td, th, tw = sub.shape[2:]
+        parts.append(pack_dense_weight(sub.transpose(1, 0, 2, 3, 4).reshape(m, c, td * th, tw)))
     return np.concatenate(parts)
 
 
-def transposed_scratch_floats(Py_ssize_t n, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w, Py_ssize_t m,
-                              Py_ssize_t ho, Py_ssize_t wo, tuple kernel, tuple stride, tuple pads_begin):
+def transposed_scratch_floats(Py_ssize_t n, Py_ssize_t c, tuple in_sp, Py_ssize_t m, tuple out_sp, tuple kernel,
+                              tuple stride, tuple pads_begin):
     """Floats of a blocked transposed conv's scratch: its zero-padded input
     copy (none without padding), then every phase's output."""
-    plan = transposed_phase_plan(h, w, ho, wo, kernel, stride, pads_begin)
-    if plan is None:
-        raise ValueError(f"transposed_scratch_floats: kernel {kernel} at stride {stride} from {h}x{w} to "
-                         f"{ho}x{wo} has an output phase without taps or pixels")
-    pt, pb, pl, pr = plan[0]
-    copy = n * c * (h + pt + pb) * (w + pl + pr) if pt or pb or pl or pr else 0
-    return copy + n * m * ho * wo
+    in3, out3, _, _, _, axes = _transposed_geometry("transposed_scratch_floats", in_sp, out_sp, kernel, stride,
+                                                    pads_begin)
+    padded = [i + lo + hi for i, (_, lo, hi) in zip(in3, axes)]
+    copy = n * c * padded[0] * padded[1] * padded[2] if any(lo or hi for _, lo, hi in axes) else 0
+    return copy + n * m * out3[0] * out3[1] * out3[2]
 
 
 cdef class NchwcConvTransposeLaunch(Launch):
-    """y = conv_transpose2d(x, W) + bias on blocked x [N, C/8, H, W, 8] and y
-    [N, M/8, Ho, Wo, 8], groups 1, dilation 1, every output phase with a tap
-    (transposed_phase_plan).  `scratch` (transposed_scratch_floats) holds the
-    zero-padded input copy and each phase's output: the phases run the
-    dense kernel (stride 1, the phase's taps flipped) over all threads at
-    once, then their outputs are copied to their strided places in y.
-    `wq` from pack_transposed_weight."""
+    """y = conv_transpose2d/3d(x, W) + bias on blocked x [N, C/8, (D,) H, W,
+    8] and y [N, M/8, (Do,) Ho, Wo, 8], groups 1, dilation 1, every output
+    phase with a tap (_transposed_axes).  `scratch`
+    (transposed_scratch_floats) holds the zero-padded input copy and each
+    phase's output: the phases run the dense kernel (stride 1, the phase's
+    taps flipped; a 3-D phase over its whole output volume, as the blocked
+    conv3d) over all threads at once, then their outputs are copied to
+    their strided places in y.  `wq` from pack_transposed_weight."""
     cdef const float[::1] x
     cdef const float[::1] wq
     cdef const float[::1] bias
@@ -922,38 +966,32 @@ cdef class NchwcConvTransposeLaunch(Launch):
     cdef float[::1] sc
     cdef bint has_bias, padded
     cdef NcAct a
-    cdef NcDenseGeom pg
     cdef NcDenseGeom g[16]
     cdef Py_ssize_t woff[16]
     cdef Py_ssize_t zoff[16]
     cdef Py_ssize_t kstart[16]
     cdef Py_ssize_t istart[17]
+    cdef Py_ssize_t pc[16]
     cdef Py_ssize_t pa[16]
     cdef Py_ssize_t pb[16]
     cdef Py_ssize_t[::1] koff
-    cdef Py_ssize_t nph, sh, sw, ho, wo, planes, blocks, zbase
+    cdef Py_ssize_t nph, sd, sh, sw, do, ho, wo, planes, blocks, zbase
+    cdef Py_ssize_t d, h, w, dp, hp, wp, pf, pt, pl
 
-    def __init__(self, x, wq, bias, y, scratch, Py_ssize_t n, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w,
-                 Py_ssize_t m, Py_ssize_t ho, Py_ssize_t wo, tuple kernel, tuple stride, tuple pads_begin,
-                 int max_threads=1):
+    def __init__(self, x, wq, bias, y, scratch, Py_ssize_t n, Py_ssize_t c, tuple in_sp, Py_ssize_t m,
+                 tuple out_sp, tuple kernel, tuple stride, tuple pads_begin, int max_threads=1):
         cdef NcDenseGeom* gi
         cdef Py_ssize_t i
-        op = "conv_transpose2d_nchwc"
+        op = f"conv_transpose{len(in_sp)}d_nchwc"
         _check_blocked_channels(op, "input channels", c)
         _check_blocked_channels(op, "output channels", m)
-        if n < 1 or h < 1 or w < 1 or ho < 1 or wo < 1:
-            raise ValueError(f"{op}: need at least one image and pixel, got n={n}, input {h}x{w}, output {ho}x{wo}")
-        if len(kernel) != 2 or len(stride) != 2 or len(pads_begin) != 2:
-            raise ValueError(f"{op}: kernel, stride and pads_begin need two values each, got {kernel}, {stride}, "
-                             f"{pads_begin}")
-        if stride[0] * stride[1] > TRANSPOSED_MAX_PHASES:
-            raise ValueError(f"{op}: stride {stride} makes {stride[0] * stride[1]} output phases, at most "
+        if n < 1 or min(in_sp, default=0) < 1 or min(out_sp, default=0) < 1:
+            raise ValueError(f"{op}: need at least one image and pixel, got n={n}, input {in_sp}, output {out_sp}")
+        if len(stride) == len(in_sp) and math.prod(stride) > TRANSPOSED_MAX_PHASES:
+            raise ValueError(f"{op}: stride {stride} makes {math.prod(stride)} output phases, at most "
                              f"{TRANSPOSED_MAX_PHASES}")
-        plan = transposed_phase_plan(h, w, ho, wo, kernel, stride, pads_begin)
-        if plan is None:
-            raise ValueError(f"{op}: kernel {kernel} at stride {stride} from {h}x{w} to {ho}x{wo} has an output "
-                             f"phase without taps or pixels")
-        (pt, pbot, pl, pr), phases = plan
+        in3, out3, kernel3, stride3, _, axes = _transposed_geometry(op, in_sp, out_sp, kernel, stride, pads_begin)
+        phases = _phases(axes)
         self.a.act = _act_code(op, None)
         self.a.alpha = 0
         self.a.beta = 0
@@ -961,70 +999,80 @@ cdef class NchwcConvTransposeLaunch(Launch):
         self.has_bias = bias is not None
         self.bias = or_placeholder(bias, np.float32)
         self.sc = or_placeholder(scratch, np.float32)
-        _check_len(op, "x", self.x, n * c * h * w)
-        _check_len(op, "y", self.y, n * m * ho * wo)
+        d, h, w = in3
+        do, ho, wo = out3
+        _check_len(op, "x", self.x, n * c * d * h * w)
+        _check_len(op, "y", self.y, n * m * do * ho * wo)
         if self.has_bias:
             _check_len(op, "bias", self.bias, m)
-        nw = sum(rlx_nchwc_1x1_packed_floats(m, c * ph[2] * ph[3]) for ph in phases)
+        nw = sum(rlx_nchwc_1x1_packed_floats(m, c * pd[1] * ph[1] * pw[1]) for pd, ph, pw in phases)
         _check_len(op, "packed weight", self.wq, nw)
+        need = transposed_scratch_floats(n, c, in_sp, m, out_sp, kernel, stride, pads_begin)
         if scratch is None:
-            raise ValueError(f"{op}: needs a scratch of "
-                             f"{transposed_scratch_floats(n, c, h, w, m, ho, wo, kernel, stride, pads_begin)} floats")
-        _check_len(op, "scratch", self.sc, transposed_scratch_floats(n, c, h, w, m, ho, wo, kernel, stride,
-                                                                     pads_begin))
-        self.padded = bool(pt or pbot or pl or pr)
-        hp, wp = h + pt + pbot, w + pl + pr
-        self.pg.n, self.pg.c, self.pg.h, self.pg.w = n, c, h, w
-        self.pg.pt, self.pg.pl, self.pg.hp, self.pg.wp = pt, pl, hp, wp
-        self.zbase = n * c * hp * wp if self.padded else 0
+            raise ValueError(f"{op}: needs a scratch of {need} floats")
+        _check_len(op, "scratch", self.sc, need)
+        (_, pf, pback), (_, pt, pbot), (_, pl, pr) = axes
+        self.padded = bool(pf or pback or pt or pbot or pl or pr)
+        dp, hp, wp = d + pf + pback, h + pt + pbot, w + pl + pr
+        self.d, self.h, self.w, self.dp, self.hp, self.wp = d, h, w, dp, hp, wp
+        self.pf, self.pt, self.pl = pf, pt, pl
+        self.zbase = n * c * dp * hp * wp if self.padded else 0
         self.max_threads = max(1, max_threads)
-        self.nph, self.sh, self.sw, self.ho, self.wo = len(phases), stride[0], stride[1], ho, wo
+        self.nph, self.sd, self.sh, self.sw = len(phases), stride3[0], stride3[1], stride3[2]
+        self.do, self.ho, self.wo = do, ho, wo
         self.planes = n * (m // BLOCK)
         self.blocks = n * (c // BLOCK)
         panels = (m + 15) // 16
-        # each phase a stride-1 conv on an mh x mw plane: its items as the
-        # 2-D dense conv's (1.02-1.11x against items of about 64 pixels on
-        # ct1d 256->128 k16 s8, ct1d 512->256 and ct2d 64->32 k4 s2 from
-        # 28x28 at batch 1 and 8, 1 and 2 threads)
+        # each phase a stride-1 conv on an md x mh x mw volume: its items as
+        # the 2-D dense conv's, whole rows (1.02-1.11x against items of about
+        # 64 pixels on ct1d 256->128 k16 s8, ct1d 512->256 and ct2d 64->32 k4
+        # s2 from 28x28 at batch 1 and 8, 1 and 2 threads)
         pix, nblks = [], []
-        for a, b, th, tw, rh, rw, mh, mw, sth, stw in phases:
-            px = dense_item_pixels(mh * mw, mw, 1)
+        for pd, ph, pw in phases:
+            vol = pd[3] * ph[3] * pw[3]
+            px = dense_item_pixels(vol, pw[3], 1)
             pix.append(px)
-            nblks.append((mh * mw + px - 1) // px)
+            nblks.append((vol + px - 1) // px)
         groups = panel_groups(panels, n * sum(nblks), self.max_threads)
         koff, woff, zoff, items = [], 0, self.zbase, 0
-        cb = np.arange(c // NC_B, dtype=np.intp)[:, None, None]
-        for i, (a, b, th, tw, rh, rw, mh, mw, sth, stw) in enumerate(phases):
+        cb = np.arange(c // NC_B, dtype=np.intp)[:, None, None, None]
+        for i, ((ac, td, _, md, std), (aa, th, _, mh, sth), (ab, tw, _, mw, stw)) in enumerate(phases):
             gi = &self.g[i]
             gi.n, gi.c, gi.h, gi.w, gi.m = n, c, h, w, m
             gi.h_out, gi.w_out, gi.sh, gi.sw = mh, mw, 1, 1
-            gi.pt, gi.pl, gi.hp, gi.wp = pt, pl, hp, wp
-            gi.nkb = (c // NC_B) * th * tw
+            gi.pt, gi.pl, gi.hp, gi.wp = pt, pl, dp * hp, wp
+            gi.d_out, gi.sd, gi.hs = md, 1, hp
+            gi.nkb = (c // NC_B) * td * th * tw
             gi.cgroups = 1
             gi.pixels = pix[i]
             gi.groups = groups
             self.woff[i], self.zoff[i], self.kstart[i], self.istart[i] = woff, zoff, len(koff), items
-            self.pa[i], self.pb[i] = a, b
-            ii = np.arange(th, dtype=np.intp)[None, :, None]
-            jj = np.arange(tw, dtype=np.intp)[None, None, :]
-            koff.extend(((cb * hp * wp + (pt + sth + ii) * wp + (pl + stw + jj)) * NC_B).reshape(-1).tolist())
-            woff += rlx_nchwc_1x1_packed_floats(m, c * th * tw)
-            zoff += n * m * mh * mw
+            self.pc[i], self.pa[i], self.pb[i] = ac, aa, ab
+            zz = np.arange(td, dtype=np.intp)[None, :, None, None]
+            ii = np.arange(th, dtype=np.intp)[None, None, :, None]
+            jj = np.arange(tw, dtype=np.intp)[None, None, None, :]
+            koff.extend(((((cb * dp + pf + std + zz) * hp + pt + sth + ii) * wp + (pl + stw + jj)) * NC_B)
+                        .reshape(-1).tolist())
+            woff += rlx_nchwc_1x1_packed_floats(m, c * td * th * tw)
+            zoff += n * m * md * mh * mw
             items += n * nblks[i] * groups
         self.istart[self.nph] = items
         self.koff = np.ascontiguousarray(koff, dtype=np.intp)
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
-        cdef Py_ssize_t r, lo, hi, i, ph, a0, a1
+        cdef Py_ssize_t r, lo, hi, i, ph, a0, a1, k, zo, yo
         cdef Py_ssize_t total = self.istart[self.nph]
         cdef Py_ssize_t runs = t if t < total else total
         cdef const float* src = &self.x[0]
         cdef Py_ssize_t src_len = self.x.shape[0]
         cdef Py_ssize_t sc_len = self.sc.shape[0]
+        cdef Py_ssize_t y_len = self.y.shape[0]
+        cdef Py_ssize_t grid, plane = self.ho * self.wo * 8
         if self.padded:
             for i in prange(self.blocks, num_threads=t, schedule='static'):
-                rlx_nchwc_pad(&self.x[0], self.x.shape[0], &self.sc[0], sc_len, &self.pg, i, i + 1)
+                rlx_nchwc_pad3d(&self.x[0], self.x.shape[0], &self.sc[0], sc_len, self.d, self.h, self.w, self.dp,
+                                self.hp, self.wp, self.pf, self.pt, self.pl, i, i + 1)
             src = &self.sc[0]
             src_len = self.zbase
         for r in prange(runs, num_threads=t, schedule='static'):
@@ -1039,11 +1087,17 @@ cdef class NchwcConvTransposeLaunch(Launch):
                                         &self.sc[self.zoff[ph]], sc_len - self.zoff[ph],
                                         &self.koff[self.kstart[ph]], &self.g[ph], &self.a,
                                         a0 - self.istart[ph], a1 - self.istart[ph])
+        # each (image, block) plane's depth slices: a phase's slice k goes
+        # to output slice pc + sd*k, its rows and columns strided within it
         for i in prange(self.planes, num_threads=t, schedule='static'):
             for ph in range(self.nph):
-                rlx_nchwc_phase_scatter(&self.sc[self.zoff[ph]], sc_len - self.zoff[ph], &self.y[0],
-                                        self.y.shape[0], self.g[ph].h_out, self.g[ph].w_out, self.ho, self.wo,
-                                        self.pa[ph], self.pb[ph], self.sh, self.sw, i, i + 1)
+                grid = self.g[ph].h_out * self.g[ph].w_out * 8
+                for k in range(self.g[ph].d_out):
+                    zo = self.zoff[ph] + (i * self.g[ph].d_out + k) * grid
+                    yo = (i * self.do + self.pc[ph] + self.sd * k) * plane
+                    rlx_nchwc_phase_scatter(&self.sc[zo], sc_len - zo, &self.y[yo], y_len - yo,
+                                            self.g[ph].h_out, self.g[ph].w_out, self.ho, self.wo, self.pa[ph],
+                                            self.pb[ph], self.sh, self.sw, 0, 1)
         return 0
 
 

@@ -450,9 +450,11 @@ for (c, e, m, h, w, s, expand, residual) in [(16, 48, 16, 11, 9, 1, True, True),
     for band in (1, 3):
         outs.append(run_ir(*ops, s, 1, band=band))
 # the transposed conv by output phases
-from test_blocked_transpose import case, run_launch
+from test_blocked_transpose import case, run_launch, volume_case
 x, wt, b = case(rng, 2, 16, 5, 7, 24, (3, 3))
-outs.append(run_launch(x, wt, b, 10, 14, (2, 2), (1, 1), 1))
+outs.append(run_launch(x, wt, b, (10, 14), (2, 2), (1, 1), 1))
+x, wt, b = volume_case(rng, 1, 16, (3, 4, 5), 24, (4, 3, 3))
+outs.append(run_launch(x, wt, b, (6, 8, 10), (2, 2, 2), (1, 1, 1), 1))
 # the 3-D dense conv
 import test_blocked_conv3d as c3
 x, wt, b = c3.case(rng, 2, 16, 4, 5, 6, 32, (3, 3, 3), groups=2)

@@ -1,8 +1,8 @@
 """The blocked transposed conv (src/_nchwc.pyx NchwcConvTransposeLaunch: one
 dense conv per output phase, then the phases' outputs scattered): its
-launch against the float64 reference on a grid of geometries at 1 and 2
-threads (the same bits on both), its phase plan, its bind-time errors, and
-the blocked_layout pass rewriting conv_transpose1d/2d."""
+launch against the float64 reference on grids of 2-D and 3-D geometries at
+1 and 2 threads (the same bits on both), its phase plan, its bind-time
+errors, and the blocked_layout pass rewriting conv_transpose1d/2d/3d."""
 import numpy as np
 import pytest
 
@@ -32,25 +32,29 @@ def out_size(n_in, k, s, pb, pe, op):
 
 
 def case(rng, n, c, h, w, m, kernel, bias=True):
-    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    return volume_case(rng, n, c, (h, w), m, kernel, bias)
+
+
+def volume_case(rng, n, c, in_sp, m, kernel, bias=True):
+    x = rng.standard_normal((n, c) + tuple(in_sp)).astype(np.float32)
     wt = (rng.standard_normal((c, m) + kernel) * 0.3).astype(np.float32)
     b = rng.standard_normal(m).astype(np.float32) if bias else None
     return x, wt, b
 
 
-def run_launch(x, wt, b, ho, wo, stride, pads_begin, threads):
-    """The launch on NCHW arrays (reordered in and out), scratch and output
-    filled with NaN so that a place no phase writes shows."""
-    n, c, h, w = x.shape
-    m, kernel = wt.shape[1], wt.shape[2:]
-    y = np.full(n * m * ho * wo, np.nan, np.float32)
-    scratch = np.full(_nchwc.transposed_scratch_floats(n, c, h, w, m, ho, wo, kernel, stride, pads_begin), np.nan,
+def run_launch(x, wt, b, out_sp, stride, pads_begin, threads):
+    """The launch on NCHW / NCDHW arrays (reordered in and out), scratch and
+    output filled with NaN so that a place no phase writes shows."""
+    n, c, in_sp = x.shape[0], x.shape[1], tuple(x.shape[2:])
+    m, kernel, out_sp = wt.shape[1], tuple(wt.shape[2:]), tuple(out_sp)
+    y = np.full(n * m * int(np.prod(out_sp)), np.nan, np.float32)
+    scratch = np.full(_nchwc.transposed_scratch_floats(n, c, in_sp, m, out_sp, kernel, stride, pads_begin), np.nan,
                       np.float32)
     launch = _nchwc.NchwcConvTransposeLaunch(
-        _nchwc.to_blocked(x).reshape(-1), _nchwc.pack_transposed_weight(wt, h, w, ho, wo, stride, pads_begin), b, y,
-        scratch, n, c, h, w, m, ho, wo, kernel, stride, pads_begin, threads)
+        _nchwc.to_blocked(x).reshape(-1), _nchwc.pack_transposed_weight(wt, in_sp, out_sp, stride, pads_begin), b,
+        y, scratch, n, c, in_sp, m, out_sp, kernel, stride, pads_begin, threads)
     launch.execute(threads)
-    return _nchwc.from_blocked(y.reshape(n, m // 8, ho, wo, 8))
+    return _nchwc.from_blocked(y.reshape((n, m // 8) + out_sp + (8,)))
 
 
 @pytest.mark.parametrize("geom", range(len(GRID)))
@@ -62,12 +66,60 @@ def test_launch_matches_reference(rng, geom, bias):
                                                                               op[1])
     want = conv_transpose_nd(x, wt, b, stride, pb, pe, output_padding=op)
     assert want.shape[2:] == (ho, wo)
-    outs = [run_launch(x, wt, b, ho, wo, stride, pb, t) for t in TWO]
+    outs = [run_launch(x, wt, b, (ho, wo), stride, pb, t) for t in TWO]
     for t, got in zip(TWO, outs):
         assert np.isfinite(got).all(), (geom, t)
         check_parity(got, want, "blocked conv_transpose launch")
     for got in outs[1:]:
         np.testing.assert_array_equal(got, outs[0])
+
+
+# 3-D: (n, c_in, in_sp, c_out, kernel, stride, pads_begin, pads_end, output_padding)
+GRID3 = [
+    (1, 32, (4, 8, 8), 16, (4, 4, 4), (2, 2, 2), (1, 1, 1), (1, 1, 1), (0, 0, 0)),   # a 3-D U-Net up-sampling
+    (2, 8, (3, 4, 5), 24, (3, 4, 3), (2, 2, 1), (1, 1, 0), (0, 1, 2), (1, 0, 0)),    # per-axis geometry
+    (1, 16, (2, 3, 3), 8, (2, 2, 2), (2, 2, 2), (0, 0, 0), (0, 0, 0), (0, 0, 0)),    # k == s: no overlap
+    (1, 8, (5, 2, 3), 8, (3, 1, 1), (1, 1, 1), (1, 0, 0), (1, 0, 0), (0, 0, 0)),     # stride 1: one phase
+    (1, 8, (2, 2, 2), 40, (5, 3, 3), (2, 2, 2), (2, 2, 0), (1, 0, 2), (1, 1, 0)),    # taps past the input
+]
+
+
+@pytest.mark.parametrize("geom", range(len(GRID3)))
+@pytest.mark.parametrize("bias", [True, False])
+def test_launch_3d_matches_reference(rng, geom, bias):
+    n, c, in_sp, m, kernel, stride, pb, pe, op = GRID3[geom]
+    x, wt, b = volume_case(rng, n, c, in_sp, m, kernel, bias)
+    out_sp = tuple(out_size(*a) for a in zip(in_sp, kernel, stride, pb, pe, op))
+    want = conv_transpose_nd(x, wt, b, stride, pb, pe, output_padding=op)
+    assert want.shape[2:] == out_sp
+    outs = [run_launch(x, wt, b, out_sp, stride, pb, t) for t in TWO]
+    for t, got in zip(TWO, outs):
+        assert np.isfinite(got).all(), (geom, t)
+        check_parity(got, want, "blocked conv_transpose3d launch")
+    for got in outs[1:]:
+        np.testing.assert_array_equal(got, outs[0])
+
+
+def test_random_3d_geometries_match_reference():
+    rng = np.random.default_rng(12)
+    ran = 0
+    while ran < 25:
+        n, c, m = int(rng.integers(1, 3)), 8 * int(rng.integers(1, 3)), 8 * int(rng.integers(1, 3))
+        in_sp = tuple(int(v) for v in rng.integers(1, 5, 3))
+        kernel = tuple(int(v) for v in rng.integers(1, 5, 3))
+        stride = tuple(int(v) for v in rng.integers(1, 3, 3))
+        pb = tuple(int(v) for v in rng.integers(0, 4, 3))
+        pe = tuple(int(v) for v in rng.integers(0, 4, 3))
+        op = tuple(int(rng.integers(0, s)) for s in stride)
+        out_sp = tuple(out_size(*a) for a in zip(in_sp, kernel, stride, pb, pe, op))
+        if min(out_sp) < 1 or _nchwc._transposed_axes(in_sp, out_sp, kernel, stride, pb) is None:
+            continue
+        x, wt, b = volume_case(rng, n, c, in_sp, m, kernel)
+        got = run_launch(x, wt, b, out_sp, stride, pb, 2)
+        assert np.isfinite(got).all(), (n, c, in_sp, m, kernel, stride, pb, pe, op)
+        check_parity(got, conv_transpose_nd(x, wt, b, stride, pb, pe, output_padding=op),
+                     "blocked conv_transpose3d launch, random geometry")
+        ran += 1
 
 
 def test_phase_plan():
@@ -87,8 +139,8 @@ def test_phase_plan():
 def test_bind_errors_name_the_op_argument_and_values(rng):
     x, wt, b = case(rng, 1, 16, 5, 5, 8, (4, 4))
     xb = _nchwc.to_blocked(x).reshape(-1)
-    wq = _nchwc.pack_transposed_weight(wt, 5, 5, 10, 10, (2, 2), (1, 1))
-    need = _nchwc.transposed_scratch_floats(1, 16, 5, 5, 8, 10, 10, (4, 4), (2, 2), (1, 1))
+    wq = _nchwc.pack_transposed_weight(wt, (5, 5), (10, 10), (2, 2), (1, 1))
+    need = _nchwc.transposed_scratch_floats(1, 16, (5, 5), 8, (10, 10), (4, 4), (2, 2), (1, 1))
     y = np.zeros(8 * 100, np.float32)
 
     def bind(**kw):
@@ -96,7 +148,7 @@ def test_bind_errors_name_the_op_argument_and_values(rng):
                  wo=10, kernel=(4, 4), stride=(2, 2), pads=(1, 1))
         a.update(kw)
         return _nchwc.NchwcConvTransposeLaunch(a["x"], a["wq"], a["bias"], a["y"], a["scratch"], a["n"], a["c"],
-                                               a["h"], a["w"], a["m"], a["ho"], a["wo"], a["kernel"], a["stride"],
+                                               (a["h"], a["w"]), a["m"], (a["ho"], a["wo"]), a["kernel"], a["stride"],
                                                a["pads"], 2)
 
     bind()
@@ -117,7 +169,38 @@ def test_bind_errors_name_the_op_argument_and_values(rng):
     with pytest.raises(ValueError, match=r"kernel \(3, 3\) at stride \(4, 2\) .* without taps"):
         bind(kernel=(3, 3), stride=(4, 2))
     with pytest.raises(ValueError, match="pack_transposed_weight: kernel"):
-        _nchwc.pack_transposed_weight(wt, 5, 5, 25, 25, (5, 5), (0, 0))
+        _nchwc.pack_transposed_weight(wt, (5, 5), (25, 25), (5, 5), (0, 0))
+    with pytest.raises(ValueError, match=r"pack_transposed_weight: weight must be .* for 3 spatial axes"):
+        _nchwc.pack_transposed_weight(wt, (1, 5, 5), (1, 10, 10), (1, 2, 2), (0, 1, 1))
+    with pytest.raises(ValueError, match="conv_transpose2d_nchwc: input and output sizes, kernel, stride and "
+                                         r"pads_begin need two or three values each, got \(5, 5\), \(10, 10\), "
+                                         r"\(4, 4, 1\)"):
+        bind(kernel=(4, 4, 1))
+
+
+def test_3d_bind_errors_name_the_op_argument_and_values(rng):
+    x, wt, b = volume_case(rng, 1, 8, (2, 3, 3), 8, (4, 4, 4))
+    args = dict(x=_nchwc.to_blocked(x).reshape(-1), wq=_nchwc.pack_transposed_weight(wt, (2, 3, 3), (4, 6, 6),
+                                                                                      (2, 2, 2), (1, 1, 1)),
+                bias=b, y=np.zeros(8 * 144, np.float32), out_sp=(4, 6, 6), stride=(2, 2, 2))
+    need = _nchwc.transposed_scratch_floats(1, 8, (2, 3, 3), 8, (4, 6, 6), (4, 4, 4), (2, 2, 2), (1, 1, 1))
+
+    def bind(**kw):
+        a = dict(args, scratch=np.zeros(need, np.float32))
+        a.update(kw)
+        return _nchwc.NchwcConvTransposeLaunch(a["x"], a["wq"], a["bias"], a["y"], a["scratch"], 1, 8, (2, 3, 3), 8,
+                                               a["out_sp"], (4, 4, 4), a["stride"], (1, 1, 1), 2)
+
+    bind()
+    with pytest.raises(ValueError, match="conv_transpose3d_nchwc: y"):
+        bind(y=np.zeros(8 * 143, np.float32))
+    with pytest.raises(ValueError, match="conv_transpose3d_nchwc: scratch"):
+        bind(scratch=np.zeros(need - 8, np.float32))
+    with pytest.raises(ValueError, match=r"conv_transpose3d_nchwc: stride \(4, 2, 4\) makes 32 output phases"):
+        bind(stride=(4, 2, 4))
+    with pytest.raises(ValueError, match=r"conv_transpose3d_nchwc: kernel \(4, 4, 4\) at stride \(2, 2, 2\) from "
+                                         r"2x3x3 to 1x6x6 has an output phase without taps or pixels"):
+        bind(out_sp=(1, 6, 6), y=np.zeros(8 * 36, np.float32))
 
 
 # ---------------------------------------------------------------------------
@@ -186,6 +269,26 @@ def test_channels_not_in_blocks_stay_nchw(rng, blocked_on):
     assert "conv_transpose2d_nchwc" not in ops(passes.blocked_layout(g))
 
 
+def test_lone_conv_transpose3d_runs_blocked(rng, blocked_on):
+    g = rlx_cpu.Graph()
+    x = g.input("x", (2, 16, 3, 5, 4))
+    wt = rng.standard_normal((16, 8, 4, 4, 4)) * 0.3
+    g.output(g.conv_transpose3d(x, wt, rng.standard_normal(8), stride=2, padding=1, output_padding=(1, 0, 1)))
+    out = passes.blocked_layout(g)
+    assert out.pass_log[-1][1]["transposed convs"] == 1 and out.pass_log[-1][1]["reorders"] == 2
+    assert ops(out) == ["input", "constant", "constant", "to_nchwc", "conv_transpose3d_nchwc", "from_nchwc"]
+    for t in TWO:
+        blocked, plain = compile_both(g, t)
+        assert [k.kind for k in blocked.thunks] == ["reorder_nchwc", "conv_transpose_nchwc", "reorder_nchwc"]
+        feeds = {"x": rng.standard_normal((2, 16, 3, 5, 4)).astype(np.float32)}
+        got = blocked.run(feeds)[0]
+        want = conv_transpose_nd(feeds["x"], wt.astype(np.float32), g.node(next(
+            n for n in g.nodes if n.op == "conv_transpose3d").inputs[2]).value, 2, 1, 1, output_padding=(1, 0, 1))
+        assert got.shape == want.shape == (2, 8, 7, 10, 9)
+        check_parity(got, want, "blocked conv_transpose3d plan vs reference")
+        check_parity(got, plain.run(feeds)[0], "blocked conv_transpose3d plan vs NCHW plan")
+
+
 def test_pickled_plan_runs_from_two_threads(rng, blocked_on):
     g = rlx_cpu.Graph()
     x = g.input("x", (1, 16, 7, 7))
@@ -212,7 +315,7 @@ def test_random_geometries_match_reference():
         if ho < 1 or wo < 1 or _nchwc.transposed_phase_plan(h, w, ho, wo, kernel, stride, pb) is None:
             continue
         x, wt, b = case(rng, n, c, h, w, m, kernel)
-        got = run_launch(x, wt, b, ho, wo, stride, pb, 2)
+        got = run_launch(x, wt, b, (ho, wo), stride, pb, 2)
         assert np.isfinite(got).all(), (n, c, h, w, m, kernel, stride, pb, pe, op)
         check_parity(got, conv_transpose_nd(x, wt, b, stride, pb, pe, output_padding=op),
                      "blocked conv_transpose launch, random geometry")

@@ -29,6 +29,9 @@ each end of a chain:
                    inputs x, W, [bias].  One dense conv per output phase
                    of the stride, then each phase's outputs copied to their
                    strided places; constant weights, packed at compile time
+``conv_transpose3d_nchwc`` the same for a conv_transpose3d, on blocked
+                   [N, C/8, D, H, W, 8] input and output (each phase a
+                   dense conv over its output volume, as conv3d_nchwc)
 ``conv2d_nchwc``   a conv2d (its ConvAttrs, fused epilogue included) on
                    blocked input, residual and output; inputs x, W, [bias],
                    [residual].  Four kinds: 1x1 (groups 1, stride 1, no
@@ -254,8 +257,9 @@ def nchwc_stem(graph, node):
 
 
 def as_transpose2d_attrs(attrs):
-    """A conv_transpose1d's ConvTransposeAttrs as the 2-D one over [N, C, 1, L] it equals."""
-    if attrs.ndim == 2:
+    """A conv_transpose1d's ConvTransposeAttrs as the 2-D one over [N, C, 1, L]
+    it equals (2-D and 3-D ones as they are)."""
+    if attrs.ndim != 1:
         return attrs
     return dataclasses.replace(attrs, kernel=(1,) + attrs.kernel, stride=(1,) + attrs.stride,
                                pads_begin=(0,) + attrs.pads_begin, pads_end=(0,) + attrs.pads_end,
@@ -263,29 +267,32 @@ def as_transpose2d_attrs(attrs):
 
 
 def nchwc_transpose(graph, node):
-    """True when the conv_transpose1d/2d `node` runs the blocked transposed
-    kernel: float32, groups 1, dilation 1, channels multiples of 8, a
-    constant weight (and bias), at most _nchwc.TRANSPOSED_MAX_PHASES output
-    phases, each with a tap and an output pixel."""
-    if node.op not in ("conv_transpose1d", "conv_transpose2d") or node.dtype != "float32":
+    """True when the conv_transpose1d/2d/3d `node` runs the blocked
+    transposed kernel: float32, groups 1, dilation 1, channels multiples of
+    8, a constant weight (and bias), at most _nchwc.TRANSPOSED_MAX_PHASES
+    output phases, each with a tap and an output pixel."""
+    rank = {"conv_transpose1d": 3, "conv_transpose2d": 4, "conv_transpose3d": 5}.get(node.op)
+    if rank is None or node.dtype != "float32":
         return False
     if getattr(node.attrs, "epilogue", None) is not None:
         return False
-    rank = 3 if node.op == "conv_transpose1d" else 4
     xs = graph.node(node.inputs[0]).shape
     if len(xs) != rank or len(node.shape) != rank or 0 in xs or 0 in node.shape:
         return False
     if xs[1] % BLOCK or node.shape[1] % BLOCK:
         return False
     a = as_transpose2d_attrs(node.attrs)
-    if a.groups != 1 or a.dilation != (1, 1) or a.stride[0] * a.stride[1] > _nchwc.TRANSPOSED_MAX_PHASES:
+    if a.groups != 1 or any(d != 1 for d in a.dilation) or math.prod(a.stride) > _nchwc.TRANSPOSED_MAX_PHASES:
         return False
     if graph.node(node.inputs[1]).op != "constant" or (len(node.inputs) > 2 and
                                                         graph.node(node.inputs[2]).op != "constant"):
         return False
-    h, w = (1,) + tuple(xs[2:]) if rank == 3 else xs[2:]
-    ho, wo = (1,) + tuple(node.shape[2:]) if rank == 3 else node.shape[2:]
-    return _nchwc.transposed_phase_plan(h, w, ho, wo, a.kernel, a.stride, a.pads_begin) is not None
+    in_sp, out_sp = blocked_shape(xs)[2:-1], blocked_shape(node.shape)[2:-1]
+    try:
+        _nchwc.transposed_scratch_floats(1, BLOCK, in_sp, BLOCK, out_sp, a.kernel, a.stride, a.pads_begin)
+    except ValueError:                            # a phase without taps or pixels
+        return False
+    return True
 
 
 def nchwc_pool(graph, node):
@@ -524,9 +531,9 @@ class NchwcStemThunk(Thunk):
 
 @dataclass(frozen=True, repr=False)
 class NchwcConvTransposeThunk(Thunk):
-    """Transposed conv on blocked x and y by output phases; `weight` from
-    _nchwc.pack_transposed_weight; `scratch` the padded input copy and the
-    phases' outputs (_nchwc.transposed_scratch_floats)."""
+    """Transposed conv (2-D or 3-D) on blocked x and y by output phases;
+    `weight` from _nchwc.pack_transposed_weight; `scratch` the padded input
+    copy and the phases' outputs (_nchwc.transposed_scratch_floats)."""
     x: Slice
     weight: Slice
     bias: Optional[Slice]
@@ -534,11 +541,9 @@ class NchwcConvTransposeThunk(Thunk):
     scratch: Slice
     n: int
     c_in: int
-    h: int
-    w: int
+    in_sp: tuple              # (H, W) or (D, H, W)
     c_out: int
-    h_out: int
-    w_out: int
+    out_sp: tuple
     kernel: tuple
     stride: tuple
     pads_begin: tuple
@@ -551,13 +556,13 @@ class NchwcConvTransposeThunk(Thunk):
 
     @property
     def flops(self):
-        return 2 * self.n * self.c_in * self.c_out * self.kernel[0] * self.kernel[1] * self.h * self.w
+        return 2 * self.n * self.c_in * self.c_out * math.prod(self.kernel) * math.prod(self.in_sp)
 
     def bind(self, view):
         return _nchwc.NchwcConvTransposeLaunch(
             view(self.x), view(self.weight), view(self.bias) if self.bias else None, view(self.y),
-            view(self.scratch), self.n, self.c_in, self.h, self.w, self.c_out, self.h_out, self.w_out, self.kernel,
-            self.stride, self.pads_begin, self.max_threads)
+            view(self.scratch), self.n, self.c_in, self.in_sp, self.c_out, self.out_sp, self.kernel, self.stride,
+            self.pads_begin, self.max_threads)
 
 
 @dataclass(frozen=True, repr=False)
@@ -778,24 +783,24 @@ def compile_conv3d_nchwc(ctx, node):
                                a.pads_end, a.dilation, ctx.num_threads, a.groups))
 
 
-@compile_rule("conv_transpose2d_nchwc")
-def compile_conv_transpose2d_nchwc(ctx, node):
-    n, cb, h, w, _ = ctx.graph.node(node.inputs[0]).shape
-    _, mb, ho, wo, _ = node.shape
-    c_in, c_out = cb * BLOCK, mb * BLOCK
+@compile_rule("conv_transpose2d_nchwc", "conv_transpose3d_nchwc")
+def compile_conv_transpose_nchwc(ctx, node):
+    xs = ctx.graph.node(node.inputs[0]).shape      # [N, C/8, (D,) H, W, 8]
+    n, c_in, in_sp = xs[0], xs[1] * BLOCK, tuple(xs[2:-1])
+    c_out, out_sp = node.shape[1] * BLOCK, tuple(node.shape[2:-1])
     a = node.attrs
     wv = ctx.graph.node(node.inputs[1]).value
     if wv is None:
-        raise ValueError(f"conv_transpose2d_nchwc {node.name!r}: the weight must be a constant (the "
-                         "blocked_layout pass only rewrites transposed convs with constant weights)")
+        raise ValueError(f"{node.op} {node.name!r}: the weight must be a constant (the blocked_layout pass only "
+                         "rewrites transposed convs with constant weights)")
     wv = wv.reshape(c_in, c_out, *a.kernel)       # a conv_transpose1d's [C, M, k] as [C, M, 1, k]
-    packed = ctx.constant(_nchwc.pack_transposed_weight(wv, h, w, ho, wo, a.stride, a.pads_begin),
+    packed = ctx.constant(_nchwc.pack_transposed_weight(wv, in_sp, out_sp, a.stride, a.pads_begin),
                           node.name + ".nchwc_W")
-    nfloats = _nchwc.transposed_scratch_floats(n, c_in, h, w, c_out, ho, wo, a.kernel, a.stride, a.pads_begin)
+    nfloats = _nchwc.transposed_scratch_floats(n, c_in, in_sp, c_out, out_sp, a.kernel, a.stride, a.pads_begin)
     scratch = ctx.scratch(4 * nfloats, node.name + ".scratch")
     bias = ctx.buf(node.inputs[2]) if len(node.inputs) > 2 else None
     ctx.emit(NchwcConvTransposeThunk(node.name, ctx.buf(node.inputs[0]), packed, bias, ctx.buf(node.id), scratch,
-                                     n, c_in, h, w, c_out, ho, wo, a.kernel, a.stride, a.pads_begin,
+                                     n, c_in, in_sp, c_out, out_sp, a.kernel, a.stride, a.pads_begin,
                                      ctx.num_threads))
 
 
