@@ -25,9 +25,11 @@
  * Variants: AVX2+FMA (target attribute, no -march), and a portable C loop
  * nest over the same packed layout (chosen by RLX_SIMD=baseline or on CPUs
  * without AVX2).  On the AVX-512 level (RLX_SIMD unset on a CPU with
- * AVX-512 F/DQ/VL) two adjacent 16-column panels run as one mr x 32 tile of
- * zmm accumulators in rlx_gemm_conv_src; the other entry points (the
- * in-place implicit and the channel-panel tiles) stay on AVX2. */
+ * AVX-512 F/DQ/VL) four adjacent 16-column panels run as one mr x 64 tile
+ * of zmm accumulators in rlx_gemm_conv_src, and two as an mr x 32 one
+ * (four against two, 1x1 convs at 1 and 2 threads: 1.04-1.12x); the other
+ * entry points (the in-place implicit and the channel-panel tiles) stay on
+ * AVX2. */
 #ifndef RLX_GEMM_H
 #define RLX_GEMM_H
 
@@ -288,6 +290,78 @@ static const rlx_gemm_tile2_fn rlx_gemm_tiles2[RLX_GEMM_MR + 1] = {
     NULL, rlx_gemm_tile2_1, rlx_gemm_tile2_2, rlx_gemm_tile2_3, rlx_gemm_tile2_4, rlx_gemm_tile2_5, rlx_gemm_tile2_6};
 #endif
 
+#if RLX_X86_DISPATCH
+/* ---- AVX-512 four-panel tile: mr x 64 in 4*mr zmm accumulators ----------
+ * The pair tile's arithmetic over four adjacent 16-column panels of X
+ * (columns 16q.. at xp + q*x2): 24 accumulators at mr = 6, and per k four
+ * loads of X and six broadcasts of W for 24 FMAs where the pair tile has
+ * eight for 12 (a core whose load ports a neighbour shares runs the FMAs
+ * less starved).  Each element keeps its chain of FMAs, so the bits are the
+ * pair tile's. */
+#define RLX_GEMM4_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define RLX_GEMM4_DECL(r)                                                        \
+    __m512 a##r##0 = _mm512_setzero_ps(), a##r##1 = _mm512_setzero_ps(),         \
+           a##r##2 = _mm512_setzero_ps(), a##r##3 = _mm512_setzero_ps();
+#define RLX_GEMM4_INIT(r)                                                        \
+    if (mr > r) {                                                                \
+        if (from_c) {                                                            \
+            a##r##0 = _mm512_loadu_ps(c + (r) * ldc);                            \
+            a##r##1 = _mm512_loadu_ps(c + (r) * ldc + 16);                       \
+            a##r##2 = _mm512_loadu_ps(c + (r) * ldc + 32);                       \
+            a##r##3 = _mm512_loadu_ps(c + (r) * ldc + 48);                       \
+        } else {                                                                 \
+            a##r##0 = a##r##1 = a##r##2 = a##r##3 = _mm512_set1_ps(init[r]);     \
+        }                                                                        \
+    }
+#define RLX_GEMM4_FMA(r)                                                         \
+    if (mr > r) {                                                                \
+        const __m512 wv = _mm512_set1_ps(wp[r]);                                 \
+        a##r##0 = _mm512_fmadd_ps(wv, x0, a##r##0);                              \
+        a##r##1 = _mm512_fmadd_ps(wv, x1, a##r##1);                              \
+        a##r##2 = _mm512_fmadd_ps(wv, x2v, a##r##2);                             \
+        a##r##3 = _mm512_fmadd_ps(wv, x3, a##r##3);                              \
+    }
+#define RLX_GEMM4_STORE(r)                                                       \
+    if (mr > r) {                                                                \
+        rlx_gemm2_store(c + (r) * ldc, a##r##0, te, r, 0);                       \
+        rlx_gemm2_store(c + (r) * ldc + 16, a##r##1, te, r, 16);                 \
+        rlx_gemm2_store(c + (r) * ldc + 32, a##r##2, te, r, 32);                 \
+        rlx_gemm2_store(c + (r) * ldc + 48, a##r##3, te, r, 48);                 \
+    }
+
+RLX_INLINE_AVX512 void rlx_gemm_tile4_body(const int mr, const float* restrict wp, const float* restrict xp,
+                                           ptrdiff_t x2, ptrdiff_t ldxp, ptrdiff_t kc, float* restrict c,
+                                           ptrdiff_t ldc, const float* restrict init, int from_c,
+                                           const rlx_gemm_tile_ep* te) {
+    RLX_GEMM4_ROWS(RLX_GEMM4_DECL)
+    RLX_GEMM4_ROWS(RLX_GEMM4_INIT)
+    for (ptrdiff_t kk = 0; kk < kc; ++kk) {
+        const __m512 x0 = _mm512_loadu_ps(xp), x1 = _mm512_loadu_ps(xp + x2);
+        const __m512 x2v = _mm512_loadu_ps(xp + 2 * x2), x3 = _mm512_loadu_ps(xp + 3 * x2);
+        RLX_GEMM4_ROWS(RLX_GEMM4_FMA)
+        xp += ldxp;
+        wp += RLX_GEMM_MR;
+    }
+    RLX_GEMM4_ROWS(RLX_GEMM4_STORE)
+}
+#undef RLX_GEMM4_DECL
+#undef RLX_GEMM4_INIT
+#undef RLX_GEMM4_FMA
+#undef RLX_GEMM4_STORE
+#undef RLX_GEMM4_ROWS
+
+#define RLX_GEMM_TILE4(MR_)                                                                        \
+    RLX_TARGET_AVX512 static void rlx_gemm_tile4_##MR_(                                            \
+        const float* wp, const float* xp, ptrdiff_t x2, ptrdiff_t ldxp, ptrdiff_t kc, float* c,    \
+        ptrdiff_t ldc, const float* init, int from_c, const rlx_gemm_tile_ep* te) {                \
+        rlx_gemm_tile4_body(MR_, wp, xp, x2, ldxp, kc, c, ldc, init, from_c, te);                  \
+    }
+RLX_GEMM_TILE4(1) RLX_GEMM_TILE4(2) RLX_GEMM_TILE4(3) RLX_GEMM_TILE4(4) RLX_GEMM_TILE4(5) RLX_GEMM_TILE4(6)
+#undef RLX_GEMM_TILE4
+static const rlx_gemm_tile2_fn rlx_gemm_tiles4[RLX_GEMM_MR + 1] = {
+    NULL, rlx_gemm_tile4_1, rlx_gemm_tile4_2, rlx_gemm_tile4_3, rlx_gemm_tile4_4, rlx_gemm_tile4_5, rlx_gemm_tile4_6};
+#endif
+
 /* One tile of C (mr <= MR rows, nr <= NR columns) from kc steps of the
  * packed W panel and of X (rows ldxp apart, NR columns readable).  A tile
  * narrower than NR runs on a local copy, so every element's arithmetic is
@@ -499,9 +573,12 @@ static void rlx_gemm_conv_src(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, pt
                     const float* xq = unpacked ? src->x + src->x_off + k0 * src->ldx + jb + j0 : xp + j0 * kc;
 #if RLX_X86_DISPATCH
                     if (level > 1 && ncols - j0 >= 2 * RLX_GEMM_NR) {
-                        /* two full panels of X: the AVX-512 tile */
+                        /* two full panels of X: the AVX-512 tile; four: its
+                         * four-panel form */
                         const ptrdiff_t x2 = unpacked ? RLX_GEMM_NR : RLX_GEMM_NR * kc;
                         const int ep_here = in_tile && k0 + kc == k;
+                        const int quad = ncols - j0 >= 4 * RLX_GEMM_NR;
+                        const ptrdiff_t width = (quad ? 4 : 2) * RLX_GEMM_NR;
                         for (ptrdiff_t p = pb; p < pe; ++p) {
                             const ptrdiff_t i0 = p * RLX_GEMM_MR;
                             const ptrdiff_t mr = m - i0 < RLX_GEMM_MR ? m - i0 : RLX_GEMM_MR;
@@ -510,11 +587,12 @@ static void rlx_gemm_conv_src(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, pt
                                 for (ptrdiff_t r = 0; r < mr; ++r) init[r] = bias[i0 + r];
                             float* ct = c + c_off + i0 * ldc + jb + j0;
                             rlx_gemm_tile_ep te = {0, 0.0f, 0.0f, NULL, ldc, {0}};
-                            if (ep_here) te = rlx_gemm_tile_ep_at(ep, ep_bias, i0, mr, c, ct, ldc, 2 * RLX_GEMM_NR);
-                            rlx_gemm_tiles2[mr](wp + (p * k + k0) * RLX_GEMM_MR, xq, x2, ldxp, kc, ct, ldc, init,
-                                                k0 > 0, ep_here ? &te : NULL);
+                            if (ep_here) te = rlx_gemm_tile_ep_at(ep, ep_bias, i0, mr, c, ct, ldc, width);
+                            (quad ? rlx_gemm_tiles4 : rlx_gemm_tiles2)[mr](wp + (p * k + k0) * RLX_GEMM_MR, xq, x2,
+                                                                           ldxp, kc, ct, ldc, init, k0 > 0,
+                                                                           ep_here ? &te : NULL);
                         }
-                        j0 += RLX_GEMM_NR;      /* the pair's second panel */
+                        j0 += width - RLX_GEMM_NR;      /* the tile's other panels */
                         continue;
                     }
 #endif

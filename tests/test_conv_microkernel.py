@@ -31,10 +31,11 @@ def gemm_error(w, x, b, got):
 
 
 # M around the 6-row tile and past the 192-row M block, K around the
-# 256-deep K block, N around the 8- and 16-column tiles.
+# 256-deep K block, N around the 8- and 16-column tiles (and the AVX-512
+# level's 32- and 64-column ones).
 GRID_M = (1, 5, 6, 7, 13, 64, 200)
 GRID_K = (1, 2, 9, 147, 256, 257, 530)
-GRID_N = (1, 7, 8, 9, 15, 16, 17, 33, 100)
+GRID_N = (1, 7, 8, 9, 15, 16, 17, 33, 100, 150)
 
 
 @pytest.mark.parametrize("m", GRID_M)
@@ -505,9 +506,10 @@ import numpy as np, rlx_cpu, rlx_cpu._conv2d as c
 from test_conv_microkernel import EPILOGUE_SHAPES, _epilogue_block
 rng = np.random.default_rng(5)
 outs = []
-# N from one pair of 16-column panels to several pairs and a single panel
+# N from one pair of 16-column panels to several quads, pairs and a single panel
 # left over; M around the 6-row tile; K across the 256-deep K block
-for m, k, n in [(13, 257, 33), (6, 9, 32), (64, 147, 100), (200, 530, 64), (5, 300, 48), (1, 16, 130)]:
+for m, k, n in [(13, 257, 33), (6, 9, 32), (64, 147, 100), (200, 530, 64), (5, 300, 48), (1, 16, 130),
+                (7, 40, 200), (4, 260, 96)]:
     w = rng.standard_normal((m, k)).astype(np.float32)
     x = rng.standard_normal((k, n)).astype(np.float32)
     outs.append(c.gemm_microkernel(w, x, rng.standard_normal(m).astype(np.float32)))
@@ -522,8 +524,9 @@ np.save(sys.stdout.buffer, np.concatenate([o.reshape(-1) for o in outs]))
 
 
 def test_avx512_tiles_give_the_avx2_bits():
-    """On an AVX-512 CPU the microkernel runs two 16-column panels as one
-    zmm tile: the same chain of FMAs per element, so the AVX2 tiles' bits."""
+    """On an AVX-512 CPU the microkernel runs four or two 16-column panels
+    as one zmm tile: the same chain of FMAs per element, so the AVX2 tiles'
+    bits."""
     import io
     import subprocess
     import sys
