@@ -27,9 +27,11 @@
  * without AVX2).  On the AVX-512 level (RLX_SIMD unset on a CPU with
  * AVX-512 F/DQ/VL) four adjacent 16-column panels run as one mr x 64 tile
  * of zmm accumulators in rlx_gemm_conv_src, and two as an mr x 32 one
- * (four against two, 1x1 convs at 1 and 2 threads: 1.04-1.12x); the other
- * entry points (the in-place implicit and the channel-panel tiles) stay on
- * AVX2. */
+ * (four against two, 1x1 convs at 1 and 2 threads: 1.04-1.12x); a lone
+ * full panel runs against two panels of W at once, (6 + 6) x 16 (against
+ * the AVX2 tile: Winograd F(4x4) 256->256 at 14x14, whose GEMMs are 16
+ * tiles wide, 1.35-1.38x; 128->128 at 28x28 1.13-1.17x); the other entry
+ * points (the in-place implicit and the channel-panel tiles) stay on AVX2. */
 #ifndef RLX_GEMM_H
 #define RLX_GEMM_H
 
@@ -362,6 +364,73 @@ static const rlx_gemm_tile2_fn rlx_gemm_tiles4[RLX_GEMM_MR + 1] = {
     NULL, rlx_gemm_tile4_1, rlx_gemm_tile4_2, rlx_gemm_tile4_3, rlx_gemm_tile4_4, rlx_gemm_tile4_5, rlx_gemm_tile4_6};
 #endif
 
+#if RLX_X86_DISPATCH
+/* ---- AVX-512 one-panel tile over two panels of W: (6 + mb) x 16 ---------
+ * A lone 16-column panel of X (a Winograd F(4x4) GEMM of 16 tiles, the last
+ * panel of a column block) against panels p and p + 1 of W (6 and mb <= 6
+ * rows, mb = 0: panel p alone): one zmm of X per k and a broadcast of W per
+ * row, 12 accumulators.  The AVX2 tile it replaces ran 8-lane FMAs (half
+ * this core's width), 12 of them per eight loads.  Each element keeps its
+ * chain of FMAs, and the epilogue runs on 8-column halves as there, so the
+ * bits are the AVX2 tile's. */
+#define RLX_GEMM1_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define RLX_GEMM1_DECL(r) __m512 a##r = _mm512_setzero_ps(), b##r = _mm512_setzero_ps();
+#define RLX_GEMM1_INIT(r)                                                        \
+    if (from_c) {                                                                \
+        a##r = _mm512_loadu_ps(ca + (r) * ldc);                                  \
+        if (mb > r) b##r = _mm512_loadu_ps(cb + (r) * ldc);                      \
+    } else {                                                                     \
+        a##r = _mm512_set1_ps(init_a[r]);                                        \
+        if (mb > r) b##r = _mm512_set1_ps(init_b[r]);                            \
+    }
+#define RLX_GEMM1_FMA(r)                                                         \
+    a##r = _mm512_fmadd_ps(_mm512_set1_ps(wa[r]), xv, a##r);                     \
+    if (mb > r) b##r = _mm512_fmadd_ps(_mm512_set1_ps(wb[r]), xv, b##r);
+#define RLX_GEMM1_STORE(r)                                                       \
+    rlx_gemm2_store(ca + (r) * ldc, a##r, te_a, r, 0);                           \
+    if (mb > r) rlx_gemm2_store(cb + (r) * ldc, b##r, te_b, r, 0);
+
+RLX_INLINE_AVX512 void rlx_gemm_tile1w_body(const int mb, const float* restrict wa, const float* restrict wb,
+                                            const float* restrict xp, ptrdiff_t ldxp, ptrdiff_t kc,
+                                            float* restrict ca, float* restrict cb, ptrdiff_t ldc,
+                                            const float* restrict init_a, const float* restrict init_b,
+                                            int from_c, const rlx_gemm_tile_ep* te_a,
+                                            const rlx_gemm_tile_ep* te_b) {
+    RLX_GEMM1_ROWS(RLX_GEMM1_DECL)
+    RLX_GEMM1_ROWS(RLX_GEMM1_INIT)
+    for (ptrdiff_t kk = 0; kk < kc; ++kk) {
+        const __m512 xv = _mm512_loadu_ps(xp);
+        RLX_GEMM1_ROWS(RLX_GEMM1_FMA)
+        xp += ldxp;
+        wa += RLX_GEMM_MR;
+        wb += RLX_GEMM_MR;
+    }
+    RLX_GEMM1_ROWS(RLX_GEMM1_STORE)
+}
+#undef RLX_GEMM1_DECL
+#undef RLX_GEMM1_INIT
+#undef RLX_GEMM1_FMA
+#undef RLX_GEMM1_STORE
+#undef RLX_GEMM1_ROWS
+
+#define RLX_GEMM_TILE1W(MB_)                                                                              \
+    RLX_TARGET_AVX512 static void rlx_gemm_tile1w_##MB_(                                                  \
+        const float* wa, const float* wb, const float* xp, ptrdiff_t ldxp, ptrdiff_t kc, float* ca,       \
+        float* cb, ptrdiff_t ldc, const float* init_a, const float* init_b, int from_c,                   \
+        const rlx_gemm_tile_ep* te_a, const rlx_gemm_tile_ep* te_b) {                                     \
+        rlx_gemm_tile1w_body(MB_, wa, wb, xp, ldxp, kc, ca, cb, ldc, init_a, init_b, from_c, te_a, te_b); \
+    }
+RLX_GEMM_TILE1W(0) RLX_GEMM_TILE1W(1) RLX_GEMM_TILE1W(2) RLX_GEMM_TILE1W(3) RLX_GEMM_TILE1W(4)
+RLX_GEMM_TILE1W(5) RLX_GEMM_TILE1W(6)
+#undef RLX_GEMM_TILE1W
+typedef void (*rlx_gemm_tile1w_fn)(const float*, const float*, const float*, ptrdiff_t, ptrdiff_t, float*, float*,
+                                   ptrdiff_t, const float*, const float*, int, const rlx_gemm_tile_ep*,
+                                   const rlx_gemm_tile_ep*);
+static const rlx_gemm_tile1w_fn rlx_gemm_tiles1w[RLX_GEMM_MR + 1] = {
+    rlx_gemm_tile1w_0, rlx_gemm_tile1w_1, rlx_gemm_tile1w_2, rlx_gemm_tile1w_3,
+    rlx_gemm_tile1w_4, rlx_gemm_tile1w_5, rlx_gemm_tile1w_6};
+#endif
+
 /* One tile of C (mr <= MR rows, nr <= NR columns) from kc steps of the
  * packed W panel and of X (rows ldxp apart, NR columns readable).  A tile
  * narrower than NR runs on a local copy, so every element's arithmetic is
@@ -596,7 +665,41 @@ static void rlx_gemm_conv_src(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, pt
                         continue;
                     }
 #endif
-                    for (ptrdiff_t p = pb; p < pe; ++p) {
+                    ptrdiff_t pstart = pb;
+#if RLX_X86_DISPATCH
+                    if (level > 1 && nr == RLX_GEMM_NR) {
+                        /* one full panel of X: panels of W two at a time */
+                        const int ep_here = in_tile && k0 + kc == k;
+                        ptrdiff_t p = pb;
+                        for (; p < pe && m - p * RLX_GEMM_MR >= RLX_GEMM_MR; p += 2) {
+                            const ptrdiff_t i0 = p * RLX_GEMM_MR;
+                            const ptrdiff_t mb = p + 1 >= pe ? 0 : m - i0 - RLX_GEMM_MR < RLX_GEMM_MR
+                                                                       ? m - i0 - RLX_GEMM_MR : RLX_GEMM_MR;
+                            float init_a[RLX_GEMM_MR] = {0}, init_b[RLX_GEMM_MR] = {0};
+                            if (bias)
+                                for (ptrdiff_t r = 0; r < RLX_GEMM_MR; ++r) {
+                                    init_a[r] = bias[i0 + r];
+                                    if (r < mb) init_b[r] = bias[i0 + RLX_GEMM_MR + r];
+                                }
+                            float* ca = c + c_off + i0 * ldc + jb + j0;
+                            float* cb = ca + RLX_GEMM_MR * ldc;
+                            rlx_gemm_tile_ep te_a = {0, 0.0f, 0.0f, NULL, ldc, {0}}, te_b = te_a;
+                            if (ep_here) {
+                                te_a = rlx_gemm_tile_ep_at(ep, ep_bias, i0, RLX_GEMM_MR, c, ca, ldc, RLX_GEMM_NR);
+                                if (mb)
+                                    te_b = rlx_gemm_tile_ep_at(ep, ep_bias, i0 + RLX_GEMM_MR, mb, c, cb, ldc,
+                                                               RLX_GEMM_NR);
+                            }
+                            const float* wa = wp + (p * k + k0) * RLX_GEMM_MR;
+                            rlx_gemm_tiles1w[mb](wa, mb ? wa + k * RLX_GEMM_MR : wa, xq, ldxp, kc, ca, cb, ldc,
+                                                 init_a, init_b, k0 > 0, ep_here ? &te_a : NULL,
+                                                 ep_here ? &te_b : NULL);
+                        }
+                        /* a last panel of fewer than 6 rows alone: the tiles below */
+                        pstart = p;
+                    }
+#endif
+                    for (ptrdiff_t p = pstart; p < pe; ++p) {
                         const ptrdiff_t i0 = p * RLX_GEMM_MR;
                         const ptrdiff_t mr = m - i0 < RLX_GEMM_MR ? m - i0 : RLX_GEMM_MR;
                         float init[RLX_GEMM_MR] = {0};

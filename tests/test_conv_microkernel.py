@@ -506,10 +506,12 @@ import numpy as np, rlx_cpu, rlx_cpu._conv2d as c
 from test_conv_microkernel import EPILOGUE_SHAPES, _epilogue_block
 rng = np.random.default_rng(5)
 outs = []
-# N from one pair of 16-column panels to several quads, pairs and a single panel
-# left over; M around the 6-row tile; K across the 256-deep K block
+# N from one pair of 16-column panels to several quads and pairs, with a
+# single panel left over (its W panels two at a time: an odd count, a
+# partial last one, across the 192-row M block); M around the 6-row tile; K
+# across the 256-deep K block
 for m, k, n in [(13, 257, 33), (6, 9, 32), (64, 147, 100), (200, 530, 64), (5, 300, 48), (1, 16, 130),
-                (7, 40, 200), (4, 260, 96)]:
+                (7, 40, 200), (4, 260, 96), (20, 70, 16), (12, 300, 48), (200, 64, 80), (11, 9, 16)]:
     w = rng.standard_normal((m, k)).astype(np.float32)
     x = rng.standard_normal((k, n)).astype(np.float32)
     outs.append(c.gemm_microkernel(w, x, rng.standard_normal(m).astype(np.float32)))
