@@ -351,7 +351,16 @@ MICROKERNEL_MIN_PIXELS = 64
 #   16 px  256->512  0.083 / 0.066 / 0.092 / 0.095   (row panels)
 #    1 px  512->512  0.029 / 0.086 / 0.021 / 0.037   (sgemm)
 # and at 196 px (14x14) the row panels won (64->384 0.116 vs 0.145).
+# Those were the AVX2 tiles.  With the AVX-512 tiles of both (four channel
+# panels per tile; the row panels' 6 x 64, 6 x 32 and (6 + 6) x 16 tiles) the
+# channel panels won on every 49 px shape above (rows / channels: 160->960
+# 0.219 / 0.179, 960->160 0.156 / 0.097, 512->2048 1.56 / 1.07, 2048->512
+# 1.57 / 1.04), and up to MICROKERNEL_CHANNELS_WIDE_PIXELS pixels where the
+# conv has at least as many input as output channels (9x9 512->128 0.138 /
+# 0.103, 11x11 256->256 0.184 / 0.175, 384->64 0.074 / 0.060, 10x10
+# 1024->256 0.461 / 0.402; but 64->384 0.066 / 0.091, 128->512 even).
 MICROKERNEL_CHANNELS_MAX_PIXELS = 63
+MICROKERNEL_CHANNELS_WIDE_PIXELS = 127
 
 
 def _microkernel_wins(d, algo=None):
@@ -416,8 +425,10 @@ def conv_microkernel_layout(d, algo, flags):
     packed-weight layout of the microkernel it runs on: for im2col the
     implicit patch matrix (src/rlx_implicit.h) unless RLX_IMPLICIT_GEMM is off
     or its input copy is too large; channel panels for gemm_1x1 planes of at
-    most MICROKERNEL_CHANNELS_MAX_PIXELS pixels; row panels otherwise (and
-    for pixel counts that are multiples of 16)."""
+    most MICROKERNEL_CHANNELS_MAX_PIXELS pixels (with the AVX-512 tiles, up
+    to MICROKERNEL_CHANNELS_WIDE_PIXELS for at least as many input as output
+    channels); row panels otherwise (and for pixel counts that are multiples
+    of 16)."""
     if not prefers_conv_microkernel(d, algo, flags):
         return 0
     if algo == ConvAlgorithm.IM2COL and flags.implicit is not False and \
@@ -426,7 +437,9 @@ def conv_microkernel_layout(d, algo, flags):
             return _conv2d.GEMM_LAYOUT_IMPLICIT_DIRECT
         return _conv2d.GEMM_LAYOUT_IMPLICIT
     p = d.h_out * d.w_out
-    if algo == ConvAlgorithm.GEMM_1X1 and p <= MICROKERNEL_CHANNELS_MAX_PIXELS and p % 16:
+    if algo == ConvAlgorithm.GEMM_1X1 and p % 16 and (
+            p <= MICROKERNEL_CHANNELS_MAX_PIXELS or (p <= MICROKERNEL_CHANNELS_WIDE_PIXELS and d.c_in >= d.c_out
+                                                     and _conv2d.simd_level() >= 2)):
         return _conv2d.GEMM_LAYOUT_CHANNELS
     return _conv2d.GEMM_LAYOUT_ROWS
 

@@ -30,8 +30,10 @@
  * (four against two, 1x1 convs at 1 and 2 threads: 1.04-1.12x); a lone
  * full panel runs against two panels of W at once, (6 + 6) x 16 (against
  * the AVX2 tile: Winograd F(4x4) 256->256 at 14x14, whose GEMMs are 16
- * tiles wide, 1.35-1.38x; 128->128 at 28x28 1.13-1.17x); the other entry
- * points (the in-place implicit and the channel-panel tiles) stay on AVX2. */
+ * tiles wide, 1.35-1.38x; 128->128 at 28x28 1.13-1.17x); the channel-panel
+ * variant for small planes (below) runs 4, 2 or 1 channel panels per zmm
+ * tile (1x1 convs on 7x7 planes 1.64-1.87x at 1 and 2 threads); the
+ * in-place implicit tiles stay on AVX2. */
 #ifndef RLX_GEMM_H
 #define RLX_GEMM_H
 
@@ -1190,6 +1192,85 @@ static const rlx_gemm_ch_tile_fn rlx_gemm_ch_tiles_avx2[RLX_GEMM_MR + 1] = {
     rlx_gemm_ch_tile_avx2_4, rlx_gemm_ch_tile_avx2_5, rlx_gemm_ch_tile_avx2_6};
 #endif
 
+#if RLX_X86_DISPATCH
+/* AVX-512: the same tile over nq (1, 2 or 4) adjacent channel panels, one
+ * zmm of each panel's 16 channels per pixel (24 accumulators at 6 pixels x
+ * 4 panels: four loads of W and six broadcasts of X per 24 FMAs, where the
+ * AVX2 tile has eight 8-lane loads and broadcasts per 12 8-lane FMAs).
+ * Panel i's weights are at wq + i*ws, its transposed block at t[i]. */
+#define RLX_GEMM_CHZ_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define RLX_GEMM_CHZ_DECL(r)                                                     \
+    __m512 a##r##0 = _mm512_setzero_ps(), a##r##1 = _mm512_setzero_ps(),         \
+           a##r##2 = _mm512_setzero_ps(), a##r##3 = _mm512_setzero_ps();
+#define RLX_GEMM_CHZ_INIT(r)                                                     \
+    if (mr > r && from_t) {                                                      \
+        a##r##0 = _mm512_loadu_ps(t0 + (r) * RLX_GEMM_CH);                       \
+        if (nq > 1) a##r##1 = _mm512_loadu_ps(t1 + (r) * RLX_GEMM_CH);           \
+        if (nq > 2) a##r##2 = _mm512_loadu_ps(t2 + (r) * RLX_GEMM_CH);           \
+        if (nq > 3) a##r##3 = _mm512_loadu_ps(t3 + (r) * RLX_GEMM_CH);           \
+    }
+#define RLX_GEMM_CHZ_FMA(r)                                                      \
+    if (mr > r) {                                                                \
+        const __m512 xv = _mm512_set1_ps(x[r]);                                  \
+        a##r##0 = _mm512_fmadd_ps(xv, w0, a##r##0);                              \
+        if (nq > 1) a##r##1 = _mm512_fmadd_ps(xv, w1, a##r##1);                  \
+        if (nq > 2) a##r##2 = _mm512_fmadd_ps(xv, w2, a##r##2);                  \
+        if (nq > 3) a##r##3 = _mm512_fmadd_ps(xv, w3, a##r##3);                  \
+    }
+#define RLX_GEMM_CHZ_STORE(r)                                                    \
+    if (mr > r) {                                                                \
+        _mm512_storeu_ps(t0 + (r) * RLX_GEMM_CH, a##r##0);                       \
+        if (nq > 1) _mm512_storeu_ps(t1 + (r) * RLX_GEMM_CH, a##r##1);           \
+        if (nq > 2) _mm512_storeu_ps(t2 + (r) * RLX_GEMM_CH, a##r##2);           \
+        if (nq > 3) _mm512_storeu_ps(t3 + (r) * RLX_GEMM_CH, a##r##3);           \
+    }
+RLX_INLINE_AVX512 void rlx_gemm_chz_tile_body(const int mr, const int nq, const float* restrict wq, ptrdiff_t ws,
+                                              const float* restrict x, ptrdiff_t ldx, ptrdiff_t kc,
+                                              float* restrict t0, float* restrict t1, float* restrict t2,
+                                              float* restrict t3, int from_t) {
+    RLX_GEMM_CHZ_ROWS(RLX_GEMM_CHZ_DECL)
+    RLX_GEMM_CHZ_ROWS(RLX_GEMM_CHZ_INIT)
+    for (ptrdiff_t kk = 0; kk < kc; ++kk) {
+        const __m512 w0 = _mm512_loadu_ps(wq);
+        const __m512 w1 = nq > 1 ? _mm512_loadu_ps(wq + ws) : w0;
+        const __m512 w2 = nq > 2 ? _mm512_loadu_ps(wq + 2 * ws) : w0;
+        const __m512 w3 = nq > 3 ? _mm512_loadu_ps(wq + 3 * ws) : w0;
+        RLX_GEMM_CHZ_ROWS(RLX_GEMM_CHZ_FMA)
+        x += ldx;
+        wq += RLX_GEMM_CH;
+    }
+    RLX_GEMM_CHZ_ROWS(RLX_GEMM_CHZ_STORE)
+}
+#undef RLX_GEMM_CHZ_DECL
+#undef RLX_GEMM_CHZ_INIT
+#undef RLX_GEMM_CHZ_FMA
+#undef RLX_GEMM_CHZ_STORE
+#undef RLX_GEMM_CHZ_ROWS
+
+#define RLX_GEMM_CHZ_TILE(MR_, NQ_)                                                                       \
+    RLX_TARGET_AVX512 static void rlx_gemm_chz_tile_##MR_##_##NQ_(                                        \
+        const float* wq, ptrdiff_t ws, const float* x, ptrdiff_t ldx, ptrdiff_t kc, float* t0, float* t1, \
+        float* t2, float* t3, int from_t) {                                                               \
+        rlx_gemm_chz_tile_body(MR_, NQ_, wq, ws, x, ldx, kc, t0, t1, t2, t3, from_t);                     \
+    }
+#define RLX_GEMM_CHZ_TILES(NQ_)                                                                           \
+    RLX_GEMM_CHZ_TILE(1, NQ_) RLX_GEMM_CHZ_TILE(2, NQ_) RLX_GEMM_CHZ_TILE(3, NQ_)                         \
+    RLX_GEMM_CHZ_TILE(4, NQ_) RLX_GEMM_CHZ_TILE(5, NQ_) RLX_GEMM_CHZ_TILE(6, NQ_)
+RLX_GEMM_CHZ_TILES(1) RLX_GEMM_CHZ_TILES(2) RLX_GEMM_CHZ_TILES(4)
+#undef RLX_GEMM_CHZ_TILES
+#undef RLX_GEMM_CHZ_TILE
+typedef void (*rlx_gemm_chz_tile_fn)(const float*, ptrdiff_t, const float*, ptrdiff_t, ptrdiff_t, float*, float*,
+                                     float*, float*, int);
+/* [nq == 1, 2, 4][mr] */
+static const rlx_gemm_chz_tile_fn rlx_gemm_chz_tiles[3][RLX_GEMM_MR + 1] = {
+    {NULL, rlx_gemm_chz_tile_1_1, rlx_gemm_chz_tile_2_1, rlx_gemm_chz_tile_3_1, rlx_gemm_chz_tile_4_1,
+     rlx_gemm_chz_tile_5_1, rlx_gemm_chz_tile_6_1},
+    {NULL, rlx_gemm_chz_tile_1_2, rlx_gemm_chz_tile_2_2, rlx_gemm_chz_tile_3_2, rlx_gemm_chz_tile_4_2,
+     rlx_gemm_chz_tile_5_2, rlx_gemm_chz_tile_6_2},
+    {NULL, rlx_gemm_chz_tile_1_4, rlx_gemm_chz_tile_2_4, rlx_gemm_chz_tile_3_4, rlx_gemm_chz_tile_4_4,
+     rlx_gemm_chz_tile_5_4, rlx_gemm_chz_tile_6_4}};
+#endif
+
 /* K block of the channel-panel kernel for a plane of n pixels: the block of
  * X rows every 6-pixel tile of a panel reads (kc rows of n floats) stays in
  * half of L1D, at least 16 and at most 256 rows.  Any K block gives the same
@@ -1214,7 +1295,8 @@ static void rlx_gemm_conv_ch(const float* wq, ptrdiff_t wq_len, ptrdiff_t m, ptr
                              const float* x, ptrdiff_t x_len, ptrdiff_t x_off, ptrdiff_t ldx,
                              float* c, ptrdiff_t c_len, ptrdiff_t c_off, ptrdiff_t ldc, ptrdiff_t n,
                              ptrdiff_t q0, ptrdiff_t q1, const rlx_epilogue* ep, const float* ep_bias) {
-    float t[(RLX_GEMM_CH_MAX_N + RLX_GEMM_MR) * RLX_GEMM_CH] __attribute__((aligned(64)));
+    /* one transposed block per panel of a group of up to 4 (the AVX-512 tiles) */
+    float t[4][(RLX_GEMM_CH_MAX_N + RLX_GEMM_MR) * RLX_GEMM_CH] __attribute__((aligned(64)));
     const int level = rlx_simd_level();
     const ptrdiff_t panels = (m + RLX_GEMM_CH - 1) / RLX_GEMM_CH;
     const ptrdiff_t kcb = rlx_gemm_ch_kc(n);
@@ -1234,30 +1316,46 @@ static void rlx_gemm_conv_ch(const float* wq, ptrdiff_t wq_len, ptrdiff_t m, ptr
     RLX_CHECK_RANGE(0, rlx_gemm_ch_packed_floats(m, k), wq_len, "gemm channel-packed weight");
     RLX_CHECK_RANGE(c_off, c_off + (m - 1) * ldc + n, c_len, "gemm C");
     if (k > 0) RLX_CHECK_RANGE(x_off, x_off + (k - 1) * ldx + n, x_len, "gemm X");
-    for (ptrdiff_t q = q0; q < q1; ++q) {
-        const ptrdiff_t ch0 = q * RLX_GEMM_CH;
-        const ptrdiff_t nch = m - ch0 < RLX_GEMM_CH ? m - ch0 : RLX_GEMM_CH;
-        if (k <= 0) memset(t, 0, sizeof(float) * (size_t)(n * RLX_GEMM_CH));
+    for (ptrdiff_t q = q0; q < q1;) {
+        /* panels q .. q + nq - 1: four or two at a time on the AVX-512
+         * level (rlx_gemm_chz_tiles, the same bits), else one */
+        int nq = 1;
+#if RLX_X86_DISPATCH
+        if (level > 1) nq = q1 - q >= 4 ? 4 : q1 - q >= 2 ? 2 : 1;
+#endif
+        if (k <= 0)
+            for (int i = 0; i < nq; ++i) memset(t[i], 0, sizeof(float) * (size_t)(n * RLX_GEMM_CH));
         for (ptrdiff_t k0 = 0; k0 < k; k0 += kcb) {
             const ptrdiff_t kc = k - k0 < kcb ? k - k0 : kcb;
             for (ptrdiff_t ti = 0, i0 = 0; ti < ntiles; i0 += tile_base + (ti < tile_extra), ++ti) {
                 const int mr = (int)(tile_base + (ti < tile_extra));
                 const float* wqb = wq + (q * k + k0) * RLX_GEMM_CH;
                 const float* xb = x + x_off + k0 * ldx + i0;
+                float* tb = t[0] + i0 * RLX_GEMM_CH;
 #if RLX_X86_DISPATCH
+                if (level > 1) {
+                    rlx_gemm_chz_tiles[nq == 4 ? 2 : nq - 1][mr](wqb, k * RLX_GEMM_CH, xb, ldx, kc, tb,
+                                                                 t[1] + i0 * RLX_GEMM_CH, t[2] + i0 * RLX_GEMM_CH,
+                                                                 t[3] + i0 * RLX_GEMM_CH, k0 > 0);
+                    continue;
+                }
                 if (level) {
-                    rlx_gemm_ch_tiles_avx2[mr](wqb, xb, ldx, kc, t + i0 * RLX_GEMM_CH, k0 > 0);
+                    rlx_gemm_ch_tiles_avx2[mr](wqb, xb, ldx, kc, tb, k0 > 0);
                     continue;
                 }
 #endif
-                rlx_gemm_ch_tile_base(mr, wqb, xb, ldx, kc, t + i0 * RLX_GEMM_CH, k0 > 0);
+                rlx_gemm_ch_tile_base(mr, wqb, xb, ldx, kc, tb, k0 > 0);
             }
         }
-        for (ptrdiff_t j = 0; j < nch; ++j) {
-            float* row = c + c_off + (ch0 + j) * ldc;
-            for (ptrdiff_t i = 0; i < n; ++i) row[i] = t[i * RLX_GEMM_CH + j];
-            if (ep) rlx_epilogue_span(c, c_len, c_off + (ch0 + j) * ldc, n, ep_bias ? ep_bias[ch0 + j] : 0.0f,
-                                      ep, level);
+        for (int i = 0; i < nq; ++i, ++q) {
+            const ptrdiff_t ch0 = q * RLX_GEMM_CH;
+            const ptrdiff_t nch = m - ch0 < RLX_GEMM_CH ? m - ch0 : RLX_GEMM_CH;
+            for (ptrdiff_t j = 0; j < nch; ++j) {
+                float* row = c + c_off + (ch0 + j) * ldc;
+                for (ptrdiff_t p = 0; p < n; ++p) row[p] = t[i][p * RLX_GEMM_CH + j];
+                if (ep) rlx_epilogue_span(c, c_len, c_off + (ch0 + j) * ldc, n, ep_bias ? ep_bias[ch0 + j] : 0.0f,
+                                          ep, level);
+            }
         }
     }
 }

@@ -282,6 +282,13 @@ def test_selection_rule():
         assert conv_microkernel_layout(small, gemm, ConvFlags()) == _conv2d.GEMM_LAYOUT_CHANNELS
         assert conv_microkernel_layout(_dims(64, 32, 1, 4, 4), gemm, ConvFlags()) == _conv2d.GEMM_LAYOUT_ROWS
         assert conv_microkernel_layout(big, gemm, ConvFlags()) == _conv2d.GEMM_LAYOUT_ROWS
+        # 64..127 pixels: channel panels with the AVX-512 tiles when there are
+        # at least as many input as output channels
+        wide = _conv2d.GEMM_LAYOUT_CHANNELS if _conv2d.simd_level() >= 2 else _conv2d.GEMM_LAYOUT_ROWS
+        assert conv_microkernel_layout(_dims(512, 128, 1, 10, 10), gemm, ConvFlags()) == wide
+        assert conv_microkernel_layout(_dims(128, 512, 1, 10, 10), gemm, ConvFlags()) == _conv2d.GEMM_LAYOUT_ROWS
+        assert conv_microkernel_layout(_dims(512, 128, 1, 12, 12), gemm, ConvFlags()) == _conv2d.GEMM_LAYOUT_ROWS
+        assert conv_microkernel_layout(_dims(512, 128, 1, 14, 14), gemm, ConvFlags()) == _conv2d.GEMM_LAYOUT_ROWS
     assert conv_microkernel_layout(big, gemm, ConvFlags(microkernel=False)) == 0
 
 
@@ -410,10 +417,12 @@ def test_fused_epilogue_on_the_microkernel_passes_nan(clean_conv_env, rng, act):
 
 
 # The channel-panel variant (small 1x1 planes): 6 pixels x 16 output channels
-# per tile, so remainders are in M (channels past a multiple of 16) and in
+# per tile (on the AVX-512 level 4, 2 or 1 panels of 16 at a time: M up to 7
+# panels covers each grouping), so remainders are in M (channels past a
+# multiple of 16) and in
 # the pixel count (ceil(n / 6) tiles of nearly equal size); K around its blocks (rlx_gemm_ch_kc:
 # 16 rows at 128-256 pixels, 40 at 49, 256 at 8 or fewer).
-CH_GRID_M = (1, 5, 15, 16, 17, 31, 40)
+CH_GRID_M = (1, 5, 15, 16, 17, 31, 40, 64, 80, 100)
 CH_GRID_K = (1, 2, 15, 17, 39, 41, 63, 64, 65, 300)
 CH_GRID_N = (1, 2, 5, 6, 7, 13, 31, 49, 63, 100, 256)
 
