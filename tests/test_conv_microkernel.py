@@ -525,6 +525,11 @@ for m, k, n in [(13, 257, 33), (6, 9, 32), (64, 147, 100), (200, 530, 64), (5, 3
     x = rng.standard_normal((k, n)).astype(np.float32)
     outs.append(c.gemm_microkernel(w, x, rng.standard_normal(m).astype(np.float32)))
     outs.append(c.gemm_microkernel(w, x))
+# the channel-panel variant: 4, 2 and 1 panels of 16 channels per AVX-512 tile
+for m, k, n in [(100, 70, 49), (48, 300, 13), (64, 9, 100), (16, 40, 7)]:
+    w = rng.standard_normal((m, k)).astype(np.float32)
+    x = rng.standard_normal((k, n)).astype(np.float32)
+    outs.append(c.gemm_microkernel(w, x, rng.standard_normal(m).astype(np.float32), layout=c.GEMM_LAYOUT_CHANNELS))
 # the epilogue in registers (bias, residual, relu / clip) on 1x1 convs
 for act, bias, residual in [("relu", True, True), ("clip", False, True), (None, True, False)]:
     for xs, co in EPILOGUE_SHAPES:
