@@ -32,8 +32,10 @@
  * the AVX2 tile: Winograd F(4x4) 256->256 at 14x14, whose GEMMs are 16
  * tiles wide, 1.35-1.38x; 128->128 at 28x28 1.13-1.17x); the channel-panel
  * variant for small planes (below) runs 4, 2 or 1 channel panels per zmm
- * tile (1x1 convs on 7x7 planes 1.64-1.87x at 1 and 2 threads); the
- * in-place implicit tiles stay on AVX2. */
+ * tile (1x1 convs on 7x7 planes 1.64-1.87x at 1 and 2 threads); and the
+ * in-place implicit tile (rlx_gemm_conv_implicit_direct) runs 16-lane FMAs
+ * (NCHW im2col convs of at most 64 output channels, e.g. the 7x7 s2 stem
+ * and 3x3 32->64 at 56x56, 1.27-1.38x at 1 and 2 threads). */
 #ifndef RLX_GEMM_H
 #define RLX_GEMM_H
 
@@ -862,6 +864,51 @@ static const rlx_gemm_dtile_fn rlx_gemm_dtiles_avx2[RLX_GEMM_MR + 1] = {
     NULL, rlx_gemm_dtile_avx2_1, rlx_gemm_dtile_avx2_2, rlx_gemm_dtile_avx2_3,
     rlx_gemm_dtile_avx2_4, rlx_gemm_dtile_avx2_5, rlx_gemm_dtile_avx2_6};
 
+/* The AVX-512 form of the tile: one zmm of 16 columns per row, so 16-lane
+ * FMAs where the AVX2 tile runs two 8-lane ones (this core's FMAs are 16
+ * lanes wide); the same chain of FMAs per element, and the epilogue on
+ * 8-column halves as there, so the same bits. */
+#define RLX_DTILEZ_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define RLX_DTILEZ_DECL(r) __m512 a##r = _mm512_setzero_ps();
+#define RLX_DTILEZ_INIT(r)                                                       \
+    if (mr > r) a##r = ain ? _mm512_loadu_ps(ain + (r) * RLX_GEMM_NR) : _mm512_set1_ps(init[r]);
+#define RLX_DTILEZ_FMA(r)                                                        \
+    if (mr > r) a##r = _mm512_fmadd_ps(_mm512_set1_ps(wp[r]), xv, a##r);
+#define RLX_DTILEZ_STORE(r)                                                      \
+    if (mr > r) rlx_gemm2_store(c + (r) * ldc, a##r, te, r, 0);
+RLX_INLINE_AVX512 void rlx_gemm_dtile_avx512_body(const int mr, const float* restrict wp, const float* restrict xb,
+                                                  const ptrdiff_t* restrict offs, ptrdiff_t k, float* restrict c,
+                                                  ptrdiff_t ldc, const float* restrict init,
+                                                  const float* restrict ain, const rlx_gemm_tile_ep* te) {
+    RLX_DTILEZ_ROWS(RLX_DTILEZ_DECL)
+    RLX_DTILEZ_ROWS(RLX_DTILEZ_INIT)
+    for (ptrdiff_t kk = 0; kk < k; ++kk) {
+        const __m512 xv = _mm512_loadu_ps(xb + offs[kk]);
+        RLX_DTILEZ_ROWS(RLX_DTILEZ_FMA)
+        wp += RLX_GEMM_MR;
+    }
+    RLX_DTILEZ_ROWS(RLX_DTILEZ_STORE)
+}
+#undef RLX_DTILEZ_DECL
+#undef RLX_DTILEZ_INIT
+#undef RLX_DTILEZ_FMA
+#undef RLX_DTILEZ_STORE
+#undef RLX_DTILEZ_ROWS
+#define RLX_DTILE_AVX512(MR_)                                                                     \
+    RLX_TARGET_AVX512 static void rlx_gemm_dtile_avx512_##MR_(const float* wp, const float* xb,   \
+                                                              const ptrdiff_t* offs, ptrdiff_t k, \
+                                                              float* c, ptrdiff_t ldc,            \
+                                                              const float* init, const float* ain,\
+                                                              const rlx_gemm_tile_ep* te) {       \
+        rlx_gemm_dtile_avx512_body(MR_, wp, xb, offs, k, c, ldc, init, ain, te);                  \
+    }
+RLX_DTILE_AVX512(1) RLX_DTILE_AVX512(2) RLX_DTILE_AVX512(3)
+RLX_DTILE_AVX512(4) RLX_DTILE_AVX512(5) RLX_DTILE_AVX512(6)
+#undef RLX_DTILE_AVX512
+static const rlx_gemm_dtile_fn rlx_gemm_dtiles_avx512[RLX_GEMM_MR + 1] = {
+    NULL, rlx_gemm_dtile_avx512_1, rlx_gemm_dtile_avx512_2, rlx_gemm_dtile_avx512_3,
+    rlx_gemm_dtile_avx512_4, rlx_gemm_dtile_avx512_5, rlx_gemm_dtile_avx512_6};
+
 /* Store the segments of a tile computed into tmp[mr][16]: segment s writes
  * tile columns [seg[s][0], + seg[s][2]) of row r to C column seg[s][1] of
  * row r (c: the tile's first row at column 0, rows ldc apart), through
@@ -937,6 +984,9 @@ static void rlx_gemm_conv_implicit_direct(const float* wp, ptrdiff_t wp_len, ptr
     const int level = rlx_simd_level();
     const ptrdiff_t panels = (m + RLX_GEMM_MR - 1) / RLX_GEMM_MR;
     const ptrdiff_t mcp = rlx_gemm_direct_mc_panels(k);
+#if RLX_X86_DISPATCH
+    const rlx_gemm_dtile_fn* dtiles = level > 1 ? rlx_gemm_dtiles_avx512 : rlx_gemm_dtiles_avx2;
+#endif
     const ptrdiff_t slice = h_out * w_out;
     const int in_tile = ep && level && rlx_gemm_ep_in_tile(ep);   /* else spans per M block */
     ptrdiff_t omin = 0, omax = 0;
@@ -1008,7 +1058,7 @@ static void rlx_gemm_conv_implicit_direct(const float* wp, ptrdiff_t wp_len, ptr
                     float* ct = c + c_off + i0 * ldc + seg[0][1];
                     if (last && scatter) {
 #if RLX_X86_DISPATCH
-                        if (level) rlx_gemm_dtiles_avx2[mr](wpp, x + base, ok, kc, tmp, RLX_GEMM_NR, init, ain, NULL);
+                        if (level) dtiles[mr](wpp, x + base, ok, kc, tmp, RLX_GEMM_NR, init, ain, NULL);
                         else
 #endif
                             rlx_gemm_dtile_base(mr, wpp, x + base, ok, kc, tmp, RLX_GEMM_NR, init, ain);
@@ -1030,7 +1080,7 @@ static void rlx_gemm_conv_implicit_direct(const float* wp, ptrdiff_t wp_len, ptr
 #if RLX_X86_DISPATCH
                     if (level) {
                         if (!last) {
-                            rlx_gemm_dtiles_avx2[mr](wpp, x + base, ok, kc, ap, RLX_GEMM_NR, init, ain, NULL);
+                            dtiles[mr](wpp, x + base, ok, kc, ap, RLX_GEMM_NR, init, ain, NULL);
                             continue;
                         }
                         rlx_gemm_tile_ep te = {0, 0.0f, 0.0f, NULL, ldc, {0}};
@@ -1046,10 +1096,10 @@ static void rlx_gemm_conv_implicit_direct(const float* wp, ptrdiff_t wp_len, ptr
                                                 "gemm epilogue residual");
                                 te.res = ep->res + (ct - c);
                             }
-                            rlx_gemm_dtiles_avx2[mr](wpp, x + base, ok, kc, ct, ldc, init, ain, in_tile ? &te : NULL);
+                            dtiles[mr](wpp, x + base, ok, kc, ct, ldc, init, ain, in_tile ? &te : NULL);
                             continue;
                         }
-                        rlx_gemm_dtiles_avx2[mr](wpp, x + base, ok, kc, tmp, RLX_GEMM_NR, init, ain, NULL);
+                        dtiles[mr](wpp, x + base, ok, kc, tmp, RLX_GEMM_NR, init, ain, NULL);
                         if (in_tile && ep->res) {
                             RLX_CHECK_RANGE(c_off + i0 * ldc, c_off + (i0 + mr - 1) * ldc + n, ep->res_len,
                                             "gemm epilogue residual");

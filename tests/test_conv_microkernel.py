@@ -525,6 +525,15 @@ for m, k, n in [(13, 257, 33), (6, 9, 32), (64, 147, 100), (200, 530, 64), (5, 3
     x = rng.standard_normal((k, n)).astype(np.float32)
     outs.append(c.gemm_microkernel(w, x, rng.standard_normal(m).astype(np.float32)))
     outs.append(c.gemm_microkernel(w, x))
+# the implicit patch matrix read in place (few output channels, K >= 32):
+# its AVX-512 tile, from 0 and through K blocks, with bias
+for xs, ws_, st in [((1, 8, 20, 20), (24, 8, 3, 3), 1), ((2, 40, 9, 11), (13, 40, 3, 3), 2)]:
+    g = rlx_cpu.Graph()
+    g.output(g.conv2d(g.input("x", xs), rng.standard_normal(ws_).astype(np.float32),
+                      rng.standard_normal(ws_[0]).astype(np.float32), stride=st, padding=1))
+    plan = rlx_cpu.compile(g, num_threads=1, conv_algorithm="im2col", passes=False)
+    assert plan.thunks[-1].packed == c.GEMM_LAYOUT_IMPLICIT_DIRECT, plan
+    outs.append(plan.run({"x": rng.standard_normal(xs).astype(np.float32)})[0])
 # the channel-panel variant: 4, 2 and 1 panels of 16 channels per AVX-512 tile
 for m, k, n in [(100, 70, 49), (48, 300, 13), (64, 9, 100), (16, 40, 7)]:
     w = rng.standard_normal((m, k)).astype(np.float32)
