@@ -409,6 +409,14 @@ IMPLICIT_MAX_FLOATS = 64 * 1024 * 1024
 # conv) 0.58x, where the per-tile stores outweigh the few FMAs.
 IMPLICIT_DIRECT_MAX_ROWS = 64
 IMPLICIT_DIRECT_MIN_K = 32
+# With the AVX-512 tiles of both (the packed path's 6 x 64, 6 x 32 and
+# (6 + 6) x 16 ones; the in-place tile's 16-lane FMAs) packing pays from
+# fewer rows: run_into-free kernel ms packed / in place at 1 thread (2
+# threads), 3x3 unless noted: 64 rows 32->64 at 56x56 1.72 / 2.47 (0.79 /
+# 0.89), the 7x7 s2 stem 3.62 / 5.25 (1.52 / 1.69), 5x5 64->64 at 28x28 2.14
+# / 2.40; 128 rows s2 64->128 from 56x56 1.58 / 2.05; 32 rows s2 16->32 from
+# 112x112 0.57 / 0.56 (0.38 / 0.40); 16 rows 8->16 at 56x56 0.152 / 0.110.
+IMPLICIT_DIRECT_MAX_ROWS_AVX512 = 32
 
 
 def implicit_reads_in_place(rows, k, flags):
@@ -417,7 +425,8 @@ def implicit_reads_in_place(rows, k, flags):
     overrides."""
     if flags.implicit_direct is not None:
         return flags.implicit_direct
-    return rows <= IMPLICIT_DIRECT_MAX_ROWS and k >= IMPLICIT_DIRECT_MIN_K
+    most = IMPLICIT_DIRECT_MAX_ROWS_AVX512 if _conv2d.simd_level() >= 2 else IMPLICIT_DIRECT_MAX_ROWS
+    return rows <= most and k >= IMPLICIT_DIRECT_MIN_K
 
 
 def conv_microkernel_layout(d, algo, flags):
