@@ -701,6 +701,47 @@ static void rlx_gemm_conv_src(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, pt
                         }
                         /* a last panel of fewer than 6 rows alone: the tiles below */
                         pstart = p;
+                    } else if (level > 1) {
+                        /* the last nr < 16 columns (X zero past them): the same
+                         * tile on 16-column copies of C's rows, nr columns
+                         * stored (the AVX2 remainder tile runs 8-lane FMAs;
+                         * 1x1 convs at 13x13 and 14x14 1.02-1.09x, Winograd
+                         * F(4x4) 128->128 at 28x28, 49 tiles, 1.02-1.03x) */
+                        ptrdiff_t p = pb;
+                        for (; p < pe && m - p * RLX_GEMM_MR >= RLX_GEMM_MR; p += 2) {
+                            const ptrdiff_t i0 = p * RLX_GEMM_MR;
+                            const ptrdiff_t mb = p + 1 >= pe ? 0 : m - i0 - RLX_GEMM_MR < RLX_GEMM_MR
+                                                                       ? m - i0 - RLX_GEMM_MR : RLX_GEMM_MR;
+                            float ta[RLX_GEMM_MR * RLX_GEMM_NR] __attribute__((aligned(64)));
+                            float tb[RLX_GEMM_MR * RLX_GEMM_NR] __attribute__((aligned(64)));
+                            float init_a[RLX_GEMM_MR] = {0}, init_b[RLX_GEMM_MR] = {0};
+                            float* ca = c + c_off + i0 * ldc + jb + j0;
+                            float* cb = ca + RLX_GEMM_MR * ldc;
+                            const ptrdiff_t rows = RLX_GEMM_MR + mb;
+                            if (bias)
+                                for (ptrdiff_t r = 0; r < RLX_GEMM_MR; ++r) {
+                                    init_a[r] = bias[i0 + r];
+                                    if (r < mb) init_b[r] = bias[i0 + RLX_GEMM_MR + r];
+                                }
+                            if (k0 > 0) {
+                                memset(ta, 0, sizeof(ta));
+                                memset(tb, 0, sizeof(tb));
+                                for (ptrdiff_t r = 0; r < rows; ++r)
+                                    memcpy((r < RLX_GEMM_MR ? ta : tb) + (r % RLX_GEMM_MR) * RLX_GEMM_NR,
+                                           ca + r * ldc, (size_t)nr * sizeof(float));
+                            }
+                            const float* wa = wp + (p * k + k0) * RLX_GEMM_MR;
+                            rlx_gemm_tiles1w[mb](wa, mb ? wa + k * RLX_GEMM_MR : wa, xq, ldxp, kc, ta, tb,
+                                                 RLX_GEMM_NR, init_a, init_b, k0 > 0, NULL, NULL);
+                            for (ptrdiff_t r = 0; r < rows; ++r) {
+                                memcpy(ca + r * ldc, (r < RLX_GEMM_MR ? ta : tb) + (r % RLX_GEMM_MR) * RLX_GEMM_NR,
+                                       (size_t)nr * sizeof(float));
+                                if (in_tile && k0 + kc == k)   /* a narrow tile: its rows as spans */
+                                    rlx_epilogue_span(c, c_len, (ca - c) + r * ldc, nr,
+                                                      ep_bias ? ep_bias[i0 + r] : 0.0f, ep, level);
+                            }
+                        }
+                        pstart = p;
                     }
 #endif
                     for (ptrdiff_t p = pstart; p < pe; ++p) {
