@@ -222,33 +222,43 @@ static const rlx_gemm_tile_fn rlx_gemm_tiles_avx2[2][RLX_GEMM_MR + 1] = {
 #endif
 
 #if RLX_X86_DISPATCH
-/* ---- AVX-512 tile: mr x 32, two 16-column panels of X at once -------------
- * 2*mr zmm accumulators (12 at mr = 6); per k one broadcast of W per row and
- * two loads of X: columns 0-15 at xp, 16-31 at xp + x2 (the next packed
- * panel, kc*16 floats on, or 16 floats on in a plain X).  Each element is
- * the AVX2 tile's chain of FMAs, and the epilogue runs on each 8-column
- * quarter as there, so the bits are the AVX2 tiles'. */
-#define RLX_GEMM2_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
-#define RLX_GEMM2_DECL(r) __m512 a##r##0 = _mm512_setzero_ps(), a##r##1 = _mm512_setzero_ps();
-#define RLX_GEMM2_INIT(r)                                                        \
+/* ---- AVX-512 tiles: mr x 16*np, np = 2 or 4 16-column panels of X -------
+ * np*mr zmm accumulators (12 or 24 at mr = 6); per k one broadcast of W per
+ * row and np loads of X: columns 16q.. at xp + q*x2 (the next packed panel,
+ * kc*16 floats on, or 16 floats on in a plain X).  Four panels take four
+ * loads of X and six broadcasts per 24 FMAs, where two take eight per 12 (a
+ * core whose load ports a neighbour shares runs the FMAs less starved).
+ * Each element is the AVX2 tile's chain of FMAs, and the epilogue runs on
+ * each 8-column quarter as there, so the bits are the AVX2 tiles'. */
+#define RLX_GEMMZ_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define RLX_GEMMZ_DECL(r)                                                        \
+    __m512 a##r##0 = _mm512_setzero_ps(), a##r##1 = _mm512_setzero_ps(),         \
+           a##r##2 = _mm512_setzero_ps(), a##r##3 = _mm512_setzero_ps();
+#define RLX_GEMMZ_INIT(r)                                                        \
     if (mr > r) {                                                                \
         if (from_c) {                                                            \
             a##r##0 = _mm512_loadu_ps(c + (r) * ldc);                            \
             a##r##1 = _mm512_loadu_ps(c + (r) * ldc + 16);                       \
+            if (np > 2) a##r##2 = _mm512_loadu_ps(c + (r) * ldc + 32);           \
+            if (np > 2) a##r##3 = _mm512_loadu_ps(c + (r) * ldc + 48);           \
         } else {                                                                 \
-            a##r##0 = a##r##1 = _mm512_set1_ps(init[r]);                         \
+            a##r##0 = a##r##1 = a##r##2 = a##r##3 = _mm512_set1_ps(init[r]);     \
         }                                                                        \
     }
-#define RLX_GEMM2_FMA(r)                                                         \
+#define RLX_GEMMZ_FMA(r)                                                         \
     if (mr > r) {                                                                \
         const __m512 wv = _mm512_set1_ps(wp[r]);                                 \
         a##r##0 = _mm512_fmadd_ps(wv, x0, a##r##0);                              \
         a##r##1 = _mm512_fmadd_ps(wv, x1, a##r##1);                              \
+        if (np > 2) a##r##2 = _mm512_fmadd_ps(wv, x2v, a##r##2);                 \
+        if (np > 2) a##r##3 = _mm512_fmadd_ps(wv, x3, a##r##3);                  \
     }
-#define RLX_GEMM2_STORE(r)                                                       \
+#define RLX_GEMMZ_STORE(r)                                                       \
     if (mr > r) {                                                                \
         rlx_gemm2_store(c + (r) * ldc, a##r##0, te, r, 0);                       \
         rlx_gemm2_store(c + (r) * ldc + 16, a##r##1, te, r, 16);                 \
+        if (np > 2) rlx_gemm2_store(c + (r) * ldc + 32, a##r##2, te, r, 32);     \
+        if (np > 2) rlx_gemm2_store(c + (r) * ldc + 48, a##r##3, te, r, 48);     \
     }
 
 /* 16 columns of row r (from column j of the tile) to c, after the epilogue
@@ -262,108 +272,44 @@ RLX_INLINE_AVX512 void rlx_gemm2_store(float* c, __m512 v, const rlx_gemm_tile_e
     _mm256_storeu_ps(c + 8, rlx_gemm_ep_vec(_mm512_extractf32x8_ps(v, 1), te, r, j + 8));
 }
 
-RLX_INLINE_AVX512 void rlx_gemm_tile2_body(const int mr, const float* restrict wp, const float* restrict xp,
-                                           ptrdiff_t x2, ptrdiff_t ldxp, ptrdiff_t kc, float* restrict c,
-                                           ptrdiff_t ldc, const float* restrict init, int from_c,
-                                           const rlx_gemm_tile_ep* te) {
-    RLX_GEMM2_ROWS(RLX_GEMM2_DECL)
-    RLX_GEMM2_ROWS(RLX_GEMM2_INIT)
+RLX_INLINE_AVX512 void rlx_gemm_tilez_body(const int mr, const int np, const float* restrict wp,
+                                           const float* restrict xp, ptrdiff_t x2, ptrdiff_t ldxp, ptrdiff_t kc,
+                                           float* restrict c, ptrdiff_t ldc, const float* restrict init,
+                                           int from_c, const rlx_gemm_tile_ep* te) {
+    RLX_GEMMZ_ROWS(RLX_GEMMZ_DECL)
+    RLX_GEMMZ_ROWS(RLX_GEMMZ_INIT)
     for (ptrdiff_t kk = 0; kk < kc; ++kk) {
         const __m512 x0 = _mm512_loadu_ps(xp), x1 = _mm512_loadu_ps(xp + x2);
-        RLX_GEMM2_ROWS(RLX_GEMM2_FMA)
+        const __m512 x2v = np > 2 ? _mm512_loadu_ps(xp + 2 * x2) : x0;
+        const __m512 x3 = np > 2 ? _mm512_loadu_ps(xp + 3 * x2) : x0;
+        RLX_GEMMZ_ROWS(RLX_GEMMZ_FMA)
         xp += ldxp;
         wp += RLX_GEMM_MR;
     }
-    RLX_GEMM2_ROWS(RLX_GEMM2_STORE)
+    RLX_GEMMZ_ROWS(RLX_GEMMZ_STORE)
 }
-#undef RLX_GEMM2_DECL
-#undef RLX_GEMM2_INIT
-#undef RLX_GEMM2_FMA
-#undef RLX_GEMM2_STORE
-#undef RLX_GEMM2_ROWS
+#undef RLX_GEMMZ_DECL
+#undef RLX_GEMMZ_INIT
+#undef RLX_GEMMZ_FMA
+#undef RLX_GEMMZ_STORE
+#undef RLX_GEMMZ_ROWS
 
-#define RLX_GEMM_TILE2(MR_)                                                                        \
-    RLX_TARGET_AVX512 static void rlx_gemm_tile2_##MR_(                                            \
+#define RLX_GEMM_TILEZ(MR_, NP_)                                                                   \
+    RLX_TARGET_AVX512 static void rlx_gemm_tile##NP_##_##MR_(                                      \
         const float* wp, const float* xp, ptrdiff_t x2, ptrdiff_t ldxp, ptrdiff_t kc, float* c,    \
         ptrdiff_t ldc, const float* init, int from_c, const rlx_gemm_tile_ep* te) {                \
-        rlx_gemm_tile2_body(MR_, wp, xp, x2, ldxp, kc, c, ldc, init, from_c, te);                  \
+        rlx_gemm_tilez_body(MR_, NP_, wp, xp, x2, ldxp, kc, c, ldc, init, from_c, te);             \
     }
-RLX_GEMM_TILE2(1) RLX_GEMM_TILE2(2) RLX_GEMM_TILE2(3) RLX_GEMM_TILE2(4) RLX_GEMM_TILE2(5) RLX_GEMM_TILE2(6)
-#undef RLX_GEMM_TILE2
+#define RLX_GEMM_TILESZ(NP_)                                                                       \
+    RLX_GEMM_TILEZ(1, NP_) RLX_GEMM_TILEZ(2, NP_) RLX_GEMM_TILEZ(3, NP_)                           \
+    RLX_GEMM_TILEZ(4, NP_) RLX_GEMM_TILEZ(5, NP_) RLX_GEMM_TILEZ(6, NP_)
+RLX_GEMM_TILESZ(2) RLX_GEMM_TILESZ(4)
+#undef RLX_GEMM_TILESZ
+#undef RLX_GEMM_TILEZ
 typedef void (*rlx_gemm_tile2_fn)(const float*, const float*, ptrdiff_t, ptrdiff_t, ptrdiff_t, float*, ptrdiff_t,
                                   const float*, int, const rlx_gemm_tile_ep*);
 static const rlx_gemm_tile2_fn rlx_gemm_tiles2[RLX_GEMM_MR + 1] = {
     NULL, rlx_gemm_tile2_1, rlx_gemm_tile2_2, rlx_gemm_tile2_3, rlx_gemm_tile2_4, rlx_gemm_tile2_5, rlx_gemm_tile2_6};
-#endif
-
-#if RLX_X86_DISPATCH
-/* ---- AVX-512 four-panel tile: mr x 64 in 4*mr zmm accumulators ----------
- * The pair tile's arithmetic over four adjacent 16-column panels of X
- * (columns 16q.. at xp + q*x2): 24 accumulators at mr = 6, and per k four
- * loads of X and six broadcasts of W for 24 FMAs where the pair tile has
- * eight for 12 (a core whose load ports a neighbour shares runs the FMAs
- * less starved).  Each element keeps its chain of FMAs, so the bits are the
- * pair tile's. */
-#define RLX_GEMM4_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
-#define RLX_GEMM4_DECL(r)                                                        \
-    __m512 a##r##0 = _mm512_setzero_ps(), a##r##1 = _mm512_setzero_ps(),         \
-           a##r##2 = _mm512_setzero_ps(), a##r##3 = _mm512_setzero_ps();
-#define RLX_GEMM4_INIT(r)                                                        \
-    if (mr > r) {                                                                \
-        if (from_c) {                                                            \
-            a##r##0 = _mm512_loadu_ps(c + (r) * ldc);                            \
-            a##r##1 = _mm512_loadu_ps(c + (r) * ldc + 16);                       \
-            a##r##2 = _mm512_loadu_ps(c + (r) * ldc + 32);                       \
-            a##r##3 = _mm512_loadu_ps(c + (r) * ldc + 48);                       \
-        } else {                                                                 \
-            a##r##0 = a##r##1 = a##r##2 = a##r##3 = _mm512_set1_ps(init[r]);     \
-        }                                                                        \
-    }
-#define RLX_GEMM4_FMA(r)                                                         \
-    if (mr > r) {                                                                \
-        const __m512 wv = _mm512_set1_ps(wp[r]);                                 \
-        a##r##0 = _mm512_fmadd_ps(wv, x0, a##r##0);                              \
-        a##r##1 = _mm512_fmadd_ps(wv, x1, a##r##1);                              \
-        a##r##2 = _mm512_fmadd_ps(wv, x2v, a##r##2);                             \
-        a##r##3 = _mm512_fmadd_ps(wv, x3, a##r##3);                              \
-    }
-#define RLX_GEMM4_STORE(r)                                                       \
-    if (mr > r) {                                                                \
-        rlx_gemm2_store(c + (r) * ldc, a##r##0, te, r, 0);                       \
-        rlx_gemm2_store(c + (r) * ldc + 16, a##r##1, te, r, 16);                 \
-        rlx_gemm2_store(c + (r) * ldc + 32, a##r##2, te, r, 32);                 \
-        rlx_gemm2_store(c + (r) * ldc + 48, a##r##3, te, r, 48);                 \
-    }
-
-RLX_INLINE_AVX512 void rlx_gemm_tile4_body(const int mr, const float* restrict wp, const float* restrict xp,
-                                           ptrdiff_t x2, ptrdiff_t ldxp, ptrdiff_t kc, float* restrict c,
-                                           ptrdiff_t ldc, const float* restrict init, int from_c,
-                                           const rlx_gemm_tile_ep* te) {
-    RLX_GEMM4_ROWS(RLX_GEMM4_DECL)
-    RLX_GEMM4_ROWS(RLX_GEMM4_INIT)
-    for (ptrdiff_t kk = 0; kk < kc; ++kk) {
-        const __m512 x0 = _mm512_loadu_ps(xp), x1 = _mm512_loadu_ps(xp + x2);
-        const __m512 x2v = _mm512_loadu_ps(xp + 2 * x2), x3 = _mm512_loadu_ps(xp + 3 * x2);
-        RLX_GEMM4_ROWS(RLX_GEMM4_FMA)
-        xp += ldxp;
-        wp += RLX_GEMM_MR;
-    }
-    RLX_GEMM4_ROWS(RLX_GEMM4_STORE)
-}
-#undef RLX_GEMM4_DECL
-#undef RLX_GEMM4_INIT
-#undef RLX_GEMM4_FMA
-#undef RLX_GEMM4_STORE
-#undef RLX_GEMM4_ROWS
-
-#define RLX_GEMM_TILE4(MR_)                                                                        \
-    RLX_TARGET_AVX512 static void rlx_gemm_tile4_##MR_(                                            \
-        const float* wp, const float* xp, ptrdiff_t x2, ptrdiff_t ldxp, ptrdiff_t kc, float* c,    \
-        ptrdiff_t ldc, const float* init, int from_c, const rlx_gemm_tile_ep* te) {                \
-        rlx_gemm_tile4_body(MR_, wp, xp, x2, ldxp, kc, c, ldc, init, from_c, te);                  \
-    }
-RLX_GEMM_TILE4(1) RLX_GEMM_TILE4(2) RLX_GEMM_TILE4(3) RLX_GEMM_TILE4(4) RLX_GEMM_TILE4(5) RLX_GEMM_TILE4(6)
-#undef RLX_GEMM_TILE4
 static const rlx_gemm_tile2_fn rlx_gemm_tiles4[RLX_GEMM_MR + 1] = {
     NULL, rlx_gemm_tile4_1, rlx_gemm_tile4_2, rlx_gemm_tile4_3, rlx_gemm_tile4_4, rlx_gemm_tile4_5, rlx_gemm_tile4_6};
 #endif
@@ -887,17 +833,18 @@ RLX_TARGET_AVX2 RLX_INLINE void rlx_gemm_dtile_avx2_body(const int mr, const flo
 #undef RLX_DTILE_STORE
 #undef RLX_DTILE_ROWS
 
-#define RLX_DTILE_AVX2(MR_)                                                                       \
-    RLX_TARGET_AVX2 static void rlx_gemm_dtile_avx2_##MR_(const float* wp, const float* xb,       \
-                                                          const ptrdiff_t* offs, ptrdiff_t k,     \
-                                                          float* c, ptrdiff_t ldc,                \
-                                                          const float* init, const float* ain,    \
-                                                          const rlx_gemm_tile_ep* te) {           \
-        rlx_gemm_dtile_avx2_body(MR_, wp, xb, offs, k, c, ldc, init, ain, te);                    \
+/* the tile of ISA (avx2, avx512) for a constant row count, under TARGET */
+#define RLX_DTILE_INST(ISA, TARGET, MR_)                                                          \
+    TARGET static void rlx_gemm_dtile_##ISA##_##MR_(const float* wp, const float* xb,             \
+                                                    const ptrdiff_t* offs, ptrdiff_t k, float* c, \
+                                                    ptrdiff_t ldc, const float* init,             \
+                                                    const float* ain, const rlx_gemm_tile_ep* te) { \
+        rlx_gemm_dtile_##ISA##_body(MR_, wp, xb, offs, k, c, ldc, init, ain, te);                 \
     }
-RLX_DTILE_AVX2(1) RLX_DTILE_AVX2(2) RLX_DTILE_AVX2(3)
-RLX_DTILE_AVX2(4) RLX_DTILE_AVX2(5) RLX_DTILE_AVX2(6)
-#undef RLX_DTILE_AVX2
+#define RLX_DTILE_ALL(ISA, TARGET)                                                                \
+    RLX_DTILE_INST(ISA, TARGET, 1) RLX_DTILE_INST(ISA, TARGET, 2) RLX_DTILE_INST(ISA, TARGET, 3)  \
+    RLX_DTILE_INST(ISA, TARGET, 4) RLX_DTILE_INST(ISA, TARGET, 5) RLX_DTILE_INST(ISA, TARGET, 6)
+RLX_DTILE_ALL(avx2, RLX_TARGET_AVX2)
 
 typedef void (*rlx_gemm_dtile_fn)(const float*, const float*, const ptrdiff_t*, ptrdiff_t, float*, ptrdiff_t,
                                   const float*, const float*, const rlx_gemm_tile_ep*);
@@ -935,17 +882,9 @@ RLX_INLINE_AVX512 void rlx_gemm_dtile_avx512_body(const int mr, const float* res
 #undef RLX_DTILEZ_FMA
 #undef RLX_DTILEZ_STORE
 #undef RLX_DTILEZ_ROWS
-#define RLX_DTILE_AVX512(MR_)                                                                     \
-    RLX_TARGET_AVX512 static void rlx_gemm_dtile_avx512_##MR_(const float* wp, const float* xb,   \
-                                                              const ptrdiff_t* offs, ptrdiff_t k, \
-                                                              float* c, ptrdiff_t ldc,            \
-                                                              const float* init, const float* ain,\
-                                                              const rlx_gemm_tile_ep* te) {       \
-        rlx_gemm_dtile_avx512_body(MR_, wp, xb, offs, k, c, ldc, init, ain, te);                  \
-    }
-RLX_DTILE_AVX512(1) RLX_DTILE_AVX512(2) RLX_DTILE_AVX512(3)
-RLX_DTILE_AVX512(4) RLX_DTILE_AVX512(5) RLX_DTILE_AVX512(6)
-#undef RLX_DTILE_AVX512
+RLX_DTILE_ALL(avx512, RLX_TARGET_AVX512)
+#undef RLX_DTILE_ALL
+#undef RLX_DTILE_INST
 static const rlx_gemm_dtile_fn rlx_gemm_dtiles_avx512[RLX_GEMM_MR + 1] = {
     NULL, rlx_gemm_dtile_avx512_1, rlx_gemm_dtile_avx512_2, rlx_gemm_dtile_avx512_3,
     rlx_gemm_dtile_avx512_4, rlx_gemm_dtile_avx512_5, rlx_gemm_dtile_avx512_6};
