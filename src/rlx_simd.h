@@ -710,12 +710,15 @@ static inline ptrdiff_t rlx_dw_cb_wb(const rlx_conv_geom* g) { return g->sw * (g
 /* buffer rows of a strip of r output rows */
 static inline ptrdiff_t rlx_dw_cb_hs(const rlx_conv_geom* g, ptrdiff_t r) { return g->sh * (r - 1) + g->kh; }
 
+/* channels per block: 16 on the AVX-512 level (zmm tiles), else 8 */
+static inline ptrdiff_t rlx_dw_cb_lanes(void) { return rlx_simd_level() >= 2 ? 16 : 8; }
+
 /* output rows per strip */
 static ptrdiff_t rlx_dw_cb_rows_per_strip(const rlx_conv_geom* g) {
-    const ptrdiff_t Wb = rlx_dw_cb_wb(g), S = g->sh, K = g->kh, h_out = g->h_out;
-    /* 8 ((S (R - 1) + K) Wb + R w_out) <= budget */
-    ptrdiff_t r = (RLX_DW_CB_STRIP_FLOATS / 8 - (K - S) * Wb) / (S * Wb + g->w_out);
-    const ptrdiff_t blocks = g->n * ((g->c_out + 7) / 8);
+    const ptrdiff_t Wb = rlx_dw_cb_wb(g), S = g->sh, K = g->kh, h_out = g->h_out, L = rlx_dw_cb_lanes();
+    /* L ((S (R - 1) + K) Wb + R w_out) <= budget */
+    ptrdiff_t r = (RLX_DW_CB_STRIP_FLOATS / L - (K - S) * Wb) / (S * Wb + g->w_out);
+    const ptrdiff_t blocks = g->n * ((g->c_out + L - 1) / L);
     if (blocks < RLX_DW_CB_MIN_ITEMS) {
         const ptrdiff_t strips = (RLX_DW_CB_MIN_ITEMS + blocks - 1) / blocks;
         const ptrdiff_t rb = (h_out + strips - 1) / strips;
@@ -727,15 +730,15 @@ static ptrdiff_t rlx_dw_cb_rows_per_strip(const rlx_conv_geom* g) {
 }
 
 static ptrdiff_t rlx_dw_cb_items(const rlx_conv_geom* g) {
-    const ptrdiff_t r = rlx_dw_cb_rows_per_strip(g);
-    return g->n * ((g->c_out + 7) / 8) * ((g->h_out + r - 1) / r);
+    const ptrdiff_t r = rlx_dw_cb_rows_per_strip(g), L = rlx_dw_cb_lanes();
+    return g->n * ((g->c_out + L - 1) / L) * ((g->h_out + r - 1) / r);
 }
 
 /* Floats of per-thread scratch: in, out, the K*K weight vectors, the bias
  * vector, and 16 to align them to 64 bytes (no vector load splits a line). */
 static ptrdiff_t rlx_dw_cb_scratch(const rlx_conv_geom* g) {
     const ptrdiff_t r = rlx_dw_cb_rows_per_strip(g);
-    return 8 * (rlx_dw_cb_hs(g, r) * rlx_dw_cb_wb(g) + r * g->w_out + g->kh * g->kw + 1) + 16;
+    return rlx_dw_cb_lanes() * (rlx_dw_cb_hs(g, r) * rlx_dw_cb_wb(g) + r * g->w_out + g->kh * g->kw + 1) + 16;
 }
 
 /* 1: this depthwise geometry (stride 1 or 2, 3x3 or 5x5) runs the
@@ -834,106 +837,171 @@ RLX_INLINE_AVX2 void rlx_dw_cb_rows(const float* in, ptrdiff_t Wb, const float* 
     }
 }
 
-RLX_INLINE_AVX2 void rlx_dw_cb_block(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
-                                     float* y, ptrdiff_t y_len, float* buf, const rlx_conv_geom* g,
-                                     const rlx_epilogue* e, ptrdiff_t blk, ptrdiff_t R, ptrdiff_t ho0,
-                                     const int K, const int S) {
-    const ptrdiff_t C = g->c_out, nb = (C + 7) / 8, n = blk / nb, c0 = (blk % nb) * 8;
+/* A channel block's buffers in scratch (aligned to 64 bytes): in[Hs][Wb][L],
+ * out[R][w_out][L], the K*K weight vectors wv[K*K][L] and the bias vector. */
+typedef struct {
+    float *in, *out, *wv, *bv;
+    float* dst[16];                         /* the block's output planes, lane l = channel c0 + l */
+    ptrdiff_t nr, off, Pn;                  /* the strip's output rows; its outputs [off, off + Pn) of a plane */
+    ptrdiff_t n, c0;
+    int cnt;                                /* the block's own channels (<= L) */
+} rlx_dw_cb_strip;
+
+/* Fills the strip's buffers: the weights and bias of the block's L channels
+ * (the last block of a channel count that is not a multiple of L repeats its
+ * last channel in the spare lanes), and the input rows the strip reads,
+ * transposed 8 columns x 8 channels at a time into the interleaved buffer. */
+RLX_INLINE_AVX2 void rlx_dw_cb_fill(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
+                                    float* y, ptrdiff_t y_len, float* buf, const rlx_conv_geom* g,
+                                    ptrdiff_t blk, ptrdiff_t R, ptrdiff_t ho0, const int K, const int S,
+                                    const int L, rlx_dw_cb_strip* st) {
+    const ptrdiff_t C = g->c_out, nb = (C + L - 1) / L, n = blk / nb, c0 = (blk % nb) * L;
     const ptrdiff_t H = g->h, W = g->w, h_out = g->h_out, w_out = g->w_out, P = h_out * w_out;
     const ptrdiff_t Wb = rlx_dw_cb_wb(g), Hs_max = rlx_dw_cb_hs(g, R);
     const ptrdiff_t nr = h_out - ho0 < R ? h_out - ho0 : R, Hs = rlx_dw_cb_hs(g, nr);
-    const int cnt = C - c0 < 8 ? (int)(C - c0) : 8;
+    const int cnt = C - c0 < L ? (int)(C - c0) : L;
     float* in = buf;
-    float* out = in + Hs_max * Wb * 8;
-    float* wv = out + R * w_out * 8;
-    float* bv = wv + K * K * 8;
-    const float* src[8];
-    float* dst[8];
+    float* out = in + Hs_max * Wb * L;
+    float* wv = out + R * w_out * L;
+    float* bv = wv + K * K * L;
+    const float* src[16];
     (void)x_len;
     (void)y_len;
-    for (int l = 0; l < 8; ++l) {
+    for (int l = 0; l < L; ++l) {
         const ptrdiff_t c = c0 + (l < cnt ? l : cnt - 1), plane = n * C + c;
         RLX_CHECK_RANGE(plane * H * W, (plane + 1) * H * W, x_len, "depthwise cb x");
         RLX_CHECK_RANGE(plane * P, (plane + 1) * P, y_len, "depthwise cb y");
         src[l] = x + plane * H * W;
-        dst[l] = y + plane * P;
+        st->dst[l] = y + plane * P;
         bv[l] = bias ? bias[c] : 0.0f;
     }
-    if (cnt == 8) {         /* the 8 channels' K*K weights, transposed 8 taps at a time */
-        const float* w0 = wt + c0 * K * K;
+    if (cnt == L) {         /* the L channels' K*K weights, transposed 8 taps x 8 channels at a time */
         __m256 t8[8];
-        int t = 0;
-        for (; t + 8 <= K * K; t += 8) {
-            for (int l = 0; l < 8; ++l) t8[l] = _mm256_loadu_ps(w0 + l * K * K + t);
-            rlx_transpose8(t8);
-            for (int m = 0; m < 8; ++m) _mm256_store_ps(wv + (t + m) * 8, t8[m]);
+        for (int hh = 0; hh < L; hh += 8) {
+            const float* w0 = wt + (c0 + hh) * K * K;
+            int t = 0;
+            for (; t + 8 <= K * K; t += 8) {
+                for (int l = 0; l < 8; ++l) t8[l] = _mm256_loadu_ps(w0 + l * K * K + t);
+                rlx_transpose8(t8);
+                for (int m = 0; m < 8; ++m) _mm256_store_ps(wv + (t + m) * L + hh, t8[m]);
+            }
+            for (; t < K * K; ++t)
+                for (int l = 0; l < 8; ++l) wv[t * L + hh + l] = w0[l * K * K + t];
         }
-        for (; t < K * K; ++t)
-            for (int l = 0; l < 8; ++l) wv[t * 8 + l] = w0[l * K * K + t];
     } else {
-        for (int l = 0; l < 8; ++l) {
+        for (int l = 0; l < L; ++l) {
             const ptrdiff_t c = c0 + (l < cnt ? l : cnt - 1);
-            for (int t = 0; t < K * K; ++t) wv[t * 8 + l] = wt[c * K * K + t];
+            for (int t = 0; t < K * K; ++t) wv[t * L + l] = wt[c * K * K + t];
         }
     }
     /* buffer row i holds input row h = S ho0 - ph + i (zeros outside [0, H)),
      * columns w -> w + pw, those inside the buffer (the padding columns
-     * stay 0 from the memset of rlx_dw_cb_items_avx2) */
+     * stay 0 from the memset of the items loop) */
     const ptrdiff_t Wc = W < Wb - g->pw ? W : Wb - g->pw;
     const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256i cmask = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(Wc < 8 ? Wc : 8)), lanes);
     for (ptrdiff_t i = 0; i < Hs; ++i) {
         const ptrdiff_t h = S * ho0 - g->ph + i;
         if (h < 0 || h >= H) {
-            memset(in + i * Wb * 8, 0, (size_t)(Wb * 8) * sizeof(float));
+            memset(in + i * Wb * L, 0, (size_t)(Wb * L) * sizeof(float));
             continue;
         }
         if (Wc <= 0) continue;
-        float* row = in + (i * Wb + g->pw) * 8;
+        float* row = in + (i * Wb + g->pw) * L;
         __m256 v[8];
-        if (Wc < 8) {
-            for (int l = 0; l < 8; ++l) v[l] = _mm256_maskload_ps(src[l] + h * W, cmask);
-            rlx_transpose8(v);
-            for (ptrdiff_t m = 0; m < Wc; ++m) _mm256_storeu_ps(row + m * 8, v[m]);
-            continue;
-        }
-        for (ptrdiff_t b0 = 0; b0 < Wc; b0 += 8) {
-            const ptrdiff_t j = b0 + 8 <= Wc ? b0 : Wc - 8;
-            for (int l = 0; l < 8; ++l) v[l] = _mm256_loadu_ps(src[l] + h * W + j);
-            rlx_transpose8(v);
-            for (int m = 0; m < 8; ++m) _mm256_storeu_ps(row + (j + m) * 8, v[m]);
+        for (int hh = 0; hh < L; hh += 8) {
+            if (cnt == L) {     /* 8 consecutive planes: one base, stride H W */
+                const float* sb = src[hh] + h * W;
+                const ptrdiff_t HW = H * W;
+                if (Wc < 8) {
+                    for (int l = 0; l < 8; ++l) v[l] = _mm256_maskload_ps(sb + l * HW, cmask);
+                    rlx_transpose8(v);
+                    for (ptrdiff_t m = 0; m < Wc; ++m) _mm256_storeu_ps(row + m * L + hh, v[m]);
+                    continue;
+                }
+                for (ptrdiff_t b0 = 0; b0 < Wc; b0 += 8) {
+                    const ptrdiff_t j = b0 + 8 <= Wc ? b0 : Wc - 8;
+                    for (int l = 0; l < 8; ++l) v[l] = _mm256_loadu_ps(sb + l * HW + j);
+                    rlx_transpose8(v);
+                    for (int m = 0; m < 8; ++m) _mm256_storeu_ps(row + (j + m) * L + hh, v[m]);
+                }
+                continue;
+            }
+            if (Wc < 8) {
+                for (int l = 0; l < 8; ++l) v[l] = _mm256_maskload_ps(src[hh + l] + h * W, cmask);
+                rlx_transpose8(v);
+                for (ptrdiff_t m = 0; m < Wc; ++m) _mm256_storeu_ps(row + m * L + hh, v[m]);
+                continue;
+            }
+            for (ptrdiff_t b0 = 0; b0 < Wc; b0 += 8) {
+                const ptrdiff_t j = b0 + 8 <= Wc ? b0 : Wc - 8;
+                for (int l = 0; l < 8; ++l) v[l] = _mm256_loadu_ps(src[hh + l] + h * W + j);
+                rlx_transpose8(v);
+                for (int m = 0; m < 8; ++m) _mm256_storeu_ps(row + (j + m) * L + hh, v[m]);
+            }
         }
     }
-    const __m256 vb = _mm256_loadu_ps(bv);
-    ptrdiff_t ho = 0;
-    for (; ho + 2 <= nr; ho += 2) rlx_dw_cb_rows(in, Wb, wv, vb, out, w_out, ho, K, S, 2);
-    if (ho < nr) rlx_dw_cb_rows(in, Wb, wv, vb, out, w_out, ho, K, S, 1);
-    /* back to planes: 8 outputs of 8 channels per transpose; the strip is
-     * outputs [off, off + Pn) of each plane */
-    const ptrdiff_t off = ho0 * w_out, Pn = nr * w_out;
+    st->in = in; st->out = out; st->wv = wv; st->bv = bv;
+    st->nr = nr; st->off = ho0 * w_out; st->Pn = nr * w_out;
+    st->n = n; st->c0 = c0; st->cnt = cnt;
+}
+
+/* Back to planes: 8 outputs of 8 channels per transpose, then the epilogue
+ * on each channel's run while it is in cache. */
+RLX_INLINE_AVX2 void rlx_dw_cb_drain(const rlx_conv_geom* g, const rlx_epilogue* e, const rlx_dw_cb_strip* st,
+                                     const int L) {
+    const ptrdiff_t off = st->off, Pn = st->Pn, P = g->h_out * g->w_out;
+    const float* out = st->out;
+    const int cnt = st->cnt;
     __m256 v[8];
-    if (Pn < 8) {
-        float tmp[64];
-        for (ptrdiff_t m = 0; m < 8; ++m) v[m] = _mm256_load_ps(out + (m < Pn ? m : Pn - 1) * 8);
-        rlx_transpose8(v);
-        for (int l = 0; l < cnt; ++l) {
-            _mm256_storeu_ps(tmp + 8 * l, v[l]);
-            for (ptrdiff_t m = 0; m < Pn; ++m) dst[l][off + m] = tmp[8 * l + m];
-        }
-    } else {
-        for (ptrdiff_t b0 = 0; b0 < Pn; b0 += 8) {
-            const ptrdiff_t p = b0 + 8 <= Pn ? b0 : Pn - 8;
-            for (int m = 0; m < 8; ++m) v[m] = _mm256_load_ps(out + (p + m) * 8);
+    for (int hh = 0; hh < cnt; hh += 8) {
+        const int lc = cnt - hh < 8 ? cnt - hh : 8;
+        if (Pn < 8) {
+            float tmp[64];
+            for (ptrdiff_t m = 0; m < 8; ++m) v[m] = _mm256_load_ps(out + (m < Pn ? m : Pn - 1) * L + hh);
             rlx_transpose8(v);
-            for (int l = 0; l < cnt; ++l) _mm256_storeu_ps(dst[l] + off + p, v[l]);
+            for (int l = 0; l < lc; ++l) {
+                _mm256_storeu_ps(tmp + 8 * l, v[l]);
+                for (ptrdiff_t m = 0; m < Pn; ++m) st->dst[hh + l][off + m] = tmp[8 * l + m];
+            }
+        } else {
+            if (lc == 8) {      /* 8 consecutive planes: one base, stride P */
+                float* d = st->dst[hh] + off;
+                for (ptrdiff_t b0 = 0; b0 < Pn; b0 += 8) {
+                    const ptrdiff_t p = b0 + 8 <= Pn ? b0 : Pn - 8;
+                    for (int m = 0; m < 8; ++m) v[m] = _mm256_load_ps(out + (p + m) * L + hh);
+                    rlx_transpose8(v);
+                    for (int l = 0; l < 8; ++l) _mm256_storeu_ps(d + l * P + p, v[l]);
+                }
+                continue;
+            }
+            for (ptrdiff_t b0 = 0; b0 < Pn; b0 += 8) {
+                const ptrdiff_t p = b0 + 8 <= Pn ? b0 : Pn - 8;
+                for (int m = 0; m < 8; ++m) v[m] = _mm256_load_ps(out + (p + m) * L + hh);
+                rlx_transpose8(v);
+                for (int l = 0; l < lc; ++l) _mm256_storeu_ps(st->dst[hh + l] + off + p, v[l]);
+            }
         }
     }
     if (e)
         for (int l = 0; l < cnt; ++l) {
-            const ptrdiff_t plane = n * C + c0 + l;
+            const ptrdiff_t plane = st->n * g->c_out + st->c0 + l;
             if (e->res) RLX_CHECK_RANGE(plane * P + off, plane * P + off + Pn, e->res_len, "depthwise cb residual");
-            rlx_epilogue_span_in(dst[l] + off, plane * P + off, Pn, 0.0f, e, 1);
+            rlx_epilogue_span_in(st->dst[l] + off, plane * P + off, Pn, 0.0f, e, 1);
         }
+}
+
+RLX_INLINE_AVX2 void rlx_dw_cb_block(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
+                                     float* y, ptrdiff_t y_len, float* buf, const rlx_conv_geom* g,
+                                     const rlx_epilogue* e, ptrdiff_t blk, ptrdiff_t R, ptrdiff_t ho0,
+                                     const int K, const int S) {
+    rlx_dw_cb_strip st;
+    rlx_dw_cb_fill(x, x_len, wt, bias, y, y_len, buf, g, blk, R, ho0, K, S, 8, &st);
+    const __m256 vb = _mm256_loadu_ps(st.bv);
+    ptrdiff_t ho = 0;
+    for (; ho + 2 <= st.nr; ho += 2) rlx_dw_cb_rows(st.in, rlx_dw_cb_wb(g), st.wv, vb, st.out, g->w_out, ho, K, S, 2);
+    if (ho < st.nr) rlx_dw_cb_rows(st.in, rlx_dw_cb_wb(g), st.wv, vb, st.out, g->w_out, ho, K, S, 1);
+    rlx_dw_cb_drain(g, e, &st, 8);
 }
 
 RLX_TARGET_AVX2 static void rlx_dw_cb_items_avx2(const float* x, ptrdiff_t x_len, const float* wt,
@@ -955,7 +1023,87 @@ RLX_TARGET_AVX2 static void rlx_dw_cb_items_avx2(const float* x, ptrdiff_t x_len
         else rlx_dw_cb_block(x, x_len, wt, bias, y, y_len, buf, g, e, blk, R, ho0, 5, 2);
     }
 }
+
+/* The AVX-512 level: blocks of 16 channels, RH x RW outputs of one zmm each,
+ * the same taps in the same (ki, kj) order from 0 then the bias, so every
+ * output has the bits of the 8-lane tiles. */
+RLX_INLINE_AVX512 void rlx_dw_cb_tile16(const float* in, ptrdiff_t Wb, const float* wv, __m512 vb, float* out,
+                                        ptrdiff_t w_out, ptrdiff_t ho, ptrdiff_t wo, const int K, const int S,
+                                        const int RH, const int RW) {
+    __m512 acc[2][8];
+#pragma GCC unroll 2
+    for (int r = 0; r < RH; ++r)
+#pragma GCC unroll 8
+        for (int c = 0; c < RW; ++c) acc[r][c] = _mm512_setzero_ps();
+#pragma GCC unroll 5
+    for (int ki = 0; ki < K; ++ki) {
+#pragma GCC unroll 5
+        for (int kj = 0; kj < K; ++kj) {
+            const __m512 w = _mm512_load_ps(wv + (ki * K + kj) * 16);
+#pragma GCC unroll 2
+            for (int r = 0; r < RH; ++r) {
+                const float* p = in + ((S * (ho + r) + ki) * Wb + S * wo + kj) * 16;
+#pragma GCC unroll 8
+                for (int c = 0; c < RW; ++c) acc[r][c] = _mm512_fmadd_ps(w, _mm512_load_ps(p + S * c * 16), acc[r][c]);
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int r = 0; r < RH; ++r)
+#pragma GCC unroll 8
+        for (int c = 0; c < RW; ++c)
+            _mm512_store_ps(out + ((ho + r) * w_out + wo + c) * 16, _mm512_add_ps(acc[r][c], vb));
+}
+
+/* rlx_dw_cb_rows' tiling on zmm tiles: with 32 registers two rows of 7 or 8
+ * columns at a time */
+RLX_INLINE_AVX512 void rlx_dw_cb_rows16(const float* in, ptrdiff_t Wb, const float* wv, __m512 vb, float* out,
+                                        ptrdiff_t w_out, ptrdiff_t ho, const int K, const int S, const int RH) {
+    if (w_out % 7 == 0) {
+        for (ptrdiff_t wo = 0; wo < w_out; wo += 7) rlx_dw_cb_tile16(in, Wb, wv, vb, out, w_out, ho, wo, K, S, RH, 7);
+    } else if (w_out % 8 == 0) {
+        for (ptrdiff_t wo = 0; wo < w_out; wo += 8) rlx_dw_cb_tile16(in, Wb, wv, vb, out, w_out, ho, wo, K, S, RH, 8);
+    } else if (w_out < 4) {
+        for (ptrdiff_t wo = 0; wo < w_out; ++wo) rlx_dw_cb_tile16(in, Wb, wv, vb, out, w_out, ho, wo, K, S, RH, 1);
+    } else {
+        for (ptrdiff_t b0 = 0; b0 < w_out; b0 += 4)
+            rlx_dw_cb_tile16(in, Wb, wv, vb, out, w_out, ho, b0 + 4 <= w_out ? b0 : w_out - 4, K, S, RH, 4);
+    }
+}
+
+RLX_INLINE_AVX512 void rlx_dw_cb_block16(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
+                                         float* y, ptrdiff_t y_len, float* buf, const rlx_conv_geom* g,
+                                         const rlx_epilogue* e, ptrdiff_t blk, ptrdiff_t R, ptrdiff_t ho0,
+                                         const int K, const int S) {
+    rlx_dw_cb_strip st;
+    rlx_dw_cb_fill(x, x_len, wt, bias, y, y_len, buf, g, blk, R, ho0, K, S, 16, &st);
+    const __m512 vb = _mm512_load_ps(st.bv);
+    ptrdiff_t ho = 0;
+    for (; ho + 2 <= st.nr; ho += 2) rlx_dw_cb_rows16(st.in, rlx_dw_cb_wb(g), st.wv, vb, st.out, g->w_out, ho, K, S, 2);
+    if (ho < st.nr) rlx_dw_cb_rows16(st.in, rlx_dw_cb_wb(g), st.wv, vb, st.out, g->w_out, ho, K, S, 1);
+    rlx_dw_cb_drain(g, e, &st, 16);
+}
+
+RLX_TARGET_AVX512 static void rlx_dw_cb_items_avx512(const float* x, ptrdiff_t x_len, const float* wt,
+                                                     const float* bias, float* y, ptrdiff_t y_len, float* buf,
+                                                     ptrdiff_t buf_len, const rlx_conv_geom* g,
+                                                     const rlx_epilogue* e, ptrdiff_t i0, ptrdiff_t i1) {
+    const ptrdiff_t R = rlx_dw_cb_rows_per_strip(g), ns = (g->h_out + R - 1) / R;
+    (void)buf_len;
+    RLX_CHECK_RANGE(0, rlx_dw_cb_scratch(g), buf_len, "depthwise cb scratch");
+    buf = (float*)(((uintptr_t)buf + 63) & ~(uintptr_t)63);
+    memset(buf, 0, (size_t)(rlx_dw_cb_hs(g, R) * rlx_dw_cb_wb(g) * 16) * sizeof(float));
+    const int K = (int)g->kh, S = (int)g->sh;
+    for (ptrdiff_t it = i0; it < i1; ++it) {
+        const ptrdiff_t blk = it / ns, ho0 = (it % ns) * R;
+        if (K == 3 && S == 1) rlx_dw_cb_block16(x, x_len, wt, bias, y, y_len, buf, g, e, blk, R, ho0, 3, 1);
+        else if (K == 3) rlx_dw_cb_block16(x, x_len, wt, bias, y, y_len, buf, g, e, blk, R, ho0, 3, 2);
+        else if (S == 1) rlx_dw_cb_block16(x, x_len, wt, bias, y, y_len, buf, g, e, blk, R, ho0, 5, 1);
+        else rlx_dw_cb_block16(x, x_len, wt, bias, y, y_len, buf, g, e, blk, R, ho0, 5, 2);
+    }
+}
 #endif
+
 
 /* Items [i0, i1) (rlx_dw_cb_items: item i is strip i % ns of channel block
  * i / ns, block b being image b / ceil(C/8), channels 8 (b % ceil(C/8)) ..)
@@ -966,7 +1114,10 @@ static void rlx_dw_cb_run(const float* x, ptrdiff_t x_len, const float* wt, cons
                           const rlx_conv_geom* g, const rlx_epilogue* e, ptrdiff_t i0, ptrdiff_t i1) {
     if (i0 >= i1) return;
 #if RLX_X86_DISPATCH
-    rlx_dw_cb_items_avx2(x, x_len, wt, bias, y, y_len, buf, buf_len, g, e, i0, i1);
+    if (rlx_simd_level() >= 2)
+        rlx_dw_cb_items_avx512(x, x_len, wt, bias, y, y_len, buf, buf_len, g, e, i0, i1);
+    else
+        rlx_dw_cb_items_avx2(x, x_len, wt, bias, y, y_len, buf, buf_len, g, e, i0, i1);
 #else
     (void)x; (void)x_len; (void)wt; (void)bias; (void)y; (void)y_len; (void)buf; (void)buf_len;
     (void)g; (void)e;

@@ -5,8 +5,9 @@ against the float64 reference and for the same bits at 1/2/3 threads: rows
 shorter than 8 outputs, rows whose 8-output blocks overlap or reach into the
 padding, planes from 1x1 up, any padding incl. asymmetric, batch > 1.  With
 AVX2, planes of up to 64x64 outputs run the channel-block kernel instead
-(rlx_dw_cb_run: 8 channels a vector, strips of output rows), checked below
-with its fused epilogue at both strides.  Other
+(rlx_dw_cb_run: 8 channels a vector, 16 in zmm tiles on the AVX-512 level,
+strips of output rows), checked below with its fused epilogue at both
+strides, and for the same bits in both vector widths.  Other
 kernel sizes (7x7 here) run the generic direct kernel: output planes above
 RLX_DIRECT_L1_FLOATS (8192) its row-outer loop order, smaller ones its
 tap-outer order."""
@@ -257,7 +258,7 @@ def test_depthwise_stride1_baseline_variant():
 # partial last block) and below 8, odd planes, planes of fewer than 8
 # outputs, outputs rows a multiple of 7, of 8, and neither, one block of
 # few channels split into strips of rows, padding wider than the kernel
-# reaches, asymmetric padding.
+# reaches, asymmetric padding (also on one side per axis).
 CB_CASES = [
     (1, 13, 7, 7, 3, 1, ((1, 1), (1, 1))),
     (2, 5, 9, 11, 5, 1, ((2, 2), (2, 2))),
@@ -270,6 +271,9 @@ CB_CASES = [
     (2, 11, 14, 14, 5, 2, ((2, 2), (2, 2))),
     (1, 9, 29, 31, 5, 2, ((2, 1), (0, 2))),
     (1, 2, 56, 50, 5, 2, ((2, 2), (2, 2))),
+    (1, 10, 34, 34, 3, 1, ((1, 1), (1, 1))),
+    (2, 10, 12, 12, 5, 1, ((2, 2), (2, 2))),
+    (1, 12, 9, 10, 3, 1, ((2, 0), (0, 2))),
 ]
 # (activation, bias, residual): MobileNet's ReLU6, a residual + ReLU,
 # EfficientNet-style hard swish on a residual, plain bias
@@ -292,8 +296,12 @@ def test_depthwise_channel_blocks_match_reference_and_thread_counts(i):
     cb = rlx_cpu._conv2d.depthwise_channel_blocks(dims)
     if rlx_cpu._conv2d.simd_level() > 0 and c >= 8:
         assert cb is not None
-        if c == 10:     # two channel blocks: strips of rows make the items
-            assert cb[0] >= 8 and cb[1] < h_out
+        lanes = 16 if rlx_cpu._conv2d.simd_level() == 2 else 8
+        if c == 10:
+            # one block of 16 channels (AVX-512) or two of 8: too few items, so strips of rows
+            # (at least 4 rows each) make more
+            blocks = n * -(-c // lanes)
+            assert 4 <= cb[1] < h_out and cb[0] == blocks * -(-h_out // cb[1])
     else:
         # the portable build, and fewer channels than a vector's lanes: the per-plane kernels
         assert cb is None
@@ -323,3 +331,50 @@ def test_depthwise_channel_blocks_match_reference_and_thread_counts(i):
     assert ref.rel_error(outs[0], want) <= 1e-5
     for y in outs[1:]:
         np.testing.assert_array_equal(y, outs[0])
+
+
+# The channel-block cases above plus MobileNet / EfficientNet layer planes, each
+# with a bias and without, run in a subprocess per SIMD level.
+CB_BITS_SCRIPT = """
+import sys
+import numpy as np
+import rlx_cpu
+from test_depthwise import CB_CASES
+cases = list(CB_CASES) + [(1, 120, 28, 28, 5, 1, ((2, 2), (2, 2))), (1, 960, 7, 7, 3, 1, ((1, 1), (1, 1))),
+                          (1, 40, 56, 56, 3, 2, ((1, 1), (1, 1))), (2, 24, 14, 14, 5, 2, ((2, 2), (2, 2)))]
+outs = []
+for i, (n, c, h, w, k, s, pads) in enumerate(cases):
+    rng = np.random.default_rng(100 + i)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((c, 1, k, k)).astype(np.float32)
+    for b in (None, rng.standard_normal(c).astype(np.float32)):
+        g = rlx_cpu.Graph()
+        g.output(g.relu(g.conv2d(g.input("x", x.shape), wt, b, stride=s, padding=pads, groups=c)))
+        outs.append(rlx_cpu.compile(g, num_threads=2).run({"x": x})[0].reshape(-1))
+np.save(sys.stdout.buffer, np.concatenate(outs))
+"""
+
+
+def test_channel_blocks_give_the_same_bits_in_zmm_tiles():
+    """On the AVX-512 level the channel-block kernel runs 16 channels per
+    block in zmm tiles: each output's taps in the same order, so the 8-lane
+    tiles' bits."""
+    import io
+    import os
+    import subprocess
+    import sys
+    if rlx_cpu._conv2d.simd_level() < 2:
+        pytest.skip("this CPU has no AVX-512 (F, DQ, VL): only the 8-lane tiles run")
+    here = os.path.dirname(os.path.abspath(__file__))
+
+    def outputs(**env):
+        full = dict(os.environ, **env)
+        full["PYTHONPATH"] = os.pathsep.join([here] + [p for p in sys.path if p])
+        out = subprocess.run([sys.executable, "-c", CB_BITS_SCRIPT], env=full, cwd=here, capture_output=True,
+                             timeout=300)
+        assert out.returncode == 0, out.stderr.decode()
+        return np.load(io.BytesIO(out.stdout))
+
+    avx2, avx512 = outputs(RLX_SIMD="avx2"), outputs()
+    assert avx2.size > 100000 and np.isfinite(avx2).all()
+    np.testing.assert_array_equal(avx512, avx2)
