@@ -158,6 +158,26 @@ RLX_TARGET_AVX2 static inline __m256 rlx_max8(__m256 c, __m256 v) {
     return _mm256_blendv_ps(m, v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
 }
 
+/* rlx_max8 where the data is known to hold no NaN (clean, a constant where
+ * it is inlined): then maxps alone takes v exactly when v > c, the same bits */
+RLX_TARGET_AVX2 static inline __attribute__((always_inline)) __m256 rlx_max8c(__m256 c, __m256 v, const int clean) {
+    return clean ? _mm256_max_ps(v, c) : rlx_max8(c, v);
+}
+
+/* 1 when x[0, n) holds no NaN */
+RLX_TARGET_AVX2 static int rlx_nan_free_avx2(const float* x, ptrdiff_t n) {
+    __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
+    ptrdiff_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256 u = _mm256_loadu_ps(x + i), v = _mm256_loadu_ps(x + i + 8);
+        a = _mm256_or_ps(a, _mm256_cmp_ps(u, u, _CMP_UNORD_Q));
+        b = _mm256_or_ps(b, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    }
+    int bad = _mm256_movemask_ps(_mm256_or_ps(a, b));
+    for (; i < n; ++i) bad |= x[i] != x[i];
+    return !bad;
+}
+
 RLX_TARGET_AVX2 static inline void rlx_deint8(const float* p, __m256* even, __m256* odd) {
     __m256 lo = _mm256_loadu_ps(p), hi = _mm256_loadu_ps(p + 8);
     __m256 e = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
@@ -174,40 +194,52 @@ RLX_TARGET_AVX2 static inline __m256i rlx_tail_mask8(ptrdiff_t left) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(left < 8 ? left : 8)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-RLX_INLINE_AVX2 ptrdiff_t rlx_hmax_s2_avx2_body(float* yr, const float* b, ptrdiff_t n, ptrdiff_t kw) {
+RLX_INLINE_AVX2 ptrdiff_t rlx_hmax_s2_avx2_body(float* yr, const float* b, ptrdiff_t n, ptrdiff_t kw,
+                                                const int clean) {
     ptrdiff_t i = 0;
     for (; i < n; i += 8) {
         __m256 e, o, acc;
         rlx_deint8(b + 2 * i, &e, &o);
-        acc = kw > 1 ? rlx_max8(e, o) : e;
+        acc = kw > 1 ? rlx_max8c(e, o, clean) : e;
         for (ptrdiff_t j = 2; j < kw; j += 2) {
             rlx_deint8(b + 2 * i + j, &e, &o);
-            acc = rlx_max8(acc, e);
-            if (j + 1 < kw) acc = rlx_max8(acc, o);
+            acc = rlx_max8c(acc, e, clean);
+            if (j + 1 < kw) acc = rlx_max8c(acc, o, clean);
         }
         if (i + 8 <= n) _mm256_storeu_ps(yr + i, acc);
         else _mm256_maskstore_ps(yr + i, rlx_tail_mask8(n - i), acc);
     }
     return n;
 }
-RLX_TARGET_AVX2 static ptrdiff_t rlx_hmax_s2_avx2(float* yr, const float* b, ptrdiff_t n, ptrdiff_t kw) {
+RLX_TARGET_AVX2 static ptrdiff_t rlx_hmax_s2_avx2(float* yr, const float* b, ptrdiff_t n, ptrdiff_t kw,
+                                                  int clean) {
     /* constant kw for the common windows: loops unrolled, rows / taps in registers */
+    if (clean) switch (kw) {
+    case 2: return rlx_hmax_s2_avx2_body(yr, b, n, 2, 1);
+    case 3: return rlx_hmax_s2_avx2_body(yr, b, n, 3, 1);
+    default: return rlx_hmax_s2_avx2_body(yr, b, n, kw, 1);
+    }
     switch (kw) {
-    case 2: return rlx_hmax_s2_avx2_body(yr, b, n, 2);
-    case 3: return rlx_hmax_s2_avx2_body(yr, b, n, 3);
-    default: return rlx_hmax_s2_avx2_body(yr, b, n, kw);
+    case 2: return rlx_hmax_s2_avx2_body(yr, b, n, 2, 0);
+    case 3: return rlx_hmax_s2_avx2_body(yr, b, n, 3, 0);
+    default: return rlx_hmax_s2_avx2_body(yr, b, n, kw, 0);
     }
 }
 
-RLX_TARGET_AVX2 static ptrdiff_t rlx_hmax_s1_avx2(float* yr, const float* b, ptrdiff_t n, ptrdiff_t kw) {
+RLX_INLINE_AVX2 ptrdiff_t rlx_hmax_s1_avx2_body(float* yr, const float* b, ptrdiff_t n, ptrdiff_t kw,
+                                                const int clean) {
     ptrdiff_t i = 0;
     for (; i < n; i += 8) {
         __m256 acc = _mm256_loadu_ps(b + i);
-        for (ptrdiff_t j = 1; j < kw; ++j) acc = rlx_max8(acc, _mm256_loadu_ps(b + i + j));
+        for (ptrdiff_t j = 1; j < kw; ++j) acc = rlx_max8c(acc, _mm256_loadu_ps(b + i + j), clean);
         if (i + 8 <= n) _mm256_storeu_ps(yr + i, acc);
         else _mm256_maskstore_ps(yr + i, rlx_tail_mask8(n - i), acc);
     }
     return n;
+}
+RLX_TARGET_AVX2 static ptrdiff_t rlx_hmax_s1_avx2(float* yr, const float* b, ptrdiff_t n, ptrdiff_t kw,
+                                                  int clean) {
+    return clean ? rlx_hmax_s1_avx2_body(yr, b, n, kw, 1) : rlx_hmax_s1_avx2_body(yr, b, n, kw, 0);
 }
 
 /* Window sums of doubles for stride 2, 4 outputs at a time: tap j of outputs
@@ -231,13 +263,14 @@ RLX_TARGET_AVX2 static ptrdiff_t rlx_hsum_s2_avx2(double* acc, const double* b, 
  * in registers: r[i] = max over rows (rows[0] first, then v replaces it when
  * v > r or v is NaN), or r[i] = ((rows[0][i] + rows[1][i]) + ...) in double:
  * the order of the row-by-row loops of rlx_pool_line_body. */
-RLX_INLINE_AVX2 void rlx_vmax_rows_avx2_body(float* r, const float* const* rows, ptrdiff_t nr, ptrdiff_t W) {
+RLX_INLINE_AVX2 void rlx_vmax_rows_avx2_body(float* r, const float* const* rows, ptrdiff_t nr, ptrdiff_t W,
+                                             const int clean) {
     ptrdiff_t i = 0;
     for (; i + 16 <= W; i += 16) {
         __m256 a = _mm256_loadu_ps(rows[0] + i), b = _mm256_loadu_ps(rows[0] + i + 8);
         for (ptrdiff_t k = 1; k < nr; ++k) {
-            a = rlx_max8(a, _mm256_loadu_ps(rows[k] + i));
-            b = rlx_max8(b, _mm256_loadu_ps(rows[k] + i + 8));
+            a = rlx_max8c(a, _mm256_loadu_ps(rows[k] + i), clean);
+            b = rlx_max8c(b, _mm256_loadu_ps(rows[k] + i + 8), clean);
         }
         _mm256_storeu_ps(r + i, a);
         _mm256_storeu_ps(r + i + 8, b);
@@ -246,19 +279,28 @@ RLX_INLINE_AVX2 void rlx_vmax_rows_avx2_body(float* r, const float* const* rows,
         const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(W - i < 8 ? W - i : 8)),
                                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
         __m256 a = _mm256_maskload_ps(rows[0] + i, m);
-        for (ptrdiff_t k = 1; k < nr; ++k) a = rlx_max8(a, _mm256_maskload_ps(rows[k] + i, m));
+        for (ptrdiff_t k = 1; k < nr; ++k) a = rlx_max8c(a, _mm256_maskload_ps(rows[k] + i, m), clean);
         _mm256_maskstore_ps(r + i, m, a);
     }
 }
-RLX_TARGET_AVX2 static void rlx_vmax_rows_avx2(float* r, const float* const* rows, ptrdiff_t nr, ptrdiff_t W) {
+RLX_TARGET_AVX2 static void rlx_vmax_rows_avx2(float* r, const float* const* rows, ptrdiff_t nr, ptrdiff_t W,
+                                               int clean) {
     /* constant nr for the common windows: loops unrolled, rows / taps in registers */
+    if (clean) switch (nr) {
+    case 2: rlx_vmax_rows_avx2_body(r, rows, 2, W, 1); return;
+    case 3: rlx_vmax_rows_avx2_body(r, rows, 3, W, 1); return;
+    case 4: rlx_vmax_rows_avx2_body(r, rows, 4, W, 1); return;
+    case 6: rlx_vmax_rows_avx2_body(r, rows, 6, W, 1); return;
+    case 9: rlx_vmax_rows_avx2_body(r, rows, 9, W, 1); return;
+    default: rlx_vmax_rows_avx2_body(r, rows, nr, W, 1); return;
+    }
     switch (nr) {
-    case 2: rlx_vmax_rows_avx2_body(r, rows, 2, W); return;
-    case 3: rlx_vmax_rows_avx2_body(r, rows, 3, W); return;
-    case 4: rlx_vmax_rows_avx2_body(r, rows, 4, W); return;
-    case 6: rlx_vmax_rows_avx2_body(r, rows, 6, W); return;
-    case 9: rlx_vmax_rows_avx2_body(r, rows, 9, W); return;
-    default: rlx_vmax_rows_avx2_body(r, rows, nr, W); return;
+    case 2: rlx_vmax_rows_avx2_body(r, rows, 2, W, 0); return;
+    case 3: rlx_vmax_rows_avx2_body(r, rows, 3, W, 0); return;
+    case 4: rlx_vmax_rows_avx2_body(r, rows, 4, W, 0); return;
+    case 6: rlx_vmax_rows_avx2_body(r, rows, 6, W, 0); return;
+    case 9: rlx_vmax_rows_avx2_body(r, rows, 9, W, 0); return;
+    default: rlx_vmax_rows_avx2_body(r, rows, nr, W, 0); return;
     }
 }
 
@@ -575,38 +617,47 @@ RLX_TARGET_AVX2 static void rlx_avg_k2s2_avx2(float* yr, const float* const* row
     }
 }
 
-RLX_INLINE_AVX2 void rlx_max_k2s2_avx2_body(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t OW) {
+RLX_INLINE_AVX2 void rlx_max_k2s2_avx2_body(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t OW,
+                                            const int clean) {
     for (ptrdiff_t i = 0; i < OW; i += 8) {
         __m256 a, b;
         if (i + 8 <= OW) {
             a = _mm256_loadu_ps(rows[0] + 2 * i);
             b = _mm256_loadu_ps(rows[0] + 2 * i + 8);
             for (ptrdiff_t k = 1; k < nr; ++k) {
-                a = rlx_max8(a, _mm256_loadu_ps(rows[k] + 2 * i));
-                b = rlx_max8(b, _mm256_loadu_ps(rows[k] + 2 * i + 8));
+                a = rlx_max8c(a, _mm256_loadu_ps(rows[k] + 2 * i), clean);
+                b = rlx_max8c(b, _mm256_loadu_ps(rows[k] + 2 * i + 8), clean);
             }
         } else {
             const __m256i ma = rlx_tail_mask8(2 * (OW - i)), mb = rlx_tail_mask8(2 * (OW - i) - 8);
             a = _mm256_maskload_ps(rows[0] + 2 * i, ma);
             b = _mm256_maskload_ps(rows[0] + 2 * i + 8, mb);
             for (ptrdiff_t k = 1; k < nr; ++k) {
-                a = rlx_max8(a, _mm256_maskload_ps(rows[k] + 2 * i, ma));
-                b = rlx_max8(b, _mm256_maskload_ps(rows[k] + 2 * i + 8, mb));
+                a = rlx_max8c(a, _mm256_maskload_ps(rows[k] + 2 * i, ma), clean);
+                b = rlx_max8c(b, _mm256_maskload_ps(rows[k] + 2 * i + 8, mb), clean);
             }
         }
         const __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)), o = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
-        const __m256 r = rlx_max8(_mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0))),
-                                  _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0))));
+        const __m256 r = rlx_max8c(_mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0))),
+                                  _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0))), clean);
         if (i + 8 <= OW) _mm256_storeu_ps(yr + i, r);
         else _mm256_maskstore_ps(yr + i, rlx_tail_mask8(OW - i), r);
     }
 }
-RLX_TARGET_AVX2 static void rlx_max_k2s2_avx2(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t OW) {
-    switch (nr) {      /* constant row counts of the common windows: the row loop unrolled */
-    case 1: rlx_max_k2s2_avx2_body(yr, rows, 1, OW); return;
-    case 2: rlx_max_k2s2_avx2_body(yr, rows, 2, OW); return;
-    case 4: rlx_max_k2s2_avx2_body(yr, rows, 4, OW); return;
-    default: rlx_max_k2s2_avx2_body(yr, rows, nr, OW); return;
+RLX_TARGET_AVX2 static void rlx_max_k2s2_avx2(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t OW,
+                                              int clean) {
+    /* constant row counts of the common windows: the row loop unrolled */
+    if (clean) switch (nr) {
+    case 1: rlx_max_k2s2_avx2_body(yr, rows, 1, OW, 1); return;
+    case 2: rlx_max_k2s2_avx2_body(yr, rows, 2, OW, 1); return;
+    case 4: rlx_max_k2s2_avx2_body(yr, rows, 4, OW, 1); return;
+    default: rlx_max_k2s2_avx2_body(yr, rows, nr, OW, 1); return;
+    }
+    switch (nr) {
+    case 1: rlx_max_k2s2_avx2_body(yr, rows, 1, OW, 0); return;
+    case 2: rlx_max_k2s2_avx2_body(yr, rows, 2, OW, 0); return;
+    case 4: rlx_max_k2s2_avx2_body(yr, rows, 4, OW, 0); return;
+    default: rlx_max_k2s2_avx2_body(yr, rows, nr, OW, 0); return;
     }
 }
 
@@ -615,30 +666,31 @@ RLX_TARGET_AVX2 static void rlx_max_k2s2_avx2(float* yr, const float* const* row
  * by lane shifts across the previous / next block (-inf outside the row), no
  * row buffer.  The order of the buffered passes: rows in order, then columns
  * i - 1, i, i + 1. */
-RLX_INLINE_AVX2 __m256 rlx_vmax_cols8(const float* const* rows, ptrdiff_t nr, ptrdiff_t c, ptrdiff_t W) {
+RLX_INLINE_AVX2 __m256 rlx_vmax_cols8(const float* const* rows, ptrdiff_t nr, ptrdiff_t c, ptrdiff_t W,
+                                      const int clean) {
     if (c + 8 <= W) {
         __m256 a = _mm256_loadu_ps(rows[0] + c);
-        for (ptrdiff_t k = 1; k < nr; ++k) a = rlx_max8(a, _mm256_loadu_ps(rows[k] + c));
+        for (ptrdiff_t k = 1; k < nr; ++k) a = rlx_max8c(a, _mm256_loadu_ps(rows[k] + c), clean);
         return a;
     }
     const __m256i m = rlx_tail_mask8(W - c);
     __m256 a = _mm256_maskload_ps(rows[0] + c, m);
-    for (ptrdiff_t k = 1; k < nr; ++k) a = rlx_max8(a, _mm256_maskload_ps(rows[k] + c, m));
+    for (ptrdiff_t k = 1; k < nr; ++k) a = rlx_max8c(a, _mm256_maskload_ps(rows[k] + c, m), clean);
     return _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), a, _mm256_castsi256_ps(m));
 }
 
 RLX_INLINE_AVX2 void rlx_max_k3s1_avx2_body(float* yr, const float* const* rows, const ptrdiff_t nr, ptrdiff_t W,
-                                            ptrdiff_t OW) {
+                                            ptrdiff_t OW, const int clean) {
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
-    __m256 prev = ninf, cur = rlx_vmax_cols8(rows, nr, 0, W);
+    __m256 prev = ninf, cur = rlx_vmax_cols8(rows, nr, 0, W, clean);
     for (ptrdiff_t i = 0; i < OW; i += 8) {
-        const __m256 next = i + 8 < W ? rlx_vmax_cols8(rows, nr, i + 8, W) : ninf;
+        const __m256 next = i + 8 < W ? rlx_vmax_cols8(rows, nr, i + 8, W, clean) : ninf;
         const __m256i pc = _mm256_castps_si256(_mm256_permute2f128_ps(prev, cur, 0x21));
         const __m256i cn = _mm256_castps_si256(_mm256_permute2f128_ps(cur, next, 0x21));
         const __m256i ci = _mm256_castps_si256(cur);
         const __m256 left = _mm256_castsi256_ps(_mm256_alignr_epi8(ci, pc, 12));     /* columns c - 1 */
         const __m256 right = _mm256_castsi256_ps(_mm256_alignr_epi8(cn, ci, 4));     /* columns c + 1 */
-        const __m256 r = rlx_max8(rlx_max8(left, cur), right);
+        const __m256 r = rlx_max8c(rlx_max8c(left, cur, clean), right, clean);
         if (i + 8 <= OW) _mm256_storeu_ps(yr + i, r);
         else _mm256_maskstore_ps(yr + i, rlx_tail_mask8(OW - i), r);
         prev = cur;
@@ -647,12 +699,18 @@ RLX_INLINE_AVX2 void rlx_max_k3s1_avx2_body(float* yr, const float* const* rows,
 }
 
 RLX_TARGET_AVX2 static void rlx_max_k3s1_avx2(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t W,
-                                              ptrdiff_t OW) {
-    switch (nr) {      /* the row counts of a 3-row window (2 at the edges): the row loop unrolled
-                        * (1.02-1.10x on 56x56, 28x28 and 14x14 planes, interleaved) */
-    case 2: rlx_max_k3s1_avx2_body(yr, rows, 2, W, OW); return;
-    case 3: rlx_max_k3s1_avx2_body(yr, rows, 3, W, OW); return;
-    default: rlx_max_k3s1_avx2_body(yr, rows, nr, W, OW); return;
+                                              ptrdiff_t OW, int clean) {
+    /* the row counts of a 3-row window (2 at the edges): the row loop unrolled
+     * (1.02-1.10x on 56x56, 28x28 and 14x14 planes, interleaved) */
+    if (clean) switch (nr) {
+    case 2: rlx_max_k3s1_avx2_body(yr, rows, 2, W, OW, 1); return;
+    case 3: rlx_max_k3s1_avx2_body(yr, rows, 3, W, OW, 1); return;
+    default: rlx_max_k3s1_avx2_body(yr, rows, nr, W, OW, 1); return;
+    }
+    switch (nr) {
+    case 2: rlx_max_k3s1_avx2_body(yr, rows, 2, W, OW, 0); return;
+    case 3: rlx_max_k3s1_avx2_body(yr, rows, 3, W, OW, 0); return;
+    default: rlx_max_k3s1_avx2_body(yr, rows, nr, W, OW, 0); return;
     }
 }
 
@@ -854,7 +912,7 @@ static void rlx_pool_row1(const float* x, ptrdiff_t x_len, ptrdiff_t row, float*
 
 RLX_INLINE void rlx_pool_line_body(const float* restrict x, ptrdiff_t x_len, float* restrict y, ptrdiff_t y_len,
                                    void* restrict scratch, const rlx_pool_geom* g, ptrdiff_t line, ptrdiff_t oh,
-                                   ptrdiff_t od, ptrdiff_t plane, int avx2, double* icache) {
+                                   ptrdiff_t od, ptrdiff_t plane, int avx2, double* icache, ptrdiff_t* clean) {
     /* line = (plane * OD + od) * OH + oh */
     const ptrdiff_t W = g->W, OW = g->OW, pw = g->pw, rl = g->row_len;
     const ptrdiff_t sd = od * g->sd - g->pd, sh = oh * g->sh - g->ph;
@@ -862,6 +920,7 @@ RLX_INLINE void rlx_pool_line_body(const float* restrict x, ptrdiff_t x_len, flo
     ptrdiff_t a0, a1, b0, b1;
     (void)avx2;
     (void)icache;
+    (void)clean;
     rlx_pool_taps(sd, g->dd, g->kd, 0, g->D, &a0, &a1);
     rlx_pool_taps(sh, g->dh, g->kh, 0, g->H, &b0, &b1);
     float* restrict yr = y + line * OW;
@@ -888,6 +947,8 @@ RLX_INLINE void rlx_pool_line_body(const float* restrict x, ptrdiff_t x_len, flo
         float* restrict buf = (float*)scratch;
         float* restrict r = buf + pw;
         int first = 1;
+        int nan_free = 0;           /* the line's rows hold no NaN (checked on the AVX2 path only) */
+        (void)nan_free;
 #if RLX_X86_DISPATCH
         if (avx2 && (a1 - a0) * (b1 - b0) <= RLX_POOL_ROWS) {
             const float* rows[RLX_POOL_ROWS];
@@ -898,15 +959,28 @@ RLX_INLINE void rlx_pool_line_body(const float* restrict x, ptrdiff_t x_len, flo
                     RLX_CHECK_RANGE(off, off + W, x_len, "pool x");
                     rows[nr++] = x + off;
                 }
+            /* NaN-free rows take plain maxps (the same bits).  clean[0, 1) is a span of x known to
+             * hold no NaN; the rows of successive lines of a plane overlap, so each line scans only
+             * what lies past it (1-D and 2-D pools: a line's rows are contiguous). */
+            if (g->D == 1 && nr > 0) {
+                const ptrdiff_t lo = rows[0] - x, hi = rows[nr - 1] - x + W;
+                if (lo >= clean[0] && lo <= clean[1] && hi > clean[1]) {
+                    if (rlx_nan_free_avx2(x + clean[1], hi - clean[1])) clean[1] = hi;
+                } else if (lo < clean[0] || lo > clean[1]) {
+                    clean[0] = lo;
+                    clean[1] = rlx_nan_free_avx2(x + lo, hi - lo) ? hi : lo;
+                }
+                nan_free = lo >= clean[0] && hi <= clean[1];
+            }
             if (g->kw == 2 && g->sw == 2 && pw == 0 && 2 * OW <= W) {
-                rlx_max_k2s2_avx2(yr, rows, nr, OW);
+                rlx_max_k2s2_avx2(yr, rows, nr, OW, nan_free);
                 return;
             }
             if (g->kw == 3 && g->sw == 1 && pw == 1 && OW <= W) {
-                rlx_max_k3s1_avx2(yr, rows, nr, W, OW);
+                rlx_max_k3s1_avx2(yr, rows, nr, W, OW, nan_free);
                 return;
             }
-            rlx_vmax_rows_avx2(r, rows, nr, W);
+            rlx_vmax_rows_avx2(r, rows, nr, W, nan_free);
             first = 0;
             a1 = a0;                        /* the row loop below has nothing left to do */
         }
@@ -933,8 +1007,9 @@ RLX_INLINE void rlx_pool_line_body(const float* restrict x, ptrdiff_t x_len, flo
             }
         ptrdiff_t i0 = 0;
 #if RLX_X86_DISPATCH
-        if (avx2) i0 = g->sw == 2 ? rlx_hmax_s2_avx2(yr, buf, OW, g->kw)
-                     : g->sw == 1 ? rlx_hmax_s1_avx2(yr, buf, OW, g->kw) : 0;
+        /* (the row buffer's -inf padding holds no NaN: the rows' verdict holds for it) */
+        if (avx2) i0 = g->sw == 2 ? rlx_hmax_s2_avx2(yr, buf, OW, g->kw, nan_free)
+                     : g->sw == 1 ? rlx_hmax_s1_avx2(yr, buf, OW, g->kw, nan_free) : 0;
 #endif
         rlx_hmax_generic(yr, buf, i0, OW, g->kw, g->sw);
     } else {
@@ -1004,8 +1079,9 @@ RLX_INLINE void rlx_pool_lines_body(const float* x, ptrdiff_t x_len, float* y, p
                                     const rlx_pool_geom* g, ptrdiff_t l0, ptrdiff_t l1, int avx2) {
     ptrdiff_t oh = l0 % g->OH, od = (l0 / g->OH) % g->OD, plane = l0 / (g->OH * g->OD);
     double icache[2] = {0.0, 0.0};          /* the last divisor and its reciprocal */
+    ptrdiff_t clean[2] = {0, 0};            /* a span of x checked NaN-free (max pools, AVX2) */
     for (ptrdiff_t l = l0; l < l1; ++l) {
-        rlx_pool_line_body(x, x_len, y, y_len, scratch, g, l, oh, od, plane, avx2, icache);
+        rlx_pool_line_body(x, x_len, y, y_len, scratch, g, l, oh, od, plane, avx2, icache, clean);
         if (++oh == g->OH) {
             oh = 0;
             if (++od == g->OD) {

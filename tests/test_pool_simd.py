@@ -418,6 +418,34 @@ def test_separable_pools_match_reference(case):
     assert ref.rel_error(a_div, ref.avg_pool_nd(xa, k, s, pb, pe, 1, ceil, False, divisor_override=5)) <= 1e-6
 
 
+# Lines whose rows hold no NaN take plain maxps (the span of x a run of lines
+# has checked grows line by line); a NaN in one row of one plane, at its start,
+# middle or end, must still reach exactly the windows that hold it.
+NAN_ROW_CASES = [((2, 3, 12, 56), 3, 1, 1, 1), ((2, 2, 12, 40), 2, 2, 0, 0), ((1, 3, 13, 41), 3, 2, 1, 1),
+                 ((1, 2, 9, 37), (2, 5), (1, 3), (1, 2), (0, 2))]
+
+
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+@pytest.mark.parametrize("case", range(len(NAN_ROW_CASES)))
+def test_max_pool_nan_in_one_row(case, where):
+    shape, k, s, p, pe = NAN_ROW_CASES[case]
+    rng = np.random.default_rng(case)
+    x = rng.integers(-3, 4, size=shape).astype(np.float32)          # ties
+    x[x == 0] = -0.0
+    h = {"first": 0, "middle": shape[2] // 2, "last": shape[2] - 1}[where]
+    x[-1, 1, h, rng.integers(0, shape[3])] = np.nan
+    want, _ = ref.max_pool_nd(x, k, s, p, pe, 1, False)
+    assert np.isnan(want).any() and not np.isnan(want).all()
+    for t in (1, 2):
+        g = rlx_cpu.Graph()
+        pads = ((p,) * 2 if np.isscalar(p) else tuple(p)) + ((pe,) * 2 if np.isscalar(pe) else tuple(pe))
+        g.output(g.max_pool(g.input("x", shape), k, s, pads, 1, False))
+        y = rlx_cpu.compile(g, num_threads=t).run({"x": x})[0]
+        np.testing.assert_array_equal(y, want.astype(np.float32))
+        # signed zeros: the first of tied maxima, as the reference
+        np.testing.assert_array_equal(np.signbit(y), np.signbit(want.astype(np.float32)))
+
+
 @pytest.mark.parametrize("case", range(len(GLOBAL_CASES)))
 def test_global_pools_match_reference(case):
     shape = GLOBAL_CASES[case]
