@@ -475,6 +475,99 @@ RLX_TARGET_AVX2 static void rlx_pwi_fast_blocks(const float* vb, ptrdiff_t L, co
     }
 }
 
+/* rlx_pwi_fast_blocks on the AVX-512 level, for lines of at least 16 outputs:
+ * blocks of 16 outputs, up to 4 at a time, the compare into a mask register
+ * and two masked moves per tap (the AVX2 blocks: compare and two blends on 8
+ * lanes); stride 2 splits even and odd columns with two permutes.  Taps in
+ * the same order under the same rule, so the same values and indices. */
+RLX_INLINE_AVX512 void rlx_pwi_fast16_body(const float* vb, ptrdiff_t L, const int32_t* rows, ptrdiff_t nr,
+                                           const rlx_pwi_geom* g, ptrdiff_t w0, const ptrdiff_t* ow, const int nb,
+                                           float* yr, int64_t* ir, int64_t base, int32_t row0, int32_t* wi,
+                                           const int sw) {
+    const ptrdiff_t kw = g->kw;
+    const __m512i lane = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32(sw));
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    __m512 best[4];
+    __m512i id[4];
+    for (int k = 0; k < nb; ++k) {
+        best[k] = _mm512_set1_ps(-INFINITY);
+        id[k] = _mm512_set1_epi32(-1);
+    }
+    for (ptrdiff_t r = 0; r < nr; ++r) {
+        const float* xr = vb + r * L;
+        if (sw == 2) {
+            for (ptrdiff_t j = 0; j < kw; j += 2) {
+                const __m512i t0 = _mm512_set1_epi32(rows[r] + (int32_t)j);
+                const __m512i t1 = _mm512_set1_epi32(rows[r] + (int32_t)j + 1);
+                for (int k = 0; k < nb; ++k) {
+                    const float* p = xr + (ow[k] - w0) * 2 + j;
+                    const __m512 lo = _mm512_loadu_ps(p), hi = _mm512_loadu_ps(p + 16);
+                    const __m512 e = _mm512_permutex2var_ps(lo, even, hi);
+                    __mmask16 m = _mm512_cmp_ps_mask(e, best[k], _CMP_GT_OQ);
+                    best[k] = _mm512_mask_mov_ps(best[k], m, e);
+                    id[k] = _mm512_mask_mov_epi32(id[k], m, t0);
+                    if (j + 1 < kw) {
+                        const __m512 o = _mm512_permutex2var_ps(lo, odd, hi);
+                        m = _mm512_cmp_ps_mask(o, best[k], _CMP_GT_OQ);
+                        best[k] = _mm512_mask_mov_ps(best[k], m, o);
+                        id[k] = _mm512_mask_mov_epi32(id[k], m, t1);
+                    }
+                }
+            }
+        } else {
+            for (ptrdiff_t j = 0; j < kw; ++j) {
+                const __m512i t0 = _mm512_set1_epi32(rows[r] + (int32_t)j);
+                for (int k = 0; k < nb; ++k) {
+                    const __m512 v = _mm512_loadu_ps(xr + (ow[k] - w0) + j);
+                    const __mmask16 m = _mm512_cmp_ps_mask(v, best[k], _CMP_GT_OQ);
+                    best[k] = _mm512_mask_mov_ps(best[k], m, v);
+                    id[k] = _mm512_mask_mov_epi32(id[k], m, t0);
+                }
+            }
+        }
+    }
+    const __m512i b64 = _mm512_set1_epi64(base);
+    for (int k = 0; k < nb; ++k) {
+        /* no tap taken (an all -inf window): its first in-bounds tap */
+        const __m512i wsl = _mm512_add_epi32(lane, _mm512_set1_epi32((int32_t)(ow[k] * sw - g->pw)));
+        const __mmask16 none = _mm512_cmplt_epi32_mask(id[k], _mm512_setzero_si512());
+        const __m512i first = _mm512_add_epi32(_mm512_set1_epi32(row0), _mm512_max_epi32(wsl, _mm512_setzero_si512()));
+        const __m512i bi = _mm512_mask_mov_epi32(_mm512_add_epi32(id[k], wsl), none, first);
+        if (wi) {
+            _mm512_storeu_si512((void*)(wi + ow[k]), bi);
+            continue;
+        }
+        _mm512_storeu_ps(yr + ow[k], best[k]);
+        _mm512_storeu_si512((void*)(ir + ow[k]),
+                            _mm512_add_epi64(b64, _mm512_cvtepi32_epi64(_mm512_castsi512_si256(bi))));
+        _mm512_storeu_si512((void*)(ir + ow[k] + 8),
+                            _mm512_add_epi64(b64, _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(bi, 1))));
+    }
+}
+
+/* outputs [w0, w1) (w1 - w0 >= 16) of a line, in groups of up to 4 blocks of 16; the last block ends at w1 */
+RLX_TARGET_AVX512 static void rlx_pwi_fast_line16(const float* vb, ptrdiff_t L, const int32_t* rows, ptrdiff_t nr,
+                                                  const rlx_pwi_geom* g, ptrdiff_t w0, ptrdiff_t w1, float* yr,
+                                                  int64_t* ir, int64_t base, int32_t row0, int32_t* wi) {
+    for (ptrdiff_t o = w0; o < w1;) {
+        ptrdiff_t st[4];
+        int nb = 0;
+        for (; nb < 4 && o < w1; ++nb, o += 16) st[nb] = o + 16 <= w1 ? o : w1 - 16;
+#define RLX_PWI16(NB)                                                                                   \
+        if (g->sw == 2) rlx_pwi_fast16_body(vb, L, rows, nr, g, w0, st, NB, yr, ir, base, row0, wi, 2); \
+        else rlx_pwi_fast16_body(vb, L, rows, nr, g, w0, st, NB, yr, ir, base, row0, wi, 1);
+        switch (nb) {
+        case 4: RLX_PWI16(4) break;
+        case 3: RLX_PWI16(3) break;
+        case 2: RLX_PWI16(2) break;
+        default: RLX_PWI16(1) break;
+        }
+#undef RLX_PWI16
+    }
+}
+
 /* Window 2 stride 2 along w, no w padding, 2*OW <= W: outputs o .. o+7 of
  * a line from its in-bounds rows of x directly (columns [2o, 2o + 16)),
  * taps in window order with the forward's rule; the index starts at the
@@ -568,6 +661,10 @@ RLX_TARGET_AVX2 static void rlx_pwi_line_pad(const float* x, ptrdiff_t x_len, fl
     float* yr = y ? y + line * OW : NULL;
     int64_t* ir = ind ? ind + line * OW : NULL;
     const int fast = !any_nan;
+    if (fast && rlx_simd_level() >= 2 && w1 - w0 >= 16) {
+        rlx_pwi_fast_line16(vb, L, rows, nr, g, w0, w1, yr, ir, base, rows[0], wi);
+        return;
+    }
     /* groups of up to 4 blocks; the last block ends at w1 */
     for (ptrdiff_t o = w0; o < w1;) {
         ptrdiff_t st[4];
