@@ -854,7 +854,7 @@ typedef struct {
 RLX_INLINE_AVX2 void rlx_dw_cb_fill(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
                                     float* y, ptrdiff_t y_len, float* buf, const rlx_conv_geom* g,
                                     ptrdiff_t blk, ptrdiff_t R, ptrdiff_t ho0, const int K, const int S,
-                                    const int L, rlx_dw_cb_strip* st) {
+                                    const int L, rlx_dw_cb_strip* st, const int zmm_rows) {
     const ptrdiff_t C = g->c_out, nb = (C + L - 1) / L, n = blk / nb, c0 = (blk % nb) * L;
     const ptrdiff_t H = g->h, W = g->w, h_out = g->h_out, w_out = g->w_out, P = h_out * w_out;
     const ptrdiff_t Wb = rlx_dw_cb_wb(g), Hs_max = rlx_dw_cb_hs(g, R);
@@ -907,6 +907,8 @@ RLX_INLINE_AVX2 void rlx_dw_cb_fill(const float* x, ptrdiff_t x_len, const float
             continue;
         }
         if (Wc <= 0) continue;
+        /* a full block's rows of at least 8 columns: rlx_dw_cb_in16's zmm transposes (the caller's) */
+        if (zmm_rows && cnt == L && Wc >= 8) continue;
         float* row = in + (i * Wb + g->pw) * L;
         __m256 v[8];
         for (int hh = 0; hh < L; hh += 8) {
@@ -996,7 +998,7 @@ RLX_INLINE_AVX2 void rlx_dw_cb_block(const float* x, ptrdiff_t x_len, const floa
                                      const rlx_epilogue* e, ptrdiff_t blk, ptrdiff_t R, ptrdiff_t ho0,
                                      const int K, const int S) {
     rlx_dw_cb_strip st;
-    rlx_dw_cb_fill(x, x_len, wt, bias, y, y_len, buf, g, blk, R, ho0, K, S, 8, &st);
+    rlx_dw_cb_fill(x, x_len, wt, bias, y, y_len, buf, g, blk, R, ho0, K, S, 8, &st, 0);
     const __m256 vb = _mm256_loadu_ps(st.bv);
     ptrdiff_t ho = 0;
     for (; ho + 2 <= st.nr; ho += 2) rlx_dw_cb_rows(st.in, rlx_dw_cb_wb(g), st.wv, vb, st.out, g->w_out, ho, K, S, 2);
@@ -1071,17 +1073,96 @@ RLX_INLINE_AVX512 void rlx_dw_cb_rows16(const float* in, ptrdiff_t Wb, const flo
     }
 }
 
+/* r[l] = [8 values of row l | 8 of row l + 8] -> r[m] = [column m of rows 0..7 | of rows 8..15]:
+ * the 8x8 transpose on both 256-bit halves at once */
+RLX_INLINE_AVX512 void rlx_transpose8x2(__m512* r) {
+    const __m512i lo = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+    const __m512i hi = _mm512_setr_epi32(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+    const __m512 t0 = _mm512_unpacklo_ps(r[0], r[1]), t1 = _mm512_unpackhi_ps(r[0], r[1]);
+    const __m512 t2 = _mm512_unpacklo_ps(r[2], r[3]), t3 = _mm512_unpackhi_ps(r[2], r[3]);
+    const __m512 t4 = _mm512_unpacklo_ps(r[4], r[5]), t5 = _mm512_unpackhi_ps(r[4], r[5]);
+    const __m512 t6 = _mm512_unpacklo_ps(r[6], r[7]), t7 = _mm512_unpackhi_ps(r[6], r[7]);
+    const __m512 u0 = _mm512_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512 u1 = _mm512_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m512 u2 = _mm512_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512 u3 = _mm512_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m512 u4 = _mm512_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512 u5 = _mm512_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m512 u6 = _mm512_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512 u7 = _mm512_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+    r[0] = _mm512_permutex2var_ps(u0, lo, u4);
+    r[1] = _mm512_permutex2var_ps(u1, lo, u5);
+    r[2] = _mm512_permutex2var_ps(u2, lo, u6);
+    r[3] = _mm512_permutex2var_ps(u3, lo, u7);
+    r[4] = _mm512_permutex2var_ps(u0, hi, u4);
+    r[5] = _mm512_permutex2var_ps(u1, hi, u5);
+    r[6] = _mm512_permutex2var_ps(u2, hi, u6);
+    r[7] = _mm512_permutex2var_ps(u3, hi, u7);
+}
+
+/* The input rows of a full 16-channel block (rows of at least 8 columns), 8
+ * columns of all 16 channels per transpose, one zmm store per column: what
+ * rlx_dw_cb_fill skips with zmm_rows. */
+RLX_INLINE_AVX512 void rlx_dw_cb_in16(const float* x, const rlx_conv_geom* g, const rlx_dw_cb_strip* st,
+                                      ptrdiff_t ho0, const int S) {
+    const ptrdiff_t H = g->h, W = g->w, HW = H * W, Wb = rlx_dw_cb_wb(g), Hs = rlx_dw_cb_hs(g, st->nr);
+    const ptrdiff_t Wc = W < Wb - g->pw ? W : Wb - g->pw;
+    const float* sb0 = x + (st->n * g->c_out + st->c0) * HW;
+    __m512 v[8];
+    for (ptrdiff_t i = 0; i < Hs; ++i) {
+        const ptrdiff_t h = S * ho0 - g->ph + i;
+        if (h < 0 || h >= H) continue;
+        const float* sb = sb0 + h * W;
+        float* row = st->in + (i * Wb + g->pw) * 16;
+        for (ptrdiff_t b0 = 0; b0 < Wc; b0 += 8) {
+            const ptrdiff_t j = b0 + 8 <= Wc ? b0 : Wc - 8;
+            for (int l = 0; l < 8; ++l)
+                v[l] = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(sb + l * HW + j)),
+                                          _mm256_loadu_ps(sb + (l + 8) * HW + j), 1);
+            rlx_transpose8x2(v);
+            for (int m = 0; m < 8; ++m) _mm512_store_ps(row + (j + m) * 16, v[m]);
+        }
+    }
+}
+
+/* rlx_dw_cb_drain for a full 16-channel block of at least 8 outputs: 8
+ * outputs of all 16 channels per transpose, then the epilogue */
+RLX_INLINE_AVX512 void rlx_dw_cb_out16(const rlx_conv_geom* g, const rlx_epilogue* e, const rlx_dw_cb_strip* st) {
+    const ptrdiff_t off = st->off, Pn = st->Pn, P = g->h_out * g->w_out;
+    float* d = st->dst[0] + off;
+    __m512 v[8];
+    for (ptrdiff_t b0 = 0; b0 < Pn; b0 += 8) {
+        const ptrdiff_t p = b0 + 8 <= Pn ? b0 : Pn - 8;
+        for (int m = 0; m < 8; ++m) v[m] = _mm512_load_ps(st->out + (p + m) * 16);
+        rlx_transpose8x2(v);
+        for (int l = 0; l < 8; ++l) {
+            _mm256_storeu_ps(d + l * P + p, _mm512_castps512_ps256(v[l]));
+            _mm256_storeu_ps(d + (l + 8) * P + p, _mm512_extractf32x8_ps(v[l], 1));
+        }
+    }
+    if (e)
+        for (int l = 0; l < 16; ++l) {
+            const ptrdiff_t plane = st->n * g->c_out + st->c0 + l;
+            if (e->res) RLX_CHECK_RANGE(plane * P + off, plane * P + off + Pn, e->res_len, "depthwise cb residual");
+            rlx_epilogue_span_in(st->dst[l] + off, plane * P + off, Pn, 0.0f, e, 1);
+        }
+}
+
 RLX_INLINE_AVX512 void rlx_dw_cb_block16(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
                                          float* y, ptrdiff_t y_len, float* buf, const rlx_conv_geom* g,
                                          const rlx_epilogue* e, ptrdiff_t blk, ptrdiff_t R, ptrdiff_t ho0,
                                          const int K, const int S) {
     rlx_dw_cb_strip st;
-    rlx_dw_cb_fill(x, x_len, wt, bias, y, y_len, buf, g, blk, R, ho0, K, S, 16, &st);
+    rlx_dw_cb_fill(x, x_len, wt, bias, y, y_len, buf, g, blk, R, ho0, K, S, 16, &st, 1);
+    const ptrdiff_t Wc = g->w < rlx_dw_cb_wb(g) - g->pw ? g->w : rlx_dw_cb_wb(g) - g->pw;
+    const int full = st.cnt == 16;
+    if (full && Wc >= 8) rlx_dw_cb_in16(x, g, &st, ho0, S);
     const __m512 vb = _mm512_load_ps(st.bv);
     ptrdiff_t ho = 0;
     for (; ho + 2 <= st.nr; ho += 2) rlx_dw_cb_rows16(st.in, rlx_dw_cb_wb(g), st.wv, vb, st.out, g->w_out, ho, K, S, 2);
     if (ho < st.nr) rlx_dw_cb_rows16(st.in, rlx_dw_cb_wb(g), st.wv, vb, st.out, g->w_out, ho, K, S, 1);
-    rlx_dw_cb_drain(g, e, &st, 16);
+    if (full && st.Pn >= 8) rlx_dw_cb_out16(g, e, &st);
+    else rlx_dw_cb_drain(g, e, &st, 16);
 }
 
 RLX_TARGET_AVX512 static void rlx_dw_cb_items_avx512(const float* x, ptrdiff_t x_len, const float* wt,
