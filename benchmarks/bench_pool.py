@@ -15,7 +15,8 @@ For each shape and thread count it reports, in a markdown table:
   * GB/s: input bytes read once + output bytes written over the kernel time
     (the memory-bound lower bound on traffic);
   * %memcpy: numpy copying the same bytes (one thread) over the kernel time,
-    the physical reference of a memory-bound op;
+    the physical reference of a memory-bound op (the copy and the kernel are
+    timed round-robin, so both medians come from the same minutes);
   * `best/run` and `best/kernel`: the faster peer's ms over rlx_cpu's (> 1:
     rlx_cpu faster).
 Each runtime's timed call comes after 100 ms of busy waiting and one untimed
@@ -30,7 +31,7 @@ import json
 import numpy as np
 
 import rlx_cpu
-from _harness import DEFAULT_SETTLE_S, interleaved_medians, median_ms, memcpy_ms, optional_ort, optional_torch, ort_session, \
+from _harness import DEFAULT_SETTLE_S, interleaved_medians, optional_ort, optional_torch, ort_session, \
     ort_single_node
 from rlx_cpu import _runtime
 
@@ -293,11 +294,15 @@ def bench_shape(name, spec, threads, repeat, torch, ort):
         plan = rlx_cpu.compile(g, num_threads=t)
         ctx = plan.new_context()
         ctx.load(arrays)
-        ms = median_ms(lambda: _runtime.run_launches(ctx.launches, t), repeat)
         out_bytes = sum(int(np.prod(s)) * np.dtype(d).itemsize
                         for s, d in zip(plan.output_shapes, plan.output_dtypes))
         nbytes = in_bytes + out_bytes
-        copy_ms = memcpy_ms(nbytes, repeat)
+        # the kernel and its bandwidth reference interleaved, so both see the same machine
+        src = np.ones(max(1, nbytes // 4), np.float32)
+        dst = np.empty_like(src)
+        km = interleaved_medians({"kernel": lambda: _runtime.run_launches(ctx.launches, t),
+                                  "memcpy": lambda: np.copyto(dst, src)}, repeat, settle=DEFAULT_SETTLE_S)
+        ms, copy_ms = km["kernel"], km["memcpy"]
         peers = {}
         if torch is not None and spec["torch"] is not None:
             torch.set_num_threads(t)
