@@ -26,6 +26,10 @@ cdef extern from "rlx_pool.h":
 cdef extern from "rlx_simd.h":
     void rlx_simd_init() nogil
 
+cdef extern from "rlx_elem.h":
+    # op: E_RELU / E_RELU_BACKWARD / E_ADD below (the same codes)
+    void rlx_elem_span(int op, const float* a, const float* b, float* y, Py_ssize_t n) noexcept nogil
+
 # The SIMD variant is chosen here, at import, before any kernel runs.
 rlx_simd_init()
 
@@ -137,27 +141,6 @@ ELEM_RELU_BACKWARD = E_RELU_BACKWARD
 ELEM_ADD = E_ADD
 
 
-cdef int _elementwise_block(int op, const float[::1] a, const float[::1] b, float[::1] out,
-                            Py_ssize_t lo, Py_ssize_t hi) except -1 nogil:
-    cdef Py_ssize_t i
-    cdef float v, m
-    if op == E_RELU:
-        for i in range(lo, hi):
-            v = a[i]
-            out[i] = 0.0 if v <= 0.0 else v
-    elif op == E_RELU_BACKWARD:
-        for i in range(lo, hi):
-            # load both first so the select compiles branch-free (the mask is
-            # data-dependent and would mispredict half the time)
-            v = a[i]
-            m = b[i]
-            out[i] = 0.0 if m <= 0.0 else v
-    else:
-        for i in range(lo, hi):
-            out[i] = a[i] + b[i]
-    return 0
-
-
 cdef class ElementwiseLaunch(Launch):
     cdef const float[::1] a
     cdef const float[::1] b
@@ -166,11 +149,16 @@ cdef class ElementwiseLaunch(Launch):
     cdef Py_ssize_t size
 
     def __init__(self, int op, a, b, out, Py_ssize_t size, int max_threads):
+        if not E_RELU <= op <= E_ADD:
+            raise ValueError(f"ElementwiseLaunch: unknown op code {op}")
         self.op = op
         self.a = a
         self.b = b if b is not None else a
         self.out = out
         self.size = size
+        for what, buf in (("a", self.a), ("b", self.b), ("out", self.out)):
+            if buf.shape[0] < size:
+                raise ValueError(f"ElementwiseLaunch: {what} has {buf.shape[0]} floats, the op needs {size}")
         self.max_threads = max(1, max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:
@@ -178,8 +166,8 @@ cdef class ElementwiseLaunch(Launch):
         cdef Py_ssize_t nblk = (self.size + BLOCK - 1) // BLOCK
         cdef Py_ssize_t blk
         for blk in prange(nblk, num_threads=t, schedule='static'):
-            _elementwise_block(self.op, self.a, self.b, self.out, blk * BLOCK,
-                               min((blk + 1) * BLOCK, self.size))
+            rlx_elem_span(self.op, &self.a[blk * BLOCK], &self.b[blk * BLOCK], &self.out[blk * BLOCK],
+                          min(BLOCK, self.size - blk * BLOCK))
         # end: prange
         return 0
 

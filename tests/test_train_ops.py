@@ -22,7 +22,11 @@ def _run(build, feeds, threads=2):
 def test_relu_and_mask(size):
     rng = np.random.default_rng(0)
     x = rng.standard_normal(size).astype(np.float32)
-    x.reshape(-1)[:3] = [0.0, -0.0, np.nan]
+    flat = x.reshape(-1)
+    flat[:3] = [0.0, -0.0, np.nan]
+    # the same in the middle of a vector block and in the scalar tail of the last 4096-float block
+    flat[flat.size // 2 + 5: flat.size // 2 + 8] = [0.0, -0.0, np.nan]
+    flat[-3:] = [0.0, -0.0, np.nan]
     dy = rng.standard_normal(size).astype(np.float32)
     _, (y, dx) = _run(lambda g, x, dy: (lambda y: (y, g.relu_backward(dy, y)))(g.relu(x)), {"x": x, "dy": dy})
     want = np.where(np.isnan(x), np.nan, R.relu(x)).astype(np.float32)   # NaN stays NaN, as torch.relu
@@ -30,6 +34,7 @@ def test_relu_and_mask(size):
     want_dx = np.where(y <= 0, 0.0, dy).astype(np.float32)             # as torch's threshold_backward
     assert np.array_equal(dx, want_dx)
     assert np.isnan(y.reshape(-1)[2]) and dx.reshape(-1)[2] == dy.reshape(-1)[2]
+    assert not np.signbit(y[x == 0]).any()                              # -0 gives +0, as torch.relu
 
 
 def test_add():
