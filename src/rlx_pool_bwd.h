@@ -1044,10 +1044,13 @@ rlx_mpb33_block(rlx_mpb33_ws* w, const float* r0, const float* r1, const float* 
 }
 
 /* phase A for output row oh: C and D of the windows of the row */
+RLX_TARGET_AVX512 static int rlx_mpb33_winners16(rlx_mpb33_ws* w, const float* xp, const float* dyp,
+                                                 const rlx_mpb_geom* g, ptrdiff_t L, ptrdiff_t oh);
 RLX_TARGET_AVX2 static void rlx_mpb33_winners(rlx_mpb33_ws* w, const float* xp, const float* dyp,
                                               const rlx_mpb_geom* g, ptrdiff_t L, ptrdiff_t oh) {
     const ptrdiff_t H = g->H, W = g->W, OW = g->OW, ph = g->ph, pw = g->pw;
     int n0, n1, n2;
+    if (rlx_simd_level() >= 2 && rlx_mpb33_winners16(w, xp, dyp, g, L, oh)) return;
     const float* r0 = rlx_mpb33_row(w, xp, H, W, ph, pw, L, 2 * oh, &n0);
     const float* r1 = rlx_mpb33_row(w, xp, H, W, ph, pw, L, 2 * oh + 1, &n1);
     const float* r2 = rlx_mpb33_row(w, xp, H, W, ph, pw, L, 2 * oh + 2, &n2);
@@ -1067,6 +1070,51 @@ RLX_TARGET_AVX2 static void rlx_mpb33_winners(rlx_mpb33_ws* w, const float* xp, 
     }
     if (OW < 8)                      /* windows past OW: no tap */
         for (ptrdiff_t i = OW; i < 8; ++i) w->C[1 + i] = -1;
+}
+
+/* rlx_mpb33_winners on the AVX-512 level for NaN-free rows of at least 16
+ * windows: 16 windows a block, the stride-2 taps split by permutes (in
+ * order: no lane restore), the maximum by the same tree, the first tap equal
+ * to it by compares into masks and masked moves.  The same C and D. */
+RLX_TARGET_AVX512 static int rlx_mpb33_winners16(rlx_mpb33_ws* w, const float* xp, const float* dyp,
+                                                 const rlx_mpb_geom* g, ptrdiff_t L, ptrdiff_t oh) {
+    const ptrdiff_t H = g->H, W = g->W, OW = g->OW, ph = g->ph, pw = g->pw;
+    int n0, n1, n2;
+    if (OW < 16) return 0;
+    const float* r0 = rlx_mpb33_row(w, xp, H, W, ph, pw, L, 2 * oh, &n0);
+    const float* r1 = rlx_mpb33_row(w, xp, H, W, ph, pw, L, 2 * oh + 1, &n1);
+    const float* r2 = rlx_mpb33_row(w, xp, H, W, ph, pw, L, 2 * oh + 2, &n2);
+    if (n0 | n1 | n2) return 0;
+    const int32_t a_first = (int32_t)(ph - 2 * oh > 0 ? ph - 2 * oh : 0);
+    const float* dyr = dyp + oh * OW;
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    const float* rows[3] = {r0, r1, r2};
+    for (ptrdiff_t b = 0; b < OW; b += 16) {
+        const ptrdiff_t o = b + 16 <= OW ? b : OW - 16;
+        __m512 v[9];
+        for (int a = 0; a < 3; ++a) {
+            const float* p = rows[a] + 2 * o;
+            const __m512 lo = _mm512_loadu_ps(p), hi = _mm512_loadu_ps(p + 16);
+            v[3 * a] = _mm512_permutex2var_ps(lo, even, hi);
+            v[3 * a + 1] = _mm512_permutex2var_ps(lo, odd, hi);
+            v[3 * a + 2] = _mm512_permutex2var_ps(_mm512_loadu_ps(p + 2), even, _mm512_loadu_ps(p + 18));
+        }
+        const __m512 m01 = _mm512_max_ps(v[0], v[1]), m23 = _mm512_max_ps(v[2], v[3]);
+        const __m512 m45 = _mm512_max_ps(v[4], v[5]), m67 = _mm512_max_ps(v[6], v[7]);
+        const __m512 best = _mm512_max_ps(_mm512_max_ps(_mm512_max_ps(m01, m23), _mm512_max_ps(m45, m67)), v[8]);
+        __m512i id = _mm512_set1_epi32(8);
+        for (int k = 7; k >= 0; --k)
+            id = _mm512_mask_mov_epi32(id, _mm512_cmp_ps_mask(v[k], best, _CMP_EQ_OQ), _mm512_set1_epi32(k));
+        /* all in-bounds taps -inf: the first in-bounds tap (column 1 of window 0 when pw = 1) */
+        __m512i first = _mm512_set1_epi32(3 * a_first);
+        if (o == 0 && pw) first = _mm512_mask_mov_epi32(first, (__mmask16)1, _mm512_set1_epi32(3 * a_first + 1));
+        id = _mm512_mask_mov_epi32(id, _mm512_cmp_ps_mask(best, ninf, _CMP_EQ_OQ), first);
+        _mm512_storeu_si512((void*)(w->C + 1 + o), id);
+        _mm512_storeu_ps(w->D + 1 + o, _mm512_loadu_ps(dyr + o));
+    }
+    return 1;
 }
 
 /* phase B for pairs [j, j+8): dx rows d0 (tap row 0, base cin) and d1 (tap
