@@ -1080,6 +1080,42 @@ RLX_INLINE void rlx_pool_lines_body(const float* x, ptrdiff_t x_len, float* y, p
     ptrdiff_t oh = l0 % g->OH, od = (l0 / g->OH) % g->OD, plane = l0 / (g->OH * g->OD);
     double icache[2] = {0.0, 0.0};          /* the last divisor and its reciprocal */
     ptrdiff_t clean[2] = {0, 0};            /* a span of x checked NaN-free (max pools, AVX2) */
+#if RLX_X86_DISPATCH
+    if (avx2 && g->kind_max && g->D == 1 && g->kd == 1 && g->kh == 3 && g->sh == 1 && g->dh == 1 && g->kw == 3
+        && g->sw == 1 && g->pw == 1 && g->OW <= g->W) {
+        /* 3x3 stride 1, w padding 1 (2-D): the line's input rows straight from (plane, oh), without
+         * the general line's set-up; each plane's rows checked for NaN once, as they come */
+        const ptrdiff_t H = g->H, W = g->W, OW = g->OW, ph = g->ph;
+        for (ptrdiff_t l = l0; l < l1; ++l) {
+            const ptrdiff_t xb = plane * H * W, h0 = oh - ph;
+            const float* rows[3];
+            int nr = 0;
+            for (ptrdiff_t h = h0 < 0 ? 0 : h0; h < h0 + 3 && h < H; ++h) {
+                RLX_CHECK_RANGE(xb + h * W, xb + (h + 1) * W, x_len, "pool x");
+                rows[nr++] = x + xb + h * W;
+            }
+            float* yr = y + l * OW;
+            RLX_CHECK_RANGE(l * OW, (l + 1) * OW, y_len, "pool y");
+            if (nr == 0) {
+                for (ptrdiff_t i = 0; i < OW; ++i) yr[i] = -INFINITY;
+            } else {
+                const ptrdiff_t lo = rows[0] - x, hi = rows[nr - 1] - x + W;
+                if (lo >= clean[0] && lo <= clean[1] && hi > clean[1]) {
+                    if (rlx_nan_free_avx2(x + clean[1], hi - clean[1])) clean[1] = hi;
+                } else if (lo < clean[0] || lo > clean[1]) {
+                    clean[0] = lo;
+                    clean[1] = rlx_nan_free_avx2(x + lo, hi - lo) ? hi : lo;
+                }
+                rlx_max_k3s1_avx2(yr, rows, nr, W, OW, lo >= clean[0] && hi <= clean[1]);
+            }
+            if (++oh == g->OH) {
+                oh = 0;
+                ++plane;
+            }
+        }
+        return;
+    }
+#endif
     for (ptrdiff_t l = l0; l < l1; ++l) {
         rlx_pool_line_body(x, x_len, y, y_len, scratch, g, l, oh, od, plane, avx2, icache, clean);
         if (++oh == g->OH) {
