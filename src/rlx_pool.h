@@ -211,19 +211,17 @@ RLX_INLINE_AVX2 ptrdiff_t rlx_hmax_s2_avx2_body(float* yr, const float* b, ptrdi
     }
     return n;
 }
+/* constant kw for the common windows: loops unrolled, rows / taps in registers */
+RLX_INLINE_AVX2 ptrdiff_t rlx_hmax_s2_avx2_kw(float* yr, const float* b, ptrdiff_t n, ptrdiff_t kw, const int clean) {
+    switch (kw) {
+    case 2: return rlx_hmax_s2_avx2_body(yr, b, n, 2, clean);
+    case 3: return rlx_hmax_s2_avx2_body(yr, b, n, 3, clean);
+    default: return rlx_hmax_s2_avx2_body(yr, b, n, kw, clean);
+    }
+}
 RLX_TARGET_AVX2 static ptrdiff_t rlx_hmax_s2_avx2(float* yr, const float* b, ptrdiff_t n, ptrdiff_t kw,
                                                   int clean) {
-    /* constant kw for the common windows: loops unrolled, rows / taps in registers */
-    if (clean) switch (kw) {
-    case 2: return rlx_hmax_s2_avx2_body(yr, b, n, 2, 1);
-    case 3: return rlx_hmax_s2_avx2_body(yr, b, n, 3, 1);
-    default: return rlx_hmax_s2_avx2_body(yr, b, n, kw, 1);
-    }
-    switch (kw) {
-    case 2: return rlx_hmax_s2_avx2_body(yr, b, n, 2, 0);
-    case 3: return rlx_hmax_s2_avx2_body(yr, b, n, 3, 0);
-    default: return rlx_hmax_s2_avx2_body(yr, b, n, kw, 0);
-    }
+    return clean ? rlx_hmax_s2_avx2_kw(yr, b, n, kw, 1) : rlx_hmax_s2_avx2_kw(yr, b, n, kw, 0);
 }
 
 RLX_INLINE_AVX2 ptrdiff_t rlx_hmax_s1_avx2_body(float* yr, const float* b, ptrdiff_t n, ptrdiff_t kw,
@@ -283,25 +281,22 @@ RLX_INLINE_AVX2 void rlx_vmax_rows_avx2_body(float* r, const float* const* rows,
         _mm256_maskstore_ps(r + i, m, a);
     }
 }
+/* constant nr for the common windows: loops unrolled, rows / taps in registers */
+RLX_INLINE_AVX2 void rlx_vmax_rows_avx2_nr(float* r, const float* const* rows, ptrdiff_t nr, ptrdiff_t W,
+                                           const int clean) {
+    switch (nr) {
+    case 2: rlx_vmax_rows_avx2_body(r, rows, 2, W, clean); return;
+    case 3: rlx_vmax_rows_avx2_body(r, rows, 3, W, clean); return;
+    case 4: rlx_vmax_rows_avx2_body(r, rows, 4, W, clean); return;
+    case 6: rlx_vmax_rows_avx2_body(r, rows, 6, W, clean); return;
+    case 9: rlx_vmax_rows_avx2_body(r, rows, 9, W, clean); return;
+    default: rlx_vmax_rows_avx2_body(r, rows, nr, W, clean); return;
+    }
+}
 RLX_TARGET_AVX2 static void rlx_vmax_rows_avx2(float* r, const float* const* rows, ptrdiff_t nr, ptrdiff_t W,
                                                int clean) {
-    /* constant nr for the common windows: loops unrolled, rows / taps in registers */
-    if (clean) switch (nr) {
-    case 2: rlx_vmax_rows_avx2_body(r, rows, 2, W, 1); return;
-    case 3: rlx_vmax_rows_avx2_body(r, rows, 3, W, 1); return;
-    case 4: rlx_vmax_rows_avx2_body(r, rows, 4, W, 1); return;
-    case 6: rlx_vmax_rows_avx2_body(r, rows, 6, W, 1); return;
-    case 9: rlx_vmax_rows_avx2_body(r, rows, 9, W, 1); return;
-    default: rlx_vmax_rows_avx2_body(r, rows, nr, W, 1); return;
-    }
-    switch (nr) {
-    case 2: rlx_vmax_rows_avx2_body(r, rows, 2, W, 0); return;
-    case 3: rlx_vmax_rows_avx2_body(r, rows, 3, W, 0); return;
-    case 4: rlx_vmax_rows_avx2_body(r, rows, 4, W, 0); return;
-    case 6: rlx_vmax_rows_avx2_body(r, rows, 6, W, 0); return;
-    case 9: rlx_vmax_rows_avx2_body(r, rows, 9, W, 0); return;
-    default: rlx_vmax_rows_avx2_body(r, rows, nr, W, 0); return;
-    }
+    if (clean) rlx_vmax_rows_avx2_nr(r, rows, nr, W, 1);
+    else rlx_vmax_rows_avx2_nr(r, rows, nr, W, 0);
 }
 
 RLX_INLINE_AVX2 void rlx_vsum_rows_avx2_body(double* r, const float* const* rows, ptrdiff_t nr, ptrdiff_t W) {
@@ -644,21 +639,20 @@ RLX_INLINE_AVX2 void rlx_max_k2s2_avx2_body(float* yr, const float* const* rows,
         else _mm256_maskstore_ps(yr + i, rlx_tail_mask8(OW - i), r);
     }
 }
+/* constant row counts of the common windows: the row loop unrolled */
+RLX_INLINE_AVX2 void rlx_max_k2s2_avx2_nr(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t OW,
+                                          const int clean) {
+    switch (nr) {
+    case 1: rlx_max_k2s2_avx2_body(yr, rows, 1, OW, clean); return;
+    case 2: rlx_max_k2s2_avx2_body(yr, rows, 2, OW, clean); return;
+    case 4: rlx_max_k2s2_avx2_body(yr, rows, 4, OW, clean); return;
+    default: rlx_max_k2s2_avx2_body(yr, rows, nr, OW, clean); return;
+    }
+}
 RLX_TARGET_AVX2 static void rlx_max_k2s2_avx2(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t OW,
                                               int clean) {
-    /* constant row counts of the common windows: the row loop unrolled */
-    if (clean) switch (nr) {
-    case 1: rlx_max_k2s2_avx2_body(yr, rows, 1, OW, 1); return;
-    case 2: rlx_max_k2s2_avx2_body(yr, rows, 2, OW, 1); return;
-    case 4: rlx_max_k2s2_avx2_body(yr, rows, 4, OW, 1); return;
-    default: rlx_max_k2s2_avx2_body(yr, rows, nr, OW, 1); return;
-    }
-    switch (nr) {
-    case 1: rlx_max_k2s2_avx2_body(yr, rows, 1, OW, 0); return;
-    case 2: rlx_max_k2s2_avx2_body(yr, rows, 2, OW, 0); return;
-    case 4: rlx_max_k2s2_avx2_body(yr, rows, 4, OW, 0); return;
-    default: rlx_max_k2s2_avx2_body(yr, rows, nr, OW, 0); return;
-    }
+    if (clean) rlx_max_k2s2_avx2_nr(yr, rows, nr, OW, 1);
+    else rlx_max_k2s2_avx2_nr(yr, rows, nr, OW, 0);
 }
 
 /* Window 3, stride 1, padding 1 along w (OW <= W): the column maxima over the
@@ -698,20 +692,20 @@ RLX_INLINE_AVX2 void rlx_max_k3s1_avx2_body(float* yr, const float* const* rows,
     }
 }
 
+/* the row counts of a 3-row window (2 at the edges): the row loop unrolled
+ * (1.02-1.10x on 56x56, 28x28 and 14x14 planes, interleaved) */
+RLX_INLINE_AVX2 void rlx_max_k3s1_avx2_nr(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t W,
+                                          ptrdiff_t OW, const int clean) {
+    switch (nr) {
+    case 2: rlx_max_k3s1_avx2_body(yr, rows, 2, W, OW, clean); return;
+    case 3: rlx_max_k3s1_avx2_body(yr, rows, 3, W, OW, clean); return;
+    default: rlx_max_k3s1_avx2_body(yr, rows, nr, W, OW, clean); return;
+    }
+}
 RLX_TARGET_AVX2 static void rlx_max_k3s1_avx2(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t W,
                                               ptrdiff_t OW, int clean) {
-    /* the row counts of a 3-row window (2 at the edges): the row loop unrolled
-     * (1.02-1.10x on 56x56, 28x28 and 14x14 planes, interleaved) */
-    if (clean) switch (nr) {
-    case 2: rlx_max_k3s1_avx2_body(yr, rows, 2, W, OW, 1); return;
-    case 3: rlx_max_k3s1_avx2_body(yr, rows, 3, W, OW, 1); return;
-    default: rlx_max_k3s1_avx2_body(yr, rows, nr, W, OW, 1); return;
-    }
-    switch (nr) {
-    case 2: rlx_max_k3s1_avx2_body(yr, rows, 2, W, OW, 0); return;
-    case 3: rlx_max_k3s1_avx2_body(yr, rows, 3, W, OW, 0); return;
-    default: rlx_max_k3s1_avx2_body(yr, rows, nr, W, OW, 0); return;
-    }
+    if (clean) rlx_max_k3s1_avx2_nr(yr, rows, nr, W, OW, 1);
+    else rlx_max_k3s1_avx2_nr(yr, rows, nr, W, OW, 0);
 }
 
 /* Average line, strides 1 and 2 along w: the rows' double sums in one

@@ -134,16 +134,27 @@ __all__ = ["ALGORITHMS", "TOL", "conv_case", "one_conv_graph", "feeds_for", "run
            "conv_thunk", "chosen_algorithm", "check_parity", "conv_nd", "rel_error"]
 
 
-def run_script(script, **env):
-    """Run `script` in a fresh interpreter with the tests folder importable
-    and the given environment variables set; its stdout (asserting it exited
-    0, with its stderr as the message)."""
+def _run_subprocess(script, env, text):
     import subprocess
     import sys
     here = os.path.dirname(os.path.abspath(__file__))
     full = dict(os.environ, **env)
     full["PYTHONPATH"] = os.pathsep.join([here] + [p for p in sys.path if p])
-    out = subprocess.run([sys.executable, "-c", script], env=full, cwd=here, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", script], env=full, cwd=here, capture_output=True, text=text,
                          timeout=300)
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 0, out.stderr if text else out.stderr.decode()
     return out.stdout
+
+
+def run_script(script, **env):
+    """Run `script` in a fresh interpreter with the tests folder importable
+    and the given environment variables set; its stdout (asserting it exited
+    0, with its stderr as the message)."""
+    return _run_subprocess(script, env, True)
+
+
+def script_array(script, **env):
+    """run_script for a script that np.save()s one array to stdout: that array
+    (how the SIMD-variant tests compare a level's results with another's)."""
+    import io
+    return np.load(io.BytesIO(_run_subprocess(script, env, False)))

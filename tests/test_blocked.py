@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import rlx_cpu
-from conftest import TOL, check_parity
+from conftest import TOL, check_parity, script_array
 from reference import avg_pool_nd, conv_nd, global_pool, max_pool_nd, pool_out_size
 from rlx_cpu import _nchwc, _runtime, passes
 
@@ -505,26 +505,12 @@ np.save(sys.stdout.buffer, np.concatenate([o.reshape(-1) for o in outs]))
 
 
 def test_portable_and_avx512_variants_give_the_avx2_bits():
-    import io
-    import os
-    import subprocess
-    import sys
     if _nchwc.simd_level() < 1:
         pytest.skip("this CPU runs the portable variant only: nothing to compare it with")
-    here = os.path.dirname(os.path.abspath(__file__))
-
-    def outputs(**env):
-        full = dict(os.environ, **env)
-        full["PYTHONPATH"] = os.pathsep.join([here] + [p for p in sys.path if p])
-        out = subprocess.run([sys.executable, "-c", PORTABLE_SCRIPT], env=full, cwd=here, capture_output=True,
-                             timeout=300)
-        assert out.returncode == 0, out.stderr.decode()
-        return np.load(io.BytesIO(out.stdout))
-
-    avx2 = outputs(RLX_SIMD="avx2")
-    np.testing.assert_array_equal(outputs(RLX_SIMD="baseline"), avx2)
+    avx2 = script_array(PORTABLE_SCRIPT, RLX_SIMD="avx2")
+    np.testing.assert_array_equal(script_array(PORTABLE_SCRIPT, RLX_SIMD="baseline"), avx2)
     # on an AVX-512 CPU the default runs the two-panel AVX-512 tiles
-    np.testing.assert_array_equal(outputs(), avx2)
+    np.testing.assert_array_equal(script_array(PORTABLE_SCRIPT), avx2)
 
 
 def test_launches_refuse_bad_geometry():

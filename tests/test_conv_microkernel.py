@@ -15,7 +15,7 @@ from rlx_cpu.algorithms import ConvAlgorithm, ConvFlags, conv_microkernel_layout
 from rlx_cpu.ops.conv import Conv2DDims
 from rlx_cpu.shapes import resolve_padding
 
-from conftest import conv_thunk, one_conv_graph, run_script
+from conftest import conv_thunk, one_conv_graph, run_script, script_array
 import reference
 from reference import conv_nd, rel_error
 
@@ -552,22 +552,9 @@ def test_avx512_tiles_give_the_avx2_bits():
     """On an AVX-512 CPU the microkernel runs four or two 16-column panels
     as one zmm tile: the same chain of FMAs per element, so the AVX2 tiles'
     bits."""
-    import io
-    import subprocess
-    import sys
-    import os
     if _conv2d.simd_level() < 2:
         pytest.skip("this CPU has no AVX-512 (F, DQ, VL): only the AVX2 tiles run")
-    here = os.path.dirname(os.path.abspath(__file__))
-
-    def outputs(**env):
-        full = dict(os.environ, RLX_CONV_MICROKERNEL="1", **env)
-        full["PYTHONPATH"] = os.pathsep.join([here] + [p for p in sys.path if p])
-        out = subprocess.run([sys.executable, "-c", AVX512_SCRIPT], env=full, cwd=here, capture_output=True,
-                             timeout=300)
-        assert out.returncode == 0, out.stderr.decode()
-        return np.load(io.BytesIO(out.stdout))
-
-    avx2, avx512 = outputs(RLX_SIMD="avx2"), outputs()
+    avx2 = script_array(AVX512_SCRIPT, RLX_CONV_MICROKERNEL="1", RLX_SIMD="avx2")
+    avx512 = script_array(AVX512_SCRIPT, RLX_CONV_MICROKERNEL="1")
     assert avx2.size > 10000
     np.testing.assert_array_equal(avx512, avx2)

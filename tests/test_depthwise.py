@@ -16,7 +16,7 @@ import pytest
 
 import rlx_cpu
 import reference as ref
-from conftest import chosen_algorithm
+from conftest import chosen_algorithm, script_array
 
 
 @pytest.mark.parametrize("hw,k,pad", [((96, 97), 3, 1), ((91, 100), 5, 2), ((40, 45), 3, 1), ((30, 33), 5, 0),
@@ -359,22 +359,8 @@ def test_channel_blocks_give_the_same_bits_in_zmm_tiles():
     """On the AVX-512 level the channel-block kernel runs 16 channels per
     block in zmm tiles: each output's taps in the same order, so the 8-lane
     tiles' bits."""
-    import io
-    import os
-    import subprocess
-    import sys
     if rlx_cpu._conv2d.simd_level() < 2:
         pytest.skip("this CPU has no AVX-512 (F, DQ, VL): only the 8-lane tiles run")
-    here = os.path.dirname(os.path.abspath(__file__))
-
-    def outputs(**env):
-        full = dict(os.environ, **env)
-        full["PYTHONPATH"] = os.pathsep.join([here] + [p for p in sys.path if p])
-        out = subprocess.run([sys.executable, "-c", CB_BITS_SCRIPT], env=full, cwd=here, capture_output=True,
-                             timeout=300)
-        assert out.returncode == 0, out.stderr.decode()
-        return np.load(io.BytesIO(out.stdout))
-
-    avx2, avx512 = outputs(RLX_SIMD="avx2"), outputs()
+    avx2, avx512 = script_array(CB_BITS_SCRIPT, RLX_SIMD="avx2"), script_array(CB_BITS_SCRIPT)
     assert avx2.size > 100000 and np.isfinite(avx2).all()
     np.testing.assert_array_equal(avx512, avx2)
