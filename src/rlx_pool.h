@@ -178,6 +178,19 @@ RLX_TARGET_AVX2 static int rlx_nan_free_avx2(const float* x, ptrdiff_t n) {
     return !bad;
 }
 
+/* 1 when x[lo, hi) holds no NaN.  clean[0, 1) is a span of x already known
+ * to hold none; the rows of successive lines of a plane overlap, so a run of
+ * lines scans only what lies past it (and starts a new span on a jump). */
+RLX_TARGET_AVX2 static inline int rlx_rows_nan_free(const float* x, ptrdiff_t lo, ptrdiff_t hi, ptrdiff_t* clean) {
+    if (lo >= clean[0] && lo <= clean[1] && hi > clean[1]) {
+        if (rlx_nan_free_avx2(x + clean[1], hi - clean[1])) clean[1] = hi;
+    } else if (lo < clean[0] || lo > clean[1]) {
+        clean[0] = lo;
+        clean[1] = rlx_nan_free_avx2(x + lo, hi - lo) ? hi : lo;
+    }
+    return lo >= clean[0] && hi <= clean[1];
+}
+
 RLX_TARGET_AVX2 static inline void rlx_deint8(const float* p, __m256* even, __m256* odd) {
     __m256 lo = _mm256_loadu_ps(p), hi = _mm256_loadu_ps(p + 8);
     __m256 e = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
@@ -953,19 +966,9 @@ RLX_INLINE void rlx_pool_line_body(const float* restrict x, ptrdiff_t x_len, flo
                     RLX_CHECK_RANGE(off, off + W, x_len, "pool x");
                     rows[nr++] = x + off;
                 }
-            /* NaN-free rows take plain maxps (the same bits).  clean[0, 1) is a span of x known to
-             * hold no NaN; the rows of successive lines of a plane overlap, so each line scans only
-             * what lies past it (1-D and 2-D pools: a line's rows are contiguous). */
-            if (g->D == 1 && nr > 0) {
-                const ptrdiff_t lo = rows[0] - x, hi = rows[nr - 1] - x + W;
-                if (lo >= clean[0] && lo <= clean[1] && hi > clean[1]) {
-                    if (rlx_nan_free_avx2(x + clean[1], hi - clean[1])) clean[1] = hi;
-                } else if (lo < clean[0] || lo > clean[1]) {
-                    clean[0] = lo;
-                    clean[1] = rlx_nan_free_avx2(x + lo, hi - lo) ? hi : lo;
-                }
-                nan_free = lo >= clean[0] && hi <= clean[1];
-            }
+            /* NaN-free rows take plain maxps (the same bits); 1-D and 2-D pools, whose line's rows
+             * are contiguous */
+            if (g->D == 1 && nr > 0) nan_free = rlx_rows_nan_free(x, rows[0] - x, rows[nr - 1] - x + W, clean);
             if (g->kw == 2 && g->sw == 2 && pw == 0 && 2 * OW <= W) {
                 rlx_max_k2s2_avx2(yr, rows, nr, OW, nan_free);
                 return;
@@ -1094,13 +1097,7 @@ RLX_INLINE void rlx_pool_lines_body(const float* x, ptrdiff_t x_len, float* y, p
                 for (ptrdiff_t i = 0; i < OW; ++i) yr[i] = -INFINITY;
             } else {
                 const ptrdiff_t lo = rows[0] - x, hi = rows[nr - 1] - x + W;
-                if (lo >= clean[0] && lo <= clean[1] && hi > clean[1]) {
-                    if (rlx_nan_free_avx2(x + clean[1], hi - clean[1])) clean[1] = hi;
-                } else if (lo < clean[0] || lo > clean[1]) {
-                    clean[0] = lo;
-                    clean[1] = rlx_nan_free_avx2(x + lo, hi - lo) ? hi : lo;
-                }
-                rlx_max_k3s1_avx2(yr, rows, nr, W, OW, lo >= clean[0] && hi <= clean[1]);
+                rlx_max_k3s1_avx2(yr, rows, nr, W, OW, rlx_rows_nan_free(x, lo, hi, clean));
             }
             if (++oh == g->OH) {
                 oh = 0;
