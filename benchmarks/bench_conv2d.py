@@ -62,6 +62,17 @@ SHAPES = {
     "mb_960_160_b8": (8, 960, 7, 7, 160, 1, 1, 0, 1),
     "r50_1024_256_b8": (8, 1024, 14, 14, 256, 1, 1, 0, 1),
     "r50_512_2048_b8": (8, 512, 7, 7, 2048, 1, 1, 0, 1),
+    # ResNet-18/34's other 3x3 convs: the stride-2 first conv of layers 2-4
+    # and the 512-channel layer at 7x7; the 1x1 stride-2 downsample of layer 2
+    "r18_s2_64_128": (1, 64, 56, 56, 128, 3, 2, 1, 1),
+    "r18_s2_128_256": (1, 128, 28, 28, 256, 3, 2, 1, 1),
+    "r18_s2_256_512": (1, 256, 14, 14, 512, 3, 2, 1, 1),
+    "r18_128": (1, 128, 28, 28, 128, 3, 1, 1, 1),
+    "c128_14": (1, 128, 14, 14, 128, 3, 1, 1, 1),
+    "c64_14": (1, 64, 14, 14, 64, 3, 1, 1, 1),
+    "c48_14": (1, 48, 14, 14, 48, 3, 1, 1, 1),
+    "r18_512": (1, 512, 7, 7, 512, 3, 1, 1, 1),
+    "r18_ds_64_128": (1, 64, 56, 56, 128, 1, 2, 0, 1),
 }
 # "tune" is auto with compile(tune=True): every eligible algorithm timed once, the fastest kept.
 ALGOS = ["im2col", "direct", "winograd", "winograd_f4", "reference"]

@@ -29,6 +29,7 @@ import numpy as np
 
 cdef extern from "rlx_simd.h":
     void rlx_simd_init() nogil
+    int rlx_cpu_zmm_half_rate() nogil
     int rlx_simd_level() nogil
 
 cdef extern from "rlx_nchwc.h":
@@ -152,6 +153,13 @@ def simd_level():
     """The SIMD level (src/rlx_simd.h): 0 runs the portable loops, 1 the
     AVX2+FMA variants, 2 also the AVX-512 tiles (two output panels at once)."""
     return rlx_simd_level()
+
+
+def zmm_half_rate():
+    """True on a CPU whose cores run each 512-bit FMA as two 256-bit halves
+    (AMD Zen 4: the AVX-512 tiles have AVX2's FMA peak there, not twice it),
+    read from CPUID (src/rlx_simd.h rlx_cpu_zmm_half_rate)."""
+    return bool(rlx_cpu_zmm_half_rate())
 
 
 def _check_blocked_channels(op, what, c):

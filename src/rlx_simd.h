@@ -50,12 +50,29 @@ static int rlx_cpu_has_avx512(void) {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
            __builtin_cpu_supports("avx512vl");
 }
+#include <cpuid.h>
+/* Whether the CPU is AMD family 19h (Zen 3 and Zen 4; of those only Zen 4
+ * has AVX-512), whose cores split every 512-bit FMA into two 256-bit halves:
+ * the same FMA peak as AVX2, where Intel's AVX-512 cores (two 512-bit FMA
+ * pipes) double it.  The layout pass's choice between the blocked kernel and
+ * Winograd keys on it (rlx_cpu/ops/blocked.py dense_max_plane). */
+static int rlx_cpu_zmm_half_rate(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return 0;
+    /* "AuthenticAMD" in ebx, edx, ecx */
+    if (b != 0x68747541u || d != 0x69746e65u || c != 0x444d4163u) return 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    unsigned family = (a >> 8) & 0xfu;
+    if (family == 0xfu) family += (a >> 20) & 0xffu;
+    return family == 0x19u;
+}
 #else
 #define RLX_X86_DISPATCH 0
 #define RLX_INLINE static inline
 #define RLX_TARGET_AVX2
 static int rlx_cpu_has_avx2_fma(void) { return 0; }
 static int rlx_cpu_has_avx512(void) { return 0; }
+static int rlx_cpu_zmm_half_rate(void) { return 0; }
 #endif
 
 /* Which variant runs: 0 = baseline, 1 = AVX2+FMA, 2 = AVX2+FMA and, where

@@ -3,6 +3,8 @@ the float64 reference, in both SIMD variants and at 1 and 2 threads, and the
 blocked_layout pass (rlx_cpu/passes.py) on its own: which convs it moves,
 where it puts the reorders, and that a rewritten plan computes what the
 NCHW plan does."""
+import os
+
 import numpy as np
 import pytest
 
@@ -804,13 +806,17 @@ def test_a_lone_conv_runs_blocked_with_the_avx512_tiles_where_measured_faster(rn
     # a strided 3x3 and a conv1d have im2col as their NCHW path: with the
     # AVX-512 tiles they run blocked alone (two reorders), and so does a
     # stride-1 3x3 of one image on a small plane (7x7 at any width, 14x14 up
-    # to 128 input channels); a stride-1 3x3 on a large plane (Winograd's),
-    # on 14x14 with 256 channels, of 2 images, and a lone 1x1 stay NCHW
+    # to 128 input channels, where the 512-bit FMAs run at full rate, and up
+    # to 48 where they run at half rate); a stride-1 3x3 on a large plane
+    # (Winograd's), on 14x14 with 256 channels, of 2 images, and a lone 1x1
+    # stay NCHW
     from rlx_cpu.ops.blocked import dense_alone
     avx512 = _nchwc.simd_level() >= 2
+    full_rate = avx512 and not _nchwc.zmm_half_rate()
     cases = [((1, 16, 17, 15), (24, 16, 3, 3), 2, 1, avx512), ((2, 16, 45), (16, 16, 5), 1, 2, avx512),
              ((1, 64, 30, 30), (64, 64, 3, 3), 1, 1, False), ((1, 16, 9, 9), (32, 16, 1, 1), 1, 0, False),
-             ((1, 256, 7, 7), (32, 256, 3, 3), 1, 1, avx512), ((1, 128, 14, 14), (16, 128, 3, 3), 1, 1, avx512),
+             ((1, 256, 7, 7), (32, 256, 3, 3), 1, 1, avx512), ((1, 128, 14, 14), (16, 128, 3, 3), 1, 1, full_rate),
+             ((1, 48, 14, 14), (16, 48, 3, 3), 1, 1, avx512),
              ((1, 136, 14, 14), (16, 136, 3, 3), 1, 1, False), ((1, 8, 15, 14), (16, 8, 3, 3), 1, 1, False),
              ((2, 16, 7, 7), (16, 16, 3, 3), 1, 1, False)]
     for xs, ws, stride, pad, alone in cases:
@@ -954,6 +960,18 @@ def test_blocked_plan_pickles_and_runs_from_two_threads(rng, blocked_on):
     check_pickled_plan_runs_from_two_threads(rng, g, (1, 8, 9, 9), "conv_nchwc_dw")
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/cpuinfo"), reason="reads the CPU's vendor from Linux's /proc/cpuinfo")
+def test_zmm_half_rate_is_amd_family_19h():
+    # CPUID's answer (src/rlx_simd.h) against the kernel's reading of the
+    # same registers: AMD family 19h (Zen 4 among the AVX-512 ones) runs
+    # 512-bit FMAs at half rate, every other CPU is taken at full rate
+    with open("/proc/cpuinfo") as f:
+        info = dict(line.split(":", 1) for line in f.read().split("\n\n")[0].splitlines() if ":" in line)
+    info = {k.strip(): v.strip() for k, v in info.items()}
+    want = info.get("vendor_id") == "AuthenticAMD" and int(info.get("cpu family", "0")) == 0x19
+    assert _nchwc.zmm_half_rate() is want, info.get("model name")
+
+
 def test_dense_plane_limit_depends_on_channels_threads_and_batch(rng):
     from rlx_cpu.ops.blocked import dense_max_plane, nchwc_kind
     # the AVX2 tiles' rule (and the portable kernels')
@@ -966,11 +984,19 @@ def test_dense_plane_limit_depends_on_channels_threads_and_batch(rng):
         assert dense_max_plane(512, 1, 1, simd=simd) == 36
         assert dense_max_plane(512, 2, 1, simd=simd) == 64
         assert dense_max_plane(512, 2, 8, simd=simd) == 36
-    # the AVX-512 tiles': every plane up to 32 channels, else up to 14x14
-    for c_in, threads, batch in [(8, 1, 1), (16, 2, 8), (32, 1, 1)]:
-        assert dense_max_plane(c_in, threads, batch, simd=2) == float("inf")
-    for c_in, threads, batch in [(40, 1, 1), (64, 2, 1), (512, 1, 1), (512, 2, 8)]:
-        assert dense_max_plane(c_in, threads, batch, simd=2) == 14 * 14
+    # the AVX-512 tiles': every plane up to 32 channels, else up to 14x14;
+    # where the 512-bit FMAs run at half rate (Zen 4), up to 7x7 from 64
+    # channels (Winograd F(4x4) on 14x14)
+    for half in (False, True):
+        for c_in, threads, batch in [(8, 1, 1), (16, 2, 8), (32, 1, 1)]:
+            assert dense_max_plane(c_in, threads, batch, simd=2, half_rate=half) == float("inf")
+        for c_in, threads, batch in [(40, 1, 1), (48, 2, 8)]:
+            assert dense_max_plane(c_in, threads, batch, simd=2, half_rate=half) == 14 * 14
+        for c_in, threads, batch in [(64, 2, 1), (512, 1, 1), (512, 2, 8)]:
+            assert dense_max_plane(c_in, threads, batch, simd=2, half_rate=half) == (7 * 7 if half else 14 * 14)
+    # the AVX2 tiles' rule does not look at the FMA rate
+    assert dense_max_plane(512, 1, 1, simd=1, half_rate=True) == 36
+    assert dense_max_plane(16, 2, 8, simd=1, half_rate=True) == 32 * 32
     avx512 = _nchwc.simd_level() >= 2
     for batch, threads, want in [(1, 2, "dense"), (1, 1, "dense" if avx512 else None),
                                  (8, 2, "dense" if avx512 else None)]:

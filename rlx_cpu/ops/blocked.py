@@ -114,15 +114,37 @@ DENSE_MAX_PLANE_BY_CIN = ((8, None), (16, 32 * 32), (32, 14 * 14))
 AVX512_SIMD_LEVEL = 2
 DENSE_AVX512_ALL_PLANES_MAX_CIN = 32
 DENSE_MAX_PLANE_AVX512 = 14 * 14
+# On a core that splits each 512-bit FMA into two 256-bit halves (AMD Zen 4,
+# _nchwc.zmm_half_rate()), the AVX-512 tiles have AVX2's FMA peak, and
+# Winograd F(4x4)'s 2.25x fewer multiplies win on 14x14 from 64 input
+# channels.  Measured there (family 25 model 17), one conv, kernel ms
+# blocked / F(4x4) at 1 thread (2 threads): 48 at 14x14 0.086 / 0.091
+# (0.064 / 0.081), 64 0.134 / 0.097 (0.132 / 0.116), 128 0.547-0.574 /
+# 0.349-0.425 (0.298-0.318 / 0.256-0.258), 256 about 2.1 in ResNet-18 /
+# 0.89-0.96 alone.  Whole models, ORT ms / rlx ms with planes up to 14x14
+# blocked / up to 7x7 (each pair interleaved in one process): ResNet-18 b1
+# 1T 1.166 / 1.231 and 1.213 / 1.308, 2T 1.173 / 1.223; ResNet-50 b1 1T
+# 1.030 / 1.096 and 1.038 / 1.099, 2T 0.996 / 1.027; b8: ResNet-18 1T
+# 1.219 / 1.271, 2T 1.239 / 1.343, ResNet-50 1T 0.958 / 0.999, 2T 0.928 /
+# 1.028.  (Moving 512 channels at 7x7 to F(2x2) as well was mixed:
+# ResNet-50 b1 2T 1.027 -> 0.830 in the same run.)
+DENSE_HALF_RATE_WINOGRAD_MIN_CIN = 64
+DENSE_MAX_PLANE_HALF_RATE = 7 * 7
 
 
-def dense_max_plane(c_in, nthreads=1, batch=1, simd=None):
+def dense_max_plane(c_in, nthreads=1, batch=1, simd=None, half_rate=None):
     """The largest stride-1 output plane (pixels) on which a dense conv with
     c_in input channels runs blocked in a plan for `nthreads` threads and
     `batch` images, with the kernels of SIMD level `simd` (default: the one
-    that runs, _nchwc.simd_level())."""
+    that runs, _nchwc.simd_level()) on a CPU whose 512-bit FMAs run at half
+    rate or not (`half_rate`; default: this CPU's, _nchwc.zmm_half_rate())."""
     if (_nchwc.simd_level() if simd is None else simd) >= AVX512_SIMD_LEVEL:
-        return float("inf") if c_in <= DENSE_AVX512_ALL_PLANES_MAX_CIN else DENSE_MAX_PLANE_AVX512
+        if c_in <= DENSE_AVX512_ALL_PLANES_MAX_CIN:
+            return float("inf")
+        if c_in >= DENSE_HALF_RATE_WINOGRAD_MIN_CIN and (
+                _nchwc.zmm_half_rate() if half_rate is None else half_rate):
+            return DENSE_MAX_PLANE_HALF_RATE
+        return DENSE_MAX_PLANE_AVX512
     for c, plane in DENSE_MAX_PLANE_BY_CIN:
         if c_in <= c:
             return plane if plane is not None else float("inf")
@@ -221,7 +243,9 @@ def dense_alone(graph, node, nthreads=1):
       on 7x7 0.34 / 0.21 (0.25 / 0.13), 128 on 14x14 0.61 / 0.45 (0.74 /
       0.43), 64 on 14x14 0.28 / 0.19 (0.25 / 0.20).  Not at 256 channels on
       14x14 (2.91 / 2.89, 1.47 / 1.72) nor at batch 4 on 7x7 (256: 2.19 /
-      2.39 at 2 threads)."""
+      2.39 at 2 threads).  Nor, on a core whose 512-bit FMAs run at half
+      rate, on 14x14 from 64 channels, where Winograd F(4x4) is faster
+      (dense_max_plane: the conv is not a "dense" kind there)."""
     if _nchwc.simd_level() < AVX512_SIMD_LEVEL or nchwc_kind(graph, node, nthreads) != "dense":
         return False
     a = as_conv2d_attrs(node.attrs)
