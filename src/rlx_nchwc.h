@@ -1854,10 +1854,20 @@ RLX_TARGET_AVX2 static void rlx_nchwc_pool_row_avx2(const float* xp, float* yr, 
     rlx_nchwc_pool_taps(sh0, g->dh, g->kh, 0, g->h, &i0, &i1);
     const ptrdiff_t rstep = g->dh * g->w * 8, cstep = g->dw * 8, ostep = g->sw * 8;
     const ptrdiff_t span = (g->kw - 1) * g->dw;
+    /* the input rows the next output row reads and this one does not, at
+     * most 4: prefetched a few lines per group of outputs, one output row
+     * ahead of their use */
+    ptrdiff_t pf0 = sh0 + (g->kh - 1) * g->dh + 1, pf1 = sh0 + g->sh + (g->kh - 1) * g->dh + 1;
+    if (pf0 < sh0 + g->sh) pf0 = sh0 + g->sh;
+    if (pf0 < 0) pf0 = 0;
+    if (pf1 > g->h) pf1 = g->h;
+    if (pf1 > pf0 + 4) pf1 = pf0 + 4;
     for (ptrdiff_t ow = 0; ow < g->w_out;) {
         const ptrdiff_t sw0 = ow * g->sw - g->pw;
         if (ow + 4 <= g->w_out && sw0 >= 0 && sw0 + 3 * g->sw + span < g->w) {
             const float* x0 = xp + ((sh0 + i0 * g->dh) * g->w + sw0) * 8;
+            for (ptrdiff_t r = pf0; r < pf1; ++r)
+                for (ptrdiff_t o = 0; o < 4 * ostep; o += 16) __builtin_prefetch(xp + (r * g->w + sw0) * 8 + o, 0, 3);
             if (g->is_max) {
                 __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0, m2 = m0, m3 = m0;
                 RLX_POOL4_TAPS(rlx_nchwc_max8)
@@ -1905,21 +1915,36 @@ RLX_TARGET_AVX2 static void rlx_nchwc_pool_row_avx2(const float* xp, float* yr, 
 static void rlx_nchwc_pool_rows(const float* x, ptrdiff_t x_len, float* y, ptrdiff_t y_len,
                                 const rlx_nchwc_pool_geom* g, ptrdiff_t r0, ptrdiff_t r1) {
     const int level = rlx_simd_level();
-    const ptrdiff_t plane_in = g->h * g->w * 8, row_out = g->w_out * 8;
+    const ptrdiff_t plane_in = g->h * g->w * 8, row_out = g->w_out * 8, per_img = g->h_out * g->cb;
     (void)level;
-    for (ptrdiff_t r = r0; r < r1; ++r) {
-        /* items run row after row, the blocks within a row (see above) */
-        const ptrdiff_t img = r / (g->h_out * g->cb), q = r % (g->h_out * g->cb);
-        const ptrdiff_t oh = q / g->cb, blk = img * g->cb + q % g->cb, ro = blk * g->h_out + oh;
-        RLX_CHECK_RANGE(blk * plane_in, (blk + 1) * plane_in, x_len, "nchwc pool x");
-        RLX_CHECK_RANGE(ro * row_out, (ro + 1) * row_out, y_len, "nchwc pool y");
+    if (r0 >= r1) return;
+    /* The items [r0, r1) are counted row after row, the blocks within a row
+     * (see above); they run block after block, down the block's rows, so
+     * that the input is read plane by plane, top to bottom, in one long
+     * stream the hardware prefetchers follow (row after row they hop to
+     * another plane every few KiB: latency bound on the input's loads).
+     * Each output is computed as before, so the order changes no bits. */
+    for (ptrdiff_t img = r0 / per_img; img * per_img < r1; ++img) {
+        const ptrdiff_t a = r0 > img * per_img ? r0 - img * per_img : 0;
+        const ptrdiff_t b = r1 < (img + 1) * per_img ? r1 - img * per_img : per_img;
+        for (ptrdiff_t c = 0; c < g->cb; ++c) {
+            /* rows oh of block c whose item oh * cb + c lies in [a, b) */
+            const ptrdiff_t oh0 = a > c ? (a - c + g->cb - 1) / g->cb : 0;
+            const ptrdiff_t oh1 = b > c ? (b - c + g->cb - 1) / g->cb : 0;
+            const ptrdiff_t blk = img * g->cb + c;
+            RLX_CHECK_RANGE(blk * plane_in, (blk + 1) * plane_in, x_len, "nchwc pool x");
+            for (ptrdiff_t oh = oh0; oh < oh1; ++oh) {
+                const ptrdiff_t ro = blk * g->h_out + oh;
+                RLX_CHECK_RANGE(ro * row_out, (ro + 1) * row_out, y_len, "nchwc pool y");
 #if RLX_X86_DISPATCH
-        if (level) {
-            rlx_nchwc_pool_row_avx2(x + blk * plane_in, y + ro * row_out, g, oh);
-            continue;
-        }
+                if (level) {
+                    rlx_nchwc_pool_row_avx2(x + blk * plane_in, y + ro * row_out, g, oh);
+                    continue;
+                }
 #endif
-        rlx_nchwc_pool_row_base(x + blk * plane_in, y + ro * row_out, g, oh);
+                rlx_nchwc_pool_row_base(x + blk * plane_in, y + ro * row_out, g, oh);
+            }
+        }
     }
 }
 

@@ -353,6 +353,27 @@ def test_pools_match_reference(rng, case):
             np.testing.assert_array_equal(o, outs[0])      # the thread count changes no bit
 
 
+@pytest.mark.skipif(not _runtime.openmp_enabled(), reason="needs OpenMP threads")
+@pytest.mark.parametrize("shape", [(1, 24, 90, 90), (2, 40, 61, 61)])
+def test_pool_thread_ranges_that_end_inside_an_output_row(rng, shape):
+    # a launch splits its items (output rows x blocks, counted row after row)
+    # into one range per thread and runs each range block after block down
+    # the block's rows: at 2 and 3 threads these shapes (outputs large enough
+    # to use threads) split ranges in the middle of a row of blocks, and in
+    # the middle of the second image; a NaN in every 11th input of a plane
+    x = rng.standard_normal(shape).astype(np.float32)
+    x[0, 8, ::11, ::11] = np.nan
+    k, st, p = (3, 3), (2, 2), (1, 1)
+    want, _ = max_pool_nd(x, k, st, p, p, (1, 1), False)
+    want_avg = avg_pool_nd(x, k, st, p, p, (1, 1), False, False, None)
+    for t in (1, 2, 3):
+        np.testing.assert_array_equal(run_pool(x, "max", k, st, p, p, (1, 1), False, t), want.astype(np.float32))
+        got = run_pool(x, "avg", k, st, p, p, (1, 1), False, t, False, 0)
+        nan = np.isnan(want_avg)
+        np.testing.assert_array_equal(np.isnan(got), nan)
+        check_parity(np.where(nan, 0, got), np.where(nan, 0, want_avg), "nchwc avg pool", tol=1e-6)
+
+
 @pytest.mark.parametrize("shape", [(2, 16, 5, 7), (1, 8, 1, 1), (1, 64, 56, 56)])
 @pytest.mark.parametrize("kind", ["max", "avg"])
 def test_global_pools_match_reference(rng, shape, kind):
