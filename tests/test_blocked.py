@@ -1019,10 +1019,68 @@ def test_dense_plane_limit_depends_on_channels_threads_and_batch(rng):
     assert dense_max_plane(512, 1, 1, simd=1, half_rate=True) == 36
     assert dense_max_plane(16, 2, 8, simd=1, half_rate=True) == 32 * 32
     avx512 = _nchwc.simd_level() >= 2
+    # batch 8 on 7x7 is 32 tiles of F(4x4): Winograd where the FMAs run at half rate
+    batch_dense = avx512 and not _nchwc.zmm_half_rate()
     for batch, threads, want in [(1, 2, "dense"), (1, 1, "dense" if avx512 else None),
-                                 (8, 2, "dense" if avx512 else None)]:
+                                 (8, 2, "dense" if batch_dense else None)]:
         g = rlx_cpu.Graph()
         x = g.input("x", (batch, 128, 7, 7))
         y = g.conv2d(x, rng.standard_normal((128, 128, 3, 3)).astype(np.float32), padding=1)
         g.output(y)
         assert nchwc_kind(g, g.nodes[-1], threads) == want, (batch, threads)
+
+
+def test_half_rate_batch_rule_counts_winograd_tiles():
+    # the rule alone, for every CPU: a stride-1 3x3 from 64 input channels
+    # leaves the blocked kernel for Winograd F(4x4) when the batch gives 16
+    # or more 4x4 tiles, only with the AVX-512 tiles at half rate
+    import dataclasses
+    from rlx_cpu.ops.blocked import half_rate_batch_winograd
+    g = rlx_cpu.Graph()
+    x = g.input("x", (1, 64, 7, 7))
+    g.output(g.conv2d(x, np.ones((64, 64, 3, 3), np.float32), padding=1))
+    a = g.nodes[-1].attrs
+    for shape, want in [((4, 64, 7, 7), True), ((2, 64, 7, 7), False), ((1, 64, 14, 14), True),
+                        ((1, 64, 13, 13), True), ((1, 64, 12, 12), False), ((16, 64, 4, 4), True),
+                        ((15, 64, 4, 4), False)]:
+        assert half_rate_batch_winograd(64, shape, a, simd=2, half_rate=True) is want, shape
+        assert half_rate_batch_winograd(64, shape, a, simd=2, half_rate=False) is False
+        assert half_rate_batch_winograd(64, shape, a, simd=1, half_rate=True) is False
+    assert half_rate_batch_winograd(56, (8, 56, 7, 7), a, simd=2, half_rate=True) is False
+    for change in ({"kernel": (5, 5)}, {"stride": (2, 2)}, {"dilation": (2, 2)}, {"groups": 2}):
+        assert half_rate_batch_winograd(64, (8, 64, 7, 7), dataclasses.replace(a, **change), simd=2,
+                                        half_rate=True) is False, change
+
+
+@pytest.mark.parametrize("threads", TWO)
+def test_a_batched_7x7_bottleneck_on_this_core(rng, blocked_on, threads):
+    # a bottleneck at 7x7: 1x1 -> 3x3 -> 1x1 + residual.  At batch 4 its 3x3
+    # runs Winograd F(4x4) in NCHW where the 512-bit FMAs run at half rate
+    # (and the 1x1s beside it, each then a chain of one, run NCHW too),
+    # blocked elsewhere; at batch 2 (8 tiles) it runs blocked
+    half = _nchwc.simd_level() >= 2 and _nchwc.zmm_half_rate()
+    for batch in (2, 4):
+        g = rlx_cpu.Graph()
+        x = g.input("x", (batch, 128, 7, 7))
+        w1 = rng.standard_normal((64, 128, 1, 1)) / np.sqrt(128)
+        w2 = rng.standard_normal((64, 64, 3, 3)) / np.sqrt(64 * 9)
+        w3 = rng.standard_normal((128, 64, 1, 1)) / np.sqrt(64)
+        b1, b2, b3 = (rng.standard_normal(c) for c in (64, 64, 128))
+        h = g.relu(g.conv2d(x, w1, b1))
+        h = g.relu(g.conv2d(h, w2, b2, padding=1))
+        g.output(g.relu(g.add(g.conv2d(h, w3, b3), x)))
+        blocked, plain = compile_both(g, threads)
+        convs = [(t.kind, getattr(t, "algorithm", None)) for t in blocked.thunks if t.kind.startswith("conv")]
+        winograd = half and batch == 4
+        if winograd:
+            want = [("conv_1x1", None), ("conv", rlx_cpu.ConvAlgorithm.WINOGRAD_F4), ("conv_1x1", None)]
+        else:
+            want = [("conv_nchwc_1x1", None), ("conv_nchwc_dense", None), ("conv_nchwc_1x1", None)]
+        assert convs == want, (batch, convs)
+        feeds = {"x": rng.standard_normal((batch, 128, 7, 7)).astype(np.float32)}
+        got = blocked.run(feeds)[0]
+        check_parity(got, plain.run(feeds)[0], "bottleneck vs NCHW plan")
+        xd = feeds["x"].astype(np.float64)
+        r = np.maximum(conv_nd(xd, w1, b1, 1, 0, 0), 0)
+        r = np.maximum(conv_nd(r, w2, b2, 1, 1, 1), 0)
+        check_parity(got, np.maximum(conv_nd(r, w3, b3, 1, 0, 0) + xd, 0), "bottleneck vs reference")

@@ -130,6 +130,17 @@ DENSE_MAX_PLANE_AVX512 = 14 * 14
 # ResNet-50 b1 2T 1.027 -> 0.830 in the same run.)
 DENSE_HALF_RATE_WINOGRAD_MIN_CIN = 64
 DENSE_MAX_PLANE_HALF_RATE = 7 * 7
+# On such a core, a batch also moves the small planes to Winograd once
+# F(4x4) has a whole panel of tiles over it (winograd4_tiles >= 16, which
+# is where auto picks F(4x4) on the microkernel: batch 4 on 7x7).  Its U is
+# then read once for all images, and its 2.25x (here 3x with the 8x8 tiles
+# that cover 7x7) fewer multiplies win.  Measured (family 25 model 17), a
+# chain of three 512->512 3x3 convs on 7x7 with distinct weights (every U
+# read cold), ms per conv blocked / F(2x2) / F(4x4) at 1 thread (2
+# threads): batch 1 2.56 / 2.20 / 5.14 (1.36 / 1.58 / 2.99), batch 2 5.39
+# / 4.47 / 5.72 (2.50 / 2.39 / 3.34), batch 4 9.93 / 7.09 / 5.69 (4.94 /
+# 4.26 / 3.09), batch 8 20.9 / 14.2 / 11.8 (10.8 / 7.90 / 6.30).
+DENSE_HALF_RATE_WINOGRAD_MIN_TILES = 16
 
 
 def dense_max_plane(c_in, nthreads=1, batch=1, simd=None, half_rate=None):
@@ -151,6 +162,24 @@ def dense_max_plane(c_in, nthreads=1, batch=1, simd=None, half_rate=None):
     if c_in > 64 and (nthreads <= 1 or batch > 1):
         return DENSE_MAX_PLANE_ONE_THREAD
     return DENSE_MAX_PLANE
+
+
+def half_rate_batch_winograd(c_in, out_shape, attrs, simd=None, half_rate=None):
+    """True when a stride-1 3x3 conv (conv2d attrs) of c_in input channels
+    and output shape [N, M, H, W] that dense_max_plane would keep blocked
+    runs Winograd F(4x4) instead: on a core whose 512-bit FMAs run at half
+    rate, from DENSE_HALF_RATE_WINOGRAD_MIN_CIN channels, when the batch
+    gives F(4x4) at least DENSE_HALF_RATE_WINOGRAD_MIN_TILES tiles."""
+    if (_nchwc.simd_level() if simd is None else simd) < AVX512_SIMD_LEVEL:
+        return False
+    if not (_nchwc.zmm_half_rate() if half_rate is None else half_rate):
+        return False
+    if attrs.kernel != (3, 3) or attrs.dilation != (1, 1) or attrs.stride != (1, 1) or attrs.groups != 1:
+        return False
+    if len(out_shape) != 4 or c_in < DENSE_HALF_RATE_WINOGRAD_MIN_CIN:
+        return False
+    n, _, h, w = out_shape
+    return n * ((h + 3) // 4) * ((w + 3) // 4) >= DENSE_HALF_RATE_WINOGRAD_MIN_TILES
 
 
 def blocked_shape(shape):
@@ -210,7 +239,10 @@ def nchwc_kind(graph, node, nthreads=1):
         # runs a GEMM per group, narrow ones at that
         return "dense" if (c_in // a.groups) % BLOCK == 0 and (c_out // a.groups) % BLOCK == 0 else None
     if a.groups == 1:
-        if a.stride != (1, 1) or out_plane <= dense_max_plane(c_in, nthreads, node.shape[0]):
+        if a.stride != (1, 1):
+            return "dense"
+        if out_plane <= dense_max_plane(c_in, nthreads, node.shape[0]) and not half_rate_batch_winograd(
+                c_in, node.shape, a):
             return "dense"
         # a conv1d has no Winograd: its NCHW path is im2col
         if node.op == "conv1d" and _nchwc.simd_level() >= AVX512_SIMD_LEVEL:
