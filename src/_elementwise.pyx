@@ -12,16 +12,23 @@
 # Every launch writes its whole output.
 cimport cython
 from cython.parallel cimport prange
-from libc.math cimport exp, tanh
 
 
 cdef extern from "rlx_epilogue.h":
-    void rlx_sigmoid_span(const float* x, float* y, Py_ssize_t n, int silu, int simd) nogil
+    enum:
+        RLX_ACT_CLIP, RLX_ACT_LEAKY_RELU, RLX_ACT_SIGMOID, RLX_ACT_HARD_SIGMOID, RLX_ACT_HARD_SWISH,
+        RLX_ACT_TANH, RLX_ACT_SILU
+
+
+cdef extern from "rlx_nchwc.h":
+    ctypedef struct NcAct "rlx_nchwc_act":
+        int act
+        float alpha, beta
+    void rlx_act_span(const float* x, float* y, Py_ssize_t n, const NcAct* a) nogil
 
 
 cdef extern from "rlx_simd.h":
     void rlx_simd_init() nogil
-    int rlx_simd_level() nogil
 
 
 rlx_simd_init()
@@ -59,37 +66,23 @@ UNARY_TANH = U_TANH
 UNARY_SILU = U_SILU
 
 
-cdef int _unary_block(int op, const float[::1] x, float[::1] y, float alpha, float beta,
+# the activation code of src/rlx_epilogue.h for each U_* (rlx_act_span
+# applies it with the conv epilogue's formulas, explicit SIMD and a portable
+# variant that gives the same bits)
+cdef int[7] _ACT_OF_UNARY
+_ACT_OF_UNARY[:] = [RLX_ACT_LEAKY_RELU, RLX_ACT_CLIP, RLX_ACT_SIGMOID, RLX_ACT_HARD_SIGMOID,
+                    RLX_ACT_HARD_SWISH, RLX_ACT_TANH, RLX_ACT_SILU]
+
+
+cdef int _unary_block(const NcAct* act, const float[::1] x, float[::1] y,
                       Py_ssize_t lo, Py_ssize_t hi) except -1 nogil:
-    cdef Py_ssize_t i
-    cdef float v, h
-    if op == U_LEAKY_RELU:
-        for i in range(lo, hi):
-            v = x[i]
-            y[i] = alpha * v if v < 0.0 else v
-    elif op == U_CLIP:
-        for i in range(lo, hi):
-            v = x[i]
-            v = alpha if v < alpha else v
-            y[i] = beta if v > beta else v
-    elif op == U_SIGMOID or op == U_SILU:
-        if hi > lo:
-            # touch both ends so a debug build bounds-checks the span
-            x[lo]
-            x[hi - 1]
-            y[lo]
-            y[hi - 1]
-            rlx_sigmoid_span(&x[lo], &y[lo], hi - lo, op == U_SILU, rlx_simd_level())
-    elif op == U_HARD_SIGMOID or op == U_HARD_SWISH:
-        for i in range(lo, hi):
-            v = x[i]
-            h = alpha * v + beta
-            h = 0.0 if h < 0.0 else h
-            h = 1.0 if h > 1.0 else h
-            y[i] = v * h if op == U_HARD_SWISH else h
-    else:
-        for i in range(lo, hi):
-            y[i] = <float>tanh(<double>x[i])
+    if hi > lo:
+        # touch both ends so a debug build bounds-checks the span
+        x[lo]
+        x[hi - 1]
+        y[lo]
+        y[hi - 1]
+        rlx_act_span(&x[lo], &y[lo], hi - lo, act)
     return 0
 
 
@@ -111,9 +104,12 @@ cdef class UnaryLaunch(Launch):
         cdef int t = small_work_threads(self.size, effective_threads(nthreads, self.max_threads), PARALLEL_MIN)
         cdef Py_ssize_t nblk = (self.size + BLOCK - 1) // BLOCK
         cdef Py_ssize_t blk
+        cdef NcAct act
+        act.act = _ACT_OF_UNARY[self.op]
+        act.alpha = self.alpha
+        act.beta = self.beta
         for blk in prange(nblk, num_threads=t, schedule='static'):
-            _unary_block(self.op, self.x, self.y, self.alpha, self.beta, blk * BLOCK,
-                         min((blk + 1) * BLOCK, self.size))
+            _unary_block(&act, self.x, self.y, blk * BLOCK, min((blk + 1) * BLOCK, self.size))
         # end: prange
         return 0
 

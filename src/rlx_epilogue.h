@@ -26,7 +26,7 @@ enum {
     RLX_ACT_SIGMOID = 4,       /* 1 / (1 + exp(-v)): rlx_sigmoidf */
     RLX_ACT_HARD_SIGMOID = 5,  /* clamp(alpha v + beta, 0, 1) */
     RLX_ACT_HARD_SWISH = 6,    /* v clamp(alpha v + beta, 0, 1) */
-    RLX_ACT_TANH = 7,          /* tanh(v), in double */
+    RLX_ACT_TANH = 7,          /* tanh(v): rlx_tanhf */
     RLX_ACT_SILU = 8           /* v * rlx_sigmoidf(v) (SiLU, swish) */
 };
 
@@ -65,6 +65,50 @@ static inline __attribute__((always_inline)) float rlx_sigmoidf(float v) {
     return x0 > 87.0f ? 0.0f : sig;
 }
 
+/* tanh(v) in float32 within 1.3 ulp (relative error under 1e-7), branch
+ * free, in the style of rlx_sigmoidf so the portable and AVX2 variants round
+ * alike (every multiply-add an explicit fmaf, no other product feeds a sum):
+ *   - |v| < 1: v + v^3 P(v^2), P of degree 7 fitted to (tanh(x) - x) / x^3
+ *     for the least maximum relative error on [0, 1];
+ *   - |v| >= 1: 1 - 2e / (1 + e) with e = exp(-2|v|), |v| clamped to 10
+ *     (tanh(x) rounds to 1 from 9.011 on), exp by rlx_sigmoidf's reduction
+ *     and polynomial;
+ * then v's sign (so tanh(-0) = -0).  NaN gives NaN (it takes the first
+ * branch: a comparison with NaN is false), +-inf gives +-1. */
+static inline __attribute__((always_inline)) float rlx_tanhf(float v) {
+    const float a0 = fabsf(v);
+    const float x2 = a0 * a0;
+    float p = 0.00012147067172918469f;
+    p = fmaf(p, x2, -0.000841137021780014f);
+    p = fmaf(p, x2, 0.0030785941053181887f);
+    p = fmaf(p, x2, -0.008595114573836327f);
+    p = fmaf(p, x2, 0.02178473025560379f);
+    p = fmaf(p, x2, -0.05395309999585152f);
+    p = fmaf(p, x2, 0.1333319991827011f);
+    p = fmaf(p, x2, -0.333333283662796f);
+    const float small = fmaf(p * x2, a0, a0);
+    const float a = 10.0f < a0 ? 10.0f : a0;
+    const float x = -2.0f * a;                              /* in [-20, 0]: no clamp needed */
+    const float shifter = 12582912.0f;
+    const float t = fmaf(x, 1.44269504088896341f, shifter);
+    const float n = t - shifter;
+    float r = fmaf(n, -0.693145751953125f, x);
+    r = fmaf(n, -1.428606765330187e-06f, r);
+    float q = 1.0f / 720.0f;
+    q = fmaf(q, r, 1.0f / 120.0f);
+    q = fmaf(q, r, 1.0f / 24.0f);
+    q = fmaf(q, r, 1.0f / 6.0f);
+    q = fmaf(q, r, 0.5f);
+    q = fmaf(q, r, 1.0f);
+    q = fmaf(q, r, 1.0f);
+    union { float f; unsigned u; } tb, sb;
+    tb.f = t;
+    sb.u = (tb.u - 0x4B400000u + 127u) << 23;
+    const float e2 = 2.0f * (q * sb.f);                     /* 2 exp(-2a) */
+    const float big = 1.0f - e2 / fmaf(q, sb.f, 1.0f);
+    return copysignf(a0 >= 1.0f ? big : small, v);
+}
+
 typedef struct {
     int act;
     float alpha, beta;
@@ -98,6 +142,45 @@ __attribute__((target("avx2,fma"), always_inline)) static inline __m256 rlx_sigm
     const __m256 one = _mm256_set1_ps(1.0f);
     const __m256 sig = _mm256_div_ps(one, _mm256_fmadd_ps(p, _mm256_castsi256_ps(e), one));
     return _mm256_blendv_ps(sig, _mm256_setzero_ps(), _mm256_cmp_ps(x0, _mm256_set1_ps(87.0f), _CMP_GT_OQ));
+}
+#endif
+
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+/* rlx_tanhf on 8 lanes, operation for operation (so bit for bit). */
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 rlx_tanh8(__m256 v) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256 a0 = _mm256_andnot_ps(sign, v);
+    const __m256 x2 = _mm256_mul_ps(a0, a0);
+    __m256 p = _mm256_set1_ps(0.00012147067172918469f);
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-0.000841137021780014f));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(0.0030785941053181887f));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-0.008595114573836327f));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(0.02178473025560379f));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-0.05395309999585152f));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(0.1333319991827011f));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-0.333333283662796f));
+    const __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, x2), a0, a0);
+    const __m256 a = _mm256_min_ps(_mm256_set1_ps(10.0f), a0);    /* 10 < a0 ? 10 : a0 */
+    const __m256 x = _mm256_mul_ps(_mm256_set1_ps(-2.0f), a);
+    const __m256 shifter = _mm256_set1_ps(12582912.0f);
+    const __m256 t = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), shifter);
+    const __m256 n = _mm256_sub_ps(t, shifter);
+    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-0.693145751953125f), x);
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-1.428606765330187e-06f), r);
+    __m256 q = _mm256_set1_ps(1.0f / 720.0f);
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.0f / 120.0f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.0f / 24.0f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.0f / 6.0f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(0.5f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.0f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.0f));
+    const __m256 s = _mm256_castsi256_ps(_mm256_slli_epi32(
+        _mm256_add_epi32(_mm256_castps_si256(t), _mm256_set1_epi32((int)(127u - 0x4B400000u))), 23));
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 e2 = _mm256_mul_ps(_mm256_set1_ps(2.0f), _mm256_mul_ps(q, s));
+    const __m256 big = _mm256_sub_ps(one, _mm256_div_ps(e2, _mm256_fmadd_ps(q, s, one)));
+    const __m256 m = _mm256_blendv_ps(small, big, _mm256_cmp_ps(a0, one, _CMP_GE_OQ));
+    return _mm256_or_ps(_mm256_andnot_ps(sign, m), _mm256_and_ps(sign, v));
 }
 #endif
 
@@ -145,7 +228,7 @@ static inline __attribute__((always_inline)) void rlx_epilogue_span_body(
         break;
     }
     case RLX_ACT_TANH:
-        for (i = 0; i < n; ++i) y[i] = (float)tanh((double)y[i]);
+        for (i = 0; i < n; ++i) y[i] = rlx_tanhf(y[i]);
         break;
     default:
         break;
@@ -162,12 +245,18 @@ static void rlx_sigmoid_span_avx2(const float* x, float* y, ptrdiff_t n, int sil
 
 __attribute__((target("avx2,fma")))
 static void rlx_epilogue_span_avx2(float* y, ptrdiff_t off, ptrdiff_t n, float b, const rlx_epilogue* e) {
-    if (e->act == RLX_ACT_SIGMOID || e->act == RLX_ACT_SILU) {
-        /* bias and residual as the body adds them, then the explicit 8-lane sigmoid */
+    if (e->act == RLX_ACT_SIGMOID || e->act == RLX_ACT_SILU || e->act == RLX_ACT_TANH) {
+        /* bias and residual as the body adds them, then the explicit 8-lane sigmoid or tanh */
         rlx_epilogue plain = *e;
         plain.act = RLX_ACT_NONE;
         rlx_epilogue_span_body(y, off, n, b, &plain);
-        rlx_sigmoid_span_avx2(y, y, n, e->act == RLX_ACT_SILU);
+        if (e->act == RLX_ACT_TANH) {
+            ptrdiff_t i = 0;
+            for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, rlx_tanh8(_mm256_loadu_ps(y + i)));
+            for (; i < n; ++i) y[i] = rlx_tanhf(y[i]);
+        } else {
+            rlx_sigmoid_span_avx2(y, y, n, e->act == RLX_ACT_SILU);
+        }
         return;
     }
     rlx_epilogue_span_body(y, off, n, b, e);
@@ -183,7 +272,7 @@ static void rlx_epilogue_span_avx2(float* y, ptrdiff_t off, ptrdiff_t n, float b
 static inline __attribute__((always_inline)) void rlx_epilogue_span_in(float* y, ptrdiff_t off, ptrdiff_t n, float b,
                                                                        const rlx_epilogue* e, int avx2) {
 #if RLX_EPILOGUE_HAS_AVX2
-    if (avx2 && (e->act == RLX_ACT_SIGMOID || e->act == RLX_ACT_SILU)) {
+    if (avx2 && (e->act == RLX_ACT_SIGMOID || e->act == RLX_ACT_SILU || e->act == RLX_ACT_TANH)) {
         rlx_epilogue_span_avx2(y, off, n, b, e);
         return;
     }

@@ -35,7 +35,7 @@
 
 /* The epilogue of the blocked kernels: y = act(acc + residual), the bias
  * being the accumulators' start; act is one of RLX_ACT_NONE, RELU, CLIP,
- * LEAKY_RELU, SIGMOID, SILU, HARD_SIGMOID, HARD_SWISH (rlx_epilogue.h; the
+ * LEAKY_RELU, SIGMOID, SILU, HARD_SIGMOID, HARD_SWISH, TANH (rlx_epilogue.h; the
  * formulas are its, with alpha v + beta of the hard ones as one fused
  * multiply-add so the two variants round alike).  NaN stays NaN. */
 typedef struct {
@@ -56,6 +56,8 @@ static inline float rlx_nchwc_act1(float v, const rlx_nchwc_act* a) {
         return rlx_sigmoidf(v);
     case RLX_ACT_SILU:
         return v * rlx_sigmoidf(v);
+    case RLX_ACT_TANH:
+        return rlx_tanhf(v);
     case RLX_ACT_HARD_SIGMOID:
     case RLX_ACT_HARD_SWISH: {
         float h = fmaf(a->alpha, v, a->beta);
@@ -238,6 +240,8 @@ RLX_INLINE_AVX2 __m256 rlx_nchwc_act8(__m256 v, const rlx_nchwc_act* a) {
         return rlx_sigmoid8(v);
     case RLX_ACT_SILU:
         return _mm256_mul_ps(v, rlx_sigmoid8(v));
+    case RLX_ACT_TANH:
+        return rlx_tanh8(v);
     case RLX_ACT_HARD_SIGMOID:
     case RLX_ACT_HARD_SWISH: {
         __m256 h = _mm256_fmadd_ps(_mm256_set1_ps(a->alpha), v, _mm256_set1_ps(a->beta));
@@ -248,6 +252,32 @@ RLX_INLINE_AVX2 __m256 rlx_nchwc_act8(__m256 v, const rlx_nchwc_act* a) {
     default:
         return v;
     }
+}
+
+/* y[i] = act(x[i]) for i < n, out of place or in place (y == x): the
+ * standalone activations (src/_elementwise.pyx).  The formulas are the
+ * blocked epilogue's, so an activation left unfused gives the bits of a fused
+ * one; each activation gets its own loop (the switch is resolved once). */
+#define RLX_ACT_KINDS(X)                                                                         \
+    X(RLX_ACT_RELU) X(RLX_ACT_CLIP) X(RLX_ACT_LEAKY_RELU) X(RLX_ACT_SIGMOID) X(RLX_ACT_SILU)       \
+    X(RLX_ACT_TANH) X(RLX_ACT_HARD_SIGMOID) X(RLX_ACT_HARD_SWISH)
+
+RLX_TARGET_AVX2 static void rlx_act_span_avx2(const float* x, float* y, ptrdiff_t n, const rlx_nchwc_act* a) {
+    rlx_nchwc_act c = *a;
+#define RLX_ACT_SPAN_CASE(A_)                                                                    \
+    case A_: {                                                                                   \
+        c.act = A_;                                                                              \
+        ptrdiff_t i = 0;                                                                         \
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, rlx_nchwc_act8(_mm256_loadu_ps(x + i), &c)); \
+        for (; i < n; ++i) y[i] = rlx_nchwc_act1(x[i], &c);                                      \
+        return;                                                                                  \
+    }
+    switch (a->act) {
+        RLX_ACT_KINDS(RLX_ACT_SPAN_CASE)
+    default:
+        if (x != y) memcpy(y, x, (size_t)n * sizeof(float));
+    }
+#undef RLX_ACT_SPAN_CASE
 }
 
 RLX_INLINE_AVX2 void rlx_nchwc_tile_body(const int np, const int nv, const float* restrict w,
@@ -346,6 +376,18 @@ typedef void (*rlx_nchwc_strip_fn)(ptrdiff_t, const float*, const float*, const 
 static const rlx_nchwc_strip_fn rlx_nchwc_strips[2][RLX_NCHWC_NP + 1] = RLX_NC_ROW(rlx_nchwc_strip_);
 #undef RLX_NC_ROW
 #endif
+
+static void rlx_act_span_base(const float* x, float* y, ptrdiff_t n, const rlx_nchwc_act* a) {
+    for (ptrdiff_t i = 0; i < n; ++i) y[i] = rlx_nchwc_act1(x[i], a);
+}
+
+/* rlx_act_span_*, dispatched on rlx_simd_level() */
+static inline void rlx_act_span(const float* x, float* y, ptrdiff_t n, const rlx_nchwc_act* a) {
+#if RLX_X86_DISPATCH
+    if (rlx_simd_level()) { rlx_act_span_avx2(x, y, n, a); return; }
+#endif
+    rlx_act_span_base(x, y, n, a);
+}
 
 #if RLX_X86_DISPATCH
 /* ---- AVX-512 tiles: one, two or four panels (16 to 64 output channels) ----
