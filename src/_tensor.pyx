@@ -4,7 +4,8 @@
 #     along that axis, or -1 where it reads padding (then y = pad_value).
 #     Transpose, Slice (any steps), Pad (constant, reflect, edge) and the
 #     axis permutation before a reduction are all this one gather; the
-#     tables are built at compile time, so the loop has no index maths.
+#     tables are built at compile time, so the loop has no index maths;
+#     trailing axes are merged at bind time (merge_trailing_axes).
 #   * BlockCopyLaunch: rows of a 2-D view copied between two strided row
 #     layouts (Concat's per-input copy, Split's per-output copy).
 # Every launch writes its whole output region.
@@ -24,6 +25,40 @@ cdef enum:
 MAX_RANK = MAXR
 
 
+# Trailing output axes are merged into one at bind time while the merged
+# axis reads a contiguous run of the input (a transpose that keeps H, W in
+# place, as ShuffleNet's channel shuffle does, then copies whole planes), or
+# while a non-contiguous inner axis stays short (fewer rows of index maths).
+# A row whose inner axis reads a contiguous run is one memcpy.
+cdef Py_ssize_t MERGE_MAX_INNER = 1024
+
+
+def _contiguous(t):
+    return t.size == 0 or bool(np.array_equal(t, t[0] + np.arange(t.size, dtype=np.int64)))
+
+
+def merge_trailing_axes(dims, tables):
+    """(dims, per-axis tables) of the same gather with trailing axes merged
+    (see above); an axis with a padding entry (-1) is never merged.  (This
+    module compiles with wraparound off: no negative indices.)"""
+    dims = [int(d) for d in dims]
+    cdef Py_ssize_t L = len(dims)
+    tabs, off = [], 0
+    for d in dims:
+        tabs.append(np.asarray(tables[off:off + d], np.int64))
+        off += d
+    while L >= 2 and dims[L - 2] > 1:
+        a, b = tabs[L - 2], tabs[L - 1]
+        if a.size == 0 or b.size == 0 or a.min() < 0 or b.min() < 0:
+            break
+        merged = (a[:, None] + b[None, :]).ravel()
+        if not (_contiguous(merged) or (not _contiguous(b) and merged.size <= MERGE_MAX_INNER)):
+            break
+        dims = [1] + dims[:L - 2] + [dims[L - 2] * dims[L - 1]]
+        tabs = [np.zeros(1, np.int64)] + tabs[:L - 2] + [merged]
+    return dims, np.concatenate(tabs)
+
+
 cdef class GatherLaunch(Launch):
     """dims: MAX_RANK output dims (leading ones as padding); tables: the
     per-axis offset tables concatenated in axis order (sum(dims) entries)."""
@@ -34,6 +69,7 @@ cdef class GatherLaunch(Launch):
     cdef Py_ssize_t start[MAXR]
     cdef Py_ssize_t rows, inner
     cdef float pad_value
+    cdef bint run_inner          # the inner axis reads one contiguous run, no padding
 
     def __init__(self, x, y, dims, tables, float pad_value, int max_threads):
         cdef int i
@@ -45,6 +81,7 @@ cdef class GatherLaunch(Launch):
             raise ValueError("GatherLaunch: tables must hold sum(dims) entries")
         if tables.shape[0] and int(tables.max()) >= x.shape[0]:
             raise ValueError("GatherLaunch: a table offset is outside the input")
+        dims, tables = merge_trailing_axes(dims, tables)
         self.x, self.y, self.tables = x, y, tables
         self.rows = 1
         for i in range(MAXR):
@@ -54,6 +91,8 @@ cdef class GatherLaunch(Launch):
             if i < MAXR - 1:
                 self.rows *= dims[i]
         self.inner = dims[MAXR - 1]
+        last = tables[self.start[MAXR - 1]:]
+        self.run_inner = last.size > 0 and last.min() >= 0 and _contiguous(last)
         if y.shape[0] < self.rows * self.inner:
             raise ValueError("GatherLaunch: output too small")
         self.pad_value = pad_value
@@ -84,6 +123,13 @@ cdef class GatherLaunch(Launch):
         if pad:
             for j in range(self.inner):
                 self.y[out + j] = self.pad_value
+            return 0
+        if self.run_inner:
+            base += self.tables[last]
+            # touch both ends so a debug build bounds-checks the run
+            self.x[base + self.inner - 1]
+            self.y[out + self.inner - 1]
+            memcpy(&self.y[out], &self.x[base], self.inner * sizeof(float))
             return 0
         for j in range(self.inner):
             e = self.tables[last + j]

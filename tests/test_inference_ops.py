@@ -195,11 +195,42 @@ def test_batch_norm_needs_constant_statistics():
 
 @pytest.mark.parametrize("threads", THREADS)
 @pytest.mark.parametrize("shape,perm", [((2, 3, 4), (2, 0, 1)), ((2, 2, 6, 5, 5), (0, 2, 1, 3, 4)),
-                                        ((4, 64, 16, 16), (0, 2, 3, 1)), ((5, 7), None)])
+                                        ((4, 64, 16, 16), (0, 2, 3, 1)), ((5, 7), None),
+                                        ((8, 2, 24, 8, 8), (0, 2, 1, 3, 4)),      # ShuffleNet: plane copies
+                                        ((3, 4, 40, 33), (0, 1, 3, 2)),           # gathered inner axis, too long to merge
+                                        ((2, 3, 1, 4, 5), (1, 0, 2, 3, 4))])
 def test_transpose(shape, perm, threads):
     x = _rng("t" + str(shape)).standard_normal(shape)
     got = run(lambda g, x: g.transpose(x, perm), {"x": x}, threads)
     assert_close(got, np.transpose(x.astype(np.float32), perm), 0)
+
+
+def test_gather_merges_trailing_axes():
+    """merge_trailing_axes (src/_tensor.pyx) merges trailing output axes while
+    the merged one reads a contiguous run (or a gathered one stays at most
+    1024 long), and never merges an axis with padding (-1)."""
+    from rlx_cpu import _tensor
+
+    def tables(*axes):
+        return np.concatenate([np.zeros(1, np.int64)] * (8 - len(axes)) + [np.asarray(a, np.int64) for a in axes])
+
+    def dims(*d):
+        return [1] * (8 - len(d)) + list(d)
+
+    # channel shuffle [N, g, c, H, W] -> [N, c, g, H, W] with g=2, c=3, H=W=4: H and W become one plane
+    d, t = _tensor.merge_trailing_axes(dims(2, 3, 2, 4, 4), tables(np.arange(2) * 96, np.arange(3) * 16,
+                                                                   np.arange(2) * 48, np.arange(4) * 4,
+                                                                   np.arange(4)))
+    assert d == dims(2, 3, 2, 16)
+    assert np.array_equal(t[-16:], np.arange(16)) and np.array_equal(t[-18:-16], [0, 48])
+    # a transpose of the last two axes reads no contiguous run: all three axes merge into one gathered
+    # inner axis of 3 * 7 * 5 = 105 <= 1024 entries
+    d, t = _tensor.merge_trailing_axes(dims(3, 7, 5), tables(np.arange(3) * 35, np.arange(7), np.arange(5) * 7))
+    assert d == dims(105) and np.array_equal(t[-105:], (np.arange(3)[:, None, None] * 35 + np.arange(7)[:, None]
+                                                          + np.arange(5) * 7).ravel())
+    # a padded axis stays as it is
+    d, t = _tensor.merge_trailing_axes(dims(2, 6), tables([0, 5], [-1, 0, 1, 2, 3, -1]))
+    assert d == dims(2, 6)
 
 
 SLICES = [((10, 12), [1, 2], [8, -1], [0, 1], [1, 3]), ((10, 12), [-1], [-11], [1], [-2]),
