@@ -201,7 +201,8 @@ cdef class BinaryLaunch(Launch):
     cdef Py_ssize_t dims[MAXR]
     cdef Py_ssize_t sa[MAXR]
     cdef Py_ssize_t sb[MAXR]
-    cdef Py_ssize_t rows, inner, chunks, size
+    cdef Py_ssize_t rows, inner, chunks, size, group
+    cdef int first              # the first axis of more than one element (the rest: index maths)
 
     def __init__(self, int op, a, b, y, dims, strides_a, strides_b, int max_threads):
         cdef int i
@@ -210,6 +211,9 @@ cdef class BinaryLaunch(Launch):
         if not len(dims) == len(strides_a) == len(strides_b) == MAXR:
             raise ValueError(f"BinaryLaunch: dims and strides must have {MAXR} entries")
         self.op, self.a, self.b, self.y = op, a, b, y
+        self.first = 0
+        while self.first < MAXR - 1 and dims[self.first] == 1:
+            self.first += 1
         self.rows = 1
         for i in range(MAXR):
             self.dims[i] = dims[i]
@@ -220,11 +224,19 @@ cdef class BinaryLaunch(Launch):
         self.inner = dims[MAXR - 1]
         self.size = self.rows * self.inner
         self.chunks = (self.inner + BLOCK - 1) // BLOCK
+        # rows shorter than a block go to the threads in groups of about a block
+        self.group = max(1, BLOCK // max(self.inner, 1)) if self.chunks == 1 else 1
         self.max_threads = max(1, max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = small_work_threads(self.size, effective_threads(nthreads, self.max_threads), PARALLEL_MIN)
-        cdef Py_ssize_t item
+        cdef Py_ssize_t item, row
+        if self.group > 1:
+            for item in prange((self.rows + self.group - 1) // self.group, num_threads=t, schedule='static'):
+                for row in range(item * self.group, min((item + 1) * self.group, self.rows)):
+                    self._item(row)
+            # end: prange
+            return 0
         for item in prange(self.rows * self.chunks, num_threads=t, schedule='static'):
             self._item(item)
         # end: prange
@@ -236,7 +248,7 @@ cdef class BinaryLaunch(Launch):
         cdef Py_ssize_t hi = min(lo + BLOCK, self.inner)
         cdef Py_ssize_t oa = 0, ob = 0, r = row, idx
         cdef int ax
-        for ax in range(MAXR - 2, -1, -1):
+        for ax in range(MAXR - 2, self.first - 1, -1):
             idx = r % self.dims[ax]
             r = r // self.dims[ax]
             oa += idx * self.sa[ax]
