@@ -19,6 +19,13 @@ For each shape and thread count it reports, in a markdown table:
     timed round-robin, so both medians come from the same minutes);
   * `best/run` and `best/kernel`: the faster peer's ms over rlx_cpu's (> 1:
     rlx_cpu faster).
+Max pool backward comes two ways, each against torch doing the same work.
+rlx_cpu's backward from x and dy re-finds each window's maximum; torch's
+backward needs the forward's indices, so its counterpart there is the
+forward with indices and then the backward (`from x` rows).  The `from
+indices` rows time rlx_cpu's backward from a forward's indices alone (the
+plan's one kernel of that kind, its buffers' bytes; no `run ms`) against
+torch's backward from indices.
 Each runtime's timed call comes after 100 ms of busy waiting and one untimed
 call (rlx_cpu/timing.py), so no other runtime's spinning pool shares its
 cores; the same at every thread count.
@@ -72,6 +79,32 @@ def _mp_bwd_torch_nd(k, s, p, ceil=False, nd=2):
     return call
 
 
+def _mp_grad_torch(k, s, p=0, ceil=False, nd=2):
+    """The torch counterpart of rlx_cpu's max pool backward from x and dy:
+    torch's backward takes the forward's indices, so from x it is the forward
+    with indices, then the backward from them (1-D: the 2-D ops on [N, C, 1, L])."""
+    def call(torch, F, x, dy):
+        if nd == 1:
+            x, dy = x.unsqueeze(2), dy.unsqueeze(2)
+        kk, ss, pp = ([1, k], [1, s], [0, p]) if nd == 1 else ([k] * nd, [s] * nd, [p] * nd)
+
+        def run():
+            _, ind = F.max_pool2d(x, kk, ss, pp, ceil_mode=ceil, return_indices=True)
+            return torch.ops.aten.max_pool2d_with_indices_backward(dy, x, kk, ss, pp, [1] * len(kk), ceil, ind)
+        return run
+    return call
+
+
+def _mp_bwd_from_indices(k, s, p=0, ceil=False, nd=2):
+    """rlx_cpu's graph for the backward-from-indices rows: the forward with
+    indices (not timed, see _spec's `only`), then the backward from them."""
+    def build(g, x, dy):
+        pool = g.max_pool1d if nd == 1 else g.max_pool2d
+        _, ind = pool(x, k, s, p, ceil_mode=ceil, return_indices=True)
+        return g.max_pool_backward_indices(dy, ind)
+    return build
+
+
 def _mp_fwd_bwd_torch_nd(k, s, p, nd):
     def call(torch, F, x, dy):
         pool = F.max_pool3d if nd == 3 else F.max_pool1d
@@ -104,10 +137,13 @@ def _mp_fwd_bwd(k, s, p):
     return build
 
 
-def _spec(desc, inputs, build, torch_call=None, ort=None):
+def _spec(desc, inputs, build, torch_call=None, ort=None, only=None):
     """inputs: {name: shape}; build(g, *values) -> output(s); torch_call(torch, F, *tensors) -> a
-    zero-argument callable; ort: (op_type, n_out, attrs, initializers) on the first input."""
-    return dict(desc=desc, inputs=inputs, build=build, torch=torch_call, ort=ort)
+    zero-argument callable; ort: (op_type, n_out, attrs, initializers) on the first input.
+    only: a thunk kind; then `kernel ms` times that kernel alone (the plan ran once before, so
+    what it reads is in place) and its bytes are those of its buffers, and there is no
+    `run ms` (the whole plan does more than the peers' call)."""
+    return dict(desc=desc, inputs=inputs, build=build, torch=torch_call, ort=ort, only=only)
 
 
 def _fwd(call):
@@ -151,8 +187,12 @@ SHAPES = {
     "mp3d": _spec("max_pool3d k2 s2 N2 C32 16x56", {"x": (2, 32, 16, 56, 56)},
                   lambda g, x: g.max_pool3d(x, 2), _fwd(lambda F, x: F.max_pool3d(x, 2)),
                   ("MaxPool", 1, dict(kernel_shape=[2, 2, 2], strides=[2, 2, 2]), ())),
-    "mp2d_bwd": _spec("max_pool2d backward k2 s2 N32 C64 28", {"x": (32, 64, 28, 28), "dy": (32, 64, 14, 14)},
-                      lambda g, x, dy: g.max_pool2d_backward(x, dy, 2, 2), _mp_bwd_torch(2, 2)),
+    "mp2d_bwd": _spec("max_pool2d backward k2 s2 N32 C64 28 from x (torch: fwd with indices + bwd)",
+                      {"x": (32, 64, 28, 28), "dy": (32, 64, 14, 14)},
+                      lambda g, x, dy: g.max_pool2d_backward(x, dy, 2, 2), _mp_grad_torch(2, 2)),
+    "mp2d_bwd_idx": _spec("max_pool2d backward from indices k2 s2 N32 C64 28",
+                          {"x": (32, 64, 28, 28), "dy": (32, 64, 14, 14)}, _mp_bwd_from_indices(2, 2),
+                          _mp_bwd_torch(2, 2), only="max_pool_backward_indices"),
     "mp2d_fb": _spec("max_pool2d k2 s2 +indices, then backward from them, N32 C64 28",
                      {"x": (32, 64, 28, 28), "dy": (32, 64, 14, 14)}, _mp_fwd_bwd(2, 2, 0), _mp_fwd_bwd_torch(2, 2, 0)),
     "mp2d_fb_k3": _spec("max_pool2d k3 s2 p1 +indices, then backward from them, N1 C64 112",
@@ -162,17 +202,28 @@ SHAPES = {
                       lambda g, dy: g.avg_pool2d_backward(dy, (32, 64, 28, 28), 2, 2),
                       lambda torch, F, dy: (lambda: torch.ops.aten.avg_pool2d_backward(
                           dy, torch.empty(32, 64, 28, 28), [2, 2], [2, 2], [0, 0], False, True, None))),
-    "mp2d_bwd_b1": _spec("max_pool2d backward k2 s2 N1 C64 112", {"x": (1, 64, 112, 112), "dy": (1, 64, 56, 56)},
-                         lambda g, x, dy: g.max_pool2d_backward(x, dy, 2, 2), _mp_bwd_torch(2, 2)),
-    "mp2d_bwd_k3": _spec("max_pool2d backward k3 s2 p1 ceil N1 C64 112",
+    "mp2d_bwd_b1": _spec("max_pool2d backward k2 s2 N1 C64 112 from x (torch: fwd with indices + bwd)",
+                         {"x": (1, 64, 112, 112), "dy": (1, 64, 56, 56)},
+                         lambda g, x, dy: g.max_pool2d_backward(x, dy, 2, 2), _mp_grad_torch(2, 2)),
+    "mp2d_bwd_idx_b1": _spec("max_pool2d backward from indices k2 s2 N1 C64 112",
+                             {"x": (1, 64, 112, 112), "dy": (1, 64, 56, 56)}, _mp_bwd_from_indices(2, 2),
+                             _mp_bwd_torch(2, 2), only="max_pool_backward_indices"),
+    "mp2d_bwd_k3": _spec("max_pool2d backward k3 s2 p1 ceil N1 C64 112 from x (torch: fwd with indices + bwd)",
                          {"x": (1, 64, 112, 112), "dy": (1, 64, 57, 57)},
                          lambda g, x, dy: g.max_pool2d_backward(x, dy, 3, 2, 1, ceil_mode=True),
-                         _mp_bwd_torch_nd(3, 2, 1, ceil=True)),
+                         _mp_grad_torch(3, 2, 1, ceil=True)),
+    "mp2d_bwd_idx_k3": _spec("max_pool2d backward from indices k3 s2 p1 ceil N1 C64 112",
+                             {"x": (1, 64, 112, 112), "dy": (1, 64, 57, 57)}, _mp_bwd_from_indices(3, 2, 1, True),
+                             _mp_bwd_torch_nd(3, 2, 1, ceil=True), only="max_pool_backward_indices"),
     "ap2d_bwd_k3": _spec("avg_pool2d backward k3 s2 p1 ceil N1 C64 112", {"dy": (1, 64, 57, 57)},
                          lambda g, dy: g.avg_pool2d_backward(dy, (1, 64, 112, 112), 3, 2, 1, ceil_mode=True),
                          _ap_bwd_torch((1, 64, 112, 112), 3, 2, 1, ceil=True)),
-    "mp1d_bwd": _spec("max_pool1d backward k2 s2 N8 C64 4096", {"x": (8, 64, 4096), "dy": (8, 64, 2048)},
-                      lambda g, x, dy: g.max_pool1d_backward(x, dy, 2, 2), _mp_bwd_torch_nd(2, 2, 0, nd=1)),
+    "mp1d_bwd": _spec("max_pool1d backward k2 s2 N8 C64 4096 from x (torch: fwd with indices + bwd)",
+                      {"x": (8, 64, 4096), "dy": (8, 64, 2048)},
+                      lambda g, x, dy: g.max_pool1d_backward(x, dy, 2, 2), _mp_grad_torch(2, 2, nd=1)),
+    "mp1d_bwd_idx": _spec("max_pool1d backward from indices k2 s2 N8 C64 4096",
+                          {"x": (8, 64, 4096), "dy": (8, 64, 2048)}, _mp_bwd_from_indices(2, 2, nd=1),
+                          _mp_bwd_torch_nd(2, 2, 0, nd=1), only="max_pool_backward_indices"),
     "ap1d_bwd": _spec("avg_pool1d backward k3 s2 p1 N8 C64 4096", {"dy": (8, 64, 2048)},
                       lambda g, dy: g.avg_pool1d_backward(dy, (8, 64, 4096), 3, 2, 1),
                       _ap_bwd_torch((8, 64, 4096), 3, 2, 1, nd=1)),
@@ -297,10 +348,20 @@ def bench_shape(name, spec, threads, repeat, torch, ort):
         out_bytes = sum(int(np.prod(s)) * np.dtype(d).itemsize
                         for s, d in zip(plan.output_shapes, plan.output_dtypes))
         nbytes = in_bytes + out_bytes
+        launches = ctx.launches
+        if spec["only"]:
+            # one kernel of the plan: the plan runs once first, then that kernel is timed on its own
+            _runtime.run_launches(ctx.launches, t)
+            picks = [i for i, th in enumerate(plan.thunks) if th.kind == spec["only"]]
+            if len(picks) != 1:
+                raise RuntimeError(f"{name}: expected one {spec['only']} thunk, got {len(picks)}")
+            th = plan.thunks[picks[0]]
+            launches = [ctx.launches[picks[0]]]
+            nbytes = sum(getattr(th, f).nbytes for f in th.reads + th.writes)
         # the kernel and its bandwidth reference interleaved, so both see the same machine
         src = np.ones(max(1, nbytes // 4), np.float32)
         dst = np.empty_like(src)
-        km = interleaved_medians({"kernel": lambda: _runtime.run_launches(ctx.launches, t),
+        km = interleaved_medians({"kernel": lambda: _runtime.run_launches(launches, t),
                                   "memcpy": lambda: np.copyto(dst, src)}, repeat, settle=DEFAULT_SETTLE_S)
         ms, copy_ms = km["kernel"], km["memcpy"]
         peers = {}
@@ -321,14 +382,14 @@ def bench_shape(name, spec, threads, repeat, torch, ort):
             if sess is not None:
                 peers["ort"] = lambda sess=sess, xa=xa: sess.run(None, {"x": xa})
         outs = [np.empty(s_, d) for s_, d in zip(plan.output_shapes, plan.output_dtypes)]
-        timed = interleaved_medians({"rlx": lambda: plan.run_into(arrays, outs), **peers}, repeat,
-                                    settle=DEFAULT_SETTLE_S)
-        run_ms = timed.pop("rlx")
+        runs = {} if spec["only"] else {"rlx": lambda: plan.run_into(arrays, outs)}
+        timed = interleaved_medians({**runs, **peers}, repeat, settle=DEFAULT_SETTLE_S)
+        run_ms = timed.pop("rlx", None)
         best = min(timed.values()) if timed else None
         rows.append(dict(shape=name, op=spec["desc"], threads=t, kernel_ms=ms, run_ms=run_ms,
                          torch_ms=timed.get("torch"), ort_ms=timed.get("ort"), memcpy_ms=copy_ms,
                          gbs=nbytes / (ms * 1e-3) / 1e9, pct_memcpy=100 * copy_ms / ms,
-                         best_over_run=(best / run_ms) if best else None,
+                         best_over_run=(best / run_ms) if best and run_ms else None,
                          best_over_kernel=(best / ms) if best else None))
     return rows
 
@@ -358,7 +419,7 @@ def main():
     for name in args.shapes.split(","):
         for r in bench_shape(name, SHAPES[name], threads, args.repeat, torch, ort):
             rows.append(r)
-            print(f"| {r['shape']} | {r['op']} | {r['threads']} | {r['kernel_ms']:.3f} | {r['run_ms']:.3f} | "
+            print(f"| {r['shape']} | {r['op']} | {r['threads']} | {r['kernel_ms']:.3f} | {_f(r['run_ms'], '.3f')} | "
                   f"{_f(r['torch_ms'], '.3f')} | {_f(r['ort_ms'], '.3f')} | {r['gbs']:.1f} | "
                   f"{r['pct_memcpy']:.0f}% | {_f(r['best_over_run'], '.2f')} | {_f(r['best_over_kernel'], '.2f')} |",
                   flush=True)
@@ -383,7 +444,8 @@ def print_scaling(rows):
         peer = max((one[k] / two[k] for k in ("torch_ms", "ort_ms") if one[k] and two[k]), default=None)
         kern = one["kernel_ms"] / two["kernel_ms"]
         short = peer is not None and peer >= 1.8 and kern < 1.8
-        print(f"| {name} | {kern:.2f} | {one['run_ms'] / two['run_ms']:.2f} | {_f(peer, '.2f')} | "
+        run = one["run_ms"] / two["run_ms"] if one["run_ms"] and two["run_ms"] else None
+        print(f"| {name} | {kern:.2f} | {_f(run, '.2f')} | {_f(peer, '.2f')} | "
               f"{'yes' if short else ''} |")
 
 
