@@ -120,6 +120,7 @@ step "test suite against the installed wheel (outside the source tree)"
 mkdir -p "$WORK/run"
 cp -R "$ROOT/tests" "$WORK/run/tests"
 cp -R "$ROOT/examples" "$WORK/run/examples"    # the C API example tests/test_capi.py compiles
+cp -R "$ROOT/benchmarks" "$WORK/run/benchmarks"    # tests/test_bench_pool.py imports bench_pool
 cp "$ROOT/pyproject.toml" "$ROOT/README.md" "$WORK/run/"   # tests/test_readme.py runs README's snippets
 cd "$WORK/run"
 export OMP_NUM_THREADS=2 RLX_NUM_THREADS=2 PYTHONSAFEPATH=1

@@ -18,6 +18,7 @@ cp "$ROOT"/setup.py "$ROOT"/pyproject.toml "$ROOT"/README.md "$WORK/"   # README
 (cd "$ROOT" && find rlx_cpu src -type f \( -name '*.py' -o -name '*.pyx' -o -name '*.pxd' -o -name '*.h' \) \
     -print0 | xargs -0 cp --parents -t "$WORK")
 cp -R "$ROOT"/tests/. "$WORK/tests/"
+cp -R "$ROOT"/benchmarks "$WORK/"   # tests/test_bench_pool.py imports benchmarks/bench_pool.py
 cd "$WORK"
 
 echo "== [$((SECONDS - T0))s] RLX_DISABLE_OPENMP=1 build_ext --inplace"
