@@ -857,6 +857,11 @@ typedef struct {
      * ((od*sd*hs + oh*sh)*wp + ow*sw)*8, and the tap offsets koff carry the
      * kernel's depth too */
     ptrdiff_t d_out, sd, hs;
+    /* tiles in output rows that reach into the top or bottom padding skip
+     * the taps that read only padding (a 2-D conv with row padding, else
+     * tap_rows = 0): tap_rows x tap_cols taps per input channel block at row
+     * dilation dh; output rows [rt, rb) read no padding rows */
+    ptrdiff_t tap_rows, tap_cols, dh, rt, rb;
 } rlx_nchwc_dense_geom;
 
 /* panels of one conv group's packed weight, and its floats */
@@ -993,6 +998,76 @@ static inline void rlx_nchwc_prefetch_slice(const float* w, ptrdiff_t wps, ptrdi
     }
 }
 
+/* The taps [*a0, *a1) of each input channel block (tap_rows x tap_cols of
+ * them, row-major) that output row oh reads inside the input, when that
+ * is not all of them; 0 when the row's tiles run every tap (no row
+ * padding, a row clear of it, or a row that reads only padding, whose
+ * padded taps give its zeros). */
+static inline int rlx_nchwc_dense_row_taps(const rlx_nchwc_dense_geom* g, ptrdiff_t oh, ptrdiff_t* a0,
+                                           ptrdiff_t* a1) {
+    if (!g->tap_rows || (oh >= g->rt && oh < g->rb)) return 0;
+    const ptrdiff_t lo = g->pt - oh * g->sh, hi = g->h + g->pt - oh * g->sh;
+    const ptrdiff_t i0 = lo > 0 ? (lo + g->dh - 1) / g->dh : 0;
+    ptrdiff_t i1 = hi > 0 ? (hi + g->dh - 1) / g->dh : 0;
+    if (i1 > g->tap_rows) i1 = g->tap_rows;
+    if (i0 >= i1) return 0;
+    *a0 = i0 * g->tap_cols;
+    *a1 = i1 * g->tap_cols;
+    return 1;
+}
+
+/* The end of the run of output pixels from p (before p1) whose rows read
+ * the same taps: the rows clear of the padding together, each other row
+ * alone. */
+static inline ptrdiff_t rlx_nchwc_dense_segment(const rlx_nchwc_dense_geom* g, ptrdiff_t p, ptrdiff_t p1,
+                                                ptrdiff_t wo) {
+    if (!g->tap_rows) return p1;
+    const ptrdiff_t oh = p / wo, end = (oh >= g->rt && oh < g->rb ? g->rb : oh + 1) * wo;
+    return end < p1 ? end : p1;
+}
+
+/* One tile of the dense kernel over the K block of nkb tap blocks from
+ * kb0 (w and koff already at kb0): with rows (rlx_nchwc_dense_row_taps), only
+ * the taps [a0, a1) of each input channel block, as one call per block
+ * (the accumulators go through y between them; first and last then mark
+ * the group's first and last tap read).  how: 0 rlx_nchwc_tile (nv
+ * vectors), 1 rlx_nchwc_tile_z (nv = nq panels), 2 rlx_nchwc_tile_w (nv
+ * panels at column stride S from the corner x). */
+static inline void rlx_nchwc_dense_tile(int how, int level, int nv, int S, int np, const float* w, ptrdiff_t wps,
+                                        const float* x, const ptrdiff_t* koff, ptrdiff_t kb0, ptrdiff_t nkb,
+                                        ptrdiff_t gkb, int rows, ptrdiff_t taps, ptrdiff_t a0, ptrdiff_t a1,
+                                        const ptrdiff_t* poff, ptrdiff_t p8, float* y, const float* bias,
+                                        const float* res, int first, int last, const rlx_nchwc_act* a) {
+    ptrdiff_t cb = kb0 / taps, cb1 = (kb0 + nkb - 1) / taps;
+    if (!rows) {
+        a0 = 0;
+        a1 = taps;
+        cb1 = cb;
+    }
+    for (; cb <= cb1; ++cb) {
+        ptrdiff_t s = cb * taps + a0, e = cb * taps + a1;
+        int f = first, l = last;
+        if (rows) {
+            if (s < kb0) s = kb0;
+            if (e > kb0 + nkb) e = kb0 + nkb;
+            if (s >= e) continue;
+            f = s == a0;
+            l = e == gkb - taps + a1;
+        } else {
+            s = kb0;
+            e = kb0 + nkb;
+        }
+        const float* ws = w + (s - kb0) * 8 * RLX_NCHWC_OC;
+        const ptrdiff_t* ks = koff + (s - kb0);
+        if (how == 0)
+            rlx_nchwc_tile(level, np, nv, ws, x, ks, e - s, poff, p8, y, bias, res, f, l, a);
+        else if (how == 1)
+            rlx_nchwc_tile_z(nv, np, ws, wps, x, ks, e - s, poff, p8, y, bias, res, f, l, a);
+        else
+            rlx_nchwc_tile_w(nv, S, np, ws, wps, x, ks, e - s, p8, y, bias, res, f, l, a);
+    }
+}
+
 /* Work items [i0, i1): item = (image, block of g->pixels output pixels
  * counted row after row, panel group); per item K blocks of RLX_NCHWC_KC
  * outermost (a panel's block of W stays in L1 across the block's tiles),
@@ -1012,6 +1087,8 @@ static void rlx_nchwc_dense_run(const float* xp, ptrdiff_t xp_len, const float* 
     const ptrdiff_t pblocks = (P + g->pixels - 1) / g->pixels;
     const ptrdiff_t kcb = RLX_NCHWC_KC / 8;
     const ptrdiff_t img = g->c * g->hp * g->wp;
+    /* tap blocks per input channel block (rlx_nchwc_dense_tile) */
+    const ptrdiff_t taps = g->tap_rows ? g->tap_rows * g->tap_cols : g->nkb;
     /* panels run the wide tiles along output rows wider than a 6-pixel tile:
      * one panel at column stride 1 or 2; two at stride 1 (256->256 at 14x14
      * and 512->512 at 7x7: 1.04-1.07x the 6-pixel tiles in most interleaved
@@ -1034,8 +1111,6 @@ static void rlx_nchwc_dense_run(const float* xp, ptrdiff_t xp_len, const float* 
         const ptrdiff_t p0 = pb * g->pixels, p1 = p0 + g->pixels < P ? p0 + g->pixels : P;
         const ptrdiff_t q0 = grp * per_group, q1 = q0 + per_group < panels ? q0 + per_group : panels;
         const ptrdiff_t len = p1 - p0;
-        const ptrdiff_t ntiles = (len + RLX_NCHWC_NP - 1) / RLX_NCHWC_NP;
-        const ptrdiff_t tbase = len / ntiles, textra = len % ntiles;
         const float* ximg = xp + n * img;
         /* each pixel's input corner, once per item (not per tile and K block) */
         for (ptrdiff_t p = p0; p < p1; ++p) {
@@ -1082,35 +1157,51 @@ static void rlx_nchwc_dense_run(const float* xp, ptrdiff_t xp_len, const float* 
                             const ptrdiff_t left = wo - p % wo, seg = left < p1 - p ? left : p1 - p;
                             const ptrdiff_t nt = (seg + most - 1) / most;
                             const ptrdiff_t sb = seg / nt, sx = seg % nt;
+                            ptrdiff_t a0 = 0, a1 = taps;
+                            const int rows = rlx_nchwc_dense_row_taps(g, p / wo, &a0, &a1);
                             for (ptrdiff_t t = 0; t < nt; p += sb + (t < sx), ++t) {
                                 const int np = (int)(sb + (t < sx));
+                                const int wide = np > RLX_NCHWC_NP;
                                 rlx_nchwc_prefetch_slice(nx, K * RLX_NCHWC_OC, nl, p - p0, p + np - p0, len);
-                                if (np > RLX_NCHWC_NP)
-                                    rlx_nchwc_tile_w(nq, (int)g->sw, np, wqb, K * RLX_NCHWC_OC, ximg + poff[p - p0],
-                                                     koff + cg * g->nkb + kb0, nkb, p8, y + yo + p * 8, bq,
-                                                     res ? res + yo + p * 8 : NULL, first, last, a);
-                                else
-                                    rlx_nchwc_tile_z(nq, np, wqb, K * RLX_NCHWC_OC, ximg, koff + cg * g->nkb + kb0,
-                                                     nkb, poff + (p - p0), p8, y + yo + p * 8, bq,
-                                                     res ? res + yo + p * 8 : NULL, first, last, a);
+                                rlx_nchwc_dense_tile(wide ? 2 : 1, level, nq, (int)g->sw, np, wqb, K * RLX_NCHWC_OC,
+                                                     wide ? ximg + poff[p - p0] : ximg, koff + cg * g->nkb + kb0,
+                                                     kb0, nkb, g->nkb, rows, taps, a0, a1, poff + (p - p0), p8,
+                                                     y + yo + p * 8, bq, res ? res + yo + p * 8 : NULL, first, last,
+                                                     a);
                             }
                         }
                         q += nq - 1;
                         continue;
                     }
-                    for (ptrdiff_t t = 0, p = p0; t < ntiles; p += tbase + (t < textra), ++t) {
-                        rlx_nchwc_prefetch_slice(nx, K * RLX_NCHWC_OC, nl, p - p0, p + tbase + (t < textra) - p0, len);
-                        rlx_nchwc_tile_z(nq, (int)(tbase + (t < textra)), wqb, K * RLX_NCHWC_OC, ximg,
-                                         koff + cg * g->nkb + kb0, nkb, poff + (p - p0), p8, y + yo + p * 8, bq,
-                                         res ? res + yo + p * 8 : NULL, first, last, a);
+                    for (ptrdiff_t p = p0; p < p1;) {
+                        const ptrdiff_t seg = rlx_nchwc_dense_segment(g, p, p1, wo) - p;
+                        const ptrdiff_t nt = (seg + RLX_NCHWC_NP - 1) / RLX_NCHWC_NP;
+                        const ptrdiff_t sb = seg / nt, sx = seg % nt;
+                        ptrdiff_t a0 = 0, a1 = taps;
+                        const int rows = rlx_nchwc_dense_row_taps(g, p / wo, &a0, &a1);
+                        for (ptrdiff_t t = 0; t < nt; p += sb + (t < sx), ++t) {
+                            const int np = (int)(sb + (t < sx));
+                            rlx_nchwc_prefetch_slice(nx, K * RLX_NCHWC_OC, nl, p - p0, p + np - p0, len);
+                            rlx_nchwc_dense_tile(1, level, nq, 1, np, wqb, K * RLX_NCHWC_OC, ximg,
+                                                 koff + cg * g->nkb + kb0, kb0, nkb, g->nkb, rows, taps, a0, a1,
+                                                 poff + (p - p0), p8, y + yo + p * 8, bq,
+                                                 res ? res + yo + p * 8 : NULL, first, last, a);
+                        }
                     }
                     q += nq - 1;
                     continue;
                 }
-                for (ptrdiff_t t = 0, p = p0; t < ntiles; p += tbase + (t < textra), ++t) {
-                    const int np = (int)(tbase + (t < textra));
-                    rlx_nchwc_tile(level, np, nv, wqb, ximg, koff + cg * g->nkb + kb0, nkb, poff + (p - p0), p8,
-                                   y + yo + p * 8, bq, res ? res + yo + p * 8 : NULL, first, last, a);
+                for (ptrdiff_t p = p0; p < p1;) {
+                    const ptrdiff_t seg = rlx_nchwc_dense_segment(g, p, p1, wo) - p;
+                    const ptrdiff_t nt = (seg + RLX_NCHWC_NP - 1) / RLX_NCHWC_NP;
+                    const ptrdiff_t sb = seg / nt, sx = seg % nt;
+                    ptrdiff_t a0 = 0, a1 = taps;
+                    const int rows = rlx_nchwc_dense_row_taps(g, p / wo, &a0, &a1);
+                    for (ptrdiff_t t = 0; t < nt; p += sb + (t < sx), ++t)
+                        rlx_nchwc_dense_tile(0, level, nv, 1, (int)(sb + (t < sx)), wqb, K * RLX_NCHWC_OC, ximg,
+                                             koff + cg * g->nkb + kb0, kb0, nkb, g->nkb, rows, taps, a0, a1,
+                                             poff + (p - p0), p8, y + yo + p * 8, bq, res ? res + yo + p * 8 : NULL,
+                                             first, last, a);
                 }
             }
         }

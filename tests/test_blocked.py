@@ -225,7 +225,21 @@ DENSE = [(1, 64, 7, 7, 48, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
          (2, 16, 9, 30, 32, (3, 3), (2, 2), (1, 1), (1, 1), (1, 1)),
          # strided 1x1s run as a subsampled copy and the 1x1 kernel
          (2, 24, 11, 8, 40, (1, 1), (2, 1), (0, 0), (0, 0), (1, 1)),
-         (1, 264, 7, 7, 24, (1, 1), (3, 2), (0, 0), (0, 0), (1, 1))]
+         (1, 264, 7, 7, 24, (1, 1), (3, 2), (0, 0), (0, 0), (1, 1)),
+         # tiles in rows that reach into the padding skip its taps: 4x4 (K
+         # blocks of 32 tap blocks end inside an input block's 9), 2x6 (no
+         # row reads every tap), 2x2 (rows too narrow to skip), rows that
+         # read only padding (their taps all run), dilation, row stride 2
+         # over K blocks of 272 channels, taps of one column, column stride
+         # 2 on the parity-split copy
+         (2, 64, 4, 4, 64, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+         (3, 64, 2, 6, 48, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+         (3, 64, 2, 2, 48, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+         (1, 16, 3, 5, 16, (3, 3), (1, 1), (3, 1), (4, 1), (1, 1)),
+         (1, 16, 6, 6, 32, (3, 3), (1, 1), (2, 2), (2, 2), (2, 2)),
+         (1, 272, 5, 5, 32, (3, 3), (2, 1), (1, 1), (1, 1), (1, 1)),
+         (2, 24, 5, 6, 16, (3, 1), (1, 1), (1, 0), (1, 0), (1, 1)),
+         (1, 32, 4, 8, 48, (3, 3), (2, 2), (1, 1), (1, 1), (1, 1))]
 
 
 @pytest.mark.parametrize("case", DENSE, ids=lambda c: "x".join(map(str, c[:5])) + f"k{c[5][0]}s{c[6][0]}")
@@ -242,6 +256,30 @@ def test_dense_matches_reference(rng, case, act, bias, residual):
     check_parity(outs[0], want, "nchwc dense", tol=TOL)
     for o in outs[1:]:
         np.testing.assert_array_equal(o, outs[0])
+
+
+def test_full_tap_rows():
+    # (h, h_out, kh, sh, dh, pt) -> the output rows whose taps all read the input
+    assert _nchwc._full_tap_rows(4, 4, 3, 1, 1, 1) == (1, 3)
+    assert _nchwc._full_tap_rows(2, 2, 3, 1, 1, 1) == (2, 2)
+    assert _nchwc._full_tap_rows(7, 4, 3, 2, 1, 1) == (1, 3)
+    assert _nchwc._full_tap_rows(6, 6, 3, 1, 2, 2) == (2, 4)
+    assert _nchwc._full_tap_rows(3, 8, 3, 1, 1, 3) == (3, 4)
+
+
+def test_rows_in_the_padding_skip_its_taps(rng):
+    # an infinite weight in the kernel's top row: the output rows whose top
+    # tap reads padding skip that tap and stay finite (0 * inf would be NaN),
+    # the others read it from the input
+    assert _nchwc.ROW_TAPS_MIN_WIDTH <= 4
+    x = rng.standard_normal((1, 16, 4, 4)).astype(np.float32)
+    wt = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
+    wt[:, :, 0, :] = np.inf
+    y = run_dense(x, wt, None, None, (1, 1), (1, 1), (1, 1), (1, 1), None, 1)
+    finite = wt.copy()
+    finite[:, :, 0, :] = 0.0
+    check_parity(y[:, :, :1], conv_nd(x, finite, pads_begin=(1, 1), pads_end=(1, 1))[:, :, :1], "top row", tol=TOL)
+    assert not np.isfinite(y[:, :, 1:]).any()
 
 
 # (n, C, H, W, M, groups, stride, dilation): RegNet's group width 8 (panels
@@ -508,6 +546,9 @@ for m, stride in [(16, (1, 1)), (48, (1, 2)), (16, (2, 2)), (48, (1, 1))]:
     outs.append(run_dense(x, wt, rng.standard_normal(m).astype(np.float32),
                           rng.standard_normal((1, m, ho, wo)).astype(np.float32), stride, (1, 1), (1, 1), (1, 1),
                           "clip", 1))
+x = rng.standard_normal((2, 64, 4, 4)).astype(np.float32)
+outs.append(run_dense(x, rng.standard_normal((48, 64, 3, 3)).astype(np.float32), None,
+                      rng.standard_normal((2, 48, 4, 4)).astype(np.float32), (1, 1), (1, 1), (1, 1), (1, 1), "relu", 1))
 x = rng.standard_normal((1, 64, 6, 7)).astype(np.float32)
 outs.append(run_dense(x, rng.standard_normal((64, 32, 3, 3)).astype(np.float32), None, None, (1, 1), (1, 1), (1, 1),
                       (1, 1), "hard_swish", 1, 1 / 6, 0.5, groups=2))
