@@ -1130,79 +1130,68 @@ static void rlx_nchwc_dense_run(const float* xp, ptrdiff_t xp_len, const float* 
                 const float* bq = bias ? bias + m0 : NULL;
                 const ptrdiff_t yo = (n * M + m0) * P;
                 /* panels q and q + 1 of one conv group, both full, or q alone
-                 * when full: one AVX-512 tile */
-                if (pairs && nv == 2) {
-                    const int nq =
-                        q + 1 < q1 && (q + 1) / gpanels == cg && cg * mg + mg - m0 >= 2 * RLX_NCHWC_OC ? 2 : 1;
-                    /* the weight K block the item's next tiles read (the
-                     * next panels' or the next K block's first), brought
-                     * in a slice per tile: in ResNet-18 and -50 at 1 and 2
-                     * threads the dense convs took 4-5% less time against
-                     * the Winograd convs in the same runs (cold weights:
-                     * each layer's are read once per run) */
-                    const float* nx = NULL;
-                    ptrdiff_t nl = 0;
-                    if (q + nq < q1) {
-                        nx = wqb + nq * K * RLX_NCHWC_OC;
-                        nl = nkb * 8;
-                    } else if (kb0 + kcb < g->nkb) {
-                        nx = wq + (q0 * K + (kb0 + kcb) * 8) * RLX_NCHWC_OC;
-                        nl = (g->nkb - kb0 - kcb < kcb ? g->nkb - kb0 - kcb : kcb) * 8;
-                    }
-                    if (rows1 && (nq == 1 || g->sw == 1)) {
-                        /* wide tiles of up to 12 (one panel) or 14 (two)
-                         * pixels along each output row of the block */
-                        const ptrdiff_t most = nq == 1 ? RLX_NCHWC_NP1W : RLX_NCHWC_NP2W;
-                        for (ptrdiff_t p = p0; p < p1;) {
-                            const ptrdiff_t left = wo - p % wo, seg = left < p1 - p ? left : p1 - p;
-                            const ptrdiff_t nt = (seg + most - 1) / most;
-                            const ptrdiff_t sb = seg / nt, sx = seg % nt;
-                            ptrdiff_t a0 = 0, a1 = taps;
-                            const int rows = rlx_nchwc_dense_row_taps(g, p / wo, &a0, &a1);
-                            for (ptrdiff_t t = 0; t < nt; p += sb + (t < sx), ++t) {
-                                const int np = (int)(sb + (t < sx));
-                                const int wide = np > RLX_NCHWC_NP;
-                                rlx_nchwc_prefetch_slice(nx, K * RLX_NCHWC_OC, nl, p - p0, p + np - p0, len);
-                                rlx_nchwc_dense_tile(wide ? 2 : 1, level, nq, (int)g->sw, np, wqb, K * RLX_NCHWC_OC,
-                                                     wide ? ximg + poff[p - p0] : ximg, koff + cg * g->nkb + kb0,
-                                                     kb0, nkb, g->nkb, rows, taps, a0, a1, poff + (p - p0), p8,
-                                                     y + yo + p * 8, bq, res ? res + yo + p * 8 : NULL, first, last,
-                                                     a);
-                            }
-                        }
-                        q += nq - 1;
-                        continue;
-                    }
+                 * when full: one AVX-512 tile (how 1), else rlx_nchwc_tile
+                 * (how 0) */
+                const int z = pairs && nv == 2;
+                const int nq =
+                    z && q + 1 < q1 && (q + 1) / gpanels == cg && cg * mg + mg - m0 >= 2 * RLX_NCHWC_OC ? 2 : 1;
+                /* the weight K block the item's next AVX-512 tiles read (the
+                 * next panels' or the next K block's first), brought in a
+                 * slice per tile: in ResNet-18 and -50 at 1 and 2 threads the
+                 * dense convs took 4-5% less time against the Winograd convs
+                 * in the same runs (cold weights: each layer's are read once
+                 * per run) */
+                const float* nx = NULL;
+                ptrdiff_t nl = 0;
+                if (z && q + nq < q1) {
+                    nx = wqb + nq * K * RLX_NCHWC_OC;
+                    nl = nkb * 8;
+                } else if (z && kb0 + kcb < g->nkb) {
+                    nx = wq + (q0 * K + (kb0 + kcb) * 8) * RLX_NCHWC_OC;
+                    nl = (g->nkb - kb0 - kcb < kcb ? g->nkb - kb0 - kcb : kcb) * 8;
+                }
+                if (z && rows1 && (nq == 1 || g->sw == 1)) {
+                    /* wide tiles of up to 12 (one panel) or 14 (two) pixels
+                     * along each output row of the block */
+                    const ptrdiff_t most = nq == 1 ? RLX_NCHWC_NP1W : RLX_NCHWC_NP2W;
                     for (ptrdiff_t p = p0; p < p1;) {
-                        const ptrdiff_t seg = rlx_nchwc_dense_segment(g, p, p1, wo) - p;
-                        const ptrdiff_t nt = (seg + RLX_NCHWC_NP - 1) / RLX_NCHWC_NP;
+                        const ptrdiff_t left = wo - p % wo, seg = left < p1 - p ? left : p1 - p;
+                        const ptrdiff_t nt = (seg + most - 1) / most;
                         const ptrdiff_t sb = seg / nt, sx = seg % nt;
                         ptrdiff_t a0 = 0, a1 = taps;
                         const int rows = rlx_nchwc_dense_row_taps(g, p / wo, &a0, &a1);
                         for (ptrdiff_t t = 0; t < nt; p += sb + (t < sx), ++t) {
                             const int np = (int)(sb + (t < sx));
+                            const int wide = np > RLX_NCHWC_NP;
                             rlx_nchwc_prefetch_slice(nx, K * RLX_NCHWC_OC, nl, p - p0, p + np - p0, len);
-                            rlx_nchwc_dense_tile(1, level, nq, 1, np, wqb, K * RLX_NCHWC_OC, ximg,
-                                                 koff + cg * g->nkb + kb0, kb0, nkb, g->nkb, rows, taps, a0, a1,
-                                                 poff + (p - p0), p8, y + yo + p * 8, bq,
-                                                 res ? res + yo + p * 8 : NULL, first, last, a);
+                            rlx_nchwc_dense_tile(wide ? 2 : 1, level, nq, (int)g->sw, np, wqb, K * RLX_NCHWC_OC,
+                                                 wide ? ximg + poff[p - p0] : ximg, koff + cg * g->nkb + kb0, kb0,
+                                                 nkb, g->nkb, rows, taps, a0, a1, poff + (p - p0), p8,
+                                                 y + yo + p * 8, bq, res ? res + yo + p * 8 : NULL, first, last, a);
                         }
                     }
                     q += nq - 1;
                     continue;
                 }
+                /* runs of pixels whose rows read the same taps, each in
+                 * tiles of nearly equal size, which may run across output
+                 * rows (on a 7x7 plane 49 = 4 x 6 + 5 x 5, not rows of 4 + 3) */
                 for (ptrdiff_t p = p0; p < p1;) {
                     const ptrdiff_t seg = rlx_nchwc_dense_segment(g, p, p1, wo) - p;
                     const ptrdiff_t nt = (seg + RLX_NCHWC_NP - 1) / RLX_NCHWC_NP;
                     const ptrdiff_t sb = seg / nt, sx = seg % nt;
                     ptrdiff_t a0 = 0, a1 = taps;
                     const int rows = rlx_nchwc_dense_row_taps(g, p / wo, &a0, &a1);
-                    for (ptrdiff_t t = 0; t < nt; p += sb + (t < sx), ++t)
-                        rlx_nchwc_dense_tile(0, level, nv, 1, (int)(sb + (t < sx)), wqb, K * RLX_NCHWC_OC, ximg,
+                    for (ptrdiff_t t = 0; t < nt; p += sb + (t < sx), ++t) {
+                        const int np = (int)(sb + (t < sx));
+                        rlx_nchwc_prefetch_slice(nx, K * RLX_NCHWC_OC, nl, p - p0, p + np - p0, len);
+                        rlx_nchwc_dense_tile(z, level, z ? nq : nv, 1, np, wqb, K * RLX_NCHWC_OC, ximg,
                                              koff + cg * g->nkb + kb0, kb0, nkb, g->nkb, rows, taps, a0, a1,
                                              poff + (p - p0), p8, y + yo + p * 8, bq, res ? res + yo + p * 8 : NULL,
                                              first, last, a);
+                    }
                 }
+                q += nq - 1;
             }
         }
     }
