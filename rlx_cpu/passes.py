@@ -300,10 +300,11 @@ def fuse_epilogue(graph):
 # A chain of at least this many convs with blocked kernels moves to the
 # blocked layout; a shorter one would pay its two reorders for little.
 BLOCKED_MIN_CHAIN = 3
-# A stem (fewer than 8 input channels) of at most this many taps (input
-# channels x kernel) moves to the blocked layout alone, with the AVX2 tiles;
-# with the AVX-512 ones (simd level 2) every stem does: measured there
-# (Xeon, family 6 model 207), run_into ms NCHW (im2col) / blocked with the
+# A stem (input channels that are no whole blocks: ops/blocked.py
+# nchwc_stem) of at most this many taps (input channels x kernel) moves
+# to the blocked layout alone, with the AVX2 tiles; with the AVX-512 ones
+# (simd level 2) every stem does: measured there (Xeon, family 6 model
+# 207), run_into ms NCHW (im2col) / blocked with the
 # reorder, 7x7 3->64 s2 at 224x224: 5.82 / 3.24 at 1 thread, 2.97 / 1.73 at 2.
 STEM_ALONE_MAX_TAPS = 27
 # A stem alone of at most this many taps writes NCHW itself on the AVX-512
@@ -337,7 +338,8 @@ def _blocked_layout_enabled():
 def blocked_layout(graph, nthreads=1):
     """Chains of convs that have channel-blocked kernels (rlx_cpu/ops/blocked.py:
     1x1, depthwise 3x3 and dense convs with constant weights and channels
-    multiples of 8, conv3d, a first conv of fewer than 8 input channels,
+    multiples of 8, conv3d, a conv of input channels that are no whole
+    blocks, as a network's first conv (the stem: ops/blocked.py nchwc_stem),
     and conv_transpose1d/2d by output phases), with
     the 2-D window pools, channel concats, elementwise ops and global pools
     between and after them -> conv2d_nchwc / pool2d_nchwc / concat /

@@ -152,7 +152,13 @@ STEMS = [(1, 3, 64, 64, 32, (3, 3), (2, 2), (1, 1), (1, 1), (1, 1)),
          (2, 2, 11, 185, 8, (3, 4), (1, 3), (0, 0), (0, 0), (2, 2)),
          (1, 2, 5, 421, 16, (3, 3), (1, 1), (0, 0), (0, 0), (1, 1)),
          # 72 output channels: the AVX-512 four-panel tile and an 8-wide panel
-         (2, 3, 19, 23, 72, (7, 7), (2, 2), (3, 3), (3, 3), (1, 1))]
+         (2, 3, 19, 23, 72, (7, 7), (2, 2), (3, 3), (3, 3), (1, 1)),
+         # input channels that are no whole blocks but more than one:
+         # SqueezeNet's fire-9 expand (12 -> 48 on 3x3 planes), a strided 20
+         # -> 24, and 56 x 3x3 = 504 taps, close to STEM_MAX_TAPS
+         (3, 12, 3, 3, 48, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+         (2, 20, 15, 13, 24, (3, 3), (2, 2), (1, 1), (0, 1), (1, 1)),
+         (1, 56, 9, 9, 16, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1))]
 
 
 @pytest.mark.parametrize("case", STEMS, ids=lambda c: "x".join(map(str, c[:5])))
@@ -864,6 +870,41 @@ def test_a_stem_of_few_taps_runs_blocked_alone(rng, blocked_on):
 
 
 @pytest.mark.parametrize("threads", TWO)
+def test_a_conv_of_channels_that_are_no_whole_blocks_runs_the_stem_kernel(rng, blocked_on, threads):
+    # SqueezeNet's fire module with a 12-channel squeeze: its 3x3 expand
+    # (12 -> 16) reads NCHW and runs the stem kernel, where the NCHW path
+    # would be im2col; the 1x1 expand stays one NCHW GEMM, and so do the
+    # 3x3 convs of 16 input channels (whole blocks) on a plane too large for
+    # the dense blocked kernel alone
+    avx512 = _nchwc.simd_level() >= 2
+    g = rlx_cpu.Graph()
+    x = g.input("x", (2, 32, 5, 5))
+    ws = [rng.standard_normal(s) / np.sqrt(np.prod(s[1:])) for s in ((12, 32, 1, 1), (16, 12, 1, 1), (16, 12, 3, 3))]
+    bs = [rng.standard_normal(w.shape[0]) for w in ws]
+    sq = g.relu(g.conv2d(x, ws[0], bs[0]))
+    g.output(g.concat([g.relu(g.conv2d(sq, ws[1], bs[1])), g.relu(g.conv2d(sq, ws[2], bs[2], padding=1))], axis=1))
+    blocked, plain = compile_both(g, threads)
+    stems = [t for t in blocked.thunks if t.kind == "conv_nchwc_stem"]
+    assert len(stems) == (1 if avx512 else 0), [t.kind for t in blocked.thunks]
+    assert "conv" not in [t.kind for t in blocked.thunks] or not avx512
+    assert ops(passes.blocked_layout(passes.fuse_epilogue(g))).count("conv2d") == 2
+    feeds = {"x": rng.standard_normal((2, 32, 5, 5)).astype(np.float32)}
+    got = blocked.run(feeds)[0]
+    check_parity(got, plain.run(feeds)[0], "fire module, stem-kernel expand vs NCHW plan")
+    x64 = feeds["x"].astype(np.float64)
+    h = np.maximum(conv_nd(x64, ws[0], bs[0], 1, 0, 0), 0)
+    want = np.concatenate([np.maximum(conv_nd(h, ws[1], bs[1], 1, 0, 0), 0),
+                           np.maximum(conv_nd(h, ws[2], bs[2], 1, 1, 1), 0)], axis=1)
+    check_parity(got, want, "fire module, stem-kernel expand vs reference")
+    # 16 input channels (whole blocks) never run it; nor a 1x1 of 12
+    for ci, k in ((16, 3), (12, 1)):
+        g2 = rlx_cpu.Graph()
+        x2 = g2.input("x", (2, ci, 20, 20))
+        g2.output(g2.relu(g2.conv2d(x2, rng.standard_normal((16, ci, k, k)), padding=k // 2)))
+        assert "conv_nchwc_stem" not in [t.kind for t in rlx_cpu.compile(g2, num_threads=threads).thunks], (ci, k)
+
+
+@pytest.mark.parametrize("threads", TWO)
 def test_a_lone_conv_runs_blocked_with_the_avx512_tiles_where_measured_faster(rng, blocked_on, threads):
     # a strided 3x3 and a conv1d have im2col as their NCHW path: with the
     # AVX-512 tiles they run blocked alone (two reorders), and so does a
@@ -937,8 +978,8 @@ def test_short_chains_and_ineligible_convs_stay_nchw(rng, blocked_on):
     a = g.conv2d(x, rng.standard_normal((16, 16, 1, 1)))            # 1x1 ...
     b = g.conv2d(a, rng.standard_normal((16, 1, 3, 3)), padding=1, groups=16)   # ... + dw: only 2
     c = g.conv2d(b, rng.standard_normal((12, 16, 1, 1)))            # 12 channels: no blocked kernel
-    d = g.conv2d(c, rng.standard_normal((16, 12, 3, 3)), padding=1)   # a dense 3x3: none either
-    e = g.tanh(g.conv2d(d, rng.standard_normal((16, 16, 1, 1))))    # tanh: not in the kernel's epilogue
+    d = g.conv2d(c, rng.standard_normal((12, 12, 3, 3)), padding=1)   # a dense 3x3 to 12: none either
+    e = g.tanh(g.conv2d(d, rng.standard_normal((16, 12, 1, 1))))    # tanh: not in the kernel's epilogue
     g.output(e)
     out = passes.blocked_layout(passes.fuse_epilogue(g))
     assert "conv2d_nchwc" not in ops(out) and "to_nchwc" not in ops(out)

@@ -40,8 +40,9 @@ each end of a chain:
                    per group, and groups 1 with any other geometry where it
                    beats the NCHW algorithms (strided, or an output plane of
                    at most dense_max_plane(C_in) pixels); and the stem, a
-                   dense conv from an NCHW input of fewer than 8 channels (a
-                   network's first conv) to a blocked output.  Constant
+                   dense conv from an NCHW input of channels that are no
+                   whole blocks (a network's first conv, or SqueezeNet's
+                   3x3 expands of 12 channels) to a blocked output.  Constant
                    weights, packed at compile time, and any fused activation
                    but tanh.
 
@@ -294,16 +295,31 @@ def dense_alone(graph, node, nthreads=1):
 
 def nchwc_stem(graph, node):
     """True when the conv2d `node` can run the stem kernel, which reads NCHW
-    and writes the blocked layout: groups 1, fewer than 8 input channels, at
-    most _nchwc.STEM_MAX_TAPS taps, output channels a multiple of 8, a
-    constant weight (and bias), an activation in ACTS or none, and no residual."""
+    and writes the blocked layout: groups 1, input channels that are no
+    whole blocks (fewer than 8, or more than 8 but not a multiple of 8 for a
+    kernel larger than 1x1), at most _nchwc.STEM_MAX_TAPS taps, output
+    channels a multiple of 8, a constant weight (and bias), an activation in
+    ACTS or none, and no residual.
+
+    The stem kernel is a direct conv over all C*kh*kw taps; for input
+    channels that are no whole blocks the other kernels would need the NCHW
+    path, whose im2col GEMM it beats on the kernels larger than 1x1 (run ms
+    NCHW / stem, reorder included, relu fused, 1 and 2 threads: 12->48 3x3 on
+    8 x 3x3 (SqueezeNet's fire 9) 0.032 / 0.011 and 0.028 / 0.011; 12->48 3x3
+    on 8 x 14x14 0.163 / 0.113 and 0.100 / 0.078; 12->32 3x3 s2 from 56x56
+    0.055 / 0.032 and 0.066 / 0.034; 36->64 3x3 on 8 x 14x14 0.344 / 0.306
+    and 0.302 / 0.196; 20->64 3x3 on 8 x 28x28 0.657 / 0.691 and 0.399 /
+    0.378), but not on the 1x1 ones, which are one GEMM in NCHW (20->120 on 8 x
+    4x4: 0.009 / 0.019 at either thread count)."""
     if node.op != "conv2d" or node.dtype != "float32" or len(node.shape) != 4:
         return False
     x_id, w_id, b_id, r_id = conv_operands(node)
     xs = graph.node(x_id).shape
     a = node.attrs
     epi = a.epilogue
-    if len(xs) != 4 or a.groups != 1 or not 0 < xs[1] < BLOCK or node.shape[1] % BLOCK or 0 in node.shape:
+    if len(xs) != 4 or a.groups != 1 or xs[1] < 1 or node.shape[1] % BLOCK or 0 in node.shape:
+        return False
+    if xs[1] >= BLOCK and (xs[1] % BLOCK == 0 or a.kernel == (1, 1)):
         return False
     if xs[1] * a.kernel[0] * a.kernel[1] > _nchwc.STEM_MAX_TAPS or r_id is not None:
         return False
