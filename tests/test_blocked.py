@@ -896,12 +896,19 @@ def test_a_conv_of_channels_that_are_no_whole_blocks_runs_the_stem_kernel(rng, b
     want = np.concatenate([np.maximum(conv_nd(h, ws[1], bs[1], 1, 0, 0), 0),
                            np.maximum(conv_nd(h, ws[2], bs[2], 1, 1, 1), 0)], axis=1)
     check_parity(got, want, "fire module, stem-kernel expand vs reference")
-    # 16 input channels (whole blocks) never run it; nor a 1x1 of 12
-    for ci, k in ((16, 3), (12, 1)):
+    # 16 input channels (whole blocks) never run it; nor a 1x1 of 12, nor a
+    # 1x1 of 6 on 1x1 planes (a squeeze-and-excitation block's second conv:
+    # one small GEMM in NCHW)
+    for ci, k, hw in ((16, 3, 20), (12, 1, 20), (6, 1, 1)):
         g2 = rlx_cpu.Graph()
-        x2 = g2.input("x", (2, ci, 20, 20))
-        g2.output(g2.relu(g2.conv2d(x2, rng.standard_normal((16, ci, k, k)), padding=k // 2)))
-        assert "conv_nchwc_stem" not in [t.kind for t in rlx_cpu.compile(g2, num_threads=threads).thunks], (ci, k)
+        x2 = g2.input("x", (2, ci, hw, hw))
+        g2.output(g2.sigmoid(g2.conv2d(x2, rng.standard_normal((16, ci, k, k)), padding=k // 2)))
+        plan = rlx_cpu.compile(g2, num_threads=threads)
+        assert "conv_nchwc_stem" not in [t.kind for t in plan.thunks], (ci, k)
+        xv = rng.standard_normal((2, ci, hw, hw)).astype(np.float32)
+        check_parity(plan.run({"x": xv})[0], 1 / (1 + np.exp(-conv_nd(xv.astype(np.float64),
+                                                                      g2.nodes[1].value, None, 1, k // 2, k // 2))),
+                     "conv that runs no stem kernel vs reference")
 
 
 @pytest.mark.parametrize("threads", TWO)

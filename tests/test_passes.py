@@ -295,6 +295,27 @@ def test_fuse_epilogue_1x1_column_blocks_cover_large_planes(rng):
     check_parity(plan.run(feeds)[0], want, "epilogue 1x1 blocks")
 
 
+@pytest.mark.parametrize("threads", (1, 2))
+@pytest.mark.parametrize("n", (1, 5))
+# 10 input channels: one GEMM over the batch; 40: a matrix-vector product
+# per image (src/_conv2d.pyx, PLANE1_ONE_GEMM_MAX_CIN)
+@pytest.mark.parametrize("c_in,c_out", [(10, 40), (40, 10), (33, 70)])
+@pytest.mark.parametrize("act,bias,residual", [("sigmoid", True, None), ("silu", True, "right"),
+                                               ("relu", False, None), (None, True, "left"), (None, False, None),
+                                               ("hard_sigmoid", True, None)])
+def test_fuse_epilogue_1x1_on_1x1_planes(rng, threads, n, c_in, c_out, act, bias, residual):
+    # a squeeze-and-excitation block's convs: the [N, C, 1, 1] input is an
+    # [N, C] matrix, each image's output channels consecutive floats that
+    # take the epilogue as one span
+    g, feeds, want = _block(rng, (n, c_in, 1, 1), (c_out, c_in, 1, 1), act, bias, residual, padding=0)
+    plan = rlx_cpu.compile(g, num_threads=threads)
+    assert [t.kind for t in plan.thunks] == ["conv_1x1"]
+    got = plan.run(feeds)[0]
+    check_parity(got, want, f"1x1 on 1x1 planes, {c_in}->{c_out} epilogue {act} {residual}")
+    check_parity(got, rlx_cpu.compile(g, num_threads=threads, passes=False).run(feeds)[0],
+                 "1x1 on 1x1 planes vs unfused")
+
+
 def test_fuse_epilogue_conv1d(rng):
     g, feeds, want = _block(rng, (2, 8, 30), (8, 8, 5), "leaky_relu", True, "right", padding=2, nd=1)
     out = passes.fuse_epilogue(g)
