@@ -112,6 +112,8 @@ cdef extern from "rlx_epilogue.h":
         RLX_ACT_HARD_SIGMOID, RLX_ACT_HARD_SWISH, RLX_ACT_TANH, RLX_ACT_SILU
     void rlx_epilogue_span(float* y, Py_ssize_t y_len, Py_ssize_t off, Py_ssize_t n, float b,
                            const Epilogue* e, int simd) nogil
+    void rlx_epilogue_rows(float* y, Py_ssize_t y_len, Py_ssize_t off, Py_ssize_t ld, Py_ssize_t rows,
+                           Py_ssize_t n, const float* ep_bias, const Epilogue* e, int simd) nogil
     int rlx_epilogue_active(const Epilogue* e) nogil
 
 
@@ -139,11 +141,8 @@ cdef inline void _epilogue_rows(float[::1] y, const Fused* f, Py_ssize_t off, Py
                                 Py_ssize_t c0, Py_ssize_t nch, Py_ssize_t span) noexcept nogil:
     """The epilogue on nch output rows of `span` floats, row c at off + c * stride
     and of channel c0 + c."""
-    cdef Py_ssize_t c
-    cdef int simd = rlx_simd_level()
-    for c in range(nch):
-        rlx_epilogue_span(&y[0], y.shape[0], off + c * stride, span,
-                          f.bias[c0 + c] if f.bias != NULL else 0.0, &f.e, simd)
+    rlx_epilogue_rows(&y[0], y.shape[0], off, stride, nch, span, f.bias + c0 if f.bias != NULL else NULL, &f.e,
+                      rlx_simd_level())
 
 
 cdef extern from "rlx_gemm.h":

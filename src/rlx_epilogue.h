@@ -340,6 +340,36 @@ static inline void rlx_sigmoid_span(const float* x, float* y, ptrdiff_t n, int s
     rlx_sigmoid_span_base(x, y, n, silu);
 }
 
+/* Rows shorter than this that lie end to end take a vector-form activation
+ * (sigmoid, SiLU, tanh) as one span over all of them (rlx_epilogue_rows). */
+#define RLX_EPILOGUE_JOIN_MAX_ROW 64
+
+/* The epilogue on `rows` rows of n floats of y, row r at off + r * ld with
+ * the bias ep_bias[r] (ep_bias NULL: none).  Short rows that lie end to end
+ * (ld == n) with a sigmoid, SiLU or tanh take the bias and residual row by
+ * row and then the activation as one span over all of them: the same
+ * arithmetic as a span per row, but in 8-lane vectors rather than in the
+ * scalar tail a row of fewer than 8 floats would leave (a 1x1 conv on 2x2
+ * planes: 4 floats per output channel). */
+static inline void rlx_epilogue_rows(float* y, ptrdiff_t y_len, ptrdiff_t off, ptrdiff_t ld, ptrdiff_t rows,
+                                     ptrdiff_t n, const float* ep_bias, const rlx_epilogue* e, int simd) {
+    ptrdiff_t r;
+    if (simd && rows > 1 && ld == n && n < RLX_EPILOGUE_JOIN_MAX_ROW &&
+            (e->act == RLX_ACT_SIGMOID || e->act == RLX_ACT_SILU || e->act == RLX_ACT_TANH)) {
+        rlx_epilogue parts = *e, act = *e;
+        parts.act = RLX_ACT_NONE;
+        act.res = NULL;
+        act.res_len = 0;
+        if (ep_bias || e->res)
+            for (r = 0; r < rows; ++r)
+                rlx_epilogue_span(y, y_len, off + r * ld, n, ep_bias ? ep_bias[r] : 0.0f, &parts, simd);
+        rlx_epilogue_span(y, y_len, off, rows * n, 0.0f, &act, simd);
+        return;
+    }
+    for (r = 0; r < rows; ++r)
+        rlx_epilogue_span(y, y_len, off + r * ld, n, ep_bias ? ep_bias[r] : 0.0f, e, simd);
+}
+
 /* Whether there is anything to do besides a bias (which some kernels add
  * themselves). */
 static inline int rlx_epilogue_active(const rlx_epilogue* e) {

@@ -716,10 +716,10 @@ static void rlx_gemm_conv_src(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, pt
                 }
             }
             if (ep && !in_tile) {
+                const ptrdiff_t i0 = pb * RLX_GEMM_MR;
                 const ptrdiff_t i1 = pe * RLX_GEMM_MR < m ? pe * RLX_GEMM_MR : m;
-                for (ptrdiff_t i = pb * RLX_GEMM_MR; i < i1; ++i)
-                    rlx_epilogue_span(c, c_len, c_off + i * ldc + jb, ncols, ep_bias ? ep_bias[i] : 0.0f, ep,
-                                      level);
+                rlx_epilogue_rows(c, c_len, c_off + i0 * ldc + jb, ldc, i1 - i0, ncols,
+                                  ep_bias ? ep_bias + i0 : NULL, ep, level);
             }
         }
     }
@@ -1383,9 +1383,11 @@ static void rlx_gemm_conv_ch(const float* wq, ptrdiff_t wq_len, ptrdiff_t m, ptr
             for (ptrdiff_t j = 0; j < nch; ++j) {
                 float* row = c + c_off + (ch0 + j) * ldc;
                 for (ptrdiff_t p = 0; p < n; ++p) row[p] = t[i][p * RLX_GEMM_CH + j];
-                if (ep) rlx_epilogue_span(c, c_len, c_off + (ch0 + j) * ldc, n, ep_bias ? ep_bias[ch0 + j] : 0.0f,
-                                          ep, level);
             }
+            /* the panel's rows of a small plane lie end to end when ldc == n:
+             * a sigmoid or SiLU then runs in vectors over all of them */
+            if (ep) rlx_epilogue_rows(c, c_len, c_off + ch0 * ldc, ldc, nch, n, ep_bias ? ep_bias + ch0 : NULL, ep,
+                                      level);
         }
     }
 }

@@ -316,6 +316,29 @@ def test_fuse_epilogue_1x1_on_1x1_planes(rng, threads, n, c_in, c_out, act, bias
                  "1x1 on 1x1 planes vs unfused")
 
 
+@pytest.mark.parametrize("threads", (1, 2))
+@pytest.mark.parametrize("x_shape,c_out", [((3, 40, 2, 2), 70), ((2, 24, 3, 3), 40), ((1, 32, 7, 7), 50),
+                                           ((2, 16, 4, 4), 24)])
+@pytest.mark.parametrize("act,bias,residual", [("silu", True, "right"), ("sigmoid", False, None),
+                                               ("silu", False, "left"), ("tanh", True, None),
+                                               ("sigmoid", True, "left"), ("relu", True, None)])
+def test_fuse_epilogue_1x1_on_small_planes(rng, threads, x_shape, c_out, act, bias, residual):
+    # small planes (the channel-panel and row-panel kernels): a channel's
+    # few pixels are a row shorter than a vector, and the rows of a panel lie
+    # end to end, so a sigmoid, SiLU or tanh runs over all of them at once
+    from rlx_cpu import _conv2d
+    g, feeds, want = _block(rng, x_shape, (c_out, x_shape[1], 1, 1), act, bias, residual, padding=0)
+    plan = rlx_cpu.compile(g, num_threads=threads)
+    (th,) = plan.thunks
+    assert th.kind == "conv_1x1"
+    if _conv2d.simd_level() and x_shape[2] * x_shape[3] < 16:
+        assert th.packed == _conv2d.GEMM_LAYOUT_CHANNELS, th.packed
+    got = plan.run(feeds)[0]
+    check_parity(got, want, f"1x1 on {x_shape[2]}x{x_shape[3]} planes, epilogue {act} {residual}")
+    check_parity(got, rlx_cpu.compile(g, num_threads=threads, passes=False).run(feeds)[0],
+                 "1x1 on small planes vs unfused")
+
+
 def test_fuse_epilogue_conv1d(rng):
     g, feeds, want = _block(rng, (2, 8, 30), (8, 8, 5), "leaky_relu", True, "right", padding=2, nd=1)
     out = passes.fuse_epilogue(g)
