@@ -304,8 +304,8 @@ BLOCKED_MIN_CHAIN = 3
 # nchwc_stem) of at most this many taps (input channels x kernel) moves
 # to the blocked layout alone, with the AVX2 tiles; with the AVX-512 ones
 # (simd level 2) every stem does: measured there (Xeon, family 6 model
-# 207), run_into ms NCHW (im2col) / blocked with the
-# reorder, 7x7 3->64 s2 at 224x224: 5.82 / 3.24 at 1 thread, 2.97 / 1.73 at 2.
+# 207), run_into ms NCHW (im2col) / blocked with the reorder, 7x7 3->64 s2
+# at 224x224: 5.82 / 3.24 at 1 thread, 2.97 / 1.73 at 2.
 STEM_ALONE_MAX_TAPS = 27
 # A stem alone of at most this many taps writes NCHW itself on the AVX-512
 # level; a larger one writes the blocked layout and a reorder follows.
