@@ -5,6 +5,7 @@ overlap with the parity grids; here each defect has a test that says its name.
 """
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -163,13 +164,18 @@ def _thread_cpu_ns():
     return out
 
 
-def _thread_cpu_deltas(plan, feeds, runs=10):
-    """(CPU ns of the calling thread, {other thread: CPU ns}) over `runs`
-    runs of `plan`."""
+def _thread_cpu_deltas(plan, feeds, seconds=0.25, min_runs=10):
+    """(CPU ns of the calling thread, {other thread: CPU ns}) over runs of
+    `plan` for `seconds` of wall time (at least `min_runs` runs).  Some
+    kernels account a thread's CPU time in whole scheduler ticks (4 ms
+    seen here), so a few milliseconds of runs could credit the worker
+    thread with none of its work: a quarter second is some 60 ticks."""
     plan.run(feeds)
     before = _thread_cpu_ns()
-    for _ in range(runs):
+    t0, runs = time.perf_counter(), 0
+    while runs < min_runs or time.perf_counter() - t0 < seconds:
         plan.run(feeds)
+        runs += 1
     after = _thread_cpu_ns()
     me = threading.get_native_id()
     return after[me] - before[me], {t: after[t] - before.get(t, 0) for t in after if t != me}
