@@ -30,7 +30,7 @@ import weakref
 
 import numpy as np
 
-from . import _runtime
+from . import _launch, _runtime
 from ._version import __version__
 from .arena import aligned_empty
 from .debug import DebugSequence
@@ -597,6 +597,27 @@ class Plan:
         ctx = self._own_context(context, "run_into")
         ctx.run(inputs, outputs, self.num_threads)
         return outputs
+
+    def work_per_thread(self, inputs, context=None):
+        """The work items each OpenMP thread ran in every thunk of one run on
+        `inputs`: [(thunk, (items of thread 0, of thread 1, ...))].  A work
+        item is one iteration of a kernel's parallel loop (a row, plane,
+        block or panel; a contiguous run of items for the blocked kernels),
+        so this shows exactly how a thunk's work was split, whatever the
+        machine's load.  It runs the thunks one by one with the process-wide
+        work meter on (rlx_cpu._launch.work_meter_start): do not measure two
+        plans at once."""
+        ctx = self._own_context(context, "work_per_thread")
+        ctx.load(inputs)
+        out = []
+        for thunk, launch in zip(self.thunks, ctx.launches):
+            _launch.work_meter_start()
+            try:
+                launch.execute(self.num_threads)
+            finally:
+                counts = _launch.work_meter_stop()
+            out.append((thunk, counts))
+        return out
 
     def profile(self, inputs, repeat=10, warmup=1):
         """Median seconds per thunk over `repeat` runs: [(thunk, seconds)]."""

@@ -36,9 +36,13 @@ from libc.string cimport memcpy, memset
 from _blas cimport sgemm_rm, sgemm_rm_split
 from _codes cimport CONV_BWD_REFERENCE, CONV_BWD_GEMM, CONV_BWD_GEMM_1X1, CONV_BWD_WIDE
 from _window cimport Win, conv_win_from, out_range
-from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
+from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder, work_note, work_meter_bind
 
 import numpy as np
+
+# this module's work-meter notes count in rlx_cpu._launch's meter
+work_meter_bind()
+
 
 cdef extern from "rlx_bwd_wide.h":
     void rlx_simd_init() nogil
@@ -305,6 +309,7 @@ cdef int conv_backward_input_gemm(const float[::1] dy, const float[::1] wt, floa
     cdef Py_ssize_t units = g.cpg * g.size[0] * g.size[1]
     if _bi_items_parallel(g, split):
         for item in prange(items, num_threads=t, schedule='static'):
+            work_note(1)
             _bi_item(dy, wt, dx, scratch, g, item, threadid() * g.kdim * g.out_vol, algorithm)
         # end: prange
         return 0
@@ -324,6 +329,7 @@ cdef int conv_backward_input_gemm(const float[::1] dy, const float[::1] wt, floa
                        &wt[gi * g.cog * g.kdim], <int>g.kdim, &dy[dy_off], <int>g.out_vol, 0.0,
                        &scratch[0], <int>g.out_vol, split, t)
         for u in prange(units, num_threads=t, schedule='static'):
+            work_note(1)
             _col2im_row(scratch, 0, dx, dx_off, g, u)
         # end: prange
     return 0
@@ -368,6 +374,7 @@ cdef int conv_backward_input_reference(const float[::1] dy, const float[::1] wt,
                                        const Win* g, int t) except -1 nogil:
     cdef Py_ssize_t plane
     for plane in prange(g.n * g.c, num_threads=t, schedule='static'):
+        work_note(1)
         _bi_reference_plane(dy, wt, dx, g, plane)
     # end: prange
     return 0
@@ -431,6 +438,7 @@ cdef int conv_backward_weight_gemm(const float[::1] x, const float[::1] dy, floa
     if mode == 1:
         # each group's dW block belongs to one thread: no reduction at all
         for gi in prange(g.groups, num_threads=t, schedule='static'):
+            work_note(1)
             for ni in range(g.n):
                 _bw_image_group(x, dy, dw, gi * g.cog * g.kdim, scratch, threadid() * g.kdim * g.out_vol,
                                 g, ni, gi, 0.0 if ni == 0 else 1.0, algorithm)
@@ -443,6 +451,7 @@ cdef int conv_backward_weight_gemm(const float[::1] x, const float[::1] dy, floa
         # on every run of this launch, on any number of threads.
         nparts = split if split < g.n else g.n
         for part in prange(nparts, num_threads=t, schedule='static', chunksize=1):
+            work_note(1)
             _bw_range(x, dy, scratch, g, part, nparts, algorithm)
         # end: prange
         for e in prange(wsize, num_threads=t, schedule='static'):
@@ -464,6 +473,7 @@ cdef int conv_backward_weight_gemm(const float[::1] x, const float[::1] dy, floa
                                &dw[gi * g.cog * g.kdim], <int>g.cpg, split, t)
                 continue
             for q in prange(g.out[0] * g.out[1], num_threads=t, schedule='static'):
+                work_note(1)
                 _im2col_out_row(x, x_off, scratch, 0, g, q)
             # end: prange
             sgemm_rm_split(False, False, <int>g.cog, <int>g.kdim, <int>g.out_vol, 1.0, &dy[dy_off],
@@ -509,6 +519,7 @@ cdef int conv_backward_weight_reference(const float[::1] x, const float[::1] dy,
                                         const Win* g, int t) except -1 nogil:
     cdef Py_ssize_t pair
     for pair in prange(g.c_out * g.cpg, num_threads=t, schedule='static'):
+        work_note(1)
         _bw_reference_pair(x, dy, dw, g, pair)
     # end: prange
     return 0
@@ -631,6 +642,7 @@ cdef int conv_backward_weight_wide(const float[::1] x, const float[::1] dy, floa
     cdef Py_ssize_t nparts = _wide_parts(g, split)
     cdef Py_ssize_t part
     for part in prange(nparts, num_threads=t, schedule='static', chunksize=1):
+        work_note(1)
         _bw_wide_part(x, dy, dw, scratch, roff, g, part, nparts)
     # end: prange
     return 0
@@ -789,6 +801,7 @@ cdef class WeightPhaseLaunch(Launch):
         cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t row
         for row in prange(self.c_dst, num_threads=t, schedule='static'):
+            work_note(1)
             _phase_rows(self.src, self.dst, self.tapmap, self.csg, self.cdg, self.taps_src, row)
         return 0
 
@@ -826,6 +839,7 @@ cdef class PhaseScatterLaunch(Launch):
         cdef Py_ssize_t row, plane, i, j, l, yo, zo, rest
         cdef Py_ssize_t mw = self.m[2], sw = self.s[2]
         for row in prange(self.planes * self.m[0] * self.m[1], num_threads=t, schedule='static'):
+            work_note(1)
             j = row % self.m[1]
             rest = row // self.m[1]
             i = rest % self.m[0]
@@ -917,6 +931,7 @@ cdef class DepthwiseTransposedLaunch(Launch):
         cdef Py_ssize_t hw = self.g.h * self.g.w
         cdef Py_ssize_t ohw = self.g.oh * self.g.ow
         for p in prange(self.planes, num_threads=t, schedule='static'):
+            work_note(1)
             ci = p % self.c
             # touch both ends so a debug build bounds-checks the plane
             self.x[(p + 1) * hw - 1]

@@ -6,6 +6,7 @@
 # threads therefore never nest under OpenMP threads.
 from scipy.linalg.cython_blas cimport sgemm as _fortran_sgemm, sgemv as _fortran_sgemv
 from cython.parallel cimport prange
+from rlx_cpu._launch cimport work_note
 
 
 cdef inline void sgemm_rm(bint trans_a, bint trans_b,
@@ -106,6 +107,7 @@ cdef inline void sgemm_rm_split(bint trans_a, bint trans_b,
         width = _panel(n, split, 16)
         parts = (n + width - 1) // width
         for p in prange(parts, num_threads=nthreads, schedule='static'):
+            work_note(1)
             lo = p * width
             hi = lo + width
             if hi > n:
@@ -117,6 +119,7 @@ cdef inline void sgemm_rm_split(bint trans_a, bint trans_b,
         width = _panel(m, split, 4)
         parts = (m + width - 1) // width
         for p in prange(parts, num_threads=nthreads, schedule='static'):
+            work_note(1)
             lo = p * width
             hi = lo + width
             if hi > m:

@@ -40,7 +40,7 @@ from _codes cimport (CONV_REFERENCE, CONV_IM2COL, CONV_GEMM_1X1, CONV_DIRECT, CO
 from libc.string cimport memcpy, memset
 
 from _window cimport out_range
-from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
+from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder, work_note, work_meter_bind
 from _implicit cimport (ImplicitEpilogue, ImplicitGeom, implicit_conv_run, rlx_implicit_floats,
                        rlx_implicit_offsets, rlx_implicit_slot_floats)
 
@@ -51,6 +51,10 @@ import numpy as np
 
 # Algorithm codes (src/_codes.pxd); rlx_cpu.algorithms.ConvAlgorithm takes
 # its values from here.
+# this module's work-meter notes count in rlx_cpu._launch's meter
+work_meter_bind()
+
+
 ALGO_REFERENCE = CONV_REFERENCE
 ALGO_IM2COL = CONV_IM2COL
 ALGO_GEMM_1X1 = CONV_GEMM_1X1
@@ -530,6 +534,7 @@ cdef int conv_reference(const float[::1] x, const float[::1] wt, float[::1] y,
     cdef Py_ssize_t item
     cdef Py_ssize_t plane = g.h_out * g.w_out
     for item in prange(g.n * g.c_out, num_threads=nthreads, schedule='static'):
+        work_note(1)
         _reference_plane(x, wt, y, g, item)
         if f.on:
             _epilogue_rows(y, f, item * plane, plane, item % g.c_out, 1, plane)
@@ -633,6 +638,7 @@ cdef int conv_im2col(const float[::1] x, const float[::1] wt, bint packed, float
     cdef Py_ssize_t items = g.n * g.groups * ((p + cb - 1) // cb)
     cdef Py_ssize_t item
     for item in prange(items, num_threads=nthreads, schedule='static'):
+        work_note(1)
         _im2col_block_item(x, wt, packed, y, scratch, g, f, item, cb, threadid() * k * cb)
     return 0
 
@@ -695,6 +701,7 @@ cdef int conv_gemm_1x1_channels(const float[::1] x, const float[::1] wq, const F
             raise ValueError(f"conv2d 1x1: channel-panel kernel on a plane of {p} pixels "
                              f"(at most {RLX_GEMM_CH_MAX_N})")
     for item in prange(base * runs, num_threads=nthreads, schedule='static'):
+        work_note(1)
         ng = item // runs
         r = item % runs
         ni = ng // g.groups
@@ -721,6 +728,7 @@ cdef int conv_gemm_1x1_packed(const float[::1] x, const float[::1] wp, const Fus
     cdef Py_ssize_t width = ((p + chunks - 1) // chunks + RLX_GEMM_NR - 1) // RLX_GEMM_NR * RLX_GEMM_NR
     cdef Py_ssize_t item, ni, gi, ng, j0, j1
     for item in prange(base * chunks, num_threads=nthreads, schedule='static'):
+        work_note(1)
         ng = item // chunks
         ni = ng // g.groups
         gi = ng % g.groups
@@ -777,6 +785,7 @@ cdef int conv_gemm_1x1_plane1(const float[::1] x, const float[::1] wt, float[::1
     cdef Py_ssize_t ni
     if g.c_in > PLANE1_ONE_GEMM_MAX_CIN:
         for ni in prange(g.n, num_threads=nthreads, schedule='static'):
+            work_note(1)
             sgemm_rm(False, False, <int>g.c_out, 1, <int>g.c_in, 1.0, &wt[0], <int>g.c_in, &x[ni * g.c_in], 1,
                      0.0, &y[ni * g.c_out], 1)
             if f.on:
@@ -786,6 +795,7 @@ cdef int conv_gemm_1x1_plane1(const float[::1] x, const float[::1] wt, float[::1
                    <int>g.c_in, 0.0, &y[0], <int>g.c_out, split, nthreads)
     if f.on:
         for ni in prange(g.n, num_threads=nthreads, schedule='static'):
+            work_note(1)
             _epilogue_channels(y, f, ni * g.c_out, g.c_out)
     return 0
 
@@ -806,10 +816,12 @@ cdef int conv_gemm_1x1(const float[::1] x, const float[::1] wt, float[::1] y,
         # With an epilogue: blocks of output columns, each finished (GEMM, bias,
         # residual, activation) while it is in cache.
         for item in prange(items * ((p + cb - 1) // cb), num_threads=nthreads, schedule='static'):
+            work_note(1)
             _gemm_1x1_block_item(x, wt, y, g, f, item, cb)
         return 0
     if split > 1 and items >= split:
         for item in prange(items, num_threads=nthreads, schedule='static'):
+            work_note(1)
             ni = item // g.groups
             gi = item % g.groups
             sgemm_rm(False, False, <int>cog, <int>p, <int>cpg, 1.0, &wt[gi * cog * cpg], <int>cpg,
@@ -848,6 +860,7 @@ cdef int conv_direct(const float[::1] x, const float[::1] wt, float[::1] y,
     cdef Py_ssize_t item
     cdef Py_ssize_t plane = g.h_out * g.w_out
     for item in prange(g.n * g.c_out, num_threads=nthreads, schedule='static'):
+        work_note(1)
         rlx_direct_plane(&x[0], x.shape[0], &wt[0], &y[0], y.shape[0], g, item)
         if f.on:
             _epilogue_rows(y, f, item * plane, plane, item % g.c_out, 1, plane)
@@ -884,6 +897,7 @@ cdef int conv_depthwise(const float[::1] x, const float[::1] wt, const float[::1
     for r in prange(runs, num_threads=nthreads, schedule='static'):
         lo = units * r // runs
         hi = units * (r + 1) // runs
+        work_note(hi - lo)
         if cb:
             rlx_dw_cb_run(&x[0], x.shape[0], &wt[0], b, &y[0], y.shape[0], &scratch[threadid() * slab], slab,
                           g, e, lo, hi)
@@ -996,6 +1010,7 @@ cdef int _filter_transform_into(const float[::1] w, float[::1] u, Py_ssize_t c_o
             raise ValueError(f"winograd filter transform: {c_out}x{c_in} filters need {pairs * 9} weights and "
                              f"a U of {(16 if tile == 2 else 36) * pairs} floats, got {w.shape[0]} and {u.shape[0]}")
     for blk in prange(nblk, num_threads=nthreads, schedule='static'):
+        work_note(1)
         rlx_wino_filter_block(&w[0], &u[0], pairs, blk * FILTER_BLOCK,
                               min(FILTER_BLOCK, pairs - blk * FILTER_BLOCK), tile)
     return 0
@@ -1074,6 +1089,7 @@ cdef int _winograd_staged(const float[::1] x, const float[::1] u, const float[::
     cdef Py_ssize_t nch = (cnt + 7) // 8
     cdef Py_ssize_t c, j0, cj, p
     for c in prange(nch, num_threads=nthreads, schedule='static'):
+        work_note(1)
         j0 = c * 8
         cj = cnt - j0 if cnt - j0 < 8 else 8
         if f4:
@@ -1081,8 +1097,10 @@ cdef int _winograd_staged(const float[::1] x, const float[::1] u, const float[::
         else:
             rlx_wino_input(&x[0], x.shape[0], &scratch[j0], g, t0 + j0, cj, tb, vps)
     for p in prange(planes, num_threads=nthreads, schedule='static'):
+        work_note(1)
         _wino_tile_gemms(u, scratch, g, p, 1, 0, vps, m_off, mps, tb, cnt, packed)
     for c in prange(nch, num_threads=nthreads, schedule='static'):
+        work_note(1)
         j0 = c * 8
         cj = cnt - j0 if cnt - j0 < 8 else 8
         if f4:
@@ -1110,6 +1128,7 @@ cdef int conv_winograd(const float[::1] x, const float[::1] u, const float[::1] 
             _winograd_staged(x, u, bias, has_bias, epi, y, scratch, g, blk, tb, nt, False, packed, nthreads)
         return 0
     for blk in prange(nblocks, num_threads=nthreads, schedule='static'):
+        work_note(1)
         _winograd_block(x, u, bias, has_bias, epi, y, scratch, g, blk, tb, nt, threadid() * slab, packed)
     return 0
 
@@ -1184,6 +1203,7 @@ cdef int conv_winograd4(const float[::1] x, const float[::1] u, const float[::1]
             _winograd_staged(x, u, bias, has_bias, epi, y, scratch, g, blk, tb, nt, True, packed, nthreads)
         return 0
     for blk in prange(nblocks, num_threads=nthreads, schedule='static'):
+        work_note(1)
         _winograd4_block(x, u, bias, has_bias, epi, y, scratch, g, blk, tb, nt, threadid() * slab, packed)
     return 0
 
@@ -1331,6 +1351,7 @@ cdef int _epilogue_planes(float[::1] y, const Fused* f, const ConvGeom* g, int n
     cdef Py_ssize_t plane = g.h_out * g.w_out
     cdef Py_ssize_t item
     for item in prange(g.n * g.c_out, num_threads=nthreads, schedule='static'):
+        work_note(1)
         _epilogue_rows(y, f, item * plane, plane, item % g.c_out, 1, plane)
     return 0
 
@@ -1423,5 +1444,6 @@ cdef class WinogradFilterLaunch(Launch):
             winograd_filter_transform_into(self.weight, dst, self.c_out, self.c_in, t)
         if self.packed:
             for p in prange(planes, num_threads=t, schedule='static'):
+                work_note(1)
                 rlx_gemm_pack_w(&self.staging[p * plane], self.c_in, self.c_out, self.c_in, &self.u[p * pf])
         return 0

@@ -32,12 +32,16 @@ from _blas cimport sgemm_rm, sgemm_rm_split
 from _epilogue cimport add_bias_planes, fill_bias_planes
 from _vol2col cimport Patch, patch_of, patch_is_identity, vol2col_row, col2vol_row
 from _window cimport Win, conv_win_from
-from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
+from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder, work_note, work_meter_bind
 from _implicit cimport (ImplicitEpilogue, ImplicitGeom, implicit_conv_run, phased_conv_run, rlx_gemm_packed_floats,
                        rlx_implicit_floats, rlx_implicit_geom_3d, rlx_implicit_offsets,
                        rlx_implicit_slot_floats, PH_FIELDS, PH_K, PH_OFFS, PH_W, PH_WG, PH_M0, PH_M1, PH_M2, PH_Y)
 
 import numpy as np
+
+
+# this module's work-meter notes count in rlx_cpu._launch's meter
+work_meter_bind()
 
 
 cdef extern from "rlx_simd.h":
@@ -278,6 +282,7 @@ cdef int conv_nd_fast(const float[::1] x, const float[::1] w, const float[::1] b
         # Enough independent (image, group) items: one per thread at a time,
         # each with its own block of scratch.
         for item in prange(items, num_threads=nthreads, schedule='static'):
+            work_note(1)
             _conv_item(x, w, bias, has_bias, y, scratch, g, pt, identity, nb, item,
                        threadid() * kdim * nb)
         # end: prange
@@ -297,6 +302,7 @@ cdef int conv_nd_fast(const float[::1] x, const float[::1] w, const float[::1] b
                 j0 = blk * nb
                 cnt = nb if j0 + nb <= ncol else ncol - j0
                 for r in prange(kdim, num_threads=nthreads, schedule='static'):
+                    work_note(1)
                     vol2col_row(x, x_off, scratch, 0, pt, r, j0, cnt)
                 # end: prange
                 sgemm_rm_split(False, False, <int>cog, <int>cnt, <int>kdim, 1.0, &w[gi * cog * kdim],
@@ -304,6 +310,7 @@ cdef int conv_nd_fast(const float[::1] x, const float[::1] w, const float[::1] b
                                split, nthreads)
         if has_bias:
             for c in prange(cog, num_threads=nthreads, schedule='static'):
+                work_note(1)
                 add_bias_planes(y, y_off + c * ncol, bias, gi * cog + c, 1, ncol)
             # end: prange
     return 0
@@ -366,6 +373,7 @@ cdef int conv_transpose_nd_fast(const float[::1] x, const float[::1] w, const fl
     cdef Py_ssize_t item, c, ni, gi, x_off, y_off, blk, j0, cnt
     if items_parallel:
         for item in prange(items, num_threads=nthreads, schedule='static'):
+            work_note(1)
             _transpose_item(x, w, bias, has_bias, y, scratch, g, pt, identity, nb, item,
                             threadid() * mdim * nb)
         # end: prange
@@ -378,6 +386,7 @@ cdef int conv_transpose_nd_fast(const float[::1] x, const float[::1] w, const fl
         x_off = (ni * g.c + gi * cig) * ncol
         y_off = (ni * g.c_out + gi * cog) * pt.vol_size
         for c in prange(cog, num_threads=nthreads, schedule='static'):
+            work_note(1)
             fill_bias_planes(y, y_off + c * pt.vol_size, bias, has_bias, gi * cog + c, 1, pt.vol_size)
         # end: prange
         if identity:
@@ -391,6 +400,7 @@ cdef int conv_transpose_nd_fast(const float[::1] x, const float[::1] w, const fl
                            <int>mdim, &x[x_off + j0], <int>ncol, 0.0, &scratch[0], <int>cnt, split,
                            nthreads)
             for c in prange(cog, num_threads=nthreads, schedule='static'):
+                work_note(1)
                 _col2vol_channel(scratch, y, y_off, pt, c, j0, cnt)
             # end: prange
     return 0
@@ -497,11 +507,13 @@ cdef class ConvNDLaunch(Launch):
                          &self.g, &self.pt, self.identity, self.nb, items_par, self.max_threads, t)
         elif self.transposed:
             for item in prange(self.g.n * self.g.c_out, num_threads=t, schedule='static'):
+                work_note(1)
                 _transpose_reference_plane(self.x, self.weight, self.bias, self.has_bias,
                                            self.y, &self.g, item)
             # end: prange
         else:
             for item in prange(self.g.n * self.g.c_out, num_threads=t, schedule='static'):
+                work_note(1)
                 _conv_reference_plane(self.x, self.weight, self.bias, self.has_bias, self.y,
                                       &self.g, item)
             # end: prange

@@ -34,7 +34,11 @@ cdef extern from "rlx_simd.h":
 rlx_simd_init()
 from libc.stdint cimport int64_t
 
-from rlx_cpu._launch cimport Launch, effective_threads, small_work_threads
+from rlx_cpu._launch cimport Launch, effective_threads, small_work_threads, work_note, work_meter_bind
+
+# this module's work-meter notes count in rlx_cpu._launch's meter
+work_meter_bind()
+
 
 cdef Py_ssize_t PARALLEL_MIN = 32768
 cdef Py_ssize_t BLOCK = 4096
@@ -109,6 +113,7 @@ cdef class UnaryLaunch(Launch):
         act.alpha = self.alpha
         act.beta = self.beta
         for blk in prange(nblk, num_threads=t, schedule='static'):
+            work_note(1)
             _unary_block(&act, self.x, self.y, blk * BLOCK, min((blk + 1) * BLOCK, self.size))
         # end: prange
         return 0
@@ -233,11 +238,13 @@ cdef class BinaryLaunch(Launch):
         cdef Py_ssize_t item, row
         if self.group > 1:
             for item in prange((self.rows + self.group - 1) // self.group, num_threads=t, schedule='static'):
+                work_note(1)
                 for row in range(item * self.group, min((item + 1) * self.group, self.rows)):
                     self._item(row)
             # end: prange
             return 0
         for item in prange(self.rows * self.chunks, num_threads=t, schedule='static'):
+            work_note(1)
             self._item(item)
         # end: prange
         return 0
@@ -282,6 +289,7 @@ cdef class ChannelAffineLaunch(Launch):
         cdef Py_ssize_t plane, i, base
         cdef float k, b
         for plane in prange(self.n * self.c, num_threads=t, schedule='static'):
+            work_note(1)
             k = self.scale[plane % self.c]
             b = self.shift[plane % self.c]
             base = plane * self.s

@@ -34,9 +34,13 @@ from libc.string cimport memcpy, memset
 
 from _codes cimport COL_LAYOUT_ROWS, COL_LAYOUT_ONNX
 from _window cimport Win, win_from, out_range
-from rlx_cpu._launch cimport Launch, effective_threads
+from rlx_cpu._launch cimport Launch, effective_threads, work_note, work_meter_bind
 
 import numpy as np
+
+# this module's work-meter notes count in rlx_cpu._launch's meter
+work_meter_bind()
+
 
 cdef extern from "rlx_omp.h":
     int RLX_DEBUG_CHECKS
@@ -279,6 +283,7 @@ cdef class Im2ColLaunch(Launch):
         cdef Py_ssize_t items = self.g.n * self.g.c * self.g.out[0] * self.g.out[1]
         cdef Py_ssize_t item
         for item in prange(items, num_threads=t, schedule='static'):
+            work_note(1)
             _im2col_line(self.x, self.col, &self.g, &self.st, item)
         # end: prange
         return 0
@@ -310,9 +315,11 @@ cdef class Col2ImLaunch(Launch):
         if self.st.l == 1:
             # onnx layout: whole planes, each tap row read once in order
             for item in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
+                work_note(1)
                 _col2im_plane(self.col, self.x, &self.g, item)
             return 0
         for item in prange(items, num_threads=t, schedule='static'):
+            work_note(1)
             _col2im_line(self.col, self.x, self.acc, threadid() * self.g.size[2],
                          &self.g, &self.st, item)
         # end: prange

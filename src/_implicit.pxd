@@ -2,6 +2,7 @@
 # im2col on the microkernel (src/_conv2d.pyx) and conv3d's GEMM path
 # (src/_convnd.pyx).
 from cython.parallel cimport prange, threadid
+from rlx_cpu._launch cimport work_note
 from libc.string cimport memset
 
 
@@ -77,6 +78,7 @@ cdef inline void _fill_shared_copy(const float[::1] x, const ImplicitGeom* ig, P
     cdef Py_ssize_t nblk = min(rows, 4 * split)
     cdef Py_ssize_t blk
     for blk in prange(nblk, num_threads=nthreads, schedule='static'):
+        work_note(1)
         rlx_implicit_fill_rows(&x[0], x.shape[0], ig, ni, gi, &scratch[0], scratch.shape[0],
                                rows * blk // nblk, rows * (blk + 1) // nblk)
     memset(&scratch[rlx_implicit_floats(ig)], 0, RLX_IMPLICIT_SLACK * sizeof(float))
@@ -108,6 +110,7 @@ cdef inline int implicit_conv_run(const float[::1] x, const float[::1] wp, float
     cdef Py_ssize_t chunks, width, item, ni, gi, row, c, j0, j1, slot
     if _items_mode(items, split):
         for item in prange(items, num_threads=nthreads, schedule='static'):
+            work_note(1)
             ni = item // groups
             gi = item % groups
             slot = threadid() * per
@@ -123,6 +126,7 @@ cdef inline int implicit_conv_run(const float[::1] x, const float[::1] wp, float
         gi = item % groups
         _fill_shared_copy(x, ig, ni, gi, scratch, split, nthreads)
         for c in prange(chunks, num_threads=nthreads, schedule='static'):
+            work_note(1)
             j0 = c * width
             j1 = j0 + width if j0 + width < p else p
             if j0 < j1:
@@ -187,6 +191,7 @@ cdef inline int phased_conv_run(const float[::1] x, const float[::1] wp, float[:
             pmax = npix
     if _items_mode(items, split):
         for item in prange(items, num_threads=nthreads, schedule='static'):
+            work_note(1)
             ni = item // groups
             gi = item % groups
             slot = threadid() * per
@@ -201,6 +206,7 @@ cdef inline int phased_conv_run(const float[::1] x, const float[::1] wp, float[:
         gi = item % groups
         _fill_shared_copy(x, ig, ni, gi, scratch, split, nthreads)
         for c in prange(chunks, num_threads=nthreads, schedule='static'):
+            work_note(1)
             for ph in range(nph):
                 npix = info[ph, PH_M0] * info[ph, PH_M1] * info[ph, PH_M2]
                 width = ((npix + chunks - 1) // chunks + RLX_GEMM_NR - 1) // RLX_GEMM_NR * RLX_GEMM_NR

@@ -9,9 +9,13 @@ from cython.parallel cimport prange
 from libc.stdint cimport int64_t
 
 from _blas cimport sgemm_rm, sgemm_rm_split
-from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
+from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder, work_note, work_meter_bind
 
 import numpy as np
+
+# this module's work-meter notes count in rlx_cpu._launch's meter
+work_meter_bind()
+
 
 cdef extern from "rlx_simd.h":
     void rlx_simd_init() nogil
@@ -76,6 +80,7 @@ cdef class GemmLaunch(Launch):
             parts = t if t < (self.n + 3) // 4 else (self.n + 3) // 4
             width = ((self.n + 4 * parts - 1) // (4 * parts)) * 4
             for p in prange(parts, num_threads=t, schedule='static'):
+                work_note(1)
                 lo = p * width
                 hi = lo + width if lo + width < self.n else self.n
                 rlx_gemm_nt(&self.a[0], self.a.shape[0], self.k, &self.b[0], self.b.shape[0], self.k,
@@ -130,6 +135,7 @@ cdef class BatchedMatMulLaunch(Launch):
                                self.n, self.max_threads, t)
             return 0
         for bi in prange(self.batches, num_threads=t, schedule='static'):
+            work_note(1)
             sgemm_rm(False, False, self.m, self.n, self.k, 1.0, &self.a[0] + self.a_off[bi], self.k,
                      &self.b[0] + self.b_off[bi], self.n, 0.0, &self.y[0] + bi * self.m * self.n, self.n)
         # end: prange

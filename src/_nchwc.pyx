@@ -20,12 +20,17 @@
 # variant gives the same bits as AVX2 (fused multiply-adds in the same order).
 # Every geometry and length is checked when a launch is bound.
 from cython.parallel cimport prange
+from rlx_cpu._launch cimport work_note, work_meter_bind
 
-from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
+from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder, work_note
 
 import math
 
 import numpy as np
+
+# this module's work-meter notes count in rlx_cpu._launch's meter
+work_meter_bind()
+
 
 cdef extern from "rlx_simd.h":
     void rlx_simd_init() nogil
@@ -405,6 +410,7 @@ cdef class NchwcReorderLaunch(Launch):
         if self.items * self.p * NC_B < 32768:
             t = 1
         for i in prange(self.items, num_threads=t, schedule='static'):
+            work_note(1)
             rlx_nchwc_reorder(&self.x[0], self.x.shape[0], &self.y[0], self.y.shape[0], self.p,
                               self.to_blocked, i, i + 1)
         return 0
@@ -451,6 +457,7 @@ cdef class _BlockedConv(Launch):
         for r in prange(runs, num_threads=t, schedule='static'):
             lo = items * r // runs
             hi = items * (r + 1) // runs
+            work_note(hi - lo)
             rlx_nchwc_dense_run(src, src_len, &self.wq[0], self.wq.shape[0],
                                 &self.bias[0] if self.has_bias else NULL,
                                 &self.res[0] if self.has_res else NULL, self.res.shape[0],
@@ -491,6 +498,7 @@ cdef class NchwcConv1x1Launch(_BlockedConv):
         for r in prange(runs, num_threads=t, schedule='static'):
             lo = self.items * r // runs
             hi = self.items * (r + 1) // runs
+            work_note(hi - lo)
             rlx_nchwc_1x1_run(&self.x[0], self.x.shape[0], &self.wq[0], self.wq.shape[0],
                               &self.bias[0] if self.has_bias else NULL,
                               &self.res[0] if self.has_res else NULL, self.res.shape[0],
@@ -531,6 +539,7 @@ cdef class NchwcDepthwiseLaunch(_BlockedConv):
         for r in prange(runs, num_threads=t, schedule='static'):
             lo = self.rows * r // runs
             hi = self.rows * (r + 1) // runs
+            work_note(hi - lo)
             rlx_nchwc_dw_rows(&self.x[0], self.x.shape[0], &self.wq[0],
                               &self.bias[0] if self.has_bias else NULL,
                               &self.res[0] if self.has_res else NULL, self.res.shape[0],
@@ -633,6 +642,7 @@ cdef class NchwcStemLaunch(_BlockedConv):
         if self.nchw_out:
             if self.padded:
                 for i in prange(planes, num_threads=t, schedule='static'):
+                    work_note(1)
                     rlx_stem_nchw_copy(&self.x[0], self.x.shape[0], &self.xp[0], self.xp.shape[0], self.h_in,
                                        self.w_in, self.g.h, self.g.sw, self.wqn, self.pt, self.pl, i, i + 1)
                 src = &self.xp[0]
@@ -641,12 +651,14 @@ cdef class NchwcStemLaunch(_BlockedConv):
             for r in prange(runs, num_threads=t, schedule='static'):
                 lo = self.items * r // runs
                 hi = self.items * (r + 1) // runs
+                work_note(hi - lo)
                 rlx_stem_nchw_rows(src, src_len, &self.wq[0], self.wq.shape[0],
                                    &self.bias[0] if self.has_bias else NULL, &self.y[0], self.y.shape[0],
                                    &self.koff[0], &self.g, &self.a, self.chunk, lo, hi)
             return 0
         if self.padded:
             for i in prange(planes, num_threads=t, schedule='static'):
+                work_note(1)
                 rlx_nchwc_stem_pad(&self.x[0], self.x.shape[0], &self.xp[0], self.xp.shape[0], self.h_in,
                                    self.w_in, self.g.h, self.g.w, self.pt, self.pl, i, i + 1)
             src = &self.xp[0]
@@ -654,6 +666,7 @@ cdef class NchwcStemLaunch(_BlockedConv):
         for r in prange(runs, num_threads=t, schedule='static'):
             lo = self.rows * r // runs
             hi = self.rows * (r + 1) // runs
+            work_note(hi - lo)
             rlx_nchwc_stem_rows(src, src_len, &self.wq[0], self.wq.shape[0],
                                 &self.bias[0] if self.has_bias else NULL, &self.y[0], self.y.shape[0],
                                 &self.koff[0], &self.g, &self.a, lo, hi)
@@ -753,11 +766,13 @@ cdef class NchwcDenseLaunch(_BlockedConv):
         cdef Py_ssize_t src_len = self.x.shape[0]
         if self.subsampled:
             for i in prange(blocks, num_threads=t, schedule='static'):
+                work_note(1)
                 rlx_nchwc_subsample(&self.x[0], self.x.shape[0], &self.xp[0], self.xp.shape[0], self.g.h,
                                     self.g.w, self.g.h_out, self.g.w_out, self.g.sh, self.g.sw, i, i + 1)
             for r in prange(runs, num_threads=t, schedule='static'):
                 lo = self.items * r // runs
                 hi = self.items * (r + 1) // runs
+                work_note(hi - lo)
                 rlx_nchwc_1x1_run(&self.xp[0], self.xp.shape[0], &self.wq[0], self.wq.shape[0],
                                   &self.bias[0] if self.has_bias else NULL,
                                   &self.res[0] if self.has_res else NULL, self.res.shape[0],
@@ -765,12 +780,14 @@ cdef class NchwcDenseLaunch(_BlockedConv):
             return 0
         if self.phased:
             for i in prange(blocks, num_threads=t, schedule='static'):
+                work_note(1)
                 rlx_nchwc_pad_phase2(&self.x[0], self.x.shape[0], &self.xp[0], self.xp.shape[0], self.g.h,
                                      self.g.w, self.g.hp, self.half_w, self.g.pt, self.g.pl, i, i + 1)
             src = &self.xp[0]
             src_len = self.xp.shape[0]
         elif self.padded:
             for i in prange(blocks, num_threads=t, schedule='static'):
+                work_note(1)
                 rlx_nchwc_pad(&self.x[0], self.x.shape[0], &self.xp[0], self.xp.shape[0], &self.g, i, i + 1)
             src = &self.xp[0]
             src_len = self.xp.shape[0]
@@ -864,6 +881,7 @@ cdef class NchwcDense3dLaunch(_BlockedConv):
         cdef Py_ssize_t src_len = self.x.shape[0]
         if self.padded:
             for i in prange(blocks, num_threads=t, schedule='static'):
+                work_note(1)
                 rlx_nchwc_pad3d(&self.x[0], self.x.shape[0], &self.xp[0], self.xp.shape[0], self.d, self.g.h,
                                 self.g.w, self.dp, self.g.hs, self.g.wp, self.pf, self.g.pt, self.g.pl, i, i + 1)
             src = &self.xp[0]
@@ -1106,6 +1124,7 @@ cdef class NchwcConvTransposeLaunch(Launch):
         cdef Py_ssize_t grid, plane = self.ho * self.wo * 8
         if self.padded:
             for i in prange(self.blocks, num_threads=t, schedule='static'):
+                work_note(1)
                 rlx_nchwc_pad3d(&self.x[0], self.x.shape[0], &self.sc[0], sc_len, self.d, self.h, self.w, self.dp,
                                 self.hp, self.wp, self.pf, self.pt, self.pl, i, i + 1)
             src = &self.sc[0]
@@ -1113,6 +1132,7 @@ cdef class NchwcConvTransposeLaunch(Launch):
         for r in prange(runs, num_threads=t, schedule='static'):
             lo = total * r // runs
             hi = total * (r + 1) // runs
+            work_note(hi - lo)
             for ph in range(self.nph):
                 a0 = lo if lo > self.istart[ph] else self.istart[ph]
                 a1 = hi if hi < self.istart[ph + 1] else self.istart[ph + 1]
@@ -1125,6 +1145,7 @@ cdef class NchwcConvTransposeLaunch(Launch):
         # each (image, block) plane's depth slices: a phase's slice k goes
         # to output slice pc + sd*k, its rows and columns strided within it
         for i in prange(self.planes, num_threads=t, schedule='static'):
+            work_note(1)
             for ph in range(self.nph):
                 grid = self.g[ph].h_out * self.g[ph].w_out * 8
                 for k in range(self.g[ph].d_out):
@@ -1194,6 +1215,7 @@ cdef class NchwcPoolLaunch(Launch):
         for r in prange(runs, num_threads=t, schedule='static'):
             lo = self.rows * r // runs
             hi = self.rows * (r + 1) // runs
+            work_note(hi - lo)
             rlx_nchwc_pool_rows(&self.x[0], self.x.shape[0], &self.y[0], self.y.shape[0], &self.g, lo, hi)
         return 0
 
@@ -1231,6 +1253,7 @@ cdef class NchwcGlobalPoolLaunch(Launch):
         for r in prange(runs, num_threads=t, schedule='static'):
             lo = self.items * r // runs
             hi = self.items * (r + 1) // runs
+            work_note(hi - lo)
             rlx_nchwc_global(&self.x[0], self.x.shape[0], &self.y[0], self.y.shape[0], self.p, self.is_max, lo, hi)
         return 0
 
@@ -1363,6 +1386,7 @@ cdef class NchwcInvertedResidualLaunch(Launch):
         for r in prange(runs, num_threads=t, schedule='static'):
             lo = self.items * r // runs
             hi = self.items * (r + 1) // runs
+            work_note(hi - lo)
             rlx_nchwc_ir_run(&self.x[0], self.x.shape[0], &self.res[0] if self.has_res else NULL,
                              self.res.shape[0], &self.y[0], self.y.shape[0], &self.scratch[r * self.per_run],
                              self.per_run, &self.koff_e[0], &self.koff_p[0], &self.o, &self.g, lo, hi)

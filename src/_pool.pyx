@@ -60,9 +60,13 @@ from libc.string cimport memset
 from _codes cimport (POOL_KIND_MAX, POOL_KIND_AVG, POOL_IND_NONE, POOL_IND_PLANE, POOL_IND_ONNX,
                      POOL_IND_ONNX_COL)
 from _window cimport Win, win_from, out_range, tap_range
-from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder
+from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder, work_note, work_meter_bind
 
 import numpy as np
+
+# this module's work-meter notes count in rlx_cpu._launch's meter
+work_meter_bind()
+
 
 cdef extern from "rlx_omp.h":
     int RLX_DEBUG_CHECKS
@@ -488,11 +492,13 @@ cdef class PoolLaunch(Launch):
             # so the split never changes a bit)
             nblk = min(items, 16 * self.max_threads)
             for item in prange(nblk, num_threads=t, schedule='static'):
+                work_note(1)
                 rlx_pwi_lines_padded(&self.x[0], self.x.shape[0], &self.y[0], &self.ind[0], self.y.shape[0],
                                      &self.pwi, item * items // nblk, (item + 1) * items // nblk)
             # end: prange
             return 0
         for item in prange(items, num_threads=t, schedule='static'):
+            work_note(1)
             w0 = (item % nwc) * self.w_chunk
             w1 = w0 + self.w_chunk
             if w1 > self.g.out[2]:
@@ -513,6 +519,7 @@ cdef class PoolLaunch(Launch):
         cdef Py_ssize_t per = 2 * self.sep.row_len
         cdef Py_ssize_t item, l1
         for item in prange((lines + SEP_LINES - 1) // SEP_LINES, num_threads=t, schedule='static'):
+            work_note(1)
             l1 = (item + 1) * SEP_LINES
             if l1 > lines:
                 l1 = lines
@@ -527,6 +534,7 @@ cdef class PoolLaunch(Launch):
         cdef Py_ssize_t item, line, wc, w0, w1, oh, od, plane
         cdef bint with_ind = self.indices_mode != POOL_IND_NONE
         for item in prange(items, num_threads=t, schedule='static'):
+            work_note(1)
             line = item // nwc
             wc = item % nwc
             w0 = wc * self.w_chunk
@@ -643,6 +651,7 @@ cdef class GlobalPoolLaunch(Launch):
             # One chunk per plane: two planes per item, summed together and
             # divided straight away (the bits of the two-pass path below).
             for item in prange(self.planes // 2, num_threads=t, schedule='static'):
+                work_note(1)
                 _gavg_pair(&self.x[2 * item * self.spatial], &self.y[2 * item], self.spatial)
             # end: prange
             if self.planes % 2:
@@ -652,6 +661,7 @@ cdef class GlobalPoolLaunch(Launch):
             return 0
         # Partials over fixed chunks (so any thread count sums identically).
         for item in prange(self.planes * nch, num_threads=t, schedule='static'):
+            work_note(1)
             p = item // nch
             lo = p * self.spatial + (item % nch) * G_CHUNK
             hi = lo + G_CHUNK
@@ -663,6 +673,7 @@ cdef class GlobalPoolLaunch(Launch):
                 self.part[item] = _sum_range(self.x, lo, hi)
         # end: prange
         for p in prange(self.planes, num_threads=t, schedule='static'):
+            work_note(1)
             if self.kind == POOL_KIND_MAX:
                 m = -INFINITY
                 for c in range(nch):
@@ -857,6 +868,7 @@ cdef class MaxPoolBackwardLaunch(Launch):
         cdef Py_ssize_t plane, item, nb = self.bands
         if nb > 0:
             for item in prange(self.g.n * self.g.c * nb, num_threads=t, schedule='static'):
+                work_note(1)
                 rlx_mpb22_band(&self.x[0], self.x.shape[0], &self.dy[0], self.dy.shape[0], &self.dx[0], &self.mg,
                                item // nb, (item % nb) * self.g.out[1] // nb,
                                (item % nb + 1) * self.g.out[1] // nb)
@@ -865,6 +877,7 @@ cdef class MaxPoolBackwardLaunch(Launch):
         nb = self.bands33
         if nb > 0:
             for item in prange(self.g.n * self.g.c * nb, num_threads=t, schedule='static'):
+                work_note(1)
                 rlx_mpb33_band(&self.x[0], self.x.shape[0], &self.dy[0], self.dy.shape[0], &self.dx[0], &self.mg,
                                item // nb, (item % nb) * self.g.out[1] // nb,
                                (item % nb + 1) * self.g.out[1] // nb)
@@ -872,17 +885,20 @@ cdef class MaxPoolBackwardLaunch(Launch):
             return 0
         if self.use_pad:
             for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
+                work_note(1)
                 rlx_mpb_plane_pad(&self.x[0], self.x.shape[0], &self.dy[0], self.dy.shape[0], &self.dx[0],
                                   &self.pg, plane)
             # end: prange
             return 0
         if self.fast:
             for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
+                work_note(1)
                 rlx_mpb_plane(&self.x[0], self.x.shape[0], &self.dy[0], self.dy.shape[0], &self.dx[0],
                               &self.mg, plane)
             # end: prange
             return 0
         for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
+            work_note(1)
             _max_pool_backward_plane(self.x, self.dy, self.dx, &self.g, plane)
         # end: prange
         return 0
@@ -927,6 +943,7 @@ cdef class AvgPoolBackwardLaunch(Launch):
         cdef Py_ssize_t plane, item, nb = self.bands
         if nb > 0:
             for item in prange(self.g.n * self.g.c * nb, num_threads=t, schedule='static'):
+                work_note(1)
                 rlx_apb_nov_band(&self.dy[0], self.dy.shape[0], &self.dx[0], self.dx.shape[0], &self.ag,
                                  item // nb, (item % nb) * self.g.out[1] // nb,
                                  (item % nb + 1) * self.g.out[1] // nb)
@@ -934,15 +951,18 @@ cdef class AvgPoolBackwardLaunch(Launch):
             return 0
         if self.gather:
             for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
+                work_note(1)
                 rlx_apg_plane(&self.dy[0], self.dy.shape[0], &self.dx[0], self.dx.shape[0], &self.ag, plane)
             # end: prange
             return 0
         if self.ag.row_len > 0:
             for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
+                work_note(1)
                 rlx_apb_plane(&self.dy[0], self.dy.shape[0], &self.dx[0], self.dx.shape[0], &self.ag, plane)
             # end: prange
             return 0
         for plane in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
+            work_note(1)
             _avg_pool_backward_plane(self.dy, self.dx, &self.g, self.count_include_pad,
                                      self.divisor_override, plane)
         # end: prange
@@ -977,6 +997,7 @@ cdef class MaxPoolBackwardIndicesLaunch(Launch):
         cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t plane
         for plane in prange(self.planes, num_threads=t, schedule='static'):
+            work_note(1)
             rlx_mpbi_plane(&self.dy[0], &self.ind[0], self.dy.shape[0], &self.dx[0], self.dx.shape[0],
                            self.in_size, self.out_size, self.flat, plane)
         # end: prange

@@ -8,7 +8,11 @@
 from cython.parallel cimport prange
 from libc.math cimport exp
 
-from rlx_cpu._launch cimport Launch, effective_threads, small_work_threads
+from rlx_cpu._launch cimport Launch, effective_threads, small_work_threads, work_note, work_meter_bind
+
+# this module's work-meter notes count in rlx_cpu._launch's meter
+work_meter_bind()
+
 
 cdef Py_ssize_t PARALLEL_MIN = 16384
 
@@ -29,6 +33,7 @@ cdef class ReduceMeanLaunch(Launch):
         cdef int t = small_work_threads(self.outer * self.k * self.inner, effective_threads(nthreads, self.max_threads), PARALLEL_MIN)
         cdef Py_ssize_t line
         for line in prange(self.outer * self.inner, num_threads=t, schedule='static'):
+            work_note(1)
             self._line(line)
         # end: prange
         return 0
@@ -64,6 +69,7 @@ cdef class SoftmaxLaunch(Launch):
         cdef int t = small_work_threads(self.outer * self.k * self.inner, effective_threads(nthreads, self.max_threads), PARALLEL_MIN)
         cdef Py_ssize_t line
         for line in prange(self.outer * self.inner, num_threads=t, schedule='static'):
+            work_note(1)
             self._line(line)
         # end: prange
         return 0

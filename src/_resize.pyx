@@ -19,9 +19,13 @@ cimport cython
 from cython.parallel cimport prange
 from libc.stdint cimport int32_t
 from libc.string cimport memcpy
-from rlx_cpu._launch cimport Launch, effective_threads
+from rlx_cpu._launch cimport Launch, effective_threads, work_note, work_meter_bind
 
 import numpy as np
+
+# this module's work-meter notes count in rlx_cpu._launch's meter
+work_meter_bind()
+
 
 cdef extern from "rlx_omp.h":
     int RLX_DEBUG_CHECKS
@@ -93,6 +97,7 @@ cdef class ResizeNearestLaunch(Launch):
         cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t item
         for item in prange(self.planes * self.out[0], num_threads=t, schedule='static'):
+            work_note(1)
             _gather_lines(self.x, self.y, self.tab, self.size, self.out, item)
         # end: prange
         return 0
@@ -136,6 +141,7 @@ cdef class ResizeNearest2xLaunch(Launch):
         cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t row
         for row in prange(self.rows, num_threads=t, schedule='static'):
+            work_note(1)
             _up2x_row(self.x, self.y, row, self.w)
         # end: prange
         return 0

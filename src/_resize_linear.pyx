@@ -8,9 +8,13 @@
 from cython.parallel cimport prange
 from libc.stdint cimport int64_t
 
-from rlx_cpu._launch cimport Launch, effective_threads
+from rlx_cpu._launch cimport Launch, effective_threads, work_note, work_meter_bind
 
 import numpy as np
+
+# this module's work-meter notes count in rlx_cpu._launch's meter
+work_meter_bind()
+
 
 cdef Py_ssize_t PARALLEL_MIN = 32768
 cdef Py_ssize_t ROWS_PER_BLOCK = 64
@@ -56,10 +60,12 @@ cdef class LinearAxisLaunch(Launch):
             # 96 rows took 40 us)
             nblk = (self.outer + ROWS_PER_BLOCK - 1) // ROWS_PER_BLOCK
             for blk in prange(nblk, num_threads=t, schedule='static'):
+                work_note(1)
                 self._last_axis(blk * ROWS_PER_BLOCK, min(self.outer, (blk + 1) * ROWS_PER_BLOCK))
             # end: prange
             return 0
         for row in prange(self.outer * self.n_out, num_threads=t, schedule='static'):
+            work_note(1)
             self._row(row)
         # end: prange
         return 0

@@ -13,9 +13,13 @@ from cython.parallel cimport prange
 from libc.stdint cimport int64_t
 from libc.string cimport memcpy
 
-from rlx_cpu._launch cimport Launch, effective_threads, small_work_threads
+from rlx_cpu._launch cimport Launch, effective_threads, small_work_threads, work_note, work_meter_bind
 
 import numpy as np
+
+# this module's work-meter notes count in rlx_cpu._launch's meter
+work_meter_bind()
+
 
 cdef Py_ssize_t PARALLEL_MIN = 32768
 
@@ -102,6 +106,7 @@ cdef class GatherLaunch(Launch):
         cdef int t = small_work_threads(self.rows * self.inner, effective_threads(nthreads, self.max_threads), PARALLEL_MIN)
         cdef Py_ssize_t row
         for row in prange(self.rows, num_threads=t, schedule='static'):
+            work_note(1)
             self._row(row)
         # end: prange
         return 0
@@ -160,6 +165,7 @@ cdef class BlockCopyLaunch(Launch):
         if self.width <= 0:
             return 0
         for r in prange(self.rows, num_threads=t, schedule='static'):
+            work_note(1)
             memcpy(&self.dst[r * self.dst_row + self.dst_off], &self.src[r * self.src_row + self.src_off],
                    self.width * sizeof(float))
         # end: prange

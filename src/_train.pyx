@@ -11,9 +11,13 @@ cimport cython
 from cython.parallel cimport prange
 from libc.math cimport exp, log, NAN
 
-from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder, small_work_threads
+from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder, small_work_threads, work_note, work_meter_bind
 
 import numpy as np
+
+# this module's work-meter notes count in rlx_cpu._launch's meter
+work_meter_bind()
+
 
 cdef extern from "rlx_omp.h":
     int RLX_DEBUG_CHECKS
@@ -58,6 +62,7 @@ cdef class BiasAddLaunch(Launch):
         cdef Py_ssize_t plane, i, base
         cdef float b
         for plane in prange(self.n * self.c, num_threads=t, schedule='static'):
+            work_note(1)
             b = self.bias[plane % self.c]
             base = plane * self.s
             for i in range(self.s):
@@ -86,6 +91,7 @@ cdef class BiasGradLaunch(Launch):
         # one channel per iteration: each db[c] is summed by one thread in
         # one order, so the result does not depend on the thread count
         for ch in prange(self.c, num_threads=t, schedule='static'):
+            work_note(1)
             _bias_grad_channel(self.dy, self.db, self.n, self.c, self.s, ch)
         # end: prange
         return 0
@@ -166,6 +172,7 @@ cdef class ElementwiseLaunch(Launch):
         cdef Py_ssize_t nblk = (self.size + BLOCK - 1) // BLOCK
         cdef Py_ssize_t blk
         for blk in prange(nblk, num_threads=t, schedule='static'):
+            work_note(1)
             rlx_elem_span(self.op, &self.a[blk * BLOCK], &self.b[blk * BLOCK], &self.out[blk * BLOCK],
                           min(BLOCK, self.size - blk * BLOCK))
         # end: prange

@@ -3,9 +3,6 @@
 Each test would fail on the behaviour upstream (rlx-cpu 0.2.13) had.  Several
 overlap with the parity grids; here each defect has a test that says its name.
 """
-import os
-import threading
-import time
 
 import numpy as np
 import pytest
@@ -150,76 +147,91 @@ def test_winograd_filters_are_transformed_once_at_compile_time(rng):
     assert rel_error(y, conv_nd(x, w, pads_begin=1, pads_end=1)) <= TOL
 
 
-def _thread_cpu_ns():
-    """CPU time each thread of this process has run, in ns (Linux schedstat).
-    CPU time, unlike wall time, does not grow while a thread waits for a core,
-    so it measures the work a thread did whatever else the machine runs."""
-    out = {}
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{tid}/schedstat") as f:
-                out[int(tid)] = int(f.read().split()[0])
-        except OSError:
-            pass                      # a thread that ended meanwhile
-    return out
-
-
-def _thread_cpu_deltas(plan, feeds, seconds=0.25, min_runs=10):
-    """(CPU ns of the calling thread, {other thread: CPU ns}) over runs of
-    `plan` for `seconds` of wall time (at least `min_runs` runs).  Some
-    kernels account a thread's CPU time in whole scheduler ticks (4 ms
-    seen here), so a few milliseconds of runs could credit the worker
-    thread with none of its work: a quarter second is some 60 ticks."""
-    plan.run(feeds)
-    before = _thread_cpu_ns()
-    t0, runs = time.perf_counter(), 0
-    while runs < min_runs or time.perf_counter() - t0 < seconds:
-        plan.run(feeds)
-        runs += 1
-    after = _thread_cpu_ns()
-    me = threading.get_native_id()
-    return after[me] - before[me], {t: after[t] - before.get(t, 0) for t in after if t != me}
-
-
-@pytest.mark.skipif(not _runtime.openmp_enabled(), reason="single-threaded build (no OpenMP)")
-@pytest.mark.skipif(not os.path.exists(f"/proc/self/task/{threading.get_native_id()}/schedstat"),
-                    reason="per-thread CPU time needs Linux /proc/<pid>/task/<tid>/schedstat")
-@pytest.mark.parametrize("build", ["conv1x1", "conv_transpose2d", "im2col_conv", "backward_input",
-                                   "backward_weight"])
-def test_batch_one_kernels_use_every_core(rng, build):
-    # upstream ran Conv2D1x1, conv-transpose and the backward kernels on one
-    # core at batch 1.  With 2 threads the OpenMP worker thread must do a
-    # real share of the work: its CPU time (not wall time, so a busy machine
-    # does not matter) is checked against the calling thread's, thread by
-    # thread against the same plan at 1 thread.
+def _batch_one_build(rng, build):
+    """(graph builder, input) of one batch-1 kernel of the thread-split check."""
     x = rng.standard_normal((1, 128, 56, 56)).astype(np.float32)
     if build == "conv1x1":
         w = rng.standard_normal((256, 128, 1, 1)).astype(np.float32)
-        fn = lambda g, x: g.conv2d(x, w)                           # noqa: E731
-    elif build == "conv_transpose2d":
+        return (lambda g, x: g.conv2d(x, w)), x
+    if build == "conv1x1_relu":                # the NCHW 1x1 GEMM with its epilogue in column blocks
+        w = rng.standard_normal((256, 128, 1, 1)).astype(np.float32)
+        b = rng.standard_normal(256).astype(np.float32)
+        return (lambda g, x: g.relu(g.conv2d(x, w, b))), x
+    if build == "conv_transpose2d":
         w = rng.standard_normal((128, 32, 4, 4)).astype(np.float32)
-        fn = lambda g, x: g.conv_transpose2d(x, w, stride=2, padding=1)  # noqa: E731
-    elif build == "im2col_conv":
+        return (lambda g, x: g.conv_transpose2d(x, w, stride=2, padding=1)), x
+    if build == "im2col_conv":
         w = rng.standard_normal((64, 128, 3, 3)).astype(np.float32)
-        fn = lambda g, x: g.conv2d(x, w, stride=2, padding=1)   # noqa: E731
-    elif build == "backward_input":    # x plays dy [1, 128, 56, 56]; dx is [1, 64, 56, 56]
+        return (lambda g, x: g.conv2d(x, w, stride=2, padding=1)), x
+    if build == "winograd":
+        w = rng.standard_normal((128, 128, 3, 3)).astype(np.float32)
+        return (lambda g, x: g.conv2d(x, w, padding=1)), x
+    if build == "depthwise":
+        w = rng.standard_normal((128, 1, 3, 3)).astype(np.float32)
+        return (lambda g, x: g.conv2d(x, w, padding=1, groups=128)), x
+    if build == "stem":
+        x = rng.standard_normal((1, 3, 224, 224)).astype(np.float32)
+        w = rng.standard_normal((64, 3, 7, 7)).astype(np.float32)
+        return (lambda g, x: g.conv2d(x, w, stride=2, padding=3)), x
+    if build == "max_pool":
+        return (lambda g, x: g.max_pool2d(x, 3, stride=2, padding=1)), x
+    if build == "avg_pool":
+        return (lambda g, x: g.avg_pool2d(x, 2, stride=2)), x
+    if build == "upsample":
+        return (lambda g, x: g.upsample_nearest2x(x)), x
+    if build == "backward_input":              # x plays dy [1, 128, 56, 56]; dx is [1, 64, 56, 56]
         w = rng.standard_normal((128, 64, 3, 3)).astype(np.float32)
-        fn = lambda g, x: g.conv2d_backward_input(x, w, (1, 64, 56, 56), padding=1)  # noqa: E731
-    else:                              # dW of a 3x3 128->64 conv from x and dy
-        dy = rng.standard_normal((1, 64, 56, 56)).astype(np.float32)
-        fn = lambda g, x: g.conv2d_backward_weight(x, dy, (64, 128, 3, 3), padding=1)  # noqa: E731
-    # debug=False even when the suite runs under RLX_DEBUG=1: debug mode's
-    # per-launch arena checks are serial Python work in the calling thread.
+        return (lambda g, x: g.conv2d_backward_input(x, w, (1, 64, 56, 56), padding=1)), x
+    assert build == "backward_weight"          # dW of a 3x3 128->64 conv from x and dy
+    dy = rng.standard_normal((1, 64, 56, 56)).astype(np.float32)
+    return (lambda g, x: g.conv2d_backward_weight(x, dy, (64, 128, 3, 3), padding=1)), x
+
+
+BATCH_ONE_BUILDS = ["conv1x1", "conv1x1_relu", "conv_transpose2d", "im2col_conv", "winograd", "depthwise", "stem",
+                    "max_pool", "avg_pool", "upsample", "backward_input", "backward_weight"]
+
+
+@pytest.mark.skipif(not _runtime.openmp_enabled(), reason="single-threaded build (no OpenMP)")
+@pytest.mark.parametrize("build", BATCH_ONE_BUILDS)
+def test_batch_one_kernels_use_every_core(rng, build):
+    # upstream ran Conv2D1x1, conv-transpose and the backward kernels on one
+    # core at batch 1.  With 2 threads every thunk must split its work over
+    # both: the work meter counts the items (rows, planes, blocks, panels)
+    # each OpenMP thread ran, which does not depend on the machine's load,
+    # and neither thread may get less than a quarter of the other's share.
+    fn, x = _batch_one_build(rng, build)
     g = rlx_cpu.Graph()
     g.output(fn(g, g.input("x", x.shape)))
-    mine1, others1 = _thread_cpu_deltas(rlx_cpu.compile(g, num_threads=1, debug=False), {"x": x})
-    mine2, others2 = _thread_cpu_deltas(rlx_cpu.compile(g, num_threads=2, debug=False, adaptive_threads=False), {"x": x})
-    # The OpenMP worker is the thread that works more with the 2-thread plan
-    # than with the 1-thread one.  A thread of another library that happens
-    # to be busy meanwhile (a pool left running by an earlier test) works
-    # about as long as the runs last, which is shorter at 2 threads, so it
-    # cannot pass for the worker.
-    gain = max((d - others1.get(t, 0) for t, d in others2.items()), default=0)
-    assert gain >= 0.25 * mine2, \
-        f"batch-1 {build}: the second OpenMP thread ran {gain / 1e6:.1f} ms of CPU against the caller's " \
-        f"{mine2 / 1e6:.1f} ms: the kernel did not split its work over 2 cores"
+    plan = rlx_cpu.compile(g, num_threads=2, adaptive_threads=False)
+    work = plan.work_per_thread({"x": x})
+    assert work
+    for thunk, items in work:
+        assert len(items) == 2 and min(items) >= 0.25 * max(items), \
+            f"batch-1 {build}: thunk {thunk.op_name} ({thunk.kind}) ran work items {items} on the 2 threads: " \
+            f"it did not split its work over 2 cores"
+    # and the run itself still gives the 1-thread plan's result
+    one = rlx_cpu.compile(g, num_threads=1, adaptive_threads=False).run({"x": x})[0]
+    two = plan.run({"x": x})[0]
+    assert rel_error(two, one) <= TOL
+
+
+def test_work_meter_counts_each_threads_items(rng):
+    # A blocked reorder of 16 channel blocks is 16 items, one per block: on 2
+    # threads 8 each, on 1 thread all 16; between runs the meter is off and
+    # counts nothing.
+    x = rng.standard_normal((1, 128, 56, 56)).astype(np.float32)
+    from rlx_cpu import _launch
+    from rlx_cpu.ops.blocked import ReorderNchwcThunk
+    for threads, want in ((1, (16,)), (2, (8, 8) if _runtime.openmp_enabled() else (16,))):
+        g = rlx_cpu.Graph()
+        w = rng.standard_normal((128, 32, 4, 4)).astype(np.float32)
+        g.output(g.conv_transpose2d(g.input("x", x.shape), w, stride=2, padding=1))
+        plan = rlx_cpu.compile(g, num_threads=threads, adaptive_threads=False)
+        work = plan.work_per_thread({"x": x})
+        first, items = work[0]
+        assert isinstance(first, ReorderNchwcThunk) and first.c == 128
+        assert items == want
+    _launch.work_meter_start()
+    _launch.work_meter_stop()
+    plan.run({"x": x})
+    assert _launch.work_meter_stop() == (0,)

@@ -15,6 +15,22 @@ cdef class Launch:
     cdef int max_threads
 
 
+# The work meter (off unless switched on, see work_meter_start in _launch.pyx):
+# a kernel's parallel loops note the work items each OpenMP thread took.  The
+# note is inlined from src/rlx_work.h; every module that notes calls
+# work_meter_bind() once at import so its notes reach this module's counters.
+cdef extern from "rlx_work.h":
+    void work_note "rlx_work_note"(long long items) noexcept nogil
+    void rlx_work_bind(const int* flag, void (*sink)(long long) noexcept nogil) noexcept nogil
+
+cdef const int* work_meter_flag() noexcept nogil
+cdef void work_meter_add(long long items) noexcept nogil
+
+
+cdef inline void work_meter_bind() noexcept nogil:
+    rlx_work_bind(work_meter_flag(), work_meter_add)
+
+
 # The thread count a run may ask OpenMP for in this process: `nthreads`, or 1
 # in a child forked after this process ran OpenMP with more than one thread
 # (libgomp's thread pool does not survive fork; its first multi-threaded
