@@ -29,6 +29,7 @@
 #define RLX_NCHWC_B 8          /* channels per block */
 #define RLX_NCHWC_OC 16        /* output channels per register tile (two blocks) */
 #define RLX_NCHWC_NP 6         /* pixels per register tile */
+#define RLX_NCHWC_NPH 12       /* ... of a half panel (one vector of 8 output channels) */
 #define RLX_NCHWC_KC 256       /* input channels per K block of the 1x1 kernel */
 #define RLX_NCHWC_NP1W 12      /* pixels per wide tile of one AVX-512 panel, at most */
 #define RLX_NCHWC_NP2W 14      /* ... of two panels */
@@ -165,7 +166,7 @@ static const ptrdiff_t rlx_nchwc_s2_poff[14] = {0, 16, 32, 48, 64, 80, 96, 112, 
 static void rlx_nchwc_tile_base(int np, int nv, const float* w, const float* x, const ptrdiff_t* koff,
                                 ptrdiff_t nkb, const ptrdiff_t* poff, ptrdiff_t p8, float* y, const float* bias,
                                 const float* res, int first, int last, const rlx_nchwc_act* a) {
-    float acc[RLX_NCHWC_NP][RLX_NCHWC_OC];
+    float acc[RLX_NCHWC_NPH][RLX_NCHWC_OC];
     for (int r = 0; r < np; ++r)
         for (int j = 0; j < 8 * nv; ++j)
             acc[r][j] = first ? (bias ? bias[j] : 0.0f) : y[(j / 8) * p8 + r * 8 + j % 8];
@@ -190,7 +191,9 @@ static void rlx_nchwc_tile_base(int np, int nv, const float* w, const float* x, 
 }
 
 #if RLX_X86_DISPATCH
-#define RLX_NC_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+/* rows 6..11 exist for half panels only (nv 1): 12 accumulators, the
+ * weight vector and the broadcast fill 14 of the 16 ymm registers */
+#define RLX_NC_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 #define RLX_NC_DECL(r)                                                           \
     __m256 a##r##0 = _mm256_setzero_ps(), a##r##1 = _mm256_setzero_ps();         \
     const ptrdiff_t o##r = np > r ? poff[r] : 0;
@@ -329,7 +332,8 @@ typedef void (*rlx_nchwc_tile_fn)(const float*, const float*, const ptrdiff_t*, 
 #define RLX_NC_TILES(M_, ...) M_(1, 1, ##__VA_ARGS__) M_(2, 1, ##__VA_ARGS__) M_(3, 1, ##__VA_ARGS__) \
     M_(4, 1, ##__VA_ARGS__) M_(5, 1, ##__VA_ARGS__) M_(6, 1, ##__VA_ARGS__) M_(1, 2, ##__VA_ARGS__)     \
     M_(2, 2, ##__VA_ARGS__) M_(3, 2, ##__VA_ARGS__) M_(4, 2, ##__VA_ARGS__) M_(5, 2, ##__VA_ARGS__)     \
-    M_(6, 2, ##__VA_ARGS__)
+    M_(6, 2, ##__VA_ARGS__) M_(7, 1, ##__VA_ARGS__) M_(8, 1, ##__VA_ARGS__) M_(9, 1, ##__VA_ARGS__)     \
+    M_(10, 1, ##__VA_ARGS__) M_(11, 1, ##__VA_ARGS__) M_(12, 1, ##__VA_ARGS__)
 RLX_NC_TILES(RLX_NC_TILE)
 RLX_NC_TILES(RLX_NC_RTILE, 1, rlx_nchwc_unit_poff)
 RLX_NC_TILES(RLX_NC_RTILE, 2, rlx_nchwc_s2_poff)
@@ -366,14 +370,16 @@ RLX_NC_TILES(RLX_NC_STRIP)
 #undef RLX_NC_TILE
 #undef RLX_NC_RTILE
 #define RLX_NC_ROW(P_)                                                                                   \
-    {{NULL, P_##1_1, P_##2_1, P_##3_1, P_##4_1, P_##5_1, P_##6_1},                                         \
+    {{NULL, P_##1_1, P_##2_1, P_##3_1, P_##4_1, P_##5_1, P_##6_1, P_##7_1, P_##8_1, P_##9_1, P_##10_1,       \
+      P_##11_1, P_##12_1},                                                                                 \
      {NULL, P_##1_2, P_##2_2, P_##3_2, P_##4_2, P_##5_2, P_##6_2}}
-/* [offsets: any, consecutive, every other][vectors - 1][pixels] */
-static const rlx_nchwc_tile_fn rlx_nchwc_tiles[3][2][RLX_NCHWC_NP + 1] = {
+/* [offsets: any, consecutive, every other][vectors - 1][pixels]: up to
+ * RLX_NCHWC_NPH pixels of one vector, RLX_NCHWC_NP of two */
+static const rlx_nchwc_tile_fn rlx_nchwc_tiles[3][2][RLX_NCHWC_NPH + 1] = {
     RLX_NC_ROW(rlx_nchwc_tile_), RLX_NC_ROW(rlx_nchwc_rtile1_), RLX_NC_ROW(rlx_nchwc_rtile2_)};
 typedef void (*rlx_nchwc_strip_fn)(ptrdiff_t, const float*, const float*, const ptrdiff_t*, ptrdiff_t, ptrdiff_t,
                                    float*, const float*, const float*, int, int, const rlx_nchwc_act*);
-static const rlx_nchwc_strip_fn rlx_nchwc_strips[2][RLX_NCHWC_NP + 1] = RLX_NC_ROW(rlx_nchwc_strip_);
+static const rlx_nchwc_strip_fn rlx_nchwc_strips[2][RLX_NCHWC_NPH + 1] = RLX_NC_ROW(rlx_nchwc_strip_);
 #undef RLX_NC_ROW
 #endif
 
@@ -820,6 +826,16 @@ static void rlx_nchwc_1x1_run(const float* x, ptrdiff_t x_len, const float* wq, 
                     q += nq - 1;
                     continue;
                 }
+                if (nv == 1) {
+                    /* a half panel (8 output channels): tiles of up to 12 */
+                    const ptrdiff_t nth = (len + RLX_NCHWC_NPH - 1) / RLX_NCHWC_NPH;
+                    const ptrdiff_t hb = len / nth, hx = len % nth, hm = pc0 + hx * (hb + 1);
+                    rlx_nchwc_strip(level, hx, (int)hb + 1, 1, wqb, x + n * K * P + pc0 * 8, koff + k0 / 8, kc / 8,
+                                    p8, y + yo + pc0 * 8, bq, res ? res + yo + pc0 * 8 : NULL, first, last, a);
+                    rlx_nchwc_strip(level, nth - hx, (int)hb, 1, wqb, x + n * K * P + hm * 8, koff + k0 / 8, kc / 8,
+                                    p8, y + yo + hm * 8, bq, res ? res + yo + hm * 8 : NULL, first, last, a);
+                    continue;
+                }
                 rlx_nchwc_strip(level, textra, (int)tbase + 1, nv, wqb, x + n * K * P + pc0 * 8, koff + k0 / 8,
                                 kc / 8, p8, y + yo + pc0 * 8, bq, res ? res + yo + pc0 * 8 : NULL, first, last, a);
                 rlx_nchwc_strip(level, ntiles - textra, (int)tbase, nv, wqb, x + n * K * P + pm * 8, koff + k0 / 8,
@@ -1175,10 +1191,12 @@ static void rlx_nchwc_dense_run(const float* xp, ptrdiff_t xp_len, const float* 
                 }
                 /* runs of pixels whose rows read the same taps, each in
                  * tiles of nearly equal size, which may run across output
-                 * rows (on a 7x7 plane 49 = 4 x 6 + 5 x 5, not rows of 4 + 3) */
+                 * rows (on a 7x7 plane 49 = 4 x 6 + 5 x 5, not rows of 4 + 3);
+                 * a half panel (8 output channels) in tiles of up to 12 */
+                const ptrdiff_t most = !z && nv == 1 ? RLX_NCHWC_NPH : RLX_NCHWC_NP;
                 for (ptrdiff_t p = p0; p < p1;) {
                     const ptrdiff_t seg = rlx_nchwc_dense_segment(g, p, p1, wo) - p;
-                    const ptrdiff_t nt = (seg + RLX_NCHWC_NP - 1) / RLX_NCHWC_NP;
+                    const ptrdiff_t nt = (seg + most - 1) / most;
                     const ptrdiff_t sb = seg / nt, sx = seg % nt;
                     ptrdiff_t a0 = 0, a1 = taps;
                     const int rows = rlx_nchwc_dense_row_taps(g, p / wo, &a0, &a1);

@@ -70,7 +70,7 @@ def run_dw(x, w, bias, res, stride, pad, act, threads, alpha=0.0, beta=6.0):
 # (256: partial sums wait in y), planes that are not multiples of 6 pixels,
 # several chunks per plane, several images; with AVX-512, four-panel tiles
 # (and a panel left over) across K blocks
-SHAPES_1X1 = [(1, 32, 16, 112, 112), (2, 16, 24, 9, 7), (1, 520, 40, 5, 5), (3, 8, 8, 1, 1),
+SHAPES_1X1 = [(1, 32, 16, 112, 112), (2, 16, 24, 9, 7), (1, 520, 40, 5, 5), (3, 8, 8, 1, 1), (2, 24, 24, 16, 16),
               (1, 64, 136, 7, 7), (2, 272, 32, 3, 11), (1, 264, 80, 20, 26)]
 
 
@@ -94,7 +94,7 @@ def test_1x1_matches_reference(rng, shape, act, bias, residual):
 # narrower than a 4-pixel step, a single row or column, odd sizes at stride 2
 DW_CASES = [(shape, stride, pad)
             for shape in [(1, 32, 112, 112), (2, 16, 9, 7), (1, 24, 12, 13), (1, 8, 3, 3), (1, 8, 1, 5),
-                          (2, 16, 6, 11), (1, 8, 4, 2)]
+                          (2, 16, 6, 11), (1, 8, 4, 2), (2, 16, 4, 4), (1, 8, 2, 2), (1, 16, 8, 5)]
             for stride in (1, 2) for pad in (0, 1)
             if shape[2] + 2 * pad >= 3 and shape[3] + 2 * pad >= 3]
 
@@ -201,6 +201,10 @@ def run_dense(x, w, bias, res, stride, pads_begin, pads_end, dilation, act, thre
 # 7x7-plane 3x3, its strided 3x3 and 1x1 (no padding: read in place), K over
 # one K block, asymmetric padding, dilation, tiles across rows of 3 pixels
 DENSE = [(1, 64, 7, 7, 48, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+         # a half panel (8 output channels, alone or after a full one):
+         # tiles of up to 12 pixels, across output rows
+         (2, 8, 32, 32, 8, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+         (1, 24, 16, 15, 24, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
          (2, 32, 14, 13, 24, (3, 3), (2, 2), (1, 1), (1, 1), (1, 1)),
          (1, 48, 9, 9, 32, (1, 1), (2, 2), (0, 0), (0, 0), (1, 1)),
          (1, 8, 6, 3, 8, (3, 3), (1, 1), (0, 2), (1, 0), (1, 1)),
@@ -485,6 +489,12 @@ for (stride, pad) in [(1, 1), (2, 1), (2, 0)]:
     wt = rng.standard_normal((16, 1, 3, 3)).astype(np.float32)
     b = rng.standard_normal(16).astype(np.float32)
     outs.append(run_dw(x, wt, b, None, stride, pad, "relu", 1))
+# small planes: rows of edge pixels only, run four at a time
+for (h, w, stride) in [(4, 4, 1), (4, 4, 2), (2, 2, 1), (8, 5, 2)]:
+    x = rng.standard_normal((2, 16, h, w)).astype(np.float32)
+    wt = rng.standard_normal((16, 1, 3, 3)).astype(np.float32)
+    r = rng.standard_normal((2, 16, (h - 1) // stride + 1, (w - 1) // stride + 1)).astype(np.float32)
+    outs.append(run_dw(x, wt, rng.standard_normal(16).astype(np.float32), r, stride, 1, "silu", 1))
 x = rng.standard_normal((2, 3, 19, 17)).astype(np.float32)
 wt = rng.standard_normal((24, 3, 3, 3)).astype(np.float32)
 b = rng.standard_normal(24).astype(np.float32)
