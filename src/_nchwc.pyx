@@ -5,8 +5,8 @@
 #   ---------------------  ----------------------------------  -------------------------------
 #   NchwcReorderLaunch     one 8-channel block of one image    NCHW <-> NCHW8c
 #   NchwcConv1x1Launch     (image, pixel chunk, panel group)   1x1 conv + epilogue
-#   NchwcDepthwiseLaunch   one output row of one block (bands  depthwise 3x3 s1/s2 + epilogue
-#                          of rows of all blocks per run)
+#   NchwcDepthwiseLaunch   one output row of one block (runs   depthwise 3x3 s1/s2 + epilogue
+#                          of rows of a block in one call)
 #   NchwcStemLaunch        one output row of one image         dense conv, NCHW in, blocked out
 #   NchwcDenseLaunch       (image, output row, panel group)    dense conv + epilogue, blocked
 #                          after a padded copy per (image, block)
@@ -111,7 +111,7 @@ cdef extern from "rlx_nchwc.h":
                           Py_ssize_t i0, Py_ssize_t i1) nogil
     void rlx_nchwc_dw_rows(const float* x, Py_ssize_t x_len, const float* wt, const float* bias,
                            const float* res, Py_ssize_t res_len, float* y, Py_ssize_t y_len,
-                           const NcDwGeom* g, const NcAct* a, Py_ssize_t r0, Py_ssize_t r1, int bands) nogil
+                           const NcDwGeom* g, const NcAct* a, Py_ssize_t r0, Py_ssize_t r1) nogil
 
     ctypedef struct NcIrGeom "rlx_nchwc_ir_geom":
         Py_ssize_t n, c, e, m, h, w, h_out, w_out, s, band, br
@@ -543,7 +543,7 @@ cdef class NchwcDepthwiseLaunch(_BlockedConv):
             rlx_nchwc_dw_rows(&self.x[0], self.x.shape[0], &self.wq[0],
                               &self.bias[0] if self.has_bias else NULL,
                               &self.res[0] if self.has_res else NULL, self.res.shape[0],
-                              &self.y[0], self.y.shape[0], &self.g, &self.a, lo, hi, t > 1)
+                              &self.y[0], self.y.shape[0], &self.g, &self.a, lo, hi)
         return 0
 
 

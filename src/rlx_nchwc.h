@@ -1615,11 +1615,13 @@ static void rlx_stem_nchw_rows(const float* xq, ptrdiff_t xq_len, const float* w
 
 /* ---- depthwise 3x3 conv, stride 1 or 2 -----------------------------------
  * Weight packed as wt[cb][9][8] (tap-major within a block); bias: C floats
- * or NULL.  Work items: output rows of one block.  With several threads
- * r = (n * h_out + oh) * C/8 + cb ("bands"): a contiguous run of items is a
- * band of rows of every block, so each thread reads and writes the rows the
- * 1x1 convs around it (split by pixels) touch on the same core, not the
- * other core's channels; on one thread r = (n * C/8 + cb) * h_out + oh. */
+ * or NULL.  Work items: output rows of one block, r = (n * C/8 + cb) *
+ * h_out + oh, so a thread's run of items is runs of rows of whole blocks,
+ * each run one call with the block's weights loaded once.  (Ordering the
+ * items row-major over all blocks of an image at several threads, so the
+ * rows matched those of the 1x1 convs around it, measured 1.00-1.19x slower
+ * at 2 threads once the rows of a block ran in one call: whole plans of
+ * 1x1 + depthwise + 1x1 at 4x4 to 112x112, batch 1 and 8.) */
 typedef struct {
     ptrdiff_t cb, h, w, h_out, w_out, s, ph, pw;   /* blocks per image, geometry */
 } rlx_nchwc_dw_geom;
@@ -1797,23 +1799,21 @@ static inline void rlx_nchwc_dw_row(int level, const float* const* rows, const i
 
 static void rlx_nchwc_dw_rows(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
                               const float* res, ptrdiff_t res_len, float* y, ptrdiff_t y_len,
-                              const rlx_nchwc_dw_geom* g, const rlx_nchwc_act* a, ptrdiff_t r0, ptrdiff_t r1,
-                              int bands) {
+                              const rlx_nchwc_dw_geom* g, const rlx_nchwc_act* a, ptrdiff_t r0, ptrdiff_t r1) {
     const int level = rlx_simd_level();
     const ptrdiff_t plane_in = g->h * g->w * 8, row_out = g->w_out * 8;
     (void)res_len;
 #if RLX_X86_DISPATCH
-    if (level && !bands) {
-        /* block after block: each run of rows of one block in one call */
+    if (level) {
+        /* each run of rows of one block in one call */
         for (ptrdiff_t r = r0; r < r1;) {
             const ptrdiff_t blk = r / g->h_out, oh = r % g->h_out, cb = blk % g->cb;
             const ptrdiff_t oh1 = g->h_out - oh < r1 - r ? g->h_out : oh + (r1 - r);
-            const ptrdiff_t ro = blk * g->h_out + oh;
             RLX_CHECK_RANGE(blk * plane_in, (blk + 1) * plane_in, x_len, "nchwc depthwise x");
-            RLX_CHECK_RANGE(ro * row_out, (ro + oh1 - oh) * row_out, y_len, "nchwc depthwise y");
-            if (res) RLX_CHECK_RANGE(ro * row_out, (ro + oh1 - oh) * row_out, res_len, "nchwc depthwise residual");
+            RLX_CHECK_RANGE(r * row_out, (r + oh1 - oh) * row_out, y_len, "nchwc depthwise y");
+            if (res) RLX_CHECK_RANGE(r * row_out, (r + oh1 - oh) * row_out, res_len, "nchwc depthwise residual");
             rlx_nchwc_dw_rows_avx2(x + blk * plane_in, g, oh, oh1, NULL, NULL, wt + cb * 72,
-                                   bias ? bias + cb * 8 : NULL, res ? res + ro * row_out : NULL, y + ro * row_out,
+                                   bias ? bias + cb * 8 : NULL, res ? res + r * row_out : NULL, y + r * row_out,
                                    g->s, g->pw, g->w, g->w_out, a);
             r += oh1 - oh;
         }
@@ -1821,19 +1821,14 @@ static void rlx_nchwc_dw_rows(const float* x, ptrdiff_t x_len, const float* wt, 
     }
 #endif
     for (ptrdiff_t r = r0; r < r1; ++r) {
-        /* bands: items run row after row, the blocks within a row (see
-         * above); else block after block (one thread: each block's input
-         * rows stay in L1 from one output row to the next) */
-        const ptrdiff_t img = r / (g->h_out * g->cb), q = r % (g->h_out * g->cb);
-        const ptrdiff_t oh = bands ? q / g->cb : q % g->h_out, cb = bands ? q % g->cb : q / g->h_out;
-        const ptrdiff_t blk = img * g->cb + cb, ro = blk * g->h_out + oh;
+        const ptrdiff_t blk = r / g->h_out, oh = r % g->h_out, cb = blk % g->cb;
         const float* xp = x + blk * plane_in;
-        float* yr = y + ro * row_out;
-        const float* rr = res ? res + ro * row_out : NULL;
+        float* yr = y + r * row_out;
+        const float* rr = res ? res + r * row_out : NULL;
         const float* bb = bias ? bias + cb * 8 : NULL;
         RLX_CHECK_RANGE(blk * plane_in, (blk + 1) * plane_in, x_len, "nchwc depthwise x");
-        RLX_CHECK_RANGE(ro * row_out, (ro + 1) * row_out, y_len, "nchwc depthwise y");
-        if (res) RLX_CHECK_RANGE(ro * row_out, (ro + 1) * row_out, res_len, "nchwc depthwise residual");
+        RLX_CHECK_RANGE(r * row_out, (r + 1) * row_out, y_len, "nchwc depthwise y");
+        if (res) RLX_CHECK_RANGE(r * row_out, (r + 1) * row_out, res_len, "nchwc depthwise residual");
         const float* rows[3];
         int valid[3];
         rlx_nchwc_dw_rows_of(xp, g, oh, rows, valid);
@@ -1977,7 +1972,7 @@ static void rlx_nchwc_ir_run(const float* x, ptrdiff_t x_len, const float* res, 
  * On the blocked layout a window pool is 8 channels per vector: every tap is
  * one load of 8 consecutive floats, with no deinterleaving of strided
  * windows.  Work items: output rows of one block, r = (n * h_out + oh) *
- * C/8 + cb, in bands of rows as the depthwise conv's.  Each
+ * C/8 + cb ("bands": a run of items is a band of rows of every block).  Each
  * output takes its window's in-bounds taps in (kh, kw) order:
  *   max: m = v when v > m or v is NaN (a NaN anywhere gives NaN), from -inf;
  *   avg: the float sum in tap order, divided by divisor_override, or by the
