@@ -144,6 +144,8 @@ STEMS = [(1, 3, 64, 64, 32, (3, 3), (2, 2), (1, 1), (1, 1), (1, 1)),
          (2, 3, 23, 29, 24, (7, 7), (2, 2), (3, 3), (3, 3), (1, 1)),
          (1, 1, 28, 28, 32, (5, 5), (1, 1), (2, 2), (2, 2), (1, 1)),
          (2, 4, 9, 10, 8, (3, 3), (1, 1), (0, 1), (2, 0), (2, 2)),
+         # 8 output channels: tiles of up to 12 pixels (EfficientNetV2's stem)
+         (2, 3, 64, 61, 8, (3, 3), (2, 2), (1, 1), (1, 1), (1, 1)),
          (1, 7, 5, 3, 40, (3, 2), (1, 2), (1, 1), (1, 1), (1, 1)),
          # rows of 112 and 59 output pixels (several tiles of 48, 16-pixel
          # vectors with a tail), column stride 3 and dilation, no padding;
@@ -571,6 +573,8 @@ outs.append(run_dense(x, rng.standard_normal((64, 32, 3, 3)).astype(np.float32),
 x = rng.standard_normal((2, 3, 19, 17)).astype(np.float32)
 wt = rng.standard_normal((40, 3, 3, 3)).astype(np.float32)
 outs.append(run_stem(x, wt, rng.standard_normal(40).astype(np.float32), (2, 2), (1, 1), (1, 1), (1, 1), "silu", 1))
+w8 = rng.standard_normal((8, 3, 3, 3)).astype(np.float32)
+outs.append(run_stem(x, w8, rng.standard_normal(8).astype(np.float32), (1, 1), (1, 1), (1, 1), (1, 1), "silu", 1))
 w72 = rng.standard_normal((72, 3, 7, 7)).astype(np.float32)
 outs.append(run_stem(x, w72, rng.standard_normal(72).astype(np.float32), (2, 2), (3, 3), (3, 3), (1, 1), "relu", 1))
 # the stem writing NCHW (AVX-512 tiles of 1 to 3 vectors with a tail)
