@@ -17,12 +17,11 @@ cdef extern from *:
     typedef struct { long long items; char pad[56]; } rlx_work_slot;
     static rlx_work_slot rlx_work_slots[RLX_WORK_SLOTS];
     static int rlx_work_on = 0;
+    /* called by rlx_work_note (src/rlx_work.h) once it has seen the meter on */
     static void rlx_work_add(long long items)
     {
         int t;
         long long *c;
-        if (!rlx_work_on)
-            return;
         t = rlx_omp_thread_num();
         if (t < 0 || t >= RLX_WORK_SLOTS)
             return;
@@ -39,13 +38,12 @@ cdef extern from *:
         rlx_work_on = on;
     }
     static long long rlx_work_items(int t) { return rlx_work_slots[t].items; }
-    static const int *rlx_work_on_flag(void) { return &rlx_work_on; }
     """
     int RLX_WORK_SLOTS
+    int rlx_work_on
     void rlx_work_add(long long items) nogil
     void rlx_work_switch(int on) nogil
     long long rlx_work_items(int t) nogil
-    const int* rlx_work_on_flag() nogil
 
 # Set when a run asked for more than one thread (libgomp then has a pool of
 # worker threads); copied to _forked_limit in a child forked after that.
@@ -69,7 +67,7 @@ def _after_fork_in_child():
 
 
 cdef const int* work_meter_flag() noexcept nogil:
-    return rlx_work_on_flag()
+    return &rlx_work_on
 
 
 cdef void work_meter_add(long long items) noexcept nogil:

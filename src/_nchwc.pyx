@@ -20,9 +20,8 @@
 # variant gives the same bits as AVX2 (fused multiply-adds in the same order).
 # Every geometry and length is checked when a launch is bound.
 from cython.parallel cimport prange
-from rlx_cpu._launch cimport work_note, work_meter_bind
 
-from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder, work_note
+from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder, work_meter_bind, work_note
 
 import math
 

@@ -1744,8 +1744,8 @@ RLX_INLINE_AVX2 void rlx_nchwc_dw_row_core(const float* const* rows, const int* 
 /* Output rows oh0 .. oh1 - 1 of one block whose input plane starts at xp
  * (rows == NULL), or the one row whose input rows are rows[0..2] (oh0 = 0,
  * oh1 = 1): the weights and bias loaded, the interior found and the act
- * fixed once for all of them.  A 4x4 plane's rows took about 100 cycles
- * each one call per row (8 x 96 channels, 4x4, 1 thread: 9.6 us). */
+ * fixed once for all of them.  With one call per row, a 4x4 plane's rows
+ * took about 100 cycles each (8 x 96 channels, 4x4, 1 thread: 9.6 us). */
 RLX_INLINE_AVX2 void rlx_nchwc_dw_rows_body(const float* xp, const rlx_nchwc_dw_geom* g, ptrdiff_t oh0,
                                             ptrdiff_t oh1, const float* const* rows, const int* valid,
                                             const float* wt, const float* b, const float* res, float* y,
