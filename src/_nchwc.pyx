@@ -14,6 +14,8 @@
 #   NchwcGlobalPoolLaunch  one 8-channel block of one image    global max / avg pool, to NCHW
 #   NchwcInvertedResidual- (image, band of output rows), runs  expand 1x1 + depthwise 3x3 +
 #     Launch               of consecutive bands per thread     project 1x1 (+ residual), fused
+#   NchwcWinogradLaunch    (chunk of output tiles, panel       3x3 s1 conv + epilogue by
+#                          group)                              Winograd F(2x2) or F(4x4)
 #
 # Every output element is computed by the same operations whichever item
 # holds it, so results do not depend on the thread count; the portable
@@ -128,6 +130,17 @@ cdef extern from "rlx_nchwc.h":
                           Py_ssize_t y_len, float* scratch, Py_ssize_t scratch_len, const Py_ssize_t* koff_e,
                           const Py_ssize_t* koff_p, const NcIrOps* o, const NcIrGeom* g, Py_ssize_t i0,
                           Py_ssize_t i1) nogil
+cdef extern from "rlx_nchwc_wino.h":
+    ctypedef struct NcWinoGeom "rlx_nchwc_wino_geom":
+        Py_ssize_t n, c, m, h, w, h_out, w_out, pt, pl, mt, th, tw, chunk, groups
+    Py_ssize_t rlx_nchwc_wino_chunks(const NcWinoGeom* g) nogil
+    Py_ssize_t rlx_nchwc_wino_items(const NcWinoGeom* g) nogil
+    Py_ssize_t rlx_nchwc_wino_scratch_floats(const NcWinoGeom* g) nogil
+    Py_ssize_t rlx_nchwc_wino_packed_floats(Py_ssize_t mt, Py_ssize_t m, Py_ssize_t c) nogil
+    void rlx_nchwc_wino_run(const float* x, Py_ssize_t x_len, const float* u, Py_ssize_t u_len, const float* bias,
+                            const float* res, Py_ssize_t res_len, float* y, Py_ssize_t y_len, float* scratch,
+                            Py_ssize_t scratch_len, const Py_ssize_t* koff, const NcWinoGeom* g, const NcAct* a,
+                            Py_ssize_t i0, Py_ssize_t i1) nogil
 cdef extern from "rlx_epilogue.h":
     enum:
         RLX_ACT_NONE
@@ -1389,4 +1402,127 @@ cdef class NchwcInvertedResidualLaunch(Launch):
             rlx_nchwc_ir_run(&self.x[0], self.x.shape[0], &self.res[0] if self.has_res else NULL,
                              self.res.shape[0], &self.y[0], self.y.shape[0], &self.scratch[r * self.per_run],
                              self.per_run, &self.koff_e[0], &self.koff_p[0], &self.o, &self.g, lo, hi)
+        return 0
+
+
+# ---- Winograd F(2x2, 3x3) and F(4x4, 3x3) on the blocked layout -----------
+# (src/rlx_nchwc_wino.h).  G of each, as in Lavin & Gray with the
+# interpolation points 0, +-1 (F(2x2)) and 0, +-1, +-2, inf (F(4x4)); the
+# B^T and A^T that go with them are in the header.
+_WINO_G = {
+    2: np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]], np.float64),
+    4: np.array([[6.0, 0.0, 0.0], [-4.0, -4.0, -4.0], [-4.0, 4.0, -4.0], [1.0, 2.0, 4.0], [1.0, -2.0, 4.0],
+                 [0.0, 0.0, 24.0]], np.float64) / 24.0,
+}
+# V of one chunk (alpha^2 x C x tiles floats) stays within about this many
+# floats (384 KiB: in L2 with the Mt of a pass, RLX_WINO_PASS channels),
+# with at least WINO_MIN_CHUNK tiles per chunk: a 1x1 tile runs up to 6 of
+# them, and every chunk reads all of U once more.
+WINO_CHUNK_FLOATS = 96 * 1024
+WINO_MIN_CHUNK = 16
+
+
+def winograd_pack_u(weight, int mt):
+    """U = G g G^T of a [M, C, 3, 3] weight (computed in float64), each of
+    its (mt + 2)^2 positions packed as a blocked 1x1 weight [M, C]
+    (compile-time use)."""
+    if mt not in _WINO_G:
+        raise ValueError(f"winograd_pack_u: the output tile must be 2 or 4, got {mt}")
+    w = np.asarray(weight)
+    if w.ndim != 4 or w.shape[2:] != (3, 3):
+        raise ValueError(f"winograd_pack_u: weight must be [M, C, 3, 3], got {w.shape}")
+    m, c = w.shape[0], w.shape[1]
+    _check_blocked_channels("winograd_pack_u", "output channels", m)
+    G = _WINO_G[mt]
+    u = np.einsum("ar,mcrs,bs->abmc", G, w.astype(np.float64), G).astype(np.float32)
+    a = mt + 2
+    return np.concatenate([pack_1x1_weight(u[i, j]) for i in range(a) for j in range(a)])
+
+
+def winograd_chunk(Py_ssize_t c, Py_ssize_t tiles, int mt):
+    """Tiles per chunk: the tiles in equal chunks of about WINO_CHUNK_FLOATS
+    floats of V, at least WINO_MIN_CHUNK tiles each."""
+    a2 = (mt + 2) * (mt + 2)
+    target = max(WINO_MIN_CHUNK, WINO_CHUNK_FLOATS // max(1, a2 * c))
+    nchunks = (tiles + target - 1) // target
+    return (tiles + nchunks - 1) // nchunks
+
+
+def winograd_groups(Py_ssize_t panels, Py_ssize_t chunks, int max_threads):
+    """Panel groups per chunk: 1 when the chunks split evenly over the
+    threads (or there are 4 per thread), else enough that the items do
+    (t / gcd(chunks, t)), each group's input transform repeated, at most one
+    group per panel (per pair of panels on the AVX-512 level)."""
+    t = max(1, max_threads)
+    if chunks % t == 0 or chunks >= 4 * t:
+        return 1
+    unit = 2 if rlx_simd_level() >= 2 else 1
+    return min(t // math.gcd(chunks, t), (panels + unit - 1) // unit)
+
+
+cdef _wino_geom(NcWinoGeom* g, op, Py_ssize_t n, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w, Py_ssize_t m,
+                tuple pads_begin, tuple pads_end, int mt, int max_threads):
+    _check_blocked_channels(op, "input channels", c)
+    _check_blocked_channels(op, "output channels", m)
+    if mt not in (2, 4):
+        raise ValueError(f"{op}: the output tile must be 2 or 4, got {mt}")
+    if len(pads_begin) != 2 or len(pads_end) != 2 or min(pads_begin + pads_end) < 0:
+        raise ValueError(f"{op}: pads must be two non-negative values each, got {pads_begin}, {pads_end}")
+    h_out, w_out = h + pads_begin[0] + pads_end[0] - 2, w + pads_begin[1] + pads_end[1] - 2
+    if n < 1 or h < 1 or w < 1 or h_out < 1 or w_out < 1:
+        raise ValueError(f"{op}: need at least one image and one output pixel, got n={n}, input {h}x{w}, "
+                         f"output {h_out}x{w_out}")
+    g.n, g.c, g.m, g.h, g.w, g.h_out, g.w_out = n, c, m, h, w, h_out, w_out
+    g.pt, g.pl, g.mt = pads_begin[0], pads_begin[1], mt
+    g.th, g.tw = (h_out + mt - 1) // mt, (w_out + mt - 1) // mt
+    g.chunk = winograd_chunk(c, n * g.th * g.tw, mt)
+    g.groups = winograd_groups((m + 15) // 16, rlx_nchwc_wino_chunks(g), max(1, max_threads))
+
+
+def winograd_scratch_floats(Py_ssize_t n, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w, Py_ssize_t m, tuple pads_begin,
+                            tuple pads_end, int mt, int max_threads=1):
+    """Floats of the V and Mt buffers of all threads of a blocked Winograd
+    conv."""
+    cdef NcWinoGeom g
+    _wino_geom(&g, "winograd_scratch_floats", n, c, h, w, m, pads_begin, pads_end, mt, max_threads)
+    return max(1, max_threads) * rlx_nchwc_wino_scratch_floats(&g)
+
+
+cdef class NchwcWinogradLaunch(_BlockedConv):
+    """y = act(conv3x3(x) + bias + residual), stride 1, on blocked x
+    [N, C/8, H, W, 8] and y, residual [N, M/8, H_out, W_out, 8], by
+    Winograd F(mt x mt, 3x3) (mt = 2 or 4); `u` from winograd_pack_u,
+    `scratch` winograd_scratch_floats floats."""
+    cdef float[::1] scratch
+    cdef Py_ssize_t[::1] koff
+    cdef NcWinoGeom g
+    cdef Py_ssize_t items, per_run
+
+    def __init__(self, x, u, bias, residual, y, scratch, Py_ssize_t n, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w,
+                 Py_ssize_t m, tuple pads_begin, tuple pads_end, int mt, act=None, float alpha=0.0,
+                 float beta=0.0, int max_threads=1):
+        op = "conv2d_nchwc winograd"
+        self.max_threads = max(1, max_threads)
+        _wino_geom(&self.g, op, n, c, h, w, m, pads_begin, pads_end, mt, self.max_threads)
+        self._bind(op, x, u, bias, residual, y, act, alpha, beta, n * c * h * w, n * m * self.g.h_out * self.g.w_out,
+                   rlx_nchwc_wino_packed_floats(mt, m, c), m)
+        self.per_run = rlx_nchwc_wino_scratch_floats(&self.g)
+        self.scratch = scratch
+        _check_len(op, "scratch", self.scratch, self.max_threads * self.per_run)
+        self.items = rlx_nchwc_wino_items(&self.g)
+        self.koff = np.arange(c // NC_B, dtype=np.intp) * (self.g.chunk * NC_B)
+
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = effective_threads(nthreads, self.max_threads)
+        cdef Py_ssize_t r, lo, hi
+        cdef Py_ssize_t runs = t if t < self.items else self.items
+        for r in prange(runs, num_threads=t, schedule='static'):
+            lo = self.items * r // runs
+            hi = self.items * (r + 1) // runs
+            work_note(hi - lo)
+            rlx_nchwc_wino_run(&self.x[0], self.x.shape[0], &self.wq[0], self.wq.shape[0],
+                               &self.bias[0] if self.has_bias else NULL,
+                               &self.res[0] if self.has_res else NULL, self.res.shape[0],
+                               &self.y[0], self.y.shape[0], &self.scratch[r * self.per_run], self.per_run,
+                               &self.koff[0], &self.g, &self.a, lo, hi)
         return 0

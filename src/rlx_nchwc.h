@@ -767,13 +767,64 @@ static inline void rlx_nchwc_strip_z(int nq, ptrdiff_t count, int np, const floa
 #endif
 }
 
-/* Work items [i0, i1): item = (image, pixel chunk, panel group).  Per item,
- * K blocks of RLX_NCHWC_KC outermost (the block of x the chunk reads stays in
- * L2, a panel's block of W in L1 across the chunk's tiles), then the group's
- * panels, then the chunk's pixels in tiles of nearly equal size (at most 6).
- * Partial sums wait in y between K blocks; the epilogue runs on the last. */
+/* Pixels [pc0, pc0 + len) of one blocked plane, output panels [q0, q1):
+ * y = act(W . x + bias + residual) with x's input block kb at x + koff[kb]
+ * + pixel * 8, y's (and res's) output block b at y + b * p8 + pixel * 8.
+ * K blocks of kcb input channels outermost (a multiple of 8; K: all in one
+ * pass per tile), then the panels, then the pixels in tiles of nearly equal
+ * size (at most 6; 12 for a half panel).  Partial sums wait in y between K
+ * blocks; the epilogue runs on the last.  quads: four full panels per tile
+ * where the range has them (AVX-512). */
+static void rlx_nchwc_1x1_span(int level, int quads, ptrdiff_t kcb, const float* x, const float* wq, ptrdiff_t K,
+                               ptrdiff_t M, ptrdiff_t p8, ptrdiff_t pc0, ptrdiff_t len, ptrdiff_t q0, ptrdiff_t q1,
+                               const ptrdiff_t* koff, float* y, const float* bias, const float* res,
+                               const rlx_nchwc_act* a) {
+    const int pairs = rlx_nchwc_pairs(level);
+    const ptrdiff_t ntiles = (len + RLX_NCHWC_NP - 1) / RLX_NCHWC_NP;
+    const ptrdiff_t tbase = len / ntiles, textra = len % ntiles;
+    for (ptrdiff_t k0 = 0; k0 < K; k0 += kcb) {
+        const ptrdiff_t kc = K - k0 < kcb ? K - k0 : kcb;
+        const int first = k0 == 0, last = k0 + kc == K;
+        for (ptrdiff_t q = q0; q < q1; ++q) {
+            const int nv = M - q * RLX_NCHWC_OC >= RLX_NCHWC_OC ? 2 : 1;
+            const float* wqb = wq + (q * K + k0) * RLX_NCHWC_OC;
+            const float* bq = bias ? bias + q * RLX_NCHWC_OC : NULL;
+            const ptrdiff_t yo = q * RLX_NCHWC_OC / 8 * p8;
+            /* textra tiles of tbase + 1 pixels, then the rest of tbase */
+            const ptrdiff_t pm = pc0 + textra * (tbase + 1);
+            if (pairs && nv == 2) {
+                /* four full panels, two, or one */
+                const int nq = quads && q + 3 < q1 && M - (q + 3) * RLX_NCHWC_OC >= RLX_NCHWC_OC ? 4
+                               : q + 1 < q1 && M - (q + 1) * RLX_NCHWC_OC >= RLX_NCHWC_OC ? 2 : 1;
+                rlx_nchwc_strip_z(nq, textra, (int)tbase + 1, wqb, K * RLX_NCHWC_OC, x + pc0 * 8, koff + k0 / 8,
+                                  kc / 8, p8, y + yo + pc0 * 8, bq, res ? res + yo + pc0 * 8 : NULL, first, last, a);
+                rlx_nchwc_strip_z(nq, ntiles - textra, (int)tbase, wqb, K * RLX_NCHWC_OC, x + pm * 8, koff + k0 / 8,
+                                  kc / 8, p8, y + yo + pm * 8, bq, res ? res + yo + pm * 8 : NULL, first, last, a);
+                q += nq - 1;
+                continue;
+            }
+            if (nv == 1) {
+                /* a half panel (8 output channels): tiles of up to 12 */
+                const ptrdiff_t nth = (len + RLX_NCHWC_NPH - 1) / RLX_NCHWC_NPH;
+                const ptrdiff_t hb = len / nth, hx = len % nth, hm = pc0 + hx * (hb + 1);
+                rlx_nchwc_strip(level, hx, (int)hb + 1, 1, wqb, x + pc0 * 8, koff + k0 / 8, kc / 8, p8,
+                                y + yo + pc0 * 8, bq, res ? res + yo + pc0 * 8 : NULL, first, last, a);
+                rlx_nchwc_strip(level, nth - hx, (int)hb, 1, wqb, x + hm * 8, koff + k0 / 8, kc / 8, p8,
+                                y + yo + hm * 8, bq, res ? res + yo + hm * 8 : NULL, first, last, a);
+                continue;
+            }
+            rlx_nchwc_strip(level, textra, (int)tbase + 1, nv, wqb, x + pc0 * 8, koff + k0 / 8, kc / 8, p8,
+                            y + yo + pc0 * 8, bq, res ? res + yo + pc0 * 8 : NULL, first, last, a);
+            rlx_nchwc_strip(level, ntiles - textra, (int)tbase, nv, wqb, x + pm * 8, koff + k0 / 8, kc / 8, p8,
+                            y + yo + pm * 8, bq, res ? res + yo + pm * 8 : NULL, first, last, a);
+        }
+    }
+}
 
-/* koff[kb] = kb * P * 8: the offsets of the input channel blocks. */
+/* Work items [i0, i1): item = (image, pixel chunk, panel group), each a
+ * span (above): the block of x the chunk reads stays in L2, a panel's block
+ * of W in L1 across the chunk's tiles.  koff[kb] = kb * P * 8: the offsets
+ * of the input channel blocks. */
 static void rlx_nchwc_1x1_run(const float* x, ptrdiff_t x_len, const float* wq, ptrdiff_t wq_len,
                               const float* bias, const float* res, ptrdiff_t res_len, float* y, ptrdiff_t y_len,
                               const ptrdiff_t* koff, const rlx_nchwc_1x1_geom* g, const rlx_nchwc_act* a,
@@ -797,51 +848,11 @@ static void rlx_nchwc_1x1_run(const float* x, ptrdiff_t x_len, const float* wq, 
         const ptrdiff_t c = rest % nchunks, n = rest / nchunks;
         const ptrdiff_t pc0 = c * g->chunk, pc1 = pc0 + g->chunk < P ? pc0 + g->chunk : P;
         const ptrdiff_t q0 = grp * per_group, q1 = q0 + per_group < panels ? q0 + per_group : panels;
-        const ptrdiff_t len = pc1 - pc0;
-        const ptrdiff_t ntiles = (len + RLX_NCHWC_NP - 1) / RLX_NCHWC_NP;
-        const ptrdiff_t tbase = len / ntiles, textra = len % ntiles;
         RLX_CHECK_RANGE(n * K * P, (n + 1) * K * P, x_len, "nchwc 1x1 x");
         RLX_CHECK_RANGE(n * M * P, (n + 1) * M * P, y_len, "nchwc 1x1 y");
         if (res) RLX_CHECK_RANGE(n * M * P, (n + 1) * M * P, res_len, "nchwc 1x1 residual");
-        for (ptrdiff_t k0 = 0; k0 < K; k0 += RLX_NCHWC_KC) {
-            const ptrdiff_t kc = K - k0 < RLX_NCHWC_KC ? K - k0 : RLX_NCHWC_KC;
-            const int first = k0 == 0, last = k0 + kc == K;
-            for (ptrdiff_t q = q0; q < q1; ++q) {
-                const int nv = M - q * RLX_NCHWC_OC >= RLX_NCHWC_OC ? 2 : 1;
-                const float* wqb = wq + (q * K + k0) * RLX_NCHWC_OC;
-                const float* bq = bias ? bias + q * RLX_NCHWC_OC : NULL;
-                const ptrdiff_t yo = (n * M + q * RLX_NCHWC_OC) * P;
-                /* textra tiles of tbase + 1 pixels, then the rest of tbase */
-                const ptrdiff_t pm = pc0 + textra * (tbase + 1);
-                if (pairs && nv == 2) {
-                    /* four full panels, two, or one */
-                    const int nq = quads && q + 3 < q1 && M - (q + 3) * RLX_NCHWC_OC >= RLX_NCHWC_OC ? 4
-                                   : q + 1 < q1 && M - (q + 1) * RLX_NCHWC_OC >= RLX_NCHWC_OC ? 2 : 1;
-                    rlx_nchwc_strip_z(nq, textra, (int)tbase + 1, wqb, K * RLX_NCHWC_OC, x + n * K * P + pc0 * 8,
-                                      koff + k0 / 8, kc / 8, p8, y + yo + pc0 * 8, bq,
-                                      res ? res + yo + pc0 * 8 : NULL, first, last, a);
-                    rlx_nchwc_strip_z(nq, ntiles - textra, (int)tbase, wqb, K * RLX_NCHWC_OC, x + n * K * P + pm * 8,
-                                      koff + k0 / 8, kc / 8, p8, y + yo + pm * 8, bq,
-                                      res ? res + yo + pm * 8 : NULL, first, last, a);
-                    q += nq - 1;
-                    continue;
-                }
-                if (nv == 1) {
-                    /* a half panel (8 output channels): tiles of up to 12 */
-                    const ptrdiff_t nth = (len + RLX_NCHWC_NPH - 1) / RLX_NCHWC_NPH;
-                    const ptrdiff_t hb = len / nth, hx = len % nth, hm = pc0 + hx * (hb + 1);
-                    rlx_nchwc_strip(level, hx, (int)hb + 1, 1, wqb, x + n * K * P + pc0 * 8, koff + k0 / 8, kc / 8,
-                                    p8, y + yo + pc0 * 8, bq, res ? res + yo + pc0 * 8 : NULL, first, last, a);
-                    rlx_nchwc_strip(level, nth - hx, (int)hb, 1, wqb, x + n * K * P + hm * 8, koff + k0 / 8, kc / 8,
-                                    p8, y + yo + hm * 8, bq, res ? res + yo + hm * 8 : NULL, first, last, a);
-                    continue;
-                }
-                rlx_nchwc_strip(level, textra, (int)tbase + 1, nv, wqb, x + n * K * P + pc0 * 8, koff + k0 / 8,
-                                kc / 8, p8, y + yo + pc0 * 8, bq, res ? res + yo + pc0 * 8 : NULL, first, last, a);
-                rlx_nchwc_strip(level, ntiles - textra, (int)tbase, nv, wqb, x + n * K * P + pm * 8, koff + k0 / 8,
-                                kc / 8, p8, y + yo + pm * 8, bq, res ? res + yo + pm * 8 : NULL, first, last, a);
-            }
-        }
+        rlx_nchwc_1x1_span(level, quads, RLX_NCHWC_KC, x + n * K * P, wq, K, M, p8, pc0, pc1 - pc0, q0, q1, koff,
+                           y + n * M * P, bias, res ? res + n * M * P : NULL, a);
     }
 }
 
@@ -1880,37 +1891,6 @@ static inline ptrdiff_t rlx_nchwc_ir_scratch_floats(const rlx_nchwc_ir_geom* g) 
     return (g->expand ? g->e * g->br * g->w : 0) + g->e * g->band * g->w_out;
 }
 
-/* A 1x1 conv over `len` consecutive pixels of a blocked span: input block kb
- * at x + koff[kb], output (and residual) blocks p8 floats apart; all K
- * blocks in one pass per tile. */
-static void rlx_nchwc_1x1_span(int level, const float* x, const ptrdiff_t* koff, ptrdiff_t nkb, ptrdiff_t len,
-                               const float* wq, ptrdiff_t M, const float* bias, const float* res, float* y,
-                               ptrdiff_t p8, const rlx_nchwc_act* a) {
-    const ptrdiff_t K = nkb * 8, panels = (M + RLX_NCHWC_OC - 1) / RLX_NCHWC_OC;
-    const ptrdiff_t ntiles = (len + RLX_NCHWC_NP - 1) / RLX_NCHWC_NP;
-    const ptrdiff_t tbase = len / ntiles, textra = len % ntiles;
-    for (ptrdiff_t q = 0; q < panels; ++q) {
-        const int nv = M - q * RLX_NCHWC_OC >= RLX_NCHWC_OC ? 2 : 1;
-        const float* wqb = wq + q * K * RLX_NCHWC_OC;
-        const float* bq = bias ? bias + q * RLX_NCHWC_OC : NULL;
-        const ptrdiff_t yo = q * 2 * p8;
-        const ptrdiff_t pm = textra * (tbase + 1);
-        if (rlx_nchwc_pairs(level) && nv == 2) {
-            const int nq = q + 1 < panels && M - (q + 1) * RLX_NCHWC_OC >= RLX_NCHWC_OC ? 2 : 1;
-            rlx_nchwc_strip_z(nq, textra, (int)tbase + 1, wqb, K * RLX_NCHWC_OC, x, koff, nkb, p8, y + yo, bq,
-                              res ? res + yo : NULL, 1, 1, a);
-            rlx_nchwc_strip_z(nq, ntiles - textra, (int)tbase, wqb, K * RLX_NCHWC_OC, x + pm * 8, koff, nkb, p8,
-                              y + yo + pm * 8, bq, res ? res + yo + pm * 8 : NULL, 1, 1, a);
-            q += nq - 1;
-            continue;
-        }
-        rlx_nchwc_strip(level, textra, (int)tbase + 1, nv, wqb, x, koff, nkb, p8, y + yo, bq, res ? res + yo : NULL, 1,
-                        1, a);
-        rlx_nchwc_strip(level, ntiles - textra, (int)tbase, nv, wqb, x + pm * 8, koff, nkb, p8, y + yo + pm * 8, bq,
-                        res ? res + yo + pm * 8 : NULL, 1, 1, a);
-    }
-}
-
 /* koff_e[kb] = kb*H*W*8 (x's blocks), koff_p[kb] = kb*band*W_out*8 (xd's);
  * scratch: rlx_nchwc_ir_scratch_floats floats for this run. */
 static void rlx_nchwc_ir_run(const float* x, ptrdiff_t x_len, const float* res, ptrdiff_t res_len, float* y,
@@ -1946,8 +1926,9 @@ static void rlx_nchwc_ir_run(const float* x, ptrdiff_t x_len, const float* res, 
                 /* the ring's slots run on from start % br to its end at most */
                 const ptrdiff_t slot = start % br;
                 const ptrdiff_t cnt = hi - start + 1 < br - slot ? hi - start + 1 : br - slot;
-                rlx_nchwc_1x1_span(level, xi + start * W * 8, koff_e, g->c / 8, cnt * W, o->we, g->e, o->be, NULL,
-                                   xe + slot * W * 8, br * W * 8, &o->ae);
+                rlx_nchwc_1x1_span(level, 0, g->c, xi + start * W * 8, o->we, g->c, g->e, br * W * 8, 0, cnt * W, 0,
+                                   (g->e + RLX_NCHWC_OC - 1) / RLX_NCHWC_OC, koff_e, xe + slot * W * 8, o->be, NULL,
+                                   &o->ae);
                 start += cnt;
             }
             prev_img = img;
@@ -1970,8 +1951,9 @@ static void rlx_nchwc_ir_run(const float* x, ptrdiff_t x_len, const float* res, 
             }
         {
             const ptrdiff_t yo = img * g->m * ho * wo + o0 * wo * 8;
-            rlx_nchwc_1x1_span(level, xd, koff_p, eb, (o1 - o0) * wo, o->wp, g->m, o->bp,
-                               res ? res + yo : NULL, y + yo, ho * wo * 8, &o->ap);
+            rlx_nchwc_1x1_span(level, 0, g->e, xd, o->wp, g->e, g->m, ho * wo * 8, 0, (o1 - o0) * wo, 0,
+                               (g->m + RLX_NCHWC_OC - 1) / RLX_NCHWC_OC, koff_p, y + yo, o->bp, res ? res + yo : NULL,
+                               &o->ap);
         }
     }
 }

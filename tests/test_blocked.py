@@ -270,6 +270,70 @@ def test_dense_matches_reference(rng, case, act, bias, residual):
         np.testing.assert_array_equal(o, outs[0])
 
 
+def run_wino(x, w, bias, res, pads_begin, pads_end, act, threads, tile, alpha=0.0, beta=6.0):
+    n, c, h, wd = x.shape
+    m = w.shape[0]
+    ho, wo = h + pads_begin[0] + pads_end[0] - 2, wd + pads_begin[1] + pads_end[1] - 2
+    y = np.full(n * m * ho * wo, np.nan, np.float32)
+    scratch = np.full(_nchwc.winograd_scratch_floats(n, c, h, wd, m, pads_begin, pads_end, tile, threads), np.nan,
+                      np.float32)
+    launch = _nchwc.NchwcWinogradLaunch(
+        _nchwc.to_blocked(x).reshape(-1), _nchwc.winograd_pack_u(w, tile), bias,
+        None if res is None else _nchwc.to_blocked(res).reshape(-1), y, scratch, n, c, h, wd, m, pads_begin, pads_end,
+        tile, act, alpha, beta, threads)
+    launch.execute(threads)
+    return _nchwc.from_blocked(y.reshape(n, m // 8, ho, wo, 8))
+
+
+# (n, C, H, W, M, pads_begin, pads_end) of blocked Winograd: planes that are
+# no multiple of the tile (clipped edge tiles), a 2x2 plane, asymmetric and
+# zero padding, a half panel (M = 24), one chunk split into panel groups on
+# 2 threads (256 -> 256 at 14x14), several chunks (3 images at 30x30), more
+# than one pass of 64 output channels (M = 136), K over 256 channels
+WINO = [(1, 16, 14, 14, 32, (1, 1), (1, 1)), (2, 64, 7, 7, 48, (1, 1), (1, 1)), (1, 8, 9, 13, 24, (0, 2), (1, 0)),
+        (3, 32, 30, 30, 64, (1, 1), (1, 1)), (1, 256, 14, 14, 256, (1, 1), (1, 1)), (2, 16, 2, 2, 16, (1, 1), (1, 1)),
+        (1, 24, 11, 6, 136, (1, 1), (1, 1)), (1, 264, 5, 9, 40, (0, 0), (0, 0)), (5, 16, 3, 5, 16, (2, 1), (1, 2))]
+
+
+@pytest.mark.parametrize("case", WINO, ids=lambda c: "x".join(map(str, c[:5])) + f"p{c[5][0]}{c[5][1]}{c[6][0]}{c[6][1]}")
+@pytest.mark.parametrize("tile", (2, 4))
+@pytest.mark.parametrize("act,bias,residual", [(None, False, False), ("clip", True, False), ("relu", True, True)])
+def test_blocked_winograd_matches_reference(rng, case, tile, act, bias, residual):
+    # F(4x4)'s float32 error grows with C (its transforms' coefficients
+    # reach 5 and 8); measured up to 1.1e-5 of the result's magnitude at
+    # C = 256, inside the bound of the GEMM paths
+    n, c, h, w, m, pb, pe = case
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = (rng.standard_normal((m, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32) if bias else None
+    ref = conv_nd(x, wt, pads_begin=pb, pads_end=pe)
+    r = rng.standard_normal(ref.shape).astype(np.float32) if residual else None
+    want = epilogue64(ref, b, r, act)
+    outs = [run_wino(x, wt, b, r, pb, pe, act, t, tile) for t in TWO]
+    check_parity(outs[0], want, f"nchwc winograd F({tile}x{tile})", tol=TOL)
+    for o in outs[1:]:
+        np.testing.assert_array_equal(o, outs[0])
+
+
+def test_blocked_winograd_rule():
+    # which tile the blocked Winograd kernel runs (0: another kernel)
+    import dataclasses
+    from rlx_cpu.ops.blocked import blocked_winograd_tile
+    from rlx_cpu.ops.conv import ConvAttrs
+    a = ConvAttrs((3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1)
+    assert blocked_winograd_tile(64, 64, (1, 64, 56, 56), a, simd=2) == 4
+    assert blocked_winograd_tile(256, 256, (1, 256, 14, 14), a, simd=2) == 2       # 16 tiles, U of 9.4 MB
+    assert blocked_winograd_tile(256, 256, (2, 256, 14, 14), a, simd=1) == 4       # 32 tiles
+    assert blocked_winograd_tile(64, 64, (1, 64, 8, 8), a, simd=2) == 4            # U of 0.6 MB
+    assert blocked_winograd_tile(512, 512, (1, 512, 4, 4), a, simd=2) == 2
+    assert blocked_winograd_tile(256, 256, (1, 256, 2, 2), a, simd=2) == 0         # one 2x2 tile
+    assert blocked_winograd_tile(8, 64, (1, 64, 56, 56), a, simd=2) == 0
+    assert blocked_winograd_tile(64, 8, (1, 8, 56, 56), a, simd=2) == 0
+    assert blocked_winograd_tile(64, 64, (1, 64, 56, 56), a, simd=0) == 0          # the portable level: direct
+    for change in ({"kernel": (5, 5)}, {"stride": (2, 2)}, {"dilation": (2, 2)}, {"groups": 2}):
+        assert blocked_winograd_tile(64, 64, (1, 64, 56, 56), dataclasses.replace(a, **change), simd=2) == 0, change
+
+
 def test_full_tap_rows():
     # (h, h_out, kh, sh, dh, pt) -> the output rows whose taps all read the input
     assert _nchwc._full_tap_rows(4, 4, 3, 1, 1, 1) == (1, 3)
@@ -584,6 +648,15 @@ for wd in (17, 45, 100):
                          "hard_swish", 1, 1 / 6, 0.5, nchw_out=True))
 ops = block_case(rng, 1, 16, 48, 32, 9, 8, expand=True, residual=False)
 outs.append(run_ir(*ops, 1, 1, band=2))
+# blocked Winograd: a half panel (40), two passes with four-panel tiles
+# (136), clipped edge tiles, the activations
+from test_blocked import run_wino
+for tile in (2, 4):
+    for (n, c, h, w, m, act) in [(2, 16, 9, 7, 40, "relu"), (1, 24, 6, 11, 136, "silu"), (1, 8, 5, 5, 16, "clip")]:
+        x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+        wt = rng.standard_normal((m, c, 3, 3)).astype(np.float32)
+        r = rng.standard_normal((n, m, h, w)).astype(np.float32)
+        outs.append(run_wino(x, wt, rng.standard_normal(m).astype(np.float32), r, (1, 1), (1, 1), act, 1, tile))
 np.save(sys.stdout.buffer, np.concatenate([o.reshape(-1) for o in outs]))
 """
 
@@ -631,6 +704,23 @@ def test_launches_refuse_bad_geometry():
         _nchwc.NchwcStemLaunch(f, f, None, f, 1, 3, 2, 2, 8, (3, 3), (1, 1), (0, 0), (0, 0), (1, 1))
     with pytest.raises(ValueError, match=r"pack_depthwise_weight: weight must be \[C, 1, 3, 3\]"):
         _nchwc.pack_depthwise_weight(np.zeros((8, 1, 5, 5), np.float32))
+    # blocked Winograd: channels, tile, an empty output, short buffers
+    with pytest.raises(ValueError, match=r"conv2d_nchwc winograd: input channels must be a positive multiple of 8"):
+        _nchwc.NchwcWinogradLaunch(f, f, None, None, f, f, 1, 12, 8, 8, 8, (1, 1), (1, 1), 4)
+    with pytest.raises(ValueError, match=r"conv2d_nchwc winograd: the output tile must be 2 or 4, got 6"):
+        _nchwc.NchwcWinogradLaunch(f, f, None, None, f, f, 1, 8, 8, 8, 8, (1, 1), (1, 1), 6)
+    with pytest.raises(ValueError, match=r"conv2d_nchwc winograd: need at least one image and one output pixel"):
+        _nchwc.NchwcWinogradLaunch(f, f, None, None, f, f, 1, 8, 1, 1, 8, (0, 0), (0, 0), 2)
+    u = _nchwc.winograd_pack_u(np.zeros((8, 8, 3, 3), np.float32), 2)
+    x8 = np.zeros(8 * 8 * 8, np.float32)
+    with pytest.raises(ValueError, match=r"conv2d_nchwc winograd: scratch"):
+        _nchwc.NchwcWinogradLaunch(x8, u, None, None, x8.copy(), np.zeros(4, np.float32), 1, 8, 8, 8, 8, (1, 1),
+                                   (1, 1), 2)
+    with pytest.raises(ValueError, match=r"conv2d_nchwc winograd: packed weight"):
+        _nchwc.NchwcWinogradLaunch(x8, u[:-1], None, None, x8.copy(), np.zeros(1 << 16, np.float32), 1, 8, 8, 8, 8,
+                                   (1, 1), (1, 1), 2)
+    with pytest.raises(ValueError, match=r"winograd_pack_u: weight must be \[M, C, 3, 3\]"):
+        _nchwc.winograd_pack_u(np.zeros((8, 8, 5, 5), np.float32), 4)
 
 
 # ---------------------------------------------------------------------------
@@ -701,7 +791,7 @@ def test_a_stem_starts_a_chain_without_a_reorder(rng, blocked_on, threads):
 
 def test_resnet_bottlenecks_at_small_planes_run_blocked(rng, blocked_on):
     # ResNet-50's last stage in small: a strided 3x3 and 1x1 downsample, then
-    # 3x3 convs on a 4x4 plane -- all dense blocked convs, the 1x1s blocked
+    # 3x3 convs on a 4x4 plane -- all blocked convs
     g = rlx_cpu.Graph()
     x = g.input("x", (1, 32, 8, 8))
     h = x
@@ -715,7 +805,9 @@ def test_resnet_bottlenecks_at_small_planes_run_blocked(rng, blocked_on):
     g.output(g.global_avg_pool(h))
     blocked, plain = compile_both(g)
     kinds = [t.kind for t in blocked.thunks]
-    assert kinds.count("conv_nchwc_dense") == 3 and kinds.count("conv_nchwc_1x1") == 4
+    # the strided 3x3 and 1x1 on the direct kernel, the 3x3 on 4x4 by Winograd
+    assert kinds.count("conv_nchwc_dense") == 2 and kinds.count("conv_nchwc_winograd") == 1
+    assert kinds.count("conv_nchwc_1x1") == 4
     # one reorder in; the global pool reads the blocked layout and writes [N, C, 1, 1]
     assert kinds.count("reorder_nchwc") == 1 and "conv" not in kinds and kinds[-1] == "global_pool_nchwc"
     feeds = {"x": rng.standard_normal((1, 32, 8, 8)).astype(np.float32)}
@@ -927,23 +1019,23 @@ def test_a_conv_of_channels_that_are_no_whole_blocks_runs_the_stem_kernel(rng, b
 
 @pytest.mark.parametrize("threads", TWO)
 def test_a_lone_conv_runs_blocked_with_the_avx512_tiles_where_measured_faster(rng, blocked_on, threads):
-    # a strided 3x3 and a conv1d have im2col as their NCHW path: with the
-    # AVX-512 tiles they run blocked alone (two reorders), and so does a
-    # stride-1 3x3 of one image on a small plane (7x7 at any width, 14x14 up
-    # to 128 input channels, where the 512-bit FMAs run at full rate, and up
-    # to 48 where they run at half rate); a stride-1 3x3 on a large plane
-    # (Winograd's), on 14x14 with 256 channels, of 2 images, and a lone 1x1
-    # stay NCHW
+    # with the AVX-512 tiles, a strided 3x3 and a conv1d (im2col as their
+    # NCHW path) run blocked alone (two reorders), and so does a stride-1 3x3
+    # that the blocked Winograd kernel takes (16 channels and more in and
+    # out, 4 tiles of 2x2 and more: any plane, any batch), or else of one
+    # image on a small plane (7x7 at any width, 14x14 up to 128 input
+    # channels); a 3x3 with 8 input channels and a lone 1x1 stay NCHW
     from rlx_cpu.ops.blocked import dense_alone
     avx512 = _nchwc.simd_level() >= 2
-    full_rate = avx512 and not _nchwc.zmm_half_rate()
-    cases = [((1, 16, 17, 15), (24, 16, 3, 3), 2, 1, avx512), ((2, 16, 45), (16, 16, 5), 1, 2, avx512),
-             ((1, 64, 30, 30), (64, 64, 3, 3), 1, 1, False), ((1, 16, 9, 9), (32, 16, 1, 1), 1, 0, False),
-             ((1, 256, 7, 7), (32, 256, 3, 3), 1, 1, avx512), ((1, 128, 14, 14), (16, 128, 3, 3), 1, 1, full_rate),
-             ((1, 48, 14, 14), (16, 48, 3, 3), 1, 1, avx512),
-             ((1, 136, 14, 14), (16, 136, 3, 3), 1, 1, False), ((1, 8, 15, 14), (16, 8, 3, 3), 1, 1, False),
-             ((2, 16, 7, 7), (16, 16, 3, 3), 1, 1, False)]
-    for xs, ws, stride, pad, alone in cases:
+    D, W = "conv_nchwc_dense", "conv_nchwc_winograd"
+    cases = [((1, 16, 17, 15), (24, 16, 3, 3), 2, 1, D), ((2, 16, 45), (16, 16, 5), 1, 2, D),
+             ((1, 64, 30, 30), (64, 64, 3, 3), 1, 1, W), ((1, 16, 9, 9), (32, 16, 1, 1), 1, 0, None),
+             ((1, 256, 7, 7), (32, 256, 3, 3), 1, 1, W), ((1, 128, 14, 14), (16, 128, 3, 3), 1, 1, W),
+             ((1, 48, 14, 14), (16, 48, 3, 3), 1, 1, W), ((1, 136, 14, 14), (16, 136, 3, 3), 1, 1, W),
+             ((1, 8, 15, 14), (16, 8, 3, 3), 1, 1, None), ((2, 16, 7, 7), (16, 16, 3, 3), 1, 1, W),
+             ((1, 64, 2, 2), (64, 64, 3, 3), 1, 1, D)]
+    for xs, ws, stride, pad, kind in cases:
+        alone = avx512 and kind is not None
         g = rlx_cpu.Graph()
         x = g.input("x", xs)
         wt = rng.standard_normal(ws) / np.sqrt(np.prod(ws[1:]))
@@ -953,7 +1045,7 @@ def test_a_lone_conv_runs_blocked_with_the_avx512_tiles_where_measured_faster(rn
         assert dense_alone(g, [n for n in g.nodes if n.op.startswith("conv")][0], threads) == alone, xs
         blocked, plain = compile_both(g, threads)
         kinds = [t.kind for t in blocked.thunks]
-        assert (kinds == ["reorder_nchwc", "conv_nchwc_dense", "reorder_nchwc"]) == alone, (xs, kinds)
+        assert (kinds == ["reorder_nchwc", kind, "reorder_nchwc"]) == alone, (xs, kinds)
         feeds = {"x": rng.standard_normal(xs).astype(np.float32)}
         got = blocked.run(feeds)[0]
         check_parity(got, plain.run(feeds)[0], "lone conv vs NCHW plan")
@@ -963,11 +1055,12 @@ def test_a_lone_conv_runs_blocked_with_the_avx512_tiles_where_measured_faster(rn
 
 def test_pools_alone_do_not_make_a_chain(rng, blocked_on):
     # two convs and pools between: fewer than BLOCKED_MIN_CHAIN convs, all NCHW
-    # (batch 2: a small-plane 3x3 of one image would run blocked alone)
+    # (batch 2: a small-plane 3x3 of one image would run blocked alone; 8
+    # output channels: too few for the blocked Winograd kernel)
     g = rlx_cpu.Graph()
     x = g.input("x", (2, 8, 16, 16))
     h = g.max_pool2d(g.relu(g.conv2d(x, rng.standard_normal((16, 8, 3, 3)) * 0.3, padding=1)), 2)
-    h = g.max_pool2d(g.relu(g.conv2d(h, rng.standard_normal((16, 16, 3, 3)) * 0.3, padding=1)), 2)
+    h = g.max_pool2d(g.relu(g.conv2d(h, rng.standard_normal((8, 16, 3, 3)) * 0.3, padding=1)), 2)
     g.output(g.global_avg_pool(h))
     out = passes.blocked_layout(passes.fuse_epilogue(g))
     assert out.pass_log[-1] == ("blocked_layout", {"convs": 0, "transposed convs": 0, "pools": 0, "concats": 0,
@@ -1157,11 +1250,9 @@ def test_half_rate_batch_rule_counts_winograd_tiles():
 
 @pytest.mark.parametrize("threads", TWO)
 def test_a_batched_7x7_bottleneck_on_this_core(rng, blocked_on, threads):
-    # a bottleneck at 7x7: 1x1 -> 3x3 -> 1x1 + residual.  At batch 4 its 3x3
-    # runs Winograd F(4x4) in NCHW where the 512-bit FMAs run at half rate
-    # (and the 1x1s beside it, each then a chain of one, run NCHW too),
-    # blocked elsewhere; at batch 2 (8 tiles) it runs blocked
-    half = _nchwc.simd_level() >= 2 and _nchwc.zmm_half_rate()
+    # a bottleneck at 7x7: 1x1 -> 3x3 -> 1x1 + residual, all blocked, its 3x3
+    # by Winograd F(4x4) on the blocked layout (at batch 2 too: 8 4x4 tiles,
+    # but a U of only 0.6 MB); the portable level runs the direct kernel
     for batch in (2, 4):
         g = rlx_cpu.Graph()
         x = g.input("x", (batch, 128, 7, 7))
@@ -1173,13 +1264,9 @@ def test_a_batched_7x7_bottleneck_on_this_core(rng, blocked_on, threads):
         h = g.relu(g.conv2d(h, w2, b2, padding=1))
         g.output(g.relu(g.add(g.conv2d(h, w3, b3), x)))
         blocked, plain = compile_both(g, threads)
-        convs = [(t.kind, getattr(t, "algorithm", None)) for t in blocked.thunks if t.kind.startswith("conv")]
-        winograd = half and batch == 4
-        if winograd:
-            want = [("conv_1x1", None), ("conv", rlx_cpu.ConvAlgorithm.WINOGRAD_F4), ("conv_1x1", None)]
-        else:
-            want = [("conv_nchwc_1x1", None), ("conv_nchwc_dense", None), ("conv_nchwc_1x1", None)]
-        assert convs == want, (batch, convs)
+        convs = [(t.kind, getattr(t, "tile", None)) for t in blocked.thunks if t.kind.startswith("conv")]
+        mid = ("conv_nchwc_winograd", 4) if _nchwc.simd_level() >= 1 else ("conv_nchwc_dense", None)
+        assert convs == [("conv_nchwc_1x1", None), mid, ("conv_nchwc_1x1", None)], (batch, convs)
         feeds = {"x": rng.standard_normal((batch, 128, 7, 7)).astype(np.float32)}
         got = blocked.run(feeds)[0]
         check_parity(got, plain.run(feeds)[0], "bottleneck vs NCHW plan")

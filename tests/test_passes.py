@@ -557,7 +557,8 @@ def _blocks():
     }
 
 
-CONV_KINDS = ("conv", "conv_1x1", "conv_nchwc_1x1", "conv_nchwc_dw", "conv_nchwc_dense", "conv_nchwc_stem")
+CONV_KINDS = ("conv", "conv_1x1", "conv_nchwc_1x1", "conv_nchwc_dw", "conv_nchwc_dense", "conv_nchwc_winograd",
+              "conv_nchwc_stem")
 
 
 @pytest.mark.peer

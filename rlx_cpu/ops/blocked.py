@@ -183,6 +183,51 @@ def half_rate_batch_winograd(c_in, out_shape, attrs, simd=None, half_rate=None):
     return n * ((h + 3) // 4) * ((w + 3) // 4) >= DENSE_HALF_RATE_WINOGRAD_MIN_TILES
 
 
+# A stride-1 3x3 conv (groups 1, dilation 1) with at least
+# WINO_MIN_CHANNELS input and output channels and at least WINO_MIN_TILES
+# 2x2 output tiles runs Winograd on the blocked layout (src/rlx_nchwc_wino.h:
+# the transforms on 8-channel blocks, the tile GEMMs on the blocked 1x1
+# kernel's register tiles).  Measured on a Zen 5 (family 26, full-rate
+# AVX-512), kernel ms blocked direct / F(2x2) / F(4x4), one conv C -> C at
+# 1 thread (2 threads): 64 at 56x56 0.92 / 0.58 / 0.40 (0.54 / 0.35 /
+# 0.26), 128 at 28x28 0.90 / 0.54 / 0.29 (0.47 / 0.32 / 0.17), 256 at
+# 14x14 0.90 / 0.48 / 0.52 (0.46 / 0.28 / 0.32), 512 at 7x7 1.27 / 0.88 /
+# 1.09 (0.69 / 0.53 / 0.63), batch 8: 256 at 14x14 7.37 / 4.38 / 4.27,
+# 512 at 7x7 8.22 / 6.14 / 4.55 (4.30 / 3.56 / 2.56); small ones: 16 at
+# 56x56 0.078 / 0.089 / 0.052, 32 at 56x56 0.234 / 0.178 / 0.116, 96 at
+# 14x14 0.127 / 0.072 / 0.079, 64 at 8x8 0.019 / 0.017 / 0.009, 512 at 4x4
+# 0.74 / 0.48 / 0.74; but 8 at 64x64 0.066 / 0.100 / 0.067 and 256 at 2x2
+# (one tile) 0.038 / 0.052 / 0.119.  With the AVX2 tiles (RLX_SIMD=avx2 on
+# the same host) the gain is larger: 64 at 56x56 1.79 / 0.98 / 0.64, 256 at
+# 14x14 1.79 / 1.00 / 1.17.
+WINO_MIN_CHANNELS = 16
+WINO_MIN_TILES = 4
+# F(4x4) does 2.25x fewer multiplies than F(2x2) per output but streams a U
+# 2.25x larger (36 x C x M floats) once per chunk of tiles: it wins from
+# WINO_F4_MIN_TILES 4x4 tiles, or on fewer when its U is at most
+# WINO_F4_SMALL_U bytes (64 at 8x8: 4 tiles, 0.017 / 0.009 ms above).
+WINO_F4_MIN_TILES = 32
+WINO_F4_SMALL_U = 1 << 20
+
+
+def blocked_winograd_tile(c_in, c_out, out_shape, attrs, simd=None):
+    """The output tile side (4: F(4x4,3x3), 2: F(2x2,3x3)) of the blocked
+    Winograd kernel for a conv2d with these channels, output shape
+    [N, M, H, W] and attrs (ConvAttrs), or 0 when it runs another kernel."""
+    if (_nchwc.simd_level() if simd is None else simd) < 1:
+        return 0
+    if attrs.ndim != 2 or attrs.kernel != (3, 3) or attrs.stride != (1, 1) or attrs.dilation != (1, 1) \
+            or attrs.groups != 1 or len(out_shape) != 4:
+        return 0
+    if c_in < WINO_MIN_CHANNELS or c_out < WINO_MIN_CHANNELS or c_in % BLOCK or c_out % BLOCK:
+        return 0
+    n, _, h, w = out_shape
+    if n * ((h + 1) // 2) * ((w + 1) // 2) < WINO_MIN_TILES:
+        return 0
+    tiles4 = n * ((h + 3) // 4) * ((w + 3) // 4)
+    return 4 if tiles4 >= WINO_F4_MIN_TILES or 36 * 4 * c_in * c_out <= WINO_F4_SMALL_U else 2
+
+
 def blocked_shape(shape):
     """[N, C, H, W] -> [N, C/8, H, W, 8]; [N, C, L] (conv1d) -> [N, C/8, 1, L, 8];
     [N, C, D, H, W] (conv3d) -> [N, C/8, D, H, W, 8]."""
@@ -242,6 +287,8 @@ def nchwc_kind(graph, node, nthreads=1):
     if a.groups == 1:
         if a.stride != (1, 1):
             return "dense"
+        if node.op == "conv2d" and blocked_winograd_tile(c_in, c_out, node.shape, a):
+            return "dense"
         if out_plane <= dense_max_plane(c_in, nthreads, node.shape[0]) and not half_rate_batch_winograd(
                 c_in, node.shape, a):
             return "dense"
@@ -269,7 +316,15 @@ def dense_alone(graph, node, nthreads=1):
       (3.33 / 2.94), 3x3 s2 256->512 on 14x14 1.46 / 0.94 (1.25 / 0.74),
       conv1d 512->512 k7 on 8192 409 / 333 (201 / 164), conv1d 64->64 k5 on
       4096 3.82 / 2.20 (1.82 / 1.10);
-    - a stride-1 3x3 of batch 1 on a small plane, where Winograd's NCHW
+    - a stride-1 3x3 that the blocked Winograd kernel runs
+      (blocked_winograd_tile).  run_into ms of one conv + ReLU, blocked with
+      both reorders / the faster of NCHW Winograd F(4x4) and F(2x2), at 1
+      (2) threads: 64 at 56x56 0.72 / 0.76 (0.33 / 0.34), 128 at 28x28
+      0.72 / 0.96 (0.21 / 0.29), 256 at 14x14 1.12 / 1.39 (0.32 / 0.45),
+      512 at 7x7 1.00 / 1.96 (0.54 / 1.20), batch 8: 64 at 56x56 4.88 /
+      5.48 (2.80 / 3.07), 256 at 14x14 4.62 / 5.63 (2.42 / 2.91); 16 at
+      56x56 0.057 / 0.078 (0.036 / 0.046);
+    - else a stride-1 3x3 of batch 1 on a small plane, where Winograd's NCHW
       path has too few tiles to amortise its transforms.  run_into ms NCHW /
       blocked, after 100 ms of busy waiting, at 1 (2) threads: 512 on 7x7
       4.96 / 3.39 (2.58 / 1.76), 256 on 7x7 1.21 / 0.77 (0.74 / 0.44), 128
@@ -286,10 +341,14 @@ def dense_alone(graph, node, nthreads=1):
         return False
     if a.stride != (1, 1) or node.op == "conv1d":
         return True
-    if a.kernel != (3, 3) or a.dilation != (1, 1) or node.shape[0] != 1:
+    if a.kernel != (3, 3) or a.dilation != (1, 1):
+        return False
+    c_in = graph.node(conv_operands(node)[0]).shape[1]
+    if blocked_winograd_tile(c_in, node.shape[1], node.shape, a):
+        return True
+    if node.shape[0] != 1:
         return False
     plane = node.shape[2] * node.shape[3]
-    c_in = graph.node(conv_operands(node)[0]).shape[1]
     return plane <= ALONE_3X3_MAX_PLANE or (plane <= ALONE_3X3_WIDE_PLANE and c_in <= ALONE_3X3_MAX_CHANNELS)
 
 
@@ -528,6 +587,49 @@ class NchwcDenseThunk(Thunk):
             view(self.scratch) if self.scratch else None, self.n, self.c_in, self.h, self.w, self.c_out,
             self.kernel, self.stride, self.pads_begin, self.pads_end, self.dilation, act, alpha, beta,
             self.max_threads, self.groups)
+
+
+@dataclass(frozen=True, repr=False)
+class NchwcWinogradThunk(Thunk):
+    """Stride-1 3x3 conv on blocked x / residual / y by Winograd F(tile x
+    tile, 3x3); `weight` from _nchwc.winograd_pack_u, `scratch` the
+    per-thread transformed tiles."""
+    x: Slice
+    weight: Slice
+    bias: Optional[Slice]
+    residual: Optional[Slice]
+    y: Slice
+    scratch: Slice
+    n: int
+    c_in: int
+    h: int
+    w: int
+    c_out: int
+    pads_begin: tuple
+    pads_end: tuple
+    tile: int
+    epilogue: Optional[ConvEpilogue]
+    max_threads: int
+
+    kind: ClassVar[str] = "conv_nchwc_winograd"
+    reads: ClassVar[tuple] = ("x", "weight", "bias", "residual")
+    writes: ClassVar[tuple] = ("y",)
+    scratch_fields: ClassVar[tuple] = ("scratch",)
+
+    @property
+    def flops(self):
+        """The direct conv's count (Winograd's own is smaller)."""
+        ho = self.h + self.pads_begin[0] + self.pads_end[0] - 2
+        wo = self.w + self.pads_begin[1] + self.pads_end[1] - 2
+        return 2 * 9 * self.n * self.c_in * self.c_out * ho * wo
+
+    def bind(self, view):
+        act, alpha, beta = _act(self.epilogue)
+        return _nchwc.NchwcWinogradLaunch(
+            view(self.x), view(self.weight), view(self.bias) if self.bias else None,
+            view(self.residual) if self.residual else None, view(self.y), view(self.scratch), self.n, self.c_in,
+            self.h, self.w, self.c_out, self.pads_begin, self.pads_end, self.tile, act, alpha, beta,
+            self.max_threads)
 
 
 @dataclass(frozen=True, repr=False)
@@ -820,6 +922,16 @@ def compile_conv2d_nchwc(ctx, node):
         return
     n, c_in, h, w = xs[0], xs[1] * BLOCK, xs[2], xs[3]
     depthwise = a.groups > 1 and a.groups == c_in
+    tile = blocked_winograd_tile(c_in, c_out, (n, c_out) + tuple(node.shape[2:4]), a) \
+        if node.op == "conv2d_nchwc" and ctx.flags.winograd is not False else 0
+    if tile:
+        packed = ctx.constant(_nchwc.winograd_pack_u(wv, tile), node.name + ".winograd_U")
+        nfloats = _nchwc.winograd_scratch_floats(n, c_in, h, w, c_out, a.pads_begin, a.pads_end, tile,
+                                                 ctx.num_threads)
+        scratch = ctx.scratch(4 * nfloats, node.name + ".scratch")
+        ctx.emit(NchwcWinogradThunk(node.name, ctx.buf(x_id), packed, bias, res, ctx.buf(node.id), scratch, n, c_in,
+                                    h, w, c_out, a.pads_begin, a.pads_end, tile, a.epilogue, ctx.num_threads))
+        return
     if not depthwise and (a.groups > 1 or (a.kernel, a.stride, a.pads_begin, a.pads_end, a.dilation) !=
                           ((1, 1), (1, 1), (0, 0), (0, 0), (1, 1))):
         packed = ctx.constant(_nchwc.pack_dense_weight(wv, a.groups), node.name + ".nchwc_W")
