@@ -8,7 +8,8 @@ Exports the zoo model (rlx_cpu/zoo.py), times every thunk of rlx_cpu's plan
 ONNX Runtime's session (SessionOptions.enable_profiling: the median
 `kernel_time` of each node over the same number of runs), and pairs the convs
 of the two in graph order: ORT fuses Clip and Add into its convs as rlx_cpu's
-fuse_epilogue pass does, so both run one conv node per ONNX Conv.  Prints the
+fuse_epilogue pass does, so both run one conv node per ONNX Conv (rlx_cpu's
+matched by the conv's output name, ORT's in graph order).  Prints the
 sum per layer kind and output plane (stem, depthwise by stride, pointwise
 expand / project), with `--layers` every conv, and each side's other nodes.
 
@@ -105,6 +106,13 @@ def main():
     plan = sess.plan_for([feeds["x"].shape])
     prof = plan.profile(feeds, repeat=args.repeat)
     rlx_convs = [(th, 1e3 * s) for th, s in prof if th.kind.startswith("conv")]
+    # ORT runs its convs in graph order, rlx_cpu's plan may not (a
+    # downsample conv after its block's others): pair by the conv's output
+    import onnx
+    order = {n.output[0]: i for i, n in enumerate(n for n in onnx.load_from_string(data).graph.node
+                                                  if n.op_type == "Conv")}
+    if all(th.op_name in order for th, _ in rlx_convs):
+        rlx_convs.sort(key=lambda c: order[c[0].op_name])
     rlx_other = [(th, 1e3 * s) for th, s in prof if not th.kind.startswith("conv")]
     ort_nodes = ort_node_ms(data, feeds, args.threads, args.repeat)
     ort_convs = [(n, ms) for op, n, ms in ort_nodes if op in ("Conv", "FusedConv")]
