@@ -1420,6 +1420,7 @@ _WINO_G = {
 # them, and every chunk reads all of U once more.
 WINO_CHUNK_FLOATS = 96 * 1024
 WINO_MIN_CHUNK = 16
+WINO_SPLIT_U = 1 << 20
 
 
 def winograd_pack_u(weight, int mt):
@@ -1439,12 +1440,18 @@ def winograd_pack_u(weight, int mt):
     return np.concatenate([pack_1x1_weight(u[i, j]) for i in range(a) for j in range(a)])
 
 
-def winograd_chunk(Py_ssize_t c, Py_ssize_t tiles, int mt):
+def winograd_chunk(Py_ssize_t c, Py_ssize_t m, Py_ssize_t tiles, int mt, int max_threads=1):
     """Tiles per chunk: the tiles in equal chunks of about WINO_CHUNK_FLOATS
-    floats of V, at least WINO_MIN_CHUNK tiles each."""
+    floats of V, at least WINO_MIN_CHUNK tiles each; and at least one chunk
+    per thread when U is at most WINO_SPLIT_U bytes (every chunk reads all
+    of U, but a chunk split into panel groups repeats its input transform
+    and leaves one panel group of 32 channels or fewer on one thread:
+    b8 32->32 3x3 at 8x8, F(4x4), 1 / 2 threads 18 / 24 us in one chunk)."""
     a2 = (mt + 2) * (mt + 2)
     target = max(WINO_MIN_CHUNK, WINO_CHUNK_FLOATS // max(1, a2 * c))
     nchunks = (tiles + target - 1) // target
+    if nchunks < max_threads and 4 * a2 * c * m <= WINO_SPLIT_U:
+        nchunks = min(max_threads, tiles)
     return (tiles + nchunks - 1) // nchunks
 
 
@@ -1475,7 +1482,7 @@ cdef _wino_geom(NcWinoGeom* g, op, Py_ssize_t n, Py_ssize_t c, Py_ssize_t h, Py_
     g.n, g.c, g.m, g.h, g.w, g.h_out, g.w_out = n, c, m, h, w, h_out, w_out
     g.pt, g.pl, g.mt = pads_begin[0], pads_begin[1], mt
     g.th, g.tw = (h_out + mt - 1) // mt, (w_out + mt - 1) // mt
-    g.chunk = winograd_chunk(c, n * g.th * g.tw, mt)
+    g.chunk = winograd_chunk(c, m, n * g.th * g.tw, mt, max_threads)
     g.groups = winograd_groups((m + 15) // 16, rlx_nchwc_wino_chunks(g), max(1, max_threads))
 
 

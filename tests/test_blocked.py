@@ -327,6 +327,8 @@ def test_blocked_winograd_rule():
     assert blocked_winograd_tile(64, 64, (1, 64, 8, 8), a, simd=2) == 4            # U of 0.6 MB
     assert blocked_winograd_tile(512, 512, (1, 512, 4, 4), a, simd=2) == 2
     assert blocked_winograd_tile(256, 256, (1, 256, 2, 2), a, simd=2) == 0         # one 2x2 tile
+    assert blocked_winograd_tile(64, 64, (8, 64, 2, 2), a, simd=2) == 2            # 4x4 tiles, 3/4 padding
+    assert blocked_winograd_tile(64, 64, (8, 64, 4, 4), a, simd=2) == 4
     assert blocked_winograd_tile(8, 64, (1, 64, 56, 56), a, simd=2) == 0
     assert blocked_winograd_tile(64, 8, (1, 8, 56, 56), a, simd=2) == 0
     assert blocked_winograd_tile(64, 64, (1, 64, 56, 56), a, simd=0) == 0          # the portable level: direct

@@ -205,7 +205,10 @@ WINO_MIN_TILES = 4
 # F(4x4) does 2.25x fewer multiplies than F(2x2) per output but streams a U
 # 2.25x larger (36 x C x M floats) once per chunk of tiles: it wins from
 # WINO_F4_MIN_TILES 4x4 tiles, or on fewer when its U is at most
-# WINO_F4_SMALL_U bytes (64 at 8x8: 4 tiles, 0.017 / 0.009 ms above).
+# WINO_F4_SMALL_U bytes (64 at 8x8: 4 tiles, 0.017 / 0.009 ms above) -- if
+# its tiles, padded to whole 4x4 ones, still take fewer multiplies (36 per
+# 4x4 tile against 16 per 2x2 one: not on a 2x2 plane, where 64 at batch 8
+# ran 0.007 ms by F(2x2), 0.014 by F(4x4)).
 WINO_F4_MIN_TILES = 32
 WINO_F4_SMALL_U = 1 << 20
 
@@ -222,10 +225,12 @@ def blocked_winograd_tile(c_in, c_out, out_shape, attrs, simd=None):
     if c_in < WINO_MIN_CHANNELS or c_out < WINO_MIN_CHANNELS or c_in % BLOCK or c_out % BLOCK:
         return 0
     n, _, h, w = out_shape
-    if n * ((h + 1) // 2) * ((w + 1) // 2) < WINO_MIN_TILES:
+    tiles2, tiles4 = n * ((h + 1) // 2) * ((w + 1) // 2), n * ((h + 3) // 4) * ((w + 3) // 4)
+    if tiles2 < WINO_MIN_TILES:
         return 0
-    tiles4 = n * ((h + 3) // 4) * ((w + 3) // 4)
-    return 4 if tiles4 >= WINO_F4_MIN_TILES or 36 * 4 * c_in * c_out <= WINO_F4_SMALL_U else 2
+    if 36 * tiles4 < 16 * tiles2 and (tiles4 >= WINO_F4_MIN_TILES or 36 * 4 * c_in * c_out <= WINO_F4_SMALL_U):
+        return 4
+    return 2
 
 
 def blocked_shape(shape):
