@@ -315,6 +315,23 @@ def test_blocked_winograd_matches_reference(rng, case, tile, act, bias, residual
         np.testing.assert_array_equal(o, outs[0])
 
 
+def test_blocked_winograd_keeps_the_documented_finite_range():
+    # the worst-case sign pattern of test_winograd_f4 (|V_00| = 100 max|x|):
+    # F(4x4) on the blocked layout is finite and exact just inside
+    # max|x| <= FLT_MAX / 100 and overflows just outside, as the NCHW F(4x4)
+    from rlx_cpu.algorithms import WINOGRAD_F4_MAX_ABS_INPUT
+    row = np.array([1.0, 0.0, -1.0, 0.0, 1.0, 0.0])
+    w = np.zeros((8, 8, 3, 3), np.float32)
+    w[:, :, 1, 1] = 1e-3
+    for amp, finite in ((0.99 * WINOGRAD_F4_MAX_ABS_INPUT, True), (1.01 * WINOGRAD_F4_MAX_ABS_INPUT, False)):
+        x = np.broadcast_to(np.outer(row, row) * amp, (1, 8, 6, 6)).astype(np.float32)
+        want = conv_nd(x.astype(np.float64), w.astype(np.float64))
+        got = run_wino(x, w, None, None, (0, 0), (0, 0), None, 1, 4)
+        assert np.isfinite(want).all() and np.isfinite(got).all() == finite
+        if finite:
+            check_parity(got, want, "nchwc winograd F(4x4) at the range's edge", tol=TOL)
+
+
 def test_blocked_winograd_rule():
     # which tile the blocked Winograd kernel runs (0: another kernel)
     import dataclasses

@@ -39,7 +39,9 @@ each end of a chain:
                    on every side); dense: grouped convs with whole blocks
                    per group, and groups 1 with any other geometry where it
                    beats the NCHW algorithms (strided, or an output plane of
-                   at most dense_max_plane(C_in) pixels); and the stem, a
+                   at most dense_max_plane(C_in) pixels), a stride-1 3x3 by
+                   Winograd on the blocked layout where blocked_winograd_tile
+                   says so (src/rlx_nchwc_wino.h); and the stem, a
                    dense conv from an NCHW input of channels that are no
                    whole blocks (a network's first conv, or SqueezeNet's
                    3x3 expands of 12 channels) to a blocked output.  Constant
@@ -292,6 +294,8 @@ def nchwc_kind(graph, node, nthreads=1):
     if a.groups == 1:
         if a.stride != (1, 1):
             return "dense"
+        # ahead of the rules below, which weigh the blocked direct kernel
+        # against Winograd in NCHW: the blocked Winograd beats both
         if node.op == "conv2d" and blocked_winograd_tile(c_in, c_out, node.shape, a):
             return "dense"
         if out_plane <= dense_max_plane(c_in, nthreads, node.shape[0]) and not half_rate_batch_winograd(
