@@ -163,7 +163,7 @@ def _batch_one_build(rng, build):
     if build == "im2col_conv":
         w = rng.standard_normal((64, 128, 3, 3)).astype(np.float32)
         return (lambda g, x: g.conv2d(x, w, stride=2, padding=1)), x
-    if build == "winograd":
+    if build in ("winograd", "winograd_nchw"):    # blocked (auto), or forced in NCHW
         w = rng.standard_normal((128, 128, 3, 3)).astype(np.float32)
         return (lambda g, x: g.conv2d(x, w, padding=1)), x
     if build == "depthwise":
@@ -187,8 +187,8 @@ def _batch_one_build(rng, build):
     return (lambda g, x: g.conv2d_backward_weight(x, dy, (64, 128, 3, 3), padding=1)), x
 
 
-BATCH_ONE_BUILDS = ["conv1x1", "conv1x1_relu", "conv_transpose2d", "im2col_conv", "winograd", "depthwise", "stem",
-                    "max_pool", "avg_pool", "upsample", "backward_input", "backward_weight"]
+BATCH_ONE_BUILDS = ["conv1x1", "conv1x1_relu", "conv_transpose2d", "im2col_conv", "winograd", "winograd_nchw",
+                    "depthwise", "stem", "max_pool", "avg_pool", "upsample", "backward_input", "backward_weight"]
 
 
 @pytest.mark.skipif(not _runtime.openmp_enabled(), reason="single-threaded build (no OpenMP)")
@@ -202,7 +202,8 @@ def test_batch_one_kernels_use_every_core(rng, build):
     fn, x = _batch_one_build(rng, build)
     g = rlx_cpu.Graph()
     g.output(fn(g, g.input("x", x.shape)))
-    plan = rlx_cpu.compile(g, num_threads=2, adaptive_threads=False)
+    algo = "winograd_f4" if build == "winograd_nchw" else "auto"
+    plan = rlx_cpu.compile(g, num_threads=2, adaptive_threads=False, conv_algorithm=algo)
     work = plan.work_per_thread({"x": x})
     assert work
     for thunk, items in work:
@@ -210,7 +211,7 @@ def test_batch_one_kernels_use_every_core(rng, build):
             f"batch-1 {build}: thunk {thunk.op_name} ({thunk.kind}) ran work items {items} on the 2 threads: " \
             f"it did not split its work over 2 cores"
     # and the run itself still gives the 1-thread plan's result
-    one = rlx_cpu.compile(g, num_threads=1, adaptive_threads=False).run({"x": x})[0]
+    one = rlx_cpu.compile(g, num_threads=1, adaptive_threads=False, conv_algorithm=algo).run({"x": x})[0]
     two = plan.run({"x": x})[0]
     assert rel_error(two, one) <= TOL
 
