@@ -639,7 +639,9 @@ RLX_NZ_ALL(RLX_NZ_STRIP, 4)
 RLX_NZ_ALL(RLX_NZ_STEM, 1)
 RLX_NZ_ALL(RLX_NZ_STEM, 2)
 RLX_NZ_ALL(RLX_NZ_STEM, 4)
+RLX_NZ_STEM(7, 1) RLX_NZ_STEM(8, 1) RLX_NZ_STEM(9, 1) RLX_NZ_STEM(10, 1) RLX_NZ_STEM(11, 1) RLX_NZ_STEM(12, 1)
 #define RLX_NZ_ROW(P_) {NULL, P_##1, P_##2, P_##3, P_##4, P_##5, P_##6}
+#define RLX_NZ_ROW12(P_) {NULL, P_##1, P_##2, P_##3, P_##4, P_##5, P_##6, P_##7, P_##8, P_##9, P_##10, P_##11, P_##12}
 /* [panels - 1][offsets: any, consecutive, every other][pixels] */
 static const rlx_nchwc_tile2_fn rlx_nchwc_tiles2[2][3][RLX_NCHWC_NP + 1] = {
     {RLX_NZ_ROW(rlx_nchwc_tile1z_), RLX_NZ_ROW(rlx_nchwc_rtile1zs1_), RLX_NZ_ROW(rlx_nchwc_rtile1zs2_)},
@@ -647,10 +649,11 @@ static const rlx_nchwc_tile2_fn rlx_nchwc_tiles2[2][3][RLX_NCHWC_NP + 1] = {
 /* [panels: 1, 2, 4][pixels] */
 static const rlx_nchwc_strip2_fn rlx_nchwc_strips2[3][RLX_NCHWC_NP + 1] = {
     RLX_NZ_ROW(rlx_nchwc_strip1z_), RLX_NZ_ROW(rlx_nchwc_strip2z_), RLX_NZ_ROW(rlx_nchwc_strip4z_)};
-/* [panels: 1, 2, 4][pixels] */
-static const rlx_nchwc_stem_tile2_fn rlx_nchwc_stem_tiles2[3][RLX_NCHWC_NP + 1] = {
-    RLX_NZ_ROW(rlx_nchwc_stem_tile1z_), RLX_NZ_ROW(rlx_nchwc_stem_tile2z_), RLX_NZ_ROW(rlx_nchwc_stem_tile4z_)};
+/* [panels: 1, 2, 4][pixels]: one panel alone runs up to 12 pixels */
+static const rlx_nchwc_stem_tile2_fn rlx_nchwc_stem_tiles2[3][RLX_NCHWC_NPH + 1] = {
+    RLX_NZ_ROW12(rlx_nchwc_stem_tile1z_), RLX_NZ_ROW(rlx_nchwc_stem_tile2z_), RLX_NZ_ROW(rlx_nchwc_stem_tile4z_)};
 #undef RLX_NZ_ROW
+#undef RLX_NZ_ROW12
 #undef RLX_NZ_ALL
 #undef RLX_NZ_TILE
 #undef RLX_NZ_RTILE
@@ -1365,10 +1368,11 @@ static void rlx_nchwc_stem_rows(const float* x, ptrdiff_t x_len, const float* wq
     const ptrdiff_t K = g->c * g->kh * g->kw, M = g->m, wo = g->w_out;
     const ptrdiff_t plane = g->h_out * wo, p8 = plane * 8;
     const ptrdiff_t panels = (M + RLX_NCHWC_OC - 1) / RLX_NCHWC_OC;
-    /* 8 output channels (one half panel): tiles of up to 12 pixels (3 -> 8
+    /* 8 output channels (one half panel), or 16 on the AVX-512 level (one
+     * panel, 6 chains in a 6-pixel tile): tiles of up to 12 pixels (3 -> 8
      * 3x3 s2, 1 thread: to 8 x 32x32 0.055 -> 0.049 ms, to 112x112 0.083 ->
      * 0.073) */
-    const ptrdiff_t most = M <= 8 ? RLX_NCHWC_NPH : RLX_NCHWC_NP;
+    const ptrdiff_t most = M <= 8 || (M == RLX_NCHWC_OC && rlx_nchwc_pairs(level)) ? RLX_NCHWC_NPH : RLX_NCHWC_NP;
     const ptrdiff_t ntiles = (wo + most - 1) / most;
     const ptrdiff_t tbase = wo / ntiles, textra = wo % ntiles;
     const ptrdiff_t span_w = (g->kw - 1) * g->dw, span_h = (g->kh - 1) * g->dh;

@@ -160,7 +160,10 @@ STEMS = [(1, 3, 64, 64, 32, (3, 3), (2, 2), (1, 1), (1, 1), (1, 1)),
          # -> 24, and 56 x 3x3 = 504 taps, close to STEM_MAX_TAPS
          (3, 12, 3, 3, 48, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
          (2, 20, 15, 13, 24, (3, 3), (2, 2), (1, 1), (0, 1), (1, 1)),
-         (1, 56, 9, 9, 16, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1))]
+         (1, 56, 9, 9, 16, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+         # 16 output channels (one AVX-512 panel: tiles of up to 12 pixels),
+         # SqueezeNet's 4 -> 16 3x3 expand on rows of 15
+         (8, 4, 15, 15, 16, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1))]
 
 
 @pytest.mark.parametrize("case", STEMS, ids=lambda c: "x".join(map(str, c[:5])))
@@ -658,6 +661,8 @@ wt = rng.standard_normal((40, 3, 3, 3)).astype(np.float32)
 outs.append(run_stem(x, wt, rng.standard_normal(40).astype(np.float32), (2, 2), (1, 1), (1, 1), (1, 1), "silu", 1))
 w8 = rng.standard_normal((8, 3, 3, 3)).astype(np.float32)
 outs.append(run_stem(x, w8, rng.standard_normal(8).astype(np.float32), (1, 1), (1, 1), (1, 1), (1, 1), "silu", 1))
+w16 = rng.standard_normal((16, 3, 3, 3)).astype(np.float32)
+outs.append(run_stem(x, w16, rng.standard_normal(16).astype(np.float32), (1, 1), (1, 1), (1, 1), (1, 1), "relu", 1))
 w72 = rng.standard_normal((72, 3, 7, 7)).astype(np.float32)
 outs.append(run_stem(x, w72, rng.standard_normal(72).astype(np.float32), (2, 2), (3, 3), (3, 3), (1, 1), "relu", 1))
 # the stem writing NCHW (AVX-512 tiles of 1 to 3 vectors with a tail)
