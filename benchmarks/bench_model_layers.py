@@ -9,7 +9,9 @@ ONNX Runtime's session (SessionOptions.enable_profiling: the median
 `kernel_time` of each node over the same number of runs), and pairs the convs
 of the two in graph order: ORT fuses Clip and Add into its convs as rlx_cpu's
 fuse_epilogue pass does, so both run one conv node per ONNX Conv (rlx_cpu's
-matched by the conv's output name, ORT's in graph order).  Prints the
+matched by the conv's output name, ORT's in graph order), except rlx_cpu's
+fused inverted residual blocks, each paired with the sum of its 2-3 convs on
+ORT's side.  Prints the
 sum per layer kind and output plane (stem, depthwise by stride, pointwise
 expand / project), with `--layers` every conv, and each side's other nodes.
 
@@ -106,32 +108,42 @@ def main():
     plan = sess.plan_for([feeds["x"].shape])
     prof = plan.profile(feeds, repeat=args.repeat)
     rlx_convs = [(th, 1e3 * s) for th, s in prof if th.kind.startswith("conv")]
-    # ORT runs its convs in graph order, rlx_cpu's plan may not (a
-    # downsample conv after its block's others): pair by the conv's output
-    import onnx
-    order = {n.output[0]: i for i, n in enumerate(n for n in onnx.load_from_string(data).graph.node
-                                                  if n.op_type == "Conv")}
-    if all(th.op_name in order for th, _ in rlx_convs):
-        rlx_convs.sort(key=lambda c: order[c[0].op_name])
     rlx_other = [(th, 1e3 * s) for th, s in prof if not th.kind.startswith("conv")]
     ort_nodes = ort_node_ms(data, feeds, args.threads, args.repeat)
     ort_convs = [(n, ms) for op, n, ms in ort_nodes if op in ("Conv", "FusedConv")]
     ort_other = [(f"{op} {n}", ms) for op, n, ms in ort_nodes if op not in ("Conv", "FusedConv")]
     layers = conv_layers(onnx.load_from_string(data))
-    if not len(layers) == len(rlx_convs) == len(ort_convs):
+    # ORT runs its convs in graph order, rlx_cpu's plan may not (a
+    # downsample conv after its block's others), and a fused inverted
+    # residual block is one thunk for its 2-3 convs: pair each thunk with the
+    # ONNX convs up to the one whose output it is named after
+    order = {n.output[0]: i for i, n in enumerate(n for n in onnx.load_from_string(data).graph.node
+                                                  if n.op_type == "Conv")}
+    if not all(th.op_name in order for th, _ in rlx_convs) or len(layers) != len(ort_convs):
         raise SystemExit(f"cannot pair the convs: {len(layers)} Conv nodes, {len(rlx_convs)} rlx_cpu conv "
                          f"thunks, {len(ort_convs)} ORT conv nodes")
+    rlx_convs.sort(key=lambda c: order[c[0].op_name])
+    rows, start = [], 0
+    for th, ms in rlx_convs:
+        end = order[th.op_name] + 1
+        idx = list(range(start, end)) if th.kind == "conv_nchwc_ir" else [end - 1]
+        start = max(start, end)
+        first = layers[idx[0]]
+        label = "inverted residual" if len(idx) > 1 else first[0]
+        mf = sum(layers[i][5] for i in idx)
+        rows.append(((label, first[1], layers[idx[-1]][2], layers[idx[-1]][3], layers[idx[-1]][4], mf), (th, ms),
+                     (None, sum(ort_convs[i][1] for i in idx))))
     print(f"{args.model}: batch {args.batch}, {args.threads} thread(s), median of {args.repeat} runs "
           f"(graph passes: {plan.pass_summary})")
     if args.layers:
         print(f"{'#':>3} {'layer':<20} {'Cin->Cout':>10} {'plane':>7} {'MFLOP':>7} {'rlx ms':>7} {'ORT ms':>7} "
               f"{'rlx/ORT':>7} {'rlx GF/s':>8} {'algorithm':>9}")
-        for i, ((label, ci, co, h, w, mf), (th, r), (_, o)) in enumerate(zip(layers, rlx_convs, ort_convs)):
+        for i, ((label, ci, co, h, w, mf), (th, r), (_, o)) in enumerate(rows):
             algo = getattr(getattr(th, "algorithm", None), "label", "-")
             print(f"{i:>3} {label:<20} {ci:>4}->{co:<5} {h:>3}x{w:<3} {mf * args.batch:7.1f} {r:7.3f} {o:7.3f} "
                   f"{r / o:7.2f} {mf * args.batch / r:8.0f} {algo:>9}")
     groups = {}
-    for (label, ci, co, h, w, mf), (_, r), (_, o) in zip(layers, rlx_convs, ort_convs):
+    for (label, ci, co, h, w, mf), (_, r), (_, o) in rows:
         g = groups.setdefault(f"{label} @{h}x{w}", [0, 0.0, 0.0, 0.0])
         g[0] += 1
         g[1] += r
@@ -142,7 +154,7 @@ def main():
     for key, (n, r, o, mf) in groups.items():
         print(f"{key:<32} {n:>3} {r:8.3f} {o:8.3f} {r / o:8.2f} {r - o:8.3f} {mf / r:8.0f} {mf / o:8.0f}")
     tr, to = sum(r for _, r in rlx_convs), sum(o for _, o in ort_convs)
-    print(f"{'all convs':<32} {len(layers):>3} {tr:8.3f} {to:8.3f} {tr / to:8.2f} {tr - to:8.3f}")
+    print(f"{'all convs':<32} {len(rows):>3} {tr:8.3f} {to:8.3f} {tr / to:8.2f} {tr - to:8.3f}")
     print("other nodes, rlx_cpu: " + ", ".join(f"{th.kind} {ms:.3f}" for th, ms in rlx_other))
     print("other nodes, ORT: " + ", ".join(f"{name} {ms:.3f}" for name, ms in ort_other))
 
