@@ -386,12 +386,18 @@ def panel_groups(Py_ssize_t panels, Py_ssize_t blocks, int max_threads):
     return (units + per_group - 1) // per_group
 
 
-def conv1x1_chunk(Py_ssize_t k, Py_ssize_t p):
+def conv1x1_chunk(Py_ssize_t k, Py_ssize_t p, int max_threads=1, Py_ssize_t n=1):
     """Pixels per work item of a 1x1 conv with k input channels on planes of
-    p pixels: the planes in equal chunks of about CHUNK_FLOATS / min(k, KC)."""
+    p pixels: the planes in equal chunks of about CHUNK_FLOATS / min(k, KC),
+    their count over the n images rounded up to a multiple of max_threads
+    where that leaves fewer than 16 per thread (13 chunks of 3136 pixels
+    ran 7 on one thread and 6 on the other; 14 run 7 each)."""
     cdef Py_ssize_t kc = k if k < RLX_NCHWC_KC else RLX_NCHWC_KC
     cdef Py_ssize_t target = max(6, CHUNK_FLOATS // max(kc, 1))
     cdef Py_ssize_t nchunks = (p + target - 1) // target
+    cdef Py_ssize_t t = max(1, max_threads) // math.gcd(max(1, n), max(1, max_threads))
+    if t > 1 and nchunks % t and n * nchunks < 16 * max_threads and nchunks >= t:
+        nchunks = min(p, (nchunks + t - 1) // t * t)
     return (p + nchunks - 1) // nchunks
 
 
@@ -494,7 +500,7 @@ cdef class NchwcConv1x1Launch(_BlockedConv):
                    rlx_nchwc_1x1_packed_floats(m, k), m)
         self.max_threads = max(1, max_threads)
         self.g.n, self.g.k, self.g.m, self.g.p = n, k, m, p
-        self.g.chunk = conv1x1_chunk(k, p)
+        self.g.chunk = conv1x1_chunk(k, p, self.max_threads, n)
         nchunks = (p + self.g.chunk - 1) // self.g.chunk
         panels = (m + 15) // 16
         # enough items for every thread: split the output panels when the
@@ -763,7 +769,7 @@ cdef class NchwcDenseLaunch(_BlockedConv):
             # the 1x1 kernel on the subsampled copy: each output is the same
             # chain of fused multiply-adds over the input channels
             self.g1.n, self.g1.k, self.g1.m, self.g1.p = n, c, m, plane
-            self.g1.chunk = conv1x1_chunk(c, plane)
+            self.g1.chunk = conv1x1_chunk(c, plane, self.max_threads, n)
             nchunks = (plane + self.g1.chunk - 1) // self.g1.chunk
             self.g1.groups = panel_groups((m + 15) // 16, n * nchunks, self.max_threads)
             self.items = rlx_nchwc_1x1_items(&self.g1)
