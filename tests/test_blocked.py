@@ -344,6 +344,11 @@ def test_blocked_winograd_rule():
     assert blocked_winograd_tile(64, 64, (1, 64, 56, 56), a, simd=2) == 4
     assert blocked_winograd_tile(256, 256, (1, 256, 14, 14), a, simd=2) == 2       # 16 tiles, U of 9.4 MB
     assert blocked_winograd_tile(256, 256, (2, 256, 14, 14), a, simd=1) == 4       # 32 tiles
+    # on the AVX2 level from 16 tiles, whatever U's size; a 7x7 plane (4 tiles) stays F(2x2)
+    assert blocked_winograd_tile(256, 256, (1, 256, 14, 14), a, simd=1) == 4
+    assert blocked_winograd_tile(384, 384, (1, 384, 13, 13), a, simd=1) == 4
+    assert blocked_winograd_tile(256, 256, (1, 256, 12, 12), a, simd=1) == 2       # 9 tiles, U of 9.4 MB
+    assert blocked_winograd_tile(512, 512, (1, 512, 7, 7), a, simd=1) == 2
     assert blocked_winograd_tile(64, 64, (1, 64, 8, 8), a, simd=2) == 4            # U of 0.6 MB
     assert blocked_winograd_tile(512, 512, (1, 512, 4, 4), a, simd=2) == 2
     assert blocked_winograd_tile(256, 256, (1, 256, 2, 2), a, simd=2) == 0         # one 2x2 tile

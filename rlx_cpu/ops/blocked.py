@@ -213,13 +213,23 @@ WINO_MIN_TILES = 4
 # ran 0.007 ms by F(2x2), 0.014 by F(4x4)).
 WINO_F4_MIN_TILES = 32
 WINO_F4_SMALL_U = 1 << 20
+# On the AVX2 level the tile GEMMs run at half the AVX-512 level's lanes, so
+# F(4x4)'s fewer multiplies pay for its larger U on fewer tiles: from 16 4x4
+# tiles (a 13x13 to 16x16 plane at batch 1).  Measured on a Zen 3 (AVX2, no
+# AVX-512), kernel ms F(2x2) / F(4x4) at 1 thread with a cold cache (64 MiB
+# touched between runs, as a model's layer finds it): 256 at 14x14 1.50 /
+# 1.28, 384 at 14x14 4.10 / 2.93, 192 at 14x14 0.90 / 0.78, 128 at 14x14
+# 0.43 / 0.41; but on 4 tiles (a 7x7 plane, padded to 8x8) F(2x2) stays
+# ahead: 256 at 7x7 0.62 / 0.70, 512 at 7x7 2.37 / 2.36.
+WINO_F4_MIN_TILES_AVX2 = 16
 
 
 def blocked_winograd_tile(c_in, c_out, out_shape, attrs, simd=None):
     """The output tile side (4: F(4x4,3x3), 2: F(2x2,3x3)) of the blocked
     Winograd kernel for a conv2d with these channels, output shape
     [N, M, H, W] and attrs (ConvAttrs), or 0 when it runs another kernel."""
-    if (_nchwc.simd_level() if simd is None else simd) < 1:
+    simd = _nchwc.simd_level() if simd is None else simd
+    if simd < 1:
         return 0
     if attrs.ndim != 2 or attrs.kernel != (3, 3) or attrs.stride != (1, 1) or attrs.dilation != (1, 1) \
             or attrs.groups != 1 or len(out_shape) != 4:
@@ -230,7 +240,8 @@ def blocked_winograd_tile(c_in, c_out, out_shape, attrs, simd=None):
     tiles2, tiles4 = n * ((h + 1) // 2) * ((w + 1) // 2), n * ((h + 3) // 4) * ((w + 3) // 4)
     if tiles2 < WINO_MIN_TILES:
         return 0
-    if 36 * tiles4 < 16 * tiles2 and (tiles4 >= WINO_F4_MIN_TILES or 36 * 4 * c_in * c_out <= WINO_F4_SMALL_U):
+    min_tiles = WINO_F4_MIN_TILES_AVX2 if simd < AVX512_SIMD_LEVEL else WINO_F4_MIN_TILES
+    if 36 * tiles4 < 16 * tiles2 and (tiles4 >= min_tiles or 36 * 4 * c_in * c_out <= WINO_F4_SMALL_U):
         return 4
     return 2
 
