@@ -1022,7 +1022,9 @@ def test_a_conv_of_channels_that_are_no_whole_blocks_runs_the_stem_kernel(rng, b
     stems = [t for t in blocked.thunks if t.kind == "conv_nchwc_stem"]
     assert len(stems) == (1 if avx512 else 0), [t.kind for t in blocked.thunks]
     assert "conv" not in [t.kind for t in blocked.thunks] or not avx512
-    assert ops(passes.blocked_layout(passes.fuse_epilogue(g))).count("conv2d") == 2
+    # (a stem of 108 taps runs alone only with the AVX-512 tiles:
+    # passes.stem_alone_max_taps)
+    assert ops(passes.blocked_layout(passes.fuse_epilogue(g))).count("conv2d") == (2 if avx512 else 3)
     feeds = {"x": rng.standard_normal((2, 32, 5, 5)).astype(np.float32)}
     got = blocked.run(feeds)[0]
     check_parity(got, plain.run(feeds)[0], "fire module, stem-kernel expand vs NCHW plan")
@@ -1244,15 +1246,24 @@ def test_dense_plane_limit_depends_on_channels_threads_and_batch(rng):
     assert dense_max_plane(512, 1, 1, simd=1, half_rate=True) == 36
     assert dense_max_plane(16, 2, 8, simd=1, half_rate=True) == 32 * 32
     avx512 = _nchwc.simd_level() >= 2
-    # batch 8 on 7x7 is 32 tiles of F(4x4): Winograd where the FMAs run at half rate
-    batch_dense = avx512 and not _nchwc.zmm_half_rate()
+    # the plane rule through nchwc_kind, on a 3x3 that the blocked Winograd
+    # kernel does not take (dilation 2), so neither does the half-rate rule
     for batch, threads, want in [(1, 2, "dense"), (1, 1, "dense" if avx512 else None),
-                                 (8, 2, "dense" if batch_dense else None)]:
+                                 (8, 2, "dense" if avx512 else None)]:
         g = rlx_cpu.Graph()
         x = g.input("x", (batch, 128, 7, 7))
-        y = g.conv2d(x, rng.standard_normal((128, 128, 3, 3)).astype(np.float32), padding=1)
+        y = g.conv2d(x, rng.standard_normal((128, 128, 3, 3)).astype(np.float32), padding=2, dilation=2)
         g.output(y)
         assert nchwc_kind(g, g.nodes[-1], threads) == want, (batch, threads)
+    # with dilation 1 the blocked Winograd kernel takes it ahead of the
+    # plane rule, at every batch and thread count, on either SIMD level (the
+    # portable kernels have no blocked Winograd: the plane rule as above)
+    portable = _nchwc.simd_level() < 1
+    for batch, threads, plane_rule in [(1, 2, "dense"), (1, 1, None), (8, 2, None)]:
+        g = rlx_cpu.Graph()
+        x = g.input("x", (batch, 128, 7, 7))
+        g.output(g.conv2d(x, rng.standard_normal((128, 128, 3, 3)).astype(np.float32), padding=1))
+        assert nchwc_kind(g, g.nodes[-1], threads) == (plane_rule if portable else "dense"), (batch, threads)
 
 
 def test_half_rate_batch_rule_counts_winograd_tiles():
