@@ -1049,15 +1049,17 @@ def test_a_conv_of_channels_that_are_no_whole_blocks_runs_the_stem_kernel(rng, b
 
 
 @pytest.mark.parametrize("threads", TWO)
-def test_a_lone_conv_runs_blocked_with_the_avx512_tiles_where_measured_faster(rng, blocked_on, threads):
-    # with the AVX-512 tiles, a strided 3x3 and a conv1d (im2col as their
-    # NCHW path) run blocked alone (two reorders), and so does a stride-1 3x3
+def test_a_lone_conv_runs_blocked_with_the_simd_tiles_where_measured_faster(rng, blocked_on, threads):
+    # with the AVX-512 or AVX2 tiles, a strided 3x3 (im2col as its NCHW
+    # path) runs blocked alone (two reorders), and so does a stride-1 3x3
     # that the blocked Winograd kernel takes (16 channels and more in and
     # out, 4 tiles of 2x2 and more: any plane, any batch), or else of one
     # image on a small plane (7x7 at any width, 14x14 up to 128 input
-    # channels); a 3x3 with 8 input channels and a lone 1x1 stay NCHW
+    # channels); a conv1d only with the AVX-512 tiles; a 3x3 with 8 input
+    # channels on a larger plane and a lone 1x1 stay NCHW, and so does all
+    # of it with the portable kernels
     from rlx_cpu.ops.blocked import dense_alone
-    avx512 = _nchwc.simd_level() >= 2
+    level = _nchwc.simd_level()
     D, W = "conv_nchwc_dense", "conv_nchwc_winograd"
     cases = [((1, 16, 17, 15), (24, 16, 3, 3), 2, 1, D), ((2, 16, 45), (16, 16, 5), 1, 2, D),
              ((1, 64, 30, 30), (64, 64, 3, 3), 1, 1, W), ((1, 16, 9, 9), (32, 16, 1, 1), 1, 0, None),
@@ -1066,7 +1068,7 @@ def test_a_lone_conv_runs_blocked_with_the_avx512_tiles_where_measured_faster(rn
              ((1, 8, 15, 14), (16, 8, 3, 3), 1, 1, None), ((2, 16, 7, 7), (16, 16, 3, 3), 1, 1, W),
              ((1, 64, 2, 2), (64, 64, 3, 3), 1, 1, D)]
     for xs, ws, stride, pad, kind in cases:
-        alone = avx512 and kind is not None
+        alone = kind is not None and level >= (2 if len(xs) == 3 else 1)
         g = rlx_cpu.Graph()
         x = g.input("x", xs)
         wt = rng.standard_normal(ws) / np.sqrt(np.prod(ws[1:]))

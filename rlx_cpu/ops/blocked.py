@@ -328,7 +328,8 @@ ALONE_3X3_MAX_CHANNELS = 128
 
 def dense_alone(graph, node, nthreads=1):
     """True when the conv `node` runs blocked even alone, paying both
-    reorders, with the AVX-512 tiles:
+    reorders, with the AVX-512 tiles (and with the AVX2 tiles, but for a
+    conv1d, measured below the list):
 
     - a dense (groups 1) conv whose NCHW path is im2col, i.e. a strided one
       or a conv1d.  Measured there, run_into ms NCHW / blocked with both
@@ -353,13 +354,28 @@ def dense_alone(graph, node, nthreads=1):
       14x14 (2.91 / 2.89, 1.47 / 1.72) nor at batch 4 on 7x7 (256: 2.19 /
       2.39 at 2 threads).  Nor, on a core whose 512-bit FMAs run at half
       rate, on 14x14 from 64 channels, where Winograd F(4x4) is faster
-      (dense_max_plane: the conv is not a "dense" kind there)."""
-    if _nchwc.simd_level() < AVX512_SIMD_LEVEL or nchwc_kind(graph, node, nthreads) != "dense":
+      (dense_max_plane: the conv is not a "dense" kind there).
+
+    With the AVX2 tiles (a Zen 3 without AVX-512), run_into ms NCHW /
+    blocked with both reorders, interleaved in one process, at 1 (2)
+    threads: 3x3 s2 128->256 from 28x28 1.58 / 1.32 (1.04 / 0.92), 256->512
+    from 14x14 1.79 / 1.62 (1.23 / 1.09), 64->128 from 8 x 28x28 3.41 / 2.84
+    (2.56 / 2.18); Winograd 3x3s 128 at 28x28 1.12 / 0.77 (0.85 / 0.61),
+    512 at 7x7 2.20 / 1.95 (1.26 / 1.12), 64 at 14x14 0.131 / 0.103 (0.109 /
+    0.075), 512 at 3x3 2.08 / 0.98 (1.56 / 0.64); the small-plane direct
+    ones 64 at 2x2 0.037 / 0.008, 8 -> 16 at 7x7 0.011 / 0.005.  Even at
+    worst: 3x3 s2 64->128 from 56x56 1.49 / 1.41 (0.96 / 1.02), 256 at
+    14x14 1.13 / 1.13 (0.82 / 0.84).  A conv1d stays NCHW there (not
+    measured)."""
+    level = _nchwc.simd_level()
+    if level < 1 or nchwc_kind(graph, node, nthreads) != "dense":
         return False
     a = as_conv2d_attrs(node.attrs)
     if node.op not in ("conv1d", "conv2d") or a.groups != 1 or a.kernel == (1, 1):
         return False
-    if a.stride != (1, 1) or node.op == "conv1d":
+    if node.op == "conv1d":
+        return level >= AVX512_SIMD_LEVEL
+    if a.stride != (1, 1):
         return True
     if a.kernel != (3, 3) or a.dilation != (1, 1):
         return False
