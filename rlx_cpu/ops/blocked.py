@@ -363,10 +363,10 @@ def dense_alone(graph, node, nthreads=1):
     (2.56 / 2.18); Winograd 3x3s 128 at 28x28 1.12 / 0.77 (0.85 / 0.61),
     512 at 7x7 2.20 / 1.95 (1.26 / 1.12), 64 at 14x14 0.131 / 0.103 (0.109 /
     0.075), 512 at 3x3 2.08 / 0.98 (1.56 / 0.64); the small-plane direct
-    ones 64 at 2x2 0.037 / 0.008, 8 -> 16 at 7x7 0.011 / 0.005.  Even at
-    worst: 3x3 s2 64->128 from 56x56 1.49 / 1.41 (0.96 / 1.02), 256 at
-    14x14 1.13 / 1.13 (0.82 / 0.84).  A conv1d stays NCHW there (not
-    measured)."""
+    ones 64 at 2x2 0.037 / 0.008, 8 -> 16 at 7x7 0.011 / 0.005.  Level, or
+    up to 6% behind at 2 threads: 3x3 s2 64->128 from 56x56 1.49 / 1.41
+    (0.96 / 1.02), 256 at 14x14 1.13 / 1.13 (0.82 / 0.84).  A conv1d stays
+    NCHW there (not measured)."""
     level = _nchwc.simd_level()
     if level < 1 or nchwc_kind(graph, node, nthreads) != "dense":
         return False
