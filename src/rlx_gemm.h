@@ -55,6 +55,19 @@
 #ifndef RLX_GEMM_INPLACE_MAX_M
 #define RLX_GEMM_INPLACE_MAX_M 32
 #endif
+/* At most this many rows of a plain, packed X (a 1x1 conv's input channels):
+ * the GEMM is bound by writing C, not by its FMAs, and C is written in long
+ * runs of 12 rows (rlx_gemm_conv_src) instead of 64-column pieces of every
+ * row of the M block, which were more write streams than the prefetchers
+ * and the store path follow.  Measured on a Zen 3 (AVX2), lone 1x1 convs
+ * from NCHW, interleaved in one process, 1 (2) threads: 16 -> 96 at 112x112
+ * 0.93 -> 0.63 ms (1.14 -> 0.64), 24 -> 144 at 56x56 0.40 -> 0.31, 32 -> 192
+ * at 56x56 0.71 -> 0.53, the same at batch 8 5.61 -> 3.38 (2.87 -> 1.87);
+ * 32 -> 192 at 28x28 0.12-0.13 -> 0.13-0.15 (0.19 -> 0.14).  From 48 input
+ * channels up the two orders came out level (0.99-1.03x). */
+#ifndef RLX_GEMM_ROWWISE_MAX_K
+#define RLX_GEMM_ROWWISE_MAX_K 32
+#endif
 /* Column block: X is packed RLX_GEMM_NC columns (4 panels) at a time. */
 #ifndef RLX_GEMM_NC
 #define RLX_GEMM_NC 64
@@ -536,7 +549,10 @@ RLX_INLINE void rlx_gemm_pack_implicit(const rlx_gemm_src* s, const rlx_gemm_pie
  * Loops, outer to inner: M blocks of RLX_GEMM_MC_PANELS panels of W, column
  * blocks of RLX_GEMM_NC, K blocks of RLX_GEMM_KC (pack that block of X), the
  * block's 16-column panels (one stays in L1), the M block's panels of W (in
- * L2). */
+ * L2).  A plain X of at most RLX_GEMM_ROWWISE_MAX_K rows is one K block: its
+ * column blocks are as wide as the packing buffer holds (1024 columns at
+ * K = 16), and within one the panels of W go two at a time, outside the
+ * 16-column panels.  Either way each element's sum is the same FMA chain. */
 static void rlx_gemm_conv_src(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, ptrdiff_t k,
                               const rlx_gemm_src* src,
                               float* c, ptrdiff_t c_len, ptrdiff_t c_off, ptrdiff_t ldc, ptrdiff_t n,
@@ -563,10 +579,16 @@ static void rlx_gemm_conv_src(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, pt
         return;
     }
     if (!src->offs) RLX_CHECK_RANGE(src->x_off, src->x_off + (k - 1) * src->ldx + n, src->x_len, "gemm X");
+    /* A plain X of at most RLX_GEMM_ROWWISE_MAX_K rows, packed: column blocks
+     * as wide as xp holds, each swept by two panels of W (12 rows of C) at a
+     * time, so that C is written in long runs of few rows */
+    const int rowwise = !src->offs && !in_place && k <= RLX_GEMM_ROWWISE_MAX_K;
+    const ptrdiff_t ncb = rowwise ? RLX_GEMM_KC * RLX_GEMM_NC / k / RLX_GEMM_NR * RLX_GEMM_NR : RLX_GEMM_NC;
+    const ptrdiff_t pstep = rowwise ? 2 : RLX_GEMM_MC_PANELS;
     for (ptrdiff_t pb = 0; pb < panels; pb += RLX_GEMM_MC_PANELS) {
         const ptrdiff_t pe = pb + RLX_GEMM_MC_PANELS < panels ? pb + RLX_GEMM_MC_PANELS : panels;
-        for (ptrdiff_t jb = 0; jb < n; jb += RLX_GEMM_NC) {
-            const ptrdiff_t ncols = n - jb < RLX_GEMM_NC ? n - jb : RLX_GEMM_NC;
+        for (ptrdiff_t jb = 0; jb < n; jb += ncb) {
+            const ptrdiff_t ncols = n - jb < ncb ? n - jb : ncb;
             if (src->offs) npieces = rlx_gemm_implicit_pieces(src, jb, ncols, pieces);
             for (ptrdiff_t k0 = 0; k0 < k; k0 += RLX_GEMM_KC) {
                 const ptrdiff_t kc = k - k0 < RLX_GEMM_KC ? k - k0 : RLX_GEMM_KC;
@@ -581,138 +603,143 @@ static void rlx_gemm_conv_src(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, pt
                         const ptrdiff_t kn = k - k0 - RLX_GEMM_KC < RLX_GEMM_KC ? k - k0 - RLX_GEMM_KC : RLX_GEMM_KC;
                         rlx_gemm_prefetch_x_block(src->x + src->x_off + (k0 + RLX_GEMM_KC) * src->ldx + jb,
                                                   src->ldx, kn, ncols);
-                    } else if (jb + RLX_GEMM_NC < n) {
-                        const ptrdiff_t nn = n - jb - RLX_GEMM_NC < RLX_GEMM_NC ? n - jb - RLX_GEMM_NC : RLX_GEMM_NC;
-                        rlx_gemm_prefetch_x_block(src->x + src->x_off + jb + RLX_GEMM_NC, src->ldx,
+                    } else if (jb + ncb < n) {
+                        const ptrdiff_t nn = n - jb - ncb < ncb ? n - jb - ncb : ncb;
+                        rlx_gemm_prefetch_x_block(src->x + src->x_off + jb + ncb, src->ldx,
                                                   k < RLX_GEMM_KC ? k : RLX_GEMM_KC, nn);
                     }
                 }
-                for (ptrdiff_t j0 = 0; j0 < ncols; j0 += RLX_GEMM_NR) {
-                    const ptrdiff_t nr = ncols - j0 < RLX_GEMM_NR ? ncols - j0 : RLX_GEMM_NR;
-                    const float* xq = unpacked ? src->x + src->x_off + k0 * src->ldx + jb + j0 : xp + j0 * kc;
-#if RLX_X86_DISPATCH
-                    if (level > 1 && ncols - j0 >= 2 * RLX_GEMM_NR) {
-                        /* two full panels of X: the AVX-512 tile; four: its
-                         * four-panel form */
-                        const ptrdiff_t x2 = unpacked ? RLX_GEMM_NR : RLX_GEMM_NR * kc;
-                        const int ep_here = in_tile && k0 + kc == k;
-                        const int quad = ncols - j0 >= 4 * RLX_GEMM_NR;
-                        const ptrdiff_t width = (quad ? 4 : 2) * RLX_GEMM_NR;
-                        for (ptrdiff_t p = pb; p < pe; ++p) {
+                /* panels of W qb..qe at a time over the whole column block (see
+                 * RLX_GEMM_ROWWISE_MAX_K); otherwise the M block at once */
+                for (ptrdiff_t qb = pb; qb < pe; qb += pstep) {
+                    const ptrdiff_t qe = qb + pstep < pe ? qb + pstep : pe;
+                    for (ptrdiff_t j0 = 0; j0 < ncols; j0 += RLX_GEMM_NR) {
+                        const ptrdiff_t nr = ncols - j0 < RLX_GEMM_NR ? ncols - j0 : RLX_GEMM_NR;
+                        const float* xq = unpacked ? src->x + src->x_off + k0 * src->ldx + jb + j0 : xp + j0 * kc;
+    #if RLX_X86_DISPATCH
+                        if (level > 1 && ncols - j0 >= 2 * RLX_GEMM_NR) {
+                            /* two full panels of X: the AVX-512 tile; four: its
+                             * four-panel form */
+                            const ptrdiff_t x2 = unpacked ? RLX_GEMM_NR : RLX_GEMM_NR * kc;
+                            const int ep_here = in_tile && k0 + kc == k;
+                            const int quad = ncols - j0 >= 4 * RLX_GEMM_NR;
+                            const ptrdiff_t width = (quad ? 4 : 2) * RLX_GEMM_NR;
+                            for (ptrdiff_t p = qb; p < qe; ++p) {
+                                const ptrdiff_t i0 = p * RLX_GEMM_MR;
+                                const ptrdiff_t mr = m - i0 < RLX_GEMM_MR ? m - i0 : RLX_GEMM_MR;
+                                float init[RLX_GEMM_MR] = {0};
+                                if (bias)
+                                    for (ptrdiff_t r = 0; r < mr; ++r) init[r] = bias[i0 + r];
+                                float* ct = c + c_off + i0 * ldc + jb + j0;
+                                rlx_gemm_tile_ep te = {0, 0.0f, 0.0f, NULL, ldc, {0}};
+                                if (ep_here) te = rlx_gemm_tile_ep_at(ep, ep_bias, i0, mr, c, ct, ldc, width);
+                                (quad ? rlx_gemm_tiles4 : rlx_gemm_tiles2)[mr](wp + (p * k + k0) * RLX_GEMM_MR, xq, x2,
+                                                                               ldxp, kc, ct, ldc, init, k0 > 0,
+                                                                               ep_here ? &te : NULL);
+                            }
+                            j0 += width - RLX_GEMM_NR;      /* the tile's other panels */
+                            continue;
+                        }
+    #endif
+                        ptrdiff_t pstart = qb;
+    #if RLX_X86_DISPATCH
+                        if (level > 1 && nr == RLX_GEMM_NR) {
+                            /* one full panel of X: panels of W two at a time */
+                            const int ep_here = in_tile && k0 + kc == k;
+                            ptrdiff_t p = qb;
+                            for (; p < qe && m - p * RLX_GEMM_MR >= RLX_GEMM_MR; p += 2) {
+                                const ptrdiff_t i0 = p * RLX_GEMM_MR;
+                                const ptrdiff_t mb = p + 1 >= qe ? 0 : m - i0 - RLX_GEMM_MR < RLX_GEMM_MR
+                                                                           ? m - i0 - RLX_GEMM_MR : RLX_GEMM_MR;
+                                float init_a[RLX_GEMM_MR] = {0}, init_b[RLX_GEMM_MR] = {0};
+                                if (bias)
+                                    for (ptrdiff_t r = 0; r < RLX_GEMM_MR; ++r) {
+                                        init_a[r] = bias[i0 + r];
+                                        if (r < mb) init_b[r] = bias[i0 + RLX_GEMM_MR + r];
+                                    }
+                                float* ca = c + c_off + i0 * ldc + jb + j0;
+                                float* cb = ca + RLX_GEMM_MR * ldc;
+                                rlx_gemm_tile_ep te_a = {0, 0.0f, 0.0f, NULL, ldc, {0}}, te_b = te_a;
+                                if (ep_here) {
+                                    te_a = rlx_gemm_tile_ep_at(ep, ep_bias, i0, RLX_GEMM_MR, c, ca, ldc, RLX_GEMM_NR);
+                                    if (mb)
+                                        te_b = rlx_gemm_tile_ep_at(ep, ep_bias, i0 + RLX_GEMM_MR, mb, c, cb, ldc,
+                                                                   RLX_GEMM_NR);
+                                }
+                                const float* wa = wp + (p * k + k0) * RLX_GEMM_MR;
+                                rlx_gemm_tiles1w[mb](wa, mb ? wa + k * RLX_GEMM_MR : wa, xq, ldxp, kc, ca, cb, ldc,
+                                                     init_a, init_b, k0 > 0, ep_here ? &te_a : NULL,
+                                                     ep_here ? &te_b : NULL);
+                            }
+                            /* a last panel of fewer than 6 rows alone: the tiles below */
+                            pstart = p;
+                        } else if (level > 1) {
+                            /* the last nr < 16 columns (X zero past them): the same
+                             * tile on 16-column copies of C's rows, nr columns
+                             * stored (the AVX2 remainder tile runs 8-lane FMAs;
+                             * 1x1 convs at 13x13 and 14x14 1.02-1.09x, Winograd
+                             * F(4x4) 128->128 at 28x28, 49 tiles, 1.02-1.03x) */
+                            ptrdiff_t p = qb;
+                            for (; p < qe && m - p * RLX_GEMM_MR >= RLX_GEMM_MR; p += 2) {
+                                const ptrdiff_t i0 = p * RLX_GEMM_MR;
+                                const ptrdiff_t mb = p + 1 >= qe ? 0 : m - i0 - RLX_GEMM_MR < RLX_GEMM_MR
+                                                                           ? m - i0 - RLX_GEMM_MR : RLX_GEMM_MR;
+                                float ta[RLX_GEMM_MR * RLX_GEMM_NR] __attribute__((aligned(64)));
+                                float tb[RLX_GEMM_MR * RLX_GEMM_NR] __attribute__((aligned(64)));
+                                float init_a[RLX_GEMM_MR] = {0}, init_b[RLX_GEMM_MR] = {0};
+                                float* ca = c + c_off + i0 * ldc + jb + j0;
+                                float* cb = ca + RLX_GEMM_MR * ldc;
+                                const ptrdiff_t rows = RLX_GEMM_MR + mb;
+                                if (bias)
+                                    for (ptrdiff_t r = 0; r < RLX_GEMM_MR; ++r) {
+                                        init_a[r] = bias[i0 + r];
+                                        if (r < mb) init_b[r] = bias[i0 + RLX_GEMM_MR + r];
+                                    }
+                                if (k0 > 0) {
+                                    memset(ta, 0, sizeof(ta));
+                                    memset(tb, 0, sizeof(tb));
+                                    for (ptrdiff_t r = 0; r < rows; ++r)
+                                        memcpy((r < RLX_GEMM_MR ? ta : tb) + (r % RLX_GEMM_MR) * RLX_GEMM_NR,
+                                               ca + r * ldc, (size_t)nr * sizeof(float));
+                                }
+                                const float* wa = wp + (p * k + k0) * RLX_GEMM_MR;
+                                rlx_gemm_tiles1w[mb](wa, mb ? wa + k * RLX_GEMM_MR : wa, xq, ldxp, kc, ta, tb,
+                                                     RLX_GEMM_NR, init_a, init_b, k0 > 0, NULL, NULL);
+                                for (ptrdiff_t r = 0; r < rows; ++r) {
+                                    memcpy(ca + r * ldc, (r < RLX_GEMM_MR ? ta : tb) + (r % RLX_GEMM_MR) * RLX_GEMM_NR,
+                                           (size_t)nr * sizeof(float));
+                                    if (in_tile && k0 + kc == k)   /* a narrow tile: its rows as spans */
+                                        rlx_epilogue_span(c, c_len, (ca - c) + r * ldc, nr,
+                                                          ep_bias ? ep_bias[i0 + r] : 0.0f, ep, level);
+                                }
+                            }
+                            pstart = p;
+                        }
+    #endif
+                        for (ptrdiff_t p = pstart; p < qe; ++p) {
                             const ptrdiff_t i0 = p * RLX_GEMM_MR;
                             const ptrdiff_t mr = m - i0 < RLX_GEMM_MR ? m - i0 : RLX_GEMM_MR;
                             float init[RLX_GEMM_MR] = {0};
                             if (bias)
                                 for (ptrdiff_t r = 0; r < mr; ++r) init[r] = bias[i0 + r];
                             float* ct = c + c_off + i0 * ldc + jb + j0;
-                            rlx_gemm_tile_ep te = {0, 0.0f, 0.0f, NULL, ldc, {0}};
-                            if (ep_here) te = rlx_gemm_tile_ep_at(ep, ep_bias, i0, mr, c, ct, ldc, width);
-                            (quad ? rlx_gemm_tiles4 : rlx_gemm_tiles2)[mr](wp + (p * k + k0) * RLX_GEMM_MR, xq, x2,
-                                                                           ldxp, kc, ct, ldc, init, k0 > 0,
-                                                                           ep_here ? &te : NULL);
-                        }
-                        j0 += width - RLX_GEMM_NR;      /* the tile's other panels */
-                        continue;
-                    }
-#endif
-                    ptrdiff_t pstart = pb;
-#if RLX_X86_DISPATCH
-                    if (level > 1 && nr == RLX_GEMM_NR) {
-                        /* one full panel of X: panels of W two at a time */
-                        const int ep_here = in_tile && k0 + kc == k;
-                        ptrdiff_t p = pb;
-                        for (; p < pe && m - p * RLX_GEMM_MR >= RLX_GEMM_MR; p += 2) {
-                            const ptrdiff_t i0 = p * RLX_GEMM_MR;
-                            const ptrdiff_t mb = p + 1 >= pe ? 0 : m - i0 - RLX_GEMM_MR < RLX_GEMM_MR
-                                                                       ? m - i0 - RLX_GEMM_MR : RLX_GEMM_MR;
-                            float init_a[RLX_GEMM_MR] = {0}, init_b[RLX_GEMM_MR] = {0};
-                            if (bias)
-                                for (ptrdiff_t r = 0; r < RLX_GEMM_MR; ++r) {
-                                    init_a[r] = bias[i0 + r];
-                                    if (r < mb) init_b[r] = bias[i0 + RLX_GEMM_MR + r];
-                                }
-                            float* ca = c + c_off + i0 * ldc + jb + j0;
-                            float* cb = ca + RLX_GEMM_MR * ldc;
-                            rlx_gemm_tile_ep te_a = {0, 0.0f, 0.0f, NULL, ldc, {0}}, te_b = te_a;
-                            if (ep_here) {
-                                te_a = rlx_gemm_tile_ep_at(ep, ep_bias, i0, RLX_GEMM_MR, c, ca, ldc, RLX_GEMM_NR);
-                                if (mb)
-                                    te_b = rlx_gemm_tile_ep_at(ep, ep_bias, i0 + RLX_GEMM_MR, mb, c, cb, ldc,
-                                                               RLX_GEMM_NR);
+    #if RLX_X86_DISPATCH
+                            if (in_tile && k0 + kc == k && nr == RLX_GEMM_NR) {
+                                /* full-width tile of the last K block: epilogue in registers */
+                                rlx_gemm_tile_ep te = rlx_gemm_tile_ep_at(ep, ep_bias, i0, mr, c, ct, ldc, RLX_GEMM_NR);
+                                rlx_gemm_tiles_avx2[1][mr](wp + (p * k + k0) * RLX_GEMM_MR, xq, ldxp, kc, ct,
+                                                           ldc, init, k0 > 0, &te);
+                                continue;
                             }
-                            const float* wa = wp + (p * k + k0) * RLX_GEMM_MR;
-                            rlx_gemm_tiles1w[mb](wa, mb ? wa + k * RLX_GEMM_MR : wa, xq, ldxp, kc, ca, cb, ldc,
-                                                 init_a, init_b, k0 > 0, ep_here ? &te_a : NULL,
-                                                 ep_here ? &te_b : NULL);
-                        }
-                        /* a last panel of fewer than 6 rows alone: the tiles below */
-                        pstart = p;
-                    } else if (level > 1) {
-                        /* the last nr < 16 columns (X zero past them): the same
-                         * tile on 16-column copies of C's rows, nr columns
-                         * stored (the AVX2 remainder tile runs 8-lane FMAs;
-                         * 1x1 convs at 13x13 and 14x14 1.02-1.09x, Winograd
-                         * F(4x4) 128->128 at 28x28, 49 tiles, 1.02-1.03x) */
-                        ptrdiff_t p = pb;
-                        for (; p < pe && m - p * RLX_GEMM_MR >= RLX_GEMM_MR; p += 2) {
-                            const ptrdiff_t i0 = p * RLX_GEMM_MR;
-                            const ptrdiff_t mb = p + 1 >= pe ? 0 : m - i0 - RLX_GEMM_MR < RLX_GEMM_MR
-                                                                       ? m - i0 - RLX_GEMM_MR : RLX_GEMM_MR;
-                            float ta[RLX_GEMM_MR * RLX_GEMM_NR] __attribute__((aligned(64)));
-                            float tb[RLX_GEMM_MR * RLX_GEMM_NR] __attribute__((aligned(64)));
-                            float init_a[RLX_GEMM_MR] = {0}, init_b[RLX_GEMM_MR] = {0};
-                            float* ca = c + c_off + i0 * ldc + jb + j0;
-                            float* cb = ca + RLX_GEMM_MR * ldc;
-                            const ptrdiff_t rows = RLX_GEMM_MR + mb;
-                            if (bias)
-                                for (ptrdiff_t r = 0; r < RLX_GEMM_MR; ++r) {
-                                    init_a[r] = bias[i0 + r];
-                                    if (r < mb) init_b[r] = bias[i0 + RLX_GEMM_MR + r];
-                                }
-                            if (k0 > 0) {
-                                memset(ta, 0, sizeof(ta));
-                                memset(tb, 0, sizeof(tb));
-                                for (ptrdiff_t r = 0; r < rows; ++r)
-                                    memcpy((r < RLX_GEMM_MR ? ta : tb) + (r % RLX_GEMM_MR) * RLX_GEMM_NR,
-                                           ca + r * ldc, (size_t)nr * sizeof(float));
-                            }
-                            const float* wa = wp + (p * k + k0) * RLX_GEMM_MR;
-                            rlx_gemm_tiles1w[mb](wa, mb ? wa + k * RLX_GEMM_MR : wa, xq, ldxp, kc, ta, tb,
-                                                 RLX_GEMM_NR, init_a, init_b, k0 > 0, NULL, NULL);
-                            for (ptrdiff_t r = 0; r < rows; ++r) {
-                                memcpy(ca + r * ldc, (r < RLX_GEMM_MR ? ta : tb) + (r % RLX_GEMM_MR) * RLX_GEMM_NR,
-                                       (size_t)nr * sizeof(float));
-                                if (in_tile && k0 + kc == k)   /* a narrow tile: its rows as spans */
-                                    rlx_epilogue_span(c, c_len, (ca - c) + r * ldc, nr,
+    #endif
+                            rlx_gemm_tile(level, wp + (p * k + k0) * RLX_GEMM_MR, xq, ldxp, kc,
+                                          ct, ldc, mr, nr, init, k0 > 0);
+                            if (in_tile && k0 + kc == k)   /* a narrow tile: its rows as spans */
+                                for (ptrdiff_t r = 0; r < mr; ++r)
+                                    rlx_epilogue_span(c, c_len, (ct - c) + r * ldc, nr,
                                                       ep_bias ? ep_bias[i0 + r] : 0.0f, ep, level);
-                            }
                         }
-                        pstart = p;
-                    }
-#endif
-                    for (ptrdiff_t p = pstart; p < pe; ++p) {
-                        const ptrdiff_t i0 = p * RLX_GEMM_MR;
-                        const ptrdiff_t mr = m - i0 < RLX_GEMM_MR ? m - i0 : RLX_GEMM_MR;
-                        float init[RLX_GEMM_MR] = {0};
-                        if (bias)
-                            for (ptrdiff_t r = 0; r < mr; ++r) init[r] = bias[i0 + r];
-                        float* ct = c + c_off + i0 * ldc + jb + j0;
-#if RLX_X86_DISPATCH
-                        if (in_tile && k0 + kc == k && nr == RLX_GEMM_NR) {
-                            /* full-width tile of the last K block: epilogue in registers */
-                            rlx_gemm_tile_ep te = rlx_gemm_tile_ep_at(ep, ep_bias, i0, mr, c, ct, ldc, RLX_GEMM_NR);
-                            rlx_gemm_tiles_avx2[1][mr](wp + (p * k + k0) * RLX_GEMM_MR, xq, ldxp, kc, ct,
-                                                       ldc, init, k0 > 0, &te);
-                            continue;
-                        }
-#endif
-                        rlx_gemm_tile(level, wp + (p * k + k0) * RLX_GEMM_MR, xq, ldxp, kc,
-                                      ct, ldc, mr, nr, init, k0 > 0);
-                        if (in_tile && k0 + kc == k)   /* a narrow tile: its rows as spans */
-                            for (ptrdiff_t r = 0; r < mr; ++r)
-                                rlx_epilogue_span(c, c_len, (ct - c) + r * ldc, nr,
-                                                  ep_bias ? ep_bias[i0 + r] : 0.0f, ep, level);
-                    }
+                }
                 }
             }
             if (ep && !in_tile) {
