@@ -128,6 +128,18 @@ def _probe_gomp_wrap(compiler, omp):
 class BuildExtWithOpenMP(build_ext):
     """Adds optimisation and (when the compiler supports it) OpenMP flags."""
 
+    def finalize_options(self):
+        """Compile the extensions in parallel, one job per CPU, unless
+        `--parallel`/`-j` or RLX_BUILD_JOBS says otherwise: pip and
+        `python -m build` pass no -j, and one build of every kernel took
+        5-6 minutes on one core of a 2-core Zen 3 against 3 minutes on two."""
+        super().finalize_options()
+        if not self.parallel:
+            jobs = os.environ.get("RLX_BUILD_JOBS", "").strip()
+            self.parallel = int(jobs) if jobs else (os.cpu_count() or 1)
+        if self.parallel == 1:
+            self.parallel = None
+
     def build_extensions(self):
         omp = _probe_openmp(self.compiler)
         wrap = _probe_gomp_wrap(self.compiler, omp)
@@ -266,6 +278,9 @@ def _extensions():
         include_path=[SRC_DIR, "."],
         build_dir=CYTHON_BUILD_DIR,
         force=_env_on("RLX_FORCE_CYTHONIZE"),
+        # one process per CPU where workers fork (with spawn they would
+        # re-run this setup.py)
+        nthreads=(os.cpu_count() or 1) if sys.platform.startswith("linux") else 0,
     )
 
 
