@@ -616,7 +616,7 @@ static void rlx_gemm_conv_src(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, pt
                     for (ptrdiff_t j0 = 0; j0 < ncols; j0 += RLX_GEMM_NR) {
                         const ptrdiff_t nr = ncols - j0 < RLX_GEMM_NR ? ncols - j0 : RLX_GEMM_NR;
                         const float* xq = unpacked ? src->x + src->x_off + k0 * src->ldx + jb + j0 : xp + j0 * kc;
-    #if RLX_X86_DISPATCH
+#if RLX_X86_DISPATCH
                         if (level > 1 && ncols - j0 >= 2 * RLX_GEMM_NR) {
                             /* two full panels of X: the AVX-512 tile; four: its
                              * four-panel form */
@@ -640,9 +640,9 @@ static void rlx_gemm_conv_src(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, pt
                             j0 += width - RLX_GEMM_NR;      /* the tile's other panels */
                             continue;
                         }
-    #endif
+#endif
                         ptrdiff_t pstart = qb;
-    #if RLX_X86_DISPATCH
+#if RLX_X86_DISPATCH
                         if (level > 1 && nr == RLX_GEMM_NR) {
                             /* one full panel of X: panels of W two at a time */
                             const int ep_here = in_tile && k0 + kc == k;
@@ -715,7 +715,7 @@ static void rlx_gemm_conv_src(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, pt
                             }
                             pstart = p;
                         }
-    #endif
+#endif
                         for (ptrdiff_t p = pstart; p < qe; ++p) {
                             const ptrdiff_t i0 = p * RLX_GEMM_MR;
                             const ptrdiff_t mr = m - i0 < RLX_GEMM_MR ? m - i0 : RLX_GEMM_MR;
@@ -723,7 +723,7 @@ static void rlx_gemm_conv_src(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, pt
                             if (bias)
                                 for (ptrdiff_t r = 0; r < mr; ++r) init[r] = bias[i0 + r];
                             float* ct = c + c_off + i0 * ldc + jb + j0;
-    #if RLX_X86_DISPATCH
+#if RLX_X86_DISPATCH
                             if (in_tile && k0 + kc == k && nr == RLX_GEMM_NR) {
                                 /* full-width tile of the last K block: epilogue in registers */
                                 rlx_gemm_tile_ep te = rlx_gemm_tile_ep_at(ep, ep_bias, i0, mr, c, ct, ldc, RLX_GEMM_NR);
@@ -731,7 +731,7 @@ static void rlx_gemm_conv_src(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, pt
                                                            ldc, init, k0 > 0, &te);
                                 continue;
                             }
-    #endif
+#endif
                             rlx_gemm_tile(level, wp + (p * k + k0) * RLX_GEMM_MR, xq, ldxp, kc,
                                           ct, ldc, mr, nr, init, k0 > 0);
                             if (in_tile && k0 + kc == k)   /* a narrow tile: its rows as spans */
