@@ -88,14 +88,15 @@ def test_microkernel_cut_into_columns_gives_the_same_bits(rng):
         np.testing.assert_array_equal(np.concatenate([left, right], axis=1), whole)
 
 
-
 @pytest.mark.parametrize("k", (1, 3, 16, 32, 33))
 def test_shallow_gemms_in_wide_column_blocks(rng, k):
     # At most 32 rows of X (RLX_GEMM_ROWWISE_MAX_K), more than 32 rows of W:
-    # column blocks of 16384 / k columns, swept two W panels at a time.  N
-    # spans several blocks and ends in a partial panel; M ends in an odd
-    # panel and passes the 192-row M block.  Against the reference, and the
-    # same bits however the columns are cut.
+    # column blocks of 16384 / k columns, swept two W panels at a time.  At
+    # K = 16 and 32, N is two whole blocks and a part ending inside a panel;
+    # at K = 1 and 3 (blocks of 16384 and 5456 columns) N is one partial
+    # block; K = 33 takes the usual order.  M ends in an odd panel and
+    # passes the 192-row M block.  Against the reference, and the same bits
+    # however the columns are cut.
     for m in (33, 97, 200):
         n = 2 * (16384 // k // 16 * 16) + 37 if k > 3 else 5000
         w = rng.standard_normal((m, k)).astype(np.float32)
@@ -107,6 +108,7 @@ def test_shallow_gemms_in_wide_column_blocks(rng, k):
         left = _conv2d.gemm_microkernel(w, np.ascontiguousarray(x[:, :cut]), b)
         right = _conv2d.gemm_microkernel(w, np.ascontiguousarray(x[:, cut:]), b)
         np.testing.assert_array_equal(np.concatenate([left, right], axis=1), got)
+
 
 def test_packed_weight_layout(rng):
     w = rng.standard_normal((8, 3, 2, 2)).astype(np.float32)   # 2 groups of 4 rows, k = 12
