@@ -66,7 +66,7 @@ ACTIVATIONS = ("relu", "clip", "leaky_relu", "sigmoid", "hard_sigmoid", "hard_sw
 # every one of these ops is one pointwise thunk y[i] = f(x[i], ...)
 POINTWISE = dict({a: (0,) for a in ACTIVATIONS},
                  add=(0, 1), broadcast_add=(0, 1), sub=(0, 1), mul=(0, 1), div=(0, 1),
-                 bias_add=(0,), batch_norm=(0,), relu_backward=(0, 1))
+                 bias_add=(0,), batch_norm=(0,), relu_backward=(0, 1), channel_binary_nchwc=(0,))
 
 
 # ---------------------------------------------------------------------------
@@ -346,7 +346,9 @@ def blocked_layout(graph, nthreads=1):
     elementwise / global_pool_nchwc nodes whose activations are
     [N, C/8, H, W, 8] (a conv1d's [N, C/8, 1, L, 8]).  Elementwise ops
     (activations, and add/sub/mul/div of same-shape operands or a scalar)
-    do not see the layout.  Members are chained through
+    do not see the layout; add/sub/mul/div of a chain value and a
+    per-channel operand ([N or 1, C, 1, 1]: a squeeze-excitation gate)
+    becomes channel_binary_nchwc.  Members are chained through
     the inputs (not a stem's) and residual they read; a stem starts a chain
     and a global pool ends one (it writes [N, C, 1, 1], which is both
     layouts).  A chain of at least BLOCKED_MIN_CHAIN convs is rewritten, and
@@ -358,8 +360,9 @@ def blocked_layout(graph, nthreads=1):
     reorders.  `nthreads`: the thread count of the plan it compiles for
     (which dense convs run blocked depends on it)."""
     from . import _nchwc
-    from .ops.blocked import (AVX512_SIMD_LEVEL, BLOCK, as_conv2d_attrs, as_transpose2d_attrs, blocked_shape,
-                              dense_alone, nchwc_global_pool, nchwc_kind, nchwc_pool, nchwc_stem, nchwc_transpose)
+    from .ops.blocked import (AVX512_SIMD_LEVEL, BLOCK, ChannelBinaryAttrs, as_conv2d_attrs, as_transpose2d_attrs,
+                              blocked_shape, channel_operand_rows, dense_alone, nchwc_global_pool, nchwc_kind,
+                              nchwc_pool, nchwc_stem, nchwc_transpose)
     from .ops.conv import conv_operands
     if not _blocked_layout_enabled():
         return _rewrite(graph, "blocked_layout", {}, {}, set())
@@ -372,8 +375,11 @@ def blocked_layout(graph, nthreads=1):
     concats = {n.id for n in graph.nodes if n.op == "concat" and n.dtype == "float32" and len(n.shape) == 4
                and n.attrs.axis == 1 and all(graph.node(i).shape[1] % BLOCK == 0 for i in n.inputs)}
     # elementwise ops of same-shape operands (or a scalar) do not see the layout
+    def blockable(n):
+        return n.dtype == "float32" and len(n.shape) in (3, 4, 5) and not n.shape[1] % BLOCK and 0 not in n.shape
+
     def layout_free(n):
-        if n.dtype != "float32" or len(n.shape) not in (3, 4, 5) or n.shape[1] % BLOCK or 0 in n.shape:
+        if not blockable(n):
             return False
         if n.op in ACTIVATIONS:
             return True
@@ -381,6 +387,17 @@ def blocked_layout(graph, nthreads=1):
             graph.node(i).shape == n.shape or math.prod(graph.node(i).shape) == 1 for i in n.inputs) and any(
             graph.node(i).shape == n.shape for i in n.inputs)
     pointwise = {n.id for n in graph.nodes if layout_free(n)}
+
+    # and a binary op of a full-shape value and a per-channel one (a
+    # squeeze-excitation gate [N, C, 1, 1]) reads the gate by block
+    def channel_op(n):
+        if not blockable(n) or n.op not in ("broadcast_add", "add", "sub", "mul", "div") or n.id in pointwise:
+            return False
+        a, b = (graph.node(i) for i in n.inputs)
+        return (a.shape == n.shape and channel_operand_rows(n.shape, b.shape) is not None) or (
+            b.shape == n.shape and channel_operand_rows(n.shape, a.shape) is not None)
+    channel_ops = {n.id for n in graph.nodes if channel_op(n)}
+    pointwise |= channel_ops
     eligible = convs | pools | globals_ | concats | pointwise
     parent = {i: i for i in eligible}
 
@@ -474,6 +491,12 @@ def blocked_layout(graph, nthreads=1):
         elif node.id in concats:
             ins, op = [as_blocked(i) for i in node.inputs], "concat"
             counts["concats"] += 1
+        elif node.id in channel_ops:
+            x_first = graph.node(node.inputs[0]).shape == node.shape
+            x, g = node.inputs if x_first else node.inputs[::-1]
+            ins, op = [as_blocked(x), rb.map[g]], "channel_binary_nchwc"
+            attrs = ChannelBinaryAttrs("add" if node.op == "broadcast_add" else node.op, x_first)
+            counts["pointwise"] += 1
         elif node.id in pointwise:
             ins = [as_blocked(i) if graph.node(i).shape == node.shape else rb.map[i] for i in node.inputs]
             op = node.op
@@ -501,8 +524,8 @@ def blocked_layout(graph, nthreads=1):
         # the NCHW value keeps the node's name (graph outputs are found by it)
         name = fresh(node.name + ".nchwc") if nchw_readers else node.name
         nb = rb.new(op, ins, blocked_shape(node.shape), name,
-                    attrs if op in ("conv2d_nchwc", "conv3d_nchwc", "conv_transpose2d_nchwc", "conv_transpose3d_nchwc")
-                    else node.attrs)
+                    attrs if op in ("conv2d_nchwc", "conv3d_nchwc", "conv_transpose2d_nchwc", "conv_transpose3d_nchwc",
+                                    "channel_binary_nchwc") else node.attrs)
         blocked[node.id] = nb
         if nchw_readers:
             rb.map[node.id] = rb.new("from_nchwc", [nb], node.shape, node.name)

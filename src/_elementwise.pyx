@@ -5,7 +5,9 @@
 #     the operands addressed through per-axis element strides (0 along a
 #     broadcast axis) over at most MAX_RANK output axes;
 #   * ChannelAffineLaunch: y[n, c, s] = x[n, c, s] * scale[c] + shift[c]
-#     (inference BatchNormalization with its statistics folded at compile).
+#     (inference BatchNormalization with its statistics folded at compile);
+#   * ChannelBinaryLaunch: a blocked [N, C/8, P, 8] map (op) a per-channel
+#     operand [N or 1, C] (squeeze-excitation's gate on the blocked layout).
 #
 # Work is cut into blocks of BLOCK elements spread over the threads; below
 # PARALLEL_MIN elements one thread runs it (a fork/join costs more there).
@@ -25,6 +27,10 @@ cdef extern from "rlx_nchwc.h":
         int act
         float alpha, beta
     void rlx_act_span(const float* x, float* y, Py_ssize_t n, const NcAct* a) nogil
+
+
+cdef extern from "rlx_elem.h":
+    void rlx_chan_span(int op, int x_first, const float* x, const float* g, float* y, Py_ssize_t npix) nogil
 
 
 cdef extern from "rlx_simd.h":
@@ -295,5 +301,73 @@ cdef class ChannelAffineLaunch(Launch):
             base = plane * self.s
             for i in range(self.s):
                 self.y[base + i] = self.x[base + i] * k + b
+        # end: prange
+        return 0
+
+
+# ---------------------------------------------------------------------------
+# per-channel operand on the blocked layout
+# ---------------------------------------------------------------------------
+
+cdef Py_ssize_t CHAN_BLOCK = 8
+
+
+cdef int _channel_piece(int op, int x_first, const float[::1] x, const float[::1] g, float[::1] y,
+                        Py_ssize_t lo, Py_ssize_t npix, Py_ssize_t glo) except -1 nogil:
+    # touch both ends so a debug build bounds-checks the piece
+    x[lo]
+    x[lo + npix * CHAN_BLOCK - 1]
+    y[lo]
+    y[lo + npix * CHAN_BLOCK - 1]
+    g[glo]
+    g[glo + CHAN_BLOCK - 1]
+    rlx_chan_span(op, x_first, &x[lo], &g[glo], &y[lo], npix)
+    return 0
+
+
+cdef class ChannelBinaryLaunch(Launch):
+    """y = x (op) g, or g (op) x when x_first is False: x and y blocked
+    [N, C/8, P, 8], g [G, C] with G = 1 (one operand for every image) or N.
+    y may be x.  Work items are runs of at most BLOCK floats of one block."""
+    cdef const float[::1] x
+    cdef const float[::1] g
+    cdef float[::1] y
+    cdef int op, x_first
+    cdef Py_ssize_t n, c, pixels, gate_n, run_pix, runs
+
+    def __init__(self, int op, x, g, y, Py_ssize_t n, Py_ssize_t c, Py_ssize_t pixels, Py_ssize_t gate_n,
+                 bint x_first, int max_threads):
+        if not B_ADD <= op <= B_DIV:
+            raise ValueError(f"ChannelBinaryLaunch: unknown op code {op}")
+        if n < 1 or pixels < 1 or c < CHAN_BLOCK or c % CHAN_BLOCK:
+            raise ValueError(f"ChannelBinaryLaunch: need n >= 1, pixels >= 1 and channels a positive multiple of "
+                             f"{CHAN_BLOCK}, got n={n}, c={c}, pixels={pixels}")
+        if gate_n != 1 and gate_n != n:
+            raise ValueError(f"ChannelBinaryLaunch: the per-channel operand must have 1 or n={n} rows, got {gate_n}")
+        self.x, self.g, self.y = x, g, y
+        if self.x.shape[0] != n * c * pixels or self.y.shape[0] != n * c * pixels:
+            raise ValueError(f"ChannelBinaryLaunch: x and y must hold n*c*pixels = {n * c * pixels} floats, got "
+                             f"{self.x.shape[0]} and {self.y.shape[0]}")
+        if self.g.shape[0] != gate_n * c:
+            raise ValueError(f"ChannelBinaryLaunch: the per-channel operand must hold {gate_n * c} floats, got "
+                             f"{self.g.shape[0]}")
+        self.op, self.x_first = op, x_first
+        self.n, self.c, self.pixels, self.gate_n = n, c, pixels, gate_n
+        self.run_pix = BLOCK // CHAN_BLOCK
+        self.runs = (pixels + self.run_pix - 1) // self.run_pix
+        self.max_threads = max(1, max_threads)
+
+    cdef int run(self, int nthreads) except -1 nogil:
+        cdef int t = small_work_threads(self.n * self.c * self.pixels, effective_threads(nthreads, self.max_threads),
+                                        PARALLEL_MIN)
+        cdef Py_ssize_t cb = self.c // CHAN_BLOCK
+        cdef Py_ssize_t item, plane, p0, img
+        for item in prange(self.n * cb * self.runs, num_threads=t, schedule='static'):
+            work_note(1)
+            plane = item // self.runs
+            p0 = (item % self.runs) * self.run_pix
+            img = plane // cb if self.gate_n > 1 else 0
+            _channel_piece(self.op, self.x_first, self.x, self.g, self.y, (plane * self.pixels + p0) * CHAN_BLOCK,
+                           min(self.run_pix, self.pixels - p0), img * self.c + (plane % cb) * CHAN_BLOCK)
         # end: prange
         return 0

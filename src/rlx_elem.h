@@ -2,7 +2,8 @@
  * AVX2 loops, with the portable loop as the baseline variant: the same
  * arithmetic and bits (relu and its backward are selects, add one rounding).
  * The typed Cython loops they replace ran 1.1-1.6x slower on one thread
- * (6.4 MB operands). */
+ * (6.4 MB operands).  Below them, the blocked layout's per-channel binary op
+ * (rlx_chan_span), which inference graphs use. */
 #ifndef RLX_ELEM_H
 #define RLX_ELEM_H
 #include "rlx_simd.h"
@@ -52,5 +53,73 @@ static void rlx_elem_span(int op, const float* a, const float* b, float* y, ptrd
     }
 #endif
     for (ptrdiff_t i = 0; i < n; ++i) y[i] = rlx_elem_one(op, a[i], b[i]);
+}
+
+/* The blocked layout's per-channel operand (squeeze-excitation's gate
+ * [N, C, 1, 1] times a blocked [N, C/8, H, W, 8] map): over npix pixels of
+ * one 8-channel block, y[p][c] = x[p][c] (op) g[c], or g[c] (op) x[p][c]
+ * when x_first is 0.  The codes are _elementwise.pyx's binary ones.  Each
+ * element is one IEEE operation, so every variant gives the same bits; add
+ * and mul commute exactly, so only sub and div look at the order.  y may be x. */
+enum { RLX_CHAN_ADD = 0, RLX_CHAN_SUB = 1, RLX_CHAN_MUL = 2, RLX_CHAN_DIV = 3 };
+
+static inline float rlx_chan_one(int op, float a, float b) {
+    if (op == RLX_CHAN_ADD) return a + b;
+    if (op == RLX_CHAN_SUB) return a - b;
+    if (op == RLX_CHAN_MUL) return a * b;
+    return a / b;
+}
+
+#if RLX_X86_DISPATCH
+RLX_INLINE_AVX2 __m256 rlx_chan_op8(const int op, __m256 a, __m256 b) {
+    if (op == RLX_CHAN_ADD) return _mm256_add_ps(a, b);
+    if (op == RLX_CHAN_SUB) return _mm256_sub_ps(a, b);
+    if (op == RLX_CHAN_MUL) return _mm256_mul_ps(a, b);
+    return _mm256_div_ps(a, b);
+}
+
+RLX_INLINE_AVX2 void rlx_chan_body(const int op, const int x_first, const float* x, const float* g, float* y,
+                                   ptrdiff_t npix) {
+    const __m256 gv = _mm256_loadu_ps(g);
+    ptrdiff_t p = 0;
+    for (; p + 2 <= npix; p += 2) {
+        const __m256 a = _mm256_loadu_ps(x + 8 * p), b = _mm256_loadu_ps(x + 8 * p + 8);
+        _mm256_storeu_ps(y + 8 * p, x_first ? rlx_chan_op8(op, a, gv) : rlx_chan_op8(op, gv, a));
+        _mm256_storeu_ps(y + 8 * p + 8, x_first ? rlx_chan_op8(op, b, gv) : rlx_chan_op8(op, gv, b));
+    }
+    if (p < npix) {
+        const __m256 a = _mm256_loadu_ps(x + 8 * p);
+        _mm256_storeu_ps(y + 8 * p, x_first ? rlx_chan_op8(op, a, gv) : rlx_chan_op8(op, gv, a));
+    }
+}
+
+RLX_TARGET_AVX2 static void rlx_chan_span_avx2(int op, int x_first, const float* x, const float* g, float* y,
+                                               ptrdiff_t npix) {
+    switch (op) {
+    case RLX_CHAN_ADD: rlx_chan_body(RLX_CHAN_ADD, 1, x, g, y, npix); return;
+    case RLX_CHAN_MUL: rlx_chan_body(RLX_CHAN_MUL, 1, x, g, y, npix); return;
+    case RLX_CHAN_SUB:
+        if (x_first) rlx_chan_body(RLX_CHAN_SUB, 1, x, g, y, npix);
+        else rlx_chan_body(RLX_CHAN_SUB, 0, x, g, y, npix);
+        return;
+    default:
+        if (x_first) rlx_chan_body(RLX_CHAN_DIV, 1, x, g, y, npix);
+        else rlx_chan_body(RLX_CHAN_DIV, 0, x, g, y, npix);
+        return;
+    }
+}
+#endif
+
+/* y[p*8 + c] = x[p*8 + c] (op) g[c] (x_first) or g[c] (op) x[p*8 + c], p in [0, npix) */
+static void rlx_chan_span(int op, int x_first, const float* x, const float* g, float* y, ptrdiff_t npix) {
+#if RLX_X86_DISPATCH
+    if (rlx_simd_level()) {
+        rlx_chan_span_avx2(op, x_first, x, g, y, npix);
+        return;
+    }
+#endif
+    for (ptrdiff_t p = 0; p < npix; ++p)
+        for (int c = 0; c < 8; ++c)
+            y[8 * p + c] = x_first ? rlx_chan_one(op, x[8 * p + c], g[c]) : rlx_chan_one(op, g[c], x[8 * p + c]);
 }
 #endif

@@ -11,7 +11,8 @@ import pytest
 import rlx_cpu
 from conftest import TOL, check_parity, script_array
 from reference import avg_pool_nd, conv_nd, global_pool, max_pool_nd, pool_out_size
-from rlx_cpu import _nchwc, _runtime, passes
+from rlx_cpu import _elementwise, _nchwc, _runtime, passes
+from rlx_cpu.ops.blocked import CHANNEL_BINARY_CODES
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -535,6 +536,60 @@ def test_global_pools_match_reference(rng, shape, kind):
         np.testing.assert_array_equal(o, outs[0])
 
 
+def run_channel(x, g, op, x_first, threads):
+    """Blocked x (op) g with g [N or 1, C, 1, 1] through ChannelBinaryLaunch,
+    back in NCHW."""
+    n, c = x.shape[:2]
+    p = int(np.prod(x.shape[2:]))
+    y = np.full(x.size, np.nan, np.float32)
+    _elementwise.ChannelBinaryLaunch(CHANNEL_BINARY_CODES[op], _nchwc.to_blocked(x).reshape(-1), g.reshape(-1), y, n,
+                                     c, p, g.shape[0], x_first, threads).execute(threads)
+    return _nchwc.from_blocked(y.reshape((n, c // 8) + x.shape[2:] + (8,)))
+
+
+CHANNEL_NP = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
+
+
+@pytest.mark.parametrize("shape", [(2, 16, 5, 7), (1, 8, 1, 1), (3, 24, 29, 31), (1, 40, 2, 300)])
+@pytest.mark.parametrize("op", sorted(CHANNEL_NP))
+@pytest.mark.parametrize("x_first", [True, False])
+@pytest.mark.parametrize("per_image", [True, False])
+def test_channel_binary_matches_reference(rng, shape, op, x_first, per_image):
+    # several 512-pixel runs per block with a partial last one (29x31, 2x300),
+    # odd pixel counts (the two-pixel loop's tail), one block, several images
+    n, c = shape[:2]
+    x = rng.standard_normal(shape).astype(np.float32)
+    g = (rng.standard_normal((n if per_image else 1, c, 1, 1)) + 0.1).astype(np.float32)
+    # a float32 +, -, * or / is the float64 result rounded once, exactly
+    a, b = (x.astype(np.float64), g.astype(np.float64)) if x_first else (g.astype(np.float64), x.astype(np.float64))
+    want = CHANNEL_NP[op](a, b).astype(np.float32)
+    for t in TWO:
+        np.testing.assert_array_equal(run_channel(x, g, op, x_first, t), want)
+
+
+def test_channel_binary_writes_in_place(rng):
+    x = rng.standard_normal((2, 16, 9, 9)).astype(np.float32)
+    g = rng.standard_normal((2, 16)).astype(np.float32)
+    xb = _nchwc.to_blocked(x).reshape(-1)
+    _elementwise.ChannelBinaryLaunch(CHANNEL_BINARY_CODES["mul"], xb, g.reshape(-1), xb, 2, 16, 81, 2, True,
+                                     2).execute(2)
+    np.testing.assert_array_equal(_nchwc.from_blocked(xb.reshape(2, 2, 9, 9, 8)), x * g.reshape(2, 16, 1, 1))
+
+
+def test_channel_binary_launch_refuses_bad_geometry():
+    f = np.zeros(64, np.float32)
+    with pytest.raises(ValueError, match=r"ChannelBinaryLaunch: unknown op code 7"):
+        _elementwise.ChannelBinaryLaunch(7, f, f[:8], f, 1, 8, 8, 1, True, 1)
+    with pytest.raises(ValueError, match=r"channels a positive multiple of 8, got n=1, c=12, pixels=4"):
+        _elementwise.ChannelBinaryLaunch(0, f[:48], f[:12], f[:48], 1, 12, 4, 1, True, 1)
+    with pytest.raises(ValueError, match=r"must have 1 or n=2 rows, got 3"):
+        _elementwise.ChannelBinaryLaunch(0, f, f[:24], f, 2, 8, 4, 3, True, 1)
+    with pytest.raises(ValueError, match=r"x and y must hold n\*c\*pixels = 64 floats, got 64 and 63"):
+        _elementwise.ChannelBinaryLaunch(0, f, f[:8], f[:63], 1, 8, 8, 1, True, 1)
+    with pytest.raises(ValueError, match=r"the per-channel operand must hold 16 floats, got 8"):
+        _elementwise.ChannelBinaryLaunch(0, f, f[:8], f, 2, 8, 4, 2, True, 1)
+
+
 def test_pool_launches_refuse_bad_geometry():
     f = np.zeros(4096, np.float32)
     with pytest.raises(ValueError, match=r"max_pool2d_nchwc: output h 0 has no input pixel in its window "
@@ -568,7 +623,7 @@ PORTABLE_SCRIPT = r"""
 import sys
 import numpy as np
 from rlx_cpu import _nchwc
-from test_blocked import run_1x1, run_dense, run_dw, run_pool, run_stem
+from test_blocked import run_1x1, run_channel, run_dense, run_dw, run_pool, run_stem
 rng = np.random.default_rng(3)
 outs = []
 for (n, k, m, h, w) in [(1, 272, 24, 7, 9), (2, 16, 32, 5, 5)]:
@@ -605,6 +660,10 @@ for act, alpha, beta in [("silu", 0.0, 0.0), ("sigmoid", 0.0, 0.0), ("hard_swish
 x = rng.standard_normal((1, 48, 6, 7)).astype(np.float32)
 outs.append(run_dense(x, rng.standard_normal((48, 24, 3, 3)).astype(np.float32), None, None, (1, 1), (1, 1), (1, 1),
                       (1, 1), "silu", 1, groups=2))
+# the per-channel binary op (squeeze-excitation's gate), both operand orders
+x = rng.standard_normal((2, 16, 9, 11)).astype(np.float32)
+for op, x_first in [("mul", True), ("sub", False), ("div", False), ("add", True)]:
+    outs.append(run_channel(x, rng.standard_normal((2, 16, 1, 1)).astype(np.float32) + 0.1, op, x_first, 1))
 # pools (a NaN in a max window) and global pools
 x = rng.standard_normal((2, 16, 9, 11)).astype(np.float32)
 x[0, 3, 4, 4] = np.nan
@@ -945,20 +1004,57 @@ def test_conv1d_chains_and_elementwise_ops_run_blocked(rng, blocked_on):
     check_parity(got, plain.run(feeds)[0], "blocked conv1d chain vs NCHW plan")
 
 
-def test_broadcasting_elementwise_ops_stay_nchw(rng, blocked_on):
-    # squeeze-excitation's x * s with s [N, C, 1, 1] broadcasts over the
-    # plane: not layout-free, so the chain ends before it
+@pytest.mark.parametrize("threads", TWO)
+def test_squeeze_excitation_gates_stay_in_the_chain(rng, blocked_on, threads):
+    # squeeze-excitation's x * s with s [N, C, 1, 1] from a global pool and
+    # two small NCHW convs: the global pool's output is both layouts, so the
+    # mul reads the gate by block and the chain goes on through it (in
+    # place); so do the other per-channel operands, on either side
+    g = rlx_cpu.Graph()
+    x = g.input("x", (2, 16, 6, 6))
+    h = inverted_residual_chain(rng, g, x, 16, blocks=1)
+    s = g.sigmoid(g.conv2d(g.relu(g.conv2d(g.global_avg_pool(h), rng.standard_normal((8, 16, 1, 1)) * 0.3)),
+                           rng.standard_normal((16, 8, 1, 1)) * 0.3))
+    h = g.mul(h, s)
+    h = g.conv2d(h, rng.standard_normal((16, 16, 1, 1)) * 0.3)
+    h = g.sub(s, h)                                                       # gate first
+    h = g.div(h, g.broadcast_add(s, g.constant(np.float32(1.0))))         # a gate computed from the gate
+    h = g.broadcast_add(h, g.constant(rng.standard_normal((16, 1, 1)).astype(np.float32)))   # [C, 1, 1]
+    h = g.mul(g.constant((rng.standard_normal((1, 16, 1, 1)) + 2).astype(np.float32)), h)
+    g.output(g.conv2d(h, rng.standard_normal((16, 16, 1, 1)) * 0.3))
+    out = passes.blocked_layout(passes.fuse_epilogue(g), threads)
+    chans = [n for n in out.nodes if n.op == "channel_binary_nchwc"]
+    assert [(n.attrs.op, n.attrs.x_first) for n in chans] == [("mul", True), ("sub", False), ("div", True),
+                                                               ("add", True), ("mul", False)]
+    for n in chans:
+        assert len(n.shape) == 5 and len(out.node(n.inputs[1]).shape) in (3, 4)
+    # in from x, out to the output: the gates need no reorder
+    assert ops(out).count("to_nchwc") == 1 and ops(out).count("from_nchwc") == 1
+    blocked, plain = compile_both(g, threads)
+    kinds = [t.kind for t in blocked.thunks]
+    assert kinds.count("channel_binary_nchwc") == 5 and kinds.count("reorder_nchwc") == 2
+    # what stays NCHW is the gate's own s + 1
+    assert not {"mul", "sub", "div"} & set(kinds) and kinds.count("broadcast_add") == 1
+    # each channel op is its input's last reader: it writes over it
+    assert all(t.y == t.x for t in blocked.thunks if t.kind == "channel_binary_nchwc")
+    feeds = {"x": rng.standard_normal((2, 16, 6, 6)).astype(np.float32)}
+    check_parity(blocked.run(feeds)[0], plain.run(feeds)[0], "blocked SE block vs NCHW plan")
+
+
+def test_other_broadcasting_elementwise_ops_stay_nchw(rng, blocked_on):
+    # an operand that varies along the plane ([1, 1, 1, W]) is no
+    # per-channel one: the chain ends before the mul
     g = rlx_cpu.Graph()
     x = g.input("x", (1, 16, 6, 6))
     h = inverted_residual_chain(rng, g, x, 16, blocks=1)
-    s = g.sigmoid(g.conv2d(g.global_avg_pool(h), rng.standard_normal((16, 16, 1, 1)) * 0.3))
-    g.output(g.mul(h, s))
+    g.output(g.mul(h, g.constant(rng.standard_normal((1, 1, 1, 6)).astype(np.float32))))
     out = passes.blocked_layout(passes.fuse_epilogue(g))
     mul = [n for n in out.nodes if n.op == "mul"][0]
     assert mul.shape == (1, 16, 6, 6) and out.node(mul.inputs[0]).op == "from_nchwc"
+    assert "channel_binary_nchwc" not in ops(out)
     blocked, plain = compile_both(g)
     feeds = {"x": rng.standard_normal((1, 16, 6, 6)).astype(np.float32)}
-    check_parity(blocked.run(feeds)[0], plain.run(feeds)[0], "blocked SE block vs NCHW plan")
+    check_parity(blocked.run(feeds)[0], plain.run(feeds)[0], "blocked chain, row broadcast vs NCHW plan")
 
 
 def test_a_stem_and_its_pool_run_blocked_on_their_own(rng, blocked_on):

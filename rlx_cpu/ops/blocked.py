@@ -13,6 +13,12 @@ each end of a chain:
 ``global_pool_nchwc`` a global max/avg pool from blocked input to [N, C, 1, 1]
                    (the same memory in both layouts, so a chain ends there
                    without a reorder)
+``channel_binary_nchwc`` x (op) g for op add / sub / mul / div, with x a
+                   blocked value and g a per-channel operand [N or 1, C, 1,
+                   ...] (squeeze-excitation's gate, which a global pool and
+                   two tiny convs computed in NCHW: [N, C, 1, 1] is the same
+                   memory in both layouts); inputs x, g; ChannelBinaryAttrs
+                   says the op and which side x is on
 ``inverted_residual_nchwc`` MobileNetV2's block as one node (pass
                    ``fuse_inverted_residual``): [expand 1x1 ->] depthwise
                    3x3 (stride 1 or 2, padding 1) -> project 1x1 (+ the
@@ -59,7 +65,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
-from .. import _nchwc
+from .. import _elementwise, _nchwc
 from ..registry import compile_rule
 from ..thunks import Slice, Thunk
 from .conv import ConvEpilogue, conv_operands
@@ -833,6 +839,56 @@ class NchwcGlobalPoolThunk(Thunk):
 
 
 @dataclass(frozen=True)
+class ChannelBinaryAttrs:
+    """channel_binary_nchwc: y = x (op) g when x_first, else g (op) x."""
+    op: str                       # 'add' | 'sub' | 'mul' | 'div'
+    x_first: bool
+
+    def __repr__(self):
+        return f"{'x' if self.x_first else 'g'} {self.op} {'g' if self.x_first else 'x'}"
+
+
+CHANNEL_BINARY_CODES = {"add": _elementwise.BINARY_ADD, "sub": _elementwise.BINARY_SUB,
+                        "mul": _elementwise.BINARY_MUL, "div": _elementwise.BINARY_DIV}
+
+
+def channel_operand_rows(x_shape, g_shape):
+    """For an NCHW value of x_shape and another operand of g_shape: 1 or N when
+    g is per channel ([C, 1, ...], [1, C, 1, ...] or [N, C, 1, ...]; rank at
+    most x's), so that blocked x (op) g is channel_binary_nchwc; else None."""
+    if len(g_shape) > len(x_shape) or len(x_shape) < 3:
+        return None
+    g = (1,) * (len(x_shape) - len(g_shape)) + tuple(g_shape)
+    if g[1] != x_shape[1] or any(d != 1 for d in g[2:]) or g[0] not in (1, x_shape[0]):
+        return None
+    return g[0]
+
+
+@dataclass(frozen=True, repr=False)
+class NchwcChannelBinaryThunk(Thunk):
+    """Blocked x [N, C/8, P, 8] (op) g [G, C] (G = 1 or N) into y like x."""
+    x: Slice
+    g: Slice
+    y: Slice
+    op: int
+    x_first: bool
+    n: int
+    c: int
+    pixels: int
+    gate_n: int
+    max_threads: int
+
+    kind: ClassVar[str] = "channel_binary_nchwc"
+    reads: ClassVar[tuple] = ("x", "g")
+    writes: ClassVar[tuple] = ("y",)
+    pointwise: ClassVar[bool] = True
+
+    def bind(self, view):
+        return _elementwise.ChannelBinaryLaunch(self.op, view(self.x), view(self.g), view(self.y), self.n, self.c,
+                                                self.pixels, self.gate_n, self.x_first, self.max_threads)
+
+
+@dataclass(frozen=True)
 class InvertedResidualAttrs:
     """The three convs of a fused inverted residual block (their ConvAttrs,
     epilogues included; expand None when the block has none) and which of
@@ -1043,6 +1099,15 @@ def compile_global_pool_nchwc(ctx, node):
     n, cb, h, w, _ = ctx.graph.node(node.inputs[0]).shape
     ctx.emit(NchwcGlobalPoolThunk(node.name, ctx.buf(node.inputs[0]), ctx.buf(node.id), n, cb * BLOCK, h * w,
                                   node.attrs.kind, ctx.num_threads))
+
+
+@compile_rule("channel_binary_nchwc")
+def compile_channel_binary_nchwc(ctx, node):
+    x, g = (ctx.graph.node(i) for i in node.inputs)
+    n, cb = x.shape[0], x.shape[1]
+    ctx.emit(NchwcChannelBinaryThunk(node.name, ctx.buf(x.id), ctx.buf(g.id), ctx.buf(node.id),
+                                     CHANNEL_BINARY_CODES[node.attrs.op], node.attrs.x_first, n, cb * BLOCK,
+                                     math.prod(x.shape[2:-1]), math.prod(g.shape) // (cb * BLOCK), ctx.num_threads))
 
 
 @compile_rule("inverted_residual_nchwc")
