@@ -249,6 +249,17 @@ def pack_dense_weight(weight, Py_ssize_t groups=1):
 # and the 2-D one and the transposed conv's phases without the wide row
 # tiles).
 DENSE_ITEM_PIXELS = 64
+# With the AVX2 tiles, output rows at least this wide make items of whole
+# rows, and the tiles of a row stay in it: the tile of consecutive pixels
+# keeps its offsets as constants, where a tile across a row end holds twelve
+# offsets in registers.  Interleaved on Zen 3, kernel ms per-row / across,
+# the same bits: RegNet's grouped 3x3 s2 (8 channels per group) 16->16 from
+# 112x112 1.07-1.09x at batch 1 and 8, 1 and 2 threads; 64->64 g8 from 56x56
+# 1.08x; 24->24 g3 1.06x; 64->128 s2 from 56x56 1.03x; stride-1 dense 3x3s
+# 0.98-0.99x (noise); whole RegNets and ResNets at 224, 2 threads, batch 1
+# and 8: 0.97-1.04x the runs, 1.02x in the middle.  Narrower rows (7x7, 14x14
+# planes) gain from tiles that run across rows (49 pixels = 4 x 6 + 5 x 5).
+DENSE_ROW_ITEM_MIN_W = 24
 
 
 def dense_item_pixels(Py_ssize_t plane, Py_ssize_t w_out, Py_ssize_t sw):
@@ -263,8 +274,12 @@ def dense_item_pixels(Py_ssize_t plane, Py_ssize_t w_out, Py_ssize_t sw):
     ResNet 3x3 shapes within noise).  Rows longer than that split into
     equal items of at most RLX_NCHWC_DENSE_ITEM pixels (conv1d 512->512 k7
     on 8192: 1.08-1.14x at 1 thread and 1.07-1.10x at 2 against items of
-    64; 256->256 k3 on 2048 and 64->64 k5 on 4096: 1.01-1.04x).  Else
-    about DENSE_ITEM_PIXELS pixels."""
+    64; 256->256 k3 on 2048 and 64->64 k5 on 4096: 1.01-1.04x).  With the
+    AVX2 tiles, planes of more than one row (not a conv1d's) in rows of
+    DENSE_ROW_ITEM_MIN_W to RLX_NCHWC_DENSE_ITEM pixels make items of whole
+    rows, about DENSE_ITEM_PIXELS pixels, whose tiles
+    then stay within a row (see there).  Else about DENSE_ITEM_PIXELS
+    pixels."""
     cdef Py_ssize_t h_out, rows, nblk
     if rlx_simd_level() >= 2 and RLX_NCHWC_NP < w_out and (sw == 1 or sw == 2):
         if w_out > RLX_NCHWC_DENSE_ITEM:
@@ -272,6 +287,11 @@ def dense_item_pixels(Py_ssize_t plane, Py_ssize_t w_out, Py_ssize_t sw):
             return (plane + nblk - 1) // nblk
         h_out = plane // w_out
         rows = RLX_NCHWC_DENSE_ITEM // w_out
+        nblk = (h_out + rows - 1) // rows
+        return (h_out + nblk - 1) // nblk * w_out
+    if rlx_simd_level() == 1 and DENSE_ROW_ITEM_MIN_W <= w_out <= RLX_NCHWC_DENSE_ITEM and plane > w_out:
+        h_out = plane // w_out
+        rows = max(1, DENSE_ITEM_PIXELS // w_out)
         nblk = (h_out + rows - 1) // rows
         return (h_out + nblk - 1) // nblk * w_out
     nblk = (plane + DENSE_ITEM_PIXELS - 1) // DENSE_ITEM_PIXELS

@@ -1124,6 +1124,10 @@ static void rlx_nchwc_dense_run(const float* xp, ptrdiff_t xp_len, const float* 
      * and 512->512 at 7x7: 1.04-1.07x the 6-pixel tiles in most interleaved
      * A/B rounds; at stride 2, 128->128 from 56x56, 0.94-1.00x) */
     const int rows1 = pairs && wo > RLX_NCHWC_NP && (g->sw == 1 || g->sw == 2);
+    /* items of whole rows at least two half-panel tiles wide (with the AVX2
+     * tiles, _nchwc.pyx dense_item_pixels): tiles stay within a row, and so
+     * read their pixels at constant offsets (rlx_nchwc_poff_kind) */
+    const int per_row = g->pixels % wo == 0 && wo >= 2 * RLX_NCHWC_NPH;
     ptrdiff_t poff[RLX_NCHWC_DENSE_ITEM];
     (void)xp_len;
     (void)wq_len;
@@ -1209,7 +1213,9 @@ static void rlx_nchwc_dense_run(const float* xp, ptrdiff_t xp_len, const float* 
                  * a half panel (8 output channels) in tiles of up to 12 */
                 const ptrdiff_t most = !z && nv == 1 ? RLX_NCHWC_NPH : RLX_NCHWC_NP;
                 for (ptrdiff_t p = p0; p < p1;) {
-                    const ptrdiff_t seg = rlx_nchwc_dense_segment(g, p, p1, wo) - p;
+                    ptrdiff_t end = rlx_nchwc_dense_segment(g, p, p1, wo);
+                    if (per_row && (p / wo + 1) * wo < end) end = (p / wo + 1) * wo;
+                    const ptrdiff_t seg = end - p;
                     const ptrdiff_t nt = (seg + most - 1) / most;
                     const ptrdiff_t sb = seg / nt, sx = seg % nt;
                     ptrdiff_t a0 = 0, a1 = taps;
