@@ -963,15 +963,21 @@ static void rlx_nchwc_pad_phase2(const float* x, ptrdiff_t x_len, float* xp, ptr
                 continue;
             }
             const float* sr = s + ir * w * 8;
-            for (ptrdiff_t ph = 0; ph < 2; ++ph)
-                for (ptrdiff_t k = 0; k < wq; ++k) {
-                    const ptrdiff_t c = 2 * k + ph - pl;
-                    float* dd = d + (ph * wq + k) * 8;
-                    if (c >= 0 && c < w)
-                        memcpy(dd, sr + c * 8, 8 * sizeof(float));
-                    else
-                        memset(dd, 0, 8 * sizeof(float));
-                }
+            for (ptrdiff_t ph = 0; ph < 2; ++ph) {
+                /* slot k holds padded column 2k + ph, pixel 2k + o of sr:
+                 * one for k in [k0, k1), the rest padding.  No test per
+                 * slot: RegNet's grouped 3x3 s2 convs (16->16 from 112x112,
+                 * 24->24 from 56x56) 1.02-1.04x kernel time at batch 1 and
+                 * 8, 1 and 2 threads, interleaved; ResNet's 0.99-1.01x */
+                const ptrdiff_t o = ph - pl, k0 = o >= 0 ? 0 : (1 - o) / 2;
+                ptrdiff_t k1 = w - o > 0 ? (w - o + 1) / 2 : 0;
+                if (k1 > wq) k1 = wq;
+                if (k1 < k0) k1 = k0;
+                float* dp = d + ph * wq * 8;
+                memset(dp, 0, sizeof(float) * (size_t)(k0 * 8));
+                for (ptrdiff_t k = k0; k < k1; ++k) memcpy(dp + k * 8, sr + (2 * k + o) * 8, 8 * sizeof(float));
+                memset(dp + k1 * 8, 0, sizeof(float) * (size_t)((wq - k1) * 8));
+            }
         }
     }
 }
