@@ -66,7 +66,8 @@ ACTIVATIONS = ("relu", "clip", "leaky_relu", "sigmoid", "hard_sigmoid", "hard_sw
 # every one of these ops is one pointwise thunk y[i] = f(x[i], ...)
 POINTWISE = dict({a: (0,) for a in ACTIVATIONS},
                  add=(0, 1), broadcast_add=(0, 1), sub=(0, 1), mul=(0, 1), div=(0, 1),
-                 bias_add=(0,), batch_norm=(0,), relu_backward=(0, 1), channel_binary_nchwc=(0,))
+                 bias_add=(0,), batch_norm=(0,), relu_backward=(0, 1), channel_binary_nchwc=(0,),
+                 batch_norm_nchwc=(0,))
 
 
 # ---------------------------------------------------------------------------
@@ -348,7 +349,8 @@ def blocked_layout(graph, nthreads=1):
     (activations, and add/sub/mul/div of same-shape operands or a scalar)
     do not see the layout; add/sub/mul/div of a chain value and a
     per-channel operand ([N or 1, C, 1, 1]: a squeeze-excitation gate)
-    becomes channel_binary_nchwc.  Members are chained through
+    becomes channel_binary_nchwc, a batch_norm batch_norm_nchwc.  Members
+    are chained through
     the inputs (not a stem's) and residual they read; a stem starts a chain
     and a global pool ends one (it writes [N, C, 1, 1], which is both
     layouts).  A chain of at least BLOCKED_MIN_CHAIN convs is rewritten, and
@@ -397,7 +399,9 @@ def blocked_layout(graph, nthreads=1):
         return (a.shape == n.shape and channel_operand_rows(n.shape, b.shape) is not None) or (
             b.shape == n.shape and channel_operand_rows(n.shape, a.shape) is not None)
     channel_ops = {n.id for n in graph.nodes if channel_op(n)}
-    pointwise |= channel_ops
+    # so does an inference batch norm (per-channel scale and shift)
+    norms = {n.id for n in graph.nodes if n.op == "batch_norm" and blockable(n)}
+    pointwise |= channel_ops | norms
     eligible = convs | pools | globals_ | concats | pointwise
     parent = {i: i for i in eligible}
 
@@ -496,6 +500,9 @@ def blocked_layout(graph, nthreads=1):
             x, g = node.inputs if x_first else node.inputs[::-1]
             ins, op = [as_blocked(x), rb.map[g]], "channel_binary_nchwc"
             attrs = ChannelBinaryAttrs("add" if node.op == "broadcast_add" else node.op, x_first)
+            counts["pointwise"] += 1
+        elif node.id in norms:
+            ins, op = [as_blocked(node.inputs[0])] + [rb.map[i] for i in node.inputs[1:]], "batch_norm_nchwc"
             counts["pointwise"] += 1
         elif node.id in pointwise:
             ins = [as_blocked(i) if graph.node(i).shape == node.shape else rb.map[i] for i in node.inputs]

@@ -7,7 +7,8 @@
 #   * ChannelAffineLaunch: y[n, c, s] = x[n, c, s] * scale[c] + shift[c]
 #     (inference BatchNormalization with its statistics folded at compile);
 #   * ChannelBinaryLaunch: a blocked [N, C/8, P, 8] map (op) a per-channel
-#     operand [N or 1, C] (squeeze-excitation's gate on the blocked layout).
+#     operand [N or 1, C] (squeeze-excitation's gate on the blocked layout),
+#     or x * scale[c] + shift[c] (inference batch norm on it).
 #
 # Work is cut into blocks of BLOCK elements spread over the threads; below
 # PARALLEL_MIN elements one thread runs it (a fork/join costs more there).
@@ -30,7 +31,8 @@ cdef extern from "rlx_nchwc.h":
 
 
 cdef extern from "rlx_elem.h":
-    void rlx_chan_span(int op, int x_first, const float* x, const float* g, float* y, Py_ssize_t npix) nogil
+    void rlx_chan_span(int op, int x_first, const float* x, const float* g, const float* h, float* y,
+                       Py_ssize_t npix) nogil
 
 
 cdef extern from "rlx_simd.h":
@@ -310,10 +312,14 @@ cdef class ChannelAffineLaunch(Launch):
 # ---------------------------------------------------------------------------
 
 cdef Py_ssize_t CHAN_BLOCK = 8
+cdef enum:
+    B_AFFINE = 4
+
+BINARY_AFFINE = B_AFFINE
 
 
-cdef int _channel_piece(int op, int x_first, const float[::1] x, const float[::1] g, float[::1] y,
-                        Py_ssize_t lo, Py_ssize_t npix, Py_ssize_t glo) except -1 nogil:
+cdef int _channel_piece(int op, int x_first, const float[::1] x, const float[::1] g, const float[::1] h,
+                        float[::1] y, Py_ssize_t lo, Py_ssize_t npix, Py_ssize_t glo) except -1 nogil:
     # touch both ends so a debug build bounds-checks the piece
     x[lo]
     x[lo + npix * CHAN_BLOCK - 1]
@@ -321,24 +327,32 @@ cdef int _channel_piece(int op, int x_first, const float[::1] x, const float[::1
     y[lo + npix * CHAN_BLOCK - 1]
     g[glo]
     g[glo + CHAN_BLOCK - 1]
-    rlx_chan_span(op, x_first, &x[lo], &g[glo], &y[lo], npix)
+    if op == B_AFFINE:
+        h[glo]
+        h[glo + CHAN_BLOCK - 1]
+    rlx_chan_span(op, x_first, &x[lo], &g[glo], &h[glo] if op == B_AFFINE else NULL, &y[lo], npix)
     return 0
 
 
 cdef class ChannelBinaryLaunch(Launch):
     """y = x (op) g, or g (op) x when x_first is False: x and y blocked
-    [N, C/8, P, 8], g [G, C] with G = 1 (one operand for every image) or N.
-    y may be x.  Work items are runs of at most BLOCK floats of one block."""
+    [N, C/8, P, 8], g [G, C] with G = 1 (one operand for every image) or N;
+    op BINARY_AFFINE: y = x * g + shift, both [C] (G = 1).  y may be x.
+    Work items are runs of at most BLOCK floats of one block."""
     cdef const float[::1] x
     cdef const float[::1] g
+    cdef const float[::1] h
     cdef float[::1] y
     cdef int op, x_first
     cdef Py_ssize_t n, c, pixels, gate_n, run_pix, runs
 
     def __init__(self, int op, x, g, y, Py_ssize_t n, Py_ssize_t c, Py_ssize_t pixels, Py_ssize_t gate_n,
-                 bint x_first, int max_threads):
-        if not B_ADD <= op <= B_DIV:
+                 bint x_first, int max_threads, shift=None):
+        if not B_ADD <= op <= B_AFFINE:
             raise ValueError(f"ChannelBinaryLaunch: unknown op code {op}")
+        if (op == B_AFFINE) != (shift is not None) or (op == B_AFFINE and gate_n != 1):
+            raise ValueError(f"ChannelBinaryLaunch: the affine op (and it alone) takes a shift, and one scale "
+                             f"row; got op {op}, shift {'given' if shift is not None else 'None'}, {gate_n} rows")
         if n < 1 or pixels < 1 or c < CHAN_BLOCK or c % CHAN_BLOCK:
             raise ValueError(f"ChannelBinaryLaunch: need n >= 1, pixels >= 1 and channels a positive multiple of "
                              f"{CHAN_BLOCK}, got n={n}, c={c}, pixels={pixels}")
@@ -351,6 +365,9 @@ cdef class ChannelBinaryLaunch(Launch):
         if self.g.shape[0] != gate_n * c:
             raise ValueError(f"ChannelBinaryLaunch: the per-channel operand must hold {gate_n * c} floats, got "
                              f"{self.g.shape[0]}")
+        self.h = shift if shift is not None else g
+        if op == B_AFFINE and self.h.shape[0] != c:
+            raise ValueError(f"ChannelBinaryLaunch: the shift must hold {c} floats, got {self.h.shape[0]}")
         self.op, self.x_first = op, x_first
         self.n, self.c, self.pixels, self.gate_n = n, c, pixels, gate_n
         self.run_pix = BLOCK // CHAN_BLOCK
@@ -367,7 +384,8 @@ cdef class ChannelBinaryLaunch(Launch):
             plane = item // self.runs
             p0 = (item % self.runs) * self.run_pix
             img = plane // cb if self.gate_n > 1 else 0
-            _channel_piece(self.op, self.x_first, self.x, self.g, self.y, (plane * self.pixels + p0) * CHAN_BLOCK,
-                           min(self.run_pix, self.pixels - p0), img * self.c + (plane % cb) * CHAN_BLOCK)
+            _channel_piece(self.op, self.x_first, self.x, self.g, self.h, self.y,
+                           (plane * self.pixels + p0) * CHAN_BLOCK, min(self.run_pix, self.pixels - p0),
+                           img * self.c + (plane % cb) * CHAN_BLOCK)
         # end: prange
         return 0

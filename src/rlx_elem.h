@@ -60,8 +60,11 @@ static void rlx_elem_span(int op, const float* a, const float* b, float* y, ptrd
  * one 8-channel block, y[p][c] = x[p][c] (op) g[c], or g[c] (op) x[p][c]
  * when x_first is 0.  The codes are _elementwise.pyx's binary ones.  Each
  * element is one IEEE operation, so every variant gives the same bits; add
- * and mul commute exactly, so only sub and div look at the order.  y may be x. */
-enum { RLX_CHAN_ADD = 0, RLX_CHAN_SUB = 1, RLX_CHAN_MUL = 2, RLX_CHAN_DIV = 3 };
+ * and mul commute exactly, so only sub and div look at the order.  y may be x.
+ * RLX_CHAN_AFFINE (inference batch norm): y = x * g[c] + h[c], a multiply
+ * then an add, rounded each, as the NCHW kernel (_elementwise.pyx
+ * ChannelAffineLaunch); h is read by it alone. */
+enum { RLX_CHAN_ADD = 0, RLX_CHAN_SUB = 1, RLX_CHAN_MUL = 2, RLX_CHAN_DIV = 3, RLX_CHAN_AFFINE = 4 };
 
 static inline float rlx_chan_one(int op, float a, float b) {
     if (op == RLX_CHAN_ADD) return a + b;
@@ -76,6 +79,18 @@ RLX_INLINE_AVX2 __m256 rlx_chan_op8(const int op, __m256 a, __m256 b) {
     if (op == RLX_CHAN_SUB) return _mm256_sub_ps(a, b);
     if (op == RLX_CHAN_MUL) return _mm256_mul_ps(a, b);
     return _mm256_div_ps(a, b);
+}
+
+RLX_INLINE_AVX2 void rlx_chan_affine_body(const float* x, const float* g, const float* h, float* y,
+                                          ptrdiff_t npix) {
+    const __m256 gv = _mm256_loadu_ps(g), hv = _mm256_loadu_ps(h);
+    for (ptrdiff_t p = 0; p < npix; ++p) {
+        __m256 m = _mm256_mul_ps(_mm256_loadu_ps(x + 8 * p), gv);
+        /* the product stays rounded: without this the compiler may fuse
+         * the multiply and the add into one FMA (one rounding) */
+        __asm__("" : "+x"(m));
+        _mm256_storeu_ps(y + 8 * p, _mm256_add_ps(m, hv));
+    }
 }
 
 RLX_INLINE_AVX2 void rlx_chan_body(const int op, const int x_first, const float* x, const float* g, float* y,
@@ -93,9 +108,10 @@ RLX_INLINE_AVX2 void rlx_chan_body(const int op, const int x_first, const float*
     }
 }
 
-RLX_TARGET_AVX2 static void rlx_chan_span_avx2(int op, int x_first, const float* x, const float* g, float* y,
-                                               ptrdiff_t npix) {
+RLX_TARGET_AVX2 static void rlx_chan_span_avx2(int op, int x_first, const float* x, const float* g, const float* h,
+                                               float* y, ptrdiff_t npix) {
     switch (op) {
+    case RLX_CHAN_AFFINE: rlx_chan_affine_body(x, g, h, y, npix); return;
     case RLX_CHAN_ADD: rlx_chan_body(RLX_CHAN_ADD, 1, x, g, y, npix); return;
     case RLX_CHAN_MUL: rlx_chan_body(RLX_CHAN_MUL, 1, x, g, y, npix); return;
     case RLX_CHAN_SUB:
@@ -110,14 +126,22 @@ RLX_TARGET_AVX2 static void rlx_chan_span_avx2(int op, int x_first, const float*
 }
 #endif
 
-/* y[p*8 + c] = x[p*8 + c] (op) g[c] (x_first) or g[c] (op) x[p*8 + c], p in [0, npix) */
-static void rlx_chan_span(int op, int x_first, const float* x, const float* g, float* y, ptrdiff_t npix) {
+/* y[p*8 + c] = x[p*8 + c] (op) g[c] (x_first) or g[c] (op) x[p*8 + c], p in [0, npix);
+ * RLX_CHAN_AFFINE: x[p*8 + c] * g[c] + h[c] */
+static void rlx_chan_span(int op, int x_first, const float* x, const float* g, const float* h, float* y,
+                          ptrdiff_t npix) {
 #if RLX_X86_DISPATCH
     if (rlx_simd_level()) {
-        rlx_chan_span_avx2(op, x_first, x, g, y, npix);
+        rlx_chan_span_avx2(op, x_first, x, g, h, y, npix);
         return;
     }
 #endif
+    if (op == RLX_CHAN_AFFINE) {
+        /* written as the NCHW kernel's loop, so the compiler treats both alike */
+        for (ptrdiff_t p = 0; p < npix; ++p)
+            for (int c = 0; c < 8; ++c) y[8 * p + c] = x[8 * p + c] * g[c] + h[c];
+        return;
+    }
     for (ptrdiff_t p = 0; p < npix; ++p)
         for (int c = 0; c < 8; ++c)
             y[8 * p + c] = x_first ? rlx_chan_one(op, x[8 * p + c], g[c]) : rlx_chan_one(op, g[c], x[8 * p + c]);

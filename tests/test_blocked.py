@@ -578,6 +578,23 @@ def test_channel_binary_matches_reference(rng, shape, op, x_first, per_image):
         np.testing.assert_array_equal(run_channel(x, g, op, x_first, t), want)
 
 
+@pytest.mark.parametrize("shape", [(2, 16, 5, 7), (1, 8, 1, 1), (3, 24, 29, 31)])
+def test_channel_affine_matches_reference(rng, shape):
+    # inference batch norm on the blocked layout: x * k + b, the multiply
+    # rounded before the add, as numpy's float32 and the NCHW kernel do
+    n, c = shape[:2]
+    p = int(np.prod(shape[2:]))
+    x = rng.standard_normal(shape).astype(np.float32)
+    k = rng.standard_normal(c).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32)
+    want = x * k.reshape(1, c, 1, 1) + b.reshape(1, c, 1, 1)
+    for t in TWO:
+        y = np.full(x.size, np.nan, np.float32)
+        _elementwise.ChannelBinaryLaunch(_elementwise.BINARY_AFFINE, _nchwc.to_blocked(x).reshape(-1), k, y, n, c, p,
+                                         1, True, t, b).execute(t)
+        np.testing.assert_array_equal(_nchwc.from_blocked(y.reshape((n, c // 8) + shape[2:] + (8,))), want)
+
+
 def test_channel_binary_writes_in_place(rng):
     x = rng.standard_normal((2, 16, 9, 9)).astype(np.float32)
     g = rng.standard_normal((2, 16)).astype(np.float32)
@@ -599,6 +616,15 @@ def test_channel_binary_launch_refuses_bad_geometry():
         _elementwise.ChannelBinaryLaunch(0, f, f[:8], f[:63], 1, 8, 8, 1, True, 1)
     with pytest.raises(ValueError, match=r"the per-channel operand must hold 16 floats, got 8"):
         _elementwise.ChannelBinaryLaunch(0, f, f[:8], f, 2, 8, 4, 2, True, 1)
+    affine = _elementwise.BINARY_AFFINE
+    with pytest.raises(ValueError, match=r"the affine op \(and it alone\) takes a shift.*got op 4, shift None"):
+        _elementwise.ChannelBinaryLaunch(affine, f, f[:8], f, 1, 8, 8, 1, True, 1)
+    with pytest.raises(ValueError, match=r"got op 2, shift given, 1 rows"):
+        _elementwise.ChannelBinaryLaunch(2, f, f[:8], f, 1, 8, 8, 1, True, 1, f[:8])
+    with pytest.raises(ValueError, match=r"got op 4, shift given, 2 rows"):
+        _elementwise.ChannelBinaryLaunch(affine, f, f[:16], f, 2, 8, 4, 2, True, 1, f[:8])
+    with pytest.raises(ValueError, match=r"the shift must hold 8 floats, got 7"):
+        _elementwise.ChannelBinaryLaunch(affine, f, f[:8], f, 1, 8, 8, 1, True, 1, f[:7])
 
 
 def test_pool_launches_refuse_bad_geometry():
@@ -633,7 +659,7 @@ def test_reorders_are_exact_and_inverse(rng, shape):
 PORTABLE_SCRIPT = r"""
 import sys
 import numpy as np
-from rlx_cpu import _nchwc
+from rlx_cpu import _elementwise, _nchwc
 from test_blocked import run_1x1, run_channel, run_dense, run_dw, run_pool, run_stem
 rng = np.random.default_rng(3)
 outs = []
@@ -675,6 +701,11 @@ outs.append(run_dense(x, rng.standard_normal((48, 24, 3, 3)).astype(np.float32),
 x = rng.standard_normal((2, 16, 9, 11)).astype(np.float32)
 for op, x_first in [("mul", True), ("sub", False), ("div", False), ("add", True)]:
     outs.append(run_channel(x, rng.standard_normal((2, 16, 1, 1)).astype(np.float32) + 0.1, op, x_first, 1))
+y = np.empty(x.size, np.float32)
+_elementwise.ChannelBinaryLaunch(_elementwise.BINARY_AFFINE, _nchwc.to_blocked(x).reshape(-1),
+                                 rng.standard_normal(16).astype(np.float32), y, 2, 16, 99, 1, True, 1,
+                                 rng.standard_normal(16).astype(np.float32)).execute(1)
+outs.append(y)
 # pools (a NaN in a max window) and global pools
 x = rng.standard_normal((2, 16, 9, 11)).astype(np.float32)
 x[0, 3, 4, 4] = np.nan
@@ -1050,6 +1081,33 @@ def test_squeeze_excitation_gates_stay_in_the_chain(rng, blocked_on, threads):
     assert all(t.y == t.x for t in blocked.thunks if t.kind == "channel_binary_nchwc")
     feeds = {"x": rng.standard_normal((2, 16, 6, 6)).astype(np.float32)}
     check_parity(blocked.run(feeds)[0], plain.run(feeds)[0], "blocked SE block vs NCHW plan")
+
+
+@pytest.mark.parametrize("threads", TWO)
+def test_densenet_batch_norms_stay_in_the_chain(rng, blocked_on, threads):
+    # DenseNet's layer: concat -> batch norm -> relu -> 1x1 -> relu -> 3x3,
+    # concatenated on; the batch norm after a concat has no conv to fold
+    # into, and runs on the blocked values as they are
+    g = rlx_cpu.Graph()
+    x = g.input("x", (2, 16, 9, 9))
+    h = g.relu(g.conv2d(x, rng.standard_normal((16, 16, 3, 3)) * 0.3, padding=1))
+    feats = [h]
+    for _ in range(3):
+        cat = g.concat(feats, axis=1) if len(feats) > 1 else feats[0]
+        c = sum(f.shape[1] for f in feats)
+        stats = [rng.standard_normal(c).astype(np.float32) for _ in range(3)] + [
+            (rng.random(c) + 0.5).astype(np.float32)]
+        t = g.relu(g.batch_norm(cat, *(g.constant(s) for s in stats)))
+        t = g.relu(g.conv2d(t, rng.standard_normal((32, c, 1, 1)) * 0.3))
+        feats.append(g.conv2d(t, rng.standard_normal((8, 32, 3, 3)) * 0.3, padding=1))
+    g.output(g.global_avg_pool(g.concat(feats, axis=1)))
+    out = passes.blocked_layout(passes.fuse_epilogue(passes.fold_batch_norm(g)), threads)
+    assert ops(out).count("batch_norm_nchwc") == 3 and "batch_norm" not in ops(out)
+    blocked, plain = compile_both(g, threads)
+    kinds = [t.kind for t in blocked.thunks]
+    assert "batch_norm" not in kinds and kinds.count("channel_binary_nchwc") == 3
+    feeds = {"x": rng.standard_normal((2, 16, 9, 9)).astype(np.float32)}
+    check_parity(blocked.run(feeds)[0], plain.run(feeds)[0], "blocked DenseNet block vs NCHW plan")
 
 
 def test_other_broadcasting_elementwise_ops_stay_nchw(rng, blocked_on):

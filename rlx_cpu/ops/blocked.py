@@ -19,6 +19,9 @@ each end of a chain:
                    two tiny convs computed in NCHW: [N, C, 1, 1] is the same
                    memory in both layouts); inputs x, g; ChannelBinaryAttrs
                    says the op and which side x is on
+``batch_norm_nchwc`` inference batch norm of a blocked value (one the
+                   fold_batch_norm pass left: DenseNet's after a concat);
+                   inputs x, scale, bias, mean, var as batch_norm's
 ``inverted_residual_nchwc`` MobileNetV2's block as one node (pass
                    ``fuse_inverted_residual``): [expand 1x1 ->] depthwise
                    3x3 (stride 1 or 2, padding 1) -> project 1x1 (+ the
@@ -877,15 +880,17 @@ class NchwcChannelBinaryThunk(Thunk):
     pixels: int
     gate_n: int
     max_threads: int
+    shift: Optional[Slice] = None         # op _elementwise.BINARY_AFFINE: y = x * g + shift
 
     kind: ClassVar[str] = "channel_binary_nchwc"
-    reads: ClassVar[tuple] = ("x", "g")
+    reads: ClassVar[tuple] = ("x", "g", "shift")
     writes: ClassVar[tuple] = ("y",)
     pointwise: ClassVar[bool] = True
 
     def bind(self, view):
         return _elementwise.ChannelBinaryLaunch(self.op, view(self.x), view(self.g), view(self.y), self.n, self.c,
-                                                self.pixels, self.gate_n, self.x_first, self.max_threads)
+                                                self.pixels, self.gate_n, self.x_first, self.max_threads,
+                                                view(self.shift) if self.shift else None)
 
 
 @dataclass(frozen=True)
@@ -1108,6 +1113,19 @@ def compile_channel_binary_nchwc(ctx, node):
     ctx.emit(NchwcChannelBinaryThunk(node.name, ctx.buf(x.id), ctx.buf(g.id), ctx.buf(node.id),
                                      CHANNEL_BINARY_CODES[node.attrs.op], node.attrs.x_first, n, cb * BLOCK,
                                      math.prod(x.shape[2:-1]), math.prod(g.shape) // (cb * BLOCK), ctx.num_threads))
+
+
+@compile_rule("batch_norm_nchwc")
+def compile_batch_norm_nchwc(ctx, node):
+    from .arithmetic import batch_norm_coefficients
+    x = ctx.graph.node(node.inputs[0])
+    scale, bias, mean, var = (ctx.graph.node(i).value for i in node.inputs[1:])
+    k, b = batch_norm_coefficients(scale, bias, mean, var, node.attrs.epsilon)
+    n, cb = x.shape[0], x.shape[1]
+    ctx.emit(NchwcChannelBinaryThunk(node.name, ctx.buf(x.id), ctx.constant(k, node.name + ".scale"),
+                                     ctx.buf(node.id), _elementwise.BINARY_AFFINE, True, n, cb * BLOCK,
+                                     math.prod(x.shape[2:-1]), 1, ctx.num_threads,
+                                     ctx.constant(b, node.name + ".shift")))
 
 
 @compile_rule("inverted_residual_nchwc")
