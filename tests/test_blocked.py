@@ -1433,6 +1433,51 @@ def test_dense_plane_limit_depends_on_channels_threads_and_batch(rng):
         assert nchwc_kind(g, g.nodes[-1], threads) == (plane_rule if portable else "dense"), (batch, threads)
 
 
+def test_narrow_output_3x3_runs_blocked_on_any_plane(rng):
+    # the rule alone, for every CPU: a stride-1 3x3 to 8 channels (too few
+    # for the blocked Winograd kernel) from 32 or more runs blocked on any
+    # plane with the AVX2 tiles only
+    import dataclasses
+    from rlx_cpu.ops.blocked import narrow_out_blocked, nchwc_kind
+    g = rlx_cpu.Graph()
+    x = g.input("x", (1, 32, 56, 56))
+    g.output(g.conv2d(x, np.ones((8, 32, 3, 3), np.float32), padding=1))
+    a = g.nodes[-1].attrs
+    assert narrow_out_blocked(32, 8, a, simd=1)
+    assert narrow_out_blocked(128, 8, a, simd=1)
+    assert not narrow_out_blocked(16, 8, a, simd=1)        # lost at batch 1, 1 thread
+    assert not narrow_out_blocked(32, 16, a, simd=1)       # the blocked Winograd kernel's
+    for simd in (0, 2):
+        assert not narrow_out_blocked(32, 8, a, simd=simd)
+    for change in (dict(stride=(2, 2)), dict(dilation=(2, 2)), dict(kernel=(5, 5)), dict(groups=2)):
+        assert not narrow_out_blocked(64, 8, dataclasses.replace(a, **change), simd=1), change
+
+    # through the layout pass and the kernels on this CPU: a chain 1x1,
+    # 3x3 to 8 channels on 56x56, 1x1, against the float64 reference
+    level = _nchwc.simd_level()
+    w1 = (rng.standard_normal((32, 32, 1, 1)) * 0.2).astype(np.float32)
+    w3 = (rng.standard_normal((8, 32, 3, 3)) * 0.2).astype(np.float32)
+    b3 = rng.standard_normal(8).astype(np.float32)
+    w2 = (rng.standard_normal((16, 8, 1, 1)) * 0.2).astype(np.float32)
+    xv = rng.standard_normal((2, 32, 56, 56)).astype(np.float32)
+    g = rlx_cpu.Graph()
+    x = g.input("x", xv.shape)
+    h = g.relu(g.conv2d(x, g.constant(w1)))
+    h3 = g.conv2d(h, g.constant(w3), g.constant(b3), padding=1)
+    g.output(g.conv2d(g.relu(h3), g.constant(w2)))
+    # no rule blocks this plane on the portable level; the AVX-512 tiles
+    # take every plane of 32 input channels (dense_max_plane)
+    want_kind = None if level < 1 else "dense"
+    assert nchwc_kind(g, h3, 2) == want_kind
+    plan = rlx_cpu.compile(g, num_threads=2)
+    kinds = [type(t).__name__ for t in plan.thunks]
+    if want_kind:
+        assert "NchwcDenseThunk" in kinds and kinds.count("ReorderNchwcThunk") == 2, kinds
+    ref = np.maximum(conv_nd(xv, w1), 0)
+    ref = conv_nd(np.maximum(conv_nd(ref, w3, b3, pads_begin=1, pads_end=1), 0), w2)
+    check_parity(plan.run({"x": xv})[0], ref, "narrow-output 3x3 chain")
+
+
 def test_half_rate_batch_rule_counts_winograd_tiles():
     # the rule alone, for every CPU: a stride-1 3x3 from 64 input channels
     # leaves the blocked kernel for Winograd F(4x4) when the batch gives 16

@@ -155,6 +155,34 @@ DENSE_MAX_PLANE_HALF_RATE = 7 * 7
 DENSE_HALF_RATE_WINOGRAD_MIN_TILES = 16
 
 
+# A stride-1 3x3 conv (groups 1, dilation 1) to fewer output channels than
+# the blocked Winograd kernel takes (c_out < WINO_MIN_CHANNELS: 8), from at
+# least NARROW_OUT_MIN_CIN input channels, runs blocked on any plane with the
+# AVX2 tiles: its NCHW alternatives (Winograd, im2col) amortise their input
+# transform or copy over a single 8-channel panel of outputs.  Measured on a
+# Zen 3 (family 25 model 1, AVX2), a chain 1x1 C -> C, 3x3 C -> 8, 1x1 8 -> 16
+# with both reorders, ms all blocked (this rule) against the plane rule (the
+# chain NCHW), every plane 112x112 to 14x14: C 32 1.00-1.25x at batch 1 and 1
+# thread, 1.15-1.44x at 2 threads, 1.00-1.28x at batch 8 and 2 threads; C 64
+# 1.16-1.40x, 1.25-1.52x, 1.10-1.57x; C 128 1.12-1.33x, 1.20-1.53x,
+# 1.12-1.24x.  16 input channels gained at 2 threads (1.04-1.27x) but lost
+# at batch 1 and 1 thread (0.83-0.91x on 112x112 and 56x56), so they keep
+# the plane rule.  A reduced DenseNet (growth 8: its 3x3s are 32 -> 8) at
+# 224x224, batch 8, 2 threads: whole runs 1.07-1.24x, its four NCHW 3x3s and
+# their eight reorders 2.93 ms -> 2.32 ms.  The AVX-512 tiles keep their
+# own rule (dense_max_plane), not measured for this.
+NARROW_OUT_MIN_CIN = 32
+
+
+def narrow_out_blocked(c_in, c_out, attrs, simd=None):
+    """True when a stride-1 3x3 conv (conv2d attrs) of c_in -> c_out
+    channels runs blocked on any plane by the rule above."""
+    simd = _nchwc.simd_level() if simd is None else simd
+    return (simd == 1 and attrs.ndim == 2 and attrs.kernel == (3, 3) and attrs.stride == (1, 1)
+            and attrs.dilation == (1, 1) and attrs.groups == 1 and c_out < WINO_MIN_CHANNELS
+            and c_in >= NARROW_OUT_MIN_CIN)
+
+
 def dense_max_plane(c_in, nthreads=1, batch=1, simd=None, half_rate=None):
     """The largest stride-1 output plane (pixels) on which a dense conv with
     c_in input channels runs blocked in a plan for `nthreads` threads and
@@ -317,6 +345,8 @@ def nchwc_kind(graph, node, nthreads=1):
         # ahead of the rules below, which weigh the blocked direct kernel
         # against Winograd in NCHW: the blocked Winograd beats both
         if node.op == "conv2d" and blocked_winograd_tile(c_in, c_out, node.shape, a):
+            return "dense"
+        if node.op == "conv2d" and narrow_out_blocked(c_in, c_out, a):
             return "dense"
         if out_plane <= dense_max_plane(c_in, nthreads, node.shape[0]) and not half_rate_batch_winograd(
                 c_in, node.shape, a):
