@@ -19,8 +19,8 @@ dynamic dims --resolution), and prints
   timed for zoo models only.
 
 ``--zoo`` exports each zoo model (rlx_cpu/zoo_models.py: torchvision's
-architectures at reduced width; resnet18/resnet50 at full size when named in
---models) with torch.onnx.export and runs it as above, printing the per-kind
+architectures at reduced width; at full size, torchvision's own configurations,
+when named in --models, or all of them with ``--models full``) with torch.onnx.export and runs it as above, printing the per-kind
 split per model and one summary table at the end (the per-thunk tables with
 --layers).  A progress bar on stderr shows the warm-up when stderr is a
 terminal.  Timings are wall-clock on whatever else the machine is doing.
@@ -41,7 +41,8 @@ def add_run_arguments(p):
     p.add_argument("model", nargs="?", help="an .onnx file (omit with --zoo)")
     p.add_argument("--zoo", action="store_true", help="export and run the model zoo instead of a file")
     p.add_argument("--models", default=None,
-                   help="comma-separated zoo models (default: every reduced model; full-size: resnet18, resnet50, mobilenet_v2_full)")
+                   help="comma-separated zoo models (default: every reduced model; 'full': every full-size "
+                        "configuration, torchvision's own, e.g. resnet50, densenet121, regnet_x_400mf)")
     p.add_argument("--resolution", type=int, default=None,
                    help="input height = width (zoo: the vocoder's frame count; file: its dynamic spatial dims); "
                         "None: the zoo's own sizes, 32-64")
@@ -229,6 +230,8 @@ def _run_zoo(args, threads, peers, out):
         return 2
     if args.models:
         names = [m.strip() for m in args.models.split(",") if m.strip()]
+        # "full": every full-size configuration (torchvision's, zoo.full_names())
+        names = [n for m in names for n in (zoo.full_names() if m == "full" else [m])]
         known = zoo.names(full=True)
         bad = [m for m in names if m not in known]
         if bad:

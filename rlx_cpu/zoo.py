@@ -40,9 +40,19 @@ def _tables():
 def names(full=False):
     """The zoo's model names: the reduced models (tests, default of ``run
     --zoo``), or with full=True also torchvision's full-size configurations
-    (resnet18, resnet50, mobilenet_v2_full)."""
+    (full_names())."""
     small, big = _tables()
     return list(small) + (list(big) if full else [])
+
+
+def full_names():
+    """torchvision's full-size configurations (1000 classes, 224x224 input,
+    torchvision's parameter counts): resnet18, resnet50, mobilenet_v2_full,
+    resnext50_32x4d, wide_resnet50_2, vgg11_full, vgg11_bn_full, densenet121,
+    squeezenet1_1_full, shufflenet_v2_x1_0, mobilenet_v3_small_full,
+    mnasnet1_0, efficientnet_b0, efficientnet_v2_s, regnet_x_400mf,
+    regnet_y_400mf."""
+    return list(_tables()[1])
 
 
 def default_input_shape(name):

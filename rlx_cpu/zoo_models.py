@@ -30,6 +30,13 @@ def randomize_batch_norms(model, generator):
     return model
 
 
+def make_divisible(v, divisor):
+    """torchvision's _make_divisible: v rounded to the nearest multiple of
+    divisor (at least divisor), never more than 10% below v."""
+    new = max(divisor, int(v + divisor / 2) // divisor * divisor)
+    return new + divisor if new < 0.9 * v else new
+
+
 def conv_bn(cin, cout, k=3, stride=1, groups=1, act=nn.ReLU):
     layers = [nn.Conv2d(cin, cout, k, stride, (k - 1) // 2, groups=groups, bias=False), nn.BatchNorm2d(cout)]
     if act is not None:
@@ -173,17 +180,22 @@ class Fire(nn.Module):
 
 
 class SqueezeNet(nn.Module):
-    """SqueezeNet 1.1 with widths / 4 (ceil-mode max pools as torchvision)."""
+    """SqueezeNet 1.1 with torchvision's widths divided by `div` (4 by
+    default; 1 is torchvision's squeezenet1_1), ceil-mode max pools as
+    torchvision."""
 
-    def __init__(self, num_classes=10):
+    def __init__(self, num_classes=10, div=4):
         super().__init__()
+
+        def fire(cin, squeeze, expand):
+            return Fire(cin // div, squeeze // div, expand // div, expand // div)
         self.features = nn.Sequential(
-            nn.Conv2d(3, 16, 3, 2), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, ceil_mode=True),
-            Fire(16, 4, 16, 16), Fire(32, 4, 16, 16), nn.MaxPool2d(3, 2, ceil_mode=True),
-            Fire(32, 8, 32, 32), Fire(64, 8, 32, 32), nn.MaxPool2d(3, 2, ceil_mode=True),
-            Fire(64, 12, 48, 48), Fire(96, 12, 48, 48), Fire(96, 16, 64, 64), Fire(128, 16, 64, 64))
-        self.classifier = nn.Sequential(nn.Dropout(0.5), nn.Conv2d(128, num_classes, 1), nn.ReLU(inplace=True),
-                                        nn.AdaptiveAvgPool2d((1, 1)))
+            nn.Conv2d(3, 64 // div, 3, 2), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, ceil_mode=True),
+            fire(64, 16, 64), fire(128, 16, 64), nn.MaxPool2d(3, 2, ceil_mode=True),
+            fire(128, 32, 128), fire(256, 32, 128), nn.MaxPool2d(3, 2, ceil_mode=True),
+            fire(256, 48, 192), fire(384, 48, 192), fire(384, 64, 256), fire(512, 64, 256))
+        self.classifier = nn.Sequential(nn.Dropout(0.5), nn.Conv2d(512 // div, num_classes, 1),
+                                        nn.ReLU(inplace=True), nn.AdaptiveAvgPool2d((1, 1)))
 
     def forward(self, x):
         return torch.flatten(self.classifier(self.features(x)), 1)
@@ -279,7 +291,7 @@ class MBConvV3(nn.Module):
             layers.append(conv_bn(cin, exp, 1, act=act))
         layers.append(conv_bn(exp, exp, k, stride, groups=exp, act=act))
         if use_se:
-            layers.append(SqueezeExcitation(exp, max(8, exp // 4)))
+            layers.append(SqueezeExcitation(exp, make_divisible(exp // 4, 8)))
         layers.append(conv_bn(exp, cout, 1, act=None))
         self.block = nn.Sequential(*layers)
         self.use_res = stride == 1 and cin == cout
@@ -295,15 +307,23 @@ class MobileNetV3Small(nn.Module):
                (12, 3, 44, 12, False, nn.ReLU, 1), (12, 5, 48, 20, True, nn.Hardswish, 2),
                (20, 5, 120, 20, True, nn.Hardswish, 1), (20, 5, 60, 24, True, nn.Hardswish, 1),
                (24, 5, 144, 48, True, nn.Hardswish, 2))
+    # torchvision's mobilenet_v3_small as it is: stem 16, last 576, hidden 1024
+    FULL_SETTING = ((16, 3, 16, 16, True, nn.ReLU, 2), (16, 3, 72, 24, False, nn.ReLU, 2),
+                    (24, 3, 88, 24, False, nn.ReLU, 1), (24, 5, 96, 40, True, nn.Hardswish, 2),
+                    (40, 5, 240, 40, True, nn.Hardswish, 1), (40, 5, 240, 40, True, nn.Hardswish, 1),
+                    (40, 5, 120, 48, True, nn.Hardswish, 1), (48, 5, 144, 48, True, nn.Hardswish, 1),
+                    (48, 5, 288, 96, True, nn.Hardswish, 2), (96, 5, 576, 96, True, nn.Hardswish, 1),
+                    (96, 5, 576, 96, True, nn.Hardswish, 1))
 
-    def __init__(self, num_classes=10):
+    def __init__(self, num_classes=10, setting=None, stem=8, last=288, hidden=512):
         super().__init__()
-        layers = [conv_bn(3, 8, 3, 2, act=nn.Hardswish)]
-        layers += [MBConvV3(*cfg) for cfg in self.SETTING]
-        layers.append(conv_bn(48, 288, 1, act=nn.Hardswish))
+        setting = setting or self.SETTING
+        layers = [conv_bn(3, stem, 3, 2, act=nn.Hardswish)]
+        layers += [MBConvV3(*cfg) for cfg in setting]
+        layers.append(conv_bn(setting[-1][3], last, 1, act=nn.Hardswish))
         self.features = nn.Sequential(*layers)
-        self.classifier = nn.Sequential(nn.Linear(288, 512), nn.Hardswish(), nn.Dropout(0.2),
-                                        nn.Linear(512, num_classes))
+        self.classifier = nn.Sequential(nn.Linear(last, hidden), nn.Hardswish(), nn.Dropout(0.2),
+                                        nn.Linear(hidden, num_classes))
 
     def forward(self, x):
         x = F.adaptive_avg_pool2d(self.features(x), 1)
@@ -334,15 +354,20 @@ class EfficientNetB0Slim(nn.Module):
     SETTING = ((1, 3, 1, 8, 4, 1), (6, 3, 2, 4, 6, 2), (6, 5, 2, 6, 10, 1), (6, 3, 2, 10, 20, 2),
                (6, 5, 1, 20, 28, 1), (6, 5, 2, 28, 48, 1))
 
-    def __init__(self, num_classes=10):
+    # torchvision's efficientnet_b0 as it is: stem 32, last 1280
+    FULL_SETTING = ((1, 3, 1, 32, 16, 1), (6, 3, 2, 16, 24, 2), (6, 5, 2, 24, 40, 2), (6, 3, 2, 40, 80, 3),
+                    (6, 5, 1, 80, 112, 3), (6, 5, 2, 112, 192, 4), (6, 3, 1, 192, 320, 1))
+
+    def __init__(self, num_classes=10, setting=None, stem=8, last=160):
         super().__init__()
-        layers = [conv_bn(3, 8, 3, 2, act=nn.SiLU)]
-        for e, k, s, cin, cout, n in self.SETTING:
+        setting = setting or self.SETTING
+        layers = [conv_bn(3, stem, 3, 2, act=nn.SiLU)]
+        for e, k, s, cin, cout, n in setting:
             for i in range(n):
                 layers.append(MBConvEfficientNet(cin if i == 0 else cout, cout, k, s if i == 0 else 1, e))
-        layers.append(conv_bn(48, 160, 1, act=nn.SiLU))
+        layers.append(conv_bn(setting[-1][4], last, 1, act=nn.SiLU))
         self.features = nn.Sequential(*layers)
-        self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(160, num_classes))
+        self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(last, num_classes))
 
     def forward(self, x):
         x = F.adaptive_avg_pool2d(self.features(x), 1)
@@ -505,13 +530,19 @@ class MNASNet(nn.Module):
     SETTING = ((4, 6, 3, 2, 3, 2), (6, 10, 5, 2, 3, 1), (10, 20, 5, 2, 6, 2), (20, 24, 3, 1, 6, 1),
                (24, 48, 5, 2, 6, 1), (48, 80, 3, 1, 6, 1))
 
-    def __init__(self, num_classes=10, last=320):
+    # torchvision's mnasnet1_0 as it is: stem 32 -> 16, last 1280
+    FULL_SETTING = ((16, 24, 3, 2, 3, 3), (24, 40, 5, 2, 3, 3), (40, 80, 5, 2, 6, 3), (80, 96, 3, 1, 6, 2),
+                    (96, 192, 5, 2, 6, 4), (192, 320, 3, 1, 6, 1))
+
+    def __init__(self, num_classes=10, last=320, setting=None, stem=8):
         super().__init__()
-        layers = [conv_bn(3, 8, 3, 2), conv_bn(8, 8, 3, 1, groups=8), conv_bn(8, 4, 1, act=None)]
-        for cin, cout, k, s, e, n in self.SETTING:
+        setting = setting or self.SETTING
+        first = setting[0][0]
+        layers = [conv_bn(3, stem, 3, 2), conv_bn(stem, stem, 3, 1, groups=stem), conv_bn(stem, first, 1, act=None)]
+        for cin, cout, k, s, e, n in setting:
             for i in range(n):
                 layers.append(MBConvMNAS(cin if i == 0 else cout, cout, k, s if i == 0 else 1, e))
-        layers.append(conv_bn(80, last, 1))
+        layers.append(conv_bn(setting[-1][1], last, 1))
         self.layers = nn.Sequential(*layers)
         self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(last, num_classes))
 
@@ -564,14 +595,19 @@ class EfficientNetV2Slim(nn.Module):
     SETTING = (("fused", 1, 3, 1, 8, 8, 2), ("fused", 4, 3, 2, 8, 16, 2), ("fused", 4, 3, 2, 16, 24, 1),
                ("mb", 4, 3, 2, 24, 40, 2), ("mb", 6, 3, 1, 40, 56, 1), ("mb", 6, 3, 2, 56, 88, 1))
 
-    def __init__(self, num_classes=10, last=320):
+    # torchvision's efficientnet_v2_s as it is: stem 24, last 1280
+    FULL_SETTING = (("fused", 1, 3, 1, 24, 24, 2), ("fused", 4, 3, 2, 24, 48, 4), ("fused", 4, 3, 2, 48, 64, 4),
+                    ("mb", 4, 3, 2, 64, 128, 6), ("mb", 6, 3, 1, 128, 160, 9), ("mb", 6, 3, 2, 160, 256, 15))
+
+    def __init__(self, num_classes=10, last=320, setting=None, stem=8):
         super().__init__()
-        layers = [conv_bn(3, 8, 3, 2, act=nn.SiLU)]
-        for kind, e, k, s, cin, cout, n in self.SETTING:
+        setting = setting or self.SETTING
+        layers = [conv_bn(3, stem, 3, 2, act=nn.SiLU)]
+        for kind, e, k, s, cin, cout, n in setting:
             block = FusedMBConv if kind == "fused" else MBConvEfficientNet
             for i in range(n):
                 layers.append(block(cin if i == 0 else cout, cout, k, s if i == 0 else 1, e))
-        layers.append(conv_bn(88, last, 1, act=nn.SiLU))
+        layers.append(conv_bn(setting[-1][5], last, 1, act=nn.SiLU))
         self.features = nn.Sequential(*layers)
         self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(last, num_classes))
 
@@ -670,6 +706,9 @@ class Vocoder1d(nn.Module):
         return torch.tanh(self.post(F.leaky_relu(x)))
 
 
+# torchvision's VGG cfg "A" (vgg11)
+VGG11_CFG = (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")
+
 # name -> (constructor, input shape): the reduced zoo the model tests and
 # `python -m rlx_cpu run --zoo` run (the CLI's --resolution replaces the
 # spatial size, or the frame count of the 1-D vocoder).
@@ -709,4 +748,39 @@ FULL_MODELS = {
     "resnet50": (lambda: ResNet(Bottleneck, (3, 4, 6, 3), width=64, num_classes=1000), (1, 3, 224, 224)),
     "mobilenet_v2_full": (lambda: MobileNetV2(num_classes=1000, last=1280, setting=MobileNetV2.FULL_SETTING,
                                               stem=32), (1, 3, 224, 224)),
+    "resnext50_32x4d": (lambda: ResNet(Bottleneck, (3, 4, 6, 3), width=64, num_classes=1000, groups=32,
+                                       base_width=4), (1, 3, 224, 224)),
+    "wide_resnet50_2": (lambda: ResNet(Bottleneck, (3, 4, 6, 3), width=64, num_classes=1000, base_width=128),
+                        (1, 3, 224, 224)),
+    "vgg11_full": (lambda: VGG(VGG11_CFG, pool=7, hidden=4096, num_classes=1000), (1, 3, 224, 224)),
+    "vgg11_bn_full": (lambda: VGG(VGG11_CFG, batch_norm=True, pool=7, hidden=4096, num_classes=1000),
+                      (1, 3, 224, 224)),
+    "densenet121": (lambda: DenseNet(growth=32, blocks=(6, 12, 24, 16), init=64, bn_size=4, num_classes=1000),
+                    (1, 3, 224, 224)),
+    "squeezenet1_1_full": (lambda: SqueezeNet(num_classes=1000, div=1), (1, 3, 224, 224)),
+    "shufflenet_v2_x1_0": (lambda: ShuffleNetV2(widths=(24, 116, 232, 464, 1024), repeats=(4, 8, 4),
+                                                num_classes=1000), (1, 3, 224, 224)),
+    "mobilenet_v3_small_full": (lambda: MobileNetV3Small(num_classes=1000, setting=MobileNetV3Small.FULL_SETTING,
+                                                         stem=16, last=576, hidden=1024), (1, 3, 224, 224)),
+    "mnasnet1_0": (lambda: MNASNet(num_classes=1000, last=1280, setting=MNASNet.FULL_SETTING, stem=32),
+                   (1, 3, 224, 224)),
+    "efficientnet_b0": (lambda: EfficientNetB0Slim(num_classes=1000, setting=EfficientNetB0Slim.FULL_SETTING,
+                                                   stem=32, last=1280), (1, 3, 224, 224)),
+    "efficientnet_v2_s": (lambda: EfficientNetV2Slim(num_classes=1000, last=1280,
+                                                     setting=EfficientNetV2Slim.FULL_SETTING, stem=24),
+                          (1, 3, 224, 224)),
+    "regnet_x_400mf": (lambda: RegNet(widths=(32, 64, 160, 400), depths=(1, 2, 7, 12), group_width=16, se_ratio=0,
+                                      num_classes=1000, stem=32), (1, 3, 224, 224)),
+    "regnet_y_400mf": (lambda: RegNet(widths=(48, 104, 208, 440), depths=(1, 3, 6, 6), group_width=8,
+                                      se_ratio=0.25, num_classes=1000, stem=32), (1, 3, 224, 224)),
+}
+
+# torchvision's published parameter counts of the models above (its model
+# docs): tests/test_zoo.py checks each definition against them.
+TORCHVISION_PARAMS = {
+    "resnet18": 11689512, "resnet50": 25557032, "mobilenet_v2_full": 3504872, "resnext50_32x4d": 25028904,
+    "wide_resnet50_2": 68883240, "vgg11_full": 132863336, "vgg11_bn_full": 132868840, "densenet121": 7978856,
+    "squeezenet1_1_full": 1235496, "shufflenet_v2_x1_0": 2278604, "mobilenet_v3_small_full": 2542856,
+    "mnasnet1_0": 4383312, "efficientnet_b0": 5288548, "efficientnet_v2_s": 21458488, "regnet_x_400mf": 5495976,
+    "regnet_y_400mf": 4344144,
 }

@@ -217,6 +217,10 @@ def test_run_zoo_exports_runs_and_summarises(capfd):
     assert "geometric mean" in summary
     assert main(["run", "--zoo", "--models", "nope"]) == 2
     assert "unknown model(s) ['nope']" in capfd.readouterr().err
+    # "full" stands for every full-size configuration (checked before anything runs)
+    assert main(["run", "--zoo", "--models", "full,nope"]) == 2
+    err = capfd.readouterr().err
+    assert "unknown model(s) ['nope']" in err and "'full'" not in err and "densenet121" in err
 
 
 def test_import_and_zoo_module_do_not_import_torch():
