@@ -19,8 +19,9 @@ dynamic dims --resolution), and prints
   timed for zoo models only.
 
 ``--zoo`` exports each zoo model (rlx_cpu/zoo_models.py: torchvision's
-architectures at reduced width; at full size, torchvision's own configurations,
-when named in --models, or all of them with ``--models full``) with torch.onnx.export and runs it as above, printing the per-kind
+architectures at reduced width; at full size, torchvision's own
+configurations, when named in --models, or all of them with ``--models
+full``) with torch.onnx.export and runs it as above, printing the per-kind
 split per model and one summary table at the end (the per-thunk tables with
 --layers).  A progress bar on stderr shows the warm-up when stderr is a
 terminal.  Timings are wall-clock on whatever else the machine is doing.
