@@ -349,13 +349,26 @@ def dense_scratch_floats(Py_ssize_t n, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w,
     its input in place."""
     if kernel is not None and stride is not None and _subsampled_1x1(kernel, stride, pads_begin, pads_end,
                                                                      dilation, groups):
-        return n * c * ((h - 1) // stride[0] + 1) * ((w - 1) // stride[1] + 1)
-    if kernel is not None and stride is not None and _phase_split(kernel, stride, pads_begin, pads_end, dilation,
-                                                                  groups):
-        return n * c * (h + pads_begin[0] + pads_end[0]) * 2 * ((w + pads_begin[1] + pads_end[1] + 1) // 2)
-    if not any(pads_begin) and not any(pads_end):
+        per = c * ((h - 1) // stride[0] + 1) * ((w - 1) // stride[1] + 1)
+    elif kernel is not None and stride is not None and _phase_split(kernel, stride, pads_begin, pads_end, dilation,
+                                                                    groups):
+        per = c * (h + pads_begin[0] + pads_end[0]) * 2 * ((w + pads_begin[1] + pads_end[1] + 1) // 2)
+    elif not any(pads_begin) and not any(pads_end):
         return 0
-    return n * c * (h + pads_begin[0] + pads_end[0]) * (w + pads_begin[1] + pads_end[1])
+    else:
+        per = c * (h + pads_begin[0] + pads_end[0]) * (w + pads_begin[1] + pads_end[1])
+    return dense_copy_images(n, per) * per
+
+
+# The dense conv's copy holds this many floats or one image, whichever is
+# more, and the conv copies and computes that many images at a time.
+DENSE_COPY_FLOATS = 1 << 18
+
+
+def dense_copy_images(Py_ssize_t n, Py_ssize_t per_image):
+    """Images of n a blocked dense conv copies at a time, at `per_image`
+    floats each (dense_scratch_floats)."""
+    return max(1, min(n, DENSE_COPY_FLOATS // max(1, per_image)))
 
 
 def pack_depthwise_weight(weight):
@@ -487,9 +500,10 @@ cdef class _BlockedConv(Launch):
             _check_len(op, "residual", self.res, y_floats)
 
     cdef void _dense_items(self, const float* src, Py_ssize_t src_len, const Py_ssize_t* koff,
-                           const NcDenseGeom* g, Py_ssize_t items, int t) noexcept nogil:
+                           const NcDenseGeom* g, Py_ssize_t items, Py_ssize_t yoff, int t) noexcept nogil:
         """Work items [0, items) of the dense kernel over x (or its copy at
-        src) in `t` equal runs, one per thread."""
+        src) in `t` equal runs, one per thread, writing y (and reading the
+        residual) from float `yoff` on: item 0's image is the one there."""
         cdef Py_ssize_t r, lo, hi
         cdef Py_ssize_t runs = t if t < items else items
         for r in prange(runs, num_threads=t, schedule='static'):
@@ -498,8 +512,8 @@ cdef class _BlockedConv(Launch):
             work_note(hi - lo)
             rlx_nchwc_dense_run(src, src_len, &self.wq[0], self.wq.shape[0],
                                 &self.bias[0] if self.has_bias else NULL,
-                                &self.res[0] if self.has_res else NULL, self.res.shape[0],
-                                &self.y[0], self.y.shape[0], koff, g, &self.a, lo, hi)
+                                &self.res[yoff] if self.has_res else NULL, self.res.shape[0] - yoff,
+                                &self.y[yoff], self.y.shape[0] - yoff, koff, g, &self.a, lo, hi)
 
 
 cdef class NchwcConv1x1Launch(_BlockedConv):
@@ -719,13 +733,15 @@ cdef class NchwcDenseLaunch(_BlockedConv):
     without padding copies its input subsampled into `scratch` and runs the
     1x1 kernel on it (the same bits as the direct loop over its one tap); a
     conv at column stride 2 copies it padded and split by column parity
-    (_phase_split) and runs at column stride 1 on the copy."""
+    (_phase_split) and runs at column stride 1 on the copy.  The copy holds
+    dense_copy_images images at a time: each group is copied, then
+    computed."""
     cdef float[::1] xp
     cdef bint padded, subsampled, phased
     cdef Py_ssize_t[::1] koff
     cdef NcDenseGeom g
     cdef Nc1x1Geom g1
-    cdef Py_ssize_t items, half_w
+    cdef Py_ssize_t items, half_w, copy_images
 
     def __init__(self, x, wq, bias, residual, y, scratch, Py_ssize_t n, Py_ssize_t c, Py_ssize_t h,
                  Py_ssize_t w, Py_ssize_t m, tuple kernel, tuple stride, tuple pads_begin, tuple pads_end,
@@ -794,42 +810,57 @@ cdef class NchwcDenseLaunch(_BlockedConv):
             self.g1.groups = panel_groups((m + 15) // 16, n * nchunks, self.max_threads)
             self.items = rlx_nchwc_1x1_items(&self.g1)
             self.koff = np.arange(c // NC_B, dtype=np.intp) * (plane * NC_B)
+        self.copy_images = dense_copy_images(n, dense_scratch_floats(1, c, h, w, pads_begin, pads_end, kernel,
+                                                                     stride, dilation, groups))
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
-        cdef Py_ssize_t r, lo, hi, i
-        cdef Py_ssize_t blocks = self.g.n * (self.g.c // NC_B)
-        cdef Py_ssize_t runs = t if t < self.items else self.items
-        cdef const float* src = &self.x[0]
-        cdef Py_ssize_t src_len = self.x.shape[0]
-        if self.subsampled:
-            for i in prange(blocks, num_threads=t, schedule='static'):
-                work_note(1)
-                rlx_nchwc_subsample(&self.x[0], self.x.shape[0], &self.xp[0], self.xp.shape[0], self.g.h,
-                                    self.g.w, self.g.h_out, self.g.w_out, self.g.sh, self.g.sw, i, i + 1)
-            for r in prange(runs, num_threads=t, schedule='static'):
-                lo = self.items * r // runs
-                hi = self.items * (r + 1) // runs
-                work_note(hi - lo)
-                rlx_nchwc_1x1_run(&self.xp[0], self.xp.shape[0], &self.wq[0], self.wq.shape[0],
-                                  &self.bias[0] if self.has_bias else NULL,
-                                  &self.res[0] if self.has_res else NULL, self.res.shape[0],
-                                  &self.y[0], self.y.shape[0], &self.koff[0], &self.g1, &self.a, lo, hi)
+        cdef Py_ssize_t r, lo, hi, i, n0, n1, k, items, runs, xo, yo
+        cdef Py_ssize_t cb = self.g.c // NC_B
+        cdef Py_ssize_t per_img = self.items // self.g.n
+        cdef Py_ssize_t x_img = self.g.c * self.g.h * self.g.w
+        cdef Py_ssize_t y_img = self.g.m * self.g.h_out * self.g.w_out
+        if not (self.subsampled or self.phased or self.padded):
+            self._dense_items(&self.x[0], self.x.shape[0], &self.koff[0], &self.g, self.items, 0, t)
             return 0
-        if self.phased:
-            for i in prange(blocks, num_threads=t, schedule='static'):
-                work_note(1)
-                rlx_nchwc_pad_phase2(&self.x[0], self.x.shape[0], &self.xp[0], self.xp.shape[0], self.g.h,
-                                     self.g.w, self.g.hp, self.half_w, self.g.pt, self.g.pl, i, i + 1)
-            src = &self.xp[0]
-            src_len = self.xp.shape[0]
-        elif self.padded:
-            for i in prange(blocks, num_threads=t, schedule='static'):
-                work_note(1)
-                rlx_nchwc_pad(&self.x[0], self.x.shape[0], &self.xp[0], self.xp.shape[0], &self.g, i, i + 1)
-            src = &self.xp[0]
-            src_len = self.xp.shape[0]
-        self._dense_items(src, src_len, &self.koff[0], &self.g, self.items, t)
+        # images [n0, n1) at a time: their copy at the start of the scratch,
+        # then the items that read it, while it is in cache
+        n0 = 0
+        while n0 < self.g.n:
+            n1 = n0 + self.copy_images if n0 + self.copy_images < self.g.n else self.g.n
+            k = n1 - n0
+            xo = n0 * x_img
+            yo = n0 * y_img
+            items = k * per_img
+            if self.subsampled:
+                for i in prange(k * cb, num_threads=t, schedule='static'):
+                    work_note(1)
+                    rlx_nchwc_subsample(&self.x[xo], self.x.shape[0] - xo, &self.xp[0], self.xp.shape[0],
+                                        self.g.h, self.g.w, self.g.h_out, self.g.w_out, self.g.sh, self.g.sw,
+                                        i, i + 1)
+                runs = t if t < items else items
+                for r in prange(runs, num_threads=t, schedule='static'):
+                    lo = items * r // runs
+                    hi = items * (r + 1) // runs
+                    work_note(hi - lo)
+                    rlx_nchwc_1x1_run(&self.xp[0], self.xp.shape[0], &self.wq[0], self.wq.shape[0],
+                                      &self.bias[0] if self.has_bias else NULL,
+                                      &self.res[yo] if self.has_res else NULL, self.res.shape[0] - yo,
+                                      &self.y[yo], self.y.shape[0] - yo, &self.koff[0], &self.g1, &self.a, lo, hi)
+            else:
+                if self.phased:
+                    for i in prange(k * cb, num_threads=t, schedule='static'):
+                        work_note(1)
+                        rlx_nchwc_pad_phase2(&self.x[xo], self.x.shape[0] - xo, &self.xp[0], self.xp.shape[0],
+                                             self.g.h, self.g.w, self.g.hp, self.half_w, self.g.pt, self.g.pl,
+                                             i, i + 1)
+                else:
+                    for i in prange(k * cb, num_threads=t, schedule='static'):
+                        work_note(1)
+                        rlx_nchwc_pad(&self.x[xo], self.x.shape[0] - xo, &self.xp[0], self.xp.shape[0], &self.g,
+                                      i, i + 1)
+                self._dense_items(&self.xp[0], self.xp.shape[0], &self.koff[0], &self.g, items, yo, t)
+            n0 = n1
         return 0
 
 
@@ -924,7 +955,7 @@ cdef class NchwcDense3dLaunch(_BlockedConv):
                                 self.g.w, self.dp, self.g.hs, self.g.wp, self.pf, self.g.pt, self.g.pl, i, i + 1)
             src = &self.xp[0]
             src_len = self.xp.shape[0]
-        self._dense_items(src, src_len, &self.koff[0], &self.g, self.items, t)
+        self._dense_items(src, src_len, &self.koff[0], &self.g, self.items, 0, t)
         return 0
 
 

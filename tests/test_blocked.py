@@ -282,6 +282,36 @@ def test_dense_matches_reference(rng, case, act, bias, residual):
         np.testing.assert_array_equal(o, outs[0])
 
 
+# (n, C, H, W, M, kernel, stride, pads_begin, pads_end, dilation) of convs
+# that copy their input: padded, split by column parity, subsampled
+DENSE_COPIES = [(3, 64, 2, 6, 48, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+                (3, 16, 9, 30, 32, (3, 3), (2, 2), (1, 1), (1, 1), (1, 1)),
+                (3, 24, 11, 8, 40, (1, 1), (2, 1), (0, 0), (0, 0), (1, 1))]
+
+
+@pytest.mark.parametrize("case", DENSE_COPIES, ids=["padded", "phases", "subsampled"])
+@pytest.mark.parametrize("group", [1, 2])
+def test_dense_copies_and_computes_image_groups(rng, monkeypatch, case, group):
+    """With a copy budget of `group` images the scratch holds that many
+    images' copies, and the conv (bias, residual, 1 and 2 threads) gives the
+    whole-batch copy's bits."""
+    n, c, h, w, m, k, st, pb, pe, d = case
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((m, c, *k)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    ref = conv_nd(x, wt, stride=st, pads_begin=pb, pads_end=pe, dilation=d)
+    r = rng.standard_normal(ref.shape).astype(np.float32)
+    whole = run_dense(x, wt, b, r, st, pb, pe, d, "relu", 1)
+    per_image = _nchwc.dense_scratch_floats(1, c, h, w, pb, pe, k, st, d)
+    assert _nchwc.dense_scratch_floats(n, c, h, w, pb, pe, k, st, d) == n * per_image
+    monkeypatch.setattr(_nchwc, "DENSE_COPY_FLOATS", group * per_image)
+    assert _nchwc.dense_copy_images(n, per_image) == group
+    assert _nchwc.dense_scratch_floats(n, c, h, w, pb, pe, k, st, d) == group * per_image
+    check_parity(whole, epilogue64(ref, b, r, "relu"), "nchwc dense", tol=TOL)
+    for t in TWO:
+        np.testing.assert_array_equal(run_dense(x, wt, b, r, st, pb, pe, d, "relu", t), whole)
+
+
 def run_wino(x, w, bias, res, pads_begin, pads_end, act, threads, tile, alpha=0.0, beta=6.0):
     n, c, h, wd = x.shape
     m = w.shape[0]
