@@ -1252,7 +1252,9 @@ def test_a_lone_conv_runs_blocked_with_the_simd_tiles_where_measured_faster(rng,
     # image on a small plane (7x7 at any width, 14x14 up to 128 input
     # channels); a conv1d only with the AVX-512 tiles; a 3x3 with 8 input
     # channels on a larger plane and a lone 1x1 stay NCHW, and so does all
-    # of it with the portable kernels
+    # of it with the portable kernels.  A grouped 3x3 with whole blocks per
+    # group (RegNet's, ResNeXt's) runs blocked alone, strided or not; a
+    # grouped 1x1, or one with 4 channels per group, stays NCHW
     from rlx_cpu.ops.blocked import dense_alone
     level = _nchwc.simd_level()
     D, W = "conv_nchwc_dense", "conv_nchwc_winograd"
@@ -1261,15 +1263,18 @@ def test_a_lone_conv_runs_blocked_with_the_simd_tiles_where_measured_faster(rng,
              ((1, 256, 7, 7), (32, 256, 3, 3), 1, 1, W), ((1, 128, 14, 14), (16, 128, 3, 3), 1, 1, W),
              ((1, 48, 14, 14), (16, 48, 3, 3), 1, 1, W), ((1, 136, 14, 14), (16, 136, 3, 3), 1, 1, W),
              ((1, 8, 15, 14), (16, 8, 3, 3), 1, 1, None), ((2, 16, 7, 7), (16, 16, 3, 3), 1, 1, W),
-             ((1, 64, 2, 2), (64, 64, 3, 3), 1, 1, D)]
-    for xs, ws, stride, pad, kind in cases:
+             ((1, 64, 2, 2), (64, 64, 3, 3), 1, 1, D), ((1, 32, 7, 7), (32, 16, 3, 3), 1, 1, D, 2),
+             ((2, 48, 9, 9), (48, 8, 3, 3), 2, 1, D, 6), ((1, 48, 7, 7), (48, 16, 1, 1), 1, 0, None, 3),
+             ((1, 32, 7, 7), (32, 4, 3, 3), 1, 1, None, 8)]
+    for xs, ws, stride, pad, kind, *groups in cases:
+        groups = groups[0] if groups else 1
         alone = kind is not None and level >= (2 if len(xs) == 3 else 1)
         g = rlx_cpu.Graph()
         x = g.input("x", xs)
         wt = rng.standard_normal(ws) / np.sqrt(np.prod(ws[1:]))
         b = rng.standard_normal(ws[0])
         conv = g.conv1d if len(xs) == 3 else g.conv2d
-        g.output(g.relu(conv(x, wt, b, stride=stride, padding=pad)))
+        g.output(g.relu(conv(x, wt, b, stride=stride, padding=pad, groups=groups)))
         assert dense_alone(g, [n for n in g.nodes if n.op.startswith("conv")][0], threads) == alone, xs
         blocked, plain = compile_both(g, threads)
         kinds = [t.kind for t in blocked.thunks]
@@ -1277,7 +1282,7 @@ def test_a_lone_conv_runs_blocked_with_the_simd_tiles_where_measured_faster(rng,
         feeds = {"x": rng.standard_normal(xs).astype(np.float32)}
         got = blocked.run(feeds)[0]
         check_parity(got, plain.run(feeds)[0], "lone conv vs NCHW plan")
-        want = np.maximum(conv_nd(feeds["x"], wt, b, stride, pad, pad), 0)
+        want = np.maximum(conv_nd(feeds["x"], wt, b, stride, pad, pad, groups=groups), 0)
         check_parity(got, want, "lone conv vs reference")
 
 

@@ -405,13 +405,30 @@ def dense_alone(graph, node, nthreads=1):
     ones 64 at 2x2 0.037 / 0.008, 8 -> 16 at 7x7 0.011 / 0.005.  Level, or
     up to 6% behind at 2 threads: 3x3 s2 64->128 from 56x56 1.49 / 1.41
     (0.96 / 1.02), 256 at 14x14 1.13 / 1.13 (0.82 / 0.84).  A conv1d stays
-    NCHW there (not measured)."""
+    NCHW there (not measured).
+
+    - a grouped conv2d with whole blocks per group (not a 1x1), whose NCHW
+      path runs a narrow GEMM per group.  With the AVX2 tiles, run_into ms
+      of one conv + ReLU, NCHW / blocked with both reorders, interleaved, at
+      batch 1, 1 (2) threads: 3x3 400 in 25 groups on 7x7 0.41 / 0.09-0.13
+      (0.35 / 0.09), 160 in 10 on 14x14 0.21 / 0.14 (0.15 / 0.14), 1024 in
+      32 on 7x7 (2 threads) 0.96 / 0.32, 512 in 32 on 14x14 0.67 / 0.34,
+      128 in 8 on 28x28 0.47 / 0.32, 5x5 256 in 16 on 14x14 0.68 / 0.48;
+      batch 8, 2 threads: 400 on 7x7 1.52 / 0.50, 3x3 s2 512 in 32 from
+      28x28 6.38 / 3.41, 160 in 10 1.25 / 1.01.  Level on large planes: 64
+      in 4 on 56x56 0.83-0.86 / 0.84-0.85 (0.81 / 0.65), at batch 8 6.75-6.83
+      / 6.78-7.30, 256 in 32 on 28x28 (2 threads) 0.53 / 0.52.  Grouped
+      1x1s stay NCHW: 240 in 3 on 28x28 0.57 / 0.62.  Not measured with the
+      AVX-512 tiles, whose blocked kernel is at least as fast against the
+      same NCHW path."""
     level = _nchwc.simd_level()
     if level < 1 or nchwc_kind(graph, node, nthreads) != "dense":
         return False
     a = as_conv2d_attrs(node.attrs)
-    if node.op not in ("conv1d", "conv2d") or a.groups != 1 or a.kernel == (1, 1):
+    if node.op not in ("conv1d", "conv2d") or a.kernel == (1, 1):
         return False
+    if a.groups != 1:
+        return node.op == "conv2d"
     if node.op == "conv1d":
         return level >= AVX512_SIMD_LEVEL
     if a.stride != (1, 1):
