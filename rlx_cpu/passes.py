@@ -338,7 +338,7 @@ def _blocked_layout_enabled():
 
 def blocked_layout(graph, nthreads=1):
     """Chains of convs that have channel-blocked kernels (rlx_cpu/ops/blocked.py:
-    1x1, depthwise 3x3 and dense convs with constant weights and channels
+    1x1, depthwise 3x3 / 5x5 and dense convs with constant weights and channels
     multiples of 8, conv3d, a conv of input channels that are no whole
     blocks, as a network's first conv (the stem: ops/blocked.py nchwc_stem),
     and conv_transpose1d/2d by output phases), with
@@ -554,8 +554,8 @@ FUSE_IR_MIN_PLANE = 56 * 56
 def fuse_inverted_residual(graph):
     """After blocked_layout: ``project(dw(expand(x)))``, MobileNetV2's
     inverted residual block on blocked values -- a 1x1 conv2d_nchwc (no
-    residual) read only by a depthwise 3x3 conv2d_nchwc (stride 1 or 2,
-    padding 1, no residual) read only by a 1x1 conv2d_nchwc (with or
+    residual) read only by a depthwise 3x3 or 5x5 conv2d_nchwc (stride 1 or
+    2, padding 1 or 2, no residual) read only by a 1x1 conv2d_nchwc (with or
     without the block's residual) -- becomes one ``inverted_residual_nchwc``
     node whose kernel keeps the two inner tensors in a per-thread band
     buffer (src/rlx_nchwc.h, the same bits as the three kernels).  Without
@@ -583,9 +583,10 @@ def fuse_inverted_residual(graph):
             continue
         d = graph.node(conv_operands(p)[0])
         da = d.attrs
-        if not (is_nchwc(d) and no_residual(d) and da.kernel == (3, 3) and da.groups > 1
+        if not (is_nchwc(d) and no_residual(d) and da.kernel in ((3, 3), (5, 5)) and da.groups > 1
                 and da.groups == graph.node(d.inputs[1]).shape[0] == d.shape[1] * 8
-                and da.stride[0] == da.stride[1] in (1, 2) and da.pads_begin == da.pads_end == (1, 1)
+                and da.stride[0] == da.stride[1] in (1, 2)
+                and da.pads_begin == da.pads_end == (da.kernel[0] // 2,) * 2
                 and da.dilation == (1, 1) and _sole_reader(graph, users, d.id) is p
                 and graph.node(d.inputs[0]).shape[2] * graph.node(d.inputs[0]).shape[3] >= FUSE_IR_MIN_PLANE):
             continue

@@ -5,7 +5,7 @@
 #   ---------------------  ----------------------------------  -------------------------------
 #   NchwcReorderLaunch     one 8-channel block of one image    NCHW <-> NCHW8c
 #   NchwcConv1x1Launch     (image, pixel chunk, panel group)   1x1 conv + epilogue
-#   NchwcDepthwiseLaunch   one output row of one block (runs   depthwise 3x3 s1/s2 + epilogue
+#   NchwcDepthwiseLaunch   one output row of one block (runs   depthwise 3x3/5x5 s1/s2 + epilogue
 #                          of rows of a block in one call)
 #   NchwcStemLaunch        one output row of one image         dense conv, NCHW in, blocked out
 #   NchwcDenseLaunch       (image, output row, panel group)    dense conv + epilogue, blocked
@@ -45,7 +45,7 @@ cdef extern from "rlx_nchwc.h":
     ctypedef struct Nc1x1Geom "rlx_nchwc_1x1_geom":
         Py_ssize_t n, k, m, p, chunk, groups
     ctypedef struct NcDwGeom "rlx_nchwc_dw_geom":
-        Py_ssize_t cb, h, w, h_out, w_out, s, ph, pw
+        Py_ssize_t cb, h, w, h_out, w_out, s, ph, pw, k
     ctypedef struct NcStemGeom "rlx_nchwc_stem_geom":
         Py_ssize_t c, h, w, m, h_out, w_out, kh, kw, sh, sw, ph, pw, dh, dw
     enum: RLX_NCHWC_STEM_MAX_K
@@ -100,7 +100,7 @@ cdef extern from "rlx_nchwc.h":
                            const float* bias, const float* res, Py_ssize_t res_len, float* y, Py_ssize_t y_len,
                            const Py_ssize_t* koff, const Nc1x1Geom* g, const NcAct* a, Py_ssize_t i0,
                            Py_ssize_t i1) nogil
-    void rlx_nchwc_dw_pack(const float* w, Py_ssize_t c, float* wt) nogil
+    void rlx_nchwc_dw_pack(const float* w, Py_ssize_t c, Py_ssize_t taps, float* wt) nogil
     ctypedef struct NcPoolGeom "rlx_nchwc_pool_geom":
         Py_ssize_t cb, h, w, h_out, w_out, kh, kw, sh, sw, ph, pw, dh, dw, lo_h, hi_h, lo_w, hi_w, divisor_override
         int is_max
@@ -116,7 +116,7 @@ cdef extern from "rlx_nchwc.h":
 
     ctypedef struct NcIrGeom "rlx_nchwc_ir_geom":
         Py_ssize_t n, c, e, m, h, w, h_out, w_out, s, band, br
-        int expand
+        int expand, k
     ctypedef struct NcIrOps "rlx_nchwc_ir_ops":
         const float* we
         const float* be
@@ -372,17 +372,19 @@ def dense_copy_images(Py_ssize_t n, Py_ssize_t per_image):
 
 
 def pack_depthwise_weight(weight):
-    """A [C, 1, 3, 3] float32 depthwise weight as [C/8, 9, 8] (compile-time use)."""
+    """A [C, 1, K, K] float32 depthwise weight (K 3 or 5) as [C/8, K*K, 8]
+    (compile-time use)."""
     w = np.ascontiguousarray(weight, dtype=np.float32)
-    if w.ndim != 4 or w.shape[1:] != (1, 3, 3):
-        raise ValueError(f"pack_depthwise_weight: weight must be [C, 1, 3, 3], got {w.shape}")
+    if w.ndim != 4 or w.shape[1:] not in ((1, 3, 3), (1, 5, 5)):
+        raise ValueError(f"pack_depthwise_weight: weight must be [C, 1, 3, 3] or [C, 1, 5, 5], got {w.shape}")
     cdef Py_ssize_t c = w.shape[0]
+    cdef Py_ssize_t taps = w.shape[2] * w.shape[3]
     _check_blocked_channels("pack_depthwise_weight", "channels", c)
-    out = np.empty(c * 9, np.float32)
+    out = np.empty(c * taps, np.float32)
     cdef const float[::1] wv = w.reshape(-1)
     cdef float[::1] ov = out
     with nogil:
-        rlx_nchwc_dw_pack(&wv[0], c, &ov[0])
+        rlx_nchwc_dw_pack(&wv[0], c, taps, &ov[0])
     return out
 
 
@@ -559,28 +561,32 @@ cdef class NchwcConv1x1Launch(_BlockedConv):
 
 
 cdef class NchwcDepthwiseLaunch(_BlockedConv):
-    """y = act(depthwise3x3(x) + bias + residual) on blocked x [N, C/8, H, W, 8]
-    and y, residual [N, C/8, H_out, W_out, 8]; stride 1 or 2, padding 0 or 1
-    per side (the same on both sides); `wt` from pack_depthwise_weight."""
+    """y = act(depthwise KxK(x) + bias + residual) on blocked x [N, C/8, H, W, 8]
+    and y, residual [N, C/8, H_out, W_out, 8]; K (`kernel`) 3 or 5, stride 1
+    or 2, padding 0 to K // 2 per side (the same on both sides); `wt` from
+    pack_depthwise_weight."""
     cdef NcDwGeom g
     cdef Py_ssize_t rows
 
     def __init__(self, x, wt, bias, residual, y, Py_ssize_t n, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w,
                  Py_ssize_t stride, Py_ssize_t pad_h, Py_ssize_t pad_w, act=None, float alpha=0.0,
-                 float beta=0.0, int max_threads=1):
+                 float beta=0.0, int max_threads=1, Py_ssize_t kernel=3):
         op = "conv2d_nchwc depthwise"
         _check_blocked_channels(op, "channels", c)
-        if stride not in (1, 2) or pad_h not in (0, 1) or pad_w not in (0, 1):
-            raise ValueError(f"{op}: needs stride 1 or 2 and padding 0 or 1, got stride={stride}, "
-                             f"padding=({pad_h}, {pad_w})")
-        h_out = (h + 2 * pad_h - 3) // stride + 1
-        w_out = (w + 2 * pad_w - 3) // stride + 1
+        if kernel not in (3, 5):
+            raise ValueError(f"{op}: needs a 3x3 or 5x5 kernel, got {kernel}x{kernel}")
+        if stride not in (1, 2) or not 0 <= pad_h <= kernel // 2 or not 0 <= pad_w <= kernel // 2:
+            raise ValueError(f"{op}: needs stride 1 or 2 and padding 0 to {kernel // 2} for a {kernel}x{kernel} "
+                             f"kernel, got stride={stride}, padding=({pad_h}, {pad_w})")
+        h_out = (h + 2 * pad_h - kernel) // stride + 1
+        w_out = (w + 2 * pad_w - kernel) // stride + 1
         if n < 1 or h_out < 1 or w_out < 1:
-            raise ValueError(f"{op}: empty output for n={n}, input {h}x{w}, stride {stride}, "
-                             f"padding ({pad_h}, {pad_w})")
-        self._bind(op, x, wt, bias, residual, y, act, alpha, beta, n * c * h * w, n * c * h_out * w_out, c * 9, c)
+            raise ValueError(f"{op}: empty output for n={n}, input {h}x{w}, {kernel}x{kernel} kernel, "
+                             f"stride {stride}, padding ({pad_h}, {pad_w})")
+        self._bind(op, x, wt, bias, residual, y, act, alpha, beta, n * c * h * w, n * c * h_out * w_out,
+                   c * kernel * kernel, c)
         self.g.cb, self.g.h, self.g.w, self.g.h_out, self.g.w_out = c // BLOCK, h, w, h_out, w_out
-        self.g.s, self.g.ph, self.g.pw = stride, pad_h, pad_w
+        self.g.s, self.g.ph, self.g.pw, self.g.k = stride, pad_h, pad_w, kernel
         self.rows = n * (c // BLOCK) * h_out
         self.max_threads = max(1, max_threads)
 
@@ -1333,21 +1339,23 @@ IR_BAND_FLOATS = 48 * 1024
 
 
 def ir_band_rows(Py_ssize_t e, Py_ssize_t w, Py_ssize_t w_out, Py_ssize_t h_out, Py_ssize_t stride, bint expand,
-                 int max_threads=1):
-    """Output rows per band of a fused inverted residual block: the most
-    whose buffers fit IR_BAND_FLOATS, at least 1, and at most h_out split
-    over the threads (each thread a run of whole bands)."""
+                 int max_threads=1, int k=3):
+    """Output rows per band of a fused inverted residual block (depthwise
+    kernel k x k): the most whose buffers fit IR_BAND_FLOATS, at least 1,
+    and at most h_out split over the threads (each thread a run of whole
+    bands)."""
     cdef Py_ssize_t band = 1
-    while band < h_out and ir_scratch_floats(e, w, w_out, stride, band + 1, expand) <= IR_BAND_FLOATS:
+    while band < h_out and ir_scratch_floats(e, w, w_out, stride, band + 1, expand, 1, k) <= IR_BAND_FLOATS:
         band += 1
     per_thread = (h_out + max(1, max_threads) - 1) // max(1, max_threads)
     return max(1, min(band, per_thread))
 
 
 def ir_scratch_floats(Py_ssize_t e, Py_ssize_t w, Py_ssize_t w_out, Py_ssize_t stride, Py_ssize_t band,
-                      bint expand, int max_threads=1):
-    """Floats of the band buffers of all threads of a fused block."""
-    per_run = (e * ((band - 1) * stride + 3) * w if expand else 0) + e * band * w_out
+                      bint expand, int max_threads=1, int k=3):
+    """Floats of the band buffers of all threads of a fused block
+    (depthwise kernel k x k)."""
+    per_run = (e * ((band - 1) * stride + k) * w if expand else 0) + e * band * w_out
     return max(1, max_threads) * per_run
 
 
@@ -1363,7 +1371,8 @@ cdef class NchwcInvertedResidualLaunch(Launch):
     y = project(dw(expand(x))) (+ residual), on blocked x [N, C/8, H, W, 8]
     and y, residual [N, M/8, H_out, W_out, 8].  expand: a 1x1 conv C -> E
     (`we` from pack_1x1_weight, or None: no expand, E = C); dw: depthwise
-    3x3, stride 1 or 2, padding 1 (`wd` from pack_depthwise_weight); project:
+    k x k (3 or 5), stride 1 or 2, padding k // 2 (`wd` from
+    pack_depthwise_weight); project:
     a 1x1 conv E -> M (`wp`).  Each conv has its bias (or None) and
     activation (act, alpha, beta).  `scratch`: ir_scratch_floats floats;
     `band`: output rows per work item (ir_band_rows)."""
@@ -1387,7 +1396,7 @@ cdef class NchwcInvertedResidualLaunch(Launch):
     def __init__(self, x, we, be, wd, bd, wp, bp, residual, y, scratch, Py_ssize_t n, Py_ssize_t c,
                  Py_ssize_t e, Py_ssize_t m, Py_ssize_t h, Py_ssize_t w, Py_ssize_t stride, Py_ssize_t band,
                  tuple act_expand=(None, 0.0, 0.0), tuple act_dw=(None, 0.0, 0.0),
-                 tuple act_project=(None, 0.0, 0.0), int max_threads=1):
+                 tuple act_project=(None, 0.0, 0.0), int max_threads=1, int k=3):
         op = "inverted_residual_nchwc"
         _check_blocked_channels(op, "input channels", c)
         _check_blocked_channels(op, "expanded channels", e)
@@ -1398,6 +1407,8 @@ cdef class NchwcInvertedResidualLaunch(Launch):
                              f"got {e}")
         if stride not in (1, 2):
             raise ValueError(f"{op}: the depthwise stride must be 1 or 2, got {stride}")
+        if k not in (3, 5):
+            raise ValueError(f"{op}: the depthwise kernel must be 3x3 or 5x5, got {k}x{k}")
         if n < 1 or h < 1 or w < 1:
             raise ValueError(f"{op}: need at least one image and one pixel, got n={n}, input {h}x{w}")
         h_out = (h - 1) // stride + 1
@@ -1407,7 +1418,7 @@ cdef class NchwcInvertedResidualLaunch(Launch):
         self.max_threads = max(1, max_threads)
         self.g.n, self.g.c, self.g.e, self.g.m = n, c, e, m
         self.g.h, self.g.w, self.g.h_out, self.g.w_out, self.g.s = h, w, h_out, w_out, stride
-        self.g.band, self.g.br, self.g.expand = band, (band - 1) * stride + 3, expand
+        self.g.band, self.g.br, self.g.expand, self.g.k = band, (band - 1) * stride + k, expand, k
         self.per_run = rlx_nchwc_ir_scratch_floats(&self.g)
         self.x = x
         self.y = y
@@ -1422,7 +1433,7 @@ cdef class NchwcInvertedResidualLaunch(Launch):
         self.scratch = scratch
         _check_len(op, "x", self.x, n * c * h * w)
         _check_len(op, "y", self.y, n * m * h_out * w_out)
-        _check_len(op, "depthwise weight", self.wd, e * 9)
+        _check_len(op, "depthwise weight", self.wd, e * k * k)
         _check_len(op, "project weight", self.wp, rlx_nchwc_1x1_packed_floats(m, e))
         _check_len(op, "scratch", self.scratch, self.max_threads * self.per_run)
         if expand:

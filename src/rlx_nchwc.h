@@ -1648,8 +1648,9 @@ static void rlx_stem_nchw_rows(const float* xq, ptrdiff_t xq_len, const float* w
     }
 }
 
-/* ---- depthwise 3x3 conv, stride 1 or 2 -----------------------------------
- * Weight packed as wt[cb][9][8] (tap-major within a block); bias: C floats
+/* ---- depthwise 3x3 or 5x5 conv, stride 1 or 2 ----------------------------
+ * Weight packed as wt[cb][K*K][8] (tap-major within a block, K = g->k, the
+ * kernel side); bias: C floats
  * or NULL.  Work items: output rows of one block, r = (n * C/8 + cb) *
  * h_out + oh, so a thread's run of items is runs of rows of whole blocks,
  * each run one call with the block's weights loaded once.  (Ordering the
@@ -1659,29 +1660,33 @@ static void rlx_stem_nchw_rows(const float* xq, ptrdiff_t xq_len, const float* w
  * 1x1 + depthwise + 1x1 at 4x4 to 112x112, batch 1 and 8.) */
 typedef struct {
     ptrdiff_t cb, h, w, h_out, w_out, s, ph, pw;   /* blocks per image, geometry */
+    ptrdiff_t k;                                   /* kernel side: 3 or 5 */
 } rlx_nchwc_dw_geom;
 
-static void rlx_nchwc_dw_pack(const float* w, ptrdiff_t c, float* wt) {
+#define RLX_NCHWC_DW_MAX_K 5
+
+/* [C, 1, K, K] -> [C/8, K*K, 8]; taps = K*K */
+static void rlx_nchwc_dw_pack(const float* w, ptrdiff_t c, ptrdiff_t taps, float* wt) {
     for (ptrdiff_t ch = 0; ch < c; ++ch)
-        for (int t = 0; t < 9; ++t) wt[((ch / 8) * 9 + t) * 8 + ch % 8] = w[ch * 9 + t];
+        for (ptrdiff_t t = 0; t < taps; ++t) wt[((ch / 8) * taps + t) * 8 + ch % 8] = w[ch * taps + t];
 }
 
-/* One output row of one block from its three input rows (rows[kh], the
+/* One output row of one block from its K input rows (rows[kh], the
  * input row oh*s - ph + kh of the block, valid[kh] when inside the plane;
  * W the input row's pixels), portable: each output vector is bias, then the
  * in-bounds taps in (kh, kw) order, then residual and activation. */
 static void rlx_nchwc_dw_row_ptrs_base(const float* const* rows, const int* valid, const float* wt,
                                        const float* b, const float* res, float* yr, ptrdiff_t s, ptrdiff_t pw,
-                                       ptrdiff_t W, ptrdiff_t wo, const rlx_nchwc_act* a) {
+                                       ptrdiff_t W, ptrdiff_t wo, const rlx_nchwc_act* a, int K) {
     for (ptrdiff_t ow = 0; ow < wo; ++ow)
         for (int j = 0; j < 8; ++j) {
             float acc = b ? b[j] : 0.0f;
-            for (int kh = 0; kh < 3; ++kh) {
+            for (int kh = 0; kh < K; ++kh) {
                 if (!valid[kh]) continue;
-                for (int kw = 0; kw < 3; ++kw) {
+                for (int kw = 0; kw < K; ++kw) {
                     const ptrdiff_t iw = ow * s - pw + kw;
                     if (iw < 0 || iw >= W) continue;
-                    acc = fmaf(rows[kh][iw * 8 + j], wt[(kh * 3 + kw) * 8 + j], acc);
+                    acc = fmaf(rows[kh][iw * 8 + j], wt[(kh * K + kw) * 8 + j], acc);
                 }
             }
             if (res) acc = acc + res[ow * 8 + j];
@@ -1692,7 +1697,7 @@ static void rlx_nchwc_dw_row_ptrs_base(const float* const* rows, const int* vali
 /* The input rows of output row oh of a block whose plane starts at xp. */
 static inline void rlx_nchwc_dw_rows_of(const float* xp, const rlx_nchwc_dw_geom* g, ptrdiff_t oh,
                                         const float** rows, int* valid) {
-    for (int kh = 0; kh < 3; ++kh) {
+    for (int kh = 0; kh < (int)g->k; ++kh) {
         const ptrdiff_t ih = oh * g->s - g->ph + kh;
         valid[kh] = ih >= 0 && ih < g->h;
         rows[kh] = valid[kh] ? xp + ih * g->w * 8 : xp;
@@ -1700,54 +1705,93 @@ static inline void rlx_nchwc_dw_rows_of(const float* xp, const rlx_nchwc_dw_geom
 }
 
 #if RLX_X86_DISPATCH
-/* Output pixel ow of a row whose taps may fall on the padding: the
- * in-bounds taps in (kh, kw) order. */
-RLX_INLINE_AVX2 void rlx_nchwc_dw_px(const float* const* rows, const int* valid, const __m256* wv, __m256 bv,
-                                     const float* res, float* yr, ptrdiff_t ow, ptrdiff_t s, ptrdiff_t pw,
-                                     ptrdiff_t W, const rlx_nchwc_act* a) {
-    __m256 acc = bv;
-    for (int kh = 0; kh < 3; ++kh) {
+/* Output pixels ow .. ow + n - 1 (n 1..4) of a row whose taps may fall on
+ * the padding: each pixel is bias, then its in-bounds taps in (kh, kw)
+ * order, then residual and activation, the n pixels' chains interleaved
+ * (one pixel at a time, a 5x5 edge pixel waited on 25 dependent FMAs). */
+RLX_TARGET_AVX2 __attribute__((noinline)) static void rlx_nchwc_dw_group(
+        const float* const* rows, const int* valid, const __m256* wv, __m256 bv, const float* res, float* yr,
+        ptrdiff_t ow, int n, ptrdiff_t s, ptrdiff_t pw, ptrdiff_t W, const rlx_nchwc_act* a, const int K) {
+    __m256 a0 = bv, a1 = bv, a2 = bv, a3 = bv;
+    /* each pixel's in-bounds kw range */
+    int lo[4], hi[4];
+    for (int p = 0; p < 4; ++p) {
+        const ptrdiff_t b = (ow + p) * s - pw;
+        lo[p] = p < n ? (int)(b < 0 ? -b : 0) : K;
+        hi[p] = p < n ? (int)(W - b < K ? W - b : K) : 0;
+    }
+    for (int kh = 0; kh < K; ++kh) {
         if (!valid[kh]) continue;
-        for (int kw = 0; kw < 3; ++kw) {
-            const ptrdiff_t iw = ow * s - pw + kw;
-            if (iw < 0 || iw >= W) continue;
-            acc = _mm256_fmadd_ps(_mm256_loadu_ps(rows[kh] + iw * 8), wv[kh * 3 + kw], acc);
+        const float* r = rows[kh];
+        for (int kw = 0; kw < K; ++kw) {
+            const __m256 w = wv[kh * K + kw];
+            if (kw >= lo[0] && kw < hi[0]) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(r + ((ow + 0) * s - pw + kw) * 8), w, a0);
+            if (kw >= lo[1] && kw < hi[1]) a1 = _mm256_fmadd_ps(_mm256_loadu_ps(r + ((ow + 1) * s - pw + kw) * 8), w, a1);
+            if (kw >= lo[2] && kw < hi[2]) a2 = _mm256_fmadd_ps(_mm256_loadu_ps(r + ((ow + 2) * s - pw + kw) * 8), w, a2);
+            if (kw >= lo[3] && kw < hi[3]) a3 = _mm256_fmadd_ps(_mm256_loadu_ps(r + ((ow + 3) * s - pw + kw) * 8), w, a3);
         }
     }
-    if (res) acc = _mm256_add_ps(acc, _mm256_loadu_ps(res + ow * 8));
-    _mm256_storeu_ps(yr + ow * 8, rlx_nchwc_act8(acc, a));
+    const __m256 acc[4] = {a0, a1, a2, a3};
+    for (int p = 0; p < n; ++p) {
+        __m256 v = acc[p];
+        if (res) v = _mm256_add_ps(v, _mm256_loadu_ps(res + (ow + p) * 8));
+        _mm256_storeu_ps(yr + (ow + p) * 8, rlx_nchwc_act8(v, a));
+    }
 }
 
 /* The interior columns of a row: ow with ow*s - pw >= 0 and
- * ow*s - pw + 2 <= W - 1 are [*lo, *hi). */
-static inline void rlx_nchwc_dw_interior(ptrdiff_t s, ptrdiff_t pw, ptrdiff_t W, ptrdiff_t wo, ptrdiff_t* lo,
-                                         ptrdiff_t* hi) {
+ * ow*s - pw + K - 1 <= W - 1 are [*lo, *hi). */
+static inline void rlx_nchwc_dw_interior(ptrdiff_t s, ptrdiff_t pw, ptrdiff_t W, ptrdiff_t wo, ptrdiff_t K,
+                                         ptrdiff_t* lo, ptrdiff_t* hi) {
     ptrdiff_t l = (pw + s - 1) / s;
-    ptrdiff_t h = (W - 3 + pw) >= 0 ? (W - 3 + pw) / s + 1 : 0;
+    ptrdiff_t h = (W - K + pw) >= 0 ? (W - K + pw) / s + 1 : 0;
     if (h > wo) h = wo;
     if (l > h) l = h;
     *lo = l;
     *hi = h;
 }
 
-/* The same row, 4 output pixels per step with the 9 weight vectors wv and
- * the bias vector bv in registers; columns whose taps all fall inside the
+/* The same row, 4 output pixels per step with the K*K weight vectors wv
+ * (in registers for K 3; K 5's 25 read from the stack) and the bias vector
+ * bv; columns whose taps all fall inside the
  * row (the interior [lo, hi)) run without tests.  `a` has its act set to a
  * constant by the callers' instances, so the activation's switch folds
  * away instead of running once per output vector. */
 RLX_INLINE_AVX2 void rlx_nchwc_dw_row_core(const float* const* rows, const int* valid, const __m256* wv,
                                            __m256 bv, const float* res, float* yr, ptrdiff_t s, ptrdiff_t pw,
                                            ptrdiff_t W, ptrdiff_t wo, ptrdiff_t lo, ptrdiff_t hi,
-                                           const rlx_nchwc_act* a) {
+                                           const rlx_nchwc_act* a, const int K) {
     ptrdiff_t ow = 0;
-    for (; ow < lo; ++ow) rlx_nchwc_dw_px(rows, valid, wv, bv, res, yr, ow, s, pw, W, a);
-    for (; ow + 4 <= hi; ow += 4) {
-        __m256 a0 = bv, a1 = bv, a2 = bv, a3 = bv;
-        for (int kh = 0; kh < 3; ++kh) {
+    while (ow < lo) {
+        const int n = lo - ow < 4 ? (int)(lo - ow) : 4;
+        rlx_nchwc_dw_group(rows, valid, wv, bv, res, yr, ow, n, s, pw, W, a, K);
+        ow += n;
+    }
+    /* 8 output pixels per step: 8 independent chains keep both FMA pipes
+     * busy (4 chains wait on the FMA latency) */
+    for (; ow + 8 <= hi; ow += 8) {
+        __m256 c[8];
+        for (int p = 0; p < 8; ++p) c[p] = bv;
+        for (int kh = 0; kh < K; ++kh) {
             if (!valid[kh]) continue;
             const float* r0 = rows[kh] + (ow * s - pw) * 8;
-            for (int kw = 0; kw < 3; ++kw) {
-                const __m256 w = wv[kh * 3 + kw];
+            for (int kw = 0; kw < K; ++kw) {
+                const __m256 w = wv[kh * K + kw];
+                for (int p = 0; p < 8; ++p) c[p] = _mm256_fmadd_ps(_mm256_loadu_ps(r0 + (p * s + kw) * 8), w, c[p]);
+            }
+        }
+        for (int p = 0; p < 8; ++p) {
+            if (res) c[p] = _mm256_add_ps(c[p], _mm256_loadu_ps(res + (ow + p) * 8));
+            _mm256_storeu_ps(yr + (ow + p) * 8, rlx_nchwc_act8(c[p], a));
+        }
+    }
+    for (; ow + 4 <= hi; ow += 4) {
+        __m256 a0 = bv, a1 = bv, a2 = bv, a3 = bv;
+        for (int kh = 0; kh < K; ++kh) {
+            if (!valid[kh]) continue;
+            const float* r0 = rows[kh] + (ow * s - pw) * 8;
+            for (int kw = 0; kw < K; ++kw) {
+                const __m256 w = wv[kh * K + kw];
                 a0 = _mm256_fmadd_ps(_mm256_loadu_ps(r0 + (0 * s + kw) * 8), w, a0);
                 a1 = _mm256_fmadd_ps(_mm256_loadu_ps(r0 + (1 * s + kw) * 8), w, a1);
                 a2 = _mm256_fmadd_ps(_mm256_loadu_ps(r0 + (2 * s + kw) * 8), w, a2);
@@ -1765,11 +1809,62 @@ RLX_INLINE_AVX2 void rlx_nchwc_dw_row_core(const float* const* rows, const int* 
         _mm256_storeu_ps(yr + (ow + 2) * 8, rlx_nchwc_act8(a2, a));
         _mm256_storeu_ps(yr + (ow + 3) * 8, rlx_nchwc_act8(a3, a));
     }
-    for (; ow < wo; ++ow) rlx_nchwc_dw_px(rows, valid, wv, bv, res, yr, ow, s, pw, W, a);
+    while (ow < wo) {
+        const int n = wo - ow < 4 ? (int)(wo - ow) : 4;
+        rlx_nchwc_dw_group(rows, valid, wv, bv, res, yr, ow, n, s, pw, W, a, K);
+        ow += n;
+    }
+}
+
+/* The 5x5 kernel's rows oh0 .. oh1 - 1 of one block, from a copy of their
+ * input rows with the zero padding (in chunks of output rows whose input
+ * rows fit RLX_NCHWC_DW_PAD_FLOATS): every pixel then runs in the 8- and
+ * 4-pixel steps, none at a plane edge, where a 5x5 window's tap tests
+ * dominate the small planes (14x14: 4 of 14 columns, 7x7 all).  Each
+ * output is the same chain as without the copy: a padding tap adds 0 * w,
+ * which leaves the sum unchanged (finite weights).  0 when one chunk's
+ * rows do not fit (the caller then runs the edge code). */
+#define RLX_NCHWC_DW_PAD_FLOATS 8192
+RLX_INLINE_AVX2 int rlx_nchwc_dw_rows_padded(const float* xp, const rlx_nchwc_dw_geom* g, ptrdiff_t oh0,
+                                             ptrdiff_t oh1, const __m256* wv, __m256 bv, const float* res,
+                                             float* y, const rlx_nchwc_act* a, const int K) {
+    float buf[RLX_NCHWC_DW_PAD_FLOATS] __attribute__((aligned(32)));
+    const ptrdiff_t s = g->s, H = g->h, W = g->w, wo = g->w_out, ph = g->ph, pw = g->pw;
+    /* columns -pw .. (wo-1)*s - pw + K - 1 of the input, x's own in [pw, pw + ncopy) */
+    const ptrdiff_t wp = (wo - 1) * s + K, row = wp * 8;
+    const ptrdiff_t ncopy = W < wp - pw ? W : wp - pw;
+    const ptrdiff_t rows_fit = RLX_NCHWC_DW_PAD_FLOATS / row;
+    if (rows_fit < K) return 0;
+    const ptrdiff_t chunk = (rows_fit - K) / s + 1;
+    for (ptrdiff_t o0 = oh0; o0 < oh1; o0 += chunk) {
+        const ptrdiff_t o1 = o0 + chunk < oh1 ? o0 + chunk : oh1;
+        const ptrdiff_t in0 = o0 * s - ph, in1 = (o1 - 1) * s - ph + K;
+        for (ptrdiff_t ih = in0; ih < in1; ++ih) {
+            float* d = buf + (ih - in0) * row;
+            if (ih < 0 || ih >= H) {
+                memset(d, 0, sizeof(float) * (size_t)row);
+                continue;
+            }
+            memset(d, 0, sizeof(float) * (size_t)(pw * 8));
+            memcpy(d + pw * 8, xp + ih * W * 8, sizeof(float) * (size_t)(ncopy * 8));
+            memset(d + (pw + ncopy) * 8, 0, sizeof(float) * (size_t)(row - (pw + ncopy) * 8));
+        }
+        for (ptrdiff_t oh = o0; oh < o1; ++oh) {
+            const float* rw[RLX_NCHWC_DW_MAX_K];
+            int ok[RLX_NCHWC_DW_MAX_K];
+            for (int kh = 0; kh < K; ++kh) {
+                rw[kh] = buf + (oh * s - ph + kh - in0) * row;
+                ok[kh] = 1;
+            }
+            const ptrdiff_t o = (oh - oh0) * wo * 8;
+            rlx_nchwc_dw_row_core(rw, ok, wv, bv, res ? res + o : NULL, y + o, s, 0, wp, wo, 0, wo, a, K);
+        }
+    }
+    return 1;
 }
 
 /* Output rows oh0 .. oh1 - 1 of one block whose input plane starts at xp
- * (rows == NULL), or the one row whose input rows are rows[0..2] (oh0 = 0,
+ * (rows == NULL), or the one row whose input rows are rows[0..K-1] (oh0 = 0,
  * oh1 = 1): the weights and bias loaded, the interior found and the act
  * fixed once for all of them.  With one call per row, a 4x4 plane's rows
  * took about 100 cycles each (8 x 96 channels, 4x4, 1 thread: 9.6 us). */
@@ -1777,24 +1872,25 @@ RLX_INLINE_AVX2 void rlx_nchwc_dw_rows_body(const float* xp, const rlx_nchwc_dw_
                                             ptrdiff_t oh1, const float* const* rows, const int* valid,
                                             const float* wt, const float* b, const float* res, float* y,
                                             ptrdiff_t s, ptrdiff_t pw, ptrdiff_t W, ptrdiff_t wo,
-                                            const rlx_nchwc_act* a_in, const int act) {
+                                            const rlx_nchwc_act* a_in, const int act, const int K) {
     rlx_nchwc_act a_copy = *a_in;
     a_copy.act = act;
-    __m256 wv[9];
-    for (int t = 0; t < 9; ++t) wv[t] = _mm256_loadu_ps(wt + t * 8);
+    __m256 wv[RLX_NCHWC_DW_MAX_K * RLX_NCHWC_DW_MAX_K];
+    for (int t = 0; t < K * K; ++t) wv[t] = _mm256_loadu_ps(wt + t * 8);
     const __m256 bv = b ? _mm256_loadu_ps(b) : _mm256_setzero_ps();
     ptrdiff_t lo, hi;
-    rlx_nchwc_dw_interior(s, pw, W, wo, &lo, &hi);
+    rlx_nchwc_dw_interior(s, pw, W, wo, K, &lo, &hi);
     if (!xp) {
-        rlx_nchwc_dw_row_core(rows, valid, wv, bv, res, y, s, pw, W, wo, lo, hi, &a_copy);
+        rlx_nchwc_dw_row_core(rows, valid, wv, bv, res, y, s, pw, W, wo, lo, hi, &a_copy, K);
         return;
     }
+    if (K == 5 && rlx_nchwc_dw_rows_padded(xp, g, oh0, oh1, wv, bv, res, y, &a_copy, K)) return;
     for (ptrdiff_t oh = oh0; oh < oh1; ++oh) {
-        const float* rw[3];
-        int ok[3];
+        const float* rw[RLX_NCHWC_DW_MAX_K];
+        int ok[RLX_NCHWC_DW_MAX_K];
         const ptrdiff_t o = (oh - oh0) * wo * 8;
         rlx_nchwc_dw_rows_of(xp, g, oh, rw, ok);
-        rlx_nchwc_dw_row_core(rw, ok, wv, bv, res ? res + o : NULL, y + o, s, pw, W, wo, lo, hi, &a_copy);
+        rlx_nchwc_dw_row_core(rw, ok, wv, bv, res ? res + o : NULL, y + o, s, pw, W, wo, lo, hi, &a_copy, K);
     }
 }
 
@@ -1802,41 +1898,44 @@ RLX_TARGET_AVX2 static void rlx_nchwc_dw_rows_avx2(const float* xp, const rlx_nc
                                                    ptrdiff_t oh1, const float* const* rows, const int* valid,
                                                    const float* wt, const float* b, const float* res, float* y,
                                                    ptrdiff_t s, ptrdiff_t pw, ptrdiff_t W, ptrdiff_t wo,
-                                                   const rlx_nchwc_act* a) {
-#define RLX_DW_CASE(A_)                                                                             \
-    case A_:                                                                                        \
-        rlx_nchwc_dw_rows_body(xp, g, oh0, oh1, rows, valid, wt, b, res, y, s, pw, W, wo, a, A_);   \
+                                                   const rlx_nchwc_act* a, const int K) {
+#define RLX_DW_CASE(A_)                                                                                 \
+    case A_:                                                                                            \
+        if (K == 5)                                                                                     \
+            rlx_nchwc_dw_rows_body(xp, g, oh0, oh1, rows, valid, wt, b, res, y, s, pw, W, wo, a, A_, 5); \
+        else                                                                                            \
+            rlx_nchwc_dw_rows_body(xp, g, oh0, oh1, rows, valid, wt, b, res, y, s, pw, W, wo, a, A_, 3); \
         return;
     switch (a->act) {
         RLX_DW_CASE(RLX_ACT_NONE) RLX_DW_CASE(RLX_ACT_RELU) RLX_DW_CASE(RLX_ACT_CLIP)
         RLX_DW_CASE(RLX_ACT_LEAKY_RELU) RLX_DW_CASE(RLX_ACT_SIGMOID) RLX_DW_CASE(RLX_ACT_SILU)
         RLX_DW_CASE(RLX_ACT_HARD_SIGMOID) RLX_DW_CASE(RLX_ACT_HARD_SWISH)
     default:
-        rlx_nchwc_dw_rows_body(xp, g, oh0, oh1, rows, valid, wt, b, res, y, s, pw, W, wo, a, a->act);
+        rlx_nchwc_dw_rows_body(xp, g, oh0, oh1, rows, valid, wt, b, res, y, s, pw, W, wo, a, a->act, K);
     }
 #undef RLX_DW_CASE
 }
 #endif
 
-/* One depthwise output row from its input rows, dispatched. */
+/* One depthwise output row from its K input rows, dispatched. */
 static inline void rlx_nchwc_dw_row(int level, const float* const* rows, const int* valid, const float* wt,
                                     const float* b, const float* res, float* yr, ptrdiff_t s, ptrdiff_t pw,
-                                    ptrdiff_t W, ptrdiff_t wo, const rlx_nchwc_act* a) {
+                                    ptrdiff_t W, ptrdiff_t wo, const rlx_nchwc_act* a, int K) {
 #if RLX_X86_DISPATCH
     if (level) {
-        rlx_nchwc_dw_rows_avx2(NULL, NULL, 0, 1, rows, valid, wt, b, res, yr, s, pw, W, wo, a);
+        rlx_nchwc_dw_rows_avx2(NULL, NULL, 0, 1, rows, valid, wt, b, res, yr, s, pw, W, wo, a, K);
         return;
     }
 #endif
     (void)level;
-    rlx_nchwc_dw_row_ptrs_base(rows, valid, wt, b, res, yr, s, pw, W, wo, a);
+    rlx_nchwc_dw_row_ptrs_base(rows, valid, wt, b, res, yr, s, pw, W, wo, a, K);
 }
 
 static void rlx_nchwc_dw_rows(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
                               const float* res, ptrdiff_t res_len, float* y, ptrdiff_t y_len,
                               const rlx_nchwc_dw_geom* g, const rlx_nchwc_act* a, ptrdiff_t r0, ptrdiff_t r1) {
     const int level = rlx_simd_level();
-    const ptrdiff_t plane_in = g->h * g->w * 8, row_out = g->w_out * 8;
+    const ptrdiff_t plane_in = g->h * g->w * 8, row_out = g->w_out * 8, wblk = g->k * g->k * 8;
     (void)res_len;
 #if RLX_X86_DISPATCH
     if (level) {
@@ -1847,9 +1946,9 @@ static void rlx_nchwc_dw_rows(const float* x, ptrdiff_t x_len, const float* wt, 
             RLX_CHECK_RANGE(blk * plane_in, (blk + 1) * plane_in, x_len, "nchwc depthwise x");
             RLX_CHECK_RANGE(r * row_out, (r + oh1 - oh) * row_out, y_len, "nchwc depthwise y");
             if (res) RLX_CHECK_RANGE(r * row_out, (r + oh1 - oh) * row_out, res_len, "nchwc depthwise residual");
-            rlx_nchwc_dw_rows_avx2(x + blk * plane_in, g, oh, oh1, NULL, NULL, wt + cb * 72,
+            rlx_nchwc_dw_rows_avx2(x + blk * plane_in, g, oh, oh1, NULL, NULL, wt + cb * wblk,
                                    bias ? bias + cb * 8 : NULL, res ? res + r * row_out : NULL, y + r * row_out,
-                                   g->s, g->pw, g->w, g->w_out, a);
+                                   g->s, g->pw, g->w, g->w_out, a, (int)g->k);
             r += oh1 - oh;
         }
         return;
@@ -1864,10 +1963,10 @@ static void rlx_nchwc_dw_rows(const float* x, ptrdiff_t x_len, const float* wt, 
         RLX_CHECK_RANGE(blk * plane_in, (blk + 1) * plane_in, x_len, "nchwc depthwise x");
         RLX_CHECK_RANGE(r * row_out, (r + 1) * row_out, y_len, "nchwc depthwise y");
         if (res) RLX_CHECK_RANGE(r * row_out, (r + 1) * row_out, res_len, "nchwc depthwise residual");
-        const float* rows[3];
-        int valid[3];
+        const float* rows[RLX_NCHWC_DW_MAX_K];
+        int valid[RLX_NCHWC_DW_MAX_K];
         rlx_nchwc_dw_rows_of(xp, g, oh, rows, valid);
-        rlx_nchwc_dw_row(level, rows, valid, wt + cb * 72, bb, rr, yr, g->s, g->pw, g->w, g->w_out, a);
+        rlx_nchwc_dw_row(level, rows, valid, wt + cb * wblk, bb, rr, yr, g->s, g->pw, g->w, g->w_out, a, (int)g->k);
     }
 }
 
@@ -1875,16 +1974,18 @@ static void rlx_nchwc_dw_rows(const float* x, ptrdiff_t x_len, const float* wt, 
  * MobileNetV2's block as one kernel: y = project(dw(expand(x))) (+ residual),
  *   expand:  1x1 conv C -> E with bias and activation (optional: without it
  *            E = C and the depthwise conv reads x),
- *   dw:      depthwise 3x3, stride 1 or 2, padding 1, bias and activation,
+ *   dw:      depthwise k x k (k = 3 or 5), stride 1 or 2, padding k / 2,
+ *            bias and activation,
  *   project: 1x1 conv E -> M with bias, residual and activation,
  * all blocked.  Run as three ops, the two E-channel tensors go to memory and
  * back (at 112x112, 96 channels, 4.8 MB each); here they live in a per-run
  * band buffer that stays in L2.  Work items: (image, band of `band` output
  * rows), in order.  Per band:
  *   1. expand the input rows the band's depthwise rows read,
- *      (o0*s - 1 .. (o1-1)*s + 1) clipped to the plane, into the ring xe
- *      [E/8][br][W][8]: input row ih in slot ih % br.  The rows the previous
- *      band of the same image expanded (3 - s of them) are still there;
+ *      (o0*s - k/2 .. (o1-1)*s - k/2 + k - 1) clipped to the plane, into
+ *      the ring xe [E/8][br][W][8]: input row ih in slot ih % br.  The rows
+ *      the previous band of the same image expanded (k - s of them) are
+ *      still there;
  *   2. the depthwise rows into xd [E/8][band][W_out][8];
  *   3. project xd's band of pixels into y.
  * Each output is the same chain of fused multiply-adds as in the three
@@ -1893,8 +1994,9 @@ static void rlx_nchwc_dw_rows(const float* x, ptrdiff_t x_len, const float* wt, 
 typedef struct {
     ptrdiff_t n, c, e, m;          /* images; input, expanded, output channels */
     ptrdiff_t h, w, h_out, w_out, s;
-    ptrdiff_t band, br;            /* output rows per band; buffer rows (band-1)*s + 3 */
+    ptrdiff_t band, br;            /* output rows per band; buffer rows (band-1)*s + k */
     int expand;
+    int k;                         /* the depthwise kernel's side, 3 or 5 (padding k / 2) */
 } rlx_nchwc_ir_geom;
 
 typedef struct {
@@ -1916,6 +2018,8 @@ static void rlx_nchwc_ir_run(const float* x, ptrdiff_t x_len, const float* res, 
     const int level = rlx_simd_level();
     const ptrdiff_t H = g->h, W = g->w, s = g->s, wo = g->w_out, ho = g->h_out, B = g->band, br = g->br;
     const ptrdiff_t eb = g->e / 8, nbands = (ho + B - 1) / B;
+    const int K = g->k;
+    const ptrdiff_t pad = K / 2;
     const ptrdiff_t xe_floats = g->expand ? g->e * br * W : 0;
     float* xe = scratch;
     float* xd = scratch + xe_floats;
@@ -1928,7 +2032,8 @@ static void rlx_nchwc_ir_run(const float* x, ptrdiff_t x_len, const float* res, 
     for (ptrdiff_t item = i0; item < i1; ++item) {
         const ptrdiff_t img = item / nbands, bi = item % nbands;
         const ptrdiff_t o0 = bi * B, o1 = o0 + B < ho ? o0 + B : ho;
-        const ptrdiff_t lo = o0 * s - 1 > 0 ? o0 * s - 1 : 0, hi = (o1 - 1) * s + 1 < H - 1 ? (o1 - 1) * s + 1 : H - 1;
+        const ptrdiff_t lo = o0 * s - pad > 0 ? o0 * s - pad : 0;
+        const ptrdiff_t hi = (o1 - 1) * s - pad + K - 1 < H - 1 ? (o1 - 1) * s - pad + K - 1 : H - 1;
         const float* xi = x + img * g->c * H * W;
         RLX_CHECK_RANGE(img * g->c * H * W, (img + 1) * g->c * H * W, x_len, "nchwc inverted residual x");
         RLX_CHECK_RANGE(img * g->m * ho * wo, (img + 1) * g->m * ho * wo, y_len, "nchwc inverted residual y");
@@ -1953,17 +2058,17 @@ static void rlx_nchwc_ir_run(const float* x, ptrdiff_t x_len, const float* res, 
         }
         for (ptrdiff_t cb = 0; cb < eb; ++cb)
             for (ptrdiff_t oh = o0; oh < o1; ++oh) {
-                const float* rows[3];
-                int valid[3];
-                for (int kh = 0; kh < 3; ++kh) {
-                    const ptrdiff_t ih = oh * s - 1 + kh;
+                const float* rows[RLX_NCHWC_DW_MAX_K];
+                int valid[RLX_NCHWC_DW_MAX_K];
+                for (int kh = 0; kh < K; ++kh) {
+                    const ptrdiff_t ih = oh * s - pad + kh;
                     valid[kh] = ih >= 0 && ih < H;
                     rows[kh] = valid[kh] ? (g->expand ? xe + (cb * br + ih % br) * W * 8
                                                       : xi + (cb * H + ih) * W * 8)
                                          : xi;
                 }
-                rlx_nchwc_dw_row(level, rows, valid, o->wd + cb * 72, o->bd ? o->bd + cb * 8 : NULL, NULL,
-                                 xd + (cb * B + oh - o0) * wo * 8, s, 1, W, wo, &o->ad);
+                rlx_nchwc_dw_row(level, rows, valid, o->wd + cb * K * K * 8, o->bd ? o->bd + cb * 8 : NULL, NULL,
+                                 xd + (cb * B + oh - o0) * wo * 8, s, pad, W, wo, &o->ad, K);
             }
         {
             const ptrdiff_t yo = img * g->m * ho * wo + o0 * wo * 8;

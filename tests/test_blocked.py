@@ -57,12 +57,13 @@ def run_1x1(x, w, bias, res, act, threads, alpha=0.0, beta=6.0):
 
 def run_dw(x, w, bias, res, stride, pad, act, threads, alpha=0.0, beta=6.0):
     n, c, h, wd = x.shape
-    ho, wo = (h + 2 * pad - 3) // stride + 1, (wd + 2 * pad - 3) // stride + 1
+    k = w.shape[2]
+    ho, wo = (h + 2 * pad - k) // stride + 1, (wd + 2 * pad - k) // stride + 1
     y = np.full(n * c * ho * wo, np.nan, np.float32)
     launch = _nchwc.NchwcDepthwiseLaunch(
         _nchwc.to_blocked(x).reshape(-1), _nchwc.pack_depthwise_weight(w), bias,
         None if res is None else _nchwc.to_blocked(res).reshape(-1), y, n, c, h, wd, stride, pad, pad, act, alpha,
-        beta, threads)
+        beta, threads, k)
     launch.execute(threads)
     return _nchwc.from_blocked(y.reshape(n, c // 8, ho, wo, 8))
 
@@ -93,21 +94,28 @@ def test_1x1_matches_reference(rng, shape, act, bias, residual):
 
 # every (shape, stride, padding) whose window fits the padded input: planes
 # narrower than a 4-pixel step, a single row or column, odd sizes at stride 2
-DW_CASES = [(shape, stride, pad)
+# 3x3 with padding 0 or 1, 5x5 with 0 to 2 (MNASNet's and EfficientNet's),
+# on planes from one output pixel (every tap near an edge) to 112x112 (the
+# 5x5 kernel copies rows with their padding in chunks of 4 output rows
+# there), and rows of 230 pixels, too wide for that copy
+# (RLX_NCHWC_DW_PAD_FLOATS: the 5x5 kernel runs its edge code)
+DW_CASES = [(shape, stride, pad, k)
+            for k in (3, 5)
             for shape in [(1, 32, 112, 112), (2, 16, 9, 7), (1, 24, 12, 13), (1, 8, 3, 3), (1, 8, 1, 5),
-                          (2, 16, 6, 11), (1, 8, 4, 2), (2, 16, 4, 4), (1, 8, 2, 2), (1, 16, 8, 5)]
-            for stride in (1, 2) for pad in (0, 1)
-            if shape[2] + 2 * pad >= 3 and shape[3] + 2 * pad >= 3]
+                          (2, 16, 6, 11), (1, 8, 4, 2), (2, 16, 4, 4), (1, 8, 2, 2), (1, 16, 8, 5), (1, 8, 5, 5),
+                          (1, 8, 6, 230)]
+            for stride in (1, 2) for pad in range(k // 2 + 1)
+            if shape[2] + 2 * pad >= k and shape[3] + 2 * pad >= k]
 
 
-@pytest.mark.parametrize("shape,stride,pad", DW_CASES, ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple)
-                         else str(v))
+@pytest.mark.parametrize("shape,stride,pad,k", DW_CASES,
+                         ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v))
 @pytest.mark.parametrize("act,bias,residual", [(None, False, False), ("clip", True, False), ("relu", True, True)])
-def test_depthwise_matches_reference(rng, shape, stride, pad, act, bias, residual):
+def test_depthwise_matches_reference(rng, shape, stride, pad, k, act, bias, residual):
     n, c, h, w = shape
-    ho, wo = (h + 2 * pad - 3) // stride + 1, (w + 2 * pad - 3) // stride + 1
+    ho, wo = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
     x = rng.standard_normal((n, c, h, w)).astype(np.float32)
-    wt = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
+    wt = rng.standard_normal((c, 1, k, k)).astype(np.float32)
     b = rng.standard_normal(c).astype(np.float32) if bias else None
     r = rng.standard_normal((n, c, ho, wo)).astype(np.float32) if residual else None
     want = epilogue64(conv_nd(x, wt, stride=stride, pads_begin=pad, pads_end=pad, groups=c), b, r, act)
@@ -699,9 +707,9 @@ for (n, k, m, h, w) in [(1, 272, 24, 7, 9), (2, 16, 32, 5, 5)]:
     b = rng.standard_normal(m).astype(np.float32)
     r = rng.standard_normal((n, m, h, w)).astype(np.float32)
     outs.append(run_1x1(x, wt, b, r, "clip", 1))
-for (stride, pad) in [(1, 1), (2, 1), (2, 0)]:
+for (stride, pad, k) in [(1, 1, 3), (2, 1, 3), (2, 0, 3), (1, 2, 5), (2, 2, 5), (2, 1, 5)]:
     x = rng.standard_normal((2, 16, 13, 11)).astype(np.float32)
-    wt = rng.standard_normal((16, 1, 3, 3)).astype(np.float32)
+    wt = rng.standard_normal((16, 1, k, k)).astype(np.float32)
     b = rng.standard_normal(16).astype(np.float32)
     outs.append(run_dw(x, wt, b, None, stride, pad, "relu", 1))
 # small planes: rows of edge pixels only, run four at a time
@@ -838,9 +846,16 @@ def test_launches_refuse_bad_geometry():
         _nchwc.NchwcConv1x1Launch(f, f, None, None, f, 1, 8, 16, 512)
     with pytest.raises(ValueError, match=r"conv2d_nchwc 1x1: activation must be one of"):
         _nchwc.NchwcConv1x1Launch(f, f, None, None, f, 1, 8, 8, 4, "tanh")
-    with pytest.raises(ValueError, match=r"conv2d_nchwc depthwise: needs stride 1 or 2 and padding 0 or 1, "
-                                         r"got stride=3"):
+    with pytest.raises(ValueError, match=r"conv2d_nchwc depthwise: needs stride 1 or 2 and padding 0 to 1 for a 3x3 "
+                                         r"kernel, got stride=3"):
         _nchwc.NchwcDepthwiseLaunch(f, f, None, None, f, 1, 8, 8, 8, 3, 1, 1)
+    with pytest.raises(ValueError, match=r"conv2d_nchwc depthwise: needs stride 1 or 2 and padding 0 to 2 for a 5x5 "
+                                         r"kernel, got stride=1, padding=\(3, 3\)"):
+        _nchwc.NchwcDepthwiseLaunch(f, f, None, None, f, 1, 8, 8, 8, 1, 3, 3, kernel=5)
+    with pytest.raises(ValueError, match=r"conv2d_nchwc depthwise: needs a 3x3 or 5x5 kernel, got 7x7"):
+        _nchwc.NchwcDepthwiseLaunch(f, f, None, None, f, 1, 8, 8, 8, 1, 1, 1, kernel=7)
+    with pytest.raises(ValueError, match=r"conv2d_nchwc depthwise: packed weight holds 72 floats, needs 200"):
+        _nchwc.NchwcDepthwiseLaunch(f, np.zeros(72, np.float32), None, None, f, 1, 8, 8, 8, 1, 2, 2, kernel=5)
     with pytest.raises(ValueError, match=r"conv2d_nchwc depthwise: residual holds 1 floats"):
         _nchwc.NchwcDepthwiseLaunch(f, f, None, np.zeros(1, np.float32), f, 1, 8, 8, 8, 1, 1, 1)
     with pytest.raises(ValueError, match=r"nchwc_reorder: channels must be a positive multiple of 8 for the blocked layout, got 3"):
@@ -862,8 +877,8 @@ def test_launches_refuse_bad_geometry():
         _nchwc.pack_dense_weight(np.zeros((8, 6, 3, 3), np.float32))
     with pytest.raises(ValueError, match=r"conv2d_nchwc stem: empty output"):
         _nchwc.NchwcStemLaunch(f, f, None, f, 1, 3, 2, 2, 8, (3, 3), (1, 1), (0, 0), (0, 0), (1, 1))
-    with pytest.raises(ValueError, match=r"pack_depthwise_weight: weight must be \[C, 1, 3, 3\]"):
-        _nchwc.pack_depthwise_weight(np.zeros((8, 1, 5, 5), np.float32))
+    with pytest.raises(ValueError, match=r"pack_depthwise_weight: weight must be \[C, 1, 3, 3\] or \[C, 1, 5, 5\]"):
+        _nchwc.pack_depthwise_weight(np.zeros((8, 1, 7, 7), np.float32))
     # blocked Winograd: channels, tile, an empty output, short buffers
     with pytest.raises(ValueError, match=r"conv2d_nchwc winograd: input channels must be a positive multiple of 8"):
         _nchwc.NchwcWinogradLaunch(f, f, None, None, f, f, 1, 12, 8, 8, 8, (1, 1), (1, 1), 4)

@@ -16,11 +16,11 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 ACTS = {"expand": ("clip", 0.0, 6.0), "dw": ("clip", 0.0, 6.0), "project": (None, 0.0, 0.0)}
 
 
-def block_case(rng, n, c, e, m, h, w, expand=True, bias=True, residual=False):
+def block_case(rng, n, c, e, m, h, w, expand=True, bias=True, residual=False, k=3):
     x = rng.standard_normal((n, c, h, w)).astype(np.float32)
     we = (rng.standard_normal((e, c, 1, 1)) * 0.4).astype(np.float32) if expand else None
     be = rng.standard_normal(e).astype(np.float32) if expand and bias else None
-    wd = (rng.standard_normal((e, 1, 3, 3)) * 0.4).astype(np.float32)
+    wd = (rng.standard_normal((e, 1, k, k)) * 0.4).astype(np.float32)
     bd = rng.standard_normal(e).astype(np.float32) if bias else None
     wp = (rng.standard_normal((m, e, 1, 1)) * 0.3).astype(np.float32)
     bp = rng.standard_normal(m).astype(np.float32) if bias else None
@@ -28,20 +28,21 @@ def block_case(rng, n, c, e, m, h, w, expand=True, bias=True, residual=False):
 
 
 def run_ir(x, we, be, wd, bd, wp, bp, res, stride, threads, band=None, acts=ACTS):
-    """The fused launch on NCHW arrays (reordered in and out)."""
+    """The fused launch on NCHW arrays (reordered in and out); the
+    depthwise kernel's side k from wd."""
     n, c, h, w = x.shape
-    e, m = wd.shape[0], wp.shape[0]
+    e, m, k = wd.shape[0], wp.shape[0], wd.shape[2]
     ho, wo = (h - 1) // stride + 1, (w - 1) // stride + 1
     expand = we is not None
     if band is None:
-        band = _nchwc.ir_band_rows(e, w, wo, ho, stride, expand, threads)
-    scratch = np.full(_nchwc.ir_scratch_floats(e, w, wo, stride, band, expand, threads), np.nan, np.float32)
+        band = _nchwc.ir_band_rows(e, w, wo, ho, stride, expand, threads, k)
+    scratch = np.full(_nchwc.ir_scratch_floats(e, w, wo, stride, band, expand, threads, k), np.nan, np.float32)
     y = np.full(n * m * ho * wo, np.nan, np.float32)
     launch = _nchwc.NchwcInvertedResidualLaunch(
         _nchwc.to_blocked(x).reshape(-1), _nchwc.pack_1x1_weight(we) if expand else None, be,
         _nchwc.pack_depthwise_weight(wd), bd, _nchwc.pack_1x1_weight(wp), bp,
         None if res is None else _nchwc.to_blocked(res).reshape(-1), y, scratch, n, c, e, m, h, w, stride, band,
-        acts["expand"], acts["dw"], acts["project"], threads)
+        acts["expand"], acts["dw"], acts["project"], threads, k)
     launch.execute(threads)
     return _nchwc.from_blocked(y.reshape(n, m // 8, ho, wo, 8))
 
@@ -51,7 +52,7 @@ def run_three(x, we, be, wd, bd, wp, bp, res, stride, threads, acts=ACTS):
     h = x
     if we is not None:
         h = run_1x1(h, we, be, None, acts["expand"][0], threads, *acts["expand"][1:])
-    h = run_dw(h, wd, bd, None, stride, 1, acts["dw"][0], threads, *acts["dw"][1:])
+    h = run_dw(h, wd, bd, None, stride, wd.shape[2] // 2, acts["dw"][0], threads, *acts["dw"][1:])
     return run_1x1(h, wp, bp, res, acts["project"][0], threads, *acts["project"][1:])
 
 
@@ -59,8 +60,8 @@ def reference(x, we, be, wd, bd, wp, bp, res, stride, acts=ACTS):
     h = np.asarray(x, np.float64)
     if we is not None:
         h = epilogue64(conv_nd(h, we), be, None, *acts["expand"])
-    e = wd.shape[0]
-    h = epilogue64(conv_nd(h, wd, stride=stride, pads_begin=1, pads_end=1, groups=e), bd, None, *acts["dw"])
+    e, p = wd.shape[0], wd.shape[2] // 2
+    h = epilogue64(conv_nd(h, wd, stride=stride, pads_begin=p, pads_end=p, groups=e), bd, None, *acts["dw"])
     return epilogue64(conv_nd(h, wp), bp, res, *acts["project"])
 
 
@@ -79,9 +80,11 @@ CASES = [(1, 16, 96, 24, 13, 11, 2, True, False),
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[:7])) + ("e" if c[7] else "") +
                          ("r" if c[8] else ""))
-def test_fused_block_gives_the_three_kernels_bits_at_every_band(rng, case):
+@pytest.mark.parametrize("k", [3, 5])
+def test_fused_block_gives_the_three_kernels_bits_at_every_band(rng, case, k):
+    # k: the depthwise 3x3 (MobileNetV2) or 5x5 (MNASNet, EfficientNet)
     n, c, e, m, h, w, s, expand, residual = case
-    ops = block_case(rng, n, c, e, m, h, w, expand=expand, residual=residual)
+    ops = block_case(rng, n, c, e, m, h, w, expand=expand, residual=residual, k=k)
     want = reference(*ops, s)
     ho = (h - 1) // s + 1
     for threads in TWO:
@@ -93,10 +96,11 @@ def test_fused_block_gives_the_three_kernels_bits_at_every_band(rng, case):
 
 
 @pytest.mark.parametrize("bias", [False, True])
-def test_other_activations_and_no_bias(rng, bias):
+@pytest.mark.parametrize("k", [3, 5])
+def test_other_activations_and_no_bias(rng, bias, k):
     acts = {"expand": ("hard_swish", 1 / 6, 0.5), "dw": ("silu", 0.0, 0.0), "project": ("leaky_relu", 0.1, 0.0)}
     for stride in (1, 2):
-        ops = block_case(rng, 1, 16, 32, 16, 9, 8, bias=bias, residual=stride == 1)
+        ops = block_case(rng, 1, 16, 32, 16, 9, 8, bias=bias, residual=stride == 1, k=k)
         for threads in TWO:
             got = run_ir(*ops, stride, threads, acts=acts)
             np.testing.assert_array_equal(got, run_three(*ops, stride, threads, acts=acts))
@@ -106,9 +110,11 @@ def test_other_activations_and_no_bias(rng, bias):
 def test_band_rows_fit_the_buffer_and_split_over_the_threads():
     # 96 channels at 112x112, stride 2: one output row per band fits 48K floats
     assert _nchwc.ir_band_rows(96, 112, 56, 56, 2, True, 1) == 1
-    for e, w, ho, s, expand, t in [(144, 56, 56, 1, True, 1), (32, 112, 112, 1, False, 2), (16, 8, 8, 1, True, 2)]:
-        band = _nchwc.ir_band_rows(e, w, (w - 1) // s + 1, ho, s, expand, t)
-        need = (e * ((band - 1) * s + 3) * w if expand else 0) + e * band * ((w - 1) // s + 1)
+    for e, w, ho, s, expand, t, k in [(144, 56, 56, 1, True, 1, 3), (32, 112, 112, 1, False, 2, 3),
+                                      (16, 8, 8, 1, True, 2, 3), (72, 56, 28, 2, True, 1, 5), (120, 28, 28, 1, True, 2, 5)]:
+        band = _nchwc.ir_band_rows(e, w, (w - 1) // s + 1, ho, s, expand, t, k)
+        need = (e * ((band - 1) * s + k) * w if expand else 0) + e * band * ((w - 1) // s + 1)
+        assert _nchwc.ir_scratch_floats(e, w, (w - 1) // s + 1, s, band, expand, 1, k) == need
         assert 1 <= band <= -(-ho // t)
         assert band == 1 or need <= _nchwc.IR_BAND_FLOATS
 
@@ -124,6 +130,11 @@ def test_launch_refuses_bad_geometry():
         L(f, None, None, f, None, f, None, None, f, f, 1, 8, 16, 8, 4, 4, 1, 1)
     with pytest.raises(ValueError, match=r"inverted_residual_nchwc: the depthwise stride must be 1 or 2, got 3"):
         L(f, f, None, f, None, f, None, None, f, f, 1, 8, 16, 8, 4, 4, 3, 1)
+    with pytest.raises(ValueError, match=r"inverted_residual_nchwc: the depthwise kernel must be 3x3 or 5x5, got "
+                                         r"7x7"):
+        L(f, f, None, f, None, f, None, None, f, f, 1, 8, 16, 8, 4, 4, 1, 1, k=7)
+    with pytest.raises(ValueError, match=r"inverted_residual_nchwc: depthwise weight holds 144 floats, needs 400"):
+        L(f, f, None, np.zeros(144, np.float32), None, f, None, None, f, f, 1, 8, 16, 8, 4, 4, 1, 1, k=5)
     with pytest.raises(ValueError, match=r"inverted_residual_nchwc: band must be 1\.\.2 output rows, got 3"):
         L(f, f, None, f, None, f, None, None, f, f, 1, 8, 16, 8, 4, 4, 2, 3)
     with pytest.raises(ValueError, match=r"inverted_residual_nchwc: scratch holds 10 floats, needs 384"):
@@ -145,8 +156,8 @@ def fuse_small(monkeypatch):
     monkeypatch.setattr(passes, "FUSE_IR_MIN_PLANE", 0)
 
 
-def mbv2(rng, g, x, c, blocks, stride=1, first=False):
-    """MobileNetV2 blocks: [expand 1x1 + clip6], depthwise 3x3 + clip6,
+def mbv2(rng, g, x, c, blocks, stride=1, first=False, k=3):
+    """MobileNetV2 blocks: [expand 1x1 + clip6], depthwise k x k + clip6,
     project 1x1 (+ residual when the shapes allow)."""
     h = x
     for i in range(blocks):
@@ -155,8 +166,8 @@ def mbv2(rng, g, x, c, blocks, stride=1, first=False):
         e = h if first else g.clip(g.conv2d(h, rng.standard_normal((4 * c, cin, 1, 1)) * 0.3,
                                             rng.standard_normal(4 * c)), 0.0, 6.0)
         ec = e.shape[1]
-        d = g.clip(g.conv2d(e, rng.standard_normal((ec, 1, 3, 3)) * 0.3, rng.standard_normal(ec), stride=s,
-                            padding=1, groups=ec), 0.0, 6.0)
+        d = g.clip(g.conv2d(e, rng.standard_normal((ec, 1, k, k)) * 0.3, rng.standard_normal(ec), stride=s,
+                            padding=k // 2, groups=ec), 0.0, 6.0)
         p = g.conv2d(d, rng.standard_normal((c, ec, 1, 1)) * 0.3, rng.standard_normal(c))
         h = g.add(p, h) if p.shape == h.shape else p
     return h
@@ -174,12 +185,14 @@ def compile_pair(g, threads):
 
 
 @pytest.mark.parametrize("threads", TWO)
-def test_pass_fuses_mobilenet_blocks_with_the_unfused_bits(rng, fuse_small, threads):
+@pytest.mark.parametrize("k", [3, 5])
+def test_pass_fuses_mobilenet_blocks_with_the_unfused_bits(rng, fuse_small, threads, k):
+    # k: MobileNetV2's 3x3 depthwise, or MNASNet's and EfficientNet's 5x5
     g = rlx_cpu.Graph()
     x = g.input("x", (2, 16, 15, 13))
-    h = mbv2(rng, g, x, 16, 1, first=True)                    # no expand
-    h = mbv2(rng, g, h, 24, 2, stride=2)                       # stride 2, then a residual block
-    h = mbv2(rng, g, h, 24, 1)
+    h = mbv2(rng, g, x, 16, 1, first=True, k=k)               # no expand
+    h = mbv2(rng, g, h, 24, 2, stride=2, k=k)                  # stride 2, then a residual block
+    h = mbv2(rng, g, h, 24, 1, k=k)
     g.output(g.global_avg_pool(h))
     fused, plain = compile_pair(g, threads)
     assert kinds(fused).count("conv_nchwc_ir") == 4

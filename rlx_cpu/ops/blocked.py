@@ -44,8 +44,8 @@ each end of a chain:
 ``conv2d_nchwc``   a conv2d (its ConvAttrs, fused epilogue included) on
                    blocked input, residual and output; inputs x, W, [bias],
                    [residual].  Four kinds: 1x1 (groups 1, stride 1, no
-                   padding); depthwise 3x3 (stride 1 or 2, padding 0 or 1
-                   on every side); dense: grouped convs with whole blocks
+                   padding); depthwise 3x3 or 5x5 (stride 1 or 2,
+                   padding 0 to 1 or 0 to 2 on every side); dense: grouped convs with whole blocks
                    per group, and groups 1 with any other geometry where it
                    beats the NCHW algorithms (strided, or an output plane of
                    at most dense_max_plane(C_in) pixels), a stride-1 3x3 by
@@ -332,8 +332,9 @@ def nchwc_kind(graph, node, nthreads=1):
     if a.groups == 1 and a.dilation == (1, 1) and a.kernel == (1, 1) and a.stride == (1, 1) and a.pads_begin == (0, 0) \
             and a.pads_end == (0, 0):
         return "1x1"
-    if a.groups == c_in == c_out and a.kernel == (3, 3) and a.stride[0] == a.stride[1] in (1, 2) \
-            and a.pads_begin == a.pads_end and a.pads_begin[0] == a.pads_begin[1] in (0, 1) and a.dilation == (1, 1):
+    if a.groups == c_in == c_out and a.kernel in ((3, 3), (5, 5)) and a.stride[0] == a.stride[1] in (1, 2) \
+            and a.pads_begin == a.pads_end and a.pads_begin[0] == a.pads_begin[1] <= a.kernel[0] // 2 \
+            and a.dilation == (1, 1):
         return "depthwise"
     if a.groups > 1:
         # grouped (ResNeXt, RegNet): whole blocks per group; the NCHW path
@@ -607,8 +608,9 @@ class NchwcConv1x1Thunk(Thunk):
 
 @dataclass(frozen=True, repr=False)
 class NchwcDepthwiseThunk(Thunk):
-    """Depthwise 3x3 conv (stride 1 or 2, padding 0 or 1) on blocked x /
-    residual / y; `weight` as [C/8, 9, 8] (_nchwc.pack_depthwise_weight)."""
+    """Depthwise KxK conv (`kernel` K 3 or 5; stride 1 or 2, padding 0 to
+    K // 2) on blocked x / residual / y; `weight` as [C/8, K*K, 8]
+    (_nchwc.pack_depthwise_weight)."""
     x: Slice
     weight: Slice
     bias: Optional[Slice]
@@ -622,6 +624,7 @@ class NchwcDepthwiseThunk(Thunk):
     pad: int
     epilogue: Optional[ConvEpilogue]
     max_threads: int
+    kernel: int = 3
 
     kind: ClassVar[str] = "conv_nchwc_dw"
     reads: ClassVar[tuple] = ("x", "weight", "bias", "residual")
@@ -629,16 +632,17 @@ class NchwcDepthwiseThunk(Thunk):
 
     @property
     def flops(self):
-        ho = (self.h + 2 * self.pad - 3) // self.stride + 1
-        wo = (self.w + 2 * self.pad - 3) // self.stride + 1
-        return 2 * 9 * self.n * self.c * ho * wo
+        k = self.kernel
+        ho = (self.h + 2 * self.pad - k) // self.stride + 1
+        wo = (self.w + 2 * self.pad - k) // self.stride + 1
+        return 2 * k * k * self.n * self.c * ho * wo
 
     def bind(self, view):
         act, alpha, beta = _act(self.epilogue)
         return _nchwc.NchwcDepthwiseLaunch(
             view(self.x), view(self.weight), view(self.bias) if self.bias else None,
             view(self.residual) if self.residual else None, view(self.y), self.n, self.c, self.h, self.w,
-            self.stride, self.pad, self.pad, act, alpha, beta, self.max_threads)
+            self.stride, self.pad, self.pad, act, alpha, beta, self.max_threads, self.kernel)
 
 
 @dataclass(frozen=True, repr=False)
@@ -974,9 +978,9 @@ def inverted_residual_operands(node):
 
 @dataclass(frozen=True, repr=False)
 class NchwcInvertedResidualThunk(Thunk):
-    """[expand 1x1 ->] depthwise 3x3 -> project 1x1 (+ residual) on blocked
-    x / residual / y over bands of `band` output rows; weights packed as for
-    the single convs; `scratch` the per-thread band buffers."""
+    """[expand 1x1 ->] depthwise k x k (3 or 5) -> project 1x1 (+ residual)
+    on blocked x / residual / y over bands of `band` output rows; weights
+    packed as for the single convs; `scratch` the per-thread band buffers."""
     x: Slice
     w_expand: Optional[Slice]
     b_expand: Optional[Slice]
@@ -997,6 +1001,7 @@ class NchwcInvertedResidualThunk(Thunk):
     band: int
     epilogues: tuple          # (expand, dw, project) ConvEpilogue or None
     max_threads: int
+    k: int = 3                # the depthwise kernel's side
 
     kind: ClassVar[str] = "conv_nchwc_ir"
     reads: ClassVar[tuple] = ("x", "w_expand", "b_expand", "w_dw", "b_dw", "w_project", "b_project", "residual")
@@ -1008,7 +1013,7 @@ class NchwcInvertedResidualThunk(Thunk):
         ho = (self.h - 1) // self.stride + 1
         wo = (self.w - 1) // self.stride + 1
         expand = 2 * self.c_in * self.c_mid * self.h * self.w if self.w_expand is not None else 0
-        return self.n * (expand + 18 * self.c_mid * ho * wo + 2 * self.c_mid * self.c_out * ho * wo)
+        return self.n * (expand + 2 * self.k * self.k * self.c_mid * ho * wo + 2 * self.c_mid * self.c_out * ho * wo)
 
     def bind(self, view):
         acts = tuple(_act(e) for e in self.epilogues)
@@ -1017,7 +1022,7 @@ class NchwcInvertedResidualThunk(Thunk):
             view(self.x), opt(self.w_expand), opt(self.b_expand), view(self.w_dw), opt(self.b_dw),
             view(self.w_project), opt(self.b_project), opt(self.residual), view(self.y), view(self.scratch),
             self.n, self.c_in, self.c_mid, self.c_out, self.h, self.w, self.stride, self.band, acts[0], acts[1],
-            acts[2], self.max_threads)
+            acts[2], self.max_threads, self.k)
 
 
 # ---------------------------------------------------------------------------
@@ -1093,7 +1098,8 @@ def compile_conv2d_nchwc(ctx, node):
     else:
         packed = ctx.constant(_nchwc.pack_depthwise_weight(wv), node.name + ".nchwc_W")
         ctx.emit(NchwcDepthwiseThunk(node.name, ctx.buf(x_id), packed, bias, res, ctx.buf(node.id), n, c_in,
-                                     h, w, a.stride[0], a.pads_begin[0], a.epilogue, ctx.num_threads))
+                                     h, w, a.stride[0], a.pads_begin[0], a.epilogue, ctx.num_threads,
+                                     a.kernel[0]))
 
 
 @compile_rule("conv3d_nchwc")
@@ -1195,11 +1201,12 @@ def compile_inverted_residual_nchwc(ctx, node):
         if we is not None else None
     w_d = ctx.constant(_nchwc.pack_depthwise_weight(const(wd, "depthwise")), node.name + ".nchwc_Wd")
     w_p = ctx.constant(_nchwc.pack_1x1_weight(const(wp, "project").reshape(c_out, -1)), node.name + ".nchwc_Wp")
-    band = _nchwc.ir_band_rows(c_mid, w, wo, ho, s, we is not None, ctx.num_threads)
-    nfloats = _nchwc.ir_scratch_floats(c_mid, w, wo, s, band, we is not None, ctx.num_threads)
+    k = a.dw.kernel[0]
+    band = _nchwc.ir_band_rows(c_mid, w, wo, ho, s, we is not None, ctx.num_threads, k)
+    nfloats = _nchwc.ir_scratch_floats(c_mid, w, wo, s, band, we is not None, ctx.num_threads, k)
     scratch = ctx.scratch(4 * nfloats, node.name + ".scratch")
     buf = lambda i: ctx.buf(i) if i is not None else None
     ctx.emit(NchwcInvertedResidualThunk(
         node.name, ctx.buf(x), w_e, buf(be), w_d, buf(bd), w_p, buf(bp), buf(r), ctx.buf(node.id), scratch, n,
         c_in, c_mid, c_out, h, w, s, band, (a.expand.epilogue if a.expand is not None else None, a.dw.epilogue,
-                                            a.project.epilogue), ctx.num_threads))
+                                            a.project.epilogue), ctx.num_threads, k))
