@@ -1696,8 +1696,8 @@ static void rlx_nchwc_dw_row_ptrs_base(const float* const* rows, const int* vali
 
 /* The input rows of output row oh of a block whose plane starts at xp. */
 static inline void rlx_nchwc_dw_rows_of(const float* xp, const rlx_nchwc_dw_geom* g, ptrdiff_t oh,
-                                        const float** rows, int* valid) {
-    for (int kh = 0; kh < (int)g->k; ++kh) {
+                                        const float** rows, int* valid, const int K) {
+    for (int kh = 0; kh < K; ++kh) {
         const ptrdiff_t ih = oh * g->s - g->ph + kh;
         valid[kh] = ih >= 0 && ih < g->h;
         rows[kh] = valid[kh] ? xp + ih * g->w * 8 : xp;
@@ -1705,6 +1705,26 @@ static inline void rlx_nchwc_dw_rows_of(const float* xp, const rlx_nchwc_dw_geom
 }
 
 #if RLX_X86_DISPATCH
+/* Output pixel ow of a 3x3 row whose taps may fall on the padding: the
+ * in-bounds taps in (kh, kw) order.  (The 3x3 edges one pixel at a time:
+ * through rlx_nchwc_dw_group MobileNetV2's depthwise convs took 2x as
+ * long.) */
+RLX_INLINE_AVX2 void rlx_nchwc_dw_px(const float* const* rows, const int* valid, const __m256* wv, __m256 bv,
+                                     const float* res, float* yr, ptrdiff_t ow, ptrdiff_t s, ptrdiff_t pw,
+                                     ptrdiff_t W, const rlx_nchwc_act* a) {
+    __m256 acc = bv;
+    for (int kh = 0; kh < 3; ++kh) {
+        if (!valid[kh]) continue;
+        for (int kw = 0; kw < 3; ++kw) {
+            const ptrdiff_t iw = ow * s - pw + kw;
+            if (iw < 0 || iw >= W) continue;
+            acc = _mm256_fmadd_ps(_mm256_loadu_ps(rows[kh] + iw * 8), wv[kh * 3 + kw], acc);
+        }
+    }
+    if (res) acc = _mm256_add_ps(acc, _mm256_loadu_ps(res + ow * 8));
+    _mm256_storeu_ps(yr + ow * 8, rlx_nchwc_act8(acc, a));
+}
+
 /* Output pixels ow .. ow + n - 1 (n 1..4) of a row whose taps may fall on
  * the padding: each pixel is bias, then its in-bounds taps in (kh, kw)
  * order, then residual and activation, the n pixels' chains interleaved
@@ -1751,8 +1771,8 @@ static inline void rlx_nchwc_dw_interior(ptrdiff_t s, ptrdiff_t pw, ptrdiff_t W,
     *hi = h;
 }
 
-/* The same row, 4 output pixels per step with the K*K weight vectors wv
- * (in registers for K 3; K 5's 25 read from the stack) and the bias vector
+/* The same row of the 5x5 kernel, 8 then 4 output pixels per step with
+ * the 25 weight vectors wv (read from the stack) and the bias vector
  * bv; columns whose taps all fall inside the
  * row (the interior [lo, hi)) run without tests.  `a` has its act set to a
  * constant by the callers' instances, so the activation's switch folds
@@ -1825,7 +1845,9 @@ RLX_INLINE_AVX2 void rlx_nchwc_dw_row_core(const float* const* rows, const int* 
  * which leaves the sum unchanged (finite weights).  0 when one chunk's
  * rows do not fit (the caller then runs the edge code). */
 #define RLX_NCHWC_DW_PAD_FLOATS 8192
-RLX_INLINE_AVX2 int rlx_nchwc_dw_rows_padded(const float* xp, const rlx_nchwc_dw_geom* g, ptrdiff_t oh0,
+/* (not inlined: its buffer in the caller's frame, probed on every call,
+ * made the 3x3 rows 1.2-1.5x slower) */
+RLX_TARGET_AVX2 __attribute__((noinline)) static int rlx_nchwc_dw_rows_padded(const float* xp, const rlx_nchwc_dw_geom* g, ptrdiff_t oh0,
                                              ptrdiff_t oh1, const __m256* wv, __m256 bv, const float* res,
                                              float* y, const rlx_nchwc_act* a, const int K) {
     float buf[RLX_NCHWC_DW_PAD_FLOATS] __attribute__((aligned(32)));
@@ -1872,10 +1894,10 @@ RLX_INLINE_AVX2 void rlx_nchwc_dw_rows_body(const float* xp, const rlx_nchwc_dw_
                                             ptrdiff_t oh1, const float* const* rows, const int* valid,
                                             const float* wt, const float* b, const float* res, float* y,
                                             ptrdiff_t s, ptrdiff_t pw, ptrdiff_t W, ptrdiff_t wo,
-                                            const rlx_nchwc_act* a_in, const int act, const int K) {
+                                            const rlx_nchwc_act* a_in, const int act, const int K,
+                                            __m256* wv) {
     rlx_nchwc_act a_copy = *a_in;
     a_copy.act = act;
-    __m256 wv[RLX_NCHWC_DW_MAX_K * RLX_NCHWC_DW_MAX_K];
     for (int t = 0; t < K * K; ++t) wv[t] = _mm256_loadu_ps(wt + t * 8);
     const __m256 bv = b ? _mm256_loadu_ps(b) : _mm256_setzero_ps();
     ptrdiff_t lo, hi;
@@ -1889,8 +1911,76 @@ RLX_INLINE_AVX2 void rlx_nchwc_dw_rows_body(const float* xp, const rlx_nchwc_dw_
         const float* rw[RLX_NCHWC_DW_MAX_K];
         int ok[RLX_NCHWC_DW_MAX_K];
         const ptrdiff_t o = (oh - oh0) * wo * 8;
-        rlx_nchwc_dw_rows_of(xp, g, oh, rw, ok);
+        rlx_nchwc_dw_rows_of(xp, g, oh, rw, ok, K);
         rlx_nchwc_dw_row_core(rw, ok, wv, bv, res ? res + o : NULL, y + o, s, pw, W, wo, lo, hi, &a_copy, K);
+    }
+}
+
+/* The same row of the 3x3 kernel, 4 output pixels per step with the 9
+ * weight vectors wv and the bias vector bv in registers; columns whose taps all fall inside the
+ * row (the interior [lo, hi)) run without tests.  `a` has its act set to a
+ * constant by the callers' instances, so the activation's switch folds
+ * away instead of running once per output vector. */
+RLX_INLINE_AVX2 void rlx_nchwc_dw3_row_core(const float* const* rows, const int* valid, const __m256* wv,
+                                           __m256 bv, const float* res, float* yr, ptrdiff_t s, ptrdiff_t pw,
+                                           ptrdiff_t W, ptrdiff_t wo, ptrdiff_t lo, ptrdiff_t hi,
+                                           const rlx_nchwc_act* a) {
+    ptrdiff_t ow = 0;
+    for (; ow < lo; ++ow) rlx_nchwc_dw_px(rows, valid, wv, bv, res, yr, ow, s, pw, W, a);
+    for (; ow + 4 <= hi; ow += 4) {
+        __m256 a0 = bv, a1 = bv, a2 = bv, a3 = bv;
+        for (int kh = 0; kh < 3; ++kh) {
+            if (!valid[kh]) continue;
+            const float* r0 = rows[kh] + (ow * s - pw) * 8;
+            for (int kw = 0; kw < 3; ++kw) {
+                const __m256 w = wv[kh * 3 + kw];
+                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(r0 + (0 * s + kw) * 8), w, a0);
+                a1 = _mm256_fmadd_ps(_mm256_loadu_ps(r0 + (1 * s + kw) * 8), w, a1);
+                a2 = _mm256_fmadd_ps(_mm256_loadu_ps(r0 + (2 * s + kw) * 8), w, a2);
+                a3 = _mm256_fmadd_ps(_mm256_loadu_ps(r0 + (3 * s + kw) * 8), w, a3);
+            }
+        }
+        if (res) {
+            a0 = _mm256_add_ps(a0, _mm256_loadu_ps(res + (ow + 0) * 8));
+            a1 = _mm256_add_ps(a1, _mm256_loadu_ps(res + (ow + 1) * 8));
+            a2 = _mm256_add_ps(a2, _mm256_loadu_ps(res + (ow + 2) * 8));
+            a3 = _mm256_add_ps(a3, _mm256_loadu_ps(res + (ow + 3) * 8));
+        }
+        _mm256_storeu_ps(yr + (ow + 0) * 8, rlx_nchwc_act8(a0, a));
+        _mm256_storeu_ps(yr + (ow + 1) * 8, rlx_nchwc_act8(a1, a));
+        _mm256_storeu_ps(yr + (ow + 2) * 8, rlx_nchwc_act8(a2, a));
+        _mm256_storeu_ps(yr + (ow + 3) * 8, rlx_nchwc_act8(a3, a));
+    }
+    for (; ow < wo; ++ow) rlx_nchwc_dw_px(rows, valid, wv, bv, res, yr, ow, s, pw, W, a);
+}
+
+/* Output rows oh0 .. oh1 - 1 of one block whose input plane starts at xp
+ * (rows == NULL), or the one row whose input rows are rows[0..2] (oh0 = 0,
+ * oh1 = 1): the weights and bias loaded, the interior found and the act
+ * fixed once for all of them.  With one call per row, a 4x4 plane's rows
+ * took about 100 cycles each (8 x 96 channels, 4x4, 1 thread: 9.6 us). */
+RLX_INLINE_AVX2 void rlx_nchwc_dw3_rows_body(const float* xp, const rlx_nchwc_dw_geom* g, ptrdiff_t oh0,
+                                            ptrdiff_t oh1, const float* const* rows, const int* valid,
+                                            const float* wt, const float* b, const float* res, float* y,
+                                            ptrdiff_t s, ptrdiff_t pw, ptrdiff_t W, ptrdiff_t wo,
+                                            const rlx_nchwc_act* a_in, const int act) {
+    rlx_nchwc_act a_copy = *a_in;
+    a_copy.act = act;
+    __m256 wv[9];
+    for (int t = 0; t < 9; ++t) wv[t] = _mm256_loadu_ps(wt + t * 8);
+    const __m256 bv = b ? _mm256_loadu_ps(b) : _mm256_setzero_ps();
+    ptrdiff_t lo, hi;
+    rlx_nchwc_dw_interior(s, pw, W, wo, 3, &lo, &hi);
+    if (!xp) {
+        rlx_nchwc_dw3_row_core(rows, valid, wv, bv, res, y, s, pw, W, wo, lo, hi, &a_copy);
+        return;
+    }
+    for (ptrdiff_t oh = oh0; oh < oh1; ++oh) {
+        const float* rw[3];
+        int ok[3];
+        const ptrdiff_t o = (oh - oh0) * wo * 8;
+        rlx_nchwc_dw_rows_of(xp, g, oh, rw, ok, 3);
+        rlx_nchwc_dw3_row_core(rw, ok, wv, bv, res ? res + o : NULL, y + o, s, pw, W, wo, lo, hi, &a_copy);
     }
 }
 
@@ -1898,20 +1988,41 @@ RLX_TARGET_AVX2 static void rlx_nchwc_dw_rows_avx2(const float* xp, const rlx_nc
                                                    ptrdiff_t oh1, const float* const* rows, const int* valid,
                                                    const float* wt, const float* b, const float* res, float* y,
                                                    ptrdiff_t s, ptrdiff_t pw, ptrdiff_t W, ptrdiff_t wo,
-                                                   const rlx_nchwc_act* a, const int K) {
-#define RLX_DW_CASE(A_)                                                                                 \
-    case A_:                                                                                            \
-        if (K == 5)                                                                                     \
-            rlx_nchwc_dw_rows_body(xp, g, oh0, oh1, rows, valid, wt, b, res, y, s, pw, W, wo, a, A_, 5); \
-        else                                                                                            \
-            rlx_nchwc_dw_rows_body(xp, g, oh0, oh1, rows, valid, wt, b, res, y, s, pw, W, wo, a, A_, 3); \
+                                                   const rlx_nchwc_act* a) {
+    __m256 w5[RLX_NCHWC_DW_MAX_K * RLX_NCHWC_DW_MAX_K];
+#define RLX_DW_CASE(A_)                                                                              \
+    case A_:                                                                                         \
+        rlx_nchwc_dw_rows_body(xp, g, oh0, oh1, rows, valid, wt, b, res, y, s, pw, W, wo, a, A_, 5, w5); \
         return;
     switch (a->act) {
         RLX_DW_CASE(RLX_ACT_NONE) RLX_DW_CASE(RLX_ACT_RELU) RLX_DW_CASE(RLX_ACT_CLIP)
         RLX_DW_CASE(RLX_ACT_LEAKY_RELU) RLX_DW_CASE(RLX_ACT_SIGMOID) RLX_DW_CASE(RLX_ACT_SILU)
         RLX_DW_CASE(RLX_ACT_HARD_SIGMOID) RLX_DW_CASE(RLX_ACT_HARD_SWISH)
     default:
-        rlx_nchwc_dw_rows_body(xp, g, oh0, oh1, rows, valid, wt, b, res, y, s, pw, W, wo, a, a->act, K);
+        rlx_nchwc_dw_rows_body(xp, g, oh0, oh1, rows, valid, wt, b, res, y, s, pw, W, wo, a, a->act, 5, w5);
+    }
+#undef RLX_DW_CASE
+}
+
+/* The 3x3 kernel's rows: rlx_nchwc_dw_rows_avx2's work through the 3x3
+ * functions above, a function of its own (compiled into the 5x5 one, with
+ * its edge groups and weights that no longer fit the registers, MobileNetV2's
+ * 3x3 depthwise convs took 1.2-1.6x as long) */
+RLX_TARGET_AVX2 static void rlx_nchwc_dw3_rows_avx2(const float* xp, const rlx_nchwc_dw_geom* g, ptrdiff_t oh0,
+                                                    ptrdiff_t oh1, const float* const* rows, const int* valid,
+                                                    const float* wt, const float* b, const float* res, float* y,
+                                                    ptrdiff_t s, ptrdiff_t pw, ptrdiff_t W, ptrdiff_t wo,
+                                                    const rlx_nchwc_act* a) {
+#define RLX_DW_CASE(A_)                                                                                \
+    case A_:                                                                                           \
+        rlx_nchwc_dw3_rows_body(xp, g, oh0, oh1, rows, valid, wt, b, res, y, s, pw, W, wo, a, A_);   \
+        return;
+    switch (a->act) {
+        RLX_DW_CASE(RLX_ACT_NONE) RLX_DW_CASE(RLX_ACT_RELU) RLX_DW_CASE(RLX_ACT_CLIP)
+        RLX_DW_CASE(RLX_ACT_LEAKY_RELU) RLX_DW_CASE(RLX_ACT_SIGMOID) RLX_DW_CASE(RLX_ACT_SILU)
+        RLX_DW_CASE(RLX_ACT_HARD_SIGMOID) RLX_DW_CASE(RLX_ACT_HARD_SWISH)
+    default:
+        rlx_nchwc_dw3_rows_body(xp, g, oh0, oh1, rows, valid, wt, b, res, y, s, pw, W, wo, a, a->act);
     }
 #undef RLX_DW_CASE
 }
@@ -1923,7 +2034,10 @@ static inline void rlx_nchwc_dw_row(int level, const float* const* rows, const i
                                     ptrdiff_t W, ptrdiff_t wo, const rlx_nchwc_act* a, int K) {
 #if RLX_X86_DISPATCH
     if (level) {
-        rlx_nchwc_dw_rows_avx2(NULL, NULL, 0, 1, rows, valid, wt, b, res, yr, s, pw, W, wo, a, K);
+        if (K == 3)
+            rlx_nchwc_dw3_rows_avx2(NULL, NULL, 0, 1, rows, valid, wt, b, res, yr, s, pw, W, wo, a);
+        else
+            rlx_nchwc_dw_rows_avx2(NULL, NULL, 0, 1, rows, valid, wt, b, res, yr, s, pw, W, wo, a);
         return;
     }
 #endif
@@ -1946,9 +2060,9 @@ static void rlx_nchwc_dw_rows(const float* x, ptrdiff_t x_len, const float* wt, 
             RLX_CHECK_RANGE(blk * plane_in, (blk + 1) * plane_in, x_len, "nchwc depthwise x");
             RLX_CHECK_RANGE(r * row_out, (r + oh1 - oh) * row_out, y_len, "nchwc depthwise y");
             if (res) RLX_CHECK_RANGE(r * row_out, (r + oh1 - oh) * row_out, res_len, "nchwc depthwise residual");
-            rlx_nchwc_dw_rows_avx2(x + blk * plane_in, g, oh, oh1, NULL, NULL, wt + cb * wblk,
-                                   bias ? bias + cb * 8 : NULL, res ? res + r * row_out : NULL, y + r * row_out,
-                                   g->s, g->pw, g->w, g->w_out, a, (int)g->k);
+            (g->k == 3 ? rlx_nchwc_dw3_rows_avx2 : rlx_nchwc_dw_rows_avx2)(
+                x + blk * plane_in, g, oh, oh1, NULL, NULL, wt + cb * wblk, bias ? bias + cb * 8 : NULL,
+                res ? res + r * row_out : NULL, y + r * row_out, g->s, g->pw, g->w, g->w_out, a);
             r += oh1 - oh;
         }
         return;
@@ -1965,7 +2079,7 @@ static void rlx_nchwc_dw_rows(const float* x, ptrdiff_t x_len, const float* wt, 
         if (res) RLX_CHECK_RANGE(r * row_out, (r + 1) * row_out, res_len, "nchwc depthwise residual");
         const float* rows[RLX_NCHWC_DW_MAX_K];
         int valid[RLX_NCHWC_DW_MAX_K];
-        rlx_nchwc_dw_rows_of(xp, g, oh, rows, valid);
+        rlx_nchwc_dw_rows_of(xp, g, oh, rows, valid, (int)g->k);
         rlx_nchwc_dw_row(level, rows, valid, wt + cb * wblk, bb, rr, yr, g->s, g->pw, g->w, g->w_out, a, (int)g->k);
     }
 }
