@@ -1745,10 +1745,14 @@ RLX_TARGET_AVX2 __attribute__((noinline)) static void rlx_nchwc_dw_group(
         const float* r = rows[kh];
         for (int kw = 0; kw < K; ++kw) {
             const __m256 w = wv[kh * K + kw];
-            if (kw >= lo[0] && kw < hi[0]) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(r + ((ow + 0) * s - pw + kw) * 8), w, a0);
-            if (kw >= lo[1] && kw < hi[1]) a1 = _mm256_fmadd_ps(_mm256_loadu_ps(r + ((ow + 1) * s - pw + kw) * 8), w, a1);
-            if (kw >= lo[2] && kw < hi[2]) a2 = _mm256_fmadd_ps(_mm256_loadu_ps(r + ((ow + 2) * s - pw + kw) * 8), w, a2);
-            if (kw >= lo[3] && kw < hi[3]) a3 = _mm256_fmadd_ps(_mm256_loadu_ps(r + ((ow + 3) * s - pw + kw) * 8), w, a3);
+            if (kw >= lo[0] && kw < hi[0])
+                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(r + ((ow + 0) * s - pw + kw) * 8), w, a0);
+            if (kw >= lo[1] && kw < hi[1])
+                a1 = _mm256_fmadd_ps(_mm256_loadu_ps(r + ((ow + 1) * s - pw + kw) * 8), w, a1);
+            if (kw >= lo[2] && kw < hi[2])
+                a2 = _mm256_fmadd_ps(_mm256_loadu_ps(r + ((ow + 2) * s - pw + kw) * 8), w, a2);
+            if (kw >= lo[3] && kw < hi[3])
+                a3 = _mm256_fmadd_ps(_mm256_loadu_ps(r + ((ow + 3) * s - pw + kw) * 8), w, a3);
         }
     }
     const __m256 acc[4] = {a0, a1, a2, a3};
@@ -1757,6 +1761,35 @@ RLX_TARGET_AVX2 __attribute__((noinline)) static void rlx_nchwc_dw_group(
         if (res) v = _mm256_add_ps(v, _mm256_loadu_ps(res + (ow + p) * 8));
         _mm256_storeu_ps(yr + (ow + p) * 8, rlx_nchwc_act8(v, a));
     }
+}
+
+/* Output pixels ow .. ow + 3 of a row, all taps inside it: the K x K
+ * weight vectors wv and the bias vector bv, 4 chains. */
+RLX_INLINE_AVX2 void rlx_nchwc_dw_step4(const float* const* rows, const int* valid, const __m256* wv, __m256 bv,
+                                        const float* res, float* yr, ptrdiff_t ow, ptrdiff_t s, ptrdiff_t pw,
+                                        const rlx_nchwc_act* a, const int K) {
+    __m256 a0 = bv, a1 = bv, a2 = bv, a3 = bv;
+    for (int kh = 0; kh < K; ++kh) {
+        if (!valid[kh]) continue;
+        const float* r0 = rows[kh] + (ow * s - pw) * 8;
+        for (int kw = 0; kw < K; ++kw) {
+            const __m256 w = wv[kh * K + kw];
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(r0 + (0 * s + kw) * 8), w, a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(r0 + (1 * s + kw) * 8), w, a1);
+            a2 = _mm256_fmadd_ps(_mm256_loadu_ps(r0 + (2 * s + kw) * 8), w, a2);
+            a3 = _mm256_fmadd_ps(_mm256_loadu_ps(r0 + (3 * s + kw) * 8), w, a3);
+        }
+    }
+    if (res) {
+        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(res + (ow + 0) * 8));
+        a1 = _mm256_add_ps(a1, _mm256_loadu_ps(res + (ow + 1) * 8));
+        a2 = _mm256_add_ps(a2, _mm256_loadu_ps(res + (ow + 2) * 8));
+        a3 = _mm256_add_ps(a3, _mm256_loadu_ps(res + (ow + 3) * 8));
+    }
+    _mm256_storeu_ps(yr + (ow + 0) * 8, rlx_nchwc_act8(a0, a));
+    _mm256_storeu_ps(yr + (ow + 1) * 8, rlx_nchwc_act8(a1, a));
+    _mm256_storeu_ps(yr + (ow + 2) * 8, rlx_nchwc_act8(a2, a));
+    _mm256_storeu_ps(yr + (ow + 3) * 8, rlx_nchwc_act8(a3, a));
 }
 
 /* The interior columns of a row: ow with ow*s - pw >= 0 and
@@ -1805,30 +1838,7 @@ RLX_INLINE_AVX2 void rlx_nchwc_dw_row_core(const float* const* rows, const int* 
             _mm256_storeu_ps(yr + (ow + p) * 8, rlx_nchwc_act8(c[p], a));
         }
     }
-    for (; ow + 4 <= hi; ow += 4) {
-        __m256 a0 = bv, a1 = bv, a2 = bv, a3 = bv;
-        for (int kh = 0; kh < K; ++kh) {
-            if (!valid[kh]) continue;
-            const float* r0 = rows[kh] + (ow * s - pw) * 8;
-            for (int kw = 0; kw < K; ++kw) {
-                const __m256 w = wv[kh * K + kw];
-                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(r0 + (0 * s + kw) * 8), w, a0);
-                a1 = _mm256_fmadd_ps(_mm256_loadu_ps(r0 + (1 * s + kw) * 8), w, a1);
-                a2 = _mm256_fmadd_ps(_mm256_loadu_ps(r0 + (2 * s + kw) * 8), w, a2);
-                a3 = _mm256_fmadd_ps(_mm256_loadu_ps(r0 + (3 * s + kw) * 8), w, a3);
-            }
-        }
-        if (res) {
-            a0 = _mm256_add_ps(a0, _mm256_loadu_ps(res + (ow + 0) * 8));
-            a1 = _mm256_add_ps(a1, _mm256_loadu_ps(res + (ow + 1) * 8));
-            a2 = _mm256_add_ps(a2, _mm256_loadu_ps(res + (ow + 2) * 8));
-            a3 = _mm256_add_ps(a3, _mm256_loadu_ps(res + (ow + 3) * 8));
-        }
-        _mm256_storeu_ps(yr + (ow + 0) * 8, rlx_nchwc_act8(a0, a));
-        _mm256_storeu_ps(yr + (ow + 1) * 8, rlx_nchwc_act8(a1, a));
-        _mm256_storeu_ps(yr + (ow + 2) * 8, rlx_nchwc_act8(a2, a));
-        _mm256_storeu_ps(yr + (ow + 3) * 8, rlx_nchwc_act8(a3, a));
-    }
+    for (; ow + 4 <= hi; ow += 4) rlx_nchwc_dw_step4(rows, valid, wv, bv, res, yr, ow, s, pw, a, K);
     while (ow < wo) {
         const int n = wo - ow < 4 ? (int)(wo - ow) : 4;
         rlx_nchwc_dw_group(rows, valid, wv, bv, res, yr, ow, n, s, pw, W, a, K);
@@ -1845,11 +1855,11 @@ RLX_INLINE_AVX2 void rlx_nchwc_dw_row_core(const float* const* rows, const int* 
  * which leaves the sum unchanged (finite weights).  0 when one chunk's
  * rows do not fit (the caller then runs the edge code). */
 #define RLX_NCHWC_DW_PAD_FLOATS 8192
-/* (not inlined: its buffer in the caller's frame, probed on every call,
- * made the 3x3 rows 1.2-1.5x slower) */
-RLX_TARGET_AVX2 __attribute__((noinline)) static int rlx_nchwc_dw_rows_padded(const float* xp, const rlx_nchwc_dw_geom* g, ptrdiff_t oh0,
-                                             ptrdiff_t oh1, const __m256* wv, __m256 bv, const float* res,
-                                             float* y, const rlx_nchwc_act* a, const int K) {
+/* (not inlined: its 32 KB buffer stays out of the frame of the rows'
+ * function) */
+RLX_TARGET_AVX2 __attribute__((noinline)) static int rlx_nchwc_dw_rows_padded(
+        const float* xp, const rlx_nchwc_dw_geom* g, ptrdiff_t oh0, ptrdiff_t oh1, const __m256* wv, __m256 bv,
+        const float* res, float* y, const rlx_nchwc_act* a, const int K) {
     float buf[RLX_NCHWC_DW_PAD_FLOATS] __attribute__((aligned(32)));
     const ptrdiff_t s = g->s, H = g->h, W = g->w, wo = g->w_out, ph = g->ph, pw = g->pw;
     /* columns -pw .. (wo-1)*s - pw + K - 1 of the input, x's own in [pw, pw + ncopy) */
@@ -1927,30 +1937,7 @@ RLX_INLINE_AVX2 void rlx_nchwc_dw3_row_core(const float* const* rows, const int*
                                            const rlx_nchwc_act* a) {
     ptrdiff_t ow = 0;
     for (; ow < lo; ++ow) rlx_nchwc_dw_px(rows, valid, wv, bv, res, yr, ow, s, pw, W, a);
-    for (; ow + 4 <= hi; ow += 4) {
-        __m256 a0 = bv, a1 = bv, a2 = bv, a3 = bv;
-        for (int kh = 0; kh < 3; ++kh) {
-            if (!valid[kh]) continue;
-            const float* r0 = rows[kh] + (ow * s - pw) * 8;
-            for (int kw = 0; kw < 3; ++kw) {
-                const __m256 w = wv[kh * 3 + kw];
-                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(r0 + (0 * s + kw) * 8), w, a0);
-                a1 = _mm256_fmadd_ps(_mm256_loadu_ps(r0 + (1 * s + kw) * 8), w, a1);
-                a2 = _mm256_fmadd_ps(_mm256_loadu_ps(r0 + (2 * s + kw) * 8), w, a2);
-                a3 = _mm256_fmadd_ps(_mm256_loadu_ps(r0 + (3 * s + kw) * 8), w, a3);
-            }
-        }
-        if (res) {
-            a0 = _mm256_add_ps(a0, _mm256_loadu_ps(res + (ow + 0) * 8));
-            a1 = _mm256_add_ps(a1, _mm256_loadu_ps(res + (ow + 1) * 8));
-            a2 = _mm256_add_ps(a2, _mm256_loadu_ps(res + (ow + 2) * 8));
-            a3 = _mm256_add_ps(a3, _mm256_loadu_ps(res + (ow + 3) * 8));
-        }
-        _mm256_storeu_ps(yr + (ow + 0) * 8, rlx_nchwc_act8(a0, a));
-        _mm256_storeu_ps(yr + (ow + 1) * 8, rlx_nchwc_act8(a1, a));
-        _mm256_storeu_ps(yr + (ow + 2) * 8, rlx_nchwc_act8(a2, a));
-        _mm256_storeu_ps(yr + (ow + 3) * 8, rlx_nchwc_act8(a3, a));
-    }
+    for (; ow + 4 <= hi; ow += 4) rlx_nchwc_dw_step4(rows, valid, wv, bv, res, yr, ow, s, pw, a, 3);
     for (; ow < wo; ++ow) rlx_nchwc_dw_px(rows, valid, wv, bv, res, yr, ow, s, pw, W, a);
 }
 
@@ -1984,48 +1971,48 @@ RLX_INLINE_AVX2 void rlx_nchwc_dw3_rows_body(const float* xp, const rlx_nchwc_dw
     }
 }
 
+/* One case per activation code (the act a compile-time constant in each
+ * instance of the rows' body), and a last one for any other code. */
+#define RLX_DW_ACT_SWITCH(CALL_)                                                               \
+    switch (a->act) {                                                                          \
+    case RLX_ACT_NONE: CALL_(RLX_ACT_NONE); return;                                            \
+    case RLX_ACT_RELU: CALL_(RLX_ACT_RELU); return;                                            \
+    case RLX_ACT_CLIP: CALL_(RLX_ACT_CLIP); return;                                            \
+    case RLX_ACT_LEAKY_RELU: CALL_(RLX_ACT_LEAKY_RELU); return;                                \
+    case RLX_ACT_SIGMOID: CALL_(RLX_ACT_SIGMOID); return;                                      \
+    case RLX_ACT_SILU: CALL_(RLX_ACT_SILU); return;                                            \
+    case RLX_ACT_HARD_SIGMOID: CALL_(RLX_ACT_HARD_SIGMOID); return;                            \
+    case RLX_ACT_HARD_SWISH: CALL_(RLX_ACT_HARD_SWISH); return;                                \
+    default: CALL_(a->act);                                                                    \
+    }
+
 RLX_TARGET_AVX2 static void rlx_nchwc_dw_rows_avx2(const float* xp, const rlx_nchwc_dw_geom* g, ptrdiff_t oh0,
                                                    ptrdiff_t oh1, const float* const* rows, const int* valid,
                                                    const float* wt, const float* b, const float* res, float* y,
                                                    ptrdiff_t s, ptrdiff_t pw, ptrdiff_t W, ptrdiff_t wo,
                                                    const rlx_nchwc_act* a) {
     __m256 w5[RLX_NCHWC_DW_MAX_K * RLX_NCHWC_DW_MAX_K];
-#define RLX_DW_CASE(A_)                                                                              \
-    case A_:                                                                                         \
-        rlx_nchwc_dw_rows_body(xp, g, oh0, oh1, rows, valid, wt, b, res, y, s, pw, W, wo, a, A_, 5, w5); \
-        return;
-    switch (a->act) {
-        RLX_DW_CASE(RLX_ACT_NONE) RLX_DW_CASE(RLX_ACT_RELU) RLX_DW_CASE(RLX_ACT_CLIP)
-        RLX_DW_CASE(RLX_ACT_LEAKY_RELU) RLX_DW_CASE(RLX_ACT_SIGMOID) RLX_DW_CASE(RLX_ACT_SILU)
-        RLX_DW_CASE(RLX_ACT_HARD_SIGMOID) RLX_DW_CASE(RLX_ACT_HARD_SWISH)
-    default:
-        rlx_nchwc_dw_rows_body(xp, g, oh0, oh1, rows, valid, wt, b, res, y, s, pw, W, wo, a, a->act, 5, w5);
-    }
-#undef RLX_DW_CASE
+#define RLX_DW_CALL(A_) \
+    rlx_nchwc_dw_rows_body(xp, g, oh0, oh1, rows, valid, wt, b, res, y, s, pw, W, wo, a, A_, 5, w5)
+    RLX_DW_ACT_SWITCH(RLX_DW_CALL)
+#undef RLX_DW_CALL
 }
 
 /* The 3x3 kernel's rows: rlx_nchwc_dw_rows_avx2's work through the 3x3
- * functions above, a function of its own (compiled into the 5x5 one, with
- * its edge groups and weights that no longer fit the registers, MobileNetV2's
- * 3x3 depthwise convs took 1.2-1.6x as long) */
+ * functions above, with the row count a constant (through the 5x5 code,
+ * its edge groups and a row count read from the geometry, MobileNetV2's
+ * 3x3 depthwise convs took 1.2-1.5x as long) */
 RLX_TARGET_AVX2 static void rlx_nchwc_dw3_rows_avx2(const float* xp, const rlx_nchwc_dw_geom* g, ptrdiff_t oh0,
                                                     ptrdiff_t oh1, const float* const* rows, const int* valid,
                                                     const float* wt, const float* b, const float* res, float* y,
                                                     ptrdiff_t s, ptrdiff_t pw, ptrdiff_t W, ptrdiff_t wo,
                                                     const rlx_nchwc_act* a) {
-#define RLX_DW_CASE(A_)                                                                                \
-    case A_:                                                                                           \
-        rlx_nchwc_dw3_rows_body(xp, g, oh0, oh1, rows, valid, wt, b, res, y, s, pw, W, wo, a, A_);   \
-        return;
-    switch (a->act) {
-        RLX_DW_CASE(RLX_ACT_NONE) RLX_DW_CASE(RLX_ACT_RELU) RLX_DW_CASE(RLX_ACT_CLIP)
-        RLX_DW_CASE(RLX_ACT_LEAKY_RELU) RLX_DW_CASE(RLX_ACT_SIGMOID) RLX_DW_CASE(RLX_ACT_SILU)
-        RLX_DW_CASE(RLX_ACT_HARD_SIGMOID) RLX_DW_CASE(RLX_ACT_HARD_SWISH)
-    default:
-        rlx_nchwc_dw3_rows_body(xp, g, oh0, oh1, rows, valid, wt, b, res, y, s, pw, W, wo, a, a->act);
-    }
-#undef RLX_DW_CASE
+#define RLX_DW_CALL(A_) \
+    rlx_nchwc_dw3_rows_body(xp, g, oh0, oh1, rows, valid, wt, b, res, y, s, pw, W, wo, a, A_)
+    RLX_DW_ACT_SWITCH(RLX_DW_CALL)
+#undef RLX_DW_CALL
 }
+#undef RLX_DW_ACT_SWITCH
 #endif
 
 /* One depthwise output row from its K input rows, dispatched. */

@@ -111,7 +111,8 @@ def test_band_rows_fit_the_buffer_and_split_over_the_threads():
     # 96 channels at 112x112, stride 2: one output row per band fits 48K floats
     assert _nchwc.ir_band_rows(96, 112, 56, 56, 2, True, 1) == 1
     for e, w, ho, s, expand, t, k in [(144, 56, 56, 1, True, 1, 3), (32, 112, 112, 1, False, 2, 3),
-                                      (16, 8, 8, 1, True, 2, 3), (72, 56, 28, 2, True, 1, 5), (120, 28, 28, 1, True, 2, 5)]:
+                                      (16, 8, 8, 1, True, 2, 3), (72, 56, 28, 2, True, 1, 5),
+                                      (120, 28, 28, 1, True, 2, 5)]:
         band = _nchwc.ir_band_rows(e, w, (w - 1) // s + 1, ho, s, expand, t, k)
         need = (e * ((band - 1) * s + k) * w if expand else 0) + e * band * ((w - 1) // s + 1)
         assert _nchwc.ir_scratch_floats(e, w, (w - 1) // s + 1, s, band, expand, 1, k) == need
