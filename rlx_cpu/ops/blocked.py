@@ -45,8 +45,8 @@ each end of a chain:
                    blocked input, residual and output; inputs x, W, [bias],
                    [residual].  Four kinds: 1x1 (groups 1, stride 1, no
                    padding); depthwise 3x3 or 5x5 (stride 1 or 2,
-                   padding 0 to 1 or 0 to 2 on every side); dense: grouped convs with whole blocks
-                   per group, and groups 1 with any other geometry where it
+                   padding 0 to 1 or 0 to 2 on every side); dense:
+                   grouped convs with whole blocks per group, and groups 1 with any other geometry where it
                    beats the NCHW algorithms (strided, or an output plane of
                    at most dense_max_plane(C_in) pixels), a stride-1 3x3 by
                    Winograd on the blocked layout where blocked_winograd_tile
