@@ -1706,9 +1706,8 @@ static inline void rlx_nchwc_dw_rows_of(const float* xp, const rlx_nchwc_dw_geom
 
 #if RLX_X86_DISPATCH
 /* Output pixel ow of a 3x3 row whose taps may fall on the padding: the
- * in-bounds taps in (kh, kw) order.  (The 3x3 edges one pixel at a time:
- * through rlx_nchwc_dw_group MobileNetV2's depthwise convs took 2x as
- * long.) */
+ * in-bounds taps in (kh, kw) order (the 3x3 kernel's edges, one pixel at a
+ * time; the 5x5 kernel's run in groups, rlx_nchwc_dw_group). */
 RLX_INLINE_AVX2 void rlx_nchwc_dw_px(const float* const* rows, const int* valid, const __m256* wv, __m256 bv,
                                      const float* res, float* yr, ptrdiff_t ow, ptrdiff_t s, ptrdiff_t pw,
                                      ptrdiff_t W, const rlx_nchwc_act* a) {
@@ -1927,8 +1926,8 @@ RLX_INLINE_AVX2 void rlx_nchwc_dw_rows_body(const float* xp, const rlx_nchwc_dw_
 }
 
 /* The same row of the 3x3 kernel, 4 output pixels per step with the 9
- * weight vectors wv and the bias vector bv in registers; columns whose taps all fall inside the
- * row (the interior [lo, hi)) run without tests.  `a` has its act set to a
+ * weight vectors wv and the bias vector bv in registers; columns whose
+ * taps all fall inside the row (the interior [lo, hi)) run without tests.  `a` has its act set to a
  * constant by the callers' instances, so the activation's switch folds
  * away instead of running once per output vector. */
 RLX_INLINE_AVX2 void rlx_nchwc_dw3_row_core(const float* const* rows, const int* valid, const __m256* wv,
