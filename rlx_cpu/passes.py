@@ -448,7 +448,8 @@ def blocked_layout(graph, nthreads=1):
     # 0.44 / 0.35 and 0.34 / 0.28; but a 7x7 3->64 s2 at 224x224, 147 taps:
     # 2.75 / 2.64 and 1.39 / 1.51)
     # and, with the AVX-512 tiles, a strided conv or a conv1d, whose NCHW path
-    # is im2col, or a small-plane 3x3 of one image (ops/blocked.py dense_alone)
+    # is im2col, or a small-plane 3x3 of one image; with the AVX2 tiles a
+    # stride-1 1x1 on a mid-sized plane (ops/blocked.py dense_alone)
     heads |= {find(i) for i in convs if dense_alone(graph, graph.node(i), nthreads)}
     alone_taps = stem_alone_max_taps()
 

@@ -1266,13 +1266,16 @@ def test_a_lone_conv_runs_blocked_with_the_simd_tiles_where_measured_faster(rng,
     # out, 4 tiles of 2x2 and more: any plane, any batch), or else of one
     # image on a small plane (7x7 at any width, 14x14 up to 128 input
     # channels); a conv1d only with the AVX-512 tiles; a 3x3 with 8 input
-    # channels on a larger plane and a lone 1x1 stay NCHW, and so does all
-    # of it with the portable kernels.  A grouped 3x3 with whole blocks per
-    # group (RegNet's, ResNeXt's) runs blocked alone, strided or not; a
-    # grouped 1x1, or one with 4 channels per group, stays NCHW
+    # channels on a larger plane stays NCHW, and so does all of it with the
+    # portable kernels.  A grouped 3x3 with whole blocks per group (RegNet's,
+    # ResNeXt's) runs blocked alone, strided or not; a grouped 1x1, or one
+    # with 4 channels per group, stays NCHW.  A stride-1 1x1 runs blocked
+    # alone with the AVX2 tiles only, on a plane of 7x7 to 28x28 pixels into
+    # 64 channels or more; on a larger or smaller plane, or into fewer
+    # channels, it stays NCHW, and so does a strided 1x1
     from rlx_cpu.ops.blocked import dense_alone
     level = _nchwc.simd_level()
-    D, W = "conv_nchwc_dense", "conv_nchwc_winograd"
+    D, W, P = "conv_nchwc_dense", "conv_nchwc_winograd", "conv_nchwc_1x1"
     cases = [((1, 16, 17, 15), (24, 16, 3, 3), 2, 1, D), ((2, 16, 45), (16, 16, 5), 1, 2, D),
              ((1, 64, 30, 30), (64, 64, 3, 3), 1, 1, W), ((1, 16, 9, 9), (32, 16, 1, 1), 1, 0, None),
              ((1, 256, 7, 7), (32, 256, 3, 3), 1, 1, W), ((1, 128, 14, 14), (16, 128, 3, 3), 1, 1, W),
@@ -1280,10 +1283,14 @@ def test_a_lone_conv_runs_blocked_with_the_simd_tiles_where_measured_faster(rng,
              ((1, 8, 15, 14), (16, 8, 3, 3), 1, 1, None), ((2, 16, 7, 7), (16, 16, 3, 3), 1, 1, W),
              ((1, 64, 2, 2), (64, 64, 3, 3), 1, 1, D), ((1, 32, 7, 7), (32, 16, 3, 3), 1, 1, D, 2),
              ((2, 48, 9, 9), (48, 8, 3, 3), 2, 1, D, 6), ((1, 48, 7, 7), (48, 16, 1, 1), 1, 0, None, 3),
-             ((1, 32, 7, 7), (32, 4, 3, 3), 1, 1, None, 8)]
+             ((1, 32, 7, 7), (32, 4, 3, 3), 1, 1, None, 8),
+             ((1, 16, 7, 7), (64, 16, 1, 1), 1, 0, P), ((2, 96, 28, 28), (64, 96, 1, 1), 1, 0, P),
+             ((1, 64, 10, 13), (200, 64, 1, 1), 1, 0, P), ((1, 64, 6, 8), (64, 64, 1, 1), 1, 0, None),
+             ((1, 64, 29, 28), (64, 64, 1, 1), 1, 0, None), ((1, 64, 14, 14), (56, 64, 1, 1), 1, 0, None),
+             ((1, 64, 14, 14), (64, 64, 1, 1), 2, 0, None)]
     for xs, ws, stride, pad, kind, *groups in cases:
         groups = groups[0] if groups else 1
-        alone = kind is not None and level >= (2 if len(xs) == 3 else 1)
+        alone = kind is not None and (level == 1 if kind == P else level >= (2 if len(xs) == 3 else 1))
         g = rlx_cpu.Graph()
         x = g.input("x", xs)
         wt = rng.standard_normal(ws) / np.sqrt(np.prod(ws[1:]))

@@ -411,6 +411,10 @@ def _epilogue_block(rng, xs, co, act, bias, residual):
 @pytest.mark.parametrize("bias,residual", [(True, False), (False, True), (True, True)])
 def test_fused_epilogue_on_the_microkernel(clean_conv_env, rng, act, bias, residual):
     clean_conv_env.setenv("RLX_CONV_MICROKERNEL", "1")
+    # the NCHW 1x1 thunk's epilogue: a lone 1x1 on a mid-sized plane would
+    # run blocked with the AVX2 tiles (ops/blocked.py dense_alone), whose
+    # epilogue tests/test_blocked.py covers
+    clean_conv_env.setenv("RLX_BLOCKED_LAYOUT", "0")
     for xs, co in EPILOGUE_SHAPES:
         g, feeds, want = _epilogue_block(rng, xs, co, act, bias, residual)
         for t in (1, 2):

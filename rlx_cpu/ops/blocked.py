@@ -364,6 +364,12 @@ def nchwc_kind(graph, node, nthreads=1):
 ALONE_3X3_MAX_PLANE = 7 * 7
 ALONE_3X3_WIDE_PLANE = 14 * 14
 ALONE_3X3_MAX_CHANNELS = 128
+# A lone stride-1 1x1 conv2d runs blocked, with the AVX2 tiles, when its
+# output plane has ALONE_1X1_MIN_PLANE to ALONE_1X1_MAX_PLANE pixels and it
+# has at least ALONE_1X1_MIN_OUT output channels (see dense_alone).
+ALONE_1X1_MIN_PLANE = 7 * 7
+ALONE_1X1_MAX_PLANE = 28 * 28
+ALONE_1X1_MIN_OUT = 64
 
 
 def dense_alone(graph, node, nthreads=1):
@@ -421,8 +427,27 @@ def dense_alone(graph, node, nthreads=1):
       / 6.78-7.30, 256 in 32 on 28x28 (2 threads) 0.53 / 0.52.  Grouped
       1x1s stay NCHW: 240 in 3 on 28x28 0.57 / 0.62.  Not measured with the
       AVX-512 tiles, whose blocked kernel is at least as fast against the
-      same NCHW path."""
+      same NCHW path.
+    - with the AVX2 tiles only, a stride-1 1x1 conv2d on a plane of
+      ALONE_1X1_MIN_PLANE to ALONE_1X1_MAX_PLANE pixels into at least
+      ALONE_1X1_MIN_OUT channels, whose NCHW path is one sgemm of few
+      columns.  run_into ms of one conv + ReLU, NCHW / blocked with both
+      reorders, interleaved, batch 1, 1 thread: 160->960 on 7x7 0.24 / 0.19,
+      320->1280 on 7x7 0.54 / 0.50, 512->2048 on 7x7 1.40 / 1.30, 2048->512 on
+      7x7 1.33 / 1.27, 1024->256 on 14x14 1.27 / 1.14, 64->384 on 14x14 0.22 /
+      0.18, 576->96 on 14x14 0.30 / 0.29, 32->192 on 28x28 0.23 / 0.19,
+      192->32 on 28x28 0.23 / 0.19; batch 8: 960->160 on 7x7 1.74 / 1.41,
+      512->2048 on 7x7 10.4 / 9.1, 128->512 on 28x28 11.4 / 10.0; 2 threads,
+      batch 1: 64->384 on 14x14 0.16 / 0.13, 2048->512 on 7x7 0.93 / 0.83,
+      192->32 on 28x28 0.18 / 0.14, but 32->192 on 28x28 0.13 / 0.14 and
+      960->160 on 7x7 0.19 / 0.20.  Not on larger planes (32->16 on 112x112
+      0.27 / 0.33, 144->24 on 56x56 0.41 / 0.58), nor into 32 channels at
+      batch 8 (192->32 on 28x28 1.06 / 1.20).  Not measured with the AVX-512
+      tiles."""
     level = _nchwc.simd_level()
+    if level == 1 and node.op == "conv2d" and nchwc_kind(graph, node, nthreads) == "1x1":
+        return ALONE_1X1_MIN_PLANE <= node.shape[2] * node.shape[3] <= ALONE_1X1_MAX_PLANE \
+            and node.shape[1] >= ALONE_1X1_MIN_OUT
     if level < 1 or nchwc_kind(graph, node, nthreads) != "dense":
         return False
     a = as_conv2d_attrs(node.attrs)
