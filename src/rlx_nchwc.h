@@ -1849,7 +1849,8 @@ RLX_INLINE_AVX2 void rlx_nchwc_dw_row_core(const float* const* rows, const int* 
  * input rows with the zero padding (in chunks of output rows whose input
  * rows fit RLX_NCHWC_DW_PAD_FLOATS): every pixel then runs in the 8- and
  * 4-pixel steps, none at a plane edge, where a 5x5 window's tap tests
- * dominate the small planes (14x14: 4 of 14 columns, 7x7 all).  Each
+ * dominate the small planes (14x14: 4 of 14 columns, 7x7 all); a row's last
+ * 1-3 pixels as a 4-pixel step into a small buffer.  Each
  * output is the same chain as without the copy: a padding tap adds 0 * w,
  * which leaves the sum unchanged (finite weights).  0 when one chunk's
  * rows do not fit (the caller then runs the edge code). */
@@ -1861,8 +1862,15 @@ RLX_TARGET_AVX2 __attribute__((noinline)) static int rlx_nchwc_dw_rows_padded(
         const float* res, float* y, const rlx_nchwc_act* a, const int K) {
     float buf[RLX_NCHWC_DW_PAD_FLOATS] __attribute__((aligned(32)));
     const ptrdiff_t s = g->s, H = g->h, W = g->w, wo = g->w_out, ph = g->ph, pw = g->pw;
-    /* columns -pw .. (wo-1)*s - pw + K - 1 of the input, x's own in [pw, pw + ncopy) */
-    const ptrdiff_t wp = (wo - 1) * s + K, row = wp * 8;
+    /* the last 1-3 pixels of a row (past its multiple of 4, wo4) run as one
+     * 4-pixel step into tail[], which reads up to column (wo4 + 3) * s + K - 1
+     * of the copy: the same chains as the edge code, which would test every
+     * tap (7x7: 3 of 7 pixels) */
+    const ptrdiff_t wo4 = wo & ~(ptrdiff_t)3, wt = wo > wo4 ? wo4 + 4 : wo;
+    float tail[4 * 8] __attribute__((aligned(32)));
+    float rtail[4 * 8] __attribute__((aligned(32))) = {0};
+    /* columns -pw .. (wt-1)*s - pw + K - 1 of the input, x's own in [pw, pw + ncopy) */
+    const ptrdiff_t wp = (wt - 1) * s + K, row = wp * 8;
     const ptrdiff_t ncopy = W < wp - pw ? W : wp - pw;
     const ptrdiff_t rows_fit = RLX_NCHWC_DW_PAD_FLOATS / row;
     if (rows_fit < K) return 0;
@@ -1888,7 +1896,15 @@ RLX_TARGET_AVX2 __attribute__((noinline)) static int rlx_nchwc_dw_rows_padded(
                 ok[kh] = 1;
             }
             const ptrdiff_t o = (oh - oh0) * wo * 8;
-            rlx_nchwc_dw_row_core(rw, ok, wv, bv, res ? res + o : NULL, y + o, s, 0, wp, wo, 0, wo, a, K);
+            rlx_nchwc_dw_row_core(rw, ok, wv, bv, res ? res + o : NULL, y + o, s, 0, wp, wo4, 0, wo4, a, K);
+            if (wt > wo) {
+                const size_t nb = sizeof(float) * (size_t)((wo - wo4) * 8);
+                const float* rt[RLX_NCHWC_DW_MAX_K];
+                for (int kh = 0; kh < K; ++kh) rt[kh] = rw[kh] + wo4 * s * 8;
+                if (res) memcpy(rtail, res + o + wo4 * 8, nb);
+                rlx_nchwc_dw_step4(rt, ok, wv, bv, res ? rtail : NULL, tail, 0, s, 0, a, K);
+                memcpy(y + o + wo4 * 8, tail, nb);
+            }
         }
     }
     return 1;
