@@ -1863,9 +1863,9 @@ RLX_TARGET_AVX2 __attribute__((noinline)) static int rlx_nchwc_dw_rows_padded(
     float buf[RLX_NCHWC_DW_PAD_FLOATS] __attribute__((aligned(32)));
     const ptrdiff_t s = g->s, H = g->h, W = g->w, wo = g->w_out, ph = g->ph, pw = g->pw;
     /* the last 1-3 pixels of a row (past its multiple of 4, wo4) run as one
-     * 4-pixel step into tail[], which reads up to column (wo4 + 3) * s + K - 1
-     * of the copy: the same chains as the edge code, which would test every
-     * tap (7x7: 3 of 7 pixels) */
+     * 4-pixel step that writes tail[] and reads the copy up to column
+     * (wo4 + 3) * s + K - 1: the same chains as the edge code, which would
+     * test every tap (7x7: 3 of 7 pixels) */
     const ptrdiff_t wo4 = wo & ~(ptrdiff_t)3, wt = wo > wo4 ? wo4 + 4 : wo;
     float tail[4 * 8] __attribute__((aligned(32)));
     float rtail[4 * 8] __attribute__((aligned(32))) = {0};
