@@ -1845,66 +1845,89 @@ RLX_INLINE_AVX2 void rlx_nchwc_dw_row_core(const float* const* rows, const int* 
     }
 }
 
-/* The 5x5 kernel's rows oh0 .. oh1 - 1 of one block, from a copy of their
- * input rows with the zero padding (in chunks of output rows whose input
- * rows fit RLX_NCHWC_DW_PAD_FLOATS): every pixel then runs in the 8- and
- * 4-pixel steps, none at a plane edge, where a 5x5 window's tap tests
- * dominate the small planes (14x14: 4 of 14 columns, 7x7 all); a row's last
- * 1-3 pixels as a 4-pixel step into a small buffer.  Each
- * output is the same chain as without the copy: a padding tap adds 0 * w,
- * which leaves the sum unchanged (finite weights).  0 when one chunk's
- * rows do not fit (the caller then runs the edge code). */
+/* Output pixels 0 .. 7 of a row at stride S from K input rows that hold
+ * every tap (rows[kh] + off: the row's copy with its zero padding, at the
+ * step's first column), K and S constants in each instance, so every load
+ * is at a constant offset: 8 chains, each bias, then its taps in (kh, kw)
+ * order, as in the steps above.  Only pixels 0 .. n - 1 are stored (and
+ * their residual read): a row's last 1-7 pixels run a whole step.  The tap
+ * loops stay rolled: fully unrolled (and also when each input vector was
+ * loaded once for all the taps it serves), GCC spilled chains to the stack,
+ * and the kernel took 1.1-1.6x as long as the edge code it replaces. */
+RLX_INLINE_AVX2 void rlx_nchwc_dw_step8r(const float* const* rows, ptrdiff_t off, const __m256* wv, __m256 bv,
+                                         const float* res, float* yr, const int n, const rlx_nchwc_act* a,
+                                         const int K, const int S) {
+    __m256 c[8];
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; ++p) c[p] = bv;
+#pragma GCC unroll 1
+    for (int kh = 0; kh < K; ++kh) {
+        const float* r = rows[kh] + off;
+#pragma GCC unroll 1
+        for (int kw = 0; kw < K; ++kw) {
+            const __m256 w = wv[kh * K + kw];
+            const float* rk = r + kw * 8;
+#pragma GCC unroll 8
+            for (int p = 0; p < 8; ++p) c[p] = _mm256_fmadd_ps(_mm256_loadu_ps(rk + p * S * 8), w, c[p]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; ++p) {
+        if (p >= n) break;
+        if (res) c[p] = _mm256_add_ps(c[p], _mm256_loadu_ps(res + p * 8));
+        _mm256_storeu_ps(yr + p * 8, rlx_nchwc_act8(c[p], a));
+    }
+}
+
+/* Rows oh0 .. oh1 - 1 of one block (kernel side K, stride S, constants in
+ * each instance), from a copy in buf of their input rows with the zero
+ * padding (in chunks of output rows whose input rows fit
+ * RLX_NCHWC_DW_PAD_FLOATS): every pixel then runs in the 8-pixel step,
+ * none in the edge code, whose per-tap tests dominate small planes (a 5x5
+ * window on 7x7: every pixel).  A row's last 1-7 pixels run one more step
+ * that stores only them (the copy is zero up to column (w8 - 1) * S + K - 1
+ * for that).  Each output is the same chain as without the copy: a padding tap
+ * adds 0 * w, which leaves the sum unchanged (finite weights).  0 when one
+ * chunk's rows do not fit (the caller then runs the edge code). */
 #define RLX_NCHWC_DW_PAD_FLOATS 8192
-/* (not inlined: its 32 KB buffer stays out of the frame of the rows'
- * function) */
-RLX_TARGET_AVX2 __attribute__((noinline)) static int rlx_nchwc_dw_rows_padded(
-        const float* xp, const rlx_nchwc_dw_geom* g, ptrdiff_t oh0, ptrdiff_t oh1, const __m256* wv, __m256 bv,
-        const float* res, float* y, const rlx_nchwc_act* a, const int K) {
-    float buf[RLX_NCHWC_DW_PAD_FLOATS] __attribute__((aligned(32)));
-    const ptrdiff_t s = g->s, H = g->h, W = g->w, wo = g->w_out, ph = g->ph, pw = g->pw;
-    /* the last 1-3 pixels of a row (past its multiple of 4, wo4) run as one
-     * 4-pixel step that writes tail[] and reads the copy up to column
-     * (wo4 + 3) * s + K - 1: the same chains as the edge code, which would
-     * test every tap (7x7: 3 of 7 pixels) */
-    const ptrdiff_t wo4 = wo & ~(ptrdiff_t)3, wt = wo > wo4 ? wo4 + 4 : wo;
-    float tail[4 * 8] __attribute__((aligned(32)));
-    float rtail[4 * 8] __attribute__((aligned(32))) = {0};
-    /* columns -pw .. (wt-1)*s - pw + K - 1 of the input, x's own in [pw, pw + ncopy) */
-    const ptrdiff_t wp = (wt - 1) * s + K, row = wp * 8;
+RLX_INLINE_AVX2 int rlx_nchwc_dw_padded_body(float* buf, const float* xp, const rlx_nchwc_dw_geom* g,
+                                             ptrdiff_t oh0, ptrdiff_t oh1, const __m256* wv, __m256 bv,
+                                             const float* res, float* y, const rlx_nchwc_act* a, const int K,
+                                             const int S) {
+    const ptrdiff_t H = g->h, W = g->w, wo = g->w_out, ph = g->ph, pw = g->pw;
+    const ptrdiff_t w8 = (wo + 7) & ~(ptrdiff_t)7, wf = wo & ~(ptrdiff_t)7;
+    const __m256 zero = _mm256_setzero_ps();
+    /* columns -pw .. (w8-1)*S - pw + K - 1 of the input, x's own in [pw, pw + ncopy) */
+    const ptrdiff_t wp = (w8 - 1) * S + K, row = wp * 8;
     const ptrdiff_t ncopy = W < wp - pw ? W : wp - pw;
     const ptrdiff_t rows_fit = RLX_NCHWC_DW_PAD_FLOATS / row;
     if (rows_fit < K) return 0;
-    const ptrdiff_t chunk = (rows_fit - K) / s + 1;
+    const ptrdiff_t chunk = (rows_fit - K) / S + 1;
     for (ptrdiff_t o0 = oh0; o0 < oh1; o0 += chunk) {
         const ptrdiff_t o1 = o0 + chunk < oh1 ? o0 + chunk : oh1;
-        const ptrdiff_t in0 = o0 * s - ph, in1 = (o1 - 1) * s - ph + K;
+        const ptrdiff_t in0 = o0 * S - ph, in1 = (o1 - 1) * S - ph + K;
+        /* vector moves, not memcpy/memset: a 7x7 plane's rows are 12 vectors
+         * wide, and three library calls per row took longer than the copy */
         for (ptrdiff_t ih = in0; ih < in1; ++ih) {
             float* d = buf + (ih - in0) * row;
-            if (ih < 0 || ih >= H) {
-                memset(d, 0, sizeof(float) * (size_t)row);
-                continue;
+            ptrdiff_t c = 0;
+            if (ih >= 0 && ih < H) {
+                const float* sr = xp + ih * W * 8;
+                for (; c < pw; ++c) _mm256_store_ps(d + c * 8, zero);
+                for (; c < pw + ncopy; ++c) _mm256_store_ps(d + c * 8, _mm256_loadu_ps(sr + (c - pw) * 8));
             }
-            memset(d, 0, sizeof(float) * (size_t)(pw * 8));
-            memcpy(d + pw * 8, xp + ih * W * 8, sizeof(float) * (size_t)(ncopy * 8));
-            memset(d + (pw + ncopy) * 8, 0, sizeof(float) * (size_t)(row - (pw + ncopy) * 8));
+            for (; c < wp; ++c) _mm256_store_ps(d + c * 8, zero);
         }
         for (ptrdiff_t oh = o0; oh < o1; ++oh) {
             const float* rw[RLX_NCHWC_DW_MAX_K];
-            int ok[RLX_NCHWC_DW_MAX_K];
-            for (int kh = 0; kh < K; ++kh) {
-                rw[kh] = buf + (oh * s - ph + kh - in0) * row;
-                ok[kh] = 1;
-            }
+            for (int kh = 0; kh < K; ++kh) rw[kh] = buf + (oh * S - ph + kh - in0) * row;
             const ptrdiff_t o = (oh - oh0) * wo * 8;
-            rlx_nchwc_dw_row_core(rw, ok, wv, bv, res ? res + o : NULL, y + o, s, 0, wp, wo4, 0, wo4, a, K);
-            if (wt > wo) {
-                const size_t nb = sizeof(float) * (size_t)((wo - wo4) * 8);
-                const float* rt[RLX_NCHWC_DW_MAX_K];
-                for (int kh = 0; kh < K; ++kh) rt[kh] = rw[kh] + wo4 * s * 8;
-                if (res) memcpy(rtail, res + o + wo4 * 8, nb);
-                rlx_nchwc_dw_step4(rt, ok, wv, bv, res ? rtail : NULL, tail, 0, s, 0, a, K);
-                memcpy(y + o + wo4 * 8, tail, nb);
-            }
+            for (ptrdiff_t ow = 0; ow < wf; ow += 8)
+                rlx_nchwc_dw_step8r(rw, ow * S * 8, wv, bv, res ? res + o + ow * 8 : NULL, y + o + ow * 8, 8, a, K,
+                                    S);
+            if (w8 > wo)
+                rlx_nchwc_dw_step8r(rw, wf * S * 8, wv, bv, res ? res + o + wf * 8 : NULL, y + o + wf * 8,
+                                    (int)(wo - wf), a, K, S);
         }
     }
     return 1;
@@ -1931,7 +1954,6 @@ RLX_INLINE_AVX2 void rlx_nchwc_dw_rows_body(const float* xp, const rlx_nchwc_dw_
         rlx_nchwc_dw_row_core(rows, valid, wv, bv, res, y, s, pw, W, wo, lo, hi, &a_copy, K);
         return;
     }
-    if (K == 5 && rlx_nchwc_dw_rows_padded(xp, g, oh0, oh1, wv, bv, res, y, &a_copy, K)) return;
     for (ptrdiff_t oh = oh0; oh < oh1; ++oh) {
         const float* rw[RLX_NCHWC_DW_MAX_K];
         int ok[RLX_NCHWC_DW_MAX_K];
@@ -2028,6 +2050,41 @@ RLX_TARGET_AVX2 static void rlx_nchwc_dw3_rows_avx2(const float* xp, const rlx_n
 #undef RLX_DW_CALL
 }
 #undef RLX_DW_ACT_SWITCH
+
+/* The 5x5 kernel's rows oh0 .. oh1 - 1 of one block through
+ * rlx_nchwc_dw_padded_body, one instance per stride and activation; 0 when
+ * they do not fit its buffer (not inlined: the buffer stays out of the
+ * frames of the row functions, which the fused block calls once per row).
+ * The 3x3 kernel keeps its edge code: through the copy and 8-pixel steps,
+ * MobileNetV2's 3x3 shapes (7x7 to 112x112, stride 1 and 2) took 1.1-1.8x
+ * as long at 1 thread. */
+RLX_TARGET_AVX2 __attribute__((noinline)) static int rlx_nchwc_dw_padded_avx2(
+        const float* xp, const rlx_nchwc_dw_geom* g, ptrdiff_t oh0, ptrdiff_t oh1, const float* wt, const float* b,
+        const float* res, float* y, const rlx_nchwc_act* a) {
+    float buf[RLX_NCHWC_DW_PAD_FLOATS] __attribute__((aligned(32)));
+    __m256 wv[25];
+    for (int t = 0; t < 25; ++t) wv[t] = _mm256_loadu_ps(wt + t * 8);
+    const __m256 bv = b ? _mm256_loadu_ps(b) : _mm256_setzero_ps();
+    rlx_nchwc_act a_copy = *a;
+#define RLX_DW_PAD(A_)                                                                                     \
+    do {                                                                                                    \
+        a_copy.act = (A_);                                                                                  \
+        return g->s == 1 ? rlx_nchwc_dw_padded_body(buf, xp, g, oh0, oh1, wv, bv, res, y, &a_copy, 5, 1)    \
+                         : rlx_nchwc_dw_padded_body(buf, xp, g, oh0, oh1, wv, bv, res, y, &a_copy, 5, 2);   \
+    } while (0)
+    switch (a->act) {
+    case RLX_ACT_NONE: RLX_DW_PAD(RLX_ACT_NONE);
+    case RLX_ACT_RELU: RLX_DW_PAD(RLX_ACT_RELU);
+    case RLX_ACT_CLIP: RLX_DW_PAD(RLX_ACT_CLIP);
+    case RLX_ACT_LEAKY_RELU: RLX_DW_PAD(RLX_ACT_LEAKY_RELU);
+    case RLX_ACT_SIGMOID: RLX_DW_PAD(RLX_ACT_SIGMOID);
+    case RLX_ACT_SILU: RLX_DW_PAD(RLX_ACT_SILU);
+    case RLX_ACT_HARD_SIGMOID: RLX_DW_PAD(RLX_ACT_HARD_SIGMOID);
+    case RLX_ACT_HARD_SWISH: RLX_DW_PAD(RLX_ACT_HARD_SWISH);
+    default: RLX_DW_PAD(a->act);
+    }
+#undef RLX_DW_PAD
+}
 #endif
 
 /* One depthwise output row from its K input rows, dispatched. */
@@ -2062,9 +2119,14 @@ static void rlx_nchwc_dw_rows(const float* x, ptrdiff_t x_len, const float* wt, 
             RLX_CHECK_RANGE(blk * plane_in, (blk + 1) * plane_in, x_len, "nchwc depthwise x");
             RLX_CHECK_RANGE(r * row_out, (r + oh1 - oh) * row_out, y_len, "nchwc depthwise y");
             if (res) RLX_CHECK_RANGE(r * row_out, (r + oh1 - oh) * row_out, res_len, "nchwc depthwise residual");
-            (g->k == 3 ? rlx_nchwc_dw3_rows_avx2 : rlx_nchwc_dw_rows_avx2)(
-                x + blk * plane_in, g, oh, oh1, NULL, NULL, wt + cb * wblk, bias ? bias + cb * 8 : NULL,
-                res ? res + r * row_out : NULL, y + r * row_out, g->s, g->pw, g->w, g->w_out, a);
+            const float* wb = wt + cb * wblk;
+            const float* bb = bias ? bias + cb * 8 : NULL;
+            const float* rr = res ? res + r * row_out : NULL;
+            if (!(g->k == 5 && rlx_nchwc_dw_padded_avx2(x + blk * plane_in, g, oh, oh1, wb, bb, rr,
+                                                                    y + r * row_out, a)))
+                (g->k == 3 ? rlx_nchwc_dw3_rows_avx2 : rlx_nchwc_dw_rows_avx2)(
+                    x + blk * plane_in, g, oh, oh1, NULL, NULL, wb, bb, rr, y + r * row_out, g->s, g->pw, g->w,
+                    g->w_out, a);
             r += oh1 - oh;
         }
         return;
