@@ -1897,21 +1897,33 @@ RLX_INLINE_AVX2 void rlx_nchwc_dw_step8r(const float* const* rows, ptrdiff_t off
  * window on 7x7: every pixel).  A row's last 1-7 pixels run one more step
  * that stores only them (the copy is zero up to column (w8 - 1) * S + K - 1
  * for that).  Each output is the same chain as without the copy: a padding tap
- * adds 0 * w, which leaves the sum unchanged (finite weights).  0 when one
- * chunk's rows do not fit (the caller then runs the edge code). */
+ * adds 0 * w, which leaves the sum unchanged (finite weights).  Only for
+ * geometries where rlx_nchwc_dw_pad_fits. */
 #define RLX_NCHWC_DW_PAD_FLOATS 8192
-RLX_INLINE_AVX2 int rlx_nchwc_dw_padded_body(float* buf, const float* xp, const rlx_nchwc_dw_geom* g,
+
+/* Columns of a row of the padded copy: -pw .. (w8-1)*s - pw + k - 1 of the
+ * input, w8 the output row rounded up to whole 8-pixel steps. */
+static inline ptrdiff_t rlx_nchwc_dw_pad_cols(const rlx_nchwc_dw_geom* g) {
+    return (((g->w_out + 7) & ~(ptrdiff_t)7) - 1) * g->s + g->k;
+}
+
+/* Whether the k input rows of one output row fit the padded copy's buffer
+ * (rows of 230 pixels do not: those run the edge code). */
+static inline int rlx_nchwc_dw_pad_fits(const rlx_nchwc_dw_geom* g) {
+    return RLX_NCHWC_DW_PAD_FLOATS / (rlx_nchwc_dw_pad_cols(g) * 8) >= g->k;
+}
+
+RLX_INLINE_AVX2 void rlx_nchwc_dw_padded_body(float* buf, const float* xp, const rlx_nchwc_dw_geom* g,
                                              ptrdiff_t oh0, ptrdiff_t oh1, const __m256* wv, __m256 bv,
                                              const float* res, float* y, const rlx_nchwc_act* a, const int K,
                                              const int S) {
     const ptrdiff_t H = g->h, W = g->w, wo = g->w_out, ph = g->ph, pw = g->pw;
     const ptrdiff_t w8 = (wo + 7) & ~(ptrdiff_t)7, wf = wo & ~(ptrdiff_t)7;
     const __m256 zero = _mm256_setzero_ps();
-    /* columns -pw .. (w8-1)*S - pw + K - 1 of the input, x's own in [pw, pw + ncopy) */
-    const ptrdiff_t wp = (w8 - 1) * S + K, row = wp * 8;
+    /* x's own columns at [pw, pw + ncopy) of a row of the copy */
+    const ptrdiff_t wp = rlx_nchwc_dw_pad_cols(g), row = wp * 8;
     const ptrdiff_t ncopy = W < wp - pw ? W : wp - pw;
     const ptrdiff_t rows_fit = RLX_NCHWC_DW_PAD_FLOATS / row;
-    if (rows_fit < K) return 0;
     const ptrdiff_t chunk = (rows_fit - K) / S + 1;
     for (ptrdiff_t o0 = oh0; o0 < oh1; o0 += chunk) {
         const ptrdiff_t o1 = o0 + chunk < oh1 ? o0 + chunk : oh1;
@@ -1940,7 +1952,6 @@ RLX_INLINE_AVX2 int rlx_nchwc_dw_padded_body(float* buf, const float* xp, const 
                                     (int)(wo - wf), a, K, S);
         }
     }
-    return 1;
 }
 
 /* Output rows oh0 .. oh1 - 1 of one block whose input plane starts at xp
@@ -2059,16 +2070,15 @@ RLX_TARGET_AVX2 static void rlx_nchwc_dw3_rows_avx2(const float* xp, const rlx_n
     RLX_DW_ACT_SWITCH(RLX_DW_CALL)
 #undef RLX_DW_CALL
 }
-#undef RLX_DW_ACT_SWITCH
 
 /* The 5x5 kernel's rows oh0 .. oh1 - 1 of one block through
- * rlx_nchwc_dw_padded_body, one instance per stride and activation; 0 when
- * they do not fit its buffer (not inlined: the buffer stays out of the
- * frames of the row functions, which the fused block calls once per row).
+ * rlx_nchwc_dw_padded_body, one instance per stride and activation (not
+ * inlined: the buffer stays out of the frames of the row functions, which
+ * the fused block calls once per row).
  * The 3x3 kernel keeps its edge code: through the copy and 8-pixel steps,
  * MobileNetV2's 3x3 shapes (7x7 to 112x112, stride 1 and 2) took 1.1-1.8x
  * as long at 1 thread. */
-RLX_TARGET_AVX2 __attribute__((noinline)) static int rlx_nchwc_dw_padded_avx2(
+RLX_TARGET_AVX2 __attribute__((noinline)) static void rlx_nchwc_dw_padded_avx2(
         const float* xp, const rlx_nchwc_dw_geom* g, ptrdiff_t oh0, ptrdiff_t oh1, const float* wt, const float* b,
         const float* res, float* y, const rlx_nchwc_act* a) {
     float buf[RLX_NCHWC_DW_PAD_FLOATS] __attribute__((aligned(32)));
@@ -2076,25 +2086,18 @@ RLX_TARGET_AVX2 __attribute__((noinline)) static int rlx_nchwc_dw_padded_avx2(
     for (int t = 0; t < 25; ++t) wv[t] = _mm256_loadu_ps(wt + t * 8);
     const __m256 bv = b ? _mm256_loadu_ps(b) : _mm256_setzero_ps();
     rlx_nchwc_act a_copy = *a;
-#define RLX_DW_PAD(A_)                                                                                     \
-    do {                                                                                                    \
-        a_copy.act = (A_);                                                                                  \
-        return g->s == 1 ? rlx_nchwc_dw_padded_body(buf, xp, g, oh0, oh1, wv, bv, res, y, &a_copy, 5, 1)    \
-                         : rlx_nchwc_dw_padded_body(buf, xp, g, oh0, oh1, wv, bv, res, y, &a_copy, 5, 2);   \
+#define RLX_DW_CALL(A_)                                                                              \
+    do {                                                                                              \
+        a_copy.act = (A_);                                                                            \
+        if (g->s == 1)                                                                                \
+            rlx_nchwc_dw_padded_body(buf, xp, g, oh0, oh1, wv, bv, res, y, &a_copy, 5, 1);            \
+        else                                                                                          \
+            rlx_nchwc_dw_padded_body(buf, xp, g, oh0, oh1, wv, bv, res, y, &a_copy, 5, 2);            \
     } while (0)
-    switch (a->act) {
-    case RLX_ACT_NONE: RLX_DW_PAD(RLX_ACT_NONE);
-    case RLX_ACT_RELU: RLX_DW_PAD(RLX_ACT_RELU);
-    case RLX_ACT_CLIP: RLX_DW_PAD(RLX_ACT_CLIP);
-    case RLX_ACT_LEAKY_RELU: RLX_DW_PAD(RLX_ACT_LEAKY_RELU);
-    case RLX_ACT_SIGMOID: RLX_DW_PAD(RLX_ACT_SIGMOID);
-    case RLX_ACT_SILU: RLX_DW_PAD(RLX_ACT_SILU);
-    case RLX_ACT_HARD_SIGMOID: RLX_DW_PAD(RLX_ACT_HARD_SIGMOID);
-    case RLX_ACT_HARD_SWISH: RLX_DW_PAD(RLX_ACT_HARD_SWISH);
-    default: RLX_DW_PAD(a->act);
-    }
-#undef RLX_DW_PAD
+    RLX_DW_ACT_SWITCH(RLX_DW_CALL)
+#undef RLX_DW_CALL
 }
+#undef RLX_DW_ACT_SWITCH
 #endif
 
 /* One depthwise output row from its K input rows, dispatched. */
@@ -2132,8 +2135,9 @@ static void rlx_nchwc_dw_rows(const float* x, ptrdiff_t x_len, const float* wt, 
             const float* wb = wt + cb * wblk;
             const float* bb = bias ? bias + cb * 8 : NULL;
             const float* rr = res ? res + r * row_out : NULL;
-            if (!(g->k == 5 && rlx_nchwc_dw_padded_avx2(x + blk * plane_in, g, oh, oh1, wb, bb, rr,
-                                                                    y + r * row_out, a)))
+            if (g->k == 5 && rlx_nchwc_dw_pad_fits(g))
+                rlx_nchwc_dw_padded_avx2(x + blk * plane_in, g, oh, oh1, wb, bb, rr, y + r * row_out, a);
+            else
                 (g->k == 3 ? rlx_nchwc_dw3_rows_avx2 : rlx_nchwc_dw_rows_avx2)(
                     x + blk * plane_in, g, oh, oh1, NULL, NULL, wb, bb, rr, y + r * row_out, g->s, g->pw, g->w,
                     g->w_out, a);
