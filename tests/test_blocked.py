@@ -201,7 +201,8 @@ def run_dense(x, w, bias, res, stride, pads_begin, pads_end, dilation, act, thre
     ho = (h + pads_begin[0] + pads_end[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
     wo = (wd + pads_begin[1] + pads_end[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
     y = np.full(n * m * ho * wo, np.nan, np.float32)
-    nscratch = _nchwc.dense_scratch_floats(n, c, h, wd, pads_begin, pads_end, (kh, kw), stride, dilation, groups)
+    nscratch = _nchwc.dense_scratch_floats(n, c, h, wd, pads_begin, pads_end, (kh, kw), stride, dilation, groups,
+                                           threads)
     scratch = np.full(nscratch, np.nan, np.float32) if nscratch else None
     launch = _nchwc.NchwcDenseLaunch(
         _nchwc.to_blocked(x).reshape(-1), _nchwc.pack_dense_weight(w, groups), bias,
@@ -318,6 +319,48 @@ def test_dense_copies_and_computes_image_groups(rng, monkeypatch, case, group):
     check_parity(whole, epilogue64(ref, b, r, "relu"), "nchwc dense", tol=TOL)
     for t in TWO:
         np.testing.assert_array_equal(run_dense(x, wt, b, r, st, pb, pe, d, "relu", t), whole)
+
+
+@pytest.mark.parametrize("case", DENSE_COPIES, ids=["padded", "phases", "subsampled"])
+@pytest.mark.parametrize("n", [2, 5])
+def test_dense_gives_each_thread_whole_images(rng, case, n):
+    """With at least one image per thread, each thread copies and computes
+    whole images in its own slot of the scratch (the scratch holds one copy
+    per thread); 5 images on 2 threads run 2 each alone, the fifth shared.
+    The bits are the one-thread run's, with bias, residual and ReLU."""
+    _, c, h, w, m, k, st, pb, pe, d = case
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((m, c, *k)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    ref = conv_nd(x, wt, stride=st, pads_begin=pb, pads_end=pe, dilation=d)
+    r = rng.standard_normal(ref.shape).astype(np.float32)
+    per_image = _nchwc.dense_scratch_floats(1, c, h, w, pb, pe, k, st, d)
+    copies = _nchwc.dense_copy_images(n, per_image)
+    assert not _nchwc.dense_images_per_thread(n, 1) and _nchwc.dense_images_per_thread(n, 2)
+    assert not _nchwc.dense_images_per_thread(1, 2)
+    assert _nchwc.dense_scratch_floats(n, c, h, w, pb, pe, k, st, d, 1, 1) == copies * per_image
+    assert _nchwc.dense_scratch_floats(n, c, h, w, pb, pe, k, st, d, 1, 2) == max(copies, 2) * per_image
+    one = run_dense(x, wt, b, r, st, pb, pe, d, "relu", 1)
+    check_parity(one, epilogue64(ref, b, r, "relu"), "nchwc dense", tol=TOL)
+    for t in (2, 3):
+        np.testing.assert_array_equal(run_dense(x, wt, b, r, st, pb, pe, d, "relu", t), one)
+
+
+def test_dense_scratch_too_small_for_a_copy_per_thread_is_refused(rng):
+    """A launch bound for 2 threads over 2 images needs a copy per thread: a
+    scratch of one image's copy (the copy budget holds one of these) is
+    refused at bind time, naming it."""
+    n, c, h, w, m = 2, 16, 96, 96, 32
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((m, c, 3, 3)).astype(np.float32)
+    one = _nchwc.dense_scratch_floats(n, c, h, w, (1, 1), (1, 1), (3, 3), (2, 2), (1, 1), 1, 1)
+    assert one == _nchwc.dense_scratch_floats(1, c, h, w, (1, 1), (1, 1), (3, 3), (2, 2), (1, 1))
+    assert _nchwc.dense_scratch_floats(n, c, h, w, (1, 1), (1, 1), (3, 3), (2, 2), (1, 1), 1, 2) > one
+    y = np.empty(n * m * 48 * 48, np.float32)
+    with pytest.raises(ValueError, match="scratch"):
+        _nchwc.NchwcDenseLaunch(_nchwc.to_blocked(x).reshape(-1), _nchwc.pack_dense_weight(wt, 1), None, None, y,
+                                np.empty(one, np.float32), n, c, h, w, m, (3, 3), (2, 2), (1, 1), (1, 1), (1, 1),
+                                None, 0.0, 6.0, 2, 1)
 
 
 def run_wino(x, w, bias, res, pads_begin, pads_end, act, threads, tile, alpha=0.0, beta=6.0):

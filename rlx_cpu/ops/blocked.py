@@ -1110,7 +1110,7 @@ def compile_conv2d_nchwc(ctx, node):
                           ((1, 1), (1, 1), (0, 0), (0, 0), (1, 1))):
         packed = ctx.constant(_nchwc.pack_dense_weight(wv, a.groups), node.name + ".nchwc_W")
         nfloats = _nchwc.dense_scratch_floats(n, c_in, h, w, a.pads_begin, a.pads_end, a.kernel, a.stride,
-                                              a.dilation, a.groups)
+                                              a.dilation, a.groups, ctx.num_threads)
         scratch = ctx.scratch(4 * nfloats, node.name + ".scratch")
         ctx.emit(NchwcDenseThunk(node.name, ctx.buf(x_id), packed, bias, res, ctx.buf(node.id), scratch, n, c_in,
                                  h, w, c_out, a.kernel, a.stride, a.pads_begin, a.pads_end, a.dilation, a.epilogue,
