@@ -298,6 +298,19 @@ DENSE_COPIES = [(3, 64, 2, 6, 48, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
                 (3, 24, 11, 8, 40, (1, 1), (2, 1), (0, 0), (0, 0), (1, 1))]
 
 
+def _dense_copy_case(rng, case, n):
+    """n images of a DENSE_COPIES case: x, weight, bias, residual, the
+    float64 reference with bias + residual + ReLU, and one image's copy
+    floats."""
+    _, c, h, w, m, k, st, pb, pe, d = case
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((m, c, *k)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    ref = conv_nd(x, wt, stride=st, pads_begin=pb, pads_end=pe, dilation=d)
+    r = rng.standard_normal(ref.shape).astype(np.float32)
+    return x, wt, b, r, epilogue64(ref, b, r, "relu"), _nchwc.dense_scratch_floats(1, c, h, w, pb, pe, k, st, d)
+
+
 @pytest.mark.parametrize("case", DENSE_COPIES, ids=["padded", "phases", "subsampled"])
 @pytest.mark.parametrize("group", [1, 2])
 def test_dense_copies_and_computes_image_groups(rng, monkeypatch, case, group):
@@ -305,18 +318,13 @@ def test_dense_copies_and_computes_image_groups(rng, monkeypatch, case, group):
     images' copies, and the conv (bias, residual, 1 and 2 threads) gives the
     whole-batch copy's bits."""
     n, c, h, w, m, k, st, pb, pe, d = case
-    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
-    wt = rng.standard_normal((m, c, *k)).astype(np.float32)
-    b = rng.standard_normal(m).astype(np.float32)
-    ref = conv_nd(x, wt, stride=st, pads_begin=pb, pads_end=pe, dilation=d)
-    r = rng.standard_normal(ref.shape).astype(np.float32)
+    x, wt, b, r, want, per_image = _dense_copy_case(rng, case, n)
     whole = run_dense(x, wt, b, r, st, pb, pe, d, "relu", 1)
-    per_image = _nchwc.dense_scratch_floats(1, c, h, w, pb, pe, k, st, d)
     assert _nchwc.dense_scratch_floats(n, c, h, w, pb, pe, k, st, d) == n * per_image
     monkeypatch.setattr(_nchwc, "DENSE_COPY_FLOATS", group * per_image)
     assert _nchwc.dense_copy_images(n, per_image) == group
     assert _nchwc.dense_scratch_floats(n, c, h, w, pb, pe, k, st, d) == group * per_image
-    check_parity(whole, epilogue64(ref, b, r, "relu"), "nchwc dense", tol=TOL)
+    check_parity(whole, want, "nchwc dense", tol=TOL)
     for t in TWO:
         np.testing.assert_array_equal(run_dense(x, wt, b, r, st, pb, pe, d, "relu", t), whole)
 
@@ -329,19 +337,14 @@ def test_dense_gives_each_thread_whole_images(rng, case, n):
     per thread); 5 images on 2 threads run 2 each alone, the fifth shared.
     The bits are the one-thread run's, with bias, residual and ReLU."""
     _, c, h, w, m, k, st, pb, pe, d = case
-    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
-    wt = rng.standard_normal((m, c, *k)).astype(np.float32)
-    b = rng.standard_normal(m).astype(np.float32)
-    ref = conv_nd(x, wt, stride=st, pads_begin=pb, pads_end=pe, dilation=d)
-    r = rng.standard_normal(ref.shape).astype(np.float32)
-    per_image = _nchwc.dense_scratch_floats(1, c, h, w, pb, pe, k, st, d)
+    x, wt, b, r, want, per_image = _dense_copy_case(rng, case, n)
     copies = _nchwc.dense_copy_images(n, per_image)
     assert not _nchwc.dense_images_per_thread(n, 1) and _nchwc.dense_images_per_thread(n, 2)
     assert not _nchwc.dense_images_per_thread(1, 2)
     assert _nchwc.dense_scratch_floats(n, c, h, w, pb, pe, k, st, d, 1, 1) == copies * per_image
     assert _nchwc.dense_scratch_floats(n, c, h, w, pb, pe, k, st, d, 1, 2) == max(copies, 2) * per_image
     one = run_dense(x, wt, b, r, st, pb, pe, d, "relu", 1)
-    check_parity(one, epilogue64(ref, b, r, "relu"), "nchwc dense", tol=TOL)
+    check_parity(one, want, "nchwc dense", tol=TOL)
     for t in (2, 3):
         np.testing.assert_array_equal(run_dense(x, wt, b, r, st, pb, pe, d, "relu", t), one)
 
