@@ -758,7 +758,8 @@ cdef class NchwcDenseLaunch(_BlockedConv):
     conv at column stride 2 copies it padded and split by column parity
     (_phase_split) and runs at column stride 1 on the copy.  The copy holds
     dense_copy_images images at a time: each group is copied, then
-    computed."""
+    computed; with at least one image per thread (dense_images_per_thread)
+    each thread copies and computes its own run of whole images instead."""
     cdef float[::1] xp
     cdef bint padded, subsampled, phased
     cdef Py_ssize_t[::1] koff
@@ -839,7 +840,7 @@ cdef class NchwcDenseLaunch(_BlockedConv):
         self.copy_images = dense_copy_images(n, self.per_copy)
         self.per_thread = need > 0 and dense_images_per_thread(n, self.max_threads)
 
-    cdef void _images_alone(self, Py_ssize_t r, Py_ssize_t count, int t) noexcept nogil:
+    cdef void _images_alone(self, Py_ssize_t r, Py_ssize_t count) noexcept nogil:
         """Images [r * count, (r + 1) * count), one at a time: its copy in
         the r-th image slot of the scratch, then all its items (the same
         items, copy and operations as the shared path)."""
@@ -889,7 +890,7 @@ cdef class NchwcDenseLaunch(_BlockedConv):
             # equal runs go on below
             n0 = self.g.n // t * t
             for r in prange(t, num_threads=t, schedule='static'):
-                self._images_alone(r, n0 // t, t)
+                self._images_alone(r, n0 // t)
         # images [n0, n1) at a time: their copy at the start of the scratch,
         # then the items that read it, while it is in cache
         while n0 < self.g.n:
