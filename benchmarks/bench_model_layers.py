@@ -119,13 +119,18 @@ def main():
     # ONNX convs up to the one whose output it is named after
     order = {n.output[0]: i for i, n in enumerate(n for n in onnx.load_from_string(data).graph.node
                                                   if n.op_type == "Conv")}
-    if not all(th.op_name in order for th, _ in rlx_convs) or len(layers) != len(ort_convs):
+    # a conv whose blocked output a reorder then turns back to NCHW is named
+    # after the NCHW tensor with ".nchwc" added
+    def conv_name(th):
+        return th.op_name[:-len(".nchwc")] if th.op_name.endswith(".nchwc") else th.op_name
+
+    if not all(conv_name(th) in order for th, _ in rlx_convs) or len(layers) != len(ort_convs):
         raise SystemExit(f"cannot pair the convs: {len(layers)} Conv nodes, {len(rlx_convs)} rlx_cpu conv "
                          f"thunks, {len(ort_convs)} ORT conv nodes")
-    rlx_convs.sort(key=lambda c: order[c[0].op_name])
+    rlx_convs.sort(key=lambda c: order[conv_name(c[0])])
     rows, start = [], 0
     for th, ms in rlx_convs:
-        end = order[th.op_name] + 1
+        end = order[conv_name(th)] + 1
         idx = list(range(start, end)) if th.kind == "conv_nchwc_ir" else [end - 1]
         start = max(start, end)
         first = layers[idx[0]]

@@ -753,6 +753,10 @@ for (n, k, m, h, w) in [(1, 272, 24, 7, 9), (2, 16, 32, 5, 5)]:
     b = rng.standard_normal(m).astype(np.float32)
     r = rng.standard_normal((n, m, h, w)).astype(np.float32)
     outs.append(run_1x1(x, wt, b, r, "clip", 1))
+    # the deferred epilogue of the sigmoid and SiLU (16 lanes where AVX-512 is
+    # there), the clamped tails included
+    for act in ("silu", "sigmoid"):
+        outs.append(run_1x1(x, wt, b * 40, r, act, 1))
 for (stride, pad, k) in [(1, 1, 3), (2, 1, 3), (2, 0, 3), (1, 2, 5), (2, 2, 5), (2, 1, 5)]:
     x = rng.standard_normal((2, 16, 13, 11)).astype(np.float32)
     wt = rng.standard_normal((16, 1, k, k)).astype(np.float32)
