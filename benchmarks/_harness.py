@@ -11,13 +11,14 @@ import time
 
 import numpy as np
 
-from rlx_cpu.timing import DEFAULT_SETTLE_S, busy_wait, interleaved_medians  # noqa: F401  (re-exported)
+from rlx_cpu.timing import DEFAULT_SETTLE_S, busy_wait, interleaved_medians, wake  # noqa: F401  (re-exported)
 
 
 def median_ms(fn, repeat, warmup=2):
     """Median wall milliseconds of fn() over `repeat` calls after `warmup`,
     started once the peers' spinning workers have parked."""
     busy_wait(DEFAULT_SETTLE_S)
+    wake(fn)
     for _ in range(warmup):
         fn()
     ts = []

@@ -7,10 +7,11 @@ process hits them alike.  With several threads, every runtime's thread pool
 spinning for a while after a call: timed back to back, the next runtime then
 shares its cores with the previous one's spinners.  ``settle`` seconds of
 busy waiting before each runtime's turn lets those workers park (busy, not
-asleep, so that this core does not drop its clock in an idle state); one
-untimed call then wakes the runtime's own pool, and the timed call measures
-it hot, as a serving loop would see it.  Use the same settle at every thread
-count, so that 1- and 2-thread figures are measured alike.
+asleep, so that this core does not drop its clock in an idle state); untimed
+calls for at least ``wake`` seconds (one at the least) then wake the
+runtime's own pool and bring the machine back to speed, and the timed call
+measures it hot, as a serving loop would see it.  Use the same settle at every
+thread count, so that 1- and 2-thread figures are measured alike.
 """
 import statistics
 import time
@@ -22,6 +23,16 @@ import time
 # agree within a few percent.
 DEFAULT_SETTLE_S = 0.1
 
+# One untimed call after the settle was not enough to time a call hot: on a
+# 2-core Xeon (AVX-512) a lone 1x1 conv 64->256 on 56x56 ran its calls after
+# 100 ms of busy waiting in 2.1, 1.6, 1.1, 1.05, 1.0 ms (medians of 15), and
+# ONNX Runtime's and PyTorch's first calls were slow alike (ORT at 2 threads
+# 1.52 ms after one wake-up call, 0.83 after three).  A busy loop of AVX-512
+# FMAs as the settle did not help, touching 32 MB did not hurt; our reading
+# is the clocks of the shared cache and memory path ramping up again.  So the
+# wake-up runs for this long, whatever the call's length.
+DEFAULT_WAKE_S = 0.005
+
 
 def busy_wait(seconds):
     """Spin this thread for `seconds` (other runtimes' pools park meanwhile)."""
@@ -30,9 +41,19 @@ def busy_wait(seconds):
         pass
 
 
-def interleaved_samples(fns, repeat, warmup=2, settle=0.0):
+def wake(fn, seconds=DEFAULT_WAKE_S):
+    """Call fn() untimed until `seconds` have passed, at least once."""
+    end = time.perf_counter() + seconds
+    fn()
+    while time.perf_counter() < end:
+        fn()
+
+
+def interleaved_samples(fns, repeat, warmup=2, settle=0.0, wake_s=DEFAULT_WAKE_S):
     """{name: [seconds]} of `repeat` timed calls of each callable in
-    fns (a dict name -> zero-argument callable), round-robin."""
+    fns (a dict name -> zero-argument callable), round-robin; with a
+    settle, each timed call follows the settle and `wake_s` seconds of
+    untimed calls (at least one)."""
     for fn in fns.values():
         for _ in range(warmup):
             fn()
@@ -41,14 +62,14 @@ def interleaved_samples(fns, repeat, warmup=2, settle=0.0):
         for name, fn in fns.items():
             if settle > 0:
                 busy_wait(settle)
-                fn()
+                wake(fn, wake_s)
             t0 = time.perf_counter()
             fn()
             ts[name].append(time.perf_counter() - t0)
     return ts
 
 
-def interleaved_medians(fns, repeat, warmup=2, settle=0.0):
+def interleaved_medians(fns, repeat, warmup=2, settle=0.0, wake_s=DEFAULT_WAKE_S):
     """{name: median ms} of interleaved_samples."""
     return {name: 1e3 * statistics.median(v)
-            for name, v in interleaved_samples(fns, repeat, warmup, settle).items()}
+            for name, v in interleaved_samples(fns, repeat, warmup, settle, wake_s).items()}

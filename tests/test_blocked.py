@@ -768,6 +768,15 @@ for (h, w, stride) in [(4, 4, 1), (4, 4, 2), (2, 2, 1), (8, 5, 2)]:
     wt = rng.standard_normal((16, 1, 3, 3)).astype(np.float32)
     r = rng.standard_normal((2, 16, (h - 1) // stride + 1, (w - 1) // stride + 1)).astype(np.float32)
     outs.append(run_dw(x, wt, rng.standard_normal(16).astype(np.float32), r, stride, 1, "silu", 1))
+# rows of 16-pixel steps (two pixels per zmm at stride 1 where AVX-512 is
+# there), an 8-pixel step and masked last pixels, with residual and SiLU
+for (w, k, pad) in [(37, 3, 1), (37, 5, 2), (21, 3, 1), (12, 5, 2), (30, 3, 0)]:
+    x = rng.standard_normal((1, 16, 6, w)).astype(np.float32)
+    wt = rng.standard_normal((16, 1, k, k)).astype(np.float32)
+    wo = w + 2 * pad - k + 1
+    r = rng.standard_normal((1, 16, 6 + 2 * pad - k + 1, wo)).astype(np.float32)
+    outs.append(run_dw(x, wt, rng.standard_normal(16).astype(np.float32), r, 1, pad, "silu", 1))
+    outs.append(run_dw(x, wt, None, None, 1, pad, "clip", 1))
 x = rng.standard_normal((2, 3, 19, 17)).astype(np.float32)
 wt = rng.standard_normal((24, 3, 3, 3)).astype(np.float32)
 b = rng.standard_normal(24).astype(np.float32)
