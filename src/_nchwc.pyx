@@ -840,6 +840,20 @@ cdef class NchwcDenseLaunch(_BlockedConv):
         self.copy_images = dense_copy_images(n, self.per_copy)
         self.per_thread = need > 0 and dense_images_per_thread(n, self.max_threads)
 
+    cdef void _copy(self, Py_ssize_t xo, float* dst, Py_ssize_t dlen, Py_ssize_t i0,
+                    Py_ssize_t i1) noexcept nogil:
+        """Blocks [i0, i1) (image-major) of x from float xo on into dst, as
+        the items read them: subsampled (a strided 1x1), split by column
+        parity (column stride 2) or zero-padded."""
+        if self.subsampled:
+            rlx_nchwc_subsample(&self.x[xo], self.x.shape[0] - xo, dst, dlen, self.g.h, self.g.w, self.g.h_out,
+                                self.g.w_out, self.g.sh, self.g.sw, i0, i1)
+        elif self.phased:
+            rlx_nchwc_pad_phase2(&self.x[xo], self.x.shape[0] - xo, dst, dlen, self.g.h, self.g.w, self.g.hp,
+                                 self.half_w, self.g.pt, self.g.pl, i0, i1)
+        else:
+            rlx_nchwc_pad(&self.x[xo], self.x.shape[0] - xo, dst, dlen, &self.g, i0, i1)
+
     cdef void _images_alone(self, Py_ssize_t r, Py_ssize_t count) noexcept nogil:
         """Images [r * count, (r + 1) * count), one at a time: its copy in
         the r-th image slot of the scratch, then all its items (the same
@@ -855,19 +869,13 @@ cdef class NchwcDenseLaunch(_BlockedConv):
             xo = img * x_img
             yo = img * y_img
             work_note(cb + per_img)
+            self._copy(xo, &self.xp[so], slen, 0, cb)
             if self.subsampled:
-                rlx_nchwc_subsample(&self.x[xo], self.x.shape[0] - xo, &self.xp[so], slen,
-                                    self.g.h, self.g.w, self.g.h_out, self.g.w_out, self.g.sh, self.g.sw, 0, cb)
                 rlx_nchwc_1x1_run(&self.xp[so], slen, &self.wq[0], self.wq.shape[0],
                                   &self.bias[0] if self.has_bias else NULL,
                                   &self.res[yo] if self.has_res else NULL, self.res.shape[0] - yo,
                                   &self.y[yo], self.y.shape[0] - yo, &self.koff[0], &self.g1, &self.a, 0, per_img)
                 continue
-            if self.phased:
-                rlx_nchwc_pad_phase2(&self.x[xo], self.x.shape[0] - xo, &self.xp[so], slen,
-                                     self.g.h, self.g.w, self.g.hp, self.half_w, self.g.pt, self.g.pl, 0, cb)
-            else:
-                rlx_nchwc_pad(&self.x[xo], self.x.shape[0] - xo, &self.xp[so], slen, &self.g, 0, cb)
             rlx_nchwc_dense_run(&self.xp[so], slen, &self.wq[0], self.wq.shape[0],
                                 &self.bias[0] if self.has_bias else NULL,
                                 &self.res[yo] if self.has_res else NULL, self.res.shape[0] - yo,
@@ -899,12 +907,10 @@ cdef class NchwcDenseLaunch(_BlockedConv):
             xo = n0 * x_img
             yo = n0 * y_img
             items = k * per_img
+            for i in prange(k * cb, num_threads=t, schedule='static'):
+                work_note(1)
+                self._copy(xo, &self.xp[0], self.xp.shape[0], i, i + 1)
             if self.subsampled:
-                for i in prange(k * cb, num_threads=t, schedule='static'):
-                    work_note(1)
-                    rlx_nchwc_subsample(&self.x[xo], self.x.shape[0] - xo, &self.xp[0], self.xp.shape[0],
-                                        self.g.h, self.g.w, self.g.h_out, self.g.w_out, self.g.sh, self.g.sw,
-                                        i, i + 1)
                 runs = t if t < items else items
                 for r in prange(runs, num_threads=t, schedule='static'):
                     lo = items * r // runs
@@ -915,17 +921,6 @@ cdef class NchwcDenseLaunch(_BlockedConv):
                                       &self.res[yo] if self.has_res else NULL, self.res.shape[0] - yo,
                                       &self.y[yo], self.y.shape[0] - yo, &self.koff[0], &self.g1, &self.a, lo, hi)
             else:
-                if self.phased:
-                    for i in prange(k * cb, num_threads=t, schedule='static'):
-                        work_note(1)
-                        rlx_nchwc_pad_phase2(&self.x[xo], self.x.shape[0] - xo, &self.xp[0], self.xp.shape[0],
-                                             self.g.h, self.g.w, self.g.hp, self.half_w, self.g.pt, self.g.pl,
-                                             i, i + 1)
-                else:
-                    for i in prange(k * cb, num_threads=t, schedule='static'):
-                        work_note(1)
-                        rlx_nchwc_pad(&self.x[xo], self.x.shape[0] - xo, &self.xp[0], self.xp.shape[0], &self.g,
-                                      i, i + 1)
                 self._dense_items(&self.xp[0], self.xp.shape[0], &self.koff[0], &self.g, items, yo, t)
             n0 = n1
         return 0
