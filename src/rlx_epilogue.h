@@ -118,58 +118,44 @@ typedef struct {
 
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
 #include <immintrin.h>
-/* rlx_sigmoidf on 8 lanes, operation for operation (so bit for bit): the
- * compiler does not vectorise the scalar form's selects. */
+/* rlx_sigmoidf's steps on one vector width, operation for operation (so bit
+ * for bit): P is the intrinsics' prefix (_mm256, _mm512), SI the integer
+ * vector's name in the casts (si256, si512), VT and VTI the vector types.
+ * Declares x0 (-v) and sig (the sigmoid before the v < -87 select) in the
+ * caller.  The compiler does not vectorise the scalar form's selects.
+ * max_ps(a, b) = a > b ? a : b and min_ps(a, b) = a < b ? a : b keep a NaN b. */
+#define RLX_SIGMOID_STEPS(P, SI, VT, VTI, v)                                                       \
+    const VT x0 = P##_sub_ps(P##_setzero_ps(), v);                                                 \
+    VT x = P##_max_ps(P##_set1_ps(-87.0f), x0);                                                    \
+    x = P##_min_ps(P##_set1_ps(87.0f), x);                                                         \
+    const VT shifter = P##_set1_ps(12582912.0f);                                                   \
+    const VT t = P##_fmadd_ps(x, P##_set1_ps(1.44269504088896341f), shifter);                      \
+    const VT n = P##_sub_ps(t, shifter);                                                           \
+    VT r = P##_fmadd_ps(n, P##_set1_ps(-0.693145751953125f), x);                                   \
+    r = P##_fmadd_ps(n, P##_set1_ps(-1.428606765330187e-06f), r);                                  \
+    VT p = P##_set1_ps(1.0f / 720.0f);                                                             \
+    p = P##_fmadd_ps(p, r, P##_set1_ps(1.0f / 120.0f));                                            \
+    p = P##_fmadd_ps(p, r, P##_set1_ps(1.0f / 24.0f));                                             \
+    p = P##_fmadd_ps(p, r, P##_set1_ps(1.0f / 6.0f));                                              \
+    p = P##_fmadd_ps(p, r, P##_set1_ps(0.5f));                                                     \
+    p = P##_fmadd_ps(p, r, P##_set1_ps(1.0f));                                                     \
+    p = P##_fmadd_ps(p, r, P##_set1_ps(1.0f));                                                     \
+    const VTI e = P##_slli_epi32(                                                                  \
+        P##_add_epi32(P##_castps_##SI(t), P##_set1_epi32((int)(127u - 0x4B400000u))), 23);        \
+    const VT one = P##_set1_ps(1.0f);                                                              \
+    const VT sig = P##_div_ps(one, P##_fmadd_ps(p, P##_cast##SI##_ps(e), one));
+
+/* rlx_sigmoidf on 8 lanes */
 __attribute__((target("avx2,fma"), always_inline)) static inline __m256 rlx_sigmoid8(__m256 v) {
-    const __m256 x0 = _mm256_sub_ps(_mm256_setzero_ps(), v);
-    /* max_ps(a, b) = a > b ? a : b and min_ps(a, b) = a < b ? a : b keep a NaN b */
-    __m256 x = _mm256_max_ps(_mm256_set1_ps(-87.0f), x0);
-    x = _mm256_min_ps(_mm256_set1_ps(87.0f), x);
-    const __m256 shifter = _mm256_set1_ps(12582912.0f);
-    const __m256 t = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), shifter);
-    const __m256 n = _mm256_sub_ps(t, shifter);
-    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-0.693145751953125f), x);
-    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-1.428606765330187e-06f), r);
-    __m256 p = _mm256_set1_ps(1.0f / 720.0f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    const __m256i e = _mm256_slli_epi32(
-        _mm256_add_epi32(_mm256_castps_si256(t), _mm256_set1_epi32((int)(127u - 0x4B400000u))), 23);
-    const __m256 one = _mm256_set1_ps(1.0f);
-    const __m256 sig = _mm256_div_ps(one, _mm256_fmadd_ps(p, _mm256_castsi256_ps(e), one));
+    RLX_SIGMOID_STEPS(_mm256, si256, __m256, __m256i, v)
     return _mm256_blendv_ps(sig, _mm256_setzero_ps(), _mm256_cmp_ps(x0, _mm256_set1_ps(87.0f), _CMP_GT_OQ));
 }
-#endif
 
-#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
-/* rlx_sigmoid8 on 16 lanes, operation for operation (so bit for bit): half
- * the instructions per lane where AVX-512 is there (the vdivps is the same
- * per lane). */
+/* ... on 16 lanes: half the instructions per lane where AVX-512 is there
+ * (the vdivps is the same per lane) */
 __attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma"), always_inline)) static inline __m512 rlx_sigmoid16(
         __m512 v) {
-    const __m512 x0 = _mm512_sub_ps(_mm512_setzero_ps(), v);
-    __m512 x = _mm512_max_ps(_mm512_set1_ps(-87.0f), x0);
-    x = _mm512_min_ps(_mm512_set1_ps(87.0f), x);
-    const __m512 shifter = _mm512_set1_ps(12582912.0f);
-    const __m512 t = _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), shifter);
-    const __m512 n = _mm512_sub_ps(t, shifter);
-    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693145751953125f), x);
-    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-1.428606765330187e-06f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 720.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    const __m512i e = _mm512_slli_epi32(
-        _mm512_add_epi32(_mm512_castps_si512(t), _mm512_set1_epi32((int)(127u - 0x4B400000u))), 23);
-    const __m512 one = _mm512_set1_ps(1.0f);
-    const __m512 sig = _mm512_div_ps(one, _mm512_fmadd_ps(p, _mm512_castsi512_ps(e), one));
+    RLX_SIGMOID_STEPS(_mm512, si512, __m512, __m512i, v)
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x0, _mm512_set1_ps(87.0f), _CMP_GT_OQ), sig,
                                 _mm512_setzero_ps());
 }
