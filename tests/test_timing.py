@@ -19,22 +19,32 @@ def test_interleaved_without_settle_calls_once_per_round():
     assert calls == ["a", "b", "a", "b"] and set(med) == {"a", "b"}
 
 
-def test_wake_calls_for_its_time_then_the_timed_call_follows():
-    import time
-    stamps = {"a": [], "b": []}
-    fns = {name: (lambda name=name: stamps[name].append(time.perf_counter())) for name in stamps}
-    timing.interleaved_samples(fns, repeat=2, warmup=0, settle=0.001, wake_s=0.003)
-    for name, st in stamps.items():
-        # per round: wake-up calls spanning at least 3 ms, then the timed call
-        assert len(st) >= 2 * 3, (name, len(st))
-    # the two runtimes' turns alternate (a's first turn ends before b's
-    # starts), and a turn's calls span the wake time: its last (timed) call
-    # starts at least 3 ms after the wake-up began, just before its first call
-    a, b = stamps["a"], stamps["b"]
-    assert a[0] < b[0] and max(t for t in a if t < b[0]) - a[0] >= 0.0025
+class _StepClock:
+    """A perf_counter that advances one step per reading (a power of two, so
+    the sums are exact): the wake-up's call count no longer depends on how
+    busy the machine is."""
+    STEP = 2.0 ** -10
+
+    def __init__(self):
+        self.t = 0.0
+
+    def perf_counter(self):
+        self.t += self.STEP
+        return self.t
+
+
+def test_wake_calls_for_its_time_then_the_timed_call_follows(monkeypatch):
+    monkeypatch.setattr(timing, "time", _StepClock())
+    calls = []
+    fns = {name: (lambda name=name: calls.append(name)) for name in ("a", "b")}
+    timing.interleaved_samples(fns, repeat=2, warmup=0, settle=_StepClock.STEP, wake_s=3.5 * _StepClock.STEP)
+    # per turn: wake-up calls until 3.5 steps have passed (one clock reading
+    # after each call: 4 calls), then the timed call; the runtimes alternate
+    assert calls == (["a"] * 5 + ["b"] * 5) * 2
 
 
 def test_wake_calls_a_slow_function_once():
+    # the one call outlasts the wake-up time (busy_wait spins at least 4 ms)
     calls = []
     timing.wake(lambda: (calls.append(1), timing.busy_wait(0.004)), seconds=0.002)
     assert len(calls) == 1
