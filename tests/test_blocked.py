@@ -768,9 +768,10 @@ for (h, w, stride) in [(4, 4, 1), (4, 4, 2), (2, 2, 1), (8, 5, 2)]:
     wt = rng.standard_normal((16, 1, 3, 3)).astype(np.float32)
     r = rng.standard_normal((2, 16, (h - 1) // stride + 1, (w - 1) // stride + 1)).astype(np.float32)
     outs.append(run_dw(x, wt, rng.standard_normal(16).astype(np.float32), r, stride, 1, "silu", 1))
-# rows of 16-pixel steps (two pixels per zmm at stride 1 where AVX-512 is
-# there), an 8-pixel step and masked last pixels, with residual and SiLU
-for (w, k, pad) in [(37, 3, 1), (37, 5, 2), (21, 3, 1), (12, 5, 2), (30, 3, 0)]:
+# rows of 16-pixel steps (5x5 at stride 1 on rows of 14 pixels and more:
+# two pixels per zmm where AVX-512 is there), a last step of 8, 4 or 2 pairs
+# (37: 5 pixels, 26: 10, 19: 3) and masked last pixels, with residual and SiLU
+for (w, k, pad) in [(37, 3, 1), (37, 5, 2), (21, 3, 1), (12, 5, 2), (30, 3, 0), (26, 5, 2), (19, 5, 2), (14, 5, 2)]:
     x = rng.standard_normal((1, 16, 6, w)).astype(np.float32)
     wt = rng.standard_normal((16, 1, k, k)).astype(np.float32)
     wo = w + 2 * pad - k + 1
