@@ -778,6 +778,14 @@ for (w, k, pad) in [(37, 3, 1), (37, 5, 2), (21, 3, 1), (12, 5, 2), (30, 3, 0), 
     r = rng.standard_normal((1, 16, 6 + 2 * pad - k + 1, wo)).astype(np.float32)
     outs.append(run_dw(x, wt, rng.standard_normal(16).astype(np.float32), r, 1, pad, "silu", 1))
     outs.append(run_dw(x, wt, None, None, 1, pad, "clip", 1))
+# 5x5 at stride 1 on small planes (rows of 8 pixels and fewer), odd and
+# even row counts
+for (h, w) in [(7, 7), (7, 8), (6, 5), (3, 4), (1, 2)]:
+    x = rng.standard_normal((2, 16, h, w)).astype(np.float32)
+    wt = rng.standard_normal((16, 1, 5, 5)).astype(np.float32)
+    r = rng.standard_normal((2, 16, h, w)).astype(np.float32)
+    outs.append(run_dw(x, wt, rng.standard_normal(16).astype(np.float32), r, 1, 2, "silu", 1))
+    outs.append(run_dw(x, wt, None, None, 1, 2, "relu", 1))
 x = rng.standard_normal((2, 3, 19, 17)).astype(np.float32)
 wt = rng.standard_normal((24, 3, 3, 3)).astype(np.float32)
 b = rng.standard_normal(24).astype(np.float32)
