@@ -4,9 +4,10 @@
                                                         [--repeat 30] [--layers]
 
 Exports the zoo model (rlx_cpu/zoo.py), times every thunk of rlx_cpu's plan
-(plan.profile: medians over --repeat runs of the whole plan) and every node of
-ONNX Runtime's session (SessionOptions.enable_profiling: the median
-`kernel_time` of each node over the same number of runs), and pairs the convs
+(plan.profile) and every node of ONNX Runtime's session
+(SessionOptions.enable_profiling: each node's `kernel_time`), the two run
+alternately, one whole run each, --repeat times; takes the median of each
+thunk and node over those runs, and pairs the convs
 of the two in graph order: ORT fuses Clip and Add into its convs as rlx_cpu's
 fuse_epilogue pass does, so both run one conv node per ONNX Conv (rlx_cpu's
 matched by the conv's output name, ORT's in graph order), except rlx_cpu's
@@ -60,8 +61,8 @@ def conv_layers(model):
     return out
 
 
-def ort_node_ms(data, feeds, threads, repeat):
-    """[(op_name, node name, median ms)] of ONNX Runtime's nodes in run order."""
+def ort_session(data, threads):
+    """An ONNX Runtime session with per-node profiling on (its profile goes to a temporary directory)."""
     import onnxruntime as ort
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
@@ -71,11 +72,12 @@ def ort_node_ms(data, feeds, threads, repeat):
     so.enable_profiling = True
     tmp = tempfile.mkdtemp()
     so.profile_file_prefix = os.path.join(tmp, "ort")
-    sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
-    for _ in range(3):
-        sess.run(None, feeds)
-    for _ in range(repeat):
-        sess.run(None, feeds)
+    return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+
+
+def ort_node_ms(sess, repeat):
+    """[(op_name, node name, median ms)] of the session's nodes in run order,
+    over its last `repeat` runs; ends the session's profiling."""
     path = sess.end_profiling()
     with open(path) as f:
         events = json.load(f)
@@ -89,6 +91,21 @@ def ort_node_ms(data, feeds, threads, repeat):
             times.setdefault(key, []).append(e["dur"] / 1e3)
     # the warm-up runs are in the profile too: take the last `repeat`
     return [(op, name, statistics.median(times[(op, name)][-repeat:])) for op, name in order]
+
+
+def profile_interleaved(plan, sess, feeds, repeat, warmup=3):
+    """Per-thunk medians of rlx_cpu's plan and per-node medians of ORT's
+    session, the two run alternately (one rlx_cpu run, one ORT run) so that a
+    slow phase of the host hits both sides alike."""
+    plan.profile(feeds, repeat=warmup, warmup=1)
+    for _ in range(warmup):
+        sess.run(None, feeds)
+    samples = []
+    for _ in range(repeat):
+        samples.append([s for _, s in plan.profile(feeds, repeat=1, warmup=0)])
+        sess.run(None, feeds)
+    med = np.median(np.array(samples), axis=0)
+    return list(zip(plan.thunks, (float(v) for v in med))), ort_node_ms(sess, repeat)
 
 
 def main():
@@ -106,10 +123,9 @@ def main():
     feeds = {"x": np.asarray(x)}
     sess = InferenceSession(data, num_threads=args.threads)
     plan = sess.plan_for([feeds["x"].shape])
-    prof = plan.profile(feeds, repeat=args.repeat)
+    prof, ort_nodes = profile_interleaved(plan, ort_session(data, args.threads), feeds, args.repeat)
     rlx_convs = [(th, 1e3 * s) for th, s in prof if th.kind.startswith("conv")]
     rlx_other = [(th, 1e3 * s) for th, s in prof if not th.kind.startswith("conv")]
-    ort_nodes = ort_node_ms(data, feeds, args.threads, args.repeat)
     ort_convs = [(n, ms) for op, n, ms in ort_nodes if op in ("Conv", "FusedConv")]
     ort_other = [(f"{op} {n}", ms) for op, n, ms in ort_nodes if op not in ("Conv", "FusedConv")]
     layers = conv_layers(onnx.load_from_string(data))
