@@ -142,6 +142,21 @@ cdef class GatherLaunch(Launch):
         return 0
 
 
+# With fewer rows than COPY_ITEMS_PER_THREAD per thread (a Concat over the
+# channels of one image is one row per input), each row is cut into pieces
+# of at least COPY_PIECE_MIN floats, so that every thread copies a share.
+cdef Py_ssize_t COPY_ITEMS_PER_THREAD = 4
+cdef Py_ssize_t COPY_PIECE_MIN = 4096
+
+
+cdef inline Py_ssize_t copy_pieces(Py_ssize_t rows, Py_ssize_t width, int t) noexcept nogil:
+    """Pieces per row of a block copy on t threads (1: whole rows)."""
+    cdef Py_ssize_t want = COPY_ITEMS_PER_THREAD * t
+    if t <= 1 or rows >= want:
+        return 1
+    return max(1, min((want + rows - 1) // rows, width // COPY_PIECE_MIN))
+
+
 cdef class BlockCopyLaunch(Launch):
     """dst[r * dst_row + dst_off + j] = src[r * src_row + src_off + j] for
     r < rows, j < width."""
@@ -161,12 +176,18 @@ cdef class BlockCopyLaunch(Launch):
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = small_work_threads(self.rows * self.width, effective_threads(nthreads, self.max_threads), PARALLEL_MIN)
-        cdef Py_ssize_t r
+        cdef Py_ssize_t item, r, j0, n
+        cdef Py_ssize_t pieces = copy_pieces(self.rows, self.width, t)
+        cdef Py_ssize_t piece = (self.width + pieces - 1) // pieces
         if self.width <= 0:
             return 0
-        for r in prange(self.rows, num_threads=t, schedule='static'):
+        for item in prange(self.rows * pieces, num_threads=t, schedule='static'):
             work_note(1)
-            memcpy(&self.dst[r * self.dst_row + self.dst_off], &self.src[r * self.src_row + self.src_off],
-                   self.width * sizeof(float))
+            r = item // pieces
+            j0 = (item % pieces) * piece
+            n = min(piece, self.width - j0)
+            if n > 0:
+                memcpy(&self.dst[r * self.dst_row + self.dst_off + j0],
+                       &self.src[r * self.src_row + self.src_off + j0], n * sizeof(float))
         # end: prange
         return 0

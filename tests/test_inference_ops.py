@@ -273,6 +273,32 @@ def test_concat_and_gather(threads):
     assert_close(got, np.take(a.astype(np.float32), idx % 5, axis=2), 0)
 
 
+@pytest.mark.parametrize("threads", THREADS)
+def test_concat_of_one_image_splits_its_rows(threads):
+    # one image: each input is one row of the copy, cut into pieces so that
+    # every thread copies a share; widths that leave a short last piece or
+    # an empty one, and an input below the piece size
+    rng = _rng("c1")
+    a, b, c = (rng.standard_normal((1, ch, 37, 41)) for ch in (24, 7, 1))
+    got = run(lambda g, a, b, c: g.concat([a, b, c], axis=1), {"a": a, "b": b, "c": c}, threads)
+    assert_close(got, np.concatenate([a, b, c], 1).astype(np.float32), 0)
+
+
+@pytest.mark.parametrize("rows,width,threads", [(1, 4096 * 9 + 5, 2), (1, 4096 * 3 - 1, 2), (3, 40000, 2),
+                                                (9, 40000, 2), (1, 50000, 1), (2, 4095, 2)])
+def test_block_copy_pieces(rows, width, threads):
+    from rlx_cpu import _tensor
+    src_row, src_off, dst_row, dst_off = width + 3, 2, width + 11, 5
+    src = np.arange(rows * src_row, dtype=np.float32)
+    dst = np.full(rows * dst_row, -1.0, np.float32)
+    _tensor.BlockCopyLaunch(src, dst, rows, width, src_row, src_off, dst_row, dst_off, threads).execute(threads)
+    want = np.full_like(dst, -1.0)
+    for r in range(rows):
+        want[r * dst_row + dst_off:r * dst_row + dst_off + width] = src[r * src_row + src_off:
+                                                                        r * src_row + src_off + width]
+    np.testing.assert_array_equal(dst, want)
+
+
 # -- products and reductions -----------------------------------------------------------
 
 @pytest.mark.parametrize("threads", THREADS)
