@@ -26,6 +26,11 @@ order kept), whose ``pass_log`` ends with ``(pass name, {what: count})``.
                             3x3 -> project 1x1 (MobileNetV2's block) on blocked
                             values becomes one ``inverted_residual_nchwc`` node
                             (the inner tensors stay in a per-thread band buffer)
+``fuse_norm_relu``          after ``blocked_layout``: ``relu(batch_norm_nchwc(x))``,
+                            the batch norm read only by the relu and not a graph
+                            output, becomes one batch norm with the relu in its
+                            pass over the tensor (DenseNet's norm-relu before
+                            each conv, which no conv can absorb)
 ``dce``                     nodes no output depends on are removed (graph inputs
                             stay: they are the plan's contract)
 ``in_place``                an elementwise node (not a graph output) whose input
@@ -57,7 +62,8 @@ import numpy as np
 from .ir import Graph
 
 __all__ = ["DEFAULT_PASSES", "PASSES", "run_passes", "fold_constants", "fold_batch_norm", "fuse_silu",
-           "fuse_epilogue", "blocked_layout", "fuse_inverted_residual", "dce", "in_place", "summary"]
+           "fuse_epilogue", "blocked_layout", "fuse_inverted_residual", "fuse_norm_relu", "dce", "in_place",
+           "summary"]
 
 CONV_OPS = ("conv1d", "conv2d", "conv3d")
 EPILOGUE_CONV_OPS = ("conv1d", "conv2d")      # the ops whose kernels run an epilogue
@@ -615,6 +621,29 @@ def fuse_inverted_residual(graph):
     return _rewrite(graph, "fuse_inverted_residual", counts, replace, drop)
 
 
+def fuse_norm_relu(graph):
+    """After blocked_layout: relu(batch_norm_nchwc(x)) -> batch_norm_nchwc(x)
+    with attrs.relu, named and shaped as the relu (its kernel applies the
+    relu kernel's select to each result: the same bits)."""
+    users = _consumers(graph)
+    replace, drop = {}, set()
+    for relu in graph.nodes:
+        if relu.op != "relu":
+            continue
+        bn = graph.node(relu.inputs[0])
+        if (bn.op != "batch_norm_nchwc" or getattr(bn.attrs, "relu", True)
+                or _sole_reader(graph, users, bn.id) is not relu):
+            continue
+
+        def build(rb, relu=relu, bn=bn):
+            return rb.new("batch_norm_nchwc", [rb.map[i] for i in bn.inputs], relu.shape, relu.name,
+                          dataclasses.replace(bn.attrs, relu=True))
+
+        replace[relu.id] = build
+        drop.add(bn.id)
+    return _rewrite(graph, "fuse_norm_relu", {"fused": len(replace)}, replace, drop)
+
+
 def dce(graph):
     """Remove the nodes no graph output depends on (inputs stay)."""
     live = set(graph.outputs)
@@ -676,9 +705,10 @@ def in_place(graph):
 
 PASSES = {"fold_constants": fold_constants, "fold_batch_norm": fold_batch_norm, "fuse_silu": fuse_silu,
           "fuse_epilogue": fuse_epilogue, "blocked_layout": blocked_layout,
-          "fuse_inverted_residual": fuse_inverted_residual, "dce": dce, "in_place": in_place}
+          "fuse_inverted_residual": fuse_inverted_residual, "fuse_norm_relu": fuse_norm_relu, "dce": dce,
+          "in_place": in_place}
 DEFAULT_PASSES = ("fold_constants", "fold_batch_norm", "fuse_silu", "fuse_epilogue", "blocked_layout",
-                  "fuse_inverted_residual", "dce", "in_place")
+                  "fuse_inverted_residual", "fuse_norm_relu", "dce", "in_place")
 
 
 def resolve(passes):

@@ -314,8 +314,10 @@ cdef class ChannelAffineLaunch(Launch):
 cdef Py_ssize_t CHAN_BLOCK = 8
 cdef enum:
     B_AFFINE = 4
+    B_AFFINE_RELU = 5
 
 BINARY_AFFINE = B_AFFINE
+BINARY_AFFINE_RELU = B_AFFINE_RELU
 
 
 cdef int _channel_piece(int op, int x_first, const float[::1] x, const float[::1] g, const float[::1] h,
@@ -327,17 +329,19 @@ cdef int _channel_piece(int op, int x_first, const float[::1] x, const float[::1
     y[lo + npix * CHAN_BLOCK - 1]
     g[glo]
     g[glo + CHAN_BLOCK - 1]
-    if op == B_AFFINE:
+    cdef bint affine = op == B_AFFINE or op == B_AFFINE_RELU
+    if affine:
         h[glo]
         h[glo + CHAN_BLOCK - 1]
-    rlx_chan_span(op, x_first, &x[lo], &g[glo], &h[glo] if op == B_AFFINE else NULL, &y[lo], npix)
+    rlx_chan_span(op, x_first, &x[lo], &g[glo], &h[glo] if affine else NULL, &y[lo], npix)
     return 0
 
 
 cdef class ChannelBinaryLaunch(Launch):
     """y = x (op) g, or g (op) x when x_first is False: x and y blocked
     [N, C/8, P, 8], g [G, C] with G = 1 (one operand for every image) or N;
-    op BINARY_AFFINE: y = x * g + shift, both [C] (G = 1).  y may be x.
+    op BINARY_AFFINE: y = x * g + shift, both [C] (G = 1); BINARY_AFFINE_RELU:
+    its relu.  y may be x.
     Work items are runs of at most BLOCK floats of one block."""
     cdef const float[::1] x
     cdef const float[::1] g
@@ -348,9 +352,10 @@ cdef class ChannelBinaryLaunch(Launch):
 
     def __init__(self, int op, x, g, y, Py_ssize_t n, Py_ssize_t c, Py_ssize_t pixels, Py_ssize_t gate_n,
                  bint x_first, int max_threads, shift=None):
-        if not B_ADD <= op <= B_AFFINE:
+        if not B_ADD <= op <= B_AFFINE_RELU:
             raise ValueError(f"ChannelBinaryLaunch: unknown op code {op}")
-        if (op == B_AFFINE) != (shift is not None) or (op == B_AFFINE and gate_n != 1):
+        affine = op == B_AFFINE or op == B_AFFINE_RELU
+        if affine != (shift is not None) or (affine and gate_n != 1):
             raise ValueError(f"ChannelBinaryLaunch: the affine op (and it alone) takes a shift, and one scale "
                              f"row; got op {op}, shift {'given' if shift is not None else 'None'}, {gate_n} rows")
         if n < 1 or pixels < 1 or c < CHAN_BLOCK or c % CHAN_BLOCK:
@@ -366,7 +371,7 @@ cdef class ChannelBinaryLaunch(Launch):
             raise ValueError(f"ChannelBinaryLaunch: the per-channel operand must hold {gate_n * c} floats, got "
                              f"{self.g.shape[0]}")
         self.h = shift if shift is not None else g
-        if op == B_AFFINE and self.h.shape[0] != c:
+        if affine and self.h.shape[0] != c:
             raise ValueError(f"ChannelBinaryLaunch: the shift must hold {c} floats, got {self.h.shape[0]}")
         self.op, self.x_first = op, x_first
         self.n, self.c, self.pixels, self.gate_n = n, c, pixels, gate_n

@@ -63,8 +63,12 @@ static void rlx_elem_span(int op, const float* a, const float* b, float* y, ptrd
  * and mul commute exactly, so only sub and div look at the order.  y may be x.
  * RLX_CHAN_AFFINE (inference batch norm): y = x * g[c] + h[c], a multiply
  * then an add, rounded each, as the NCHW kernel (_elementwise.pyx
- * ChannelAffineLaunch); h is read by it alone. */
-enum { RLX_CHAN_ADD = 0, RLX_CHAN_SUB = 1, RLX_CHAN_MUL = 2, RLX_CHAN_DIV = 3, RLX_CHAN_AFFINE = 4 };
+ * ChannelAffineLaunch); h is read by it (and RLX_CHAN_AFFINE_RELU) alone.
+ * RLX_CHAN_AFFINE_RELU: the same, then relu as the relu kernel's select
+ * (v <= 0 ? 0 : v, a NaN passes), so a batch norm with its relu fused
+ * (DenseNet's norm-relu before each conv) gives the unfused pair's bits. */
+enum { RLX_CHAN_ADD = 0, RLX_CHAN_SUB = 1, RLX_CHAN_MUL = 2, RLX_CHAN_DIV = 3, RLX_CHAN_AFFINE = 4,
+       RLX_CHAN_AFFINE_RELU = 5 };
 
 static inline float rlx_chan_one(int op, float a, float b) {
     if (op == RLX_CHAN_ADD) return a + b;
@@ -82,14 +86,16 @@ RLX_INLINE_AVX2 __m256 rlx_chan_op8(const int op, __m256 a, __m256 b) {
 }
 
 RLX_INLINE_AVX2 void rlx_chan_affine_body(const float* x, const float* g, const float* h, float* y,
-                                          ptrdiff_t npix) {
-    const __m256 gv = _mm256_loadu_ps(g), hv = _mm256_loadu_ps(h);
+                                          ptrdiff_t npix, const int relu) {
+    const __m256 gv = _mm256_loadu_ps(g), hv = _mm256_loadu_ps(h), z = _mm256_setzero_ps();
     for (ptrdiff_t p = 0; p < npix; ++p) {
         __m256 m = _mm256_mul_ps(_mm256_loadu_ps(x + 8 * p), gv);
         /* the product stays rounded: without this the compiler may fuse
          * the multiply and the add into one FMA (one rounding) */
         __asm__("" : "+x"(m));
-        _mm256_storeu_ps(y + 8 * p, _mm256_add_ps(m, hv));
+        __m256 v = _mm256_add_ps(m, hv);
+        if (relu) v = _mm256_andnot_ps(_mm256_cmp_ps(v, z, _CMP_LE_OQ), v);
+        _mm256_storeu_ps(y + 8 * p, v);
     }
 }
 
@@ -111,7 +117,8 @@ RLX_INLINE_AVX2 void rlx_chan_body(const int op, const int x_first, const float*
 RLX_TARGET_AVX2 static void rlx_chan_span_avx2(int op, int x_first, const float* x, const float* g, const float* h,
                                                float* y, ptrdiff_t npix) {
     switch (op) {
-    case RLX_CHAN_AFFINE: rlx_chan_affine_body(x, g, h, y, npix); return;
+    case RLX_CHAN_AFFINE: rlx_chan_affine_body(x, g, h, y, npix, 0); return;
+    case RLX_CHAN_AFFINE_RELU: rlx_chan_affine_body(x, g, h, y, npix, 1); return;
     case RLX_CHAN_ADD: rlx_chan_body(RLX_CHAN_ADD, 1, x, g, y, npix); return;
     case RLX_CHAN_MUL: rlx_chan_body(RLX_CHAN_MUL, 1, x, g, y, npix); return;
     case RLX_CHAN_SUB:
@@ -127,7 +134,7 @@ RLX_TARGET_AVX2 static void rlx_chan_span_avx2(int op, int x_first, const float*
 #endif
 
 /* y[p*8 + c] = x[p*8 + c] (op) g[c] (x_first) or g[c] (op) x[p*8 + c], p in [0, npix);
- * RLX_CHAN_AFFINE: x[p*8 + c] * g[c] + h[c] */
+ * RLX_CHAN_AFFINE: x[p*8 + c] * g[c] + h[c]; RLX_CHAN_AFFINE_RELU: its relu */
 static void rlx_chan_span(int op, int x_first, const float* x, const float* g, const float* h, float* y,
                           ptrdiff_t npix) {
 #if RLX_X86_DISPATCH
@@ -140,6 +147,14 @@ static void rlx_chan_span(int op, int x_first, const float* x, const float* g, c
         /* written as the NCHW kernel's loop, so the compiler treats both alike */
         for (ptrdiff_t p = 0; p < npix; ++p)
             for (int c = 0; c < 8; ++c) y[8 * p + c] = x[8 * p + c] * g[c] + h[c];
+        return;
+    }
+    if (op == RLX_CHAN_AFFINE_RELU) {
+        for (ptrdiff_t p = 0; p < npix; ++p)
+            for (int c = 0; c < 8; ++c) {
+                const float v = x[8 * p + c] * g[c] + h[c];
+                y[8 * p + c] = rlx_elem_one(RLX_ELEM_RELU, v, 0.0f);
+            }
         return;
     }
     for (ptrdiff_t p = 0; p < npix; ++p)

@@ -10,7 +10,8 @@ import pytest
 
 import rlx_cpu
 from conftest import TOL, check_parity, script_array
-from reference import avg_pool_nd, conv_nd, global_pool, max_pool_nd, pool_out_size
+from reference import (avg_pool_nd, batch_norm as ref_batch_norm, conv_nd, global_pool, max_pool_nd, pool_out_size,
+                       relu as ref_relu)
 from rlx_cpu import _elementwise, _nchwc, _runtime, passes
 from rlx_cpu.ops.blocked import CHANNEL_BINARY_CODES
 
@@ -663,20 +664,64 @@ def test_channel_binary_matches_reference(rng, shape, op, x_first, per_image):
 
 
 @pytest.mark.parametrize("shape", [(2, 16, 5, 7), (1, 8, 1, 1), (3, 24, 29, 31)])
-def test_channel_affine_matches_reference(rng, shape):
+@pytest.mark.parametrize("relu", [False, True])
+def test_channel_affine_matches_reference(rng, shape, relu):
     # inference batch norm on the blocked layout: x * k + b, the multiply
-    # rounded before the add, as numpy's float32 and the NCHW kernel do
+    # rounded before the add, as numpy's float32 and the NCHW kernel do;
+    # with relu, then the relu kernel's select (v <= 0 ? +0 : v, NaN kept)
     n, c = shape[:2]
     p = int(np.prod(shape[2:]))
     x = rng.standard_normal(shape).astype(np.float32)
+    x.reshape(-1)[::13] = np.nan
     k = rng.standard_normal(c).astype(np.float32)
     b = rng.standard_normal(c).astype(np.float32)
+    k[0], b[0] = 0.0, -0.0            # channel 0: -0 or +0 before the relu
     want = x * k.reshape(1, c, 1, 1) + b.reshape(1, c, 1, 1)
+    if relu:
+        want = np.where(want <= 0, np.float32(0), want)
+    op = _elementwise.BINARY_AFFINE_RELU if relu else _elementwise.BINARY_AFFINE
     for t in TWO:
-        y = np.full(x.size, np.nan, np.float32)
-        _elementwise.ChannelBinaryLaunch(_elementwise.BINARY_AFFINE, _nchwc.to_blocked(x).reshape(-1), k, y, n, c, p,
-                                         1, True, t, b).execute(t)
-        np.testing.assert_array_equal(_nchwc.from_blocked(y.reshape((n, c // 8) + shape[2:] + (8,))), want)
+        y = np.full(x.size, 7.0, np.float32)
+        _elementwise.ChannelBinaryLaunch(op, _nchwc.to_blocked(x).reshape(-1), k, y, n, c, p, 1, True, t,
+                                         b).execute(t)
+        got = _nchwc.from_blocked(y.reshape((n, c // 8) + shape[2:] + (8,)))
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        ok = ~np.isnan(want)
+        # bit for bit: the signs of zeros too
+        np.testing.assert_array_equal(got[ok].view(np.uint32), want[ok].view(np.uint32))
+
+
+AFFINE_BITS_SCRIPT = r"""
+import io, sys, numpy as np
+from rlx_cpu import _elementwise
+rng = np.random.default_rng(3)
+n, c, p = 2, 24, 29 * 31
+x = (rng.standard_normal(n * c * p) * 3).astype(np.float32)
+x[::13] = np.nan
+k, b = rng.standard_normal(c).astype(np.float32), rng.standard_normal(c).astype(np.float32)
+k[0], b[0] = 0.0, -0.0
+outs = []
+for op in (_elementwise.BINARY_AFFINE, _elementwise.BINARY_AFFINE_RELU):
+    y = np.full(x.size, 7.0, np.float32)
+    _elementwise.ChannelBinaryLaunch(op, x, k, y, n, c, p, 1, True, 2, b).execute(2)
+    outs.append(y)
+buf = io.BytesIO()
+np.save(buf, np.concatenate(outs))
+sys.stdout.buffer.write(buf.getvalue())
+"""
+
+
+def test_channel_affine_gives_the_same_bits_on_every_simd_level():
+    """The blocked batch norm with and without its fused relu: the portable
+    variant (RLX_SIMD=baseline) and the native one agree bit for bit, signed
+    zeros included, and on where the NaNs are."""
+    from conftest import script_array
+    base = script_array(AFFINE_BITS_SCRIPT, RLX_SIMD="baseline")
+    here = script_array(AFFINE_BITS_SCRIPT)
+    assert base.dtype == np.float32 and base.size == 2 * 2 * 24 * 29 * 31
+    nan = np.isnan(base)
+    assert np.array_equal(nan, np.isnan(here)) and nan.sum() >= 2 * (2 * 24 * 29 * 31 // 13)
+    assert np.array_equal(base[~nan].view(np.uint32), here[~nan].view(np.uint32))
 
 
 def test_channel_binary_writes_in_place(rng):
@@ -703,6 +748,10 @@ def test_channel_binary_launch_refuses_bad_geometry():
     affine = _elementwise.BINARY_AFFINE
     with pytest.raises(ValueError, match=r"the affine op \(and it alone\) takes a shift.*got op 4, shift None"):
         _elementwise.ChannelBinaryLaunch(affine, f, f[:8], f, 1, 8, 8, 1, True, 1)
+    with pytest.raises(ValueError, match=r"the affine op \(and it alone\) takes a shift.*got op 5, shift None"):
+        _elementwise.ChannelBinaryLaunch(_elementwise.BINARY_AFFINE_RELU, f, f[:8], f, 1, 8, 8, 1, True, 1)
+    with pytest.raises(ValueError, match=r"the shift must hold 8 floats, got 4"):
+        _elementwise.ChannelBinaryLaunch(_elementwise.BINARY_AFFINE_RELU, f, f[:8], f, 1, 8, 8, 1, True, 1, f[:4])
     with pytest.raises(ValueError, match=r"got op 2, shift given, 1 rows"):
         _elementwise.ChannelBinaryLaunch(2, f, f[:8], f, 1, 8, 8, 1, True, 1, f[:8])
     with pytest.raises(ValueError, match=r"got op 4, shift given, 2 rows"):
@@ -1651,3 +1700,71 @@ def test_a_batched_7x7_bottleneck_on_this_core(rng, blocked_on, threads):
         r = np.maximum(conv_nd(xd, w1, b1, 1, 0, 0), 0)
         r = np.maximum(conv_nd(r, w2, b2, 1, 1, 1), 0)
         check_parity(got, np.maximum(conv_nd(r, w3, b3, 1, 0, 0) + xd, 0), "bottleneck vs reference")
+
+
+def dense_layer_graph(rng, extra=None):
+    """DenseNet's pattern: two convs concatenated, a batch norm no conv can
+    absorb, its relu, a 1x1 conv; extra: 'output' (the batch norm is also
+    a graph output) or 'reader' (a second node reads it)."""
+    def w(*shape):
+        return (rng.standard_normal(shape) * 0.3).astype(np.float32)
+
+    g = rlx_cpu.Graph()
+    x = g.input("x", (1, 16, 12, 12))
+    a = g.relu(g.conv2d(x, w(16, 16, 1, 1)))
+    b = g.relu(g.conv2d(x, w(8, 16, 3, 3), padding=1))
+    stats = dict(scale=rng.uniform(0.5, 1.5, 24), bias=rng.normal(size=24), mean=rng.normal(size=24),
+                 var=rng.uniform(0.5, 1.5, 24))
+    bn = g.batch_norm(g.concat([a, b], axis=1), **stats)
+    outs = [g.conv2d(g.relu(bn), w(16, 24, 1, 1))]
+    if extra == "output":
+        outs.append(bn)
+    elif extra == "reader":
+        outs.append(g.conv2d(bn, w(8, 24, 1, 1)))
+    g.output(*outs)
+    return g, stats
+
+
+def test_fuse_norm_relu_pass(rng, blocked_on):
+    # the pass on its own: relu(batch_norm_nchwc) -> one batch norm with the
+    # relu, named as the relu; the graph it is given stays as it was
+    g, _ = dense_layer_graph(rng)
+    before = passes.blocked_layout(passes.fuse_epilogue(g))
+    assert ops(before).count("batch_norm_nchwc") == 1 and ops(before).count("relu") == 1
+    after = passes.fuse_norm_relu(before)
+    assert ops(before).count("relu") == 1
+    assert "relu" not in ops(after) and ops(after).count("batch_norm_nchwc") == 1
+    bn = next(n for n in after.nodes if n.op == "batch_norm_nchwc")
+    relu = next(n for n in before.nodes if n.op == "relu")
+    assert bn.attrs.relu and bn.name == relu.name and bn.shape == relu.shape
+    assert after.pass_log[-1] == ("fuse_norm_relu", {"fused": 1})
+    # a batch norm that is also an output, or has a second reader, keeps its relu
+    for extra in ("output", "reader"):
+        g2, _ = dense_layer_graph(rng, extra)
+        out = passes.fuse_norm_relu(passes.blocked_layout(passes.fuse_epilogue(g2)))
+        assert ops(out).count("relu") == 1 and out.pass_log[-1] == ("fuse_norm_relu", {"fused": 0}), extra
+
+
+@pytest.mark.parametrize("threads", TWO)
+@pytest.mark.parametrize("extra", [None, "output", "reader"])
+def test_fused_norm_relu_gives_the_unfused_bits(rng, blocked_on, threads, extra):
+    g, stats = dense_layer_graph(rng, extra)
+    fused = rlx_cpu.compile(g, num_threads=threads)
+    unfused = rlx_cpu.compile(g, num_threads=threads, passes=[p for p in passes.DEFAULT_PASSES
+                                                              if p != "fuse_norm_relu"])
+    kinds = [t.kind for t in fused.thunks]
+    assert ("relu" in kinds) == (extra is not None)
+    assert ("fuse_norm_relu: 1 fused" in fused.pass_summary) == (extra is None)
+    x = rng.standard_normal((1, 16, 12, 12)).astype(np.float32)
+    x[0, 3, 4, 5] = np.nan
+    for got, want in zip(fused.run({"x": x}), unfused.run({"x": x})):
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        ok = ~np.isnan(want)
+        np.testing.assert_array_equal(got[ok].view(np.uint32), want[ok].view(np.uint32))
+    # and the float64 reference, away from the NaN
+    x[0, 3, 4, 5] = 0.5
+    ws = [g.node(n.inputs[1]).value for n in g.nodes if n.op == "conv2d"]
+    a = ref_relu(conv_nd(x, ws[0]))
+    b = ref_relu(conv_nd(x, ws[1], pads_begin=1, pads_end=1))
+    h = ref_batch_norm(np.concatenate([a, b], 1), stats["scale"], stats["bias"], stats["mean"], stats["var"])
+    check_parity(fused.run({"x": x})[0], conv_nd(ref_relu(h), ws[2]), "fused norm-relu vs reference", tol=TOL)

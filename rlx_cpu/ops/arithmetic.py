@@ -115,6 +115,7 @@ def compile_binary(ctx, node):
 @dataclass(frozen=True)
 class BatchNormAttrs:
     epsilon: float
+    relu: bool = False        # a relu fused after it (passes.fuse_norm_relu; blocked batch norms only)
 
 
 @graph_method()
@@ -170,6 +171,9 @@ def batch_norm_coefficients(scale, bias, mean, var, epsilon):
 
 @compile_rule("batch_norm")
 def compile_batch_norm(ctx, node):
+    if getattr(node.attrs, "relu", False):
+        raise ValueError(f"batch_norm {node.name!r}: a fused relu runs on the blocked layout only "
+                         "(batch_norm_nchwc)")
     x = ctx.graph.node(node.inputs[0])
     scale, bias, mean, var = (ctx.graph.node(i).value for i in node.inputs[1:])
     k, b = batch_norm_coefficients(scale, bias, mean, var, node.attrs.epsilon)

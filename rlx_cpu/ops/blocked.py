@@ -1200,8 +1200,9 @@ def compile_batch_norm_nchwc(ctx, node):
     scale, bias, mean, var = (ctx.graph.node(i).value for i in node.inputs[1:])
     k, b = batch_norm_coefficients(scale, bias, mean, var, node.attrs.epsilon)
     n, cb = x.shape[0], x.shape[1]
+    op = _elementwise.BINARY_AFFINE_RELU if getattr(node.attrs, "relu", False) else _elementwise.BINARY_AFFINE
     ctx.emit(NchwcChannelBinaryThunk(node.name, ctx.buf(x.id), ctx.constant(k, node.name + ".scale"),
-                                     ctx.buf(node.id), _elementwise.BINARY_AFFINE, True, n, cb * BLOCK,
+                                     ctx.buf(node.id), op, True, n, cb * BLOCK,
                                      math.prod(x.shape[2:-1]), 1, ctx.num_threads,
                                      ctx.constant(b, node.name + ".shift")))
 
