@@ -50,6 +50,7 @@ class CompileContext:
         self.live = None           # ids of the nodes the outputs need (set by compile)
         self.tune = False          # time conv algorithms (compile(tune=True))
         self.tuning = {}           # node name -> (chosen label, {label: ms})
+        self.view_of = {}          # Buf -> (parent Buf, byte offset): a value placed inside another
 
     def _new(self, nbytes, role, name):
         nbytes = int(nbytes)
@@ -103,14 +104,51 @@ class CompileContext:
     def maybe_in_place(self, node_id):
         """Let a pointwise node the in_place pass marked write into its
         input's buffer, if that buffer is an intermediate (never a graph
-        input, constant or output).  Each such op is one thunk computing
-        y[i] from x[i] alone, so reading and writing the same bytes is sound."""
+        input, constant or output) and holds no other value (it is not a
+        view of a concat's buffer, nor has views: overwriting those bytes
+        would change values other nodes may still read).  Each such op is one
+        thunk computing y[i] from x[i] alone, so reading and writing the same
+        bytes is sound."""
         src = getattr(self.graph, "in_place", {}).get(node_id)
         if src is None:
             return
         b = self.buf(src)
+        if b in self.view_of or any(p is b for p, _ in self.view_of.values()):
+            return
         if b.role == "temp" and not any(self.node_buf.get(o) is b for o in self.graph.outputs):
             self.node_buf[node_id] = b
+
+    def can_place_in(self, node_id):
+        """Whether node_id's value may live inside another buffer (a view):
+        an intermediate (not a graph input, constant or output) whose buffer
+        no other node shares (an in-place op or a zero-copy reshape) and that
+        is not already placed elsewhere."""
+        b = self.buf(node_id)
+        return (b.role == "temp" and node_id not in self.graph.outputs and b not in self.view_of
+                and sum(v is b for v in self.node_buf.values()) == 1)
+
+    def can_hold_views(self, node_id):
+        """Whether other values may be placed inside node_id's buffer: one
+        no other node shares, in the arena or a graph output's array (never
+        a graph input's or a constant)."""
+        b = self.buf(node_id)
+        return b.role == "temp" and sum(v is b for v in self.node_buf.values()) == 1
+
+    def place_in(self, node_id, parent_node_id, offset):
+        """Let node_id's value live at byte `offset` of parent_node_id's
+        buffer (a Concat's input written straight into its part of the
+        output): the planner gives the parent's buffer a lifetime covering
+        every use of the view, and the view no bytes of its own."""
+        self.view_of[self.buf(node_id)] = (self.buf(parent_node_id), int(offset))
+
+    def root(self, b):
+        """(buffer, byte offset) where a buffer's bytes are: itself at 0,
+        or, for a view, its outermost parent."""
+        off = 0
+        while b in self.view_of:
+            b, o = self.view_of[b]
+            off += o
+        return b, off
 
     def alias(self, node_id, src_node_id):
         """Let node_id's value share src_node_id's buffer (a zero-copy reshape).
@@ -135,17 +173,22 @@ def _lifetimes(ctx, output_bufs):
     """[first, last] thunk index per arena buffer (see arena.py)."""
     first, last = {}, {}
     for i, th in enumerate(ctx.thunks):
+        # a view's uses are its outermost parent's
         for name in th.writes + th.scratch_fields:
             b = getattr(th, name)
             if isinstance(b, Buf):
+                b = ctx.root(b)[0]
                 first.setdefault(b, i)
                 last[b] = max(last.get(b, i), i)
         for name in th.reads:
             b = getattr(th, name)
             if isinstance(b, Buf):
+                b = ctx.root(b)[0]
                 last[b] = max(last.get(b, i), i)
     reqs = []
     for b in ctx.bufs:
+        if b in ctx.view_of:
+            continue          # its bytes are its parent's
         # Inputs and outputs live in the caller's arrays (segments bound per
         # run), constants in the shared constant buffer: the arena holds only
         # intermediates and scratch.
@@ -282,6 +325,10 @@ def compile_with_flags(graph, flags, conv_algorithm="auto", num_threads=None, re
             segment_of.setdefault(b, f"output:{j}")
 
     def to_slice(b):
+        if b in ctx.view_of:
+            root, off = ctx.root(b)
+            s = to_slice(root)
+            return Slice(s.segment, s.offset + off, b.nbytes)
         if b.role == "const":
             return Slice("const", const_offsets[b], b.nbytes)
         if b in segment_of:

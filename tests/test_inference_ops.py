@@ -284,6 +284,94 @@ def test_concat_of_one_image_splits_its_rows(threads):
     assert_close(got, np.concatenate([a, b, c], 1).astype(np.float32), 0)
 
 
+def _copies(plan):
+    return [t.kind for t in plan.thunks].count("copy")
+
+
+def _bits_equal(a, b):
+    assert a.shape == b.shape and np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("debug", [False, True])
+def test_concat_places_its_inputs_in_its_output(threads, debug, monkeypatch):
+    # DenseNet's chain on one image: each concat appends a new value to the
+    # previous one.  Every input is an intermediate at a 64-byte aligned
+    # offset (16 x 6 x 10 floats = 3840 bytes), so no copy runs: the first
+    # concat lives inside the second, and the relu reads it there.  The same
+    # bits as the plan that copies; debug plans check every launch's writes.
+    rng = _rng("place")
+    feeds = {f"x{i}": rng.standard_normal((1, 16, 6, 10)).astype(np.float32) for i in range(3)}
+
+    def build():
+        g = rlx_cpu.Graph()
+        x0, x1, x2 = (g.input(k, v.shape) for k, v in feeds.items())
+        c1 = g.concat([g.tanh(x0), g.sigmoid(x1)], axis=1)
+        e = g.relu(g.add(c1, c1))
+        g.output(e, g.concat([c1, g.tanh(x2)], axis=1))
+        return g
+
+    placed = rlx_cpu.compile(build(), num_threads=threads, debug=debug)
+    assert _copies(placed) == 0
+    monkeypatch.setattr(rlx_cpu.compiler.CompileContext, "can_place_in", lambda self, node_id: False)
+    copied = rlx_cpu.compile(build(), num_threads=threads, debug=debug)
+    assert _copies(copied) == 4
+    for got, want in zip(placed.run(feeds), copied.run(feeds)):
+        _bits_equal(got, want)
+    t0, s1, t2 = np.tanh(feeds["x0"]), 1 / (1 + np.exp(-feeds["x1"])), np.tanh(feeds["x2"])
+    assert_close(placed.run(feeds)[1], np.concatenate([t0, s1, t2], 1), 1e-6)
+
+
+@pytest.mark.parametrize("case,copies", [("graph input", 1), ("two images", 2), ("unaligned", 1),
+                                         ("twice", 2), ("graph output", 1)])
+def test_concat_copies_what_it_cannot_place(case, copies):
+    # an input of the graph, two images (each input is two runs of the
+    # output), an input at a byte offset that is not a multiple of 64, an
+    # input given twice, an input that is also an output: copied (the
+    # others placed), and the values right
+    rng = _rng(case)
+    shape = (2 if case == "two images" else 1, 3 if case == "unaligned" else 16, 5, 4)
+    feeds = {"x0": rng.standard_normal(shape).astype(np.float32), "x1": rng.standard_normal(shape).astype(np.float32)}
+    g = rlx_cpu.Graph()
+    x0, x1 = g.input("x0", shape), g.input("x1", shape)
+    a, b = g.tanh(x0), g.tanh(x1)
+    ins = {"graph input": [x0, b], "twice": [a, a]}.get(case, [a, b])
+    outs = [g.concat(ins, axis=1)] + ([a] if case == "graph output" else [])
+    g.output(*outs)
+    plan = rlx_cpu.compile(g, num_threads=2)
+    assert _copies(plan) == copies
+    t0, t1 = np.tanh(feeds["x0"]), np.tanh(feeds["x1"])
+    want = {"graph input": [feeds["x0"], t1], "twice": [t0, t0]}.get(case, [t0, t1])
+    got = plan.run(feeds)
+    assert_close(got[0], np.concatenate(want, 1), 1e-6)
+    if case == "graph output":
+        assert_close(got[1], t0, 1e-6)
+
+
+def test_in_place_op_never_overwrites_a_placed_input():
+    # a is placed inside the concat's output; the relu after the concat is
+    # its last reader, so the in_place pass marks it to write into a's
+    # buffer.  That would overwrite part of the concat: the compiler gives
+    # the relu a buffer of its own instead
+    rng = _rng("inplace")
+    feeds = {"x0": rng.standard_normal((1, 16, 5, 4)).astype(np.float32),
+             "x1": rng.standard_normal((1, 16, 5, 4)).astype(np.float32)}
+    g = rlx_cpu.Graph()
+    x0, x1 = g.input("x0", (1, 16, 5, 4)), g.input("x1", (1, 16, 5, 4))
+    a = g.tanh(x0)
+    c = g.concat([a, g.tanh(x1)], axis=1)
+    g.output(c, g.add(g.relu(a), x1))
+    plan = rlx_cpu.compile(g, num_threads=1)
+    assert "in_place: 1 in place" in plan.pass_summary and _copies(plan) == 0
+    relu = next(t for t in plan.thunks if t.kind == "relu")
+    assert relu.out != relu.a                   # not in place after all
+    t0, t1 = np.tanh(feeds["x0"]), np.tanh(feeds["x1"])
+    got = plan.run(feeds)
+    assert (t0 < 0).any()
+    assert_close(got[0], np.concatenate([t0, t1], 1), 1e-6)
+    assert_close(got[1], np.maximum(t0, 0) + feeds["x1"], 1e-6)
+
+
 @pytest.mark.parametrize("rows,width,threads", [(1, 4096 * 9 + 5, 2), (1, 4096 * 3 - 1, 2), (3, 40000, 2),
                                                 (9, 40000, 2), (1, 50000, 1), (2, 4095, 2)])
 def test_block_copy_pieces(rows, width, threads):

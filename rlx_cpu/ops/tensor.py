@@ -296,18 +296,36 @@ def compile_gather(ctx, node):
                              ctx.num_threads))
 
 
+# A Concat whose inputs are each one contiguous run of its output (one row:
+# every axis before the concat axis has size 1, as for the channels of one
+# image, in NCHW and in the blocked layout alike) has its inputs written
+# straight into their runs where the planner allows it (ctx.can_place_in:
+# intermediates no other node shares; the output may be a graph output) and
+# the run starts 64-byte aligned, as every buffer does; only the other inputs
+# are copied.  DenseNet's
+# concatenations (each layer's new channels appended to the block's) then
+# copy nothing: the whole block lives in its last concat's buffer.
+CONCAT_IN_PLACE_ALIGN = 64
+
+
 @compile_rule("concat")
 def compile_concat(ctx, node):
     axis = node.attrs.axis
     inner = numel(node.shape[axis + 1:])
     rows = numel(node.shape[:axis])
     dst_row = node.shape[axis] * inner
+    itemsize = np.dtype(node.dtype).itemsize
+    placing = rows == 1 and ctx.can_hold_views(node.id)
     off = 0
-    for i in node.inputs:
+    for k, i in enumerate(node.inputs):
         x = ctx.graph.node(i)
         width = x.shape[axis] * inner
-        ctx.emit(BlockCopyThunk(f"{node.name}[{off}:]", ctx.buf(i), ctx.buf(node.id), rows, width, width, 0,
-                                dst_row, off, ctx.num_threads))
+        if (placing and (off * itemsize) % CONCAT_IN_PLACE_ALIGN == 0 and i not in node.inputs[:k]
+                and i not in node.inputs[k + 1:] and ctx.can_place_in(i)):
+            ctx.place_in(i, node.id, off * itemsize)
+        else:
+            ctx.emit(BlockCopyThunk(f"{node.name}[{off}:]", ctx.buf(i), ctx.buf(node.id), rows, width, width, 0,
+                                    dst_row, off, ctx.num_threads))
         off += width
 
 
