@@ -302,9 +302,9 @@ def compile_gather(ctx, node):
 # straight into their runs where the planner allows it (ctx.can_place_in:
 # intermediates no other node shares; the output may be a graph output) and
 # the run starts 64-byte aligned, as every buffer does; only the other inputs
-# are copied.  DenseNet's
-# concatenations (each layer's new channels appended to the block's) then
-# copy nothing: the whole block lives in its last concat's buffer.
+# are copied.  DenseNet's concatenations (each layer's new channels appended
+# to the block's) then copy nothing: the whole block lives in its last
+# concat's buffer.
 CONCAT_IN_PLACE_ALIGN = 64
 
 
