@@ -87,14 +87,14 @@ RLX_INLINE_AVX2 __m256 rlx_chan_op8(const int op, __m256 a, __m256 b) {
 
 RLX_INLINE_AVX2 void rlx_chan_affine_body(const float* x, const float* g, const float* h, float* y,
                                           ptrdiff_t npix, const int relu) {
-    const __m256 gv = _mm256_loadu_ps(g), hv = _mm256_loadu_ps(h), z = _mm256_setzero_ps();
+    const __m256 gv = _mm256_loadu_ps(g), hv = _mm256_loadu_ps(h);
     for (ptrdiff_t p = 0; p < npix; ++p) {
         __m256 m = _mm256_mul_ps(_mm256_loadu_ps(x + 8 * p), gv);
         /* the product stays rounded: without this the compiler may fuse
          * the multiply and the add into one FMA (one rounding) */
         __asm__("" : "+x"(m));
         __m256 v = _mm256_add_ps(m, hv);
-        if (relu) v = _mm256_andnot_ps(_mm256_cmp_ps(v, z, _CMP_LE_OQ), v);
+        if (relu) v = rlx_elem_op8(RLX_ELEM_RELU, v, v);     /* the relu kernel's select */
         _mm256_storeu_ps(y + 8 * p, v);
     }
 }
