@@ -1981,6 +1981,25 @@ static inline int rlx_nchwc_dw_pairs_on(const rlx_nchwc_dw_geom* g) {
     return g->k == 5 && g->s == 1 && g->w_out >= RLX_DW_PAIRS_MIN_W && rlx_nchwc_dw_pad_fits(g);
 }
 
+/* Whether the AVX-512 stride-2 pair steps (rlx_nchwc_dw_pairs_s2_avx512)
+ * take a block of a 5x5 stride-2 conv: rows of at least
+ * RLX_DW_PAIRS_S2_MIN_W output pixels whose four ring copies fit their
+ * buffer (5 rows of rlx_nchwc_dw_s2_slots pixels each).  Against the AVX2
+ * padded steps, one conv, ReLU, pair ratios of 31 interleaved samples at 1
+ * thread (2 threads): 240@28 -> 14 1.25-1.29 (1.25), 144@56 -> 28 1.37-1.38
+ * (1.41), 72@56 -> 28 1.39-1.40 (1.47), 32@112 -> 56 1.14-1.15 (1.12); on
+ * rows of 7 (576@14, 672@14, 96@14) 0.82-0.89, so those stay on AVX2 (one
+ * row's 4 chains wait on the FMA latency; two rows at once, 8 chains sharing
+ * their input rows' loads, still measured 0.94). */
+#define RLX_DW_PAIRS_S2_MIN_W 14
+#define RLX_NCHWC_DW_S2_FLOATS 16384
+#define RLX_NCHWC_DW_S2_MAX_SLOTS (RLX_NCHWC_DW_S2_FLOATS / (4 * 5 * 8))
+static inline ptrdiff_t rlx_nchwc_dw_s2_slots(const rlx_nchwc_dw_geom* g);
+static inline int rlx_nchwc_dw_pairs_s2_on(const rlx_nchwc_dw_geom* g) {
+    return g->k == 5 && g->s == 2 && g->w_out >= RLX_DW_PAIRS_S2_MIN_W &&
+           rlx_nchwc_dw_s2_slots(g) <= RLX_NCHWC_DW_S2_MAX_SLOTS;
+}
+
 /* A depthwise row's heavy activation (rlx_act_heavy), after the row's
  * stores: its rows' instances store act NONE's values (bias, taps,
  * residual) and this runs `act` over the row's n floats, 16 lanes at a
@@ -2339,6 +2358,177 @@ RLX_TARGET_AVX512 __attribute__((noinline)) static void rlx_nchwc_dw_pairs_avx51
 #undef RLX_DW_CALL
 }
 
+/* AVX-512, 5x5 stride 2, two output pixels per zmm as in
+ * rlx_nchwc_dw_pairs, from four copies of each input row: copy m holds the
+ * padded row's columns m, m + 2, m + 4, ...  The pair of output pixels
+ * (2q, 2q + 1) reads at tap kw the padded columns 4q + kw and 4q + kw + 2,
+ * which are pixels 2j and 2j + 1 of copy e % 4 for e = 4q + kw, j = e / 4:
+ * one 64-byte aligned load per e, each feeding the chains whose taps meet
+ * it.  This is one input row's part (p[m] + off: its copies at the step's
+ * first pixel, w: its tap row's 5 weight vectors).  e runs upwards, so each
+ * chain meets its taps in kw order; the caller runs the tap rows in kh
+ * order after the bias: the AVX2 step's chain (rlx_nchwc_dw_step8r at
+ * S = 2), and the same bits. */
+RLX_INLINE_AVX512 void rlx_nchwc_dw_s2_taps(const float* const* p, ptrdiff_t off, const float* w, __m512* c,
+                                            const int NP) {
+    __m512 wv[5];
+#pragma GCC unroll 5
+    for (int kw = 0; kw < 5; ++kw) wv[kw] = _mm512_broadcast_f32x8(_mm256_load_ps(w + kw * 8));
+    const float* p0 = p[0] + off;
+    const float* p1 = p[1] + off;
+    const float* p2 = p[2] + off;
+    const float* p3 = p[3] + off;
+#pragma GCC unroll 40
+    for (int e = 0; e <= 4 * NP; ++e) {
+        const float* src = e % 4 == 0 ? p0 : e % 4 == 1 ? p1 : e % 4 == 2 ? p2 : p3;
+        __m512 x = _mm512_load_ps(src + (e / 4) * 16);
+        __asm__("" : "+v"(x));   /* one load per e (see rlx_nchwc_dw_pairs) */
+#pragma GCC unroll 5
+        for (int kw = 0; kw < 5; ++kw) {
+            const int d = e - kw;
+            if (d >= 0 && d % 4 == 0 && d / 4 < NP) c[d / 4] = _mm512_fmadd_ps(x, wv[kw], c[d / 4]);
+        }
+    }
+}
+
+/* The NP pair chains c of a row's step stored at yr: pixels 0 .. n - 1
+ * (and their residual read). */
+RLX_INLINE_AVX512 void rlx_nchwc_dw_pairs_store(const __m512* c, const float* res, float* yr, const int n,
+                                                const rlx_nchwc_act* a, const int NP) {
+#pragma GCC unroll 8
+    for (int q = 0; q < NP; ++q) {
+        if (2 * q >= n) break;
+        if (2 * q + 1 < n) {
+            __m512 v = c[q];
+            if (res) v = _mm512_add_ps(v, _mm512_loadu_ps(res + q * 16));
+            _mm512_storeu_ps(yr + q * 16, rlx_act16(v, a));
+        } else {
+            __m256 v = _mm512_castps512_ps256(c[q]);
+            if (res) v = _mm256_add_ps(v, _mm256_loadu_ps(res + q * 16));
+            _mm256_storeu_ps(yr + q * 16, rlx_nchwc_act8(v, a));
+        }
+    }
+}
+
+/* One step of NP pairs of one output row whose input rows' copies are
+ * rows[kh][m] (kh = 0..4). */
+RLX_INLINE_AVX512 void rlx_nchwc_dw_s2_step(const float* (*rows)[4], ptrdiff_t off, const float* wt,
+                                            __m512 bv, const float* res, float* yr, const int n,
+                                            const rlx_nchwc_act* a, const int NP) {
+    __m512 c[8];
+#pragma GCC unroll 8
+    for (int q = 0; q < NP; ++q) c[q] = bv;
+#pragma GCC unroll 1
+    for (int kh = 0; kh < 5; ++kh) rlx_nchwc_dw_s2_taps(rows[kh], off, wt + kh * 40, c, NP);
+    rlx_nchwc_dw_pairs_store(c, res, yr, n, a, NP);
+}
+
+/* The output pixels the stride-2 pair steps of a row cover: whole steps of
+ * 16, then one of 8, 4 or 2 pairs for the last 1 - 15 (as
+ * rlx_nchwc_dw_pairs_body). */
+static inline ptrdiff_t rlx_nchwc_dw_s2_cover(ptrdiff_t wo) {
+    const ptrdiff_t wf = wo & ~(ptrdiff_t)15, rem = wo - wf;
+    return wf + (rem > 8 ? 16 : rem > 4 ? 8 : rem > 0 ? 4 : 0);
+}
+
+/* Pixels per row of each of the four copies: the steps read copy m's
+ * slots up to cover + 1 (padded column m + 2 * slot), an even count. */
+static inline ptrdiff_t rlx_nchwc_dw_s2_slots(const rlx_nchwc_dw_geom* g) {
+    return rlx_nchwc_dw_s2_cover(g->w_out) + 2;
+}
+
+/* Input row ih of a block (zero outside the plane) into its row of the
+ * four copies d[0..3] (slots pixels each, an even count): copy m's slot t
+ * is padded column m + 2t, i.e. input column m + 2t - pw.  Four padded
+ * columns 4g .. 4g + 3 per step, loaded as two pixel pairs, masked by
+ * pm[j], the mask of the pair at padded columns 2j, 2j + 1 (the padding
+ * loads zeros, nothing outside the row is touched); the next step's first
+ * pair kept: copy 0 takes the low pixels of pairs A = (4g, 4g+1) and B =
+ * (4g+2, 4g+3), copy 1 their high pixels, and copies 2 and 3 the same of B
+ * and the next pair C. */
+RLX_INLINE_AVX512 void rlx_nchwc_dw_s2_row(float* const* d, const float* xp, const rlx_nchwc_dw_geom* g,
+                                           ptrdiff_t ih, ptrdiff_t slots, const __mmask16* pm) {
+    if (ih < 0 || ih >= g->h) {
+        const __m512 z = _mm512_setzero_ps();
+        for (ptrdiff_t t = 0; t < slots; t += 2)
+            for (int m = 0; m < 4; ++m) _mm512_store_ps(d[m] + t * 8, z);
+        return;
+    }
+    const float* sr = xp + (ih * g->w - g->pw) * 8;   /* padded column 0 (never read outside the row) */
+    __m512 a = _mm512_maskz_loadu_ps(pm[0], sr);
+    for (ptrdiff_t t = 0; t < slots; t += 2) {
+        const __m512 b = _mm512_maskz_loadu_ps(pm[t + 1], sr + (2 * t + 2) * 8);
+        const __m512 n = _mm512_maskz_loadu_ps(pm[t + 2], sr + (2 * t + 4) * 8);
+        _mm512_store_ps(d[0] + t * 8, _mm512_shuffle_f32x4(a, b, 0x44));
+        _mm512_store_ps(d[1] + t * 8, _mm512_shuffle_f32x4(a, b, 0xEE));
+        _mm512_store_ps(d[2] + t * 8, _mm512_shuffle_f32x4(b, n, 0x44));
+        _mm512_store_ps(d[3] + t * 8, _mm512_shuffle_f32x4(b, n, 0xEE));
+        a = n;
+    }
+}
+
+/* Rows oh0 .. oh1 - 1 of one block at stride 2 with the pair steps.  The
+ * four copies hold a ring of 5 input rows (input row ih in slot ih % 5,
+ * shifted non-negative): each output row copies the two new rows it reads,
+ * so every input row is copied once per run of rows. */
+RLX_INLINE_AVX512 void rlx_nchwc_dw_pairs_s2_body(float* buf, const float* xp, const rlx_nchwc_dw_geom* g,
+                                                  ptrdiff_t oh0, ptrdiff_t oh1, const float* wt, __m512 bv,
+                                                  const float* res, float* y, const rlx_nchwc_act* a,
+                                                  const int post_act) {
+    const ptrdiff_t wo = g->w_out, ph = g->ph, row_out = wo * 8;
+    const ptrdiff_t wf = wo & ~(ptrdiff_t)15, rem = wo - wf;
+    const ptrdiff_t slots = rlx_nchwc_dw_s2_slots(g), row = slots * 8, copy = 5 * row;
+    const ptrdiff_t shift = 5;   /* ph <= 2: ih + shift >= 0 */
+    /* the masks of the pixel pairs at padded columns 2j, 2j + 1 (slots + 2 of them) */
+    __mmask16 pm2[RLX_NCHWC_DW_S2_MAX_SLOTS + 2];
+    for (ptrdiff_t j = 0; j < slots + 2; ++j) {
+        const ptrdiff_t iw = 2 * j - g->pw;
+        pm2[j] = (__mmask16)((iw >= 0 && iw < g->w ? 0x00FF : 0) | (iw + 1 >= 0 && iw + 1 < g->w ? 0xFF00 : 0));
+    }
+    ptrdiff_t next = 2 * oh0 - ph;   /* the next input row to copy */
+    for (ptrdiff_t oh = oh0; oh < oh1; ++oh) {
+        for (; next <= 2 * oh - ph + 4; ++next) {
+            float* d[4];
+            for (int m = 0; m < 4; ++m) d[m] = buf + m * copy + (next + shift) % 5 * row;
+            rlx_nchwc_dw_s2_row(d, xp, g, next, slots, pm2);
+        }
+        const float* rows[5][4];
+        for (int kh = 0; kh < 5; ++kh)
+            for (int m = 0; m < 4; ++m) rows[kh][m] = buf + m * copy + (2 * oh - ph + kh + shift) % 5 * row;
+        const ptrdiff_t o = (oh - oh0) * row_out;
+        const float* ro = res ? res + o : NULL;
+        for (ptrdiff_t ow = 0; ow < wf; ow += 16)
+            rlx_nchwc_dw_s2_step(rows, ow * 8, wt, bv, ro ? ro + ow * 8 : NULL, y + o + ow * 8, 16, a, 8);
+        if (rem > 8)
+            rlx_nchwc_dw_s2_step(rows, wf * 8, wt, bv, ro ? ro + wf * 8 : NULL, y + o + wf * 8, (int)rem, a, 8);
+        else if (rem > 4)
+            rlx_nchwc_dw_s2_step(rows, wf * 8, wt, bv, ro ? ro + wf * 8 : NULL, y + o + wf * 8, (int)rem, a, 4);
+        else if (rem > 0)
+            rlx_nchwc_dw_s2_step(rows, wf * 8, wt, bv, ro ? ro + wf * 8 : NULL, y + o + wf * 8, (int)rem, a, 2);
+        if (rlx_act_heavy(post_act)) rlx_nchwc_dw_row_post(y + o, row_out, a, post_act);
+    }
+}
+
+/* The 5x5 stride-2 rows oh0 .. oh1 - 1 of one block through the pair steps,
+ * one instance per activation; the four ring copies in one buffer
+ * (rlx_nchwc_dw_pairs_on checked they fit). */
+RLX_TARGET_AVX512 __attribute__((noinline)) static void rlx_nchwc_dw_pairs_s2_avx512(
+        const float* xp, const rlx_nchwc_dw_geom* g, ptrdiff_t oh0, ptrdiff_t oh1, const float* wt, const float* b,
+        const float* res, float* y, const rlx_nchwc_act* a) {
+    float buf[RLX_NCHWC_DW_S2_FLOATS] __attribute__((aligned(64)));
+    float wa[25 * 8] __attribute__((aligned(32)));
+    for (int t = 0; t < 25 * 8; ++t) wa[t] = wt[t];
+    const __m512 bv = b ? _mm512_broadcast_f32x8(_mm256_loadu_ps(b)) : _mm512_setzero_ps();
+    rlx_nchwc_act a_copy = *a;
+#define RLX_DW_CALL(A_)                                                                              \
+    do {                                                                                              \
+        a_copy.act = rlx_act_heavy(A_) ? RLX_ACT_NONE : (A_);                                         \
+        rlx_nchwc_dw_pairs_s2_body(buf, xp, g, oh0, oh1, wa, bv, res, y, &a_copy, (A_));              \
+    } while (0)
+    RLX_DW_ACT_SWITCH(RLX_DW_CALL)
+#undef RLX_DW_CALL
+}
+
 #undef RLX_DW_ACT_SWITCH
 #endif
 
@@ -2379,6 +2569,8 @@ static void rlx_nchwc_dw_rows(const float* x, ptrdiff_t x_len, const float* wt, 
             const float* rr = res ? res + r * row_out : NULL;
             if (level > 1 && rlx_nchwc_dw_pairs_on(g))
                 rlx_nchwc_dw_pairs_avx512(x + blk * plane_in, g, oh, oh1, wb, bb, rr, y + r * row_out, a);
+            else if (level > 1 && rlx_nchwc_dw_pairs_s2_on(g))
+                rlx_nchwc_dw_pairs_s2_avx512(x + blk * plane_in, g, oh, oh1, wb, bb, rr, y + r * row_out, a);
             else if (g->k == 5 && rlx_nchwc_dw_pad_fits(g))
                 rlx_nchwc_dw_padded_avx2(x + blk * plane_in, g, oh, oh1, wb, bb, rr, y + r * row_out, a);
             else

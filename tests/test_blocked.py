@@ -99,12 +99,13 @@ def test_1x1_matches_reference(rng, shape, act, bias, residual):
 # on planes from one output pixel (every tap near an edge) to 112x112 (the
 # 5x5 kernel copies rows with their padding in chunks of 4 output rows
 # there), and rows of 230 pixels, too wide for that copy
-# (RLX_NCHWC_DW_PAD_FLOATS: the 5x5 kernel runs its edge code)
+# (RLX_NCHWC_DW_PAD_FLOATS: the 5x5 kernel runs its edge code); rows of 41 and 60
+# (at stride 2: 19 to 30 output pixels, the AVX-512 stride-2 pair steps)
 DW_CASES = [(shape, stride, pad, k)
             for k in (3, 5)
             for shape in [(1, 32, 112, 112), (2, 16, 9, 7), (1, 24, 12, 13), (1, 8, 3, 3), (1, 8, 1, 5),
                           (2, 16, 6, 11), (1, 8, 4, 2), (2, 16, 4, 4), (1, 8, 2, 2), (1, 16, 8, 5), (1, 8, 5, 5),
-                          (1, 8, 6, 230)]
+                          (1, 8, 6, 230), (2, 16, 7, 41), (1, 8, 6, 60)]
             for stride in (1, 2) for pad in range(k // 2 + 1)
             if shape[2] + 2 * pad >= k and shape[3] + 2 * pad >= k]
 
@@ -827,6 +828,17 @@ for (w, k, pad) in [(37, 3, 1), (37, 5, 2), (21, 3, 1), (12, 5, 2), (30, 3, 0), 
     r = rng.standard_normal((1, 16, 6 + 2 * pad - k + 1, wo)).astype(np.float32)
     outs.append(run_dw(x, wt, rng.standard_normal(16).astype(np.float32), r, 1, pad, "silu", 1))
     outs.append(run_dw(x, wt, None, None, 1, pad, "clip", 1))
+# 5x5 at stride 2 on rows of 14 output pixels and more (two pixels per zmm
+# from four column-parity copies where AVX-512 is there): whole 16-pixel
+# steps (31 -> 16), a last step of 8 pairs (59 -> 30), 4 (41 -> 21) or 2
+# (35 -> 18), paddings 0 to 2, odd and even rows
+for (h, w, pad) in [(7, 31, 2), (8, 59, 2), (5, 41, 2), (6, 35, 2), (9, 34, 1), (6, 33, 0)]:
+    x = rng.standard_normal((1, 16, h, w)).astype(np.float32)
+    wt = rng.standard_normal((16, 1, 5, 5)).astype(np.float32)
+    ho, wo = (h + 2 * pad - 5) // 2 + 1, (w + 2 * pad - 5) // 2 + 1
+    r = rng.standard_normal((1, 16, ho, wo)).astype(np.float32)
+    outs.append(run_dw(x, wt, rng.standard_normal(16).astype(np.float32), r, 2, pad, "silu", 1))
+    outs.append(run_dw(x, wt, None, None, 2, pad, "clip", 1))
 # 5x5 at stride 1 on small planes (rows of 8 pixels and fewer), odd and
 # even row counts
 for (h, w) in [(7, 7), (7, 8), (6, 5), (3, 4), (1, 2)]:
