@@ -45,7 +45,7 @@ cdef extern from "rlx_nchwc.h":
     ctypedef struct Nc1x1Geom "rlx_nchwc_1x1_geom":
         Py_ssize_t n, k, m, p, chunk, groups
     ctypedef struct NcDwGeom "rlx_nchwc_dw_geom":
-        Py_ssize_t cb, h, w, h_out, w_out, s, ph, pw, k
+        Py_ssize_t cb, h, w, h_out, w_out, s, ph, pw, k, pairs16
     ctypedef struct NcStemGeom "rlx_nchwc_stem_geom":
         Py_ssize_t c, h, w, m, h_out, w_out, kh, kw, sh, sw, ph, pw, dh, dw
     enum: RLX_NCHWC_STEM_MAX_K
@@ -113,6 +113,8 @@ cdef extern from "rlx_nchwc.h":
     void rlx_nchwc_dw_rows(const float* x, Py_ssize_t x_len, const float* wt, const float* bias,
                            const float* res, Py_ssize_t res_len, float* y, Py_ssize_t y_len,
                            const NcDwGeom* g, const NcAct* a, Py_ssize_t r0, Py_ssize_t r1) nogil
+    bint rlx_nchwc_dw16_on(const NcDwGeom* g) nogil
+    Py_ssize_t rlx_nchwc_dw_items(const NcDwGeom* g, Py_ssize_t n) nogil
 
     ctypedef struct NcIrGeom "rlx_nchwc_ir_geom":
         Py_ssize_t n, c, e, m, h, w, h_out, w_out, s, band, br
@@ -604,7 +606,9 @@ cdef class NchwcDepthwiseLaunch(_BlockedConv):
                    c * kernel * kernel, c)
         self.g.cb, self.g.h, self.g.w, self.g.h_out, self.g.w_out = c // BLOCK, h, w, h_out, w_out
         self.g.s, self.g.ph, self.g.pw, self.g.k = stride, pad_h, pad_w, kernel
-        self.rows = n * (c // BLOCK) * h_out
+        self.g.pairs16 = 0
+        self.g.pairs16 = rlx_nchwc_dw16_on(&self.g)
+        self.rows = rlx_nchwc_dw_items(&self.g, n)
         self.max_threads = max(1, max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:

@@ -1749,6 +1749,9 @@ static void rlx_stem_nchw_rows(const float* xq, ptrdiff_t xq_len, const float* w
 typedef struct {
     ptrdiff_t cb, h, w, h_out, w_out, s, ph, pw;   /* blocks per image, geometry */
     ptrdiff_t k;                                   /* kernel side: 3 or 5 */
+    /* 1: work items are output rows of block pairs (rlx_nchwc_dw16_on, set
+     * by the launch), r = (n * ceil(C/16) + block pair) * h_out + oh */
+    ptrdiff_t pairs16;
 } rlx_nchwc_dw_geom;
 
 #define RLX_NCHWC_DW_MAX_K 5
@@ -2562,6 +2565,139 @@ RLX_TARGET_AVX512 __attribute__((noinline)) static void rlx_nchwc_dw_pairs_s2_av
 #undef RLX_DW_CALL
 }
 
+/* ---- depthwise on two blocks at once (AVX-512) -----------------------------
+ * Blocks cb and cb + 1 of an image run as one block of 16 channels: their
+ * input rows are copied with the zero padding into buf [row][wp][16] (block
+ * cb's 8 channels in the low half of each pixel, cb + 1's in the high one),
+ * in chunks of output rows whose input rows fit, as rlx_nchwc_dw_padded_body
+ * does for one block; the step then holds 8 output pixels x 16 channels in
+ * 8 zmm chains, every load one aligned line.  Each lane's chain is the AVX2
+ * step's (rlx_nchwc_dw_step8r: the bias, then the taps in (kh, kw) order),
+ * and the epilogue runs on each 8-lane half as there: the same bits.  (A
+ * 3x3's AVX2 row code skips the taps on the padding, where this adds 0 * w:
+ * the same sums for finite weights, as in the one-block padded steps.) */
+RLX_INLINE_AVX512 void rlx_nchwc_dw_step16(const float* const* rows, ptrdiff_t off, const __m512* wv, __m512 bv,
+                                           const float* res0, const float* res1, float* y0, float* y1, const int n,
+                                           const rlx_nchwc_act* a, const int K, const int S) {
+    __m512 c[8];
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; ++p) c[p] = bv;
+#pragma GCC unroll 1
+    for (int kh = 0; kh < K; ++kh) {
+        const float* r = rows[kh] + off;
+        __m512 w[5];
+#pragma GCC unroll 5
+        for (int kw = 0; kw < K; ++kw) w[kw] = wv[kh * K + kw];
+#pragma GCC unroll 20
+        for (int col = 0; col < 7 * S + K; ++col) {
+            __m512 x = _mm512_load_ps(r + col * 16);
+            __asm__("" : "+v"(x));   /* one load per column (see rlx_nchwc_dw_pairs) */
+#pragma GCC unroll 5
+            for (int kw = 0; kw < K; ++kw) {
+                const int d = col - kw;
+                if (d >= 0 && d % S == 0 && d / S < 8) c[d / S] = _mm512_fmadd_ps(x, w[kw], c[d / S]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; ++p) {
+        if (p >= n) break;
+        __m256 lo = _mm512_castps512_ps256(c[p]), hi = _mm512_extractf32x8_ps(c[p], 1);
+        if (res0) {
+            lo = _mm256_add_ps(lo, _mm256_loadu_ps(res0 + p * 8));
+            hi = _mm256_add_ps(hi, _mm256_loadu_ps(res1 + p * 8));
+        }
+        _mm256_storeu_ps(y0 + p * 8, rlx_nchwc_act8(lo, a));
+        _mm256_storeu_ps(y1 + p * 8, rlx_nchwc_act8(hi, a));
+    }
+}
+
+#define RLX_NCHWC_DW16_FLOATS 16384
+
+/* Rows oh0 .. oh1 - 1 of the block pair whose planes start at xp0 and xp1
+ * (outputs y0, y1 and residuals res0, res1 at row oh0), stride S. */
+RLX_INLINE_AVX512 void rlx_nchwc_dw16_body(float* buf, const float* xp0, const float* xp1,
+                                           const rlx_nchwc_dw_geom* g, ptrdiff_t oh0, ptrdiff_t oh1,
+                                           const __m512* wv, __m512 bv, const float* res0, const float* res1,
+                                           float* y0, float* y1, const rlx_nchwc_act* a, const int K,
+                                           const int S, const int post_act) {
+    const ptrdiff_t H = g->h, W = g->w, wo = g->w_out, ph = g->ph, pw = g->pw;
+    const ptrdiff_t w8 = (wo + 7) & ~(ptrdiff_t)7, wf = wo & ~(ptrdiff_t)7;
+    const ptrdiff_t wp = rlx_nchwc_dw_pad_cols(g), row = wp * 16;
+    const ptrdiff_t ncopy = W < wp - pw ? W : wp - pw;
+    const ptrdiff_t rows_fit = RLX_NCHWC_DW16_FLOATS / row;
+    const ptrdiff_t chunk = (rows_fit - K) / S + 1;
+    const __m512 zero = _mm512_setzero_ps();
+    for (ptrdiff_t o0 = oh0; o0 < oh1; o0 += chunk) {
+        const ptrdiff_t o1 = o0 + chunk < oh1 ? o0 + chunk : oh1;
+        const ptrdiff_t in0 = o0 * S - ph, in1 = (o1 - 1) * S - ph + K;
+        for (ptrdiff_t ih = in0; ih < in1; ++ih) {
+            float* d = buf + (ih - in0) * row;
+            ptrdiff_t c = 0;
+            if (ih >= 0 && ih < H) {
+                const float* s0 = xp0 + ih * W * 8 - pw * 8;
+                const float* s1 = xp1 + ih * W * 8 - pw * 8;
+                for (; c < pw; ++c) _mm512_store_ps(d + c * 16, zero);
+                for (; c < pw + ncopy; ++c)
+                    _mm512_store_ps(d + c * 16, _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(s0 + c * 8)),
+                                                                   _mm256_loadu_ps(s1 + c * 8), 1));
+            }
+            for (; c < wp; ++c) {
+                __m512 z = zero;
+                __asm__("" : "+v"(z));   /* vector stores, not a memset call per row */
+                _mm512_store_ps(d + c * 16, z);
+            }
+        }
+        for (ptrdiff_t oh = o0; oh < o1; ++oh) {
+            const float* rw[5];
+            for (int kh = 0; kh < K; ++kh) rw[kh] = buf + (oh * S - ph + kh - in0) * row;
+            const ptrdiff_t o = (oh - oh0) * wo * 8;
+            for (ptrdiff_t ow = 0; ow < wf; ow += 8)
+                rlx_nchwc_dw_step16(rw, ow * S * 16, wv, bv, res0 ? res0 + o + ow * 8 : NULL,
+                                    res1 ? res1 + o + ow * 8 : NULL, y0 + o + ow * 8, y1 + o + ow * 8, 8, a, K, S);
+            if (w8 > wo)
+                rlx_nchwc_dw_step16(rw, wf * S * 16, wv, bv, res0 ? res0 + o + wf * 8 : NULL,
+                                    res1 ? res1 + o + wf * 8 : NULL, y0 + o + wf * 8, y1 + o + wf * 8,
+                                    (int)(wo - wf), a, K, S);
+            if (rlx_act_heavy(post_act)) {
+                rlx_nchwc_dw_row_post(y0 + o, wo * 8, a, post_act);
+                rlx_nchwc_dw_row_post(y1 + o, wo * 8, a, post_act);
+            }
+        }
+    }
+}
+
+/* The rows oh0 .. oh1 - 1 of a block pair, one instance per kernel side,
+ * stride and activation: the pair's weights and biases interleaved once per
+ * call. */
+RLX_TARGET_AVX512 __attribute__((noinline)) static void rlx_nchwc_dw16_avx512(
+        const float* xp0, const float* xp1, const rlx_nchwc_dw_geom* g, ptrdiff_t oh0, ptrdiff_t oh1,
+        const float* wt0, const float* wt1, const float* b0, const float* b1, const float* res0, const float* res1,
+        float* y0, float* y1, const rlx_nchwc_act* a) {
+    float buf[RLX_NCHWC_DW16_FLOATS] __attribute__((aligned(64)));
+    __m512 wv[25];
+    for (int t = 0; t < g->k * g->k; ++t)
+        wv[t] = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(wt0 + t * 8)), _mm256_loadu_ps(wt1 + t * 8),
+                                   1);
+    const __m512 bv = b0 ? _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(b0)), _mm256_loadu_ps(b1), 1)
+                         : _mm512_setzero_ps();
+    rlx_nchwc_act a_copy = *a;
+#define RLX_DW_CALL(A_)                                                                                     \
+    do {                                                                                                     \
+        a_copy.act = rlx_act_heavy(A_) ? RLX_ACT_NONE : (A_);                                                \
+        if (g->k == 5 && g->s == 1)                                                                          \
+            rlx_nchwc_dw16_body(buf, xp0, xp1, g, oh0, oh1, wv, bv, res0, res1, y0, y1, &a_copy, 5, 1, (A_)); \
+        else if (g->k == 5)                                                                                  \
+            rlx_nchwc_dw16_body(buf, xp0, xp1, g, oh0, oh1, wv, bv, res0, res1, y0, y1, &a_copy, 5, 2, (A_)); \
+        else if (g->s == 1)                                                                                  \
+            rlx_nchwc_dw16_body(buf, xp0, xp1, g, oh0, oh1, wv, bv, res0, res1, y0, y1, &a_copy, 3, 1, (A_)); \
+        else                                                                                                 \
+            rlx_nchwc_dw16_body(buf, xp0, xp1, g, oh0, oh1, wv, bv, res0, res1, y0, y1, &a_copy, 3, 2, (A_)); \
+    } while (0)
+    RLX_DW_ACT_SWITCH(RLX_DW_CALL)
+#undef RLX_DW_CALL
+}
+
 #undef RLX_DW_ACT_SWITCH
 #endif
 
@@ -2582,6 +2718,58 @@ static inline void rlx_nchwc_dw_row(int level, const float* const* rows, const i
     rlx_nchwc_dw_row_ptrs_base(rows, valid, wt, b, res, yr, s, pw, W, wo, a, K);
 }
 
+#if RLX_X86_DISPATCH
+/* Rows oh0 .. oh1 - 1 of one block (plane xp, its weights wb and bias bb,
+ * its residual and output at row oh0), by the SIMD kernels (level >= 1). */
+static inline void rlx_nchwc_dw_block_rows(int level, const float* xp, const rlx_nchwc_dw_geom* g, ptrdiff_t oh0,
+                                           ptrdiff_t oh1, const float* wb, const float* bb, const float* rr,
+                                           float* yr, const rlx_nchwc_act* a) {
+    if (level > 1 && rlx_nchwc_dw_pairs_on(g))
+        rlx_nchwc_dw_pairs_avx512(xp, g, oh0, oh1, wb, bb, rr, yr, a);
+    else if (level > 1 && rlx_nchwc_dw_pairs_s2_on(g))
+        rlx_nchwc_dw_pairs_s2_avx512(xp, g, oh0, oh1, wb, bb, rr, yr, a);
+    else if (g->k == 5 && rlx_nchwc_dw_pad_fits(g))
+        rlx_nchwc_dw_padded_avx2(xp, g, oh0, oh1, wb, bb, rr, yr, a);
+    else
+        (g->k == 3 ? rlx_nchwc_dw3_rows_avx2 : rlx_nchwc_dw_rows_avx2)(xp, g, oh0, oh1, NULL, NULL, wb, bb, rr, yr,
+                                                                     g->s, g->pw, g->w, g->w_out, a);
+}
+#endif
+
+/* Whether a depthwise conv runs its blocks in pairs (rlx_nchwc_dw16_avx512)
+ * on this CPU: at least two blocks, on the AVX-512 level, the k input rows
+ * of a pair fitting the copy, and a 5x5 kernel on output rows of at most
+ * RLX_DW16_MAX_W5 pixels or a 3x3 at stride 1 on rows of at most
+ * RLX_DW16_MAX_W3.  Against the one-block kernels (5x5: the AVX-512 pair
+ * steps from 14 pixels at stride 1 and from 14 at stride 2, the AVX2 steps
+ * below; 3x3: the AVX2 row code), one conv, ReLU, pair ratios of 31
+ * interleaved samples at 1 thread (2 threads): 5x5 1152@7 1.31 (1.28),
+ * 960@7 1.29 (1.24), 576@14 s2 1.19 (1.21), 672@14 s2 1.18 (1.18), 480@14
+ * 1.04 (1.05), 672@14 1.06 (1.03); but 120@28 0.96 (0.93), 240@28 0.98
+ * (0.97), 240@28 s2 0.96 (0.95), 128@56 0.90 (0.95), 144@56 s2 0.80
+ * (0.78); 3x3 960@7 1.24 (1.25), 1152@7 1.23 (1.26), but 384@14 1.01
+ * (1.00), 576@14 s2 0.87 (0.88) and 0.49-0.93 on larger planes, where the
+ * copy outweighs the 9 taps it serves.  (On this host's slow phases the
+ * pairs also won on 5x5 planes up to 56x56, 1.08-1.25.) */
+#define RLX_DW16_MAX_W5 14
+#define RLX_DW16_MAX_W3 8
+static inline int rlx_nchwc_dw16_on(const rlx_nchwc_dw_geom* g) {
+#if RLX_X86_DISPATCH
+    return rlx_simd_level() > 1 && g->cb >= 2 &&
+           (g->k == 5 ? g->w_out <= RLX_DW16_MAX_W5 : g->s == 1 && g->w_out <= RLX_DW16_MAX_W3) &&
+           RLX_NCHWC_DW16_FLOATS / (rlx_nchwc_dw_pad_cols(g) * 16) >= g->k;
+#else
+    (void)g;
+    return 0;
+#endif
+}
+
+/* The work items of a depthwise conv of n images: output rows of blocks, or
+ * of block pairs when g->pairs16. */
+static inline ptrdiff_t rlx_nchwc_dw_items(const rlx_nchwc_dw_geom* g, ptrdiff_t n) {
+    return n * (g->pairs16 ? (g->cb + 1) / 2 : g->cb) * g->h_out;
+}
+
 static void rlx_nchwc_dw_rows(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
                               const float* res, ptrdiff_t res_len, float* y, ptrdiff_t y_len,
                               const rlx_nchwc_dw_geom* g, const rlx_nchwc_act* a, ptrdiff_t r0, ptrdiff_t r1) {
@@ -2589,6 +2777,35 @@ static void rlx_nchwc_dw_rows(const float* x, ptrdiff_t x_len, const float* wt, 
     const ptrdiff_t plane_in = g->h * g->w * 8, row_out = g->w_out * 8, wblk = g->k * g->k * 8;
     (void)res_len;
 #if RLX_X86_DISPATCH
+    if (level > 1 && g->pairs16) {
+        /* each run of rows of one block pair in one call; an odd last
+         * block runs alone */
+        const ptrdiff_t cps = (g->cb + 1) / 2;
+        for (ptrdiff_t r = r0; r < r1;) {
+            const ptrdiff_t pr = r / g->h_out, oh = r % g->h_out, cb = 2 * (pr % cps);
+            const ptrdiff_t blk = pr / cps * g->cb + cb, nb = cb + 1 < g->cb ? 2 : 1;
+            const ptrdiff_t oh1 = g->h_out - oh < r1 - r ? g->h_out : oh + (r1 - r);
+            const ptrdiff_t yr = blk * g->h_out + oh;   /* output row oh of block blk */
+            RLX_CHECK_RANGE(blk * plane_in, (blk + nb) * plane_in, x_len, "nchwc depthwise x");
+            RLX_CHECK_RANGE(yr * row_out, ((blk + nb - 1) * g->h_out + oh1) * row_out, y_len, "nchwc depthwise y");
+            if (res)
+                RLX_CHECK_RANGE(yr * row_out, ((blk + nb - 1) * g->h_out + oh1) * row_out, res_len,
+                                "nchwc depthwise residual");
+            if (nb == 2) {
+                const ptrdiff_t yr1 = yr + g->h_out;
+                rlx_nchwc_dw16_avx512(x + blk * plane_in, x + (blk + 1) * plane_in, g, oh, oh1, wt + cb * wblk,
+                                      wt + (cb + 1) * wblk, bias ? bias + cb * 8 : NULL,
+                                      bias ? bias + cb * 8 + 8 : NULL, res ? res + yr * row_out : NULL,
+                                      res ? res + yr1 * row_out : NULL, y + yr * row_out, y + yr1 * row_out, a);
+            } else {
+                rlx_nchwc_dw_block_rows(level, x + blk * plane_in, g, oh, oh1, wt + cb * wblk,
+                                        bias ? bias + cb * 8 : NULL, res ? res + yr * row_out : NULL,
+                                        y + yr * row_out, a);
+            }
+            r += oh1 - oh;
+        }
+        return;
+    }
     if (level) {
         /* each run of rows of one block in one call */
         for (ptrdiff_t r = r0; r < r1;) {
@@ -2597,19 +2814,8 @@ static void rlx_nchwc_dw_rows(const float* x, ptrdiff_t x_len, const float* wt, 
             RLX_CHECK_RANGE(blk * plane_in, (blk + 1) * plane_in, x_len, "nchwc depthwise x");
             RLX_CHECK_RANGE(r * row_out, (r + oh1 - oh) * row_out, y_len, "nchwc depthwise y");
             if (res) RLX_CHECK_RANGE(r * row_out, (r + oh1 - oh) * row_out, res_len, "nchwc depthwise residual");
-            const float* wb = wt + cb * wblk;
-            const float* bb = bias ? bias + cb * 8 : NULL;
-            const float* rr = res ? res + r * row_out : NULL;
-            if (level > 1 && rlx_nchwc_dw_pairs_on(g))
-                rlx_nchwc_dw_pairs_avx512(x + blk * plane_in, g, oh, oh1, wb, bb, rr, y + r * row_out, a);
-            else if (level > 1 && rlx_nchwc_dw_pairs_s2_on(g))
-                rlx_nchwc_dw_pairs_s2_avx512(x + blk * plane_in, g, oh, oh1, wb, bb, rr, y + r * row_out, a);
-            else if (g->k == 5 && rlx_nchwc_dw_pad_fits(g))
-                rlx_nchwc_dw_padded_avx2(x + blk * plane_in, g, oh, oh1, wb, bb, rr, y + r * row_out, a);
-            else
-                (g->k == 3 ? rlx_nchwc_dw3_rows_avx2 : rlx_nchwc_dw_rows_avx2)(
-                    x + blk * plane_in, g, oh, oh1, NULL, NULL, wb, bb, rr, y + r * row_out, g->s, g->pw, g->w,
-                    g->w_out, a);
+            rlx_nchwc_dw_block_rows(level, x + blk * plane_in, g, oh, oh1, wt + cb * wblk,
+                                    bias ? bias + cb * 8 : NULL, res ? res + r * row_out : NULL, y + r * row_out, a);
             r += oh1 - oh;
         }
         return;

@@ -839,6 +839,16 @@ for (h, w, pad) in [(7, 31, 2), (8, 59, 2), (5, 41, 2), (6, 35, 2), (9, 34, 1), 
     r = rng.standard_normal((1, 16, ho, wo)).astype(np.float32)
     outs.append(run_dw(x, wt, rng.standard_normal(16).astype(np.float32), r, 2, pad, "silu", 1))
     outs.append(run_dw(x, wt, None, None, 2, pad, "clip", 1))
+# two blocks at once on AVX-512 (5x5 on rows of up to 14 pixels, 3x3 at
+# stride 1 on rows of up to 8; 24 channels: a pair and a block alone)
+for (h, w, k, stride, pad) in [(13, 13, 5, 2, 2), (9, 28, 5, 2, 1), (4, 4, 5, 2, 2), (7, 7, 3, 1, 1), (8, 8, 3, 1, 0),
+                               (5, 6, 3, 1, 1), (9, 14, 5, 1, 2)]:
+    x = rng.standard_normal((2, 24, h, w)).astype(np.float32)
+    wt = rng.standard_normal((24, 1, k, k)).astype(np.float32)
+    ho, wo = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+    r = rng.standard_normal((2, 24, ho, wo)).astype(np.float32)
+    outs.append(run_dw(x, wt, rng.standard_normal(24).astype(np.float32), r, stride, pad, "silu", 1))
+    outs.append(run_dw(x, wt, None, None, stride, pad, "relu", 1))
 # 5x5 at stride 1 on small planes (rows of 8 pixels and fewer), odd and
 # even row counts
 for (h, w) in [(7, 7), (7, 8), (6, 5), (3, 4), (1, 2)]:
