@@ -13,7 +13,7 @@ fuse_epilogue pass does, so both run one conv node per ONNX Conv (rlx_cpu's
 matched by the conv's output name, ORT's in graph order), except rlx_cpu's
 fused inverted residual blocks, each paired with the sum of its 2-3 convs on
 ORT's side.  Prints the
-sum per layer kind and output plane (stem, depthwise by stride, pointwise
+sum per layer kind and output plane (stem, depthwise and grouped by stride, pointwise
 expand / project), with `--layers` every conv, and each side's other nodes.
 
 ORT's per-node times at more than one thread are its kernels' own clocks and
@@ -51,8 +51,10 @@ def conv_layers(model):
         h, w = shapes[node.output[0]][2:4]
         if not out:
             label = f"stem {kh}x{kw} s{s}"
-        elif g > 1:
+        elif g > 1 and cpg == 1:
             label = f"depthwise {kh}x{kw} s{s}"
+        elif g > 1:
+            label = f"grouped {kh}x{kw} s{s}"
         elif kh * kw > 1:
             label = f"conv {kh}x{kw} s{s}"
         else:
