@@ -606,7 +606,6 @@ cdef class NchwcDepthwiseLaunch(_BlockedConv):
                    c * kernel * kernel, c)
         self.g.cb, self.g.h, self.g.w, self.g.h_out, self.g.w_out = c // BLOCK, h, w, h_out, w_out
         self.g.s, self.g.ph, self.g.pw, self.g.k = stride, pad_h, pad_w, kernel
-        self.g.pairs16 = 0
         self.g.pairs16 = rlx_nchwc_dw16_on(&self.g)
         self.rows = rlx_nchwc_dw_items(&self.g, n)
         self.max_threads = max(1, max_threads)

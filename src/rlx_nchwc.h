@@ -2262,6 +2262,25 @@ RLX_TARGET_AVX2 __attribute__((noinline)) static void rlx_nchwc_dw_padded_avx2(
 #undef RLX_DW_CALL
 }
 
+/* The NP pair chains c of a row's step stored at yr: pixels 0 .. n - 1
+ * (and their residual read). */
+RLX_INLINE_AVX512 void rlx_nchwc_dw_pairs_store(const __m512* c, const float* res, float* yr, const int n,
+                                                const rlx_nchwc_act* a, const int NP) {
+#pragma GCC unroll 8
+    for (int q = 0; q < NP; ++q) {
+        if (2 * q >= n) break;
+        if (2 * q + 1 < n) {
+            __m512 v = c[q];
+            if (res) v = _mm512_add_ps(v, _mm512_loadu_ps(res + q * 16));
+            _mm512_storeu_ps(yr + q * 16, rlx_act16(v, a));
+        } else {
+            __m256 v = _mm512_castps512_ps256(c[q]);
+            if (res) v = _mm256_add_ps(v, _mm256_loadu_ps(res + q * 16));
+            _mm256_storeu_ps(yr + q * 16, rlx_nchwc_act8(v, a));
+        }
+    }
+}
+
 /* AVX-512, stride 1: output pixels 0 .. 2*NP - 1 of a row (NP pairs), two
  * pixels per zmm (in NCHW8c, pixels p and p + 1 of a block are 16 adjacent
  * floats), from the K input rows of two padded copies: ra[kh] + off, the
@@ -2303,18 +2322,7 @@ RLX_INLINE_AVX512 void rlx_nchwc_dw_pairs(const float* const* ra, const float* c
             }
         }
     }
-#pragma GCC unroll 8
-    for (int q = 0; q < NP; ++q) {
-        if (2 * q >= n) break;
-        if (2 * q + 1 < n) {
-            if (res) c[q] = _mm512_add_ps(c[q], _mm512_loadu_ps(res + q * 16));
-            _mm512_storeu_ps(yr + q * 16, rlx_act16(c[q], a));
-        } else {
-            __m256 v = _mm512_castps512_ps256(c[q]);
-            if (res) v = _mm256_add_ps(v, _mm256_loadu_ps(res + q * 16));
-            _mm256_storeu_ps(yr + q * 16, rlx_nchwc_act8(v, a));
-        }
-    }
+    rlx_nchwc_dw_pairs_store(c, res, yr, n, a, NP);
 }
 
 /* Input row ih of a block (zero rows outside the plane) into its slot of
@@ -2423,25 +2431,6 @@ RLX_INLINE_AVX512 void rlx_nchwc_dw_s2_taps(const float* const* p, ptrdiff_t off
         for (int kw = 0; kw < 5; ++kw) {
             const int d = e - kw;
             if (d >= 0 && d % 4 == 0 && d / 4 < NP) c[d / 4] = _mm512_fmadd_ps(x, wv[kw], c[d / 4]);
-        }
-    }
-}
-
-/* The NP pair chains c of a row's step stored at yr: pixels 0 .. n - 1
- * (and their residual read). */
-RLX_INLINE_AVX512 void rlx_nchwc_dw_pairs_store(const __m512* c, const float* res, float* yr, const int n,
-                                                const rlx_nchwc_act* a, const int NP) {
-#pragma GCC unroll 8
-    for (int q = 0; q < NP; ++q) {
-        if (2 * q >= n) break;
-        if (2 * q + 1 < n) {
-            __m512 v = c[q];
-            if (res) v = _mm512_add_ps(v, _mm512_loadu_ps(res + q * 16));
-            _mm512_storeu_ps(yr + q * 16, rlx_act16(v, a));
-        } else {
-            __m256 v = _mm512_castps512_ps256(c[q]);
-            if (res) v = _mm256_add_ps(v, _mm256_loadu_ps(res + q * 16));
-            _mm256_storeu_ps(yr + q * 16, rlx_nchwc_act8(v, a));
         }
     }
 }
