@@ -91,6 +91,10 @@ cdef extern from "rlx_simd.h":
     Py_ssize_t rlx_dw_cb_items(const ConvGeom* g) nogil
     Py_ssize_t rlx_dw_cb_scratch(const ConvGeom* g) nogil
     int rlx_dw_cb_use(const ConvGeom* g) nogil
+    int rlx_dw_r512_use(const ConvGeom* g) nogil
+    void rlx_dw_r512_run(const float* x, Py_ssize_t x_len, const float* wt, const float* bias,
+                         float* y, Py_ssize_t y_len, const ConvGeom* g, const Epilogue* e, Py_ssize_t i0,
+                         Py_ssize_t i1) nogil
     Py_ssize_t rlx_dw_cb_rows_per_strip(const ConvGeom* g) nogil
     void rlx_wino_input(const float* x, Py_ssize_t x_len, float* v, const ConvGeom* g,
                         Py_ssize_t t0, Py_ssize_t cnt, Py_ssize_t tb, Py_ssize_t pstride) nogil
@@ -203,9 +207,16 @@ def depthwise_channel_blocks(tuple dims):
     kernel for these dims, or None when it does not run them (not a
     depthwise 3x3/5x5 at stride 1 or 2, a large plane, or no AVX2)."""
     cdef ConvGeom g = _geom_from(dims)
-    if not depthwise_stride(&g) or not rlx_dw_cb_use(&g):
+    if not depthwise_stride(&g) or not rlx_dw_cb_use(&g) or rlx_dw_r512_use(&g):
         return None
     return int(rlx_dw_cb_items(&g)), int(rlx_dw_cb_rows_per_strip(&g))
+
+
+def depthwise_rows512(tuple dims):
+    """True when the AVX-512 row kernel (rlx_dw_r512_use) runs the
+    depthwise conv of these dims."""
+    cdef ConvGeom g = _geom_from(dims)
+    return bool(depthwise_stride(&g) and rlx_dw_r512_use(&g))
 
 
 def simd_level():
@@ -486,6 +497,8 @@ def scratch_floats(tuple dims, int algorithm, int nthreads, int packed=0):
     if algorithm == CONV_WINOGRAD:
         tb = winograd_tile_block(dims, nthreads, packed != 0)
         return int(_winograd_slab(&g, tb) * nthreads)
+    if algorithm == CONV_DIRECT and depthwise_stride(&g) and rlx_dw_r512_use(&g):   # rows, in place
+        return 0
     if algorithm == CONV_DIRECT and depthwise_stride(&g) and rlx_dw_cb_use(&g):   # channel blocks
         return int(rlx_dw_cb_scratch(&g) * nthreads)
     if algorithm == CONV_DIRECT and depthwise_stride(&g) == 2:      # split input rows
@@ -882,12 +895,23 @@ cdef int conv_depthwise(const float[::1] x, const float[::1] wt, const float[::1
     Each thread has its own slab of scratch (the AVX2 variants' padded,
     split or interleaved rows)."""
     cdef bint s2 = depthwise_stride(g) == 2
+    cdef bint rows512 = rlx_dw_r512_use(g) != 0
     cdef bint cb = rlx_dw_cb_use(g) != 0
     cdef Py_ssize_t units = rlx_dw_cb_items(g) if cb else g.n * g.c_out * (1 if s2 else g.h_out)
     cdef Py_ssize_t runs = split if split < units else units
     cdef Py_ssize_t slab = rlx_dw_cb_scratch(g) if cb else (rlx_dw_s2_scratch(g) if s2 else rlx_dw_s1_scratch(g))
     cdef Py_ssize_t r, lo, hi
     cdef const float* b = &bias[0] if has_bias else NULL
+    if rows512:
+        # whole (image, channel) planes, read and written in place
+        units = g.n * g.c_out
+        runs = split if split < units else units
+        for r in prange(runs, num_threads=nthreads, schedule='static'):
+            lo = units * r // runs
+            hi = units * (r + 1) // runs
+            work_note(hi - lo)
+            rlx_dw_r512_run(&x[0], x.shape[0], &wt[0], b, &y[0], y.shape[0], g, e, lo, hi)
+        return 0
     if runs < 1:
         return 0
     if scratch.shape[0] < slab * nthreads:

@@ -1200,8 +1200,149 @@ RLX_TARGET_AVX512 static void rlx_dw_cb_items_avx512(const float* x, ptrdiff_t x
         else rlx_dw_cb_block16(x, x_len, wt, bias, y, y_len, buf, g, e, blk, R, ho0, 5, 2);
     }
 }
+/* ---- depthwise 3x3 along rows (AVX-512, stride 1) --------------------------
+ * A stride-1 3x3 depthwise conv on a plane the channel-block kernel would
+ * take, straight from and to NCHW, one (image, channel) plane per work item:
+ * 16 output columns per zmm, 4 output rows per step.  Each input row the
+ * step reads is two masked loads (32 columns from j0 - pw; the columns left
+ * or right of the row, the zero padding, load 0, and masked lanes never
+ * fault); tap kj's 16 columns are lanes kj.. of them (valignd), and the 9
+ * weights stay in registers.  No transposes in or out, which the
+ * channel-block kernel spends more time on than on its FMAs.  Every output
+ * is the channel-block kernel's chain, so the bits are the same: from 0, the
+ * taps in (ki, kj) order (padding taps add w * 0), then the bias, then the
+ * epilogue over the plane.
+ *
+ * Measured against the channel-block kernel (16-channel zmm tiles), one
+ * lone conv + ReLU, run_into, interleaved, 41 pairs, 1 thread (2 threads),
+ * ratio of medians: 3x3 C384 14x14 1.21-1.29, C576 14x14 1.17-1.27, C192
+ * 28x28 1.46-1.72 (1.39), C144 56x56 1.15-1.18 (1.22-1.58), C96 48x48 1.74
+ * (1.76), C64 64x64 1.81 (2.09), C128 40x40 1.29 (1.25), C256 24x24 1.21
+ * (1.16), C128 12x12 1.24 (1.13); level at 10 columns (C512 10x10 1.00) and
+ * behind at 7 (C960 7x7 0.59-0.72), where 9 of 16 lanes idle; so from
+ * RLX_DW_R512_MIN_W output columns.  5x5 stays on the channel-block kernel:
+ * with 25 weights in registers, 4 rows' sums do not fit, and 2 rows per step
+ * measured 0.82-0.93 on 14x14 and 28x28 (0.49 on 7x7).  Planes above
+ * 64x64 keep the row kernel rlx_dw_s1_rows (C96 112x112 0.96-0.99 there). */
+#define RLX_DW_R512_MIN_W 12
+
+/* the lanes l < 16 whose column c0 + l lies in a row [0, W) */
+static inline __mmask16 rlx_dw_r512_mask(ptrdiff_t c0, ptrdiff_t W) {
+    ptrdiff_t a = -c0, b = W - c0;
+    if (a < 0) a = 0;
+    if (b > 16) b = 16;
+    if (b <= a) return 0;
+    return (__mmask16)(((1u << b) - 1u) & ~((1u << a) - 1u));
+}
+
+/* lanes kj.. of the 32 floats lo:hi (kj a constant once unrolled) */
+RLX_INLINE_AVX512 __m512 rlx_dw_r512_shift(__m512 lo, __m512 hi, const int kj) {
+    const __m512i a = _mm512_castps_si512(lo), b = _mm512_castps_si512(hi);
+    switch (kj) {
+    case 1: return _mm512_castsi512_ps(_mm512_alignr_epi32(b, a, 1));
+    case 2: return _mm512_castsi512_ps(_mm512_alignr_epi32(b, a, 2));
+    case 3: return _mm512_castsi512_ps(_mm512_alignr_epi32(b, a, 3));
+    case 4: return _mm512_castsi512_ps(_mm512_alignr_epi32(b, a, 4));
+    default: return lo;
+    }
+}
+
+RLX_INLINE_AVX512 void rlx_dw_r512_step(const float* xp, const __m512* wv, __m512 vb, float* yp,
+                                        const rlx_conv_geom* g, ptrdiff_t ho, ptrdiff_t j0,
+                                        const __mmask16* mk, __mmask16 ms, const int K, const int RH) {
+    const ptrdiff_t H = g->h, W = g->w, Wo = g->w_out;
+    __m512 acc[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < RH; ++r) acc[r] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int i = 0; i < RH + K - 1; ++i) {
+        const ptrdiff_t hi = ho + i - g->ph;
+        const int inside = hi >= 0 && hi < H;
+        const float* row = xp + hi * W + j0 - g->pw;
+        /* the row's 32 columns from j0 - pw (0 outside it), one masked load
+         * per 16; tap kj's are lanes kj.. of them */
+        const __m512 lo = inside ? _mm512_maskz_loadu_ps(mk[0], row) : _mm512_setzero_ps();
+        const __m512 up = inside ? _mm512_maskz_loadu_ps(mk[1], row + 16) : _mm512_setzero_ps();
+#pragma GCC unroll 5
+        for (int kj = 0; kj < K; ++kj) {
+            const __m512 v = rlx_dw_r512_shift(lo, up, kj);
+#pragma GCC unroll 4
+            for (int r = 0; r < RH; ++r) {
+                const int ki = i - r;
+                if (ki >= 0 && ki < K) acc[r] = _mm512_fmadd_ps(wv[ki * K + kj], v, acc[r]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < RH; ++r) _mm512_mask_storeu_ps(yp + (ho + r) * Wo + j0, ms, _mm512_add_ps(acc[r], vb));
+}
+
+RLX_INLINE_AVX512 void rlx_dw_r512_plane(const float* xp, const float* w, float b, float* yp,
+                                         const rlx_conv_geom* g, const int K) {
+    const ptrdiff_t Ho = g->h_out, Wo = g->w_out;
+    const __m512 vb = _mm512_set1_ps(b);
+    __m512 wv[9];
+#pragma GCC unroll 9
+    for (int t = 0; t < K * K; ++t) wv[t] = _mm512_set1_ps(w[t]);
+    for (ptrdiff_t j0 = 0; j0 < Wo; j0 += 16) {
+        const int nl = Wo - j0 < 16 ? (int)(Wo - j0) : 16;
+        /* columns j0 - pw .. + 15 and + 16 .. + 31 that lie in the row */
+        __mmask16 mk[2];
+        mk[0] = rlx_dw_r512_mask(j0 - g->pw, g->w);
+        mk[1] = rlx_dw_r512_mask(j0 + 16 - g->pw, g->w);
+        const __mmask16 ms = (__mmask16)((1u << nl) - 1u);
+        ptrdiff_t ho = 0;
+        for (; ho + 4 <= Ho; ho += 4) rlx_dw_r512_step(xp, wv, vb, yp, g, ho, j0, mk, ms, K, 4);
+        for (; ho < Ho; ++ho) rlx_dw_r512_step(xp, wv, vb, yp, g, ho, j0, mk, ms, K, 1);
+    }
+}
+
+RLX_TARGET_AVX512 static void rlx_dw_r512_items(const float* x, ptrdiff_t x_len, const float* wt,
+                                                const float* bias, float* y, ptrdiff_t y_len,
+                                                const rlx_conv_geom* g, const rlx_epilogue* e, ptrdiff_t i0,
+                                                ptrdiff_t i1) {
+    const ptrdiff_t HW = g->h * g->w, P = g->h_out * g->w_out;
+    (void)x_len;
+    (void)y_len;
+    for (ptrdiff_t it = i0; it < i1; ++it) {
+        const ptrdiff_t c = it % g->c_out;
+        RLX_CHECK_RANGE(it * HW, (it + 1) * HW, x_len, "depthwise rows x");
+        RLX_CHECK_RANGE(it * P, (it + 1) * P, y_len, "depthwise rows y");
+        const float b = bias ? bias[c] : 0.0f;
+        rlx_dw_r512_plane(x + it * HW, wt + c * 9, b, y + it * P, g, 3);
+        if (e) {
+            if (e->res) RLX_CHECK_RANGE(it * P, (it + 1) * P, e->res_len, "depthwise rows residual");
+            rlx_epilogue_span_in(y + it * P, it * P, P, 0.0f, e, 1);
+        }
+    }
+}
 #endif
 
+/* 1: this depthwise geometry runs rlx_dw_r512_run (AVX-512, 3x3 at stride
+ * 1, a plane the channel-block kernel would take, at least
+ * RLX_DW_R512_MIN_W output columns). */
+static int rlx_dw_r512_use(const rlx_conv_geom* g) {
+#if RLX_X86_DISPATCH
+    if (rlx_simd_level() < 2 || g->sh != 1 || g->sw != 1 || g->kh != 3 || !rlx_dw_cb_use(g)) return 0;
+    return g->w_out >= RLX_DW_R512_MIN_W;
+#else
+    (void)g;
+    return 0;
+#endif
+}
+
+/* Planes [i0, i1) ((image, channel), image-major) of a depthwise conv that
+ * rlx_dw_r512_use admits; bias fused, then the epilogue e (NULL: none) on
+ * each plane. */
+static void rlx_dw_r512_run(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
+                            float* y, ptrdiff_t y_len, const rlx_conv_geom* g, const rlx_epilogue* e,
+                            ptrdiff_t i0, ptrdiff_t i1) {
+#if RLX_X86_DISPATCH
+    rlx_dw_r512_items(x, x_len, wt, bias, y, y_len, g, e, i0, i1);
+#else
+    (void)x; (void)x_len; (void)wt; (void)bias; (void)y; (void)y_len; (void)g; (void)e; (void)i0; (void)i1;
+#endif
+}
 
 /* Items [i0, i1) (rlx_dw_cb_items: item i is strip i % ns of channel block
  * i / ns, block b being image b / ceil(C/8), channels 8 (b % ceil(C/8)) ..)

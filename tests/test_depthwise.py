@@ -7,7 +7,10 @@ padding, planes from 1x1 up, any padding incl. asymmetric, batch > 1.  With
 AVX2, planes of up to 64x64 outputs run the channel-block kernel instead
 (rlx_dw_cb_run: 8 channels a vector, 16 in zmm tiles on the AVX-512 level,
 strips of output rows), checked below with its fused epilogue at both
-strides, and for the same bits in both vector widths.  Other
+strides, and for the same bits in both vector widths.  On the AVX-512
+level the 3x3s at stride 1 of those planes with 12 output columns or more
+run a row kernel instead (rlx_dw_r512_run: 16 columns a zmm), checked the
+same ways and for the channel-block kernel's bits.  Other
 kernel sizes (7x7 here) run the generic direct kernel: output planes above
 RLX_DIRECT_L1_FLOATS (8192) its row-outer loop order, smaller ones its
 tap-outer order."""
@@ -294,7 +297,11 @@ def test_depthwise_channel_blocks_match_reference_and_thread_counts(i):
     w_out = (w + sum(pads[1]) - k) // s + 1
     dims = (n, c, h, w, c, h_out, w_out, k, k, s, s, pads[0][0], pads[1][0], 1, 1, c)
     cb = rlx_cpu._conv2d.depthwise_channel_blocks(dims)
-    if rlx_cpu._conv2d.simd_level() > 0 and c >= 8:
+    if rlx_cpu._conv2d.depthwise_rows512(dims):
+        # AVX-512, 3x3 at stride 1, 12 output columns or more: the row kernel
+        # runs it instead (test_depthwise_rows512_*), with the same bits
+        assert cb is None and rlx_cpu._conv2d.simd_level() == 2 and k == 3 and s == 1 and w_out >= 12
+    elif rlx_cpu._conv2d.simd_level() > 0 and c >= 8:
         assert cb is not None
         lanes = 16 if rlx_cpu._conv2d.simd_level() == 2 else 8
         if c == 10:
@@ -333,15 +340,96 @@ def test_depthwise_channel_blocks_match_reference_and_thread_counts(i):
         np.testing.assert_array_equal(y, outs[0])
 
 
-# The channel-block cases above plus MobileNet / EfficientNet layer planes, each
-# with a bias and without, run in a subprocess per SIMD level.
+# The AVX-512 row kernel for 3x3 at stride 1 (rlx_dw_r512_run), on the planes
+# of at least 12 output columns that the channel-block kernel would take:
+# (batch, channels, H, W, pads as ((top, bottom), (left, right))).  Output
+# rows of 12 (the least), 16 (one zmm), 17, 29, 33 (a last chunk of one
+# column) and 64; output row counts that are multiples of 4 and not (steps
+# of 4 rows, then single rows); padding 0, 1, asymmetric, and wider than the
+# kernel reaches (rows and columns of zeros only); batch 2; channel counts
+# that are not multiples of 8 or 16.
+ROWS512_CASES = [
+    (1, 8, 12, 12, ((1, 1), (1, 1))),
+    (2, 24, 16, 16, ((1, 1), (1, 1))),
+    (1, 16, 9, 17, ((1, 1), (1, 1))),
+    (1, 9, 20, 31, ((0, 0), (0, 0))),
+    (1, 12, 13, 33, ((2, 0), (0, 2))),
+    (1, 8, 5, 64, ((1, 1), (1, 1))),
+    (1, 8, 6, 12, ((3, 3), (4, 4))),
+    (2, 32, 14, 14, ((1, 1), (1, 1))),
+    (1, 8, 40, 20, ((1, 2), (2, 1))),
+]
+# ... and what it leaves to the other kernels: 11 output columns, a 5x5,
+# stride 2, fewer than 8 channels, a plane of more than 64x64 outputs
+NOT_ROWS512 = [((1, 8, 11, 11), 3, 1, 1), ((1, 16, 14, 14), 5, 1, 2), ((1, 16, 28, 28), 3, 2, 1),
+               ((1, 7, 14, 14), 3, 1, 1), ((1, 8, 70, 70), 3, 1, 1)]
+
+
+def _rows512_dims(n, c, h, w, k, s, pads):
+    h_out = (h + sum(pads[0]) - k) // s + 1
+    w_out = (w + sum(pads[1]) - k) // s + 1
+    return (n, c, h, w, c, h_out, w_out, k, k, s, s, pads[0][0], pads[1][0], 1, 1, c)
+
+
+def test_depthwise_rows512_runs_where_it_should():
+    for n, c, h, w, pads in ROWS512_CASES:
+        assert rlx_cpu._conv2d.depthwise_rows512(_rows512_dims(n, c, h, w, 3, 1, pads)) == (
+            rlx_cpu._conv2d.simd_level() == 2), (n, c, h, w, pads)
+    for (n, c, h, w), k, s, p in NOT_ROWS512:
+        assert not rlx_cpu._conv2d.depthwise_rows512(_rows512_dims(n, c, h, w, k, s, ((p, p), (p, p)))), (c, h, k, s)
+
+
+@pytest.mark.parametrize("i", range(len(ROWS512_CASES)))
+def test_depthwise_rows512_match_reference_and_thread_counts(i):
+    """With its fused epilogues (ReLU6, residual + ReLU, residual + hard
+    swish, bias alone), at 1, 2 and 3 threads; on other SIMD levels the same
+    graphs run the channel-block or row kernels."""
+    n, c, h, w, pads = ROWS512_CASES[i]
+    act, bias, residual = CB_EPILOGUES[i % len(CB_EPILOGUES)]
+    rng = np.random.default_rng(50 + i)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32) if bias else None
+    want = ref.conv_nd(x, wt, b, 1, pads_begin=(pads[0][0], pads[1][0]), pads_end=(pads[0][1], pads[1][1]),
+                       groups=c)
+    feeds = {"x": x}
+    g = rlx_cpu.Graph()
+    y = g.conv2d(g.input("x", x.shape), wt, b, padding=pads, groups=c)
+    if residual:
+        feeds["skip"] = rng.standard_normal(want.shape).astype(np.float32)
+        skip = g.input("skip", want.shape)
+        y = g.add(skip, y) if residual == "left" else g.add(y, skip)
+        want = want + feeds["skip"]
+    if act:
+        kw, f = CB_ACTS[act]
+        y = getattr(g, act)(y, **kw)
+        want = f(want)
+    g.output(y)
+    outs = []
+    for t in (1, 2, 3):
+        plan = rlx_cpu.compile(g, num_threads=t)
+        assert [th.kind for th in plan.thunks] == ["conv"]      # the epilogue is fused
+        assert chosen_algorithm(plan) == rlx_cpu.ConvAlgorithm.DIRECT
+        outs.append(plan.run(feeds)[0])
+    assert outs[0].shape == want.shape
+    # 9 float32 products per output: a few ulp of the largest term
+    assert ref.rel_error(outs[0], want) <= 1e-5
+    for y in outs[1:]:
+        np.testing.assert_array_equal(y, outs[0])
+
+
+# The channel-block cases above, the row kernel's, and MobileNet / EfficientNet
+# layer planes, each with a bias and without, run in a subprocess per SIMD
+# level.
 CB_BITS_SCRIPT = """
 import sys
 import numpy as np
 import rlx_cpu
-from test_depthwise import CB_CASES
+from test_depthwise import CB_CASES, ROWS512_CASES
 cases = list(CB_CASES) + [(1, 120, 28, 28, 5, 1, ((2, 2), (2, 2))), (1, 960, 7, 7, 3, 1, ((1, 1), (1, 1))),
-                          (1, 40, 56, 56, 3, 2, ((1, 1), (1, 1))), (2, 24, 14, 14, 5, 2, ((2, 2), (2, 2)))]
+                          (1, 40, 56, 56, 3, 2, ((1, 1), (1, 1))), (2, 24, 14, 14, 5, 2, ((2, 2), (2, 2))),
+                          (1, 384, 14, 14, 3, 1, ((1, 1), (1, 1))), (1, 144, 56, 56, 3, 1, ((1, 1), (1, 1)))]
+cases += [(n, c, h, w, 3, 1, pads) for n, c, h, w, pads in ROWS512_CASES]
 outs = []
 for i, (n, c, h, w, k, s, pads) in enumerate(cases):
     rng = np.random.default_rng(100 + i)
@@ -357,8 +445,9 @@ np.save(sys.stdout.buffer, np.concatenate(outs))
 
 def test_channel_blocks_give_the_same_bits_in_zmm_tiles():
     """On the AVX-512 level the channel-block kernel runs 16 channels per
-    block in zmm tiles: each output's taps in the same order, so the 8-lane
-    tiles' bits."""
+    block in zmm tiles, and the row kernel the 3x3s at stride 1 of 12
+    output columns or more: each output's taps in the same order, so the
+    8-lane tiles' bits."""
     if rlx_cpu._conv2d.simd_level() < 2:
         pytest.skip("this CPU has no AVX-512 (F, DQ, VL): only the 8-lane tiles run")
     avx2, avx512 = script_array(CB_BITS_SCRIPT, RLX_SIMD="avx2"), script_array(CB_BITS_SCRIPT)
