@@ -285,6 +285,40 @@ CB_ACTS = {"clip": ({"alpha": 0.0, "beta": 6.0}, lambda v: ref.clip(v, 0.0, 6.0)
            "relu": ({}, ref.relu), "hard_swish": ({}, ref.hard_swish)}
 
 
+def _check_fused_epilogue(x, wt, b, s, pads, act, residual, rng):
+    """The depthwise conv of x by wt (+ b) at stride s, then the residual add
+    (None, "left" or "right" operand) and the activation of CB_ACTS (or
+    None), all fused into one conv thunk, on the direct kernel at 1, 2 and 3
+    threads: the float64 reference and the same bits at every count."""
+    c = x.shape[1]
+    want = ref.conv_nd(x, wt, b, s, pads_begin=(pads[0][0], pads[1][0]), pads_end=(pads[0][1], pads[1][1]),
+                       groups=c)
+    feeds = {"x": x}
+    g = rlx_cpu.Graph()
+    y = g.conv2d(g.input("x", x.shape), wt, b, stride=s, padding=pads, groups=c)
+    if residual:
+        feeds["skip"] = rng.standard_normal(want.shape).astype(np.float32)
+        skip = g.input("skip", want.shape)
+        y = g.add(skip, y) if residual == "left" else g.add(y, skip)
+        want = want + feeds["skip"]
+    if act:
+        kw, f = CB_ACTS[act]
+        y = getattr(g, act)(y, **kw)
+        want = f(want)
+    g.output(y)
+    outs = []
+    for t in (1, 2, 3):
+        plan = rlx_cpu.compile(g, num_threads=t)
+        assert [th.kind for th in plan.thunks] == ["conv"]      # the epilogue is fused
+        assert chosen_algorithm(plan) == rlx_cpu.ConvAlgorithm.DIRECT
+        outs.append(plan.run(feeds)[0])
+    assert outs[0].shape == want.shape
+    # up to 25 float32 products per output: a few ulp of the largest term
+    assert ref.rel_error(outs[0], want) <= 1e-5
+    for y in outs[1:]:
+        np.testing.assert_array_equal(y, outs[0])
+
+
 @pytest.mark.parametrize("i", range(len(CB_CASES)))
 def test_depthwise_channel_blocks_match_reference_and_thread_counts(i):
     n, c, h, w, k, s, pads = CB_CASES[i]
@@ -312,32 +346,7 @@ def test_depthwise_channel_blocks_match_reference_and_thread_counts(i):
     else:
         # the portable build, and fewer channels than a vector's lanes: the per-plane kernels
         assert cb is None
-    want = ref.conv_nd(x, wt, b, s, pads_begin=(pads[0][0], pads[1][0]), pads_end=(pads[0][1], pads[1][1]),
-                       groups=c)
-    feeds = {"x": x}
-    g = rlx_cpu.Graph()
-    y = g.conv2d(g.input("x", x.shape), wt, b, stride=s, padding=pads, groups=c)
-    if residual:
-        feeds["skip"] = rng.standard_normal(want.shape).astype(np.float32)
-        skip = g.input("skip", want.shape)
-        y = g.add(skip, y) if residual == "left" else g.add(y, skip)
-        want = want + feeds["skip"]
-    if act:
-        kw, f = CB_ACTS[act]
-        y = getattr(g, act)(y, **kw)
-        want = f(want)
-    g.output(y)
-    outs = []
-    for t in (1, 2, 3):
-        plan = rlx_cpu.compile(g, num_threads=t)
-        assert [th.kind for th in plan.thunks] == ["conv"]      # the epilogue is fused
-        assert chosen_algorithm(plan) == rlx_cpu.ConvAlgorithm.DIRECT
-        outs.append(plan.run(feeds)[0])
-    assert outs[0].shape == want.shape
-    # 25 float32 products per output: a few ulp of the largest term
-    assert ref.rel_error(outs[0], want) <= 1e-5
-    for y in outs[1:]:
-        np.testing.assert_array_equal(y, outs[0])
+    _check_fused_epilogue(x, wt, b, s, pads, act, residual, rng)
 
 
 # The AVX-512 row kernel for 3x3 at stride 1 (rlx_dw_r512_run), on the planes
@@ -390,32 +399,7 @@ def test_depthwise_rows512_match_reference_and_thread_counts(i):
     x = rng.standard_normal((n, c, h, w)).astype(np.float32)
     wt = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
     b = rng.standard_normal(c).astype(np.float32) if bias else None
-    want = ref.conv_nd(x, wt, b, 1, pads_begin=(pads[0][0], pads[1][0]), pads_end=(pads[0][1], pads[1][1]),
-                       groups=c)
-    feeds = {"x": x}
-    g = rlx_cpu.Graph()
-    y = g.conv2d(g.input("x", x.shape), wt, b, padding=pads, groups=c)
-    if residual:
-        feeds["skip"] = rng.standard_normal(want.shape).astype(np.float32)
-        skip = g.input("skip", want.shape)
-        y = g.add(skip, y) if residual == "left" else g.add(y, skip)
-        want = want + feeds["skip"]
-    if act:
-        kw, f = CB_ACTS[act]
-        y = getattr(g, act)(y, **kw)
-        want = f(want)
-    g.output(y)
-    outs = []
-    for t in (1, 2, 3):
-        plan = rlx_cpu.compile(g, num_threads=t)
-        assert [th.kind for th in plan.thunks] == ["conv"]      # the epilogue is fused
-        assert chosen_algorithm(plan) == rlx_cpu.ConvAlgorithm.DIRECT
-        outs.append(plan.run(feeds)[0])
-    assert outs[0].shape == want.shape
-    # 9 float32 products per output: a few ulp of the largest term
-    assert ref.rel_error(outs[0], want) <= 1e-5
-    for y in outs[1:]:
-        np.testing.assert_array_equal(y, outs[0])
+    _check_fused_epilogue(x, wt, b, 1, pads, act, residual, rng)
 
 
 # The channel-block cases above, the row kernel's, and MobileNet / EfficientNet
