@@ -885,10 +885,13 @@ cdef int conv_depthwise(const float[::1] x, const float[::1] wt, const float[::1
                         const ConvGeom* g, int split, int nthreads) except -1 nogil:
     """Depthwise (groups == c_in == c_out) 3x3/5x5 conv at stride 1 or 2,
     bias fused, and the epilogue e (NULL: none) on each row, plane or channel
-    block as soon as it is written.  The work units -- blocks of 8 channels of
-    one image on small planes (rlx_dw_cb_use); else output rows of all
-    (image, channel) planes, counted plane after plane, at stride 1, whole
-    planes at stride 2 -- are cut into `split` contiguous runs, split being
+    block as soon as it is written.  The work units -- on AVX-512 whole
+    (image, channel) planes for a 3x3 at stride 1 of at least 12 output
+    columns on a small plane (rlx_dw_r512_use, read and written in place);
+    else blocks of 8 or 16 channels of one image on small planes
+    (rlx_dw_cb_use); else output rows of all (image, channel) planes, counted
+    plane after plane, at stride 1, whole planes at stride 2 -- are cut into
+    `split` contiguous runs, split being
     the thread count the launch was bound for; a run on fewer threads takes
     several runs each.  Every output is computed by the same operations
     whichever run holds it, so the result never depends on either count.
