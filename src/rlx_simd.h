@@ -1235,16 +1235,12 @@ static inline __mmask16 rlx_dw_r512_mask(ptrdiff_t c0, ptrdiff_t W) {
     return (__mmask16)(((1u << b) - 1u) & ~((1u << a) - 1u));
 }
 
-/* lanes kj.. of the 32 floats lo:hi (kj a constant once unrolled) */
+/* lanes kj.. (kj 0, 1 or 2, a constant once unrolled) of the 32 floats lo:hi */
 RLX_INLINE_AVX512 __m512 rlx_dw_r512_shift(__m512 lo, __m512 hi, const int kj) {
     const __m512i a = _mm512_castps_si512(lo), b = _mm512_castps_si512(hi);
-    switch (kj) {
-    case 1: return _mm512_castsi512_ps(_mm512_alignr_epi32(b, a, 1));
-    case 2: return _mm512_castsi512_ps(_mm512_alignr_epi32(b, a, 2));
-    case 3: return _mm512_castsi512_ps(_mm512_alignr_epi32(b, a, 3));
-    case 4: return _mm512_castsi512_ps(_mm512_alignr_epi32(b, a, 4));
-    default: return lo;
-    }
+    if (kj == 1) return _mm512_castsi512_ps(_mm512_alignr_epi32(b, a, 1));
+    if (kj == 2) return _mm512_castsi512_ps(_mm512_alignr_epi32(b, a, 2));
+    return lo;
 }
 
 RLX_INLINE_AVX512 void rlx_dw_r512_step(const float* xp, const __m512* wv, __m512 vb, float* yp,
