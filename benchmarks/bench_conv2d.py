@@ -73,6 +73,8 @@ SHAPES = {
     "c48_14": (1, 48, 14, 14, 48, 3, 1, 1, 1),
     "r18_512": (1, 512, 7, 7, 512, 3, 1, 1, 1),
     "r18_ds_64_128": (1, 64, 56, 56, 128, 1, 2, 0, 1),
+    # the 3x3 stride-2 stem of MobileNetV2/V3, MNASNet and EfficientNet
+    "mb_stem": (1, 3, 224, 224, 32, 3, 2, 1, 1),
 }
 # "tune" is auto with compile(tune=True): every eligible algorithm timed once, the fastest kept.
 ALGOS = ["im2col", "direct", "winograd", "winograd_f4", "reference"]

@@ -349,7 +349,7 @@ def blocked_layout(graph, nthreads=1):
     blocks, as a network's first conv (the stem: ops/blocked.py nchwc_stem),
     and conv_transpose1d/2d by output phases), with
     the 2-D window pools, channel concats, elementwise ops and global pools
-    between and after them -> conv2d_nchwc / pool2d_nchwc / concat /
+    (and reduce_means over H and W) between and after them -> conv2d_nchwc / pool2d_nchwc / concat /
     elementwise / global_pool_nchwc nodes whose activations are
     [N, C/8, H, W, 8] (a conv1d's [N, C/8, 1, L, 8]).  Elementwise ops
     (activations, and add/sub/mul/div of same-shape operands or a scalar)
@@ -372,6 +372,7 @@ def blocked_layout(graph, nthreads=1):
                               blocked_shape, channel_operand_rows, dense_alone, nchwc_global_pool, nchwc_kind,
                               nchwc_pool, nchwc_stem, nchwc_transpose)
     from .ops.conv import conv_operands
+    from .ops.pool import GlobalPoolAttrs
     if not _blocked_layout_enabled():
         return _rewrite(graph, "blocked_layout", {}, {}, set())
     stems = {n.id for n in graph.nodes if nchwc_stem(graph, n)}
@@ -492,8 +493,10 @@ def blocked_layout(graph, nthreads=1):
             continue
         if node.id in globals_:
             # [N, C, 1, 1] is the same memory in both layouts: no reorder after
+            # (a reduce_mean over H and W is the average pool)
+            attrs = GlobalPoolAttrs("avg") if node.op == "reduce_mean" else node.attrs
             rb.map[node.id] = rb.new("global_pool_nchwc", [as_blocked(node.inputs[0])], node.shape, node.name,
-                                     node.attrs)
+                                     attrs)
             counts["pools"] += 1
             continue
         if node.id in pools:

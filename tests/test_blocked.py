@@ -1128,6 +1128,45 @@ def test_resnet_bottlenecks_at_small_planes_run_blocked(rng, blocked_on):
     check_parity(blocked.run(feeds)[0], plain.run(feeds)[0], "blocked bottlenecks vs NCHW plan")
 
 
+@pytest.mark.parametrize("threads", TWO)
+@pytest.mark.parametrize("axes,keepdims", [((2, 3), False), ((-1, -2), True)])
+def test_a_spatial_reduce_mean_ends_a_chain_as_its_global_pool(rng, blocked_on, threads, axes, keepdims):
+    # MNASNet's head (x.mean([2, 3]), ONNX ReduceMean) reads the blocked
+    # layout as GlobalAveragePool does: no reorder back, no NCHW reduction
+    g = rlx_cpu.Graph()
+    x = g.input("x", (2, 16, 9, 7))
+    h = inverted_residual_chain(rng, g, x, 16)
+    g.output(g.reduce_mean(h, axes=axes, keepdims=keepdims))
+    blocked, plain = compile_both(g, threads)
+    kinds = [t.kind for t in blocked.thunks]
+    assert kinds.count("reorder_nchwc") == 1 and kinds[-1] == "global_pool_nchwc" and "reduce_mean" not in kinds
+    assert tuple(blocked.output_shapes[0]) == ((2, 16, 1, 1) if keepdims else (2, 16))
+    feeds = {"x": rng.standard_normal((2, 16, 9, 7)).astype(np.float32)}
+    y = blocked.run(feeds)[0]
+    check_parity(y, plain.run(feeds)[0], "blocked reduce_mean head vs NCHW plan")
+    # with the chain's output a graph output too: the mean of exactly that
+    # tensor, in float64
+    g.output(g.node(g.outputs[0]), h)
+    blocked = rlx_cpu.compile(g, num_threads=threads)
+    kinds = [t.kind for t in blocked.thunks]
+    assert "global_pool_nchwc" in kinds and "reduce_mean" not in kinds
+    y, hv = blocked.run(feeds)
+    want = hv.astype(np.float64).mean(axis=(2, 3), keepdims=keepdims)
+    assert np.max(np.abs(y - want)) <= 1e-6 * np.max(np.abs(want))
+
+
+@pytest.mark.parametrize("axes", [(1,), (2,), (1, 2, 3)])
+def test_other_reduce_means_stay_nchw(rng, blocked_on, axes):
+    g = rlx_cpu.Graph()
+    x = g.input("x", (1, 16, 6, 6))
+    g.output(g.reduce_mean(inverted_residual_chain(rng, g, x, 16), axes=axes))
+    blocked, plain = compile_both(g)
+    kinds = [t.kind for t in blocked.thunks]
+    assert kinds.count("reorder_nchwc") == 2 and kinds[-1] == "reduce_mean"
+    feeds = {"x": rng.standard_normal((1, 16, 6, 6)).astype(np.float32)}
+    check_parity(blocked.run(feeds)[0], plain.run(feeds)[0], "reduce_mean over other axes")
+
+
 def test_pools_join_chains_and_pools_with_indices_split_them(rng, blocked_on):
     # a window pool runs blocked between two chains: one chain, two reorders
     g = rlx_cpu.Graph()

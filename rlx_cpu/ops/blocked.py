@@ -562,8 +562,15 @@ def nchwc_pool(graph, node):
 
 def nchwc_global_pool(graph, node):
     """True when `node` is a global max/avg pool of a float32 [N, C, H, W]
-    with C a multiple of 8 (the blocked kernel writes [N, C, 1, 1])."""
-    if node.op not in ("global_avg_pool", "global_max_pool") or node.dtype != "float32":
+    with C a multiple of 8 (the blocked kernel writes [N, C, 1, 1]), or a
+    reduce_mean over exactly H and W, which is the same average ([N, C, 1,
+    1] or, without keepdims, [N, C]: the same memory)."""
+    if node.dtype != "float32":
+        return False
+    if node.op == "reduce_mean":
+        if node.attrs.axes != (2, 3):
+            return False
+    elif node.op not in ("global_avg_pool", "global_max_pool"):
         return False
     xs = graph.node(node.inputs[0]).shape
     return len(xs) == 4 and xs[1] % BLOCK == 0 and 0 not in xs
