@@ -100,6 +100,11 @@ cdef extern from "rlx_nchwc.h":
                            const float* bias, const float* res, Py_ssize_t res_len, float* y, Py_ssize_t y_len,
                            const Py_ssize_t* koff, const Nc1x1Geom* g, const NcAct* a, Py_ssize_t i0,
                            Py_ssize_t i1) nogil
+    void rlx_nchwc_1x1_run_norm(const float* x, Py_ssize_t x_len, const float* wq, Py_ssize_t wq_len,
+                                const float* bias, const float* res, Py_ssize_t res_len, float* y, Py_ssize_t y_len,
+                                const Py_ssize_t* koff, const Nc1x1Geom* g, const NcAct* a, const float* nk,
+                                const float* nb, int relu, float* scratch, Py_ssize_t scratch_len,
+                                const Py_ssize_t* skoff, Py_ssize_t i0, Py_ssize_t i1) nogil
     void rlx_nchwc_dw_pack(const float* w, Py_ssize_t c, Py_ssize_t taps, float* wt) nogil
     ctypedef struct NcPoolGeom "rlx_nchwc_pool_geom":
         Py_ssize_t cb, h, w, h_out, w_out, kh, kw, sh, sw, ph, pw, dh, dw, lo_h, hi_h, lo_w, hi_w, divisor_override
@@ -537,15 +542,35 @@ cdef class _BlockedConv(Launch):
                                 &self.y[yoff], self.y.shape[0] - yoff, koff, g, &self.a, lo, hi)
 
 
+def conv1x1_norm_scratch_floats(Py_ssize_t n, Py_ssize_t k, Py_ssize_t p, int max_threads=1):
+    """Floats of the scratch a 1x1 conv with a norm prologue
+    (NchwcConv1x1Launch's norm) needs: one normed pixel chunk of all k
+    input channels per thread."""
+    return max(1, max_threads) * k * conv1x1_chunk(k, p, max_threads, n)
+
+
 cdef class NchwcConv1x1Launch(_BlockedConv):
     """y = act(W . x + bias + residual) on blocked x [N, K/8, P, 8] and y,
-    residual [N, M/8, P, 8]; `wq` from pack_1x1_weight."""
+    residual [N, M/8, P, 8]; `wq` from pack_1x1_weight.
+
+    With norm = (scale, shift, relu): the conv reads act(x * scale + shift)
+    (an inference batch norm, scale and shift [K], relu or none) computed
+    chunk by chunk into `scratch` (conv1x1_norm_scratch_floats floats), the
+    same bits as the norm's own kernel (ChannelBinaryLaunch's affine ops)
+    followed by this conv."""
     cdef Nc1x1Geom g
     cdef Py_ssize_t items
     cdef Py_ssize_t[::1] koff
+    cdef const float[::1] nk
+    cdef const float[::1] nb
+    cdef float[::1] scratch
+    cdef Py_ssize_t[::1] skoff
+    cdef bint has_norm
+    cdef int norm_relu
+    cdef Py_ssize_t per_run
 
     def __init__(self, x, wq, bias, residual, y, Py_ssize_t n, Py_ssize_t k, Py_ssize_t m, Py_ssize_t p,
-                 act=None, float alpha=0.0, float beta=0.0, int max_threads=1):
+                 act=None, float alpha=0.0, float beta=0.0, int max_threads=1, norm=None, scratch=None):
         op = "conv2d_nchwc 1x1"
         _check_blocked_channels(op, "input channels", k)
         _check_blocked_channels(op, "output channels", m)
@@ -563,11 +588,44 @@ cdef class NchwcConv1x1Launch(_BlockedConv):
         self.g.groups = panel_groups(panels, n * nchunks, self.max_threads)
         self.items = rlx_nchwc_1x1_items(&self.g)
         self.koff = np.arange(k // NC_B, dtype=np.intp) * (p * NC_B)
+        self.has_norm = norm is not None
+        self.nk = or_placeholder(None, np.float32)
+        self.nb = or_placeholder(None, np.float32)
+        self.scratch = or_placeholder(None, np.float32)
+        self.skoff = self.koff
+        self.per_run = 0
+        if self.has_norm:
+            if not isinstance(norm, tuple) or len(norm) != 3:
+                raise TypeError(f"{op}: norm must be (scale, shift, relu), got {type(norm).__name__}")
+            self.nk, self.nb = norm[0], norm[1]
+            self.norm_relu = bool(norm[2])
+            _check_len(op, "norm scale", self.nk, k)
+            _check_len(op, "norm shift", self.nb, k)
+            if scratch is None:
+                raise ValueError(f"{op}: a norm prologue needs scratch "
+                                 f"({conv1x1_norm_scratch_floats(n, k, p, self.max_threads)} floats), got None")
+            self.scratch = scratch
+            _check_len(op, "scratch", self.scratch, conv1x1_norm_scratch_floats(n, k, p, self.max_threads))
+            self.per_run = k * self.g.chunk
+            self.skoff = np.arange(k // NC_B, dtype=np.intp) * (self.g.chunk * NC_B)
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t i, lo, hi, r
         cdef Py_ssize_t runs = t if t < self.items else self.items
+        if self.has_norm:
+            # run r (one per thread) normalises its chunks into its own part of scratch
+            for r in prange(runs, num_threads=t, schedule='static'):
+                lo = self.items * r // runs
+                hi = self.items * (r + 1) // runs
+                work_note(hi - lo)
+                rlx_nchwc_1x1_run_norm(&self.x[0], self.x.shape[0], &self.wq[0], self.wq.shape[0],
+                                       &self.bias[0] if self.has_bias else NULL,
+                                       &self.res[0] if self.has_res else NULL, self.res.shape[0],
+                                       &self.y[0], self.y.shape[0], &self.koff[0], &self.g, &self.a,
+                                       &self.nk[0], &self.nb[0], self.norm_relu, &self.scratch[r * self.per_run],
+                                       self.per_run, &self.skoff[0], lo, hi)
+            return 0
         for r in prange(runs, num_threads=t, schedule='static'):
             lo = self.items * r // runs
             hi = self.items * (r + 1) // runs

@@ -25,6 +25,7 @@
 #include <string.h>
 #include "rlx_simd.h"
 #include "rlx_epilogue.h"
+#include "rlx_elem.h"
 
 #define RLX_NCHWC_B 8          /* channels per block */
 #define RLX_NCHWC_OC 16        /* output channels per register tile (two blocks) */
@@ -943,6 +944,51 @@ static void rlx_nchwc_1x1_run(const float* x, ptrdiff_t x_len, const float* wq, 
         if (res) RLX_CHECK_RANGE(n * M * P, (n + 1) * M * P, res_len, "nchwc 1x1 residual");
         rlx_nchwc_1x1_span(level, quads, RLX_NCHWC_KC, x + n * K * P, wq, K, M, p8, pc0, pc1 - pc0, q0, q1, koff,
                            y + n * M * P, bias, res ? res + n * M * P : NULL, a);
+    }
+}
+
+/* rlx_nchwc_1x1_run on act(x * nk + nb) (an inference batch norm, nk and nb
+ * [K], and relu when relu is set), the norm applied to each item's pixel
+ * chunk into `scratch` (K/8 blocks of `chunk` pixels, block kb at
+ * skoff[kb] = kb * chunk * 8) by the blocked layout's channel kernel
+ * (rlx_chan_span) just before the tiles read it: the same values, and so
+ * the same bits, as the norm's own pass over x followed by the 1x1, without
+ * writing the normed tensor out and reading it back (DenseNet's
+ * norm-relu-conv1x1).  scratch_len: its floats, at least K * chunk. */
+static void rlx_nchwc_1x1_run_norm(const float* x, ptrdiff_t x_len, const float* wq, ptrdiff_t wq_len,
+                                   const float* bias, const float* res, ptrdiff_t res_len, float* y,
+                                   ptrdiff_t y_len, const ptrdiff_t* koff, const rlx_nchwc_1x1_geom* g,
+                                   const rlx_nchwc_act* a, const float* nk, const float* nb, int relu,
+                                   float* scratch, ptrdiff_t scratch_len, const ptrdiff_t* skoff, ptrdiff_t i0,
+                                   ptrdiff_t i1) {
+    const int level = rlx_simd_level(), pairs = rlx_nchwc_pairs(level);
+    const ptrdiff_t K = g->k, M = g->m, P = g->p, p8 = P * 8;
+    const ptrdiff_t nchunks = (P + g->chunk - 1) / g->chunk;
+    const ptrdiff_t panels = (M + RLX_NCHWC_OC - 1) / RLX_NCHWC_OC;
+    const ptrdiff_t per_group = rlx_nchwc_per_group(panels, g->groups, level);
+    const int quads = pairs && per_group >= 4;
+    const int op = relu ? RLX_CHAN_AFFINE_RELU : RLX_CHAN_AFFINE;
+    (void)wq_len;
+    (void)res_len;
+    (void)scratch_len;
+    RLX_CHECK_RANGE(0, rlx_nchwc_1x1_packed_floats(M, K), wq_len, "nchwc 1x1 packed weight");
+    RLX_CHECK_RANGE(0, K * g->chunk, scratch_len, "nchwc 1x1 norm scratch");
+    for (ptrdiff_t item = i0; item < i1; ++item) {
+        const ptrdiff_t grp = item % g->groups, rest = item / g->groups;
+        const ptrdiff_t c = rest % nchunks, n = rest / nchunks;
+        const ptrdiff_t pc0 = c * g->chunk, pc1 = pc0 + g->chunk < P ? pc0 + g->chunk : P;
+        const ptrdiff_t q0 = grp * per_group, q1 = q0 + per_group < panels ? q0 + per_group : panels;
+        RLX_CHECK_RANGE(n * K * P, (n + 1) * K * P, x_len, "nchwc 1x1 x");
+        RLX_CHECK_RANGE(n * M * P, (n + 1) * M * P, y_len, "nchwc 1x1 y");
+        if (res) RLX_CHECK_RANGE(n * M * P, (n + 1) * M * P, res_len, "nchwc 1x1 residual");
+        /* the chunk's normed input, once per run of items on the same
+         * chunk (its panel groups are consecutive items) */
+        if (item == i0 || grp == 0)
+            for (ptrdiff_t kb = 0; kb < K / 8; ++kb)
+                rlx_chan_span(op, 1, x + n * K * P + koff[kb] + pc0 * 8, nk + kb * 8, nb + kb * 8,
+                              scratch + skoff[kb], pc1 - pc0);
+        rlx_nchwc_1x1_span(level, quads, RLX_NCHWC_KC, scratch, wq, K, M, p8, 0, pc1 - pc0, q0, q1, skoff,
+                           y + n * M * P + pc0 * 8, bias, res ? res + n * M * P + pc0 * 8 : NULL, a);
     }
 }
 
