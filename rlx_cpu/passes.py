@@ -31,6 +31,13 @@ order kept), whose ``pass_log`` ends with ``(pass name, {what: count})``.
                             output, becomes one batch norm with the relu in its
                             pass over the tensor (DenseNet's norm-relu before
                             each conv, which no conv can absorb)
+``fuse_norm_conv``          after ``fuse_norm_relu``: a 1x1 ``conv2d_nchwc`` (stride
+                            1, no padding, one group) reading a
+                            ``batch_norm_nchwc`` (relu fused or not) that only it
+                            reads becomes one ``conv2d_nchwc_norm``: the kernel
+                            normalises each chunk of the input as its tiles
+                            read it (the same bits), so the normed tensor
+                            never goes to memory (DenseNet's dense layers)
 ``dce``                     nodes no output depends on are removed (graph inputs
                             stay: they are the plan's contract)
 ``in_place``                an elementwise node (not a graph output) whose input
@@ -62,7 +69,8 @@ import numpy as np
 from .ir import Graph
 
 __all__ = ["DEFAULT_PASSES", "PASSES", "run_passes", "fold_constants", "fold_batch_norm", "fuse_silu",
-           "fuse_epilogue", "blocked_layout", "fuse_inverted_residual", "fuse_norm_relu", "dce", "in_place",
+           "fuse_epilogue", "blocked_layout", "fuse_inverted_residual", "fuse_norm_relu", "fuse_norm_conv", "dce",
+           "in_place",
            "summary"]
 
 CONV_OPS = ("conv1d", "conv2d", "conv3d")
@@ -647,6 +655,40 @@ def fuse_norm_relu(graph):
     return _rewrite(graph, "fuse_norm_relu", {"fused": len(replace)}, replace, drop)
 
 
+def fuse_norm_conv(graph):
+    """After fuse_norm_relu: a 1x1 conv2d_nchwc (stride 1, no padding, one
+    group) whose input x is a batch_norm_nchwc (its relu fused or not) that
+    it alone reads -> one conv2d_nchwc_norm node, named and shaped as the
+    conv, whose kernel normalises each pixel chunk of x just before its
+    tiles read it (src/rlx_nchwc.h rlx_nchwc_1x1_run_norm: the same bits as
+    the pair), so the normed tensor is never written out (DenseNet's
+    norm-relu-conv1x1 at the head of every dense layer)."""
+    from .ops.blocked import NormConvAttrs
+    from .ops.conv import conv_operands
+    users = _consumers(graph)
+    replace, drop = {}, set()
+    one_by_one = ((1, 1), (1, 1), (0, 0), (0, 0), (1, 1))
+    for conv in graph.nodes:
+        if conv.op != "conv2d_nchwc" or len(conv.shape) != 5:
+            continue
+        a = conv.attrs
+        if a.groups != 1 or (a.kernel, a.stride, a.pads_begin, a.pads_end, a.dilation) != one_by_one:
+            continue
+        bn = graph.node(conv_operands(conv)[0])
+        if (bn.op != "batch_norm_nchwc" or _sole_reader(graph, users, bn.id) is not conv
+                or any(graph.node(i).value is None for i in bn.inputs[1:])):
+            continue
+
+        def build(rb, conv=conv, bn=bn):
+            attrs = NormConvAttrs(conv.attrs, float(bn.attrs.epsilon), bool(getattr(bn.attrs, "relu", False)))
+            ins = [bn.inputs[0]] + list(bn.inputs[1:5]) + list(conv.inputs[1:])
+            return rb.new("conv2d_nchwc_norm", [rb.map[i] for i in ins], conv.shape, conv.name, attrs)
+
+        replace[conv.id] = build
+        drop.add(bn.id)
+    return _rewrite(graph, "fuse_norm_conv", {"fused": len(replace)}, replace, drop)
+
+
 def dce(graph):
     """Remove the nodes no graph output depends on (inputs stay)."""
     live = set(graph.outputs)
@@ -708,10 +750,10 @@ def in_place(graph):
 
 PASSES = {"fold_constants": fold_constants, "fold_batch_norm": fold_batch_norm, "fuse_silu": fuse_silu,
           "fuse_epilogue": fuse_epilogue, "blocked_layout": blocked_layout,
-          "fuse_inverted_residual": fuse_inverted_residual, "fuse_norm_relu": fuse_norm_relu, "dce": dce,
-          "in_place": in_place}
+          "fuse_inverted_residual": fuse_inverted_residual, "fuse_norm_relu": fuse_norm_relu,
+          "fuse_norm_conv": fuse_norm_conv, "dce": dce, "in_place": in_place}
 DEFAULT_PASSES = ("fold_constants", "fold_batch_norm", "fuse_silu", "fuse_epilogue", "blocked_layout",
-                  "fuse_inverted_residual", "fuse_norm_relu", "dce", "in_place")
+                  "fuse_inverted_residual", "fuse_norm_relu", "fuse_norm_conv", "dce", "in_place")
 
 
 def resolve(passes):

@@ -1328,7 +1328,10 @@ def test_densenet_batch_norms_stay_in_the_chain(rng, blocked_on, threads):
     assert ops(out).count("batch_norm_nchwc") == 3 and "batch_norm" not in ops(out)
     blocked, plain = compile_both(g, threads)
     kinds = [t.kind for t in blocked.thunks]
-    assert "batch_norm" not in kinds and kinds.count("channel_binary_nchwc") == 3
+    # each norm-relu runs inside the 1x1 conv that reads it (fuse_norm_conv)
+    assert "batch_norm" not in kinds and "channel_binary_nchwc" not in kinds
+    assert sum(t.kind == "conv_nchwc_1x1" and t.norm_scale is not None and t.norm_relu
+               for t in blocked.thunks) == 3
     feeds = {"x": rng.standard_normal((2, 16, 9, 9)).astype(np.float32)}
     check_parity(blocked.run(feeds)[0], plain.run(feeds)[0], "blocked DenseNet block vs NCHW plan")
 
@@ -1804,6 +1807,120 @@ def test_fuse_norm_relu_pass(rng, blocked_on):
         g2, _ = dense_layer_graph(rng, extra)
         out = passes.fuse_norm_relu(passes.blocked_layout(passes.fuse_epilogue(g2)))
         assert ops(out).count("relu") == 1 and out.pass_log[-1] == ("fuse_norm_relu", {"fused": 0}), extra
+
+
+def norm_conv_graph(rng, n=1, c_a=16, hw=(12, 12), m=16, relu=True, bias=False, residual=False, extra=None,
+                    kernel=1, stride=1):
+    """A batch norm on a blocked concat (c_a + 8 channels), its relu or none,
+    then a conv of m outputs (kernel x kernel, stride), with a bias and a
+    residual add + relu epilogue or not; extra as in dense_layer_graph.
+    Returns (graph, x shape, the reference in float64 as a function of x)."""
+    def w(*shape):
+        return (rng.standard_normal(shape) * 0.3).astype(np.float32)
+
+    c = c_a + 8
+    g = rlx_cpu.Graph()
+    xs = (n, 16) + tuple(hw)
+    x = g.input("x", xs)
+    wa, wb, wc, wr = w(c_a, 16, 1, 1), w(8, 16, 3, 3), w(m, c, kernel, kernel), w(m, 16, 1, 1)
+    bc = rng.normal(size=m).astype(np.float32) if bias else None
+    stats = dict(scale=rng.uniform(0.5, 1.5, c), bias=rng.normal(size=c), mean=rng.normal(size=c),
+                 var=rng.uniform(0.5, 1.5, c))
+    cat = g.concat([g.relu(g.conv2d(x, wa)), g.relu(g.conv2d(x, wb, padding=1))], axis=1)
+    bn = g.batch_norm(cat, **stats)
+    t = g.relu(bn) if relu else bn
+    y = g.conv2d(t, wc, bc, stride=stride, padding=kernel // 2)
+    if residual:
+        y = g.relu(g.add(y, g.conv2d(x, wr)))
+    outs = [y]
+    if extra == "output":
+        outs.append(bn)
+    elif extra == "reader":
+        outs.append(g.conv2d(bn, w(8, c, 1, 1)))
+    g.output(*outs)
+
+    def reference(xv):
+        xd = xv.astype(np.float64)
+        h = np.concatenate([ref_relu(conv_nd(xd, wa)), ref_relu(conv_nd(xd, wb, pads_begin=1, pads_end=1))], 1)
+        h = ref_batch_norm(h, stats["scale"], stats["bias"], stats["mean"], stats["var"])
+        h = ref_relu(h) if relu else h
+        r = conv_nd(h, wc, bc, stride, kernel // 2, kernel // 2)
+        return ref_relu(r + conv_nd(xd, wr)) if residual else r
+    return g, xs, reference
+
+
+def test_fuse_norm_conv_pass(rng, blocked_on):
+    # the pass on its own: a 1x1 conv2d_nchwc reading a batch_norm_nchwc
+    # only it reads -> one conv2d_nchwc_norm named and shaped as the conv;
+    # the graph it is given stays as it was
+    for relu in (True, False):
+        g, _, _ = norm_conv_graph(rng, relu=relu)
+        before = passes.fuse_norm_relu(passes.blocked_layout(passes.fuse_epilogue(g)))
+        after = passes.fuse_norm_conv(before)
+        assert ops(before).count("batch_norm_nchwc") == 1 and "conv2d_nchwc_norm" not in ops(before)
+        assert "batch_norm_nchwc" not in ops(after) and ops(after).count("conv2d_nchwc_norm") == 1
+        fused = next(n for n in after.nodes if n.op == "conv2d_nchwc_norm")
+        conv = before.node(before.outputs[0])
+        conv = before.node(conv.inputs[0]) if conv.op == "from_nchwc" else conv
+        assert fused.name == conv.name and fused.shape == conv.shape and fused.attrs.relu == relu
+        assert after.pass_log[-1] == ("fuse_norm_conv", {"fused": 1})
+    # not fused: the norm is an output too or has a second reader, or its
+    # reader is no 1x1 stride-1 conv
+    for kw in (dict(extra="output"), dict(extra="reader"), dict(kernel=3), dict(stride=2)):
+        g, _, _ = norm_conv_graph(rng, **kw)
+        out = passes.fuse_norm_conv(passes.fuse_norm_relu(passes.blocked_layout(passes.fuse_epilogue(g))))
+        assert "conv2d_nchwc_norm" not in ops(out) and out.pass_log[-1] == ("fuse_norm_conv", {"fused": 0}), kw
+
+
+NORM_CONV_CASES = [
+    dict(),
+    dict(relu=False, bias=True),
+    # two K blocks of the 1x1 kernel (264 input channels), a small plane
+    # whose items split the output panels, batch 2, a residual epilogue
+    dict(n=2, c_a=256, hw=(5, 7), m=48, bias=True, residual=True),
+    # several pixel chunks, a half panel (40 outputs)
+    dict(c_a=8, hw=(48, 40), m=40, residual=True),
+]
+
+
+@pytest.mark.parametrize("threads", (1, 2, 3) if _runtime.openmp_enabled() else (1,))
+@pytest.mark.parametrize("case", range(len(NORM_CONV_CASES)))
+def test_fused_norm_conv_gives_the_unfused_bits(rng, blocked_on, threads, case):
+    g, xs, reference = norm_conv_graph(rng, **NORM_CONV_CASES[case])
+    fused = rlx_cpu.compile(g, num_threads=threads)
+    unfused = rlx_cpu.compile(g, num_threads=threads, passes=[p for p in passes.DEFAULT_PASSES
+                                                              if p != "fuse_norm_conv"])
+    assert "fuse_norm_conv: 1 fused" in fused.pass_summary
+    assert "channel_binary_nchwc" not in [t.kind for t in fused.thunks]
+    assert [t.kind for t in unfused.thunks].count("channel_binary_nchwc") == 1
+    x = rng.standard_normal(xs).astype(np.float32)
+    x[0, 3, 4, 5] = np.nan
+    got, want = fused.run({"x": x})[0], unfused.run({"x": x})[0]
+    assert np.isnan(want).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    np.testing.assert_array_equal(got[ok].view(np.uint32), want[ok].view(np.uint32))
+    x[0, 3, 4, 5] = 0.5
+    check_parity(fused.run({"x": x})[0], reference(x), "norm + 1x1 fused vs reference")
+
+
+def test_conv1x1_norm_launch_checks_its_operands():
+    n, k, m, p = 1, 16, 16, 20
+    x, y = np.zeros(n * k * p, np.float32), np.zeros(n * m * p, np.float32)
+    wq = _nchwc.pack_1x1_weight(np.zeros((m, k), np.float32))
+    ok = np.zeros(k, np.float32)
+    need = _nchwc.conv1x1_norm_scratch_floats(n, k, p, 2)
+    with pytest.raises(ValueError, match=r"conv2d_nchwc 1x1: a norm prologue needs scratch \(\d+ floats\), got None"):
+        _nchwc.NchwcConv1x1Launch(x, wq, None, None, y, n, k, m, p, max_threads=2, norm=(ok, ok, True))
+    with pytest.raises(ValueError, match=r"conv2d_nchwc 1x1: norm scale holds 8 floats, needs 16"):
+        _nchwc.NchwcConv1x1Launch(x, wq, None, None, y, n, k, m, p, max_threads=2,
+                                  norm=(np.zeros(8, np.float32), ok, True), scratch=np.zeros(need, np.float32))
+    with pytest.raises(ValueError, match=rf"conv2d_nchwc 1x1: scratch holds {need - 1} floats, needs {need}"):
+        _nchwc.NchwcConv1x1Launch(x, wq, None, None, y, n, k, m, p, max_threads=2, norm=(ok, ok, True),
+                                  scratch=np.zeros(need - 1, np.float32))
+    with pytest.raises(TypeError, match=r"conv2d_nchwc 1x1: norm must be \(scale, shift, relu\)"):
+        _nchwc.NchwcConv1x1Launch(x, wq, None, None, y, n, k, m, p, norm=[ok, ok, True],
+                                  scratch=np.zeros(need, np.float32))
 
 
 @pytest.mark.parametrize("threads", TWO)

@@ -485,7 +485,7 @@ def test_compile_runs_passes_and_reports_them(rng):
     # dce: the sigmoid, the conv's original weight and the four statistics
     assert plan.pass_summary == ("fold_constants: nothing; fold_batch_norm: 1 folded; fuse_silu: nothing; "
                                  "fuse_epilogue: 1 add, 1 relu, 1 clip; blocked_layout: nothing; "
-                                 "fuse_inverted_residual: nothing; fuse_norm_relu: nothing; dce: 6 removed; "
+                                 "fuse_inverted_residual: nothing; fuse_norm_relu: nothing; fuse_norm_conv: nothing; dce: 6 removed; "
                                  "in_place: nothing")
     assert "passes: " + plan.pass_summary in repr(plan)
     assert [t.kind for t in plan.thunks] == ["conv", "conv_1x1"]

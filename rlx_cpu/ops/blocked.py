@@ -621,10 +621,17 @@ class NchwcConv1x1Thunk(Thunk):
     pixels: int
     epilogue: Optional[ConvEpilogue]
     max_threads: int
+    # a norm prologue (conv2d_nchwc_norm): x is read as
+    # relu?(x * norm_scale + norm_shift), chunk by chunk through scratch
+    norm_scale: Optional[Slice] = None
+    norm_shift: Optional[Slice] = None
+    norm_relu: bool = False
+    scratch: Optional[Slice] = None
 
     kind: ClassVar[str] = "conv_nchwc_1x1"
-    reads: ClassVar[tuple] = ("x", "weight", "bias", "residual")
+    reads: ClassVar[tuple] = ("x", "weight", "bias", "residual", "norm_scale", "norm_shift")
     writes: ClassVar[tuple] = ("y",)
+    scratch_fields: ClassVar[tuple] = ("scratch",)
 
     @property
     def flops(self):
@@ -632,10 +639,11 @@ class NchwcConv1x1Thunk(Thunk):
 
     def bind(self, view):
         act, alpha, beta = _act(self.epilogue)
+        norm = (view(self.norm_scale), view(self.norm_shift), self.norm_relu) if self.norm_scale else None
         return _nchwc.NchwcConv1x1Launch(
             view(self.x), view(self.weight), view(self.bias) if self.bias else None,
             view(self.residual) if self.residual else None, view(self.y), self.n, self.c_in, self.c_out,
-            self.pixels, act, alpha, beta, self.max_threads)
+            self.pixels, act, alpha, beta, self.max_threads, norm, view(self.scratch) if self.scratch else None)
 
 
 @dataclass(frozen=True, repr=False)
@@ -1198,6 +1206,46 @@ def compile_channel_binary_nchwc(ctx, node):
     ctx.emit(NchwcChannelBinaryThunk(node.name, ctx.buf(x.id), ctx.buf(g.id), ctx.buf(node.id),
                                      CHANNEL_BINARY_CODES[node.attrs.op], node.attrs.x_first, n, cb * BLOCK,
                                      math.prod(x.shape[2:-1]), math.prod(g.shape) // (cb * BLOCK), ctx.num_threads))
+
+
+@dataclass(frozen=True)
+class NormConvAttrs:
+    """conv2d_nchwc_norm: a 1x1 conv2d_nchwc (`conv`, its ConvAttrs) reading
+    act(batch_norm(x)) (`epsilon`; act relu when `relu`).  Node inputs: x,
+    the norm's scale, bias, mean and var, then the conv's W, [bias],
+    [residual]."""
+    conv: object
+    epsilon: float
+    relu: bool
+
+    def __repr__(self):
+        return f"norm(eps={self.epsilon}{', relu' if self.relu else ''}) -> conv {self.conv!r}"
+
+
+def norm_conv_operands(node):
+    """(x, [scale, bias, mean, var], W, bias or None, residual or None) node
+    ids of a conv2d_nchwc_norm node."""
+    ins = list(node.inputs)
+    ep = node.attrs.conv.epilogue
+    residual = ins.pop() if ep is not None and ep.residual else None
+    return ins[0], ins[1:5], ins[5], (ins[6] if len(ins) > 6 else None), residual
+
+
+@compile_rule("conv2d_nchwc_norm")
+def compile_conv2d_nchwc_norm(ctx, node):
+    from .arithmetic import batch_norm_coefficients
+    x_id, norm_ids, w_id, b_id, r_id = norm_conv_operands(node)
+    a = node.attrs
+    k, b = batch_norm_coefficients(*(ctx.graph.node(i).value for i in norm_ids), a.epsilon)
+    n, cb, h, w, _ = ctx.graph.node(x_id).shape
+    c_in, c_out = cb * BLOCK, node.shape[1] * BLOCK
+    packed = ctx.constant(_nchwc.pack_1x1_weight(ctx.graph.node(w_id).value), node.name + ".nchwc_W")
+    scratch = ctx.scratch(4 * _nchwc.conv1x1_norm_scratch_floats(n, c_in, h * w, ctx.num_threads),
+                          node.name + ".scratch")
+    ctx.emit(NchwcConv1x1Thunk(node.name, ctx.buf(x_id), packed, ctx.buf(b_id) if b_id is not None else None,
+                               ctx.buf(r_id) if r_id is not None else None, ctx.buf(node.id), n, c_in, c_out, h * w,
+                               a.conv.epilogue, ctx.num_threads, ctx.constant(k, node.name + ".norm_scale"),
+                               ctx.constant(b, node.name + ".norm_shift"), bool(a.relu), scratch))
 
 
 @compile_rule("batch_norm_nchwc")
