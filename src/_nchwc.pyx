@@ -613,27 +613,19 @@ cdef class NchwcConv1x1Launch(_BlockedConv):
         cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t i, lo, hi, r
         cdef Py_ssize_t runs = t if t < self.items else self.items
-        if self.has_norm:
-            # run r (one per thread) normalises its chunks into its own part of scratch
-            for r in prange(runs, num_threads=t, schedule='static'):
-                lo = self.items * r // runs
-                hi = self.items * (r + 1) // runs
-                work_note(hi - lo)
-                rlx_nchwc_1x1_run_norm(&self.x[0], self.x.shape[0], &self.wq[0], self.wq.shape[0],
-                                       &self.bias[0] if self.has_bias else NULL,
-                                       &self.res[0] if self.has_res else NULL, self.res.shape[0],
-                                       &self.y[0], self.y.shape[0], &self.koff[0], &self.g, &self.a,
-                                       &self.nk[0], &self.nb[0], self.norm_relu, &self.scratch[r * self.per_run],
-                                       self.per_run, &self.skoff[0], lo, hi)
-            return 0
+        # with a norm, run r (one per thread) normalises its chunks into its
+        # own part of scratch
         for r in prange(runs, num_threads=t, schedule='static'):
             lo = self.items * r // runs
             hi = self.items * (r + 1) // runs
             work_note(hi - lo)
-            rlx_nchwc_1x1_run(&self.x[0], self.x.shape[0], &self.wq[0], self.wq.shape[0],
-                              &self.bias[0] if self.has_bias else NULL,
-                              &self.res[0] if self.has_res else NULL, self.res.shape[0],
-                              &self.y[0], self.y.shape[0], &self.koff[0], &self.g, &self.a, lo, hi)
+            rlx_nchwc_1x1_run_norm(&self.x[0], self.x.shape[0], &self.wq[0], self.wq.shape[0],
+                                   &self.bias[0] if self.has_bias else NULL,
+                                   &self.res[0] if self.has_res else NULL, self.res.shape[0],
+                                   &self.y[0], self.y.shape[0], &self.koff[0], &self.g, &self.a,
+                                   &self.nk[0] if self.has_norm else NULL, &self.nb[0] if self.has_norm else NULL,
+                                   self.norm_relu, &self.scratch[r * self.per_run] if self.has_norm else NULL,
+                                   self.per_run, &self.skoff[0], lo, hi)
         return 0
 
 

@@ -915,46 +915,17 @@ static void rlx_nchwc_1x1_span(int level, int quads, ptrdiff_t kcb, const float*
 /* Work items [i0, i1): item = (image, pixel chunk, panel group), each a
  * span (above): the block of x the chunk reads stays in L2, a panel's block
  * of W in L1 across the chunk's tiles.  koff[kb] = kb * P * 8: the offsets
- * of the input channel blocks. */
-static void rlx_nchwc_1x1_run(const float* x, ptrdiff_t x_len, const float* wq, ptrdiff_t wq_len,
-                              const float* bias, const float* res, ptrdiff_t res_len, float* y, ptrdiff_t y_len,
-                              const ptrdiff_t* koff, const rlx_nchwc_1x1_geom* g, const rlx_nchwc_act* a,
-                              ptrdiff_t i0, ptrdiff_t i1) {
-    const int level = rlx_simd_level(), pairs = rlx_nchwc_pairs(level);
-    const ptrdiff_t K = g->k, M = g->m, P = g->p, p8 = P * 8;
-    const ptrdiff_t nchunks = (P + g->chunk - 1) / g->chunk;
-    const ptrdiff_t panels = (M + RLX_NCHWC_OC - 1) / RLX_NCHWC_OC;
-    const ptrdiff_t per_group = rlx_nchwc_per_group(panels, g->groups, level);
-    /* four panels per tile where a group has them: the same FMA rate as two
-     * panels when this host runs fast, 1.15-1.25x in its slow phases (1x1
-     * 64->256 at 56x56 and 512->2048 at 7x7, interleaved A/B), from 10
-     * loads per 24 FMAs instead of 8 per 12.  The dense kernel keeps pairs:
-     * its four-panel tile measured 0.92-0.96x fast and 0.98-1.08x slow. */
-    const int quads = pairs && per_group >= 4;
-    (void)wq_len;
-    (void)res_len;
-    RLX_CHECK_RANGE(0, rlx_nchwc_1x1_packed_floats(M, K), wq_len, "nchwc 1x1 packed weight");
-    for (ptrdiff_t item = i0; item < i1; ++item) {
-        const ptrdiff_t grp = item % g->groups, rest = item / g->groups;
-        const ptrdiff_t c = rest % nchunks, n = rest / nchunks;
-        const ptrdiff_t pc0 = c * g->chunk, pc1 = pc0 + g->chunk < P ? pc0 + g->chunk : P;
-        const ptrdiff_t q0 = grp * per_group, q1 = q0 + per_group < panels ? q0 + per_group : panels;
-        RLX_CHECK_RANGE(n * K * P, (n + 1) * K * P, x_len, "nchwc 1x1 x");
-        RLX_CHECK_RANGE(n * M * P, (n + 1) * M * P, y_len, "nchwc 1x1 y");
-        if (res) RLX_CHECK_RANGE(n * M * P, (n + 1) * M * P, res_len, "nchwc 1x1 residual");
-        rlx_nchwc_1x1_span(level, quads, RLX_NCHWC_KC, x + n * K * P, wq, K, M, p8, pc0, pc1 - pc0, q0, q1, koff,
-                           y + n * M * P, bias, res ? res + n * M * P : NULL, a);
-    }
-}
-
-/* rlx_nchwc_1x1_run on act(x * nk + nb) (an inference batch norm, nk and nb
- * [K], and relu when relu is set), the norm applied to each item's pixel
- * chunk into `scratch` (K/8 blocks of `chunk` pixels, block kb at
- * skoff[kb] = kb * chunk * 8) by the blocked layout's channel kernel
- * (rlx_chan_span) just before the tiles read it: the same values, and so
- * the same bits, as the norm's own pass over x followed by the 1x1, without
- * writing the normed tensor out and reading it back (DenseNet's
- * norm-relu-conv1x1).  scratch_len: its floats, at least K * chunk. */
+ * of the input channel blocks.
+ *
+ * With nk (not NULL) the conv reads act(x * nk + nb) (an inference batch
+ * norm, nk and nb [K], relu when relu is set): each chunk is normed into
+ * `scratch` (K/8 blocks of g->chunk pixels, block kb at skoff[kb] = kb *
+ * chunk * 8; scratch_len floats, at least K * chunk) by the blocked layout's
+ * channel kernel (rlx_chan_span) just before its tiles read it, once per
+ * run of items on the chunk (its panel groups are consecutive items): the
+ * same values, and so the same bits, as the norm's own pass over x followed
+ * by the 1x1, without writing the normed tensor out and reading it back
+ * (DenseNet's norm-relu-conv1x1). */
 static void rlx_nchwc_1x1_run_norm(const float* x, ptrdiff_t x_len, const float* wq, ptrdiff_t wq_len,
                                    const float* bias, const float* res, ptrdiff_t res_len, float* y,
                                    ptrdiff_t y_len, const ptrdiff_t* koff, const rlx_nchwc_1x1_geom* g,
@@ -966,13 +937,18 @@ static void rlx_nchwc_1x1_run_norm(const float* x, ptrdiff_t x_len, const float*
     const ptrdiff_t nchunks = (P + g->chunk - 1) / g->chunk;
     const ptrdiff_t panels = (M + RLX_NCHWC_OC - 1) / RLX_NCHWC_OC;
     const ptrdiff_t per_group = rlx_nchwc_per_group(panels, g->groups, level);
+    /* four panels per tile where a group has them: the same FMA rate as two
+     * panels when this host runs fast, 1.15-1.25x in its slow phases (1x1
+     * 64->256 at 56x56 and 512->2048 at 7x7, interleaved A/B), from 10
+     * loads per 24 FMAs instead of 8 per 12.  The dense kernel keeps pairs:
+     * its four-panel tile measured 0.92-0.96x fast and 0.98-1.08x slow. */
     const int quads = pairs && per_group >= 4;
     const int op = relu ? RLX_CHAN_AFFINE_RELU : RLX_CHAN_AFFINE;
     (void)wq_len;
     (void)res_len;
     (void)scratch_len;
     RLX_CHECK_RANGE(0, rlx_nchwc_1x1_packed_floats(M, K), wq_len, "nchwc 1x1 packed weight");
-    RLX_CHECK_RANGE(0, K * g->chunk, scratch_len, "nchwc 1x1 norm scratch");
+    if (nk) RLX_CHECK_RANGE(0, K * g->chunk, scratch_len, "nchwc 1x1 norm scratch");
     for (ptrdiff_t item = i0; item < i1; ++item) {
         const ptrdiff_t grp = item % g->groups, rest = item / g->groups;
         const ptrdiff_t c = rest % nchunks, n = rest / nchunks;
@@ -981,8 +957,11 @@ static void rlx_nchwc_1x1_run_norm(const float* x, ptrdiff_t x_len, const float*
         RLX_CHECK_RANGE(n * K * P, (n + 1) * K * P, x_len, "nchwc 1x1 x");
         RLX_CHECK_RANGE(n * M * P, (n + 1) * M * P, y_len, "nchwc 1x1 y");
         if (res) RLX_CHECK_RANGE(n * M * P, (n + 1) * M * P, res_len, "nchwc 1x1 residual");
-        /* the chunk's normed input, once per run of items on the same
-         * chunk (its panel groups are consecutive items) */
+        if (!nk) {
+            rlx_nchwc_1x1_span(level, quads, RLX_NCHWC_KC, x + n * K * P, wq, K, M, p8, pc0, pc1 - pc0, q0, q1,
+                               koff, y + n * M * P, bias, res ? res + n * M * P : NULL, a);
+            continue;
+        }
         if (item == i0 || grp == 0)
             for (ptrdiff_t kb = 0; kb < K / 8; ++kb)
                 rlx_chan_span(op, 1, x + n * K * P + koff[kb] + pc0 * 8, nk + kb * 8, nb + kb * 8,
@@ -990,6 +969,15 @@ static void rlx_nchwc_1x1_run_norm(const float* x, ptrdiff_t x_len, const float*
         rlx_nchwc_1x1_span(level, quads, RLX_NCHWC_KC, scratch, wq, K, M, p8, 0, pc1 - pc0, q0, q1, skoff,
                            y + n * M * P + pc0 * 8, bias, res ? res + n * M * P + pc0 * 8 : NULL, a);
     }
+}
+
+/* rlx_nchwc_1x1_run_norm without a norm */
+static void rlx_nchwc_1x1_run(const float* x, ptrdiff_t x_len, const float* wq, ptrdiff_t wq_len,
+                              const float* bias, const float* res, ptrdiff_t res_len, float* y, ptrdiff_t y_len,
+                              const ptrdiff_t* koff, const rlx_nchwc_1x1_geom* g, const rlx_nchwc_act* a,
+                              ptrdiff_t i0, ptrdiff_t i1) {
+    rlx_nchwc_1x1_run_norm(x, x_len, wq, wq_len, bias, res, res_len, y, y_len, koff, g, a, NULL, NULL, 0, NULL, 0,
+                           NULL, i0, i1);
 }
 
 /* ---- dense and grouped conv on blocked input ------------------------------
