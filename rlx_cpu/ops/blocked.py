@@ -625,7 +625,7 @@ class NchwcConv1x1Thunk(Thunk):
     # relu?(x * norm_scale + norm_shift), chunk by chunk through scratch
     norm_scale: Optional[Slice] = None
     norm_shift: Optional[Slice] = None
-    norm_relu: bool = False
+    norm_relu: Optional[bool] = None     # with a norm: whether the relu follows it
     scratch: Optional[Slice] = None
 
     kind: ClassVar[str] = "conv_nchwc_1x1"
@@ -639,7 +639,7 @@ class NchwcConv1x1Thunk(Thunk):
 
     def bind(self, view):
         act, alpha, beta = _act(self.epilogue)
-        norm = (view(self.norm_scale), view(self.norm_shift), self.norm_relu) if self.norm_scale else None
+        norm = (view(self.norm_scale), view(self.norm_shift), bool(self.norm_relu)) if self.norm_scale else None
         return _nchwc.NchwcConv1x1Launch(
             view(self.x), view(self.weight), view(self.bias) if self.bias else None,
             view(self.residual) if self.residual else None, view(self.y), self.n, self.c_in, self.c_out,
