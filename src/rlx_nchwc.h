@@ -515,7 +515,7 @@ RLX_INLINE_AVX512 void rlx_nchwc_tile2_body(const int nq, const int np, const fl
                                             const ptrdiff_t* restrict poff, ptrdiff_t p8, float* restrict y,
                                             const float* restrict bias, const float* restrict res, int first,
                                             int last, const rlx_nchwc_act* a, const ptrdiff_t pfd,
-                                            const float* restrict wpf) {
+                                            const float* restrict wpf, const int npf) {
     const __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
     const __m512 b1 = bias && nq > 1 ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
     const __m512 b2 = bias && nq > 2 ? _mm512_loadu_ps(bias + 32) : _mm512_setzero_ps();
@@ -538,9 +538,11 @@ RLX_INLINE_AVX512 void rlx_nchwc_tile2_body(const int nq, const int np, const fl
                 _mm_prefetch((const char*)(xb + pfd) + 64 * l, _MM_HINT_T0);
         for (int kk = 0; kk < 8; ++kk) {
             const float* xk = xb + kk;
-            /* one line of the weight block the next tiles read (wpf: see
-             * rlx_nchwc_1x1_span), one per input channel */
-            if (wpf) _mm_prefetch((const char*)(wpf + (kb * 8 + kk) * RLX_NCHWC_OC), _MM_HINT_T1);
+            /* one line per input channel of each of the npf panels of the
+             * weight block the next tiles read (wpf: see rlx_nchwc_1x1_span) */
+            if (wpf)
+                for (int j = 0; j < npf; ++j)
+                    _mm_prefetch((const char*)(wpf + j * wps + (kb * 8 + kk) * RLX_NCHWC_OC), _MM_HINT_T1);
             const __m512 w0 = _mm512_loadu_ps(w), w1 = nq > 1 ? _mm512_loadu_ps(w + wps) : w0;
             const __m512 w2 = nq > 2 ? _mm512_loadu_ps(w + 2 * wps) : w0;
             const __m512 w3 = nq > 2 ? _mm512_loadu_ps(w + 3 * wps) : w0;
@@ -610,7 +612,7 @@ typedef void (*rlx_nchwc_tilew_fn)(const float*, ptrdiff_t, const float*, const 
             const float* w, ptrdiff_t wps, const float* x, const ptrdiff_t* koff, ptrdiff_t nkb, ptrdiff_t p8, \
             float* y, const float* bias, const float* res, int first, int last, const rlx_nchwc_act* a) { \
         rlx_nchwc_tile2_body(NQ_, NP_, w, wps, x, koff, nkb, S_ == 1 ? rlx_nchwc_unit_poff : rlx_nchwc_s2_poff, \
-                             p8, y, bias, res, first, last, a, 0, NULL);                                     \
+                             p8, y, bias, res, first, last, a, 0, NULL, 0);                                  \
     }
 #define RLX_NW_ALL(NQ_, S_) RLX_NW_TILE(7, NQ_, S_) RLX_NW_TILE(8, NQ_, S_) RLX_NW_TILE(9, NQ_, S_) \
     RLX_NW_TILE(10, NQ_, S_) RLX_NW_TILE(11, NQ_, S_) RLX_NW_TILE(12, NQ_, S_)
@@ -647,7 +649,7 @@ typedef void (*rlx_nchwc_stem_tile2_fn)(const float*, ptrdiff_t, const float*, c
             const float* w, ptrdiff_t wps, const float* x, const ptrdiff_t* koff, ptrdiff_t nkb,        \
             const ptrdiff_t* poff, ptrdiff_t p8, float* y, const float* bias, const float* res, int first, \
             int last, const rlx_nchwc_act* a) {                                                        \
-        rlx_nchwc_tile2_body(NQ_, NP_, w, wps, x, koff, nkb, poff, p8, y, bias, res, first, last, a, 0, NULL); \
+        rlx_nchwc_tile2_body(NQ_, NP_, w, wps, x, koff, nkb, poff, p8, y, bias, res, first, last, a, 0, NULL, 0); \
     }
 #define RLX_NZ_RTILE(NP_, NQ_, S_, TAB_)                                                               \
     RLX_TARGET_AVX512 static void rlx_nchwc_rtile##NQ_##zs##S_##_##NP_(                                       \
@@ -655,7 +657,7 @@ typedef void (*rlx_nchwc_stem_tile2_fn)(const float*, ptrdiff_t, const float*, c
             const ptrdiff_t* poff, ptrdiff_t p8, float* y, const float* bias, const float* res, int first, \
             int last, const rlx_nchwc_act* a) {                                                        \
         (void)poff;                                                                                    \
-        rlx_nchwc_tile2_body(NQ_, NP_, w, wps, x, koff, nkb, TAB_, p8, y, bias, res, first, last, a, 0, NULL); \
+        rlx_nchwc_tile2_body(NQ_, NP_, w, wps, x, koff, nkb, TAB_, p8, y, bias, res, first, last, a, 0, NULL, 0); \
     }
 #define RLX_NZ_STRIP_LOOP(NP_, NQ_, ACT_)                                                                   \
     {                                                                                                  \
@@ -664,7 +666,8 @@ typedef void (*rlx_nchwc_stem_tile2_fn)(const float*, ptrdiff_t, const float*, c
         for (ptrdiff_t i = 0; i < count; ++i)                                                          \
             rlx_nchwc_tile2_body(NQ_, NP_, w, wps, x + i * (NP_ * 8), koff, nkb, rlx_nchwc_unit_poff, p8, \
                                  y + i * (NP_ * 8), bias, res ? res + i * (NP_ * 8) : NULL, first, last, &ac, \
-                                 NP_ * 8, i < wpf_n ? wpf + i * wps : NULL);                           \
+                                 NP_ * 8, i < wpf_n ? wpf + i * wps : NULL,                            \
+                                 i + 1 == count && wpf_n > count ? (int)(wpf_n - i) : 1);              \
         return;                                                                                        \
     }
 #define RLX_NZ_STRIP(NP_, NQ_)                                                                         \
@@ -841,7 +844,7 @@ static inline void rlx_nchwc_strip_z(int nq, ptrdiff_t count, int np, const floa
 static void rlx_nchwc_1x1_span(int level, int quads, ptrdiff_t kcb, const float* x, const float* wq, ptrdiff_t K,
                                ptrdiff_t M, ptrdiff_t p8, ptrdiff_t pc0, ptrdiff_t len, ptrdiff_t q0, ptrdiff_t q1,
                                const ptrdiff_t* koff, float* y, const float* bias, const float* res,
-                               const rlx_nchwc_act* a) {
+                               const rlx_nchwc_act* a, const float* wnext) {
     const int pairs = rlx_nchwc_pairs(level);
     const ptrdiff_t ntiles = (len + RLX_NCHWC_NP - 1) / RLX_NCHWC_NP;
     const ptrdiff_t tbase = len / ntiles, textra = len % ntiles;
@@ -874,7 +877,10 @@ static void rlx_nchwc_1x1_span(int level, int quads, ptrdiff_t kcb, const float*
                  * ratios of 21-25: MobileNetV2 1.00-1.02 (1T) 1.02-1.05
                  * (2T), MNASNet 1.02-1.07 / 1.00-1.02, ResNet-50 1.02-1.03
                  * / 1.04, RegNetX-400MF 1.04 / 1.00, EfficientNet-B0 1.03
-                 * / 0.99. */
+                 * / 0.99.  After the last block, the caller's wnext (the
+                 * Winograd GEMMs: the next position's U block).  A strip
+                 * of fewer tiles than panels to fetch has its last tile
+                 * fetch the rest. */
                 const float* wpf = NULL;
                 ptrdiff_t wpf_n = 0;
                 if (q + nq < q1) {
@@ -883,11 +889,14 @@ static void rlx_nchwc_1x1_span(int level, int quads, ptrdiff_t kcb, const float*
                 } else if (k0 + kc < K) {
                     wpf = wq + (q0 * K + k0 + kc) * RLX_NCHWC_OC;
                     wpf_n = q1 - q0;
+                } else if (wnext) {
+                    wpf = wnext;
+                    wpf_n = q1 - q0;
                 }
                 wpf_n = wpf_n < 4 ? wpf_n : 4;
                 rlx_nchwc_strip_z(nq, textra, (int)tbase + 1, wqb, K * RLX_NCHWC_OC, x + pc0 * 8, koff + k0 / 8,
                                   kc / 8, p8, y + yo + pc0 * 8, bq, res ? res + yo + pc0 * 8 : NULL, first, last, a,
-                                  wpf, wpf_n);
+                                  wpf, wpf_n < textra ? wpf_n : textra);
                 rlx_nchwc_strip_z(nq, ntiles - textra, (int)tbase, wqb, K * RLX_NCHWC_OC, x + pm * 8, koff + k0 / 8,
                                   kc / 8, p8, y + yo + pm * 8, bq, res ? res + yo + pm * 8 : NULL, first, last, a,
                                   wpf ? wpf + textra * K * RLX_NCHWC_OC : NULL, wpf_n - textra);
@@ -959,7 +968,7 @@ static void rlx_nchwc_1x1_run_norm(const float* x, ptrdiff_t x_len, const float*
         if (res) RLX_CHECK_RANGE(n * M * P, (n + 1) * M * P, res_len, "nchwc 1x1 residual");
         if (!nk) {
             rlx_nchwc_1x1_span(level, quads, RLX_NCHWC_KC, x + n * K * P, wq, K, M, p8, pc0, pc1 - pc0, q0, q1,
-                               koff, y + n * M * P, bias, res ? res + n * M * P : NULL, a);
+                               koff, y + n * M * P, bias, res ? res + n * M * P : NULL, a, NULL);
             continue;
         }
         if (item == i0 || grp == 0)
@@ -967,7 +976,7 @@ static void rlx_nchwc_1x1_run_norm(const float* x, ptrdiff_t x_len, const float*
                 rlx_chan_span(op, 1, x + n * K * P + koff[kb] + pc0 * 8, nk + kb * 8, nb + kb * 8,
                               scratch + skoff[kb], pc1 - pc0);
         rlx_nchwc_1x1_span(level, quads, RLX_NCHWC_KC, scratch, wq, K, M, p8, 0, pc1 - pc0, q0, q1, skoff,
-                           y + n * M * P + pc0 * 8, bias, res ? res + n * M * P + pc0 * 8 : NULL, a);
+                           y + n * M * P + pc0 * 8, bias, res ? res + n * M * P + pc0 * 8 : NULL, a, NULL);
     }
 }
 
@@ -2939,7 +2948,7 @@ static void rlx_nchwc_ir_run(const float* x, ptrdiff_t x_len, const float* res, 
                 const ptrdiff_t cnt = hi - start + 1 < br - slot ? hi - start + 1 : br - slot;
                 rlx_nchwc_1x1_span(level, 0, g->c, xi + start * W * 8, o->we, g->c, g->e, br * W * 8, 0, cnt * W, 0,
                                    (g->e + RLX_NCHWC_OC - 1) / RLX_NCHWC_OC, koff_e, xe + slot * W * 8, o->be, NULL,
-                                   &o->ae);
+                                   &o->ae, NULL);
                 start += cnt;
             }
             prev_img = img;
@@ -2964,7 +2973,7 @@ static void rlx_nchwc_ir_run(const float* x, ptrdiff_t x_len, const float* res, 
             const ptrdiff_t yo = img * g->m * ho * wo + o0 * wo * 8;
             rlx_nchwc_1x1_span(level, 0, g->e, xd, o->wp, g->e, g->m, ho * wo * 8, 0, (o1 - o0) * wo, 0,
                                (g->m + RLX_NCHWC_OC - 1) / RLX_NCHWC_OC, koff_p, y + yo, o->bp, res ? res + yo : NULL,
-                               &o->ap);
+                               &o->ap, NULL);
         }
     }
 }
