@@ -9,6 +9,7 @@ from cython.parallel cimport prange
 from libc.stdint cimport int64_t
 
 from _blas cimport sgemm_rm, sgemm_rm_split
+from _gemm_nt cimport rlx_gemm_nt_parts, rlx_gemm_nt_part
 from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder, work_note, work_meter_bind
 
 import numpy as np
@@ -71,20 +72,16 @@ cdef class GemmLaunch(Launch):
         cdef int lda = self.m if self.trans_a else self.k
         cdef int ldb = self.k if self.trans_b else self.n
         cdef Py_ssize_t i, j
-        cdef Py_ssize_t p, parts, width, lo, hi
+        cdef Py_ssize_t p, parts
         if self.m <= 0 or self.n <= 0:
             return 0
         if self.trans_b and not self.trans_a and self.m <= GEMM_NT_MAX_M and self.k > 0:
-            # columns in runs of whole blocks of 4, one per thread; every
-            # element's sum is the same at any split
-            parts = t if t < (self.n + 3) // 4 else (self.n + 3) // 4
-            width = ((self.n + 4 * parts - 1) // (4 * parts)) * 4
+            # whole blocks of 4 columns per thread: the same sums at any split
+            parts = rlx_gemm_nt_parts(self.n, t)
             for p in prange(parts, num_threads=t, schedule='static'):
                 work_note(1)
-                lo = p * width
-                hi = lo + width if lo + width < self.n else self.n
-                rlx_gemm_nt(&self.a[0], self.a.shape[0], self.k, &self.b[0], self.b.shape[0], self.k,
-                            &self.y[0], self.y.shape[0], self.n, self.m, self.k, lo, hi, self.alpha)
+                rlx_gemm_nt_part(&self.a[0], self.a.shape[0], self.k, &self.b[0], self.b.shape[0], self.k,
+                                 &self.y[0], self.y.shape[0], self.n, self.m, self.n, self.k, p, parts, self.alpha)
         else:
             sgemm_rm_split(self.trans_a, self.trans_b, self.m, self.n, self.k, self.alpha,
                            &self.a[0], lda, &self.b[0], ldb, 0.0, &self.y[0], self.n, self.max_threads, t)

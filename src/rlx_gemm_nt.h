@@ -110,4 +110,22 @@ static void rlx_gemm_nt(const float* a, ptrdiff_t a_len, ptrdiff_t lda, const fl
     rlx_gemm_nt_base(a, lda, b, ldb, y, ldy, m, k, j0, j1, alpha);
 }
 
+/* How many parts a split of n columns over up to t threads has: runs of
+ * whole blocks of 4 columns, so every element's sum is the same at any
+ * split. */
+static inline ptrdiff_t rlx_gemm_nt_parts(ptrdiff_t n, ptrdiff_t t) {
+    const ptrdiff_t blocks = (n + 3) / 4;
+    return t < blocks ? t : blocks;
+}
+
+/* Part `part` of `parts` (rlx_gemm_nt_parts) of the columns [0, n): one
+ * thread's call. */
+static void rlx_gemm_nt_part(const float* a, ptrdiff_t a_len, ptrdiff_t lda, const float* b, ptrdiff_t b_len,
+                             ptrdiff_t ldb, float* y, ptrdiff_t y_len, ptrdiff_t ldy, ptrdiff_t m, ptrdiff_t n,
+                             ptrdiff_t k, ptrdiff_t part, ptrdiff_t parts, float alpha) {
+    const ptrdiff_t width = (n + 4 * parts - 1) / (4 * parts) * 4;
+    const ptrdiff_t lo = part * width, hi = lo + width < n ? lo + width : n;
+    rlx_gemm_nt(a, a_len, lda, b, b_len, ldb, y, y_len, ldy, m, k, lo, hi, alpha);
+}
+
 #endif

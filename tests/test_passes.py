@@ -316,6 +316,24 @@ def test_fuse_epilogue_1x1_on_1x1_planes(rng, threads, n, c_in, c_out, act, bias
                  "1x1 on 1x1 planes vs unfused")
 
 
+@pytest.mark.parametrize("n", (1, 16, 17))
+@pytest.mark.parametrize("c_out", (1, 6, 70))
+def test_1x1_on_1x1_planes_splits_output_channels_over_threads(rng, n, c_out):
+    # up to 16 images with many input channels: the dense layer's kernel,
+    # blocks of 4 output channels over the threads (PLANE1_GEMM_NT_MAX_N);
+    # 17 images: a matrix-vector product per image.  Either way each output
+    # is the same sum at any thread count.
+    g, feeds, want = _block(rng, (n, 300, 1, 1), (c_out, 300, 1, 1), "sigmoid", True, None, padding=0)
+    outs = []
+    for threads in (1, 2, 3):
+        plan = rlx_cpu.compile(g, num_threads=threads)
+        assert [t.kind for t in plan.thunks] == ["conv_1x1"]
+        outs.append(plan.run(feeds)[0])
+        check_parity(outs[-1], want, f"1x1 on 1x1 planes, {n} images 300->{c_out}, {threads} threads")
+    for got in outs[1:]:
+        np.testing.assert_array_equal(got, outs[0])
+
+
 @pytest.mark.parametrize("threads", (1, 2))
 @pytest.mark.parametrize("x_shape,c_out", [((3, 40, 2, 2), 70), ((2, 24, 3, 3), 40), ((1, 32, 7, 7), 50),
                                            ((2, 16, 4, 4), 24)])
