@@ -688,7 +688,6 @@ static void rlx_gemm_conv_src(const float* wp, ptrdiff_t wp_len, ptrdiff_t m, pt
                                 float tb[RLX_GEMM_MR * RLX_GEMM_NR] __attribute__((aligned(64)));
                                 float init_a[RLX_GEMM_MR] = {0}, init_b[RLX_GEMM_MR] = {0};
                                 float* ca = c + c_off + i0 * ldc + jb + j0;
-                                float* cb = ca + RLX_GEMM_MR * ldc;
                                 const ptrdiff_t rows = RLX_GEMM_MR + mb;
                                 if (bias)
                                     for (ptrdiff_t r = 0; r < RLX_GEMM_MR; ++r) {
