@@ -36,6 +36,11 @@ CASES = [
     ((2, 2, 6, 40), 3, 1, 1, (1, 0), False),              # whole blocks only, OW = W - 1
     ((1, 2, 5, 6), 3, 1, 1, 1, False),                    # one masked block
     ((1, 2, 4, 5, 19), 3, 1, 1, 1, True),                 # 3-D, a masked tail of 3
+    # window 3, stride 2, w padding 1 (rlx_max_k3s2_avx2: even / odd column maxima, the odd shifted a lane)
+    ((1, 2, 9, 32), 3, 2, 1, 1, False),                   # whole blocks only, OW = 16
+    ((2, 2, 5, 5), 3, 2, 1, 1, False),                    # one masked block, OW = 3
+    ((1, 2, 6, 47), 3, 2, 1, 1, True),                    # the last window's third column is padding
+    ((1, 2, 7, 49), 3, 2, 1, 0, True),                    # ceil, no end padding: the last window clipped
     # one input row per line (rlx_pool.h rlx_row1_avx2: blocks of 8 read x in place, the ends one by one)
     ((2, 3, 83), 3, 1, 1, 1, False),                      # 1-D stride 1
     ((1, 2, 91), 5, 2, 2, 1, True),                       # 1-D kw 5: three deinterleaved loads per block
