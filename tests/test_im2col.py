@@ -23,6 +23,11 @@ CASES = [
     ((1, 2, 4, 4), 5, 1, 2, 2, 1),                    # kernel larger than the image
     ((2, 3, 13), 4, 3, 2, 1, 2),
     ((2, 2, 4, 5, 6), (2, 3, 2), (1, 2, 2), (1, 1, 0), (0, 1, 1), (1, 1, 2)),
+    # stride 1 along w (the onnx layout's col2im adds a row's taps together): blocks of 8 and a masked
+    # tail, dilation and uneven padding, a 1-D line
+    ((2, 3, 9, 37), 3, 1, 1, 1, 1),
+    ((1, 2, 6, 29), (2, 5), 1, (1, 2), (0, 1), (1, 2)),
+    ((2, 2, 70), 4, 1, 2, 1, 1),
 ]
 
 
@@ -172,3 +177,31 @@ def test_peer_onnx_col2im():
     y = _run(lambda g, x: g.col2im_onnx(x, image, block, dil, pads, strides), x)
     assert y.shape == want.shape
     assert ref.rel_error(y, want) <= 1e-6
+
+
+COL2IM_SIMD_SCRIPT = r"""
+import os, sys, numpy as np
+import test_im2col as t
+from rlx_cpu import _pool
+assert (_pool.simd_level() == 0) == (os.environ.get("RLX_SIMD") == "baseline")
+outs = []
+for shape, k, s, pb, pe, d in t.CASES:
+    nsp = len(shape) - 2
+    x = np.random.default_rng(sum(shape) + 2).standard_normal(shape).astype(np.float32)
+    cols = t._run(lambda g, x: g.im2col(x, k, s, t._pads(pb, pe, nsp), d, layout="onnx"), x)
+    c = np.random.default_rng(5).standard_normal(cols.shape).astype(np.float32)
+    outs.append(t._run(lambda g, x: g.col2im_onnx(x, shape[2:], k if nsp > 1 or np.ndim(k) else (k,), d,
+                                                  t._pads(pb, pe, nsp), s), c).ravel())
+np.save(sys.stdout.buffer, np.concatenate(outs))
+"""
+
+
+def test_col2im_portable_variant_gives_the_same_bits():
+    # the onnx layout's row-of-taps adds (AVX2 blocks, masked tail) and the
+    # portable element loop: each element's adds in the same order
+    from conftest import script_array
+    from rlx_cpu import _pool
+    base = script_array(COL2IM_SIMD_SCRIPT, RLX_SIMD="baseline")
+    mine = script_array(COL2IM_SIMD_SCRIPT)
+    assert _pool.simd_level() > 0
+    np.testing.assert_array_equal(base.view(np.int32), mine.view(np.int32))
