@@ -488,7 +488,9 @@ GROUPED = [(1, 16, 9, 9, 16, 2, (1, 1), (1, 1)), (2, 32, 7, 6, 32, 2, (1, 1), (1
            (1, 32, 9, 9, 64, 4, (1, 1), (2, 2)),
            # RegNet's 8 channels per group at stride 2 on rows of 25 (AVX2:
            # work items of whole rows, tiles within them)
-           (2, 16, 50, 49, 16, 2, (2, 2), (1, 1))]
+           (2, 16, 50, 49, 16, 2, (2, 2), (1, 1)),
+           # RegNetX-400MF's 16 per group: one panel per conv group
+           (1, 160, 14, 14, 160, 10, (1, 1), (1, 1))]
 
 
 @pytest.mark.parametrize("case", GROUPED, ids=lambda c: f"C{c[1]}M{c[4]}g{c[5]}s{c[6][0]}d{c[7][0]}")
