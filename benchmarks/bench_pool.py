@@ -19,6 +19,12 @@ For each shape and thread count it reports, in a markdown table:
     timed round-robin, so both medians come from the same minutes);
   * `best/run` and `best/kernel`: the faster peer's ms over rlx_cpu's (> 1:
     rlx_cpu faster).
+Every thread count of a shape is timed in the same rounds (the kernels at
+each count and memcpy round-robin, then rlx_cpu's runs and the peers at each
+count), so the two-against-one-thread table at the end compares samples
+from the same minutes: timed a shape at a time, one thread count after the
+other, the ratio moved with this shared machine's phases (avg pool k2s2:
+1.22x in one run, 1.98x interleaved).
 Max pool backward comes two ways, each against torch doing the same work.
 rlx_cpu's backward from x and dy re-finds each window's maximum; torch's
 backward needs the forward's indices, so its counterpart there is the
@@ -333,6 +339,10 @@ for _c, _hw in ((120, 28), (480, 14), (960, 7)):
 
 
 def bench_shape(name, spec, threads, repeat, torch, ort):
+    """The shape's rows, one per thread count.  Every thread count is timed
+    in the same rounds (the kernels and memcpy in one round-robin, then the
+    runs and the peers in another), so the 1- against 2-thread ratios come
+    from the same minutes of this shared machine."""
     rng = np.random.default_rng(0)
     arrays = {k: rng.standard_normal(s).astype(np.float32) for k, s in spec["inputs"].items()}
     g = rlx_cpu.Graph()
@@ -340,14 +350,14 @@ def bench_shape(name, spec, threads, repeat, torch, ort):
     out = spec["build"](g, *vals)
     g.output(*(out if isinstance(out, tuple) else (out,)))
     in_bytes = sum(a.nbytes for a in arrays.values())
-    rows = []
+    kernels, runs, nbytes = {}, {}, {}
     for t in threads:
         plan = rlx_cpu.compile(g, num_threads=t)
         ctx = plan.new_context()
         ctx.load(arrays)
         out_bytes = sum(int(np.prod(s)) * np.dtype(d).itemsize
                         for s, d in zip(plan.output_shapes, plan.output_dtypes))
-        nbytes = in_bytes + out_bytes
+        nbytes[t] = in_bytes + out_bytes
         launches = ctx.launches
         if spec["only"]:
             # one kernel of the plan: the plan runs once first, then that kernel is timed on its own
@@ -357,38 +367,42 @@ def bench_shape(name, spec, threads, repeat, torch, ort):
                 raise RuntimeError(f"{name}: expected one {spec['only']} thunk, got {len(picks)}")
             th = plan.thunks[picks[0]]
             launches = [ctx.launches[picks[0]]]
-            nbytes = sum(getattr(th, f).nbytes for f in th.reads + th.writes)
-        # the kernel and its bandwidth reference interleaved, so both see the same machine
-        src = np.ones(max(1, nbytes // 4), np.float32)
-        dst = np.empty_like(src)
-        km = interleaved_medians({"kernel": lambda: _runtime.run_launches(launches, t),
-                                  "memcpy": lambda: np.copyto(dst, src)}, repeat, settle=DEFAULT_SETTLE_S)
-        ms, copy_ms = km["kernel"], km["memcpy"]
-        peers = {}
+            nbytes[t] = sum(getattr(th, f).nbytes for f in th.reads + th.writes)
+        kernels[f"kernel{t}"] = lambda launches=launches, t=t, ctx=ctx: _runtime.run_launches(launches, t)
+        if not spec["only"]:
+            outs = [np.empty(s_, d) for s_, d in zip(plan.output_shapes, plan.output_dtypes)]
+            runs[f"rlx{t}"] = lambda plan=plan, outs=outs: plan.run_into(arrays, outs)
         if torch is not None and spec["torch"] is not None:
-            torch.set_num_threads(t)
             tens = [torch.from_numpy(a) for a in arrays.values()]
             with torch.inference_mode():
                 call = spec["torch"](torch, torch.nn.functional, *tens)
 
-            def torch_run(call=call):
+            def torch_run(call=call, t=t):
+                torch.set_num_threads(t)        # a no-op but for the first of each turn's wake-up calls
                 with torch.inference_mode():
                     call()
-            peers["torch"] = torch_run
+            runs[f"torch{t}"] = torch_run
         if ort is not None and spec["ort"] is not None:
             op_type, n_out, attrs, inits = spec["ort"]
             xa = next(iter(arrays.values()))      # the first input is "x"; other operands are initializers
             sess = ort_session(ort, ort_single_node(ort, op_type, xa.shape, n_out, inits, **attrs), t)
             if sess is not None:
-                peers["ort"] = lambda sess=sess, xa=xa: sess.run(None, {"x": xa})
-        outs = [np.empty(s_, d) for s_, d in zip(plan.output_shapes, plan.output_dtypes)]
-        runs = {} if spec["only"] else {"rlx": lambda: plan.run_into(arrays, outs)}
-        timed = interleaved_medians({**runs, **peers}, repeat, settle=DEFAULT_SETTLE_S)
-        run_ms = timed.pop("rlx", None)
-        best = min(timed.values()) if timed else None
+                runs[f"ort{t}"] = lambda sess=sess, xa=xa: sess.run(None, {"x": xa})
+    # the kernels and their bandwidth reference interleaved, so all see the same machine
+    src = np.ones(max(1, max(nbytes.values()) // 4), np.float32)
+    dst = np.empty_like(src)
+    km = interleaved_medians({**kernels, "memcpy": lambda: np.copyto(dst, src)}, repeat, settle=DEFAULT_SETTLE_S)
+    timed = interleaved_medians(runs, repeat, settle=DEFAULT_SETTLE_S) if runs else {}
+    rows = []
+    for t in threads:
+        ms = km[f"kernel{t}"]
+        copy_ms = km["memcpy"] * nbytes[t] / (4 * src.size)
+        run_ms = timed.get(f"rlx{t}")
+        peer = {k: timed.get(f"{k}{t}") for k in ("torch", "ort")}
+        best = min((v for v in peer.values() if v is not None), default=None)
         rows.append(dict(shape=name, op=spec["desc"], threads=t, kernel_ms=ms, run_ms=run_ms,
-                         torch_ms=timed.get("torch"), ort_ms=timed.get("ort"), memcpy_ms=copy_ms,
-                         gbs=nbytes / (ms * 1e-3) / 1e9, pct_memcpy=100 * copy_ms / ms,
+                         torch_ms=peer["torch"], ort_ms=peer["ort"], memcpy_ms=copy_ms,
+                         gbs=nbytes[t] / (ms * 1e-3) / 1e9, pct_memcpy=100 * copy_ms / ms,
                          best_over_run=(best / run_ms) if best and run_ms else None,
                          best_over_kernel=(best / ms) if best else None))
     return rows

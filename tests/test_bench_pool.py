@@ -25,3 +25,12 @@ def test_backward_from_x_rows_run_the_whole_plan():
     assert spec["only"] is None
     (row,) = bench_pool.bench_shape("mp2d_bwd", spec, [1], 3, None, None)
     assert row["run_ms"] > 0 and row["kernel_ms"] > 0
+
+
+def test_thread_counts_are_rows_of_one_interleaved_timing():
+    spec = bench_pool.SHAPES["relu"]
+    rows = bench_pool.bench_shape("relu", spec, [1, 2], 3, None, None)
+    assert [r["threads"] for r in rows] == [1, 2]
+    assert all(r["run_ms"] > 0 and r["kernel_ms"] > 0 for r in rows)
+    # one memcpy reference for both (the same bytes), timed in the same rounds
+    assert rows[0]["memcpy_ms"] == rows[1]["memcpy_ms"]
