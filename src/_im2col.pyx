@@ -308,50 +308,32 @@ cdef int _col2im_plane(const float[::1] col, float[::1] x, const Win* g, Py_ssiz
     cdef float* dst
     cdef const float* src
     memset(&x[item * plane], 0, plane * sizeof(float))
-    if sw == 1:
-        # stride 1 along w: a row's taps j together (rlx_col2im_taps), each
-        # element's adds still in (a, b, j) order.  Against a tap row at a
-        # time, 31 alternating rounds (Zen 4): C64 56x56 k3 1.23x at 1 and 2
-        # threads, C16 112x112 k3 1.32x / 1.36x, C32 28x28 k5 1.17x / 1.16x.
-        for a in range(g.k[0]):
-            for b in range(g.k[1]):
-                ck = ((c * g.k[0] + a) * g.k[1] + b) * g.k[2]
-                for od in range(g.out[0]):
-                    i_d = od * g.s[0] - g.pb[0] + a * g.dil[0]
-                    if i_d < 0 or i_d >= g.size[0]:
-                        continue
-                    for oh in range(g.out[1]):
-                        i_h = oh * g.s[1] - g.pb[1] + b * g.dil[1]
-                        if i_h < 0 or i_h >= g.size[1]:
-                            continue
-                        rlx_col2im_taps(&x[item * plane + i_d * hw + i_h * g.size[2]],
-                                        &col[(n * g.c * g.k[0] * g.k[1] * g.k[2] + ck) * nl
-                                             + (od * g.out[1] + oh) * g.out[2]],
-                                        nl, g.k[2], g.dil[2], g.pb[2], g.size[2], g.out[2])
-        return 0
     for a in range(g.k[0]):
         for b in range(g.k[1]):
-            for j in range(g.k[2]):
-                ck = ((c * g.k[0] + a) * g.k[1] + b) * g.k[2] + j
-                shift = j * g.dil[2] - g.pb[2]
-                out_range(shift, sw, g.size[2], g.out[2], &lo, &hi)
-                if hi <= lo:
+            ck = ((c * g.k[0] + a) * g.k[1] + b) * g.k[2]
+            for od in range(g.out[0]):
+                i_d = od * g.s[0] - g.pb[0] + a * g.dil[0]
+                if i_d < 0 or i_d >= g.size[0]:
                     continue
-                for od in range(g.out[0]):
-                    i_d = od * g.s[0] - g.pb[0] + a * g.dil[0]
-                    if i_d < 0 or i_d >= g.size[0]:
+                for oh in range(g.out[1]):
+                    i_h = oh * g.s[1] - g.pb[1] + b * g.dil[1]
+                    if i_h < 0 or i_h >= g.size[1]:
                         continue
-                    for oh in range(g.out[1]):
-                        i_h = oh * g.s[1] - g.pb[1] + b * g.dil[1]
-                        if i_h < 0 or i_h >= g.size[1]:
-                            continue
-                        src = &col[(n * g.c * g.k[0] * g.k[1] * g.k[2] + ck) * nl + (od * g.out[1] + oh) * g.out[2]]
-                        dst = &x[item * plane + i_d * hw + i_h * g.size[2]]
-                        if sw == 1:
-                            rlx_add_run(dst + lo + shift, src + lo, hi - lo)
-                        else:
-                            for ow in range(lo, hi):
-                                dst[ow * sw + shift] += src[ow]
+                    # the row's tap j entries at src + j * nl
+                    src = &col[(n * g.c * g.k[0] * g.k[1] * g.k[2] + ck) * nl + (od * g.out[1] + oh) * g.out[2]]
+                    dst = &x[item * plane + i_d * hw + i_h * g.size[2]]
+                    if sw == 1:
+                        # a row's taps together in registers (rlx_col2im_taps).
+                        # Against a tap row at a time, 31 alternating rounds
+                        # (Zen 4): C64 56x56 k3 1.23x at 1 and 2 threads, C16
+                        # 112x112 k3 1.32x / 1.36x, C32 28x28 k5 1.17x / 1.16x.
+                        rlx_col2im_taps(dst, src, nl, g.k[2], g.dil[2], g.pb[2], g.size[2], g.out[2])
+                        continue
+                    for j in range(g.k[2]):
+                        shift = j * g.dil[2] - g.pb[2]
+                        out_range(shift, sw, g.size[2], g.out[2], &lo, &hi)
+                        for ow in range(lo, hi):
+                            dst[ow * sw + shift] += src[j * nl + ow]
     return 0
 
 
