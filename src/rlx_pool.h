@@ -199,10 +199,7 @@ RLX_TARGET_AVX2 static inline void rlx_deint8(const float* p, __m256* even, __m2
     *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
 }
 
-/* Outputs [0, n8) in blocks of 8 for stride 2: tap j of 8 consecutive outputs
- * is the even (j even) or odd (j odd) lanes of the 16 floats at 2i + j - j%2. */
-/* Outputs [0, n): the last partial block stores through a mask; its loads stay inside the row buffer
- * (rlx_pool_row_len's 16 entries of slack). */
+/* Lanes [0, left) of 8 set (a load mask for a partial block). */
 RLX_TARGET_AVX2 static inline __m256i rlx_tail_mask8(ptrdiff_t left) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(left < 8 ? left : 8)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
@@ -229,6 +226,10 @@ RLX_TARGET_AVX2 static inline void rlx_store_part8(float* y, __m256 v, ptrdiff_t
     if (left & 1) _mm_store_ss(y, q);
 }
 
+/* Outputs [0, n) in blocks of 8 for stride 2: tap j of 8 consecutive outputs
+ * is the even (j even) or odd (j odd) lanes of the 16 floats at 2i + j - j%2.
+ * The last partial block stores its first outputs only (rlx_store_part8); its
+ * loads stay inside the row buffer (rlx_pool_row_len's 16 entries of slack). */
 RLX_INLINE_AVX2 ptrdiff_t rlx_hmax_s2_avx2_body(float* yr, const float* b, ptrdiff_t n, ptrdiff_t kw,
                                                 const int clean) {
     ptrdiff_t i = 0;
