@@ -7,12 +7,12 @@
 # differ only in the tables, which are computed at compile time and stored as
 # int32 constants; the kernel never does floating-point index maths.
 #
-# Integer 2x on NCHW has a dedicated kernel: each input row becomes two
-# identical output rows of duplicated pixels.
+# Integer 2x on NCHW has a dedicated kernel (src/rlx_resize.h): each input
+# row becomes two identical output rows of duplicated pixels.
 #
 # Work item (prange, static): the output lines of one (plane, od) for the
-# gather (a line with the previous line's source row is copied from it), one
-# input row (plane, h) for 2x.  Every plane offset is computed from the
+# gather (a line with the previous line's source row is copied from it); for
+# 2x, one run of consecutive input rows (plane, h) per thread.  Every plane offset is computed from the
 # plane index, in elements, so batches advance by whole planes (upstream once
 # advanced by a quarter plane per image).
 cimport cython
@@ -29,6 +29,21 @@ work_meter_bind()
 
 cdef extern from "rlx_omp.h":
     int RLX_DEBUG_CHECKS
+
+
+cdef extern from "rlx_resize.h":
+    void rlx_simd_init() nogil
+    int rlx_simd_level() nogil
+    void rlx_up2x_rows(const float* x, Py_ssize_t x_len, float* y, Py_ssize_t y_len, Py_ssize_t r0,
+                       Py_ssize_t r1, Py_ssize_t w) nogil
+
+
+rlx_simd_init()
+
+
+def simd_level():
+    """The variant the 2x kernel runs here (0 portable, >= 1 AVX2)."""
+    return rlx_simd_level()
 
 
 cdef int _gather_lines(const float[::1] x, float[::1] y, const int32_t[::1] tab,
@@ -103,28 +118,6 @@ cdef class ResizeNearestLaunch(Launch):
         return 0
 
 
-cdef int _up2x_row(const float[::1] x, float[::1] y, Py_ssize_t row,
-                   Py_ssize_t w) except -1 nogil:
-    """Input row `row` (= plane * h + i) -> output rows 2*row and 2*row + 1
-    (the output plane has 2h rows of 2w, so its row index is just 2*row)."""
-    cdef Py_ssize_t src = row * w
-    cdef Py_ssize_t dst = 2 * row * 2 * w
-    cdef Py_ssize_t j
-    cdef float v
-    for j in range(w):
-        v = x[src + j]
-        y[dst + 2 * j] = v
-        y[dst + 2 * j + 1] = v
-    # The second row repeats the first (indexed copy in debug builds so the
-    # bounds are checked).
-    if RLX_DEBUG_CHECKS:
-        for j in range(2 * w):
-            y[dst + 2 * w + j] = y[dst + j]
-    elif w > 0:
-        memcpy(&y[dst + 2 * w], &y[dst], 2 * w * sizeof(float))
-    return 0
-
-
 cdef class ResizeNearest2xLaunch(Launch):
     """[N, C, H, W] -> [N, C, 2H, 2W], each pixel copied to a 2x2 block."""
     cdef const float[::1] x
@@ -136,12 +129,19 @@ cdef class ResizeNearest2xLaunch(Launch):
         self.y = y
         self.rows = planes * h
         self.w = w
+        if planes < 0 or h < 0 or w < 0 or self.x.shape[0] < self.rows * w or self.y.shape[0] < 4 * self.rows * w:
+            raise ValueError(f"upsample_nearest2x: x of {self.x.shape[0]} / y of {self.y.shape[0]} floats for "
+                             f"{planes} planes of {h}x{w} (need {self.rows * w} / {4 * self.rows * w})")
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
-        cdef Py_ssize_t row
-        for row in prange(self.rows, num_threads=t, schedule='static'):
+        cdef Py_ssize_t i
+        if self.rows == 0 or self.w == 0:
+            return 0
+        # one run of consecutive input rows per thread (rlx_up2x_rows)
+        for i in prange(t, num_threads=t, schedule='static'):
             work_note(1)
-            _up2x_row(self.x, self.y, row, self.w)
+            rlx_up2x_rows(&self.x[0], self.x.shape[0], &self.y[0], self.y.shape[0], self.rows * i // t,
+                          self.rows * (i + 1) // t, self.w)
         # end: prange
         return 0

@@ -19,13 +19,59 @@ def _x(shape, seed=0):
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
-@pytest.mark.parametrize("shape", [(1, 1, 1, 1), (3, 2, 5, 7), (2, 3, 8, 1), (1, 4, 33, 65)])
+# widths: whole 8-pixel blocks (56), blocks then a 4-pixel block and a
+# scalar tail (15), a 4-pixel block only (4), scalars only (1, 3)
+UP2X_SHAPES = [(1, 1, 1, 1), (3, 2, 5, 7), (2, 3, 8, 1), (1, 4, 33, 65), (2, 3, 4, 56), (1, 2, 3, 15),
+               (1, 1, 2, 4), (2, 1, 3, 3)]
+
+
+@pytest.mark.parametrize("shape", UP2X_SHAPES)
 def test_upsample_nearest2x_matches_reference_on_the_fast_kernel(shape):
     plan = _plan(lambda g, x: g.upsample_nearest2x(x), shape)
     assert [t.kind for t in plan.thunks] == ["resize_nearest2x"]
     x = _x(shape)
     (y,) = plan.run({"x": x})
     np.testing.assert_array_equal(y, ref.upsample_nearest2x(x).astype(np.float32))
+
+
+UP2X_SCRIPT = """
+import io, sys
+import numpy as np
+import rlx_cpu
+from rlx_cpu import _resize
+out = [np.array([_resize.simd_level()], np.float32)]
+for i, shape in enumerate(%r):
+    x = np.random.default_rng(i).standard_normal(shape).astype(np.float32)
+    g = rlx_cpu.Graph()
+    g.output(g.upsample_nearest2x(g.input("x", shape)))
+    for t in (1, 2):
+        out.append(rlx_cpu.compile(g, num_threads=t).run({"x": x})[0].reshape(-1))
+buf = io.BytesIO()
+np.save(buf, np.concatenate(out))
+sys.stdout.buffer.write(buf.getvalue())
+""" % (UP2X_SHAPES,)
+
+
+def test_upsample_nearest2x_portable_variant_matches_reference():
+    from conftest import script_array
+    got = script_array(UP2X_SCRIPT, RLX_SIMD="baseline")
+    assert got[0] == 0                              # the portable loop ran
+    want = [np.array([0], np.float32)]
+    for i, shape in enumerate(UP2X_SHAPES):
+        x = np.random.default_rng(i).standard_normal(shape).astype(np.float32)
+        want += [ref.upsample_nearest2x(x).astype(np.float32).reshape(-1)] * 2
+    np.testing.assert_array_equal(got, np.concatenate(want))
+
+
+def test_upsample_nearest2x_launch_checks_its_buffers():
+    from rlx_cpu import _resize
+    x, y = np.zeros(2 * 3 * 5, np.float32), np.zeros(4 * 2 * 3 * 5, np.float32)
+    _resize.ResizeNearest2xLaunch(x, y, 2, 3, 5)
+    with pytest.raises(ValueError, match=r"upsample_nearest2x: x of 30 / y of 119 floats for 2 planes of 3x5 "
+                                         r"\(need 30 / 120\)"):
+        _resize.ResizeNearest2xLaunch(x, y[:-1], 2, 3, 5)
+    with pytest.raises(ValueError, match=r"x of 29 / y of 120 floats"):
+        _resize.ResizeNearest2xLaunch(x[:-1], y, 2, 3, 5)
 
 
 def test_regression_resize_batch_planes_advance_by_whole_planes():
