@@ -260,8 +260,8 @@ WIDE_CASES = [
     ("narrow", 2, 3, 4, 1, (8, 3), (3, 3), 1, 0, 0, 1),           # wide grid 3x the real pixels
     ("1d", 3, 4, 6, 2, (37,), (5,), 1, 2, 1, 2),
     ("1d-b1-long", 1, 3, 13, 1, (301,), (7,), 1, 3, 3, 1),
-    ("1d-chunks", 2, 3, 5, 1, (2500,), (3,), 1, 1, 1, 1),          # dots longer than one pixel chunk
-    ("image-groups", 5, 3, 6, 1, (20, 20), (3, 3), 1, 1, 1, 1),     # images summed 2 + 2 + 1 per dot
+    ("1d-chunks", 2, 3, 5, 1, (9000,), (3,), 1, 1, 1, 1),          # dots longer than one pixel chunk
+    ("image-groups", 5, 3, 6, 1, (30, 40), (3, 3), 1, 1, 1, 1),     # images summed 3 + 2 per dot
 ]
 WIDE_IDS = [c[0] for c in WIDE_CASES]
 
@@ -313,13 +313,14 @@ def test_wide_is_bitwise_the_same_on_any_thread_count(spec, monkeypatch):
 
 
 def test_wide_image_groups():
-    """Small planes sum several images per dot (as many as fill a 1024-pixel
-    chunk); a plane of 1024 wide pixels or more, one; a group's padded inputs
+    """Small planes sum several images per dot (as many as fill a 4096-pixel
+    chunk); a plane of 4096 wide pixels or more, one; a group's padded inputs
     stay under 1 MiB."""
     group = _backward.wide_image_group
-    assert group(_weight_dims(WIDE_CASES[WIDE_IDS.index("image-groups")]).as_tuple()) == 2      # L 438 -> 448
-    assert group(_weight_dims(BENCH_SPEC).as_tuple()) == 1                                       # L 838 -> 848
-    assert group(_weight_dims(("b32-14", 32, 64, 64, 1, (14, 14), (3, 3), 1, 1, 1, 1)).as_tuple()) == 4
+    assert group(_weight_dims(WIDE_CASES[WIDE_IDS.index("image-groups")]).as_tuple()) == 3     # L 1258 -> 1264
+    assert group(_weight_dims(BENCH_SPEC).as_tuple()) == 4                                       # L 838 -> 848
+    assert group(_weight_dims(("b32-14", 32, 64, 64, 1, (14, 14), (3, 3), 1, 1, 1, 1)).as_tuple()) == 15   # 1 MiB
+    assert group(_weight_dims(("1d", 2, 3, 5, 1, (9000,), (3,), 1, 1, 1, 1)).as_tuple()) == 1
     assert group(_weight_dims(("b2-7", 2, 8, 8, 1, (7, 7), (3, 3), 1, 1, 1, 1)).as_tuple()) == 2   # capped by N
     # 512 channels of 9 x 9 padded planes: 41.5k floats per image, so 6 per MiB, not 16
     assert group(_weight_dims(("b32-7-512", 32, 512, 8, 1, (7, 7), (3, 3), 1, 1, 1, 1)).as_tuple()) == 6
