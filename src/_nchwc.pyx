@@ -83,7 +83,7 @@ cdef extern from "rlx_nchwc.h":
     void rlx_stem_nchw_offsets(const NcStemGeom* g, Py_ssize_t* koff) nogil
     void rlx_stem_nchw_copy(const float* x, Py_ssize_t x_len, float* xq, Py_ssize_t xq_len, Py_ssize_t h,
                             Py_ssize_t w, Py_ssize_t hp, Py_ssize_t sw, Py_ssize_t wq, Py_ssize_t pt, Py_ssize_t pl,
-                            Py_ssize_t i0, Py_ssize_t i1) nogil
+                            Py_ssize_t bands, Py_ssize_t i0, Py_ssize_t i1) nogil
     void rlx_stem_nchw_rows(const float* xq, Py_ssize_t xq_len, const float* wq, Py_ssize_t wq_len,
                             const float* bias, float* y, Py_ssize_t y_len, const Py_ssize_t* koff,
                             const NcStemGeom* g, const NcAct* a, Py_ssize_t chunk, Py_ssize_t i0,
@@ -714,7 +714,7 @@ cdef class NchwcStemLaunch(_BlockedConv):
     cdef Py_ssize_t rows
     cdef float[::1] xp
     cdef bint padded, nchw_out
-    cdef Py_ssize_t h_in, w_in, pt, pl, wqn, chunk, items
+    cdef Py_ssize_t h_in, w_in, pt, pl, wqn, chunk, items, bands
 
     def __init__(self, x, wq, bias, y, Py_ssize_t n, Py_ssize_t c, Py_ssize_t h, Py_ssize_t w, Py_ssize_t m,
                  tuple kernel, tuple stride, tuple pads_begin, tuple pads_end, tuple dilation, act=None,
@@ -759,6 +759,9 @@ cdef class NchwcStemLaunch(_BlockedConv):
         self.chunk = w_out if w_out <= RLX_STEM_NCHW_ROW else RLX_STEM_NCHW_CHUNK
         self.items = self.rows * ((w_out + self.chunk - 1) // self.chunk)
         self.max_threads = max(1, max_threads)
+        # the NCHW output mode's padded copy: bands of rows per plane, so that
+        # there are about 4 items per thread (batch 1: 3 planes)
+        self.bands = max(1, min(self.g.h, (4 * self.max_threads + n * c - 1) // (n * c)))
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
@@ -769,10 +772,11 @@ cdef class NchwcStemLaunch(_BlockedConv):
         cdef Py_ssize_t planes = self.rows // self.g.h_out * self.g.c
         if self.nchw_out:
             if self.padded:
-                for i in prange(planes, num_threads=t, schedule='static'):
+                for i in prange(planes * self.bands, num_threads=t, schedule='static'):
                     work_note(1)
                     rlx_stem_nchw_copy(&self.x[0], self.x.shape[0], &self.xp[0], self.xp.shape[0], self.h_in,
-                                       self.w_in, self.g.h, self.g.sw, self.wqn, self.pt, self.pl, i, i + 1)
+                                       self.w_in, self.g.h, self.g.sw, self.wqn, self.pt, self.pl, self.bands, i,
+                                       i + 1)
                 src = &self.xp[0]
                 src_len = self.xp.shape[0]
             runs = t if t < self.items else self.items

@@ -1627,20 +1627,53 @@ static void rlx_stem_nchw_offsets(const rlx_nchwc_stem_geom* g, ptrdiff_t* koff)
                 koff[k++] = ((c * g->h + i * g->dh) * sw + (j * g->dw) % sw) * wq + (j * g->dw) / sw;
 }
 
-/* planes [i0, i1) (image * C + channel) of x [.., h, w] into the phase-split
- * padded copy xq [.., hp, sw, wq] (input at row pt, column pl; zeros
- * elsewhere) */
+/* One input row sr (w floats) into its two column phases at sw = 2: slot q
+ * of d0 / d1 holds input column 2q - pl / 2q + 1 - pl, zero outside [0, w).
+ * The middle of the row splits 16 floats at a time into their even and odd
+ * lanes; the ends go one slot at a time.  (The slot loop took a quarter of a
+ * 3->32 3x3 s2 stem on 224x224, NCHW out.) */
+RLX_INLINE void rlx_stem_nchw_slots_s2(const float* sr, float* d0, float* d1, ptrdiff_t w, ptrdiff_t pl,
+                                       ptrdiff_t q0, ptrdiff_t q1) {
+    for (ptrdiff_t q = q0; q < q1; ++q) {
+        const ptrdiff_t ic = 2 * q - pl;
+        d0[q] = ic >= 0 && ic < w ? sr[ic] : 0.0f;
+        d1[q] = ic + 1 >= 0 && ic + 1 < w ? sr[ic + 1] : 0.0f;
+    }
+}
+#if RLX_X86_DISPATCH
+RLX_TARGET_AVX2 static void rlx_stem_nchw_row_s2_avx2(const float* sr, float* d0, float* d1, ptrdiff_t w,
+                                                      ptrdiff_t wq, ptrdiff_t pl) {
+    ptrdiff_t q = 0;
+    while (q < wq && 2 * q - pl < 0) ++q;
+    rlx_stem_nchw_slots_s2(sr, d0, d1, w, pl, 0, q);
+    for (; q + 8 <= wq && 2 * q - pl + 16 <= w; q += 8) {
+        const float* s = sr + 2 * q - pl;
+        const __m256 lo = _mm256_loadu_ps(s), hi = _mm256_loadu_ps(s + 8);
+        const __m256 e = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+        const __m256 o = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+        _mm256_storeu_ps(d0 + q, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0))));
+        _mm256_storeu_ps(d1 + q, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0))));
+    }
+    rlx_stem_nchw_slots_s2(sr, d0, d1, w, pl, q, wq);
+}
+#endif
+
+/* items [i0, i1) = (plane, band): band b of `bands` of the padded rows of
+ * plane (image * C + channel) of x [.., h, w] into the phase-split padded
+ * copy xq [.., hp, sw, wq] (input at row pt, column pl; zeros elsewhere).
+ * Bands let a batch-1 stem's three planes split over the threads. */
 static void rlx_stem_nchw_copy(const float* x, ptrdiff_t x_len, float* xq, ptrdiff_t xq_len, ptrdiff_t h,
                                ptrdiff_t w, ptrdiff_t hp, ptrdiff_t sw, ptrdiff_t wq, ptrdiff_t pt, ptrdiff_t pl,
-                               ptrdiff_t i0, ptrdiff_t i1) {
+                               ptrdiff_t bands, ptrdiff_t i0, ptrdiff_t i1) {
     (void)x_len;
     (void)xq_len;
     for (ptrdiff_t item = i0; item < i1; ++item) {
-        const float* s = x + item * h * w;
-        float* d = xq + item * hp * sw * wq;
-        RLX_CHECK_RANGE(item * h * w, (item + 1) * h * w, x_len, "stem nchw copy source");
-        RLX_CHECK_RANGE(item * hp * sw * wq, (item + 1) * hp * sw * wq, xq_len, "stem nchw copy");
-        for (ptrdiff_t r = 0; r < hp; ++r) {
+        const ptrdiff_t plane = item / bands, band = item % bands;
+        const float* s = x + plane * h * w;
+        float* d = xq + plane * hp * sw * wq;
+        RLX_CHECK_RANGE(plane * h * w, (plane + 1) * h * w, x_len, "stem nchw copy source");
+        RLX_CHECK_RANGE(plane * hp * sw * wq, (plane + 1) * hp * sw * wq, xq_len, "stem nchw copy");
+        for (ptrdiff_t r = hp * band / bands; r < hp * (band + 1) / bands; ++r) {
             const ptrdiff_t ir = r - pt;
             for (ptrdiff_t ph = 0; ph < sw; ++ph) {
                 float* dr = d + (r * sw + ph) * wq;
@@ -1649,6 +1682,13 @@ static void rlx_stem_nchw_copy(const float* x, ptrdiff_t x_len, float* xq, ptrdi
                     continue;
                 }
                 const float* sr = s + ir * w;
+#if RLX_X86_DISPATCH
+                if (sw == 2 && ph == 0 && rlx_simd_level()) {
+                    rlx_stem_nchw_row_s2_avx2(sr, dr, dr + wq, w, wq, pl);
+                    ++ph;                   /* both phases written */
+                    continue;
+                }
+#endif
                 if (sw == 1 && pl + w <= wq) {
                     memset(dr, 0, sizeof(float) * (size_t)pl);
                     memcpy(dr + pl, sr, sizeof(float) * (size_t)w);
