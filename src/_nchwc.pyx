@@ -788,6 +788,23 @@ cdef class NchwcStemLaunch(_BlockedConv):
                                    &self.bias[0] if self.has_bias else NULL, &self.y[0], self.y.shape[0],
                                    &self.koff[0], &self.g, &self.a, self.chunk, lo, hi)
             return 0
+        cdef Py_ssize_t n = self.rows // self.g.h_out, img
+        if self.padded and n > 1 and n % t == 0:
+            # whole images per thread, each padded and then computed while its
+            # copy is in this core's cache, with one parallel region, not two
+            # (the dense conv's dense_images_per_thread): a 3->32 3x3 s2 stem
+            # on 8 x 224x224, 2 threads, 1.07 -> 1.03 ms; 1 thread unchanged
+            for r in prange(t, num_threads=t, schedule='static'):
+                for img in range(n * r // t, n * (r + 1) // t):
+                    work_note(1)
+                    rlx_nchwc_stem_pad(&self.x[0], self.x.shape[0], &self.xp[0], self.xp.shape[0], self.h_in,
+                                       self.w_in, self.g.h, self.g.w, self.pt, self.pl, img * self.g.c,
+                                       (img + 1) * self.g.c)
+                    rlx_nchwc_stem_rows(&self.xp[0], self.xp.shape[0], &self.wq[0], self.wq.shape[0],
+                                        &self.bias[0] if self.has_bias else NULL, &self.y[0], self.y.shape[0],
+                                        &self.koff[0], &self.g, &self.a, img * self.g.h_out,
+                                        (img + 1) * self.g.h_out)
+            return 0
         if self.padded:
             for i in prange(planes, num_threads=t, schedule='static'):
                 work_note(1)
