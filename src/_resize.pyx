@@ -12,9 +12,9 @@
 #
 # Work item (prange, static): the output lines of one (plane, od) for the
 # gather (a line with the previous line's source row is copied from it); for
-# 2x, one run of consecutive input rows (plane, h) per thread.  Every plane offset is computed from the
-# plane index, in elements, so batches advance by whole planes (upstream once
-# advanced by a quarter plane per image).
+# 2x, one run of consecutive input rows (plane, h) per thread.  Every plane
+# offset is computed from the plane index, in elements, so batches advance by
+# whole planes (upstream once advanced by a quarter plane per image).
 cimport cython
 from cython.parallel cimport prange
 from libc.stdint cimport int32_t
@@ -25,10 +25,6 @@ import numpy as np
 
 # this module's work-meter notes count in rlx_cpu._launch's meter
 work_meter_bind()
-
-
-cdef extern from "rlx_omp.h":
-    int RLX_DEBUG_CHECKS
 
 
 cdef extern from "rlx_resize.h":
