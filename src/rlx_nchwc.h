@@ -1647,12 +1647,10 @@ RLX_TARGET_AVX2 static void rlx_stem_nchw_row_s2_avx2(const float* sr, float* d0
     while (q < wq && 2 * q - pl < 0) ++q;
     rlx_stem_nchw_slots_s2(sr, d0, d1, w, pl, 0, q);
     for (; q + 8 <= wq && 2 * q - pl + 16 <= w; q += 8) {
-        const float* s = sr + 2 * q - pl;
-        const __m256 lo = _mm256_loadu_ps(s), hi = _mm256_loadu_ps(s + 8);
-        const __m256 e = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
-        const __m256 o = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
-        _mm256_storeu_ps(d0 + q, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0))));
-        _mm256_storeu_ps(d1 + q, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0))));
+        __m256 e, o;
+        rlx_deint8(sr + 2 * q - pl, &e, &o);
+        _mm256_storeu_ps(d0 + q, e);
+        _mm256_storeu_ps(d1 + q, o);
     }
     rlx_stem_nchw_slots_s2(sr, d0, d1, w, pl, q, wq);
 }

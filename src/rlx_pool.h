@@ -191,14 +191,6 @@ RLX_TARGET_AVX2 static inline int rlx_rows_nan_free(const float* x, ptrdiff_t lo
     return lo >= clean[0] && hi <= clean[1];
 }
 
-RLX_TARGET_AVX2 static inline void rlx_deint8(const float* p, __m256* even, __m256* odd) {
-    __m256 lo = _mm256_loadu_ps(p), hi = _mm256_loadu_ps(p + 8);
-    __m256 e = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
-    __m256 o = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
-    *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
-    *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
-}
-
 /* Lanes [0, left) of 8 set (a load mask for a partial block). */
 RLX_TARGET_AVX2 static inline __m256i rlx_tail_mask8(ptrdiff_t left) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(left < 8 ? left : 8)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));

@@ -99,6 +99,18 @@ static void rlx_simd_init(void) {
 
 static inline int rlx_simd_level(void) { return rlx_simd_level_value; }
 
+#if RLX_X86_DISPATCH
+/* The 16 floats at p split into their even and odd lanes, in order (the
+ * stride-2 pools' taps, a stride-2 stem's column phases). */
+RLX_TARGET_AVX2 static inline void rlx_deint8(const float* p, __m256* even, __m256* odd) {
+    __m256 lo = _mm256_loadu_ps(p), hi = _mm256_loadu_ps(p + 8);
+    __m256 e = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+    __m256 o = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+    *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+    *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+#endif
+
 typedef struct {
     ptrdiff_t n, c_in, h, w, c_out, h_out, w_out;
     ptrdiff_t kh, kw, sh, sw, ph, pw, dh, dw, groups;
