@@ -564,24 +564,53 @@ cdef class PoolLaunch(Launch):
 # ---------------------------------------------------------------------------
 
 cdef double _sum_range(const float[::1] x, Py_ssize_t lo, Py_ssize_t hi) except? -1 nogil:
-    """Sum in double in a fixed order (rlx_sum_f64's 16 lanes)."""
-    cdef double lane[16]
-    cdef Py_ssize_t i = lo, j, w
+    """Sum in rlx_sum_f64's fixed order (float lanes per block, double across)."""
+    cdef double lane[8]
+    cdef double g[32]
+    cdef float f[32]
+    cdef Py_ssize_t b = lo, e, i, j, w
+    cdef int bad
     if hi <= lo:
         return 0.0
     if not RLX_DEBUG_CHECKS:
         return rlx_gsum(&x[lo], hi - lo)
-    # same lanes and order, indexed so a debug build checks the bounds
-    for j in range(16):
+    # same blocks, lanes and order, indexed so a debug build checks the bounds
+    for j in range(8):
         lane[j] = 0.0
-    while i + 16 <= hi:
+    while b < hi:
+        e = b + 512
+        if e > hi:
+            e = hi
+        for j in range(32):
+            f[j] = 0.0
+        i = b
+        while i < e:
+            f[(i - b) % 32] += x[i]
+            i += 1
         for j in range(16):
-            lane[j] += x[i + j]
-        i += 16
-    while i < hi:
-        lane[0] += x[i]
-        i += 1
-    w = 8
+            f[j] += f[j + 16]
+        bad = 0
+        for j in range(8):
+            f[j] += f[j + 8]
+            if not (f[j] - f[j] == 0.0):
+                bad = 1
+        if bad:
+            # a float lane overflowed or met an inf or NaN: the block again in double
+            for j in range(32):
+                g[j] = 0.0
+            i = b
+            while i < e:
+                g[(i - b) % 32] += <double>x[i]
+                i += 1
+            for j in range(16):
+                g[j] += g[j + 16]
+            for j in range(8):
+                lane[j] += g[j] + g[j + 8]
+        else:
+            for j in range(8):
+                lane[j] += <double>f[j]
+        b = e
+    w = 4
     while w >= 1:
         for j in range(w):
             lane[j] += lane[j + w]

@@ -3198,8 +3198,46 @@ static void rlx_nchwc_pool_rows(const float* x, ptrdiff_t x_len, float* y, ptrdi
 
 /* ---- global pools --------------------------------------------------------
  * Block items [i0, i1) (item = n * C/8 + cb) of x [N, C/8, P, 8] -> y[item *
- * 8 + j], which is y [N, C, 1, 1] in either layout.  avg: the double sum in
- * pixel order over P; max: the rule of the window pools. */
+ * 8 + j], which is y [N, C, 1, 1] in either layout.  max: the rule of the
+ * window pools.  avg: channel j's sum, as rlx_sum_f64 sums a plane (float
+ * within blocks, double across): blocks of RLX_NCHWC_GSUM_BLOCK pixels; in a
+ * block, float accumulator a (of 4) sums the pixels whose offset in the
+ * block is a modulo 4, in order, from +0.0f; they fold as (f0 + f2) + (f1 +
+ * f3); the double sum of channel j += that; a block whose folded sums are
+ * not all finite is summed again in double in the same order
+ * (rlx_nchwc_gsum_block_f64).  Then y = sum / P in double. */
+#define RLX_NCHWC_GSUM_BLOCK 64
+
+/* s[j] += the block's sums of channel j in double, in the order above */
+static void rlx_nchwc_gsum_block_f64(const float* xb, ptrdiff_t e, double* s) {
+    double g[4][8];
+    for (int a = 0; a < 4; ++a)
+        for (int j = 0; j < 8; ++j) g[a][j] = 0.0;
+    for (ptrdiff_t p = 0; p < e; ++p)
+        for (int j = 0; j < 8; ++j) g[p % 4][j] += (double)xb[p * 8 + j];
+    for (int j = 0; j < 8; ++j) s[j] += (g[0][j] + g[2][j]) + (g[1][j] + g[3][j]);
+}
+
+static void rlx_nchwc_gsum_base(const float* xb, ptrdiff_t P, double* s) {
+    for (int j = 0; j < 8; ++j) s[j] = 0.0;
+    for (ptrdiff_t b = 0; b < P; b += RLX_NCHWC_GSUM_BLOCK) {
+        const ptrdiff_t e = P - b < RLX_NCHWC_GSUM_BLOCK ? P - b : RLX_NCHWC_GSUM_BLOCK;
+        const float* xp = xb + b * 8;
+        float f[4][8], t[8];
+        int bad = 0;
+        for (int a = 0; a < 4; ++a)
+            for (int j = 0; j < 8; ++j) f[a][j] = 0.0f;
+        for (ptrdiff_t p = 0; p < e; ++p)
+            for (int j = 0; j < 8; ++j) f[p % 4][j] += xp[p * 8 + j];
+        for (int j = 0; j < 8; ++j) {
+            t[j] = (f[0][j] + f[2][j]) + (f[1][j] + f[3][j]);
+            bad |= !(t[j] - t[j] == 0.0f);
+        }
+        if (bad) rlx_nchwc_gsum_block_f64(xp, e, s);
+        else for (int j = 0; j < 8; ++j) s[j] += (double)t[j];
+    }
+}
+
 #if RLX_X86_DISPATCH
 RLX_TARGET_AVX2 static void rlx_nchwc_global_avx2(const float* xb, float* yb, ptrdiff_t P, int is_max) {
     if (is_max) {
@@ -3209,10 +3247,33 @@ RLX_TARGET_AVX2 static void rlx_nchwc_global_avx2(const float* xb, float* yb, pt
         return;
     }
     __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
-    for (ptrdiff_t p = 0; p < P; ++p) {
-        const __m256 v = _mm256_loadu_ps(xb + p * 8);
-        lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
-        hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+    for (ptrdiff_t b = 0; b < P; b += RLX_NCHWC_GSUM_BLOCK) {
+        const ptrdiff_t e = P - b < RLX_NCHWC_GSUM_BLOCK ? P - b : RLX_NCHWC_GSUM_BLOCK;
+        const float* xp = xb + b * 8;
+        __m256 f0 = _mm256_setzero_ps(), f1 = f0, f2 = f0, f3 = f0;
+        ptrdiff_t p = 0;
+        for (; p + 4 <= e; p += 4) {
+            f0 = _mm256_add_ps(f0, _mm256_loadu_ps(xp + p * 8));
+            f1 = _mm256_add_ps(f1, _mm256_loadu_ps(xp + p * 8 + 8));
+            f2 = _mm256_add_ps(f2, _mm256_loadu_ps(xp + p * 8 + 16));
+            f3 = _mm256_add_ps(f3, _mm256_loadu_ps(xp + p * 8 + 24));
+        }
+        if (p < e) f0 = _mm256_add_ps(f0, _mm256_loadu_ps(xp + p * 8));
+        if (p + 1 < e) f1 = _mm256_add_ps(f1, _mm256_loadu_ps(xp + p * 8 + 8));
+        if (p + 2 < e) f2 = _mm256_add_ps(f2, _mm256_loadu_ps(xp + p * 8 + 16));
+        const __m256 t = _mm256_add_ps(_mm256_add_ps(f0, f2), _mm256_add_ps(f1, f3));
+        const __m256 ok = _mm256_cmp_ps(_mm256_sub_ps(t, t), _mm256_setzero_ps(), _CMP_EQ_OQ);
+        if (__builtin_expect(_mm256_movemask_ps(ok) != 0xff, 0)) {
+            double s[8];
+            _mm256_storeu_pd(s, lo);
+            _mm256_storeu_pd(s + 4, hi);
+            rlx_nchwc_gsum_block_f64(xp, e, s);
+            lo = _mm256_loadu_pd(s);
+            hi = _mm256_loadu_pd(s + 4);
+            continue;
+        }
+        lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(t)));
+        hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(t, 1)));
     }
     const __m256d dp = _mm256_set1_pd((double)P);
     const __m128 l = _mm256_cvtpd_ps(_mm256_div_pd(lo, dp)), h = _mm256_cvtpd_ps(_mm256_div_pd(hi, dp));
@@ -3235,19 +3296,19 @@ static void rlx_nchwc_global(const float* x, ptrdiff_t x_len, float* y, ptrdiff_
             continue;
         }
 #endif
-        for (int j = 0; j < 8; ++j) {
-            if (is_max) {
+        if (is_max) {
+            for (int j = 0; j < 8; ++j) {
                 float m = -INFINITY;
                 for (ptrdiff_t p = 0; p < P; ++p) {
                     const float v = xb[p * 8 + j];
                     m = (v > m || v != v) ? v : m;
                 }
                 yb[j] = m;
-            } else {
-                double sum = 0.0;
-                for (ptrdiff_t p = 0; p < P; ++p) sum += (double)xb[p * 8 + j];
-                yb[j] = (float)(sum / (double)P);
             }
+        } else {
+            double s[8];
+            rlx_nchwc_gsum_base(xb, P, s);
+            for (int j = 0; j < 8; ++j) yb[j] = (float)(s[j] / (double)P);
         }
     }
 }

@@ -32,25 +32,61 @@ static inline void rlx_argmax_run(float *restrict y, int64_t *restrict ip, const
     }
 }
 
-/* Sum of x[0..n) in double over 16 interleaved lanes (lane j takes x[i]
- * with i % 16 == j, up to the last whole block of 16; the rest goes into
- * lane 0 in order), then lane j += lane j + w for w = 8, 4, 2, 1: a fixed
- * order (so any thread count gives the same bits) that the compiler
- * vectorises (float -> double conversions four at a time, four independent
- * add chains).  No multiplies, so the AVX2 build of the same body (rlx_gsum)
- * gives the same bits as this one. */
-#define RLX_GSUM_LANES 16
+/* Sum of x[0..n) in a fixed order, float within blocks and double across
+ * them (a two-level cascade, as torch's float sum: float adds run at twice
+ * the rate of float -> double conversions, which bounded the all-double
+ * loop at about 15 floats/ns, under what L2 and L3 deliver).
+ *   - x is cut into blocks of RLX_GSUM_BLOCK floats from x[0] (the last may
+ *     be short).  In a block, float lane j (of 32) sums the block's entries
+ *     whose offset in the block is j modulo 32, in order, from +0.0f; then
+ *     lane j += lane j + 16 (j < 16) and lane j += lane j + 8 (j < 8).
+ *     A lane thus rounds at most 17 times (16 entries and two folds).
+ *   - After each block, double lane j += (double)float lane j (j < 8).
+ *   - A block whose 8 folded float lanes are not all finite (an overflow,
+ *     or an inf or NaN in x) is summed again in double in the same lanes
+ *     and order (rlx_gsum_block_f64), so sums beyond float's range stay
+ *     finite, as the all-double loop kept them; an inf or NaN comes out the
+ *     same.
+ *   - At the end, double lane j += lane j + w for w = 4, 2, 1.
+ * A lane never holds -0.0 (it starts at +0.0 and a rounded sum is never
+ * -0.0), so adding +0.0 for a missing entry changes no bits: the AVX2 body
+ * below adds the short tail with masked loads and gives the same bits as
+ * this one, which the compiler vectorises over the lanes as it stands. */
+#define RLX_GSUM_LANES 32
+#define RLX_GSUM_BLOCK 512
+
+/* lane[j] (j < 8) += the block's sum in double, in rlx_sum_f64_body's order */
+static void rlx_gsum_block_f64(const float *restrict p, ptrdiff_t e, double *restrict lane)
+{
+    double g[RLX_GSUM_LANES];
+    for (int j = 0; j < RLX_GSUM_LANES; ++j) g[j] = 0.0;
+    for (ptrdiff_t i = 0; i < e; ++i) g[i % RLX_GSUM_LANES] += (double)p[i];
+    for (int j = 0; j < 16; ++j) g[j] += g[j + 16];
+    for (int j = 0; j < 8; ++j) lane[j] += g[j] + g[j + 8];
+}
+
 RLX_INLINE double rlx_sum_f64_body(const float *restrict x, ptrdiff_t n)
 {
-    double lane[RLX_GSUM_LANES];
-    for (int j = 0; j < RLX_GSUM_LANES; ++j) lane[j] = 0.0;
-    ptrdiff_t i = 0;
-    for (; i + RLX_GSUM_LANES <= n; i += RLX_GSUM_LANES)
-        for (int j = 0; j < RLX_GSUM_LANES; ++j)
-            lane[j] += (double)x[i + j];
-    for (; i < n; ++i)          /* the tail into lane 0 (a constant index keeps the lanes in registers) */
-        lane[0] += (double)x[i];
-    for (int w = RLX_GSUM_LANES / 2; w >= 1; w /= 2)
+    double lane[8];
+    for (int j = 0; j < 8; ++j) lane[j] = 0.0;
+    for (ptrdiff_t b = 0; b < n; b += RLX_GSUM_BLOCK) {
+        const float *restrict p = x + b;
+        ptrdiff_t e = n - b < RLX_GSUM_BLOCK ? n - b : RLX_GSUM_BLOCK, i = 0;
+        float f[RLX_GSUM_LANES];
+        for (int j = 0; j < RLX_GSUM_LANES; ++j) f[j] = 0.0f;
+        for (; i + RLX_GSUM_LANES <= e; i += RLX_GSUM_LANES)
+            for (int j = 0; j < RLX_GSUM_LANES; ++j)
+                f[j] += p[i + j];
+        for (int j = 0; i + j < e; ++j)     /* the short tail, lane j takes p[i + j] */
+            f[j] += p[i + j];
+        for (int j = 0; j < 16; ++j) f[j] += f[j + 16];
+        for (int j = 0; j < 8; ++j) f[j] += f[j + 8];
+        int bad = 0;
+        for (int j = 0; j < 8; ++j) bad |= !(f[j] - f[j] == 0.0f);
+        if (bad) rlx_gsum_block_f64(p, e, lane);
+        else for (int j = 0; j < 8; ++j) lane[j] += (double)f[j];
+    }
+    for (int w = 4; w >= 1; w /= 2)
         for (int j = 0; j < w; ++j)
             lane[j] += lane[j + w];
     return lane[0];
@@ -496,61 +532,74 @@ RLX_TARGET_AVX2 static float rlx_gmax_avx2(const float* x, ptrdiff_t n) {
     return _mm_cvtss_f32(q);
 }
 
-/* rlx_sum_f64's lanes and order, explicitly, so the lanes never leave the
- * registers: lanes 0-3, 4-7, 8-11, 12-15 in four accumulators. */
-RLX_TARGET_AVX2 static double rlx_gsum_avx2(const float* x, ptrdiff_t n) {
-    __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+/* rlx_sum_f64's blocks, lanes and order, explicitly: float lanes 0-7, 8-15,
+ * 16-23, 24-31 in four accumulators, double lanes 0-3 in *d0, 4-7 in *d1. */
+RLX_INLINE_AVX2 void rlx_gsum_block_avx2(const float* p, ptrdiff_t e, __m256d* d0, __m256d* d1) {
+    __m256 f0 = _mm256_setzero_ps(), f1 = f0, f2 = f0, f3 = f0;
     ptrdiff_t i = 0;
-    for (; i + RLX_GSUM_LANES <= n; i += RLX_GSUM_LANES) {
-        a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm_loadu_ps(x + i)));
-        a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4)));
-        a2 = _mm256_add_pd(a2, _mm256_cvtps_pd(_mm_loadu_ps(x + i + 8)));
-        a3 = _mm256_add_pd(a3, _mm256_cvtps_pd(_mm_loadu_ps(x + i + 12)));
+    for (; i + RLX_GSUM_LANES <= e; i += RLX_GSUM_LANES) {
+        f0 = _mm256_add_ps(f0, _mm256_loadu_ps(p + i));
+        f1 = _mm256_add_ps(f1, _mm256_loadu_ps(p + i + 8));
+        f2 = _mm256_add_ps(f2, _mm256_loadu_ps(p + i + 16));
+        f3 = _mm256_add_ps(f3, _mm256_loadu_ps(p + i + 24));
     }
-    if (i < n) {
-        double l0 = _mm256_cvtsd_f64(a0);
-        for (; i < n; ++i) l0 += (double)x[i];
-        a0 = _mm256_blend_pd(a0, _mm256_set1_pd(l0), 1);
+    if (i < e) {
+        /* the tail's r < 32 entries, +0.0f where there is none */
+        const __m256i r = _mm256_set1_epi32((int)(e - i)), eight = _mm256_set1_epi32(8);
+        __m256i k = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        f0 = _mm256_add_ps(f0, _mm256_maskload_ps(p + i, _mm256_cmpgt_epi32(r, k)));
+        k = _mm256_add_epi32(k, eight);
+        f1 = _mm256_add_ps(f1, _mm256_maskload_ps(p + i + 8, _mm256_cmpgt_epi32(r, k)));
+        k = _mm256_add_epi32(k, eight);
+        f2 = _mm256_add_ps(f2, _mm256_maskload_ps(p + i + 16, _mm256_cmpgt_epi32(r, k)));
+        k = _mm256_add_epi32(k, eight);
+        f3 = _mm256_add_ps(f3, _mm256_maskload_ps(p + i + 24, _mm256_cmpgt_epi32(r, k)));
     }
-    a0 = _mm256_add_pd(_mm256_add_pd(a0, a2), _mm256_add_pd(a1, a3));     /* w = 8, then 4 */
-    __m128d q = _mm_add_pd(_mm256_castpd256_pd128(a0), _mm256_extractf128_pd(a0, 1));   /* w = 2 */
-    return _mm_cvtsd_f64(_mm_add_sd(q, _mm_unpackhi_pd(q, q)));                       /* w = 1 */
+    f0 = _mm256_add_ps(_mm256_add_ps(f0, f2), _mm256_add_ps(f1, f3));     /* j += j + 16, then j + 8 */
+    /* x - x is 0 for a finite x, NaN for an inf or NaN */
+    __m256 ok = _mm256_cmp_ps(_mm256_sub_ps(f0, f0), _mm256_setzero_ps(), _CMP_EQ_OQ);
+    if (__builtin_expect(_mm256_movemask_ps(ok) != 0xff, 0)) {
+        double lane[8];
+        _mm256_storeu_pd(lane, *d0);
+        _mm256_storeu_pd(lane + 4, *d1);
+        rlx_gsum_block_f64(p, e, lane);
+        *d0 = _mm256_loadu_pd(lane);
+        *d1 = _mm256_loadu_pd(lane + 4);
+        return;
+    }
+    *d0 = _mm256_add_pd(*d0, _mm256_cvtps_pd(_mm256_castps256_ps128(f0)));
+    *d1 = _mm256_add_pd(*d1, _mm256_cvtps_pd(_mm256_extractf128_ps(f0, 1)));
+}
+
+/* the double lanes' tree: w = 4, 2, 1 */
+RLX_INLINE_AVX2 double rlx_gsum_tree_avx2(__m256d d0, __m256d d1) {
+    __m256d a = _mm256_add_pd(d0, d1);
+    __m128d q = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(q, _mm_unpackhi_pd(q, q)));
+}
+
+RLX_TARGET_AVX2 static double rlx_gsum_avx2(const float* x, ptrdiff_t n) {
+    __m256d d0 = _mm256_setzero_pd(), d1 = d0;
+    for (ptrdiff_t b = 0; b < n; b += RLX_GSUM_BLOCK)
+        rlx_gsum_block_avx2(x + b, n - b < RLX_GSUM_BLOCK ? n - b : RLX_GSUM_BLOCK, &d0, &d1);
+    return rlx_gsum_tree_avx2(d0, d1);
 }
 #endif
 
 static float rlx_gmax_base(const float* x, ptrdiff_t n) { return rlx_gmax_body(x, n); }
 
 #if RLX_X86_DISPATCH
-/* rlx_gsum_avx2 of two planes at once (two independent add chains per lane
- * group hide the add latency on short planes); the same bits as two calls. */
+/* rlx_gsum_avx2 of two planes, block by block (two streams in flight); the
+ * same bits as two calls. */
 RLX_TARGET_AVX2 static void rlx_gsum2_avx2(const float* x, const float* z, ptrdiff_t n, double* sx, double* sz) {
-    __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, c0 = a0, c1 = a0, c2 = a0, c3 = a0;
-    ptrdiff_t i = 0;
-    for (; i + RLX_GSUM_LANES <= n; i += RLX_GSUM_LANES) {
-        a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm_loadu_ps(x + i)));
-        c0 = _mm256_add_pd(c0, _mm256_cvtps_pd(_mm_loadu_ps(z + i)));
-        a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4)));
-        c1 = _mm256_add_pd(c1, _mm256_cvtps_pd(_mm_loadu_ps(z + i + 4)));
-        a2 = _mm256_add_pd(a2, _mm256_cvtps_pd(_mm_loadu_ps(x + i + 8)));
-        c2 = _mm256_add_pd(c2, _mm256_cvtps_pd(_mm_loadu_ps(z + i + 8)));
-        a3 = _mm256_add_pd(a3, _mm256_cvtps_pd(_mm_loadu_ps(x + i + 12)));
-        c3 = _mm256_add_pd(c3, _mm256_cvtps_pd(_mm_loadu_ps(z + i + 12)));
+    __m256d d0 = _mm256_setzero_pd(), d1 = d0, c0 = d0, c1 = d0;
+    for (ptrdiff_t b = 0; b < n; b += RLX_GSUM_BLOCK) {
+        ptrdiff_t e = n - b < RLX_GSUM_BLOCK ? n - b : RLX_GSUM_BLOCK;
+        rlx_gsum_block_avx2(x + b, e, &d0, &d1);
+        rlx_gsum_block_avx2(z + b, e, &c0, &c1);
     }
-    if (i < n) {
-        double l0 = _mm256_cvtsd_f64(a0), m0 = _mm256_cvtsd_f64(c0);
-        for (; i < n; ++i) {
-            l0 += (double)x[i];
-            m0 += (double)z[i];
-        }
-        a0 = _mm256_blend_pd(a0, _mm256_set1_pd(l0), 1);
-        c0 = _mm256_blend_pd(c0, _mm256_set1_pd(m0), 1);
-    }
-    a0 = _mm256_add_pd(_mm256_add_pd(a0, a2), _mm256_add_pd(a1, a3));
-    c0 = _mm256_add_pd(_mm256_add_pd(c0, c2), _mm256_add_pd(c1, c3));
-    __m128d q = _mm_add_pd(_mm256_castpd256_pd128(a0), _mm256_extractf128_pd(a0, 1));
-    __m128d r = _mm_add_pd(_mm256_castpd256_pd128(c0), _mm256_extractf128_pd(c0, 1));
-    *sx = _mm_cvtsd_f64(_mm_add_sd(q, _mm_unpackhi_pd(q, q)));
-    *sz = _mm_cvtsd_f64(_mm_add_sd(r, _mm_unpackhi_pd(r, r)));
+    *sx = rlx_gsum_tree_avx2(d0, d1);
+    *sz = rlx_gsum_tree_avx2(c0, c1);
 }
 #endif
 

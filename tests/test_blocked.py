@@ -635,6 +635,47 @@ def test_global_pools_match_reference(rng, shape, kind):
         np.testing.assert_array_equal(o, outs[0])
 
 
+# pixel counts around the blocked global average's float blocks (64 pixels,
+# 4 accumulators, a tail of 1-3)
+GSUM_PIXELS = [1, 2, 3, 4, 5, 49, 63, 64, 65, 130, 196, 3136]
+
+
+def gsum_planes(rng, pixels):
+    """[1, 16, 1, pixels]: plain channels; channel 1 offset and large; channel
+    2 with FLT_MAX at pixels 0 and 4 of its last block (one float accumulator
+    overflows where the double sum does not) and at pixel 1 (the fold
+    overflows); channel 3 with +inf."""
+    x = rng.standard_normal((1, 16, 1, pixels)).astype(np.float32)
+    x[0, 1] = x[0, 1] * 1000 + 5
+    start = (pixels - 1) // 64 * 64
+    x[0, 2, 0, [i for i in (start, start + 1, start + 4) if i < pixels]] = np.finfo(np.float32).max
+    x[0, 3, 0, pixels // 2] = np.inf
+    return x
+
+
+def run_global_avg(x, threads):
+    n, c = x.shape[:2]
+    y = np.full(n * c, np.nan, np.float32)
+    _nchwc.NchwcGlobalPoolLaunch(_nchwc.to_blocked(x).reshape(-1), y, n, c, int(np.prod(x.shape[2:])), "avg",
+                                 threads).execute(threads)
+    return y
+
+
+@pytest.mark.parametrize("pixels", GSUM_PIXELS)
+def test_global_avg_blocks_tails_and_overflow(rng, pixels):
+    # float sums: the error is bounded relative to the summed magnitudes
+    # (mean |x|), not to the mean itself, which may cancel towards 0
+    x = gsum_planes(rng, pixels)
+    x64 = x.astype(np.float64).reshape(16, pixels)
+    want, scale = x64.mean(axis=1), np.abs(x64).mean(axis=1)
+    for t in TWO:
+        y = run_global_avg(x, t)
+        assert y[3] == np.inf
+        fin = np.arange(16) != 3
+        assert np.isfinite(y[fin]).all(), y             # channel 2 overflows float sums only
+        assert np.all(np.abs(y[fin] - want[fin]) <= 1e-6 * scale[fin]), (y, want)
+
+
 def run_channel(x, g, op, x_first, threads):
     """Blocked x (op) g with g [N or 1, C, 1, 1] through ChannelBinaryLaunch,
     back in NCHW."""
@@ -966,6 +1007,10 @@ for tile in (2, 4):
         wt = rng.standard_normal((m, c, 3, 3)).astype(np.float32)
         r = rng.standard_normal((n, m, h, w)).astype(np.float32)
         outs.append(run_wino(x, wt, rng.standard_normal(m).astype(np.float32), r, (1, 1), (1, 1), act, 1, tile))
+# blocked global averages: float blocks, tails, overflowing blocks
+from test_blocked import GSUM_PIXELS, gsum_planes, run_global_avg
+for pixels in GSUM_PIXELS:
+    outs.append(run_global_avg(gsum_planes(rng, pixels), 2))
 np.save(sys.stdout.buffer, np.concatenate([o.reshape(-1) for o in outs]))
 """
 

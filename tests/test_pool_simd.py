@@ -170,6 +170,24 @@ GLOBAL_CASES = [(3, 4, 5, 5), (2, 3, 70, 71), (1, 2, 5, 7, 9), (2, 3, 33), (1, 2
                 (1, 3, 9, 9)]            # an odd number of planes: the average's last plane alone
 
 
+# Plane lengths around the global average's float blocks (512 floats, 32
+# lanes, a masked tail of 1-31) and its 4096-float partials.
+SUM_LENGTHS = [1, 7, 31, 32, 33, 100, 196, 511, 512, 513, 1100, 4096 + 600]
+
+
+def _sum_planes(length, seed):
+    """Four planes: plain; offset and large; one with FLT_MAX at offsets 0, 16
+    and 32 of its last block (where they exist: the float lanes' fold and one
+    lane overflow where the double sum does not); one with +inf."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((1, 4, length)).astype(np.float32)
+    x[0, 1] = x[0, 1] * 1000 + 5
+    start = (length - 1) // 512 * 512
+    x[0, 2, [i for i in (start, start + 16, start + 32) if i < length]] = np.finfo(np.float32).max
+    x[0, 3, length // 2] = np.inf
+    return x
+
+
 def _global_graph(shape):
     g = rlx_cpu.Graph()
     x = g.input("x", shape)
@@ -184,6 +202,9 @@ def _run_all(num_threads):
         plan = rlx_cpu.compile(_global_graph(shape), num_threads=num_threads)
         out[f"{i}_gmax"] = plan.run({"x": x})[0]
         out[f"{i}_gavg"] = plan.run({"x": np.nan_to_num(x, nan=0.5, neginf=-2.5)})[1]
+    for length in SUM_LENGTHS[2::3]:
+        x = _sum_planes(length, 7)
+        out[f"sum{length}_gavg"] = rlx_cpu.compile(_global_graph(x.shape), num_threads=num_threads).run({"x": x})[1]
     for i, (shape, k, s, pb, pe, ceil) in enumerate(CASES):
         x = _x(shape, i)
         xa = np.nan_to_num(x, nan=0.5, neginf=-2.5)               # finite data for the averages
@@ -463,6 +484,22 @@ def test_global_pools_match_reference(case):
     np.testing.assert_array_equal(plan.run({"x": x})[0], ref.global_pool(x, "max").astype(np.float32))
     xa = np.nan_to_num(x, nan=0.5, neginf=-2.5)
     assert ref.rel_error(plan.run({"x": xa})[1], ref.global_pool(xa, "avg")) <= 1e-6
+
+
+@pytest.mark.parametrize("length", SUM_LENGTHS)
+def test_global_avg_blocks_tails_and_overflow(length):
+    # float sums: the error is bounded relative to the summed magnitudes
+    # (mean |x|), not to the mean itself, which cancels towards 0 on plane 0
+    x = _sum_planes(length, 11 + length)
+    x64 = x.astype(np.float64)
+    want = ref.global_pool(x64, "avg").reshape(-1)
+    scale = np.abs(x64).mean(axis=2).reshape(-1)
+    for t in (1, 2):
+        y = rlx_cpu.compile(_global_graph(x.shape), num_threads=t).run({"x": x})[1].reshape(-1)
+        for p in range(3):
+            assert np.isfinite(y[p]), (p, y[p])     # plane 2 overflows float lanes only
+            assert abs(float(y[p]) - want[p]) <= 1e-6 * scale[p], (p, y[p], want[p])
+        assert y[3] == np.inf
 
 
 def test_separable_pools_thread_invariant():

@@ -60,6 +60,22 @@ def test_bias_add_and_grad(shape):
     assert np.array_equal(plans[0], plans[1])           # one channel per thread: same bits
 
 
+@pytest.mark.parametrize("s, at", [(700, (5, 37, 69)), (33, (0, 32, 1))])
+def test_bias_grad_float_lane_overflow(s, at):
+    # FLT_MAX twice in one 32-float lane of a plane, then -FLT_MAX: float
+    # lanes overflow, the double sum (and so db) does not
+    rng = np.random.default_rng(5)
+    dy = rng.standard_normal((3, 2, s)).astype(np.float32)
+    big = np.finfo(np.float32).max
+    dy[1, 0, list(at)] = big, big, -big
+    want = dy.astype(np.float64).sum(axis=(0, 2))
+    scale = np.abs(dy.astype(np.float64)).sum(axis=(0, 2))
+    for threads in (1, 2):
+        _, (db,) = _run(lambda g, dy: (g.bias_grad(dy),), {"dy": dy}, threads)
+        assert np.isfinite(db).all(), db
+        assert np.all(np.abs(db - want) <= 1e-6 * scale), (db, want)
+
+
 def test_reshape_is_a_zero_copy_alias():
     rng = np.random.default_rng(3)
     x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
