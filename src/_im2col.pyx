@@ -17,8 +17,10 @@
 # and PyTorch's) for any thread count.
 #
 # In the onnx layout a channel's tap rows are contiguous, so col2im there
-# works per (n, c) plane instead: zero it, add each tap row in (read once, in
-# order) -- per element the same additions in the same order as the gather.
+# works per (n, c) plane instead.  With stride 1 along w each row of the plane
+# is summed from the tap rows that reach it and written once; otherwise the
+# plane is zeroed and each tap row added in (read once, in order).  Either
+# way, per element the same additions in the same order as the gather.
 #
 # Work items (prange, static): im2col one output line (n, c, od, oh); col2im
 # one input line (rows layout) or plane (onnx layout).
@@ -129,6 +131,72 @@ cdef extern from *:
         for (x = x1 > x0 ? x1 : x0; x < w; x++) rlx_col2im_taps_at(dst, src, tap, kw, dil, pw, w, ow, x);
     }
     #endif
+
+    /* One whole row of a col2im plane, stride 1 along w, from the nr source rows
+       whose (kd, kh) taps reach it (srcs, in tap order): dst[x] = the sum from
+       +0.0f, over those rows in order and over the taps j in order, of
+       srcs[r][j * tap + x - shift_j] wherever x - shift_j is an output [0, ow),
+       shift_j = j * dil - pw.  The same adds in the same order as zeroing the
+       plane and adding a tap row at a time (rlx_col2im_taps per (kd, kh)), so the
+       same bits; the row is written once, not read and written per (kd, kh). */
+    static inline void rlx_col2im_gather_at(float* dst, const float* const* srcs, Py_ssize_t nr, Py_ssize_t tap,
+                                            Py_ssize_t kw, Py_ssize_t dil, Py_ssize_t pw, Py_ssize_t ow,
+                                            Py_ssize_t x)
+    {
+        float v = 0.0f;
+        for (Py_ssize_t r = 0; r < nr; r++)
+            for (Py_ssize_t j = 0; j < kw; j++) {
+                const Py_ssize_t o = x - (j * dil - pw);
+                if (o >= 0 && o < ow) v += srcs[r][j * tap + o];
+            }
+        dst[x] = v;
+    }
+    #if RLX_X86_DISPATCH
+    RLX_TARGET_AVX2 static void rlx_col2im_gather_avx2(float* dst, const float* const* srcs, Py_ssize_t nr,
+                                                       Py_ssize_t tap, Py_ssize_t kw, Py_ssize_t dil,
+                                                       Py_ssize_t pw, Py_ssize_t w, Py_ssize_t ow)
+    {
+        Py_ssize_t x0, x1, x;
+        rlx_col2im_inner(kw, dil, pw, w, ow, &x0, &x1);
+        for (x = 0; x < x0 && x < w; x++) rlx_col2im_gather_at(dst, srcs, nr, tap, kw, dil, pw, ow, x);
+        if (x1 - x0 >= 8) {
+            /* four blocks of 8 at a time (four independent add chains: one chain
+               waits an add's latency per tap); a block past the end is moved back
+               to end at x1 and may overlap another: both store the same values */
+            for (x = x0; x < x1; x += 32) {
+                const Py_ssize_t p0 = x, p1 = x + 8 < x1 - 8 ? x + 8 : x1 - 8;
+                const Py_ssize_t p2 = x + 16 < x1 - 8 ? x + 16 : x1 - 8, p3 = x + 24 < x1 - 8 ? x + 24 : x1 - 8;
+                const Py_ssize_t q0 = p0 < x1 - 8 ? p0 : x1 - 8;
+                __m256 v0 = _mm256_setzero_ps(), v1 = v0, v2 = v0, v3 = v0;
+                for (Py_ssize_t r = 0; r < nr; r++)
+                    for (Py_ssize_t j = 0; j < kw; j++) {
+                        const float* sj = srcs[r] + j * tap - (j * dil - pw);
+                        v0 = _mm256_add_ps(v0, _mm256_loadu_ps(sj + q0));
+                        v1 = _mm256_add_ps(v1, _mm256_loadu_ps(sj + p1));
+                        v2 = _mm256_add_ps(v2, _mm256_loadu_ps(sj + p2));
+                        v3 = _mm256_add_ps(v3, _mm256_loadu_ps(sj + p3));
+                    }
+                _mm256_storeu_ps(dst + q0, v0);
+                _mm256_storeu_ps(dst + p1, v1);
+                _mm256_storeu_ps(dst + p2, v2);
+                _mm256_storeu_ps(dst + p3, v3);
+            }
+        } else {
+            for (x = x0; x < x1; x++) rlx_col2im_gather_at(dst, srcs, nr, tap, kw, dil, pw, ow, x);
+        }
+        for (x = x1 > x0 ? x1 : x0; x < w; x++) rlx_col2im_gather_at(dst, srcs, nr, tap, kw, dil, pw, ow, x);
+    }
+    #endif
+    static void rlx_col2im_gather(float* dst, const float* const* srcs, Py_ssize_t nr, Py_ssize_t tap,
+                                  Py_ssize_t kw, Py_ssize_t dil, Py_ssize_t pw, Py_ssize_t w, Py_ssize_t ow)
+    {
+        if (nr == 0) { memset(dst, 0, (size_t)w * sizeof(float)); return; }
+    #if RLX_X86_DISPATCH
+        if (rlx_simd_level()) { rlx_col2im_gather_avx2(dst, srcs, nr, tap, kw, dil, pw, w, ow); return; }
+    #endif
+        for (Py_ssize_t x = 0; x < w; x++) rlx_col2im_gather_at(dst, srcs, nr, tap, kw, dil, pw, ow, x);
+    }
+
     static void rlx_col2im_taps(float* dst, const float* src, Py_ssize_t tap, Py_ssize_t kw, Py_ssize_t dil,
                                 Py_ssize_t pw, Py_ssize_t w, Py_ssize_t ow)
     {
@@ -141,6 +209,8 @@ cdef extern from *:
     void rlx_add_run(float* d, const float* s, Py_ssize_t n) noexcept nogil
     void rlx_col2im_taps(float* dst, const float* src, Py_ssize_t tap, Py_ssize_t kw, Py_ssize_t dil,
                          Py_ssize_t pw, Py_ssize_t w, Py_ssize_t ow) noexcept nogil
+    void rlx_col2im_gather(float* dst, const float* const* srcs, Py_ssize_t nr, Py_ssize_t tap,
+                           Py_ssize_t kw, Py_ssize_t dil, Py_ssize_t pw, Py_ssize_t w, Py_ssize_t ow) noexcept nogil
 
 rlx_simd_init()
 
@@ -294,6 +364,42 @@ cdef int _col2im_line(const float[::1] col, float[::1] x, float[::1] acc, Py_ssi
     return 0
 
 
+cdef enum:
+    GATHER_ROWS = 32        # (kd, kh) taps a row gathers at most (more: tap row by tap row)
+
+
+cdef int _col2im_plane_rows(const float[::1] col, float[::1] x, const Win* g, Py_ssize_t item) except -1 nogil:
+    """onnx layout, stride 1 along w, at most GATHER_ROWS (kd, kh) taps: each
+    row of x's plane item = (n, c) written once from the tap rows that reach
+    it (rlx_col2im_gather), in _col2im_plane's order, so the same bits."""
+    cdef const float* srcs[GATHER_ROWS]
+    cdef Py_ssize_t c = item % g.c
+    cdef Py_ssize_t n = item // g.c
+    cdef Py_ssize_t hw = g.size[1] * g.size[2], plane = g.size[0] * hw
+    cdef Py_ssize_t nl = g.out[0] * g.out[1] * g.out[2]
+    cdef Py_ssize_t kk = g.k[0] * g.k[1] * g.k[2]
+    cdef Py_ssize_t a, b, i_d, i_h, t, od, oh, nr
+    for i_d in range(g.size[0]):
+        for i_h in range(g.size[1]):
+            nr = 0
+            for a in range(g.k[0]):
+                t = i_d + g.pb[0] - a * g.dil[0]
+                if t < 0 or t % g.s[0] != 0 or t // g.s[0] >= g.out[0]:
+                    continue
+                od = t // g.s[0]
+                for b in range(g.k[1]):
+                    t = i_h + g.pb[1] - b * g.dil[1]
+                    if t < 0 or t % g.s[1] != 0 or t // g.s[1] >= g.out[1]:
+                        continue
+                    oh = t // g.s[1]
+                    srcs[nr] = &col[((n * g.c + c) * kk + (a * g.k[1] + b) * g.k[2]) * nl
+                                    + (od * g.out[1] + oh) * g.out[2]]
+                    nr += 1
+            rlx_col2im_gather(&x[item * plane + i_d * hw + i_h * g.size[2]], srcs, nr, nl, g.k[2], g.dil[2],
+                              g.pb[2], g.size[2], g.out[2])
+    return 0
+
+
 cdef int _col2im_plane(const float[::1] col, float[::1] x, const Win* g, Py_ssize_t item) except -1 nogil:
     """onnx layout, plane item = (n, c): zero x's plane, then add each tap's
     row of the patch matrix (contiguous, read once in order) into it, tap by
@@ -384,6 +490,12 @@ cdef class Col2ImLaunch(Launch):
         cdef int t = effective_threads(nthreads, self.max_threads)
         cdef Py_ssize_t items = self.g.n * self.g.c * self.g.size[0] * self.g.size[1]
         cdef Py_ssize_t item
+        if self.st.l == 1 and self.g.s[2] == 1 and self.g.k[0] * self.g.k[1] <= GATHER_ROWS:
+            # onnx layout, stride 1 along w: whole planes, each row written once
+            for item in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):
+                work_note(1)
+                _col2im_plane_rows(self.col, self.x, &self.g, item)
+            return 0
         if self.st.l == 1:
             # onnx layout: whole planes, each tap row read once in order
             for item in prange(self.g.n * self.g.c, num_threads=t, schedule='static'):

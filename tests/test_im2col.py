@@ -28,6 +28,9 @@ CASES = [
     ((2, 3, 9, 37), 3, 1, 1, 1, 1),
     ((1, 2, 6, 29), (2, 5), 1, (1, 2), (0, 1), (1, 2)),
     ((2, 2, 70), 4, 1, 2, 1, 1),
+    # stride 1 along w under a strided, dilated h (rows with 1 or 2 taps of kh, or none), and 3-D
+    ((2, 3, 11, 19), 3, (2, 1), (1, 0), (0, 1), (2, 1)),
+    ((1, 2, 5, 6, 21), (2, 3, 3), (2, 1, 1), (1, 1, 1), (0, 1, 1), (1, 2, 1)),
 ]
 
 
@@ -97,6 +100,12 @@ def test_onnx_layout_is_the_rows_layout_transposed_per_image(case):
     # layout's line gather: the same bits
     img_rows = _run(lambda g, x: g.col2im(x, shape[2:], k, s, pads, d), c_rows)
     np.testing.assert_array_equal(img, img_rows)
+    # every element is written, those no tap reaches too: into NaN-filled memory
+    g = Graph()
+    g.output(g.col2im_onnx(g.input("x", c.shape), shape[2:], k if nsp > 1 or np.ndim(k) else (k,), d, pads, s))
+    out = np.full(shape, np.nan, np.float32)
+    compile(g).run_into({"x": c}, [out])
+    np.testing.assert_array_equal(out, img)
 
 
 def test_functional_im2col_col2im():
