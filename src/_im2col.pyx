@@ -325,6 +325,18 @@ cdef inline Py_ssize_t _tap_output(Py_ssize_t t, Py_ssize_t s, Py_ssize_t n_out)
     return t if t < n_out else -1
 
 
+cdef inline Py_ssize_t _row_tap(const Win* g, Py_ssize_t i_d, Py_ssize_t i_h, Py_ssize_t a,
+                                Py_ssize_t b) noexcept nogil:
+    """The output row od * out_h + oh whose (kd, kh) tap (a, b) reads the input
+    row (i_d, i_h): od*s - pb + a*dil == i_d along d, likewise along h; or -1."""
+    cdef Py_ssize_t od = _tap_output(i_d + g.pb[0] - a * g.dil[0], g.s[0], g.out[0])
+    cdef Py_ssize_t oh
+    if od < 0:
+        return -1
+    oh = _tap_output(i_h + g.pb[1] - b * g.dil[1], g.s[1], g.out[1])
+    return -1 if oh < 0 else od * g.out[1] + oh
+
+
 cdef int _col2im_line(const float[::1] col, float[::1] x, float[::1] acc, Py_ssize_t acc_off,
                       const Win* g, const ColStrides* st, Py_ssize_t item) except -1 nogil:
     """Input line item = (n, c, id, ih): sum every patch entry that reads it."""
@@ -334,22 +346,17 @@ cdef int _col2im_line(const float[::1] col, float[::1] x, float[::1] acc, Py_ssi
     cdef Py_ssize_t n = item // (g.size[1] * g.size[0] * g.c)
     cdef Py_ssize_t w = g.size[2]
     cdef Py_ssize_t sw = g.s[2]
-    cdef Py_ssize_t a, b, j, t, od, oh, ck, base, shift, lo, hi, ow, i
+    cdef Py_ssize_t a, b, j, t, orow, ck, base, shift, lo, hi, ow, i
     for i in range(w):
         acc[acc_off + i] = 0.0
     for a in range(g.k[0]):
-        # the output od whose tap a lands on i_d: od*s - pb + a*dil == i_d
-        t = i_d + g.pb[0] - a * g.dil[0]
-        od = _tap_output(t, g.s[0], g.out[0])
-        if od < 0:
-            continue
         for b in range(g.k[1]):
-            oh = _tap_output(i_h + g.pb[1] - b * g.dil[1], g.s[1], g.out[1])
-            if oh < 0:
+            orow = _row_tap(g, i_d, i_h, a, b)
+            if orow < 0:
                 continue
             for j in range(g.k[2]):
                 ck = ((c * g.k[0] + a) * g.k[1] + b) * g.k[2] + j
-                base = n * st.n + ck * st.ck + ((od * g.out[1] + oh) * g.out[2]) * st.l
+                base = n * st.n + ck * st.ck + orow * g.out[2] * st.l
                 shift = j * g.dil[2] - g.pb[2]
                 out_range(shift, sw, w, g.out[2], &lo, &hi)
                 if st.l == 1 and not RLX_DEBUG_CHECKS and hi > lo:
@@ -378,22 +385,16 @@ cdef int _col2im_plane_rows(const float[::1] col, float[::1] x, const Win* g, Py
     cdef Py_ssize_t hw = g.size[1] * g.size[2], plane = g.size[0] * hw
     cdef Py_ssize_t nl = g.out[0] * g.out[1] * g.out[2]
     cdef Py_ssize_t kk = g.k[0] * g.k[1] * g.k[2]
-    cdef Py_ssize_t a, b, i_d, i_h, t, od, oh, nr
+    cdef Py_ssize_t a, b, i_d, i_h, orow, nr
     for i_d in range(g.size[0]):
         for i_h in range(g.size[1]):
             nr = 0
             for a in range(g.k[0]):
-                t = i_d + g.pb[0] - a * g.dil[0]
-                if t < 0 or t % g.s[0] != 0 or t // g.s[0] >= g.out[0]:
-                    continue
-                od = t // g.s[0]
                 for b in range(g.k[1]):
-                    t = i_h + g.pb[1] - b * g.dil[1]
-                    if t < 0 or t % g.s[1] != 0 or t // g.s[1] >= g.out[1]:
+                    orow = _row_tap(g, i_d, i_h, a, b)
+                    if orow < 0:
                         continue
-                    oh = t // g.s[1]
-                    srcs[nr] = &col[((n * g.c + c) * kk + (a * g.k[1] + b) * g.k[2]) * nl
-                                    + (od * g.out[1] + oh) * g.out[2]]
+                    srcs[nr] = &col[((n * g.c + c) * kk + (a * g.k[1] + b) * g.k[2]) * nl + orow * g.out[2]]
                     nr += 1
             rlx_col2im_gather(&x[item * plane + i_d * hw + i_h * g.size[2]], srcs, nr, nl, g.k[2], g.dil[2],
                               g.pb[2], g.size[2], g.out[2])
