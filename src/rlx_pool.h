@@ -744,13 +744,39 @@ RLX_TARGET_AVX2 static void rlx_max_k2s2_avx2(float* yr, const float* const* row
     else rlx_max_k2s2_avx2_nr(yr, rows, nr, OW, 0);
 }
 
-/* Window 3, stride 1, padding 1 along w (OW <= W): the column maxima over the
- * rows of 8 columns in registers, their neighbours one column left and right
- * by lane shifts across the previous / next block (-inf outside the row), no
- * row buffer.  The order of the buffered passes: rows in order, then columns
- * i - 1, i, i + 1. */
+/* The maxima over the first min(nr, 3) rows of columns c .. c + 8 (-inf
+ * from W on) by maxps alone, or-ing into *seen the lanes where a row holds a
+ * NaN (compares of the loaded rows, which wait on no max). */
+RLX_INLINE_AVX2 __m256 rlx_vmax3_cols8_seen(const float* const* rows, const ptrdiff_t nr, ptrdiff_t c, ptrdiff_t W,
+                                            __m256* seen) {
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 v[3] = {ninf, ninf, ninf};                    /* callers pass 1 to 3 rows */
+    const ptrdiff_t n = nr < 3 ? nr : 3;
+    if (c + 8 <= W) {
+        for (ptrdiff_t k = 0; k < n; ++k) v[k] = _mm256_loadu_ps(rows[k] + c);
+    } else {
+        const __m256i m = rlx_tail_mask8(W - c);
+        for (ptrdiff_t k = 0; k < n; ++k)
+            v[k] = _mm256_blendv_ps(ninf, _mm256_maskload_ps(rows[k] + c, m), _mm256_castsi256_ps(m));
+    }
+    __m256 a = v[0];
+    if (n == 1) *seen = _mm256_or_ps(*seen, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+    if (n >= 2) {
+        *seen = _mm256_or_ps(*seen, _mm256_cmp_ps(v[0], v[1], _CMP_UNORD_Q));
+        a = _mm256_max_ps(v[1], a);
+    }
+    if (n == 3) {
+        *seen = _mm256_or_ps(*seen, _mm256_cmp_ps(v[2], v[2], _CMP_UNORD_Q));
+        a = _mm256_max_ps(v[2], a);
+    }
+    return a;
+}
+
+/* The maxima over the nr rows of columns c .. c + 8 (-inf from W on); clean
+ * 2: rlx_vmax3_cols8_seen (at most 3 rows). */
 RLX_INLINE_AVX2 __m256 rlx_vmax_cols8(const float* const* rows, ptrdiff_t nr, ptrdiff_t c, ptrdiff_t W,
-                                      const int clean) {
+                                      const int clean, __m256* seen) {
+    if (clean == 2) return rlx_vmax3_cols8_seen(rows, nr, c, W, seen);
     if (c + 8 <= W) {
         __m256 a = _mm256_loadu_ps(rows[0] + c);
         for (ptrdiff_t k = 1; k < nr; ++k) a = rlx_max8c(a, _mm256_loadu_ps(rows[k] + c), clean);
@@ -762,12 +788,18 @@ RLX_INLINE_AVX2 __m256 rlx_vmax_cols8(const float* const* rows, ptrdiff_t nr, pt
     return _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), a, _mm256_castsi256_ps(m));
 }
 
-RLX_INLINE_AVX2 void rlx_max_k3s1_avx2_body(float* yr, const float* const* rows, const ptrdiff_t nr, ptrdiff_t W,
-                                            ptrdiff_t OW, const int clean) {
+/* Window 3, stride 1, padding 1 along w (OW <= W): the column maxima over the
+ * rows of 8 columns in registers, their neighbours one column left and right
+ * by lane shifts across the previous / next block (-inf outside the row), no
+ * row buffer.  The order of the buffered passes: rows in order, then columns
+ * i - 1, i, i + 1. */
+RLX_INLINE_AVX2 int rlx_max_k3s1_avx2_body(float* yr, const float* const* rows, const ptrdiff_t nr, ptrdiff_t W,
+                                           ptrdiff_t OW, const int clean) {
+    __m256 seen_v = _mm256_setzero_ps(), *seen = &seen_v;    /* clean 2: lanes where a row held a NaN */
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
-    __m256 prev = ninf, cur = rlx_vmax_cols8(rows, nr, 0, W, clean);
+    __m256 prev = ninf, cur = rlx_vmax_cols8(rows, nr, 0, W, clean, seen);
     for (ptrdiff_t i = 0; i < OW; i += 8) {
-        const __m256 next = i + 8 < W ? rlx_vmax_cols8(rows, nr, i + 8, W, clean) : ninf;
+        const __m256 next = i + 8 < W ? rlx_vmax_cols8(rows, nr, i + 8, W, clean, seen) : ninf;
         const __m256i pc = _mm256_castps_si256(_mm256_permute2f128_ps(prev, cur, 0x21));
         const __m256i cn = _mm256_castps_si256(_mm256_permute2f128_ps(cur, next, 0x21));
         const __m256i ci = _mm256_castps_si256(cur);
@@ -779,22 +811,31 @@ RLX_INLINE_AVX2 void rlx_max_k3s1_avx2_body(float* yr, const float* const* rows,
         prev = cur;
         cur = next;
     }
+    return clean == 2 && _mm256_movemask_ps(seen_v) != 0;
 }
 
 /* the row counts of a 3-row window (2 at the edges): the row loop unrolled
  * (1.02-1.10x on 56x56, 28x28 and 14x14 planes, interleaved) */
-RLX_INLINE_AVX2 void rlx_max_k3s1_avx2_nr(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t W,
-                                          ptrdiff_t OW, const int clean) {
+RLX_INLINE_AVX2 int rlx_max_k3s1_avx2_nr(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t W,
+                                         ptrdiff_t OW, const int clean) {
     switch (nr) {
-    case 2: rlx_max_k3s1_avx2_body(yr, rows, 2, W, OW, clean); return;
-    case 3: rlx_max_k3s1_avx2_body(yr, rows, 3, W, OW, clean); return;
-    default: rlx_max_k3s1_avx2_body(yr, rows, nr, W, OW, clean); return;
+    case 2: return rlx_max_k3s1_avx2_body(yr, rows, 2, W, OW, clean);
+    case 3: return rlx_max_k3s1_avx2_body(yr, rows, 3, W, OW, clean);
+    default: return rlx_max_k3s1_avx2_body(yr, rows, nr, W, OW, clean);
     }
 }
 RLX_TARGET_AVX2 static void rlx_max_k3s1_avx2(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t W,
                                               ptrdiff_t OW, int clean) {
     if (clean) rlx_max_k3s1_avx2_nr(yr, rows, nr, W, OW, 1);
     else rlx_max_k3s1_avx2_nr(yr, rows, nr, W, OW, 0);
+}
+/* rlx_max_k3s1_avx2 on 1 to 3 rows not known to be NaN-free: the maxps-only
+ * pass, which notes the lanes where a row holds a NaN as it loads them (no
+ * scan before it), then, if it noted any, the NaN-aware pass over the same
+ * outputs */
+RLX_TARGET_AVX2 static void rlx_max_k3s1_any_avx2(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t W,
+                                                  ptrdiff_t OW) {
+    if (rlx_max_k3s1_avx2_nr(yr, rows, nr, W, OW, 2)) rlx_max_k3s1_avx2_nr(yr, rows, nr, W, OW, 0);
 }
 
 /* Window 3, stride 2, padding 1 along w (the ResNet stem's pool; every
@@ -807,14 +848,15 @@ RLX_TARGET_AVX2 static void rlx_max_k3s1_avx2(float* yr, const float* const* row
  * columns 2i - 1, 2i, 2i + 1.  Against the buffered passes, 41 alternating
  * rounds on a Zen 4 host: N1 C64 112x112 1.26x at 1 and 2 threads; N8 1.21x
  * (1 thread) and 1.18x (2). */
-RLX_INLINE_AVX2 void rlx_max_k3s2_avx2_body(float* yr, const float* const* rows, const ptrdiff_t nr, ptrdiff_t W,
-                                            ptrdiff_t OW, const int clean) {
+RLX_INLINE_AVX2 int rlx_max_k3s2_avx2_body(float* yr, const float* const* rows, const ptrdiff_t nr, ptrdiff_t W,
+                                           ptrdiff_t OW, const int clean) {
+    __m256 seen_v = _mm256_setzero_ps(), *seen = &seen_v;    /* clean 2: lanes where a row held a NaN */
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
     const __m256i up = _mm256_setr_epi32(7, 0, 1, 2, 3, 4, 5, 6);
     __m256 prev = ninf;                                  /* lane 7: the last odd column so far */
     for (ptrdiff_t i = 0; i < OW; i += 8) {
-        const __m256 a = rlx_vmax_cols8(rows, nr, 2 * i, W, clean);
-        const __m256 b = 2 * i + 8 < W ? rlx_vmax_cols8(rows, nr, 2 * i + 8, W, clean) : ninf;
+        const __m256 a = rlx_vmax_cols8(rows, nr, 2 * i, W, clean, seen);
+        const __m256 b = 2 * i + 8 < W ? rlx_vmax_cols8(rows, nr, 2 * i + 8, W, clean, seen) : ninf;
         const __m256 e = _mm256_castpd_ps(_mm256_permute4x64_pd(
             _mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))), _MM_SHUFFLE(3, 1, 2, 0)));
         const __m256 o = _mm256_castpd_ps(_mm256_permute4x64_pd(
@@ -826,19 +868,28 @@ RLX_INLINE_AVX2 void rlx_max_k3s2_avx2_body(float* yr, const float* const* rows,
         if (i + 8 <= OW) _mm256_storeu_ps(yr + i, r);
         else rlx_store_part8(yr + i, r, OW - i);
     }
+    return clean == 2 && _mm256_movemask_ps(seen_v) != 0;
 }
-RLX_INLINE_AVX2 void rlx_max_k3s2_avx2_nr(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t W,
-                                          ptrdiff_t OW, const int clean) {
+RLX_INLINE_AVX2 int rlx_max_k3s2_avx2_nr(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t W,
+                                         ptrdiff_t OW, const int clean) {
     switch (nr) {
-    case 2: rlx_max_k3s2_avx2_body(yr, rows, 2, W, OW, clean); return;
-    case 3: rlx_max_k3s2_avx2_body(yr, rows, 3, W, OW, clean); return;
-    default: rlx_max_k3s2_avx2_body(yr, rows, nr, W, OW, clean); return;
+    case 2: return rlx_max_k3s2_avx2_body(yr, rows, 2, W, OW, clean);
+    case 3: return rlx_max_k3s2_avx2_body(yr, rows, 3, W, OW, clean);
+    default: return rlx_max_k3s2_avx2_body(yr, rows, nr, W, OW, clean);
     }
 }
 RLX_TARGET_AVX2 static void rlx_max_k3s2_avx2(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t W,
                                               ptrdiff_t OW, int clean) {
     if (clean) rlx_max_k3s2_avx2_nr(yr, rows, nr, W, OW, 1);
     else rlx_max_k3s2_avx2_nr(yr, rows, nr, W, OW, 0);
+}
+/* rlx_max_k3s2_avx2 on 1 to 3 rows not known to be NaN-free: the maxps-only
+ * pass, which notes the lanes where a row holds a NaN as it loads them (no
+ * scan before it), then, if it noted any, the NaN-aware pass over the same
+ * outputs */
+RLX_TARGET_AVX2 static void rlx_max_k3s2_any_avx2(float* yr, const float* const* rows, ptrdiff_t nr, ptrdiff_t W,
+                                                  ptrdiff_t OW) {
+    if (rlx_max_k3s2_avx2_nr(yr, rows, nr, W, OW, 2)) rlx_max_k3s2_avx2_nr(yr, rows, nr, W, OW, 0);
 }
 
 /* Average line, strides 1 and 2 along w: the rows' double sums in one
@@ -1086,6 +1137,17 @@ RLX_INLINE void rlx_pool_line_body(const float* restrict x, ptrdiff_t x_len, flo
                     RLX_CHECK_RANGE(off, off + W, x_len, "pool x");
                     rows[nr++] = x + off;
                 }
+            /* 3-wide windows over at most 3 rows: the maxps-only pass, noting NaNs as it loads (-1) */
+            if (g->kw == 3 && pw == 1 && nr >= 1 && nr <= 3) {
+                if (g->sw == 1 && OW <= W) {
+                    rlx_max_k3s1_any_avx2(yr, rows, nr, W, OW);
+                    return;
+                }
+                if (g->sw == 2) {
+                    rlx_max_k3s2_any_avx2(yr, rows, nr, W, OW);
+                    return;
+                }
+            }
             /* NaN-free rows take plain maxps (the same bits); 1-D and 2-D pools, whose line's rows
              * are contiguous */
             if (g->D == 1 && nr > 0) nan_free = rlx_rows_nan_free(x, rows[0] - x, rows[nr - 1] - x + W, clean);
@@ -1205,7 +1267,8 @@ RLX_INLINE void rlx_pool_lines_body(const float* x, ptrdiff_t x_len, float* y, p
     if (avx2 && g->kind_max && g->D == 1 && g->kd == 1 && g->kh == 3 && g->sh == 1 && g->dh == 1 && g->kw == 3
         && g->sw == 1 && g->pw == 1 && g->OW <= g->W) {
         /* 3x3 stride 1, w padding 1 (2-D): the line's input rows straight from (plane, oh), without
-         * the general line's set-up; each plane's rows checked for NaN once, as they come */
+         * the general line's set-up; NaNs noted as the rows are loaded (a line that holds one
+         * runs again NaN-aware) */
         const ptrdiff_t H = g->H, W = g->W, OW = g->OW, ph = g->ph;
         for (ptrdiff_t l = l0; l < l1; ++l) {
             const ptrdiff_t xb = plane * H * W, h0 = oh - ph;
@@ -1220,8 +1283,7 @@ RLX_INLINE void rlx_pool_lines_body(const float* x, ptrdiff_t x_len, float* y, p
             if (nr == 0) {
                 for (ptrdiff_t i = 0; i < OW; ++i) yr[i] = -INFINITY;
             } else {
-                const ptrdiff_t lo = rows[0] - x, hi = rows[nr - 1] - x + W;
-                rlx_max_k3s1_avx2(yr, rows, nr, W, OW, rlx_rows_nan_free(x, lo, hi, clean));
+                rlx_max_k3s1_any_avx2(yr, rows, nr, W, OW);
             }
             if (++oh == g->OH) {
                 oh = 0;
