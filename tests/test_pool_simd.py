@@ -48,6 +48,56 @@ CASES = [
     ((1, 2, 6, 45), (2, 3), 2, 1, 1, True),               # first / last line: one row, two counted
 ]
 
+# 3x3 windows, stride 2 along w, w padding 1, 2-D (rlx_pool.h, the 2-D path
+# of rlx_pool_lines_body: rows straight from (plane, oh); averages summed in
+# registers, two lines at a time where both have 3 rows and the same count):
+# (input shape, kernel, stride, pads_begin, pads_end, ceil_mode)
+AVG3_CASES = [
+    ((2, 3, 13, 40), 3, 2, 1, 1, True),                   # OW = 21: a last block of 1 past W, 2-row last line
+    ((1, 2, 12, 43), 3, 2, (0, 1), (0, 1), False),        # no h padding: pairs from the first line
+    ((1, 2, 10, 38), 3, (1, 2), 1, 1, False),             # stride 1 along h: no pairs
+    ((1, 3, 16, 34), 3, 2, (2, 1), (2, 1), True),         # h padding 2: a first line of one row
+    ((1, 1, 9, 6), 3, 2, 1, 1, True),                     # one masked block, first and last at once
+    ((1, 2, 11, 45), 3, 2, 1, 0, True),                   # ceil, no end padding: the last window clipped
+    ((1, 1, 9, 9), 3, 2, 1, 2, True),                     # end padding 2
+    ((2, 2, 14, 29), 3, 2, 1, 1, False),                  # tails of 2 and 3 outputs across the cases
+    ((1, 2, 15, 27), 3, 2, 1, 1, True),
+]
+
+
+def _avg3_data(shape, seed):
+    """Real values, -0.0 in the first and last column of every row (the
+    padding adds +0.0 to them), and columns whose sums cancel, so that
+    another order of the adds gives other bits: column 10 runs 1e20, -1e20,
+    x down the rows (the row order), columns 7 and 8 hold 1e20 and -1e20
+    (the window of output 4 sums columns 7, 8, 9 in that order)."""
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape) * 1000 + 3.25).astype(np.float32)
+    x[..., 0] = -0.0
+    x[..., -1] = -0.0
+    x.reshape(-1)[::7] *= np.float32(1e-3)
+    if shape[-1] > 11:
+        x[..., 0::3, 10] = 1e20
+        x[..., 1::3, 10] = -1e20
+        x[..., 7] = 1e20
+        x[..., 8] = -1e20
+    return x
+
+
+@pytest.mark.parametrize("case", range(len(AVG3_CASES)))
+def test_avg3_stride2_lines_match_reference(case):
+    shape, k, s, pb, pe, ceil = AVG3_CASES[case]
+    x = _avg3_data(shape, 500 + case)
+    xs = _x(shape, 600 + case)                                # max: NaN, -inf, -0.0, ties
+    plan = rlx_cpu.compile(_graph(shape, k, s, pb, pe, ceil), num_threads=2)
+    _, a_in, a_ex, a_div = plan.run({"x": x})
+    assert ref.rel_error(a_in, ref.avg_pool_nd(x, k, s, pb, pe, 1, ceil, True)) <= 1e-6
+    assert ref.rel_error(a_ex, ref.avg_pool_nd(x, k, s, pb, pe, 1, ceil, False)) <= 1e-6
+    assert ref.rel_error(a_div, ref.avg_pool_nd(x, k, s, pb, pe, 1, ceil, False, divisor_override=5)) <= 1e-6
+    want, _ = ref.max_pool_nd(xs, k, s, pb, pe, 1, ceil)
+    np.testing.assert_array_equal(plan.run({"x": xs})[0], want.astype(np.float32))
+
+
 # Lines too long for the row-separable kernel's buffer (chunks of W_CHUNK
 # outputs, rlx_pool_row1): strides 1 and 2 in blocks of 8, stride 3 one by one
 LONG_CASES = [
@@ -212,6 +262,11 @@ def _run_all(num_threads):
         out[f"{i}_max"] = plan.run({"x": x})[0]
         for j, y in enumerate(plan.run({"x": xa})[1:]):
             out[f"{i}_avg{j}"] = y
+    for i, (shape, k, s, pb, pe, ceil) in enumerate(AVG3_CASES):
+        plan = rlx_cpu.compile(_graph(shape, k, s, pb, pe, ceil), num_threads=num_threads)
+        out[f"{i}_a3max"] = plan.run({"x": _x(shape, 600 + i)})[0]
+        for j, y in enumerate(plan.run({"x": _avg3_data(shape, 500 + i)})[1:]):
+            out[f"{i}_a3avg{j}"] = y
     for i, (shape, k, s, pb, pe, ceil) in enumerate(LONG_CASES):
         x = _x(shape, 400 + i)
         plan = rlx_cpu.compile(_graph(shape, k, s, pb, pe, ceil), num_threads=num_threads)
