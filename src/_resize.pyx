@@ -32,6 +32,8 @@ cdef extern from "rlx_resize.h":
     int rlx_simd_level() nogil
     void rlx_up2x_rows(const float* x, Py_ssize_t x_len, float* y, Py_ssize_t y_len, Py_ssize_t r0,
                        Py_ssize_t r1, Py_ssize_t w) nogil
+    void rlx_gather_row(const float* xs, Py_ssize_t w_in, float* yd, const int32_t* tw, Py_ssize_t nb,
+                        Py_ssize_t n) nogil
 
 
 rlx_simd_init()
@@ -43,16 +45,17 @@ def simd_level():
 
 
 cdef int _gather_lines(const float[::1] x, float[::1] y, const int32_t[::1] tab,
-                       const Py_ssize_t* size, const Py_ssize_t* out,
+                       const Py_ssize_t* size, const Py_ssize_t* out, Py_ssize_t wblocks,
                        Py_ssize_t item) except -1 nogil:
     """Every output line (plane, od, oh) of item = (plane, od); tab = [td | th
     | tw] concatenated.  A line whose source row is the previous line's (an
-    upscale along h) is a copy of that line, not a second gather."""
+    upscale along h) is a copy of that line, not a second gather; a line's
+    first wblocks blocks of 8 read 8 consecutive inputs each (rlx_gather_row)."""
     cdef Py_ssize_t od = item % out[0]
     cdef Py_ssize_t plane = item // out[0]
     cdef Py_ssize_t row0 = (plane * size[0] + tab[od]) * size[1]
     cdef Py_ssize_t tw0 = out[0] + out[1]
-    cdef Py_ssize_t oh, ow, src, prev = -1
+    cdef Py_ssize_t oh, src, prev = -1
     cdef Py_ssize_t dst = item * out[1] * out[2]
     cdef const int32_t* tw = &tab[tw0]
     cdef const float* xs
@@ -67,8 +70,7 @@ cdef int _gather_lines(const float[::1] x, float[::1] y, const int32_t[::1] tab,
         prev = tab[out[0] + oh]
         src = (row0 + prev) * size[2]
         xs = &x[src]
-        for ow in range(out[2]):
-            yd[ow] = xs[tw[ow]]
+        rlx_gather_row(xs, size[2], yd, tw, wblocks, out[2])
     return 0
 
 
@@ -80,6 +82,7 @@ cdef class ResizeNearestLaunch(Launch):
     cdef Py_ssize_t planes
     cdef Py_ssize_t size[3]
     cdef Py_ssize_t out[3]
+    cdef readonly Py_ssize_t wblocks    # leading blocks of 8 along w that read 8 consecutive inputs
 
     def __init__(self, x, y, tables, Py_ssize_t planes, tuple sizes, tuple outs):
         cdef int a
@@ -99,6 +102,12 @@ cdef class ResizeNearestLaunch(Launch):
                                       (outs[0] + outs[1], t.shape[0]))):
             if hi > lo and (t[lo:hi].min() < 0 or t[lo:hi].max() >= sizes[a]):
                 raise ValueError(f"resize nearest: axis {a} table indexes outside [0, {sizes[a]})")
+        # the leading blocks of 8 outputs along w that read 8 consecutive inputs of the row
+        nbk = outs[2] // 8
+        blk = t[outs[0] + outs[1]:].astype(np.int64)[:8 * nbk].reshape(nbk, 8)
+        span = blk - blk[:, :1]
+        ok = (span.min(axis=1) >= 0) & (span.max(axis=1) < 8) & (blk[:, 0] + 8 <= sizes[2])
+        self.wblocks = nbk if ok.all() else int(np.argmin(ok))
         if self.x.shape[0] < planes * sizes[0] * sizes[1] * sizes[2] or \
                 self.y.shape[0] < planes * outs[0] * outs[1] * outs[2]:
             raise ValueError(f"resize nearest: x of {self.x.shape[0]} / y of {self.y.shape[0]} floats for "
@@ -109,7 +118,7 @@ cdef class ResizeNearestLaunch(Launch):
         cdef Py_ssize_t item
         for item in prange(self.planes * self.out[0], num_threads=t, schedule='static'):
             work_note(1)
-            _gather_lines(self.x, self.y, self.tab, self.size, self.out, item)
+            _gather_lines(self.x, self.y, self.tab, self.size, self.out, self.wblocks, item)
         # end: prange
         return 0
 

@@ -69,4 +69,41 @@ static void rlx_up2x_rows(const float* x, ptrdiff_t x_len, float* y, ptrdiff_t y
 #endif
     rlx_up2x_rows_base(x, y, r0, r1, w);
 }
+
+/* One output row of the nearest gather: yd[i] = xs[tw[i]] for i < n (xs: an
+ * input row of w_in floats).  The first nb blocks of 8 outputs were checked
+ * at bind time to read 8 consecutive inputs from tw[8b] on (0 <= tw[8b + k]
+ * - tw[8b] < 8, tw[8b] + 8 <= w_in), as an upscale's are: the AVX2 variant
+ * loads those 8 and permutes them into place; the rest, and the portable
+ * variant, go one at a time.  Copies only, so the same bits. */
+static void rlx_gather_row_base(const float* xs, float* yd, const int32_t* tw, ptrdiff_t n) {
+    for (ptrdiff_t i = 0; i < n; ++i) yd[i] = xs[tw[i]];
+}
+
+#if RLX_X86_DISPATCH
+RLX_TARGET_AVX2 static void rlx_gather_row_avx2(const float* xs, ptrdiff_t w_in, float* yd, const int32_t* tw,
+                                                ptrdiff_t nb, ptrdiff_t n) {
+    (void)w_in;
+    for (ptrdiff_t b = 0; b < nb; ++b) {
+        const int32_t* t = tw + 8 * b;
+        const __m256i idx = _mm256_sub_epi32(_mm256_loadu_si256((const __m256i*)t), _mm256_set1_epi32(t[0]));
+        RLX_CHECK_RANGE(t[0], t[0] + 8, w_in, "resize nearest row block");
+        _mm256_storeu_ps(yd + 8 * b, _mm256_permutevar8x32_ps(_mm256_loadu_ps(xs + t[0]), idx));
+    }
+    rlx_gather_row_base(xs, yd + 8 * nb, tw + 8 * nb, n - 8 * nb);
+}
+#endif
+
+static void rlx_gather_row(const float* xs, ptrdiff_t w_in, float* yd, const int32_t* tw, ptrdiff_t nb,
+                           ptrdiff_t n) {
+#if RLX_X86_DISPATCH
+    if (rlx_simd_level()) {
+        rlx_gather_row_avx2(xs, w_in, yd, tw, nb, n);
+        return;
+    }
+#endif
+    (void)w_in;
+    (void)nb;
+    rlx_gather_row_base(xs, yd, tw, n);
+}
 #endif

@@ -105,6 +105,64 @@ def test_explicit_2x_tables_use_the_fast_kernel():
     assert [t.kind for t in plan.thunks] == ["resize_nearest2x"]
 
 
+# Rows along w whose leading blocks of 8 outputs read 8 consecutive inputs
+# (upscales) run the AVX2 load-and-permute (rlx_resize.h rlx_gather_row,
+# the blocks counted at bind); the rest of the row, and the portable
+# variant, one at a time: (input w, w table, the blocks counted)
+GATHER_W_CASES = [
+    (56, (np.arange(84) * 56) // 84, 10),                                     # x1.5: 10 blocks, a tail of 4
+    (12, np.arange(24) // 2, 2),                                              # the third would read past the row
+    (40, np.arange(43) % 40, 5),                                              # identity, then a wrap
+    (64, np.concatenate([np.arange(16) // 2, np.arange(16) * 3, np.arange(16) // 2 + 40]), 2),  # a prefix only
+    (30, (np.arange(24)[::-1] * 30) // 24, 0),                                # decreasing: none
+    (20, np.array([5, 1, 2, 3, 4, 5, 6, 7, 8, 8]), 0),                        # indices before the first
+    (20, np.array([0, 1, 2, 3, 4, 5, 6, 8] + [9] * 8), 0),                     # a span of 9 inputs
+]
+GATHER_H_TABLE = np.array([0, 0, 1, 3, 4, 4, 2])                              # repeats: lines copied
+
+
+def _gather_w_plan(case, num_threads=None):
+    w, tw, _ = GATHER_W_CASES[case]
+    sizes = (len(GATHER_H_TABLE), len(tw))
+    return _plan(lambda g, x: g.resize_nearest(x, sizes, [GATHER_H_TABLE, tw]), (2, 3, 5, w), num_threads)
+
+
+@pytest.mark.parametrize("case", range(len(GATHER_W_CASES)))
+def test_resize_nearest_row_blocks(case):
+    w, tw, blocks = GATHER_W_CASES[case]
+    x = _x((2, 3, 5, w), case)
+    want = ref.nearest_gather(x, [GATHER_H_TABLE, tw]).astype(np.float32)
+    for t in (1, 2):
+        plan = _gather_w_plan(case, t)
+        assert plan.new_context().launches[0].wblocks == blocks
+        np.testing.assert_array_equal(plan.run({"x": x})[0], want)
+
+
+GATHER_SCRIPT = """
+import io, sys
+import numpy as np
+import test_resize as t
+from rlx_cpu import _resize
+out = [np.array([_resize.simd_level()], np.float32)]
+for i in range(len(t.GATHER_W_CASES)):
+    out.append(t._gather_w_plan(i).run({"x": t._x((2, 3, 5, t.GATHER_W_CASES[i][0]), i)})[0].reshape(-1))
+buf = io.BytesIO()
+np.save(buf, np.concatenate(out))
+sys.stdout.buffer.write(buf.getvalue())
+"""
+
+
+def test_resize_nearest_row_blocks_portable_variant():
+    from conftest import script_array
+    got = script_array(GATHER_SCRIPT, RLX_SIMD="baseline")
+    assert got[0] == 0                              # the portable loop ran
+    want = [np.array([0], np.float32)]
+    for i, (w, tw, _) in enumerate(GATHER_W_CASES):
+        x = _x((2, 3, 5, w), i)
+        want.append(ref.nearest_gather(x, [GATHER_H_TABLE, tw]).astype(np.float32).reshape(-1))
+    np.testing.assert_array_equal(got, np.concatenate(want))
+
+
 INTERP_CASES = [
     # (shape, size, scale_factor, recompute_scale_factor)
     ((2, 3, 5, 7), (10, 14), None, None),         # exact 2x
