@@ -856,6 +856,12 @@ RLX_INLINE void rlx_apg_plane_body(const float* restrict dy, ptrdiff_t dy_len, f
                 }
             }
             const float* restrict b = ring[lo % R] + 16;
+            if (hi - lo == 2) {
+                /* two lines (every other row of a 3-wide stride-2 window): one pass over dr */
+                const float* restrict b1 = ring[(lo + 1) % R] + 16;
+                for (ptrdiff_t i = 0; i < n; ++i) dr[i] = (0.0f + b[i]) + b1[i];
+                continue;
+            }
             for (ptrdiff_t i = 0; i < n; ++i) dr[i] = 0.0f + b[i];
             for (ptrdiff_t oh = lo + 1; oh < hi; ++oh) {
                 b = ring[oh % R] + 16;
