@@ -34,33 +34,35 @@ def test_upsample_nearest2x_matches_reference_on_the_fast_kernel(shape):
     np.testing.assert_array_equal(y, ref.upsample_nearest2x(x).astype(np.float32))
 
 
-UP2X_SCRIPT = """
-import io, sys
-import numpy as np
-import rlx_cpu
-from rlx_cpu import _resize
-out = [np.array([_resize.simd_level()], np.float32)]
+def _portable_matches(body, want):
+    """Run `body` (script lines appending float32 arrays to `out`) in a
+    subprocess on the portable variant (RLX_SIMD=baseline) and compare the
+    arrays with `want`, bit for bit."""
+    from conftest import script_array
+    script = ("import io, sys\nimport numpy as np\nimport rlx_cpu\nfrom rlx_cpu import _resize\n"
+              "out = [np.array([_resize.simd_level()], np.float32)]\n" + body +
+              "buf = io.BytesIO()\nnp.save(buf, np.concatenate(out))\nsys.stdout.buffer.write(buf.getvalue())\n")
+    got = script_array(script, RLX_SIMD="baseline")
+    assert got[0] == 0                              # the portable loop ran
+    np.testing.assert_array_equal(got[1:], np.concatenate([w.reshape(-1) for w in want]))
+
+
+UP2X_BODY = """
 for i, shape in enumerate(%r):
     x = np.random.default_rng(i).standard_normal(shape).astype(np.float32)
     g = rlx_cpu.Graph()
     g.output(g.upsample_nearest2x(g.input("x", shape)))
     for t in (1, 2):
         out.append(rlx_cpu.compile(g, num_threads=t).run({"x": x})[0].reshape(-1))
-buf = io.BytesIO()
-np.save(buf, np.concatenate(out))
-sys.stdout.buffer.write(buf.getvalue())
 """ % (UP2X_SHAPES,)
 
 
 def test_upsample_nearest2x_portable_variant_matches_reference():
-    from conftest import script_array
-    got = script_array(UP2X_SCRIPT, RLX_SIMD="baseline")
-    assert got[0] == 0                              # the portable loop ran
-    want = [np.array([0], np.float32)]
+    want = []
     for i, shape in enumerate(UP2X_SHAPES):
         x = np.random.default_rng(i).standard_normal(shape).astype(np.float32)
-        want += [ref.upsample_nearest2x(x).astype(np.float32).reshape(-1)] * 2
-    np.testing.assert_array_equal(got, np.concatenate(want))
+        want += [ref.upsample_nearest2x(x).astype(np.float32)] * 2
+    _portable_matches(UP2X_BODY, want)
 
 
 def test_upsample_nearest2x_launch_checks_its_buffers():
@@ -138,29 +140,16 @@ def test_resize_nearest_row_blocks(case):
         np.testing.assert_array_equal(plan.run({"x": x})[0], want)
 
 
-GATHER_SCRIPT = """
-import io, sys
-import numpy as np
+GATHER_BODY = """
 import test_resize as t
-from rlx_cpu import _resize
-out = [np.array([_resize.simd_level()], np.float32)]
 for i in range(len(t.GATHER_W_CASES)):
     out.append(t._gather_w_plan(i).run({"x": t._x((2, 3, 5, t.GATHER_W_CASES[i][0]), i)})[0].reshape(-1))
-buf = io.BytesIO()
-np.save(buf, np.concatenate(out))
-sys.stdout.buffer.write(buf.getvalue())
 """
 
 
 def test_resize_nearest_row_blocks_portable_variant():
-    from conftest import script_array
-    got = script_array(GATHER_SCRIPT, RLX_SIMD="baseline")
-    assert got[0] == 0                              # the portable loop ran
-    want = [np.array([0], np.float32)]
-    for i, (w, tw, _) in enumerate(GATHER_W_CASES):
-        x = _x((2, 3, 5, w), i)
-        want.append(ref.nearest_gather(x, [GATHER_H_TABLE, tw]).astype(np.float32).reshape(-1))
-    np.testing.assert_array_equal(got, np.concatenate(want))
+    _portable_matches(GATHER_BODY, [ref.nearest_gather(_x((2, 3, 5, w), i), [GATHER_H_TABLE, tw]).astype(np.float32)
+                                    for i, (w, tw, _) in enumerate(GATHER_W_CASES)])
 
 
 INTERP_CASES = [
