@@ -16,6 +16,9 @@
 
 #include "rlx_simd.h"
 
+/* outputs per column phase of one pass of the stride-2 kernel: 4 vectors */
+#define RLX_DWT_CHUNK 32
+
 typedef struct {
     ptrdiff_t h, w, oh, ow, kh, kw, sh, sw, ph, pw;
     ptrdiff_t pad_l, xw;           /* the padded input row: pad_l zeros, w floats, zeros to xw */
@@ -31,7 +34,10 @@ static inline rlx_dwt_geom rlx_dwt_geom_make(ptrdiff_t h, ptrdiff_t w, ptrdiff_t
      * kw = (ox + pw) mod sw + sw*u: ix = j + (r + pw - kw) / sw, from
      * j - (kw_max + sw) / sw to j + (sw + pw) / sw */
     g.pad_l = (kw + sw) / sw + 1;
-    g.xw = g.pad_l + (g.jn + 7) / 8 * 8 + (sw + pw) / sw + 2 + (w > g.jn ? w - g.jn : 0);
+    /* ... and the stride-2 kernel reads whole chunks of RLX_DWT_CHUNK
+     * outputs per phase (the last one past jn, into zeros) */
+    g.xw = g.pad_l + (g.jn + RLX_DWT_CHUNK - 1) / RLX_DWT_CHUNK * RLX_DWT_CHUNK + (sw + pw) / sw + 2 +
+           (w > g.jn ? w - g.jn : 0);
     return g;
 }
 
@@ -143,6 +149,107 @@ RLX_TARGET_AVX2 static void rlx_dwt_plane_avx2(const rlx_dwt_geom* g, const floa
         }
     }
 }
+
+/* v's 8 floats to yr when n >= 8, else its first n (none when n <= 0). */
+RLX_INLINE_AVX2 void rlx_dwt_store8(float* yr, ptrdiff_t n, __m256 v) {
+    if (n >= 8) {
+        _mm256_storeu_ps(yr, v);
+    } else if (n > 0) {
+        const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        _mm256_maskstore_ps(yr, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), lanes), v);
+    }
+}
+
+/* Outputs x0 .. x0 + 15 of a row of ow (those inside it): phase vectors e
+ * and o plus the bias, interleaved e0 o0 e1 o1 ... */
+RLX_INLINE_AVX2 void rlx_dwt_store_pair(float* yr, ptrdiff_t x0, ptrdiff_t ow, __m256 e, __m256 o, __m256 bv) {
+    const __m256 a = _mm256_add_ps(e, bv), c = _mm256_add_ps(o, bv);
+    const __m256 lo = _mm256_unpacklo_ps(a, c), hi = _mm256_unpackhi_ps(a, c);
+    rlx_dwt_store8(yr + x0, ow - x0, _mm256_permute2f128_ps(lo, hi, 0x20));
+    rlx_dwt_store8(yr + x0 + 8, ow - x0 - 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+}
+
+/* Stride 2 along w: the same sums as rlx_dwt_plane_avx2, in the same order
+ * (per phase: kernel rows kh in increasing order, then kw), with the tap
+ * set-up out of the row loop and 4 vectors per phase in registers.
+ *   - A tap's column offset and kw depend only on its column phase (rlx_dwt_
+ *     row_taps' enumeration), so they are tabled once per plane; per output
+ *     row only the kernel-row phase kh0, the first input row iy0 and the
+ *     range of valid kernel rows change.
+ *   - Each pass takes RLX_DWT_CHUNK outputs of both phases, 64 of the row,
+ *     one weight broadcast per tap for 4 FMAs.  The last pass reads zeros
+ *     past the row (rlx_dwt_geom_make) and stores only the row's outputs. */
+RLX_TARGET_AVX2 static void rlx_dwt_plane_s2_avx2(const rlx_dwt_geom* g, const float* x, const float* wt, float b,
+                                                  float* y, float* scratch) {
+    const ptrdiff_t KW = g->kw, KH = g->kh, sh = g->sh, ow = g->ow, xw = g->xw;
+    const __m256 bv = _mm256_set1_ps(b);
+    int nv[2];
+    ptrdiff_t doff[2][RLX_DWT_MAX_TAPS];
+    int kwi[2][RLX_DWT_MAX_TAPS];
+    for (ptrdiff_t r = 0, kw0 = g->pw % 2, d0 = g->pw / 2; r < 2; ++r) {
+        nv[r] = 0;
+        for (ptrdiff_t kw = kw0, d = d0; kw < KW; kw += 2, --d) {
+            doff[r][nv[r]] = g->pad_l + d;
+            kwi[r][nv[r]++] = (int)kw;
+        }
+        if (++kw0 == 2) kw0 = 0, ++d0;
+    }
+    const int nj = nv[0] < nv[1] ? nv[0] : nv[1];
+    rlx_dwt_pad_plane(g, x, scratch);
+    /* kernel row kh0 + sh*u reads input row iy0 - u; kh0 = (oy + ph) mod sh,
+     * stepped along with oy (no divisions per row) */
+    ptrdiff_t kh0 = g->ph % sh, iy0 = g->ph / sh;
+    for (ptrdiff_t oy = 0; oy < g->oh; ++oy) {
+        const ptrdiff_t ua = iy0 - (g->h - 1) > 0 ? iy0 - (g->h - 1) : 0;
+        float* yr = y + oy * ow;
+        for (ptrdiff_t c0 = 0; c0 < g->jn; c0 += RLX_DWT_CHUNK) {
+            __m256 e0 = _mm256_setzero_ps(), e1 = e0, e2 = e0, e3 = e0;
+            __m256 o0 = e0, o1 = e0, o2 = e0, o3 = e0;
+            for (ptrdiff_t u = ua, kh = kh0 + sh * ua; u <= iy0 && kh < KH; ++u, kh += sh) {
+                const float* rp = scratch + (iy0 - u) * xw + c0;
+                const float* wr = wt + kh * KW;
+                int v = 0;
+                /* both phases' taps side by side (8 FMA chains), then
+                 * the longer phase's remaining taps */
+                for (; v < nj; ++v) {
+                    const float* p = rp + doff[0][v];
+                    const float* q = rp + doff[1][v];
+                    const __m256 w = _mm256_broadcast_ss(wr + kwi[0][v]);
+                    const __m256 w1 = _mm256_broadcast_ss(wr + kwi[1][v]);
+                    e0 = _mm256_fmadd_ps(_mm256_loadu_ps(p), w, e0);
+                    o0 = _mm256_fmadd_ps(_mm256_loadu_ps(q), w1, o0);
+                    e1 = _mm256_fmadd_ps(_mm256_loadu_ps(p + 8), w, e1);
+                    o1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8), w1, o1);
+                    e2 = _mm256_fmadd_ps(_mm256_loadu_ps(p + 16), w, e2);
+                    o2 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 16), w1, o2);
+                    e3 = _mm256_fmadd_ps(_mm256_loadu_ps(p + 24), w, e3);
+                    o3 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 24), w1, o3);
+                }
+                for (int t = v; t < nv[0]; ++t) {
+                    const float* p = rp + doff[0][t];
+                    const __m256 w = _mm256_broadcast_ss(wr + kwi[0][t]);
+                    e0 = _mm256_fmadd_ps(_mm256_loadu_ps(p), w, e0);
+                    e1 = _mm256_fmadd_ps(_mm256_loadu_ps(p + 8), w, e1);
+                    e2 = _mm256_fmadd_ps(_mm256_loadu_ps(p + 16), w, e2);
+                    e3 = _mm256_fmadd_ps(_mm256_loadu_ps(p + 24), w, e3);
+                }
+                for (int t = v; t < nv[1]; ++t) {
+                    const float* p = rp + doff[1][t];
+                    const __m256 w = _mm256_broadcast_ss(wr + kwi[1][t]);
+                    o0 = _mm256_fmadd_ps(_mm256_loadu_ps(p), w, o0);
+                    o1 = _mm256_fmadd_ps(_mm256_loadu_ps(p + 8), w, o1);
+                    o2 = _mm256_fmadd_ps(_mm256_loadu_ps(p + 16), w, o2);
+                    o3 = _mm256_fmadd_ps(_mm256_loadu_ps(p + 24), w, o3);
+                }
+            }
+            rlx_dwt_store_pair(yr, 2 * c0, ow, e0, o0, bv);
+            rlx_dwt_store_pair(yr, 2 * c0 + 16, ow, e1, o1, bv);
+            rlx_dwt_store_pair(yr, 2 * c0 + 32, ow, e2, o2, bv);
+            rlx_dwt_store_pair(yr, 2 * c0 + 48, ow, e3, o3, bv);
+        }
+        if (++kh0 == sh) kh0 = 0, ++iy0;
+    }
+}
 #endif
 
 /* One (image, channel) plane: x plane (h*w), w taps (kh*kw), y plane
@@ -150,6 +257,10 @@ RLX_TARGET_AVX2 static void rlx_dwt_plane_avx2(const rlx_dwt_geom* g, const floa
 static void rlx_dwt_plane(const rlx_dwt_geom* g, const float* x, const float* wt, float b, float* y,
                           float* scratch) {
 #if RLX_X86_DISPATCH
+    if (rlx_simd_level() && g->sw == 2) {
+        rlx_dwt_plane_s2_avx2(g, x, wt, b, y, scratch);
+        return;
+    }
     if (rlx_simd_level()) {
         rlx_dwt_plane_avx2(g, x, wt, b, y, scratch);
         return;

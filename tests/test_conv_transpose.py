@@ -596,6 +596,12 @@ DEPTHWISE_T = [
     ((3, 3, 17), (5,), (3,), (2, 0), (2,)),
     ((1, 6, 5, 19), (2, 2), (2, 2), (0, 0, 0, 0), (0, 0)),
     ((1, 7, 4, 9), (3, 3), (1, 2), (2, 1, 0, 2), (0, 1)),
+    # stride 2 along w in passes of 64 outputs (rlx_dwt_plane_s2_avx2): two
+    # passes, the second cut short (81 and 75 wide); exactly one pass (64),
+    # with 3 kernel rows per output row and bottom rows past the input
+    ((1, 3, 4, 40), (4, 4), (2, 2), (1, 1, 1, 1), (1, 1)),
+    ((2, 2, 3, 37), (3, 3), (2, 2), (1, 1, 0, 0), (0, 1)),
+    ((1, 2, 5, 32), (6, 4), (2, 2), (2, 1, 2, 1), (0, 0)),
 ]
 
 
