@@ -116,6 +116,40 @@ RLX_INLINE_AVX2 __m256 rlx_dwt_phase8(const rlx_dwt_taps* t, ptrdiff_t r, ptrdif
     return acc;
 }
 
+/* y[4j + r] = p[r][j] for j < 8, r < 4 (32 floats) */
+RLX_INLINE_AVX2 void rlx_dwt_interleave4(float* y, const __m256* p) {
+    const __m256 l01 = _mm256_unpacklo_ps(p[0], p[1]), h01 = _mm256_unpackhi_ps(p[0], p[1]);
+    const __m256 l23 = _mm256_unpacklo_ps(p[2], p[3]), h23 = _mm256_unpackhi_ps(p[2], p[3]);
+    /* lanes j (low half) and j + 4 (high half) of all four phases */
+    const __m256 j0 = _mm256_shuffle_ps(l01, l23, 0x44), j1 = _mm256_shuffle_ps(l01, l23, 0xEE);
+    const __m256 j2 = _mm256_shuffle_ps(h01, h23, 0x44), j3 = _mm256_shuffle_ps(h01, h23, 0xEE);
+    _mm256_storeu_ps(y, _mm256_permute2f128_ps(j0, j1, 0x20));
+    _mm256_storeu_ps(y + 8, _mm256_permute2f128_ps(j2, j3, 0x20));
+    _mm256_storeu_ps(y + 16, _mm256_permute2f128_ps(j0, j1, 0x31));
+    _mm256_storeu_ps(y + 24, _mm256_permute2f128_ps(j2, j3, 0x31));
+}
+
+/* y[8j + r] = p[r][j] for j, r < 8 (64 floats): an 8 x 8 transpose */
+RLX_INLINE_AVX2 void rlx_dwt_interleave8(float* y, const __m256* p) {
+    const __m256 a0 = _mm256_unpacklo_ps(p[0], p[1]), a1 = _mm256_unpackhi_ps(p[0], p[1]);
+    const __m256 a2 = _mm256_unpacklo_ps(p[2], p[3]), a3 = _mm256_unpackhi_ps(p[2], p[3]);
+    const __m256 a4 = _mm256_unpacklo_ps(p[4], p[5]), a5 = _mm256_unpackhi_ps(p[4], p[5]);
+    const __m256 a6 = _mm256_unpacklo_ps(p[6], p[7]), a7 = _mm256_unpackhi_ps(p[6], p[7]);
+    /* b_k: phases 0-3 (k < 4) or 4-7 of lanes j and j + 4 */
+    const __m256 b0 = _mm256_shuffle_ps(a0, a2, 0x44), b1 = _mm256_shuffle_ps(a0, a2, 0xEE);
+    const __m256 b2 = _mm256_shuffle_ps(a1, a3, 0x44), b3 = _mm256_shuffle_ps(a1, a3, 0xEE);
+    const __m256 b4 = _mm256_shuffle_ps(a4, a6, 0x44), b5 = _mm256_shuffle_ps(a4, a6, 0xEE);
+    const __m256 b6 = _mm256_shuffle_ps(a5, a7, 0x44), b7 = _mm256_shuffle_ps(a5, a7, 0xEE);
+    _mm256_storeu_ps(y, _mm256_permute2f128_ps(b0, b4, 0x20));
+    _mm256_storeu_ps(y + 8, _mm256_permute2f128_ps(b1, b5, 0x20));
+    _mm256_storeu_ps(y + 16, _mm256_permute2f128_ps(b2, b6, 0x20));
+    _mm256_storeu_ps(y + 24, _mm256_permute2f128_ps(b3, b7, 0x20));
+    _mm256_storeu_ps(y + 32, _mm256_permute2f128_ps(b0, b4, 0x31));
+    _mm256_storeu_ps(y + 40, _mm256_permute2f128_ps(b1, b5, 0x31));
+    _mm256_storeu_ps(y + 48, _mm256_permute2f128_ps(b2, b6, 0x31));
+    _mm256_storeu_ps(y + 56, _mm256_permute2f128_ps(b3, b7, 0x31));
+}
+
 RLX_TARGET_AVX2 static void rlx_dwt_plane_avx2(const rlx_dwt_geom* g, const float* x, const float* wt, float b,
                                                float* y, float* scratch) {
     rlx_dwt_taps t;
@@ -137,6 +171,20 @@ RLX_TARGET_AVX2 static void rlx_dwt_plane_avx2(const rlx_dwt_geom* g, const floa
             }
             if (sw == 1 && j0 + 8 <= ow) {
                 _mm256_storeu_ps(yr + j0, _mm256_add_ps(rlx_dwt_phase8(&t, 0, j0), bv));
+                continue;
+            }
+            if (sw == 4 && 4 * j0 + 32 <= ow) {
+                /* output 4j + r = phase r's lane j: a 4 x 8 transpose */
+                __m256 p[4];
+                for (int r = 0; r < 4; ++r) p[r] = _mm256_add_ps(rlx_dwt_phase8(&t, r, j0), bv);
+                rlx_dwt_interleave4(yr + 4 * j0, p);
+                continue;
+            }
+            if (sw == 8 && 8 * j0 + 64 <= ow) {
+                /* output 8j + r = phase r's lane j: an 8 x 8 transpose */
+                __m256 p[8];
+                for (int r = 0; r < 8; ++r) p[r] = _mm256_add_ps(rlx_dwt_phase8(&t, r, j0), bv);
+                rlx_dwt_interleave8(yr + 8 * j0, p);
                 continue;
             }
             /* the row's last outputs: each phase's vector, then its lanes
