@@ -88,6 +88,9 @@ class ConvFlags:
     bwd_wide  RLX_BWD_WIDE: on -> a conv's weight gradient runs the wide
               kernel wherever `is_backward_wide` holds; off -> never (the
               im2col GEMM); unset -> where `prefers_backward_wide` says so.
+    bwd_winograd  RLX_BWD_WINOGRAD: on -> a conv's weight gradient runs the
+              Winograd kernel wherever `is_backward_winograd` holds; off ->
+              never; unset -> where `prefers_backward_winograd` says so.
 
     On is 1/on/true/yes, off 0/off/false/no (any case); unset or empty means
     the default.  Any other value raises ValueError naming the accepted ones,
@@ -100,6 +103,7 @@ class ConvFlags:
     implicit: Optional[bool] = None
     implicit_direct: Optional[bool] = None
     bwd_wide: Optional[bool] = None
+    bwd_winograd: Optional[bool] = None
 
     @classmethod
     def from_env(cls):
@@ -113,13 +117,13 @@ class ConvFlags:
         fast = _tristate("RLX_FAST_CONV") is not False
         flags = cls(fast, _tristate("RLX_WINOGRAD"), _tristate("RLX_DIRECT_CONV"),
                     _tristate("RLX_CONV_MICROKERNEL"), _tristate("RLX_IMPLICIT_GEMM"),
-                    _tristate("RLX_IMPLICIT_DIRECT"), _tristate("RLX_BWD_WIDE"))
+                    _tristate("RLX_IMPLICIT_DIRECT"), _tristate("RLX_BWD_WIDE"), _tristate("RLX_BWD_WINOGRAD"))
         _flags_memo[:] = [raw, flags]
         return flags
 
 
 _FLAG_ENV = (b"RLX_SIMD", b"RLX_FAST_CONV", b"RLX_WINOGRAD", b"RLX_DIRECT_CONV", b"RLX_CONV_MICROKERNEL",
-             b"RLX_IMPLICIT_GEMM", b"RLX_IMPLICIT_DIRECT", b"RLX_BWD_WIDE")
+             b"RLX_IMPLICIT_GEMM", b"RLX_IMPLICIT_DIRECT", b"RLX_BWD_WIDE", b"RLX_BWD_WINOGRAD")
 _flags_memo = []        # [raw env values, ConvFlags] of the last from_env
 
 
@@ -610,6 +614,7 @@ class ConvBackwardAlgorithm(enum.IntEnum):
     GEMM = _backward.BWD_GEMM
     GEMM_1X1 = _backward.BWD_GEMM_1X1
     WIDE = _backward.BWD_WIDE
+    WINOGRAD = _backward.BWD_WINOGRAD
 
     @property
     def label(self):
@@ -652,12 +657,43 @@ def prefers_backward_wide(d, nthreads=1):
     return length <= _WIDE_MAX_WASTE * pixels and items >= t and balanced
 
 
+def is_backward_winograd(d):
+    """The Winograd weight-gradient kernel applies (src/rlx_bwd_wino.h): a
+    3x3 conv2d at stride 1 and dilation 1."""
+    return _backward.winograd_eligible(d.as_tuple())
+
+
+# The transforms cost about as much per (tile, channel) as a dot row of 16
+# products per tile saves; measured against the wide kernel at one thread
+# (Zen 4, interleaved): 16->16 channels on 56x56 N=8 0.88x, 32->64 on 28x28
+# N=32 1.27x, 64->64 56x56 N=8 1.24x, 128->128 28x28 1.41x, 256->256 14x14
+# 1.60x; 512->512 on 7x7 N=8 (128 tiles in all) 0.74x, where every dot is
+# a few tiles long and the lane sums dominate.
+_WINO_MIN_CHANNELS = 32
+_WINO_MIN_TILES = 256
+
+
+def prefers_backward_winograd(d, nthreads=1):
+    """The Winograd kernel is eligible and expected to beat the wide kernel
+    and im2col + sgemm: every conv group has at least _WINO_MIN_CHANNELS
+    input and output channels, and the dots run over at least
+    _WINO_MIN_TILES tiles of 2x2 outputs."""
+    if not is_backward_winograd(d):
+        return False
+    tiles = d.n * ((d.out_sp[1] + 1) // 2) * ((d.out_sp[2] + 1) // 2)
+    return d.c_in // d.groups >= _WINO_MIN_CHANNELS and d.c_out // d.groups >= _WINO_MIN_CHANNELS \
+        and tiles >= _WINO_MIN_TILES
+
+
 def select_conv_backward_algorithm(dims, requested="auto", flags=None, nthreads=1,
                                    kernel="weight"):
     """ConvBackwardAlgorithm for a ConvNDDims.
 
     'reference' (or RLX_FAST_CONV off) -> the constant-memory reference loops;
-    otherwise GEMM_1X1 where eligible; for the weight gradient then WIDE where
+    otherwise GEMM_1X1 where eligible; for the weight gradient then WINOGRAD
+    where RLX_BWD_WINOGRAD (flags.bwd_winograd) forces it, or where it is
+    not forced off, RLX_BWD_WIDE does not force the wide kernel and
+    `prefers_backward_winograd` picks it; then WIDE where
     RLX_BWD_WIDE (flags.bwd_wide) or `prefers_backward_wide` picks it; then
     GEMM while one patch-matrix slab stays under the forward im2col bound,
     else the reference loops.  The forward-only choices ('direct',
@@ -672,6 +708,10 @@ def select_conv_backward_algorithm(dims, requested="auto", flags=None, nthreads=
         return ConvBackwardAlgorithm.REFERENCE
     if is_backward_1x1(dims):
         return ConvBackwardAlgorithm.GEMM_1X1
+    if kernel == "weight" and is_backward_winograd(dims) and (
+            flags.bwd_winograd or (flags.bwd_winograd is None and not flags.bwd_wide
+                                   and prefers_backward_winograd(dims, nthreads))):
+        return ConvBackwardAlgorithm.WINOGRAD
     if kernel == "weight" and flags.bwd_wide is not False and is_backward_wide(dims) \
             and (flags.bwd_wide or prefers_backward_wide(dims, nthreads)):
         return ConvBackwardAlgorithm.WIDE

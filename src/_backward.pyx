@@ -34,7 +34,7 @@ from cython.parallel cimport prange, threadid
 from libc.string cimport memcpy, memset
 
 from _blas cimport sgemm_rm, sgemm_rm_split
-from _codes cimport CONV_BWD_REFERENCE, CONV_BWD_GEMM, CONV_BWD_GEMM_1X1, CONV_BWD_WIDE
+from _codes cimport CONV_BWD_REFERENCE, CONV_BWD_GEMM, CONV_BWD_GEMM_1X1, CONV_BWD_WIDE, CONV_BWD_WINOGRAD
 from _window cimport Win, conv_win_from, out_range
 from rlx_cpu._launch cimport Launch, effective_threads, or_placeholder, work_note, work_meter_bind
 
@@ -55,6 +55,18 @@ cdef extern from "rlx_bwd_wide.h":
     enum: RLX_BWD_WIDE_GROUP_FLOATS
 
 
+cdef extern from "rlx_bwd_wino.h":
+    ctypedef struct WinoGeom "rlx_bwd_wino_geom":
+        Py_ssize_t n, c, m, groups, h, w, oh, ow, ph, pw, th, tw, rows, L, rw
+    WinoGeom rlx_bwd_wino_geom_make(Py_ssize_t n, Py_ssize_t c, Py_ssize_t m, Py_ssize_t groups, Py_ssize_t h,
+                                    Py_ssize_t w, Py_ssize_t oh, Py_ssize_t ow, Py_ssize_t ph, Py_ssize_t pw) nogil
+    Py_ssize_t rlx_bwd_wino_m_floats(const WinoGeom* g) nogil
+    Py_ssize_t rlx_bwd_wino_part_floats(const WinoGeom* g, Py_ssize_t nrows) nogil
+    void rlx_bwd_wino_part(const WinoGeom* g, const float* x, const float* dy, float* M, float* work,
+                           const Py_ssize_t* roff, int i0, int i1) nogil
+    void rlx_bwd_wino_output(const WinoGeom* g, const float* M, float* dw, Py_ssize_t co0, Py_ssize_t co1) nogil
+
+
 rlx_simd_init()
 
 # Algorithm codes (src/_codes.pxd); rlx_cpu.algorithms.ConvBackwardAlgorithm
@@ -65,6 +77,7 @@ BWD_REFERENCE = CONV_BWD_REFERENCE
 BWD_GEMM = CONV_BWD_GEMM
 BWD_GEMM_1X1 = CONV_BWD_GEMM_1X1
 BWD_WIDE = CONV_BWD_WIDE
+BWD_WINOGRAD = CONV_BWD_WINOGRAD
 
 
 # ---------------------------------------------------------------------------
@@ -98,6 +111,8 @@ cdef Py_ssize_t _bw_need(const Win* g, int algorithm, int t) noexcept nogil:
     cdef int mode
     if algorithm == CONV_BWD_WIDE:
         return _wide_parts(g, t) * _wide_part_floats(g)
+    if algorithm == CONV_BWD_WINOGRAD:
+        return _wino_floats(g, t)
     if algorithm == CONV_BWD_REFERENCE:
         return 0
     mode = _bw_mode(g, t)
@@ -657,6 +672,85 @@ def wide_row_offsets(tuple dims):
     return np.ascontiguousarray((ci * w.plane + a * g.dil[1] * w.wp + c * g.dil[2]).ravel(), dtype=np.intp)
 
 
+# ---------------------------------------------------------------------------
+# conv backward weight by Winograd transforms (3x3, stride 1, undilated 2-D;
+# src/rlx_bwd_wino.h).  Parts own ranges of the 4 point rows (at most 4
+# parts); scratch: M (16 points x c_out x c_in/groups), then each part's work
+# area.  Every M entry is summed by one part in a fixed order, so the bits do
+# not depend on the number of parts or threads.
+# ---------------------------------------------------------------------------
+
+cdef inline WinoGeom _wino_geom(const Win* g) noexcept nogil:
+    return rlx_bwd_wino_geom_make(g.n, g.c, g.c_out, g.groups, g.size[1], g.size[2], g.out[1], g.out[2],
+                                  g.pb[1], g.pb[2])
+
+
+cdef inline Py_ssize_t _wino_parts(int t) noexcept nogil:
+    return 4 if t > 4 else (t if t > 1 else 1)
+
+
+cdef Py_ssize_t _wino_part_offset(const WinoGeom* w, Py_ssize_t nparts, Py_ssize_t part) noexcept nogil:
+    """First float of part `part`'s work area (after M)."""
+    cdef Py_ssize_t off = rlx_bwd_wino_m_floats(w)
+    cdef Py_ssize_t p
+    for p in range(part):
+        off += rlx_bwd_wino_part_floats(w, (p + 1) * 4 // nparts - p * 4 // nparts)
+    return off
+
+
+cdef Py_ssize_t _wino_floats(const Win* g, int t) noexcept nogil:
+    cdef WinoGeom w = _wino_geom(g)
+    cdef Py_ssize_t nparts = _wino_parts(t)
+    return _wino_part_offset(&w, nparts, nparts)
+
+
+def winograd_eligible(tuple dims):
+    """True when the Winograd weight gradient computes this conv's: a 3x3
+    kernel, stride 1 and dilation 1, conv2d (or conv1d: no, its kernel is
+    1 x k), no depth axis."""
+    cdef Win g = conv_win_from(dims)
+    return bool(g.size[0] == 1 and g.out[0] == 1 and g.k[0] == 1 and g.k[1] == 3 and g.k[2] == 3
+                and g.s[0] == 1 and g.s[1] == 1 and g.s[2] == 1 and g.dil[1] == 1 and g.dil[2] == 1
+                and g.n >= 1 and g.out[1] >= 1 and g.out[2] >= 1)
+
+
+def winograd_chunk(tuple dims):
+    """(tile rows per chunk, floats per U/V row of a chunk) of the Winograd
+    weight gradient."""
+    cdef Win g = conv_win_from(dims)
+    cdef WinoGeom w = _wino_geom(&g)
+    return int(w.rows), int(w.L)
+
+
+cdef int conv_backward_weight_winograd(const float[::1] x, const float[::1] dy, float[::1] dw,
+                                       float[::1] scratch, const Py_ssize_t[::1] roff, const Win* g,
+                                       int split, int t) except -1 nogil:
+    cdef WinoGeom w = _wino_geom(g)
+    cdef Py_ssize_t nparts = _wino_parts(split)
+    cdef Py_ssize_t part, off
+    # touch both ends so a debug build bounds-checks x, dy and dw
+    x[g.n * g.c * g.size[1] * g.size[2] - 1]
+    dy[g.n * g.c_out * g.out[1] * g.out[2] - 1]
+    dw[g.c_out * g.cpg * 9 - 1]
+    scratch[_wino_part_offset(&w, nparts, nparts) - 1]
+    for part in prange(nparts, num_threads=t, schedule='static', chunksize=1):
+        work_note(1)
+        off = _wino_part_offset(&w, nparts, part)
+        rlx_bwd_wino_part(&w, &x[0], &dy[0], &scratch[0], &scratch[off], &roff[0],
+                          <int>(part * 4 // nparts), <int>((part + 1) * 4 // nparts))
+    # end: prange
+    rlx_bwd_wino_output(&w, &scratch[0], &dw[0], 0, g.c_out)
+    return 0
+
+
+def winograd_row_offsets(tuple dims):
+    """roff[j] = j * L: where U row j (output channel j of a conv group)
+    starts after the group's first (L: winograd_chunk)."""
+    cdef Win g = conv_win_from(dims)
+    cdef WinoGeom w = _wino_geom(&g)
+    return np.ascontiguousarray(np.arange(g.cog) * w.L, dtype=np.intp)
+
+
 cdef class ConvBackwardInputLaunch(Launch):
     """dx = d(conv)/dx applied to dy, bound to arena views."""
     cdef const float[::1] dy
@@ -718,6 +812,15 @@ cdef class ConvBackwardWeightLaunch(Launch):
             # the last group's last (channel, tap) run must end inside one part's padded input
             if (self.g.c - self.g.cpg) * w.plane + int(np.max(self.roff)) + w.Lp > w.xfloats:
                 raise AssertionError(f"conv backward weight: wide runs overrun the padded input, dims {dims}")
+        elif algorithm == CONV_BWD_WINOGRAD:
+            if not winograd_eligible(dims):
+                raise ValueError(f"conv backward weight: the Winograd kernel needs a 3x3 kernel, stride 1, "
+                                 f"dilation 1 and rank 2, got dims {dims}")
+            need = _bw_need(&self.g, algorithm, self.max_threads)
+            if self.scratch.shape[0] < need:
+                raise ValueError(f"conv backward weight: Winograd scratch of {self.scratch.shape[0]} floats, "
+                                 f"needs {need}")
+            self.roff = winograd_row_offsets(dims)
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)
@@ -726,6 +829,9 @@ cdef class ConvBackwardWeightLaunch(Launch):
         elif self.algorithm == CONV_BWD_WIDE:
             conv_backward_weight_wide(self.x, self.dy, self.dw, self.scratch, self.roff, &self.g,
                                       self.max_threads, t)
+        elif self.algorithm == CONV_BWD_WINOGRAD:
+            conv_backward_weight_winograd(self.x, self.dy, self.dw, self.scratch, self.roff, &self.g,
+                                          self.max_threads, t)
         else:
             conv_backward_weight_gemm(self.x, self.dy, self.dw, self.scratch, &self.g,
                                       self.algorithm, self.max_threads, t)

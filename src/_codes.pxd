@@ -18,6 +18,7 @@ cdef enum:
     CONV_BWD_GEMM = 1
     CONV_BWD_GEMM_1X1 = 2
     CONV_BWD_WIDE = 3
+    CONV_BWD_WINOGRAD = 4
 
 # Window pool kind and the form of max-pool indices.
 cdef enum:
