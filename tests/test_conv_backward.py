@@ -463,7 +463,7 @@ WINO_CASES = [
     ("depthwise", 2, 6, 6, 6, (9, 6), (3, 3), 1, 1, 1, 1),
     ("rows-40", 1, 3, 5, 1, (5, 40), (3, 3), 1, 1, 1, 1),              # 20 tiles a row: 8 + 8 + 4
     ("rows-32", 2, 2, 3, 1, (6, 32), (3, 3), 1, 1, 1, 1),              # dy rows of whole 16-blocks
-    ("chunks", 3, 2, 3, 1, (30, 40), (3, 3), 1, 1, 1, 1),              # 2 chunks, one across images
+    ("chunks", 3, 2, 3, 1, (40, 40), (3, 3), 1, 1, 1, 1),              # 2 chunks, the 2nd from mid-image
     ("one-column", 1, 5, 6, 1, (9, 3), (3, 3), 1, 0, 0, 1),            # one tile a row
     ("channels-7x6", 2, 7, 6, 1, (10, 10), (3, 3), 1, 1, 1, 1),        # 7 = 4 + 3 input rows, 6 + 0 output
 ]
@@ -506,6 +506,17 @@ def test_winograd_weight_gradient_same_bits_on_any_thread_count(spec, monkeypatc
     gp = Guarded(p4)
     assert np.array_equal(one, gp.run(case.feeds())[1])
     assert gp.guards_intact()
+
+
+def test_winograd_weight_gradient_chunks():
+    """The "chunks" case runs 2 chunks of whole tile rows, the second
+    starting inside the last image; "odd-out" one."""
+    big = _weight_dims(WINO_CASES[WINO_IDS.index("chunks")])
+    rows, length = _backward.winograd_chunk(big.as_tuple())
+    assert rows == 1024 // 20 and rows < 3 * 20 < 2 * rows and length == 1024 + 16
+    assert 2 * rows % 20 != 0 and rows // 20 == 2           # chunk 2 starts at image 2, tile row 11
+    small = _weight_dims(WINO_CASES[0])
+    assert _backward.winograd_chunk(small.as_tuple()) == (2 * 4, 48 + 16)      # 2 images x 4 tile rows of 5: 40
 
 
 def test_winograd_weight_gradient_overwrites_its_output(monkeypatch):
