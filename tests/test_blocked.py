@@ -1498,9 +1498,9 @@ def test_a_lone_conv_runs_blocked_with_the_simd_tiles_where_measured_faster(rng,
     # portable kernels.  A grouped 3x3 with whole blocks per group (RegNet's,
     # ResNeXt's) runs blocked alone, strided or not; a grouped 1x1, or one
     # with 4 channels per group, stays NCHW.  A stride-1 1x1 runs blocked
-    # alone with the AVX2 tiles only, on a plane of 7x7 to 28x28 pixels into
-    # 64 channels or more; on a larger or smaller plane, or into fewer
-    # channels, it stays NCHW, and so does a strided 1x1
+    # alone on a plane of 7x7 to 28x28 pixels (AVX2 tiles) or 7x7 to 14x14
+    # (AVX-512 tiles) into 64 channels or more; on a larger or smaller
+    # plane, or into fewer channels, it stays NCHW, and so does a strided 1x1
     from rlx_cpu.ops.blocked import dense_alone
     level = _nchwc.simd_level()
     D, W, P = "conv_nchwc_dense", "conv_nchwc_winograd", "conv_nchwc_1x1"
@@ -1518,7 +1518,9 @@ def test_a_lone_conv_runs_blocked_with_the_simd_tiles_where_measured_faster(rng,
              ((1, 64, 14, 14), (64, 64, 1, 1), 2, 0, None)]
     for xs, ws, stride, pad, kind, *groups in cases:
         groups = groups[0] if groups else 1
-        alone = kind is not None and (level == 1 if kind == P else level >= (2 if len(xs) == 3 else 1))
+        alone = kind is not None and (
+            (level == 1 or (level >= 2 and xs[2] * xs[3] <= 14 * 14)) if kind == P
+            else level >= (2 if len(xs) == 3 else 1))
         g = rlx_cpu.Graph()
         x = g.input("x", xs)
         wt = rng.standard_normal(ws) / np.sqrt(np.prod(ws[1:]))

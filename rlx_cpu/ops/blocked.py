@@ -370,6 +370,8 @@ ALONE_3X3_MAX_CHANNELS = 128
 ALONE_1X1_MIN_PLANE = 7 * 7
 ALONE_1X1_MAX_PLANE = 28 * 28
 ALONE_1X1_MIN_OUT = 64
+# ... and with the AVX-512 tiles on planes of at most this many pixels
+ALONE_1X1_512_MAX_PLANE = 14 * 14
 
 
 def dense_alone(graph, node, nthreads=1):
@@ -442,11 +444,28 @@ def dense_alone(graph, node, nthreads=1):
       192->32 on 28x28 0.18 / 0.14, but 32->192 on 28x28 0.13 / 0.14 and
       960->160 on 7x7 0.19 / 0.20.  Not on larger planes (32->16 on 112x112
       0.27 / 0.33, 144->24 on 56x56 0.41 / 0.58), nor into 32 channels at
-      batch 8 (192->32 on 28x28 1.06 / 1.20).  Not measured with the AVX-512
-      tiles."""
+      batch 8 (192->32 on 28x28 1.06 / 1.20).
+    - with the AVX-512 tiles, such a 1x1 on a plane of ALONE_1X1_MIN_PLANE
+      to ALONE_1X1_512_MAX_PLANE pixels, where the NCHW GEMM's microkernel
+      runs at 86-89% of the FMA peak against the blocked kernel's 92-95%.
+      Zen 4, run_into ms of one conv, NCHW / blocked with both reorders,
+      batch 1, 1 thread: 1024->256 on 14x14 1.023 / 0.940 (ONNX Runtime
+      0.93-0.95), 256->1024 on 14x14 0.997 / 0.945, 512->2048 on 7x7 1.005 /
+      0.922 (ORT 0.92-0.94), 2048->512 on 7x7 0.966 / 0.929, 320->1280 on
+      7x7 0.409 / 0.372, 160->960 on 7x7 0.165 / 0.141, 384->64 on 14x14
+      0.102 / 0.094, 576->96 0.221 / 0.210, 128->128 0.065 / 0.061, 64->384
+      0.098 / 0.096, 960->160 on 7x7 0.143 / 0.143; 2 threads: 1024->256
+      0.558 / 0.507, 512->2048 0.511 / 0.479, 64->384 and 576->96 level,
+      but 2048->512 on 7x7 0.49-0.50 / 0.50-0.53 (its 1 thread 0.96-0.98 /
+      0.93-0.95);
+      batch 8: 512->2048 8.16 / 7.66, 1024->256 8.78 / 8.44, 960->160 1.14 /
+      1.13.  Not on 28x28 (128->512 0.949 / 0.984, 512->128 level) nor on
+      larger planes (64->256 on 56x56 1.00 / 1.07, 144->24 0.195 / 0.262,
+      16->96 on 112x112 0.45 / 0.60)."""
     level = _nchwc.simd_level()
-    if level == 1 and node.op == "conv2d" and nchwc_kind(graph, node, nthreads) == "1x1":
-        return ALONE_1X1_MIN_PLANE <= node.shape[2] * node.shape[3] <= ALONE_1X1_MAX_PLANE \
+    if level >= 1 and node.op == "conv2d" and nchwc_kind(graph, node, nthreads) == "1x1":
+        most = ALONE_1X1_MAX_PLANE if level == 1 else ALONE_1X1_512_MAX_PLANE
+        return ALONE_1X1_MIN_PLANE <= node.shape[2] * node.shape[3] <= most \
             and node.shape[1] >= ALONE_1X1_MIN_OUT
     if level < 1 or nchwc_kind(graph, node, nthreads) != "dense":
         return False
