@@ -803,10 +803,7 @@ cdef class ConvBackwardWeightLaunch(Launch):
             if not wide_eligible(dims):
                 raise ValueError(f"conv backward weight: the wide kernel needs stride 1 and rank <= 2, "
                                  f"got dims {dims}")
-            need = _bw_need(&self.g, algorithm, self.max_threads)
-            if self.scratch.shape[0] < need:
-                raise ValueError(f"conv backward weight: wide scratch of {self.scratch.shape[0]} floats, "
-                                 f"needs {need}")
+            self._check_scratch("wide")
             self.roff = wide_row_offsets(dims)
             w = _wide_geom(&self.g)
             # the last group's last (channel, tap) run must end inside one part's padded input
@@ -816,11 +813,14 @@ cdef class ConvBackwardWeightLaunch(Launch):
             if not winograd_eligible(dims):
                 raise ValueError(f"conv backward weight: the Winograd kernel needs a 3x3 kernel, stride 1, "
                                  f"dilation 1 and rank 2, got dims {dims}")
-            need = _bw_need(&self.g, algorithm, self.max_threads)
-            if self.scratch.shape[0] < need:
-                raise ValueError(f"conv backward weight: Winograd scratch of {self.scratch.shape[0]} floats, "
-                                 f"needs {need}")
+            self._check_scratch("Winograd")
             self.roff = winograd_row_offsets(dims)
+
+    def _check_scratch(self, str what):
+        need = _bw_need(&self.g, self.algorithm, self.max_threads)
+        if self.scratch.shape[0] < need:
+            raise ValueError(f"conv backward weight: {what} scratch of {self.scratch.shape[0]} floats, "
+                             f"needs {need}")
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = effective_threads(nthreads, self.max_threads)

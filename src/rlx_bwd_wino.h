@@ -121,6 +121,30 @@ static inline ptrdiff_t rlx_bwd_wino_xcols(const rlx_bwd_wino_geom* g) {
     return n < 0 ? 0 : (n < g->w ? n : g->w);
 }
 
+/* The tile rows [r0, r1) of a chunk */
+static inline void rlx_bwd_wino_rows(const rlx_bwd_wino_geom* g, ptrdiff_t chunk, ptrdiff_t* r0, ptrdiff_t* r1) {
+    *r0 = chunk * g->rows;
+    *r1 = *r0 + g->rows < g->n * g->th ? *r0 + g->rows : g->n * g->th;
+}
+
+/* The x transform's buffers in buf: the vertical step's row v (its padding
+ * columns zero, never written after) and the zero row. */
+static inline float* rlx_bwd_wino_xbufs(const rlx_bwd_wino_geom* g, float* buf, const float** zero) {
+    float* v = buf + 4 * (g->rw + 32);
+    float* z = buf + 5 * (g->rw + 32);
+    memset(z, 0, (size_t)g->w * sizeof(float));
+    memset(v, 0, (size_t)(g->rw + 32) * sizeof(float));
+    *zero = z;
+    return v;
+}
+
+/* rows [0, nrows) of one channel (stride `every` rows of L floats) zeroed
+ * from the chunk's nt tiles to L */
+static inline void rlx_bwd_wino_zero_tails(float* first, ptrdiff_t nrows, ptrdiff_t every, ptrdiff_t L,
+                                           ptrdiff_t nt) {
+    for (ptrdiff_t q = 0; q < nrows; ++q) memset(first + q * every * L + nt, 0, (size_t)(L - nt) * sizeof(float));
+}
+
 /* ---- portable ------------------------------------------------------------ */
 
 /* V rows of one chunk for point rows [i0, i1): V[(i - i0)*4 + j][ci][r*tw + tx]
@@ -128,13 +152,12 @@ static inline ptrdiff_t rlx_bwd_wino_xcols(const rlx_bwd_wino_geom* g) {
  * floats; entries past the chunk's tiles are zero up to the dot length. */
 static void rlx_bwd_wino_input_base(const rlx_bwd_wino_geom* g, const float* x, ptrdiff_t chunk, int i0, int i1,
                                     float* V, float* buf) {
-    const ptrdiff_t L = g->L, rw = g->rw, tw = g->tw, r0 = chunk * g->rows, np = i1 - i0;
-    const ptrdiff_t r1 = r0 + g->rows < g->n * g->th ? r0 + g->rows : g->n * g->th;
+    const ptrdiff_t L = g->L, rw = g->rw, tw = g->tw, np = i1 - i0;
     const ptrdiff_t nx = rlx_bwd_wino_xcols(g), pw = g->pw < rw ? g->pw : rw;
-    float* v = buf + 4 * (rw + 32);
-    float* zero = buf + 5 * (rw + 32);
-    memset(zero, 0, (size_t)g->w * sizeof(float));
-    memset(v, 0, (size_t)(rw + 32) * sizeof(float));      /* the padding columns stay 0 */
+    ptrdiff_t r0, r1;
+    const float* zero;
+    float* v = rlx_bwd_wino_xbufs(g, buf, &zero);
+    rlx_bwd_wino_rows(g, chunk, &r0, &r1);
     for (ptrdiff_t ci = 0; ci < g->c; ++ci) {
         for (ptrdiff_t r = r0; r < r1; ++r) {
             const ptrdiff_t img = r / g->th, ty = r % g->th, t0 = (r - r0) * tw;
@@ -155,9 +178,7 @@ static void rlx_bwd_wino_input_base(const rlx_bwd_wino_geom* g, const float* x, 
                 }
             }
         }
-        const ptrdiff_t nt = (r1 - r0) * tw;
-        for (ptrdiff_t q = 0; q < 4 * np; ++q)
-            memset(V + (q * g->c + ci) * L + nt, 0, (size_t)(L - nt) * sizeof(float));
+        rlx_bwd_wino_zero_tails(V + ci * L, 4 * np, g->c, L, (r1 - r0) * tw);
     }
 }
 
@@ -165,8 +186,9 @@ static void rlx_bwd_wino_input_base(const rlx_bwd_wino_geom* g, const float* x, 
  * = (A g A^T)[i][j] of output channel co's dy tile; as above. */
 static void rlx_bwd_wino_grad_base(const rlx_bwd_wino_geom* g, const float* dy, ptrdiff_t chunk, int i0, int i1,
                                    float* U, float* buf) {
-    const ptrdiff_t L = g->L, tw = g->tw, r0 = chunk * g->rows, np = i1 - i0;
-    const ptrdiff_t r1 = r0 + g->rows < g->n * g->th ? r0 + g->rows : g->n * g->th;
+    const ptrdiff_t L = g->L, tw = g->tw, np = i1 - i0;
+    ptrdiff_t r0, r1;
+    rlx_bwd_wino_rows(g, chunk, &r0, &r1);
     float* q0 = buf;
     float* q1 = buf + (g->rw + 32);
     for (ptrdiff_t co = 0; co < g->m; ++co) {
@@ -195,9 +217,7 @@ static void rlx_bwd_wino_grad_base(const rlx_bwd_wino_geom* g, const float* dy, 
                 }
             }
         }
-        const ptrdiff_t nt = (r1 - r0) * tw;
-        for (ptrdiff_t q = 0; q < 4 * np; ++q)
-            memset(U + (q * g->m + co) * L + nt, 0, (size_t)(L - nt) * sizeof(float));
+        rlx_bwd_wino_zero_tails(U + co * L, 4 * np, g->m, L, (r1 - r0) * tw);
     }
 }
 
@@ -205,13 +225,12 @@ static void rlx_bwd_wino_grad_base(const rlx_bwd_wino_geom* g, const float* dy, 
 #if RLX_X86_DISPATCH
 RLX_TARGET_AVX2 static void rlx_bwd_wino_input_avx2(const rlx_bwd_wino_geom* g, const float* x, ptrdiff_t chunk,
                                                     int i0, int i1, float* V, float* buf) {
-    const ptrdiff_t L = g->L, rw = g->rw, tw = g->tw, r0 = chunk * g->rows, np = i1 - i0;
-    const ptrdiff_t r1 = r0 + g->rows < g->n * g->th ? r0 + g->rows : g->n * g->th;
+    const ptrdiff_t L = g->L, rw = g->rw, tw = g->tw, np = i1 - i0;
     const ptrdiff_t nx = rlx_bwd_wino_xcols(g), pw = g->pw < rw ? g->pw : rw;
-    float* v = buf + 4 * (rw + 32);
-    float* zero = buf + 5 * (rw + 32);
-    memset(zero, 0, (size_t)g->w * sizeof(float));
-    memset(v, 0, (size_t)(rw + 32) * sizeof(float));
+    ptrdiff_t r0, r1;
+    const float* zero;
+    float* v = rlx_bwd_wino_xbufs(g, buf, &zero);
+    rlx_bwd_wino_rows(g, chunk, &r0, &r1);
     for (ptrdiff_t ci = 0; ci < g->c; ++ci) {
         for (ptrdiff_t r = r0; r < r1; ++r) {
             const ptrdiff_t img = r / g->th, ty = r % g->th, t0 = (r - r0) * tw;
@@ -251,16 +270,15 @@ RLX_TARGET_AVX2 static void rlx_bwd_wino_input_avx2(const rlx_bwd_wino_geom* g, 
                 }
             }
         }
-        const ptrdiff_t nt = (r1 - r0) * tw;
-        for (ptrdiff_t q = 0; q < 4 * np; ++q)
-            memset(V + (q * g->c + ci) * L + nt, 0, (size_t)(L - nt) * sizeof(float));
+        rlx_bwd_wino_zero_tails(V + ci * L, 4 * np, g->c, L, (r1 - r0) * tw);
     }
 }
 
 RLX_TARGET_AVX2 static void rlx_bwd_wino_grad_avx2(const rlx_bwd_wino_geom* g, const float* dy, ptrdiff_t chunk,
                                                    int i0, int i1, float* U, float* buf) {
-    const ptrdiff_t L = g->L, tw = g->tw, ow = g->ow, r0 = chunk * g->rows, np = i1 - i0;
-    const ptrdiff_t r1 = r0 + g->rows < g->n * g->th ? r0 + g->rows : g->n * g->th;
+    const ptrdiff_t L = g->L, tw = g->tw, ow = g->ow, np = i1 - i0;
+    ptrdiff_t r0, r1;
+    rlx_bwd_wino_rows(g, chunk, &r0, &r1);
     /* the last block of 16 columns of each dy row, zero past the row */
     const ptrdiff_t full = ow / 16, rest = ow - 16 * full;
     float* t0b = buf;
@@ -304,32 +322,22 @@ RLX_TARGET_AVX2 static void rlx_bwd_wino_grad_avx2(const rlx_bwd_wino_geom* g, c
                 }
             }
         }
-        const ptrdiff_t nt = (r1 - r0) * tw;
-        for (ptrdiff_t q = 0; q < 4 * np; ++q)
-            memset(U + (q * g->m + co) * L + nt, 0, (size_t)(L - nt) * sizeof(float));
+        rlx_bwd_wino_zero_tails(U + co * L, 4 * np, g->m, L, (r1 - r0) * tw);
     }
 }
 #endif
 
-static void rlx_bwd_wino_input(const rlx_bwd_wino_geom* g, const float* x, ptrdiff_t chunk, int i0, int i1,
-                               float* V, float* buf) {
+/* Both transforms of one chunk and point rows [i0, i1): V from x, U from dy. */
+static void rlx_bwd_wino_transforms(const rlx_bwd_wino_geom* g, const float* x, const float* dy, ptrdiff_t chunk,
+                                    int i0, int i1, float* U, float* V, float* buf) {
 #if RLX_X86_DISPATCH
     if (rlx_simd_level()) {
         rlx_bwd_wino_input_avx2(g, x, chunk, i0, i1, V, buf);
-        return;
-    }
-#endif
-    rlx_bwd_wino_input_base(g, x, chunk, i0, i1, V, buf);
-}
-
-static void rlx_bwd_wino_grad(const rlx_bwd_wino_geom* g, const float* dy, ptrdiff_t chunk, int i0, int i1,
-                              float* U, float* buf) {
-#if RLX_X86_DISPATCH
-    if (rlx_simd_level()) {
         rlx_bwd_wino_grad_avx2(g, dy, chunk, i0, i1, U, buf);
         return;
     }
 #endif
+    rlx_bwd_wino_input_base(g, x, chunk, i0, i1, V, buf);
     rlx_bwd_wino_grad_base(g, dy, chunk, i0, i1, U, buf);
 }
 
@@ -352,8 +360,7 @@ static void rlx_bwd_wino_part(const rlx_bwd_wino_geom* g, const float* x, const 
      * when the dots read them */
     for (ptrdiff_t ch = 0; ch < chunks; ++ch)
         for (int i = i0; i < i1; ++i) {
-        rlx_bwd_wino_input(g, x, ch, i, i + 1, V, buf);
-        rlx_bwd_wino_grad(g, dy, ch, i, i + 1, U, buf);
+        rlx_bwd_wino_transforms(g, x, dy, ch, i, i + 1, U, V, buf);
         for (ptrdiff_t q = 0; q < 4; ++q)
             for (ptrdiff_t grp = 0; grp < g->groups; ++grp)
                 for (ptrdiff_t ci0 = 0; ci0 < cpg; ci0 += RLX_BWD_WIDE_MR) {

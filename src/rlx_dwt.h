@@ -217,6 +217,20 @@ RLX_INLINE_AVX2 void rlx_dwt_store_pair(float* yr, ptrdiff_t x0, ptrdiff_t ow, _
     rlx_dwt_store8(yr + x0 + 8, ow - x0 - 8, _mm256_permute2f128_ps(lo, hi, 0x31));
 }
 
+/* One phase's taps [t0, t1) of a kernel row into its 4 vectors a0..a3:
+ * tap t reads rp + doff[t] (+ 8, 16, 24) with weight wr[kwi[t]]. */
+RLX_INLINE_AVX2 void rlx_dwt_taps4(const float* rp, const ptrdiff_t* doff, const int* kwi, const float* wr, int t0,
+                                   int t1, __m256* a0, __m256* a1, __m256* a2, __m256* a3) {
+    for (int t = t0; t < t1; ++t) {
+        const float* p = rp + doff[t];
+        const __m256 w = _mm256_broadcast_ss(wr + kwi[t]);
+        *a0 = _mm256_fmadd_ps(_mm256_loadu_ps(p), w, *a0);
+        *a1 = _mm256_fmadd_ps(_mm256_loadu_ps(p + 8), w, *a1);
+        *a2 = _mm256_fmadd_ps(_mm256_loadu_ps(p + 16), w, *a2);
+        *a3 = _mm256_fmadd_ps(_mm256_loadu_ps(p + 24), w, *a3);
+    }
+}
+
 /* Stride 2 along w: the same sums as rlx_dwt_plane_avx2, in the same order
  * (per phase: kernel rows kh in increasing order, then kw), with the tap
  * set-up out of the row loop and 4 vectors per phase in registers.
@@ -273,22 +287,8 @@ RLX_TARGET_AVX2 static void rlx_dwt_plane_s2_avx2(const rlx_dwt_geom* g, const f
                     e3 = _mm256_fmadd_ps(_mm256_loadu_ps(p + 24), w, e3);
                     o3 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 24), w1, o3);
                 }
-                for (int t = v; t < nv[0]; ++t) {
-                    const float* p = rp + doff[0][t];
-                    const __m256 w = _mm256_broadcast_ss(wr + kwi[0][t]);
-                    e0 = _mm256_fmadd_ps(_mm256_loadu_ps(p), w, e0);
-                    e1 = _mm256_fmadd_ps(_mm256_loadu_ps(p + 8), w, e1);
-                    e2 = _mm256_fmadd_ps(_mm256_loadu_ps(p + 16), w, e2);
-                    e3 = _mm256_fmadd_ps(_mm256_loadu_ps(p + 24), w, e3);
-                }
-                for (int t = v; t < nv[1]; ++t) {
-                    const float* p = rp + doff[1][t];
-                    const __m256 w = _mm256_broadcast_ss(wr + kwi[1][t]);
-                    o0 = _mm256_fmadd_ps(_mm256_loadu_ps(p), w, o0);
-                    o1 = _mm256_fmadd_ps(_mm256_loadu_ps(p + 8), w, o1);
-                    o2 = _mm256_fmadd_ps(_mm256_loadu_ps(p + 16), w, o2);
-                    o3 = _mm256_fmadd_ps(_mm256_loadu_ps(p + 24), w, o3);
-                }
+                rlx_dwt_taps4(rp, doff[0], kwi[0], wr, v, nv[0], &e0, &e1, &e2, &e3);
+                rlx_dwt_taps4(rp, doff[1], kwi[1], wr, v, nv[1], &o0, &o1, &o2, &o3);
             }
             rlx_dwt_store_pair(yr, 2 * c0, ow, e0, o0, bv);
             rlx_dwt_store_pair(yr, 2 * c0 + 16, ow, e1, o1, bv);

@@ -680,12 +680,19 @@ RLX_INLINE_AVX2 void rlx_dw_s1_rows_wide(const float* x, ptrdiff_t x_len, const 
     }
 }
 
+/* 3x3 (output rows in groups of rg3) or 5x5 (groups of 2) */
+RLX_INLINE_AVX2 void rlx_dw_s1_rows_k(const float* x, ptrdiff_t x_len, const float* wt, const float* bias, float* y,
+                                      ptrdiff_t y_len, float* ring, ptrdiff_t ring_len, const rlx_conv_geom* g,
+                                      const rlx_epilogue* e, ptrdiff_t r0, ptrdiff_t r1, const int rg3) {
+    if (g->kh == 3) rlx_dw_s1_rows_wide(x, x_len, wt, bias, y, y_len, ring, ring_len, g, e, r0, r1, 3, rg3);
+    else rlx_dw_s1_rows_wide(x, x_len, wt, bias, y, y_len, ring, ring_len, g, e, r0, r1, 5, 2);
+}
+
 RLX_TARGET_AVX2 static void rlx_dw_s1_rows_avx2(const float* x, ptrdiff_t x_len, const float* wt,
                                                 const float* bias, float* y, ptrdiff_t y_len, float* ring,
                                                 ptrdiff_t ring_len, const rlx_conv_geom* g,
                                                 const rlx_epilogue* e, ptrdiff_t r0, ptrdiff_t r1) {
-    if (g->kh == 3) rlx_dw_s1_rows_wide(x, x_len, wt, bias, y, y_len, ring, ring_len, g, e, r0, r1, 3, 2);
-    else rlx_dw_s1_rows_wide(x, x_len, wt, bias, y, y_len, ring, ring_len, g, e, r0, r1, 5, 2);
+    rlx_dw_s1_rows_k(x, x_len, wt, bias, y, y_len, ring, ring_len, g, e, r0, r1, 2);
 }
 
 /* The same with AVX-512's 32 vector registers (ymm16-31 through
@@ -699,8 +706,7 @@ RLX_TARGET_AVX512 static void rlx_dw_s1_rows_avx512(const float* x, ptrdiff_t x_
                                                 const float* bias, float* y, ptrdiff_t y_len, float* ring,
                                                 ptrdiff_t ring_len, const rlx_conv_geom* g,
                                                 const rlx_epilogue* e, ptrdiff_t r0, ptrdiff_t r1) {
-    if (g->kh == 3) rlx_dw_s1_rows_wide(x, x_len, wt, bias, y, y_len, ring, ring_len, g, e, r0, r1, 3, 4);
-    else rlx_dw_s1_rows_wide(x, x_len, wt, bias, y, y_len, ring, ring_len, g, e, r0, r1, 5, 2);
+    rlx_dw_s1_rows_k(x, x_len, wt, bias, y, y_len, ring, ring_len, g, e, r0, r1, 4);
 }
 #endif
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import reference as R
+from conftest import run_script
 from guarded import Guarded
 import rlx_cpu
 from rlx_cpu import _backward, algorithms, functional as F
@@ -392,16 +393,8 @@ print(worst)
 
 def test_wide_portable_variant_matches_reference():
     """RLX_SIMD=baseline: the portable C loop of the wide kernel."""
-    import os
-    import subprocess
-    import sys
-    here = os.path.dirname(__file__)
-    env = dict(os.environ, RLX_SIMD="baseline", RLX_BWD_WIDE="1")
-    env["PYTHONPATH"] = os.pathsep.join([here] + [p for p in sys.path if p])
-    out = subprocess.run([sys.executable, "-c", WIDE_BASELINE_SCRIPT], env=env, cwd=here, capture_output=True,
-                         text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert float(out.stdout.strip().splitlines()[-1]) <= 1e-6
+    out = run_script(WIDE_BASELINE_SCRIPT, RLX_SIMD="baseline", RLX_BWD_WIDE="1")
+    assert float(out.strip().splitlines()[-1]) <= 1e-6
 
 
 WIDE_TILES_SCRIPT = r"""
@@ -587,16 +580,8 @@ print(worst)
 def test_winograd_weight_gradient_portable_variant():
     """RLX_SIMD=baseline: the portable transforms (and the wide kernel's
     portable dots)."""
-    import os
-    import subprocess
-    import sys
-    here = os.path.dirname(__file__)
-    env = dict(os.environ, RLX_SIMD="baseline", RLX_BWD_WINOGRAD="1")
-    env["PYTHONPATH"] = os.pathsep.join([here] + [p for p in sys.path if p])
-    out = subprocess.run([sys.executable, "-c", WINO_BASELINE_SCRIPT], env=env, cwd=here, capture_output=True,
-                         text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert float(out.stdout.strip().splitlines()[-1]) <= 1e-6
+    out = run_script(WINO_BASELINE_SCRIPT, RLX_SIMD="baseline", RLX_BWD_WINOGRAD="1")
+    assert float(out.strip().splitlines()[-1]) <= 1e-6
 
 
 # -- functional API -------------------------------------------------------------
