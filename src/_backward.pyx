@@ -705,9 +705,9 @@ cdef Py_ssize_t _wino_floats(const Win* g, int t) noexcept nogil:
 
 
 def winograd_eligible(tuple dims):
-    """True when the Winograd weight gradient computes this conv's: a 3x3
-    kernel, stride 1 and dilation 1, conv2d (or conv1d: no, its kernel is
-    1 x k), no depth axis."""
+    """True when the Winograd weight gradient computes this conv's: a conv2d
+    (no depth axis; a conv1d's kernel is 1 x k) with a 3x3 kernel, stride 1
+    and dilation 1."""
     cdef Win g = conv_win_from(dims)
     return bool(g.size[0] == 1 and g.out[0] == 1 and g.k[0] == 1 and g.k[1] == 3 and g.k[2] == 3
                 and g.s[0] == 1 and g.s[1] == 1 and g.s[2] == 1 and g.dil[1] == 1 and g.dil[2] == 1
