@@ -61,7 +61,7 @@ cdef extern from "rlx_bwd_wino.h":
     WinoGeom rlx_bwd_wino_geom_make(Py_ssize_t n, Py_ssize_t c, Py_ssize_t m, Py_ssize_t groups, Py_ssize_t h,
                                     Py_ssize_t w, Py_ssize_t oh, Py_ssize_t ow, Py_ssize_t ph, Py_ssize_t pw) nogil
     Py_ssize_t rlx_bwd_wino_m_floats(const WinoGeom* g) nogil
-    Py_ssize_t rlx_bwd_wino_part_floats(const WinoGeom* g, Py_ssize_t nrows) nogil
+    Py_ssize_t rlx_bwd_wino_part_floats(const WinoGeom* g) nogil
     void rlx_bwd_wino_part(const WinoGeom* g, const float* x, const float* dy, float* M, float* work,
                            const Py_ssize_t* roff, int i0, int i1) nogil
     void rlx_bwd_wino_output(const WinoGeom* g, const float* M, float* dw, Py_ssize_t co0, Py_ssize_t co1) nogil
@@ -689,19 +689,15 @@ cdef inline Py_ssize_t _wino_parts(int t) noexcept nogil:
     return 4 if t > 4 else (t if t > 1 else 1)
 
 
-cdef Py_ssize_t _wino_part_offset(const WinoGeom* w, Py_ssize_t nparts, Py_ssize_t part) noexcept nogil:
-    """First float of part `part`'s work area (after M)."""
-    cdef Py_ssize_t off = rlx_bwd_wino_m_floats(w)
-    cdef Py_ssize_t p
-    for p in range(part):
-        off += rlx_bwd_wino_part_floats(w, (p + 1) * 4 // nparts - p * 4 // nparts)
-    return off
+cdef inline Py_ssize_t _wino_part_offset(const WinoGeom* w, Py_ssize_t part) noexcept nogil:
+    """First float of part `part`'s work area (after M; every part's is the same size)."""
+    return rlx_bwd_wino_m_floats(w) + part * rlx_bwd_wino_part_floats(w)
 
 
 cdef Py_ssize_t _wino_floats(const Win* g, int t) noexcept nogil:
     cdef WinoGeom w = _wino_geom(g)
     cdef Py_ssize_t nparts = _wino_parts(t)
-    return _wino_part_offset(&w, nparts, nparts)
+    return _wino_part_offset(&w, nparts)
 
 
 def winograd_eligible(tuple dims):
@@ -732,10 +728,10 @@ cdef int conv_backward_weight_winograd(const float[::1] x, const float[::1] dy, 
     x[g.n * g.c * g.size[1] * g.size[2] - 1]
     dy[g.n * g.c_out * g.out[1] * g.out[2] - 1]
     dw[g.c_out * g.cpg * 9 - 1]
-    scratch[_wino_part_offset(&w, nparts, nparts) - 1]
+    scratch[_wino_part_offset(&w, nparts) - 1]
     for part in prange(nparts, num_threads=t, schedule='static', chunksize=1):
         work_note(1)
-        off = _wino_part_offset(&w, nparts, part)
+        off = _wino_part_offset(&w, part)
         rlx_bwd_wino_part(&w, &x[0], &dy[0], &scratch[0], &scratch[off], &roff[0],
                           <int>(part * 4 // nparts), <int>((part + 1) * 4 // nparts))
     # end: prange

@@ -86,8 +86,7 @@ static inline ptrdiff_t rlx_bwd_wino_buf_floats(const rlx_bwd_wino_geom* g) {
 
 /* floats a part needs (whatever its point rows): the U and V rows of one
  * point row and chunk, and its row buffers */
-static inline ptrdiff_t rlx_bwd_wino_part_floats(const rlx_bwd_wino_geom* g, ptrdiff_t np) {
-    (void)np;
+static inline ptrdiff_t rlx_bwd_wino_part_floats(const rlx_bwd_wino_geom* g) {
     return 4 * (g->m + g->c) * g->L + rlx_bwd_wino_buf_floats(g);
 }
 
@@ -347,7 +346,7 @@ static void rlx_bwd_wino_transforms(const rlx_bwd_wino_geom* g, const float* x, 
  * chunk's tiles by the wide kernel's tiles: 4 rows of V (input channels)
  * against runs of 6 rows of U (output channels, at roff[j] = j * L of the
  * group's first).  M_xi is [groups][c/groups][m/groups].  work:
- * rlx_bwd_wino_part_floats(g, i1 - i0) floats. */
+ * rlx_bwd_wino_part_floats(g) floats. */
 static void rlx_bwd_wino_part(const rlx_bwd_wino_geom* g, const float* x, const float* dy, float* M,
                               float* work, const ptrdiff_t* roff, int i0, int i1) {
     const ptrdiff_t np = i1 - i0, L = g->L, cpg = g->c / g->groups, cog = g->m / g->groups;
