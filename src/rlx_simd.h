@@ -350,11 +350,12 @@ static void rlx_dw_s2_plane_base(const float* x, ptrdiff_t x_len, const float* w
 #if RLX_X86_DISPATCH
 /* AVX2 variant.  Each input row a plane needs is split once into its even
  * and odd columns, E[j] = x[2j - pw] and O[j] = x[2j + 1 - pw] (0 where the
- * column is padding), in a per-thread ring of K row buffers; tap (ki, kj) of
+ * column is padding), in a per-thread ring of K + 2 row buffers; tap (ki, kj) of
  * output wo is then E[wo + kj/2] (kj even) or O[wo + kj/2] (kj odd) of row
  * h0 + ki, so 8 outputs take K*K plain loads and FMAs.  The sums run down
  * each tap column kj (K short FMA chains), then over kj, then + bias. */
-#define RLX_DW_S2_SLOTS 5
+/* the ring holds K + 2 rows: two output rows at a time read K + 2 (below) */
+#define RLX_DW_S2_SLOTS 7
 
 /* Floats of one half (E or O) of a split row: entries [0, n) are filled in
  * blocks of 8, n = max(w_out, 8) + 2 (block8 reads E/O up to the last output
@@ -409,9 +410,84 @@ RLX_INLINE_AVX2 __m256 rlx_dw_s2_block8(const float* const* rows, const float* w
     return _mm256_add_ps(acc[0], vb);
 }
 
+/* Two output rows at a time, on the AVX-512 level: rows ho and ho + 1 read
+ * the K + 2 input rows h0 .. h0 + K + 1 (rows[0 .. K + 2), split), row
+ * h0 + r being tap row r of ho and r - 2 of ho + 1.  Per block of 16
+ * outputs (two vectors of 8) each split vector is loaded once for both
+ * output rows and each weight broadcast once for both halves: 4K
+ * accumulators (20 of the 32 registers at 5x5) and about 1.2 loads per
+ * FMA, where the one-row blocks load twice per FMA (a weight and the
+ * data), which bounds them at half the FMA pipes.  Each output is the
+ * chain of rlx_dw_s2_block8 -- acc[kj] over ki in order from +0, then
+ * acc[0] + acc[1] + ... + acc[K-1], then + bias -- so the bits are the
+ * same.  nh = 1: blocks of 8 (rows of 8 to 15 outputs). */
+RLX_INLINE_AVX512 void rlx_dw_s2_pair_block(const float* const* rows, const float* wp, ptrdiff_t half,
+                                            ptrdiff_t wo, __m256 vb, float* y0, float* y1, const int K,
+                                            const int nh) {
+    __m256 a[2][2][5];
+#pragma GCC unroll 5
+    for (int kj = 0; kj < K; ++kj)
+        a[0][0][kj] = a[0][1][kj] = a[1][0][kj] = a[1][1][kj] = _mm256_setzero_ps();
+#pragma GCC unroll 7
+    for (int r = 0; r < K + 2; ++r) {
+        const float* rr = rows[r] + wo;
+#pragma GCC unroll 5
+        for (int kj = 0; kj < K; ++kj) {
+            const float* src = (kj & 1) ? rr + half + kj / 2 : rr + kj / 2;
+            const __m256 x0 = _mm256_loadu_ps(src);
+            const __m256 x1 = nh > 1 ? _mm256_loadu_ps(src + 8) : x0;
+            if (r < K) {
+                const __m256 w = _mm256_broadcast_ss(wp + r * K + kj);
+                a[0][0][kj] = _mm256_fmadd_ps(w, x0, a[0][0][kj]);
+                if (nh > 1) a[0][1][kj] = _mm256_fmadd_ps(w, x1, a[0][1][kj]);
+            }
+            if (r >= 2) {
+                const __m256 w = _mm256_broadcast_ss(wp + (r - 2) * K + kj);
+                a[1][0][kj] = _mm256_fmadd_ps(w, x0, a[1][0][kj]);
+                if (nh > 1) a[1][1][kj] = _mm256_fmadd_ps(w, x1, a[1][1][kj]);
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int h = 0; h < nh; ++h) {
+        __m256 s0 = a[0][h][0], s1 = a[1][h][0];
+#pragma GCC unroll 4
+        for (int kj = 1; kj < K; ++kj) {
+            s0 = _mm256_add_ps(s0, a[0][h][kj]);
+            s1 = _mm256_add_ps(s1, a[1][h][kj]);
+        }
+        _mm256_storeu_ps(y0 + wo + 8 * h, _mm256_add_ps(s0, vb));
+        _mm256_storeu_ps(y1 + wo + 8 * h, _mm256_add_ps(s1, vb));
+    }
+}
+
+/* both rows' outputs [0, w_out) (w_out >= 8): blocks of 16, then of 8; the
+ * last block overlaps the one before it (the same bits again) */
+RLX_TARGET_AVX512 static void rlx_dw_s2_pair_rows(const float* const* rows, const float* wp, ptrdiff_t half,
+                                                  ptrdiff_t w_out, __m256 vb, float* y0, float* y1, const int K) {
+    ptrdiff_t wo = 0;
+#define RLX_DW_S2_PAIR(NH)                                                                                 \
+    if (K == 3) rlx_dw_s2_pair_block(rows, wp, half, wo, vb, y0, y1, 3, NH);                              \
+    else rlx_dw_s2_pair_block(rows, wp, half, wo, vb, y0, y1, 5, NH);
+    if (w_out >= 16) {
+        for (; wo + 16 <= w_out; wo += 16) { RLX_DW_S2_PAIR(2) }
+        if (wo < w_out) {
+            wo = w_out - 16;
+            RLX_DW_S2_PAIR(2)
+        }
+        return;
+    }
+    RLX_DW_S2_PAIR(1)
+    if (w_out > 8) {
+        wo = w_out - 8;
+        RLX_DW_S2_PAIR(1)
+    }
+#undef RLX_DW_S2_PAIR
+}
+
 RLX_INLINE_AVX2 void rlx_dw_s2_plane_wide(const float* x, ptrdiff_t x_len, const float* wt, const float* bias,
                                           float* y, ptrdiff_t y_len, float* ring, ptrdiff_t ring_len,
-                                          const rlx_conv_geom* g, ptrdiff_t item, const int K) {
+                                          const rlx_conv_geom* g, ptrdiff_t item, const int K, const int pairs) {
     const ptrdiff_t c = item % g->c_out, H = g->h, W = g->w, h_out = g->h_out, w_out = g->w_out;
     const ptrdiff_t half = rlx_dw_s2_half(w_out);
     const float* xp = x + item * H * W;
@@ -424,16 +500,18 @@ RLX_INLINE_AVX2 void rlx_dw_s2_plane_wide(const float* x, ptrdiff_t x_len, const
     (void)ring_len;
     RLX_CHECK_RANGE(item * H * W, (item + 1) * H * W, x_len, "depthwise s2 x");
     RLX_CHECK_RANGE(item * h_out * w_out, (item + 1) * h_out * w_out, y_len, "depthwise s2 y");
-    RLX_CHECK_RANGE(0, K * 2 * half, ring_len, "depthwise s2 ring");
-    for (int i = 0; i < K; ++i) held[i] = -1;
+    RLX_CHECK_RANGE(0, (K + 2) * 2 * half, ring_len, "depthwise s2 ring");
+    for (int i = 0; i < K + 2; ++i) held[i] = -1;
     const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(w_out < 8 ? w_out : 8)), lanes);
     for (ptrdiff_t ho = 0; ho < h_out; ++ho) {
         ptrdiff_t ki_lo, ki_hi;
         const ptrdiff_t h0 = rlx_dw_rows(g, ho, K, 2, &ki_lo, &ki_hi);
         const float* rows[RLX_DW_S2_SLOTS];
-        for (ptrdiff_t ki = ki_lo; ki < ki_hi; ++ki) {
-            const ptrdiff_t hi = h0 + ki, slot = hi % K;
+        /* rows ho and ho + 1 with every tap row inside the input: both at once */
+        const int pair = pairs && w_out >= 8 && ho + 1 < h_out && h0 >= 0 && h0 + K + 2 <= H;
+        for (ptrdiff_t ki = ki_lo; ki < (pair ? K + 2 : ki_hi); ++ki) {
+            const ptrdiff_t hi = h0 + ki, slot = hi % (K + 2);
             float* buf = ring + slot * 2 * half;
             if (held[slot] != hi) {
                 rlx_dw_s2_split_row(xp + hi * W, W, g->pw, buf, buf + half, (w_out > 8 ? w_out : 8) + 2);
@@ -442,6 +520,11 @@ RLX_INLINE_AVX2 void rlx_dw_s2_plane_wide(const float* x, ptrdiff_t x_len, const
             rows[ki] = buf;
         }
         float* yr = yp + ho * w_out;
+        if (pair) {
+            rlx_dw_s2_pair_rows(rows, wp, half, w_out, vb, yr, yr + w_out, K);
+            ++ho;
+            continue;
+        }
         if (w_out < 8) {
             _mm256_maskstore_ps(yr, tail, rlx_dw_s2_block8(rows, wp, half, ki_lo, ki_hi, 0, vb, K));
             continue;
@@ -460,15 +543,16 @@ RLX_INLINE_AVX2 void rlx_dw_s2_plane_wide(const float* x, ptrdiff_t x_len, const
 RLX_TARGET_AVX2 static void rlx_dw_s2_plane_avx2(const float* x, ptrdiff_t x_len, const float* wt,
                                                  const float* bias, float* y, ptrdiff_t y_len, float* ring,
                                                  ptrdiff_t ring_len, const rlx_conv_geom* g, ptrdiff_t item) {
-    if (g->kh == 3) rlx_dw_s2_plane_wide(x, x_len, wt, bias, y, y_len, ring, ring_len, g, item, 3);
-    else rlx_dw_s2_plane_wide(x, x_len, wt, bias, y, y_len, ring, ring_len, g, item, 5);
+    const int pairs = rlx_simd_level() > 1;
+    if (g->kh == 3) rlx_dw_s2_plane_wide(x, x_len, wt, bias, y, y_len, ring, ring_len, g, item, 3, pairs);
+    else rlx_dw_s2_plane_wide(x, x_len, wt, bias, y, y_len, ring, ring_len, g, item, 5, pairs);
 }
 #endif
 
-/* Floats of per-thread scratch the AVX2 variant needs (K split rows). */
+/* Floats of per-thread scratch the AVX2 variant needs (K + 2 split rows). */
 static ptrdiff_t rlx_dw_s2_scratch(const rlx_conv_geom* g) {
     const ptrdiff_t w = g->w_out > 8 ? g->w_out : 8;
-    return g->kh * 2 * ((w + 7) / 8 * 8 + 16);
+    return (g->kh + 2) * 2 * ((w + 7) / 8 * 8 + 16);
 }
 
 /* Planes [p0, p1) of a depthwise stride-2 conv (kh == kw, 3 or 5; the

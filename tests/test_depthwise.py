@@ -88,6 +88,13 @@ S2_CASES = [
     (1, 5, 28, 29, 5, ((1, 1), (1, 1))),
     (1, 2, 140, 131, 3, ((1, 1), (1, 1))),       # > 64x64 outputs: the per-plane kernel with AVX2 too
     (1, 2, 137, 150, 5, ((2, 1), (1, 2))),
+    # rows of exactly 8 and 16 outputs, an odd number of output rows, and 8
+    # channels on a plane past 64x64 outputs (the per-plane kernel: on the
+    # AVX-512 level two output rows at a time, blocks of 16 or 8 outputs)
+    (2, 2, 16, 16, 3, ((1, 1), (1, 1))),
+    (1, 3, 31, 15, 5, ((2, 2), (2, 2))),
+    (1, 2, 33, 32, 5, ((2, 2), (2, 1))),
+    (1, 8, 150, 141, 5, ((2, 2), (2, 2))),
 ]
 
 
@@ -409,7 +416,7 @@ CB_BITS_SCRIPT = """
 import sys
 import numpy as np
 import rlx_cpu
-from test_depthwise import CB_CASES, ROWS512_CASES, S1_CASES
+from test_depthwise import CB_CASES, ROWS512_CASES, S1_CASES, S2_CASES
 cases = list(CB_CASES) + [(1, 120, 28, 28, 5, 1, ((2, 2), (2, 2))), (1, 960, 7, 7, 3, 1, ((1, 1), (1, 1))),
                           (1, 40, 56, 56, 3, 2, ((1, 1), (1, 1))), (2, 24, 14, 14, 5, 2, ((2, 2), (2, 2))),
                           (1, 384, 14, 14, 3, 1, ((1, 1), (1, 1))), (1, 144, 56, 56, 3, 1, ((1, 1), (1, 1)))]
@@ -418,6 +425,8 @@ cases += [(n, c, h, w, 3, 1, pads) for n, c, h, w, pads in ROWS512_CASES]
 # four output rows on the AVX-512 level, of two on AVX2
 cases += [(n, c, h, w, k, 1, pads) for n, c, h, w, k, pads in S1_CASES]
 cases += [(1, 8, 70, 69, 3, 1, ((1, 1), (1, 1))), (1, 8, 67, 70, 5, 1, ((2, 2), (2, 2)))]
+# the per-plane kernel at stride 2: two output rows at a time on the AVX-512 level
+cases += [(n, c, h, w, k, 2, pads) for n, c, h, w, k, pads in S2_CASES]
 outs = []
 for i, (n, c, h, w, k, s, pads) in enumerate(cases):
     rng = np.random.default_rng(100 + i)
@@ -434,8 +443,8 @@ np.save(sys.stdout.buffer, np.concatenate(outs))
 def test_channel_blocks_give_the_same_bits_in_zmm_tiles():
     """On the AVX-512 level the channel-block kernel runs 16 channels per
     block in zmm tiles, the rows512 kernel the 3x3s at stride 1 of 12
-    output columns or more, and the stride-1 row kernel four 3x3 output
-    rows at a time: each output's taps in the same order, so the 8-lane
+    output columns or more, the stride-1 row kernel four 3x3 output rows at
+    a time and the stride-2 plane kernel two: each output's taps in the same order, so the 8-lane
     tiles' bits."""
     if rlx_cpu._conv2d.simd_level() < 2:
         pytest.skip("this CPU has no AVX-512 (F, DQ, VL): only the 8-lane tiles run")
