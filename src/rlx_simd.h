@@ -411,9 +411,9 @@ RLX_INLINE_AVX2 __m256 rlx_dw_s2_block8(const float* const* rows, const float* w
 }
 
 /* Two output rows at a time (AVX-512; with the AVX2 tiles 3x3 only, in
- * blocks of 8 outputs): rows ho and ho + 1 read
- * the K + 2 input rows h0 .. h0 + K + 1 (rows[0 .. K + 2), split), row
- * h0 + r being tap row r of ho and r - 2 of ho + 1.  Per block of 16
+ * blocks of 8 outputs): rows ho and ho + 1 read the K + 2 input rows
+ * h0 .. h0 + K + 1 (rows[0 .. K + 2), split), row h0 + r being tap row r
+ * of ho and r - 2 of ho + 1.  Per block of 16
  * outputs (two vectors of 8) each split vector is loaded once for both
  * output rows and each weight broadcast once for both halves: 4K
  * accumulators (20 of the 32 registers at 5x5) and about 1.2 loads per
@@ -463,8 +463,8 @@ RLX_INLINE_AVX2 void rlx_dw_s2_pair_block(const float* const* rows, const float*
 }
 
 /* both rows' outputs [0, w_out) (w_out >= 8): blocks of 16 (wide: the
- * AVX-512 level's 32 registers), then of 8; the last block overlaps the one
- * before it (the same bits again) */
+ * AVX-512 level's 32 registers; rows of at least 16), else of 8; the last
+ * block overlaps the one before it (the same bits again) */
 RLX_INLINE_AVX2 void rlx_dw_s2_pair_rows_body(const float* const* rows, const float* wp, ptrdiff_t half,
                                               ptrdiff_t w_out, __m256 vb, float* y0, float* y1, const int K,
                                               const int wide) {
@@ -472,15 +472,7 @@ RLX_INLINE_AVX2 void rlx_dw_s2_pair_rows_body(const float* const* rows, const fl
 #define RLX_DW_S2_PAIR(NH)                                                                                 \
     if (K == 3) rlx_dw_s2_pair_block(rows, wp, half, wo, vb, y0, y1, 3, NH);                              \
     else rlx_dw_s2_pair_block(rows, wp, half, wo, vb, y0, y1, 5, NH);
-    if (!wide) {
-        for (; wo + 8 <= w_out; wo += 8) { RLX_DW_S2_PAIR(1) }
-        if (wo < w_out) {
-            wo = w_out - 8;
-            RLX_DW_S2_PAIR(1)
-        }
-        return;
-    }
-    if (w_out >= 16) {
+    if (wide && w_out >= 16) {
         for (; wo + 16 <= w_out; wo += 16) { RLX_DW_S2_PAIR(2) }
         if (wo < w_out) {
             wo = w_out - 16;
@@ -488,8 +480,8 @@ RLX_INLINE_AVX2 void rlx_dw_s2_pair_rows_body(const float* const* rows, const fl
         }
         return;
     }
-    RLX_DW_S2_PAIR(1)
-    if (w_out > 8) {
+    for (; wo + 8 <= w_out; wo += 8) { RLX_DW_S2_PAIR(1) }
+    if (wo < w_out) {
         wo = w_out - 8;
         RLX_DW_S2_PAIR(1)
     }
@@ -568,11 +560,11 @@ RLX_TARGET_AVX2 static void rlx_dw_s2_plane_avx2(const float* x, ptrdiff_t x_len
                                                  ptrdiff_t ring_len, const rlx_conv_geom* g, ptrdiff_t item) {
     /* two rows at a time: 16-output blocks on the AVX-512 level; with the
      * AVX2 tiles 8-output blocks at 3x3 only (C32 224x224, 1 thread: 3x3
-     * 0.284 -> 0.257 ms; 5x5 0.573 -> 0.575-0.63, its 10 accumulators,
+     * 0.287 -> 0.250 ms; 5x5 0.573 -> 0.575-0.63, its 10 accumulators,
      * data and weights crowding the 16 registers) */
-    const int level = rlx_simd_level();
-    if (g->kh == 3) rlx_dw_s2_plane_wide(x, x_len, wt, bias, y, y_len, ring, ring_len, g, item, 3, level > 1 ? 2 : 1);
-    else rlx_dw_s2_plane_wide(x, x_len, wt, bias, y, y_len, ring, ring_len, g, item, 5, level > 1 ? 2 : 0);
+    const int z = rlx_simd_level() > 1;
+    if (g->kh == 3) rlx_dw_s2_plane_wide(x, x_len, wt, bias, y, y_len, ring, ring_len, g, item, 3, z ? 2 : 1);
+    else rlx_dw_s2_plane_wide(x, x_len, wt, bias, y, y_len, ring, ring_len, g, item, 5, z ? 2 : 0);
 }
 #endif
 
