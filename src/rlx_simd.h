@@ -956,16 +956,22 @@ RLX_INLINE_AVX2 void rlx_dw_cb_tile(const float* in, ptrdiff_t Wb, const float* 
     for (int r = 0; r < RH; ++r)
 #pragma GCC unroll 8
         for (int c = 0; c < RW; ++c) acc[r][c] = _mm256_setzero_ps();
+    /* each buffer column pos = S c + kj of a tap row is loaded once and feeds every (c, kj) that reads
+     * it; an output's FMAs still come in (ki, kj) order, so the bits are those of a tap-by-tap loop */
 #pragma GCC unroll 5
     for (int ki = 0; ki < K; ++ki) {
-#pragma GCC unroll 5
-        for (int kj = 0; kj < K; ++kj) {
-            const __m256 w = _mm256_loadu_ps(wv + (ki * K + kj) * 8);
 #pragma GCC unroll 2
-            for (int r = 0; r < RH; ++r) {
-                const float* p = in + ((S * (ho + r) + ki) * Wb + S * wo + kj) * 8;
-#pragma GCC unroll 8
-                for (int c = 0; c < RW; ++c) acc[r][c] = _mm256_fmadd_ps(w, _mm256_load_ps(p + S * c * 8), acc[r][c]);
+        for (int r = 0; r < RH; ++r) {
+            const float* p = in + ((S * (ho + r) + ki) * Wb + S * wo) * 8;
+#pragma GCC unroll 24
+            for (int pos = 0; pos < S * (RW - 1) + K; ++pos) {
+                const __m256 v = _mm256_load_ps(p + pos * 8);
+#pragma GCC unroll 5
+                for (int kj = 0; kj < K; ++kj) {
+                    const int c = (pos - kj) / S;
+                    if (pos < kj || (pos - kj) % S || c >= RW) continue;
+                    acc[r][c] = _mm256_fmadd_ps(_mm256_loadu_ps(wv + (ki * K + kj) * 8), v, acc[r][c]);
+                }
             }
         }
     }
@@ -1199,16 +1205,22 @@ RLX_INLINE_AVX512 void rlx_dw_cb_tile16(const float* in, ptrdiff_t Wb, const flo
     for (int r = 0; r < RH; ++r)
 #pragma GCC unroll 8
         for (int c = 0; c < RW; ++c) acc[r][c] = _mm512_setzero_ps();
+    /* each buffer column pos = S c + kj of a tap row is loaded once and feeds every (c, kj) that reads
+     * it; an output's FMAs still come in (ki, kj) order, so the bits are the same */
 #pragma GCC unroll 5
     for (int ki = 0; ki < K; ++ki) {
-#pragma GCC unroll 5
-        for (int kj = 0; kj < K; ++kj) {
-            const __m512 w = _mm512_load_ps(wv + (ki * K + kj) * 16);
 #pragma GCC unroll 2
-            for (int r = 0; r < RH; ++r) {
-                const float* p = in + ((S * (ho + r) + ki) * Wb + S * wo + kj) * 16;
-#pragma GCC unroll 8
-                for (int c = 0; c < RW; ++c) acc[r][c] = _mm512_fmadd_ps(w, _mm512_load_ps(p + S * c * 16), acc[r][c]);
+        for (int r = 0; r < RH; ++r) {
+            const float* p = in + ((S * (ho + r) + ki) * Wb + S * wo) * 16;
+#pragma GCC unroll 24
+            for (int pos = 0; pos < S * (RW - 1) + K; ++pos) {
+                const __m512 v = _mm512_load_ps(p + pos * 16);
+#pragma GCC unroll 5
+                for (int kj = 0; kj < K; ++kj) {
+                    const int c = (pos - kj) / S;
+                    if (pos < kj || (pos - kj) % S || c >= RW) continue;
+                    acc[r][c] = _mm512_fmadd_ps(_mm512_load_ps(wv + (ki * K + kj) * 16), v, acc[r][c]);
+                }
             }
         }
     }
