@@ -910,7 +910,9 @@ cdef int conv_depthwise(const float[::1] x, const float[::1] wt, const float[::1
     bias fused, and the epilogue e (NULL: none) on each row, plane or channel
     block as soon as it is written.  The work units -- on AVX-512 whole
     (image, channel) planes for a 3x3 at stride 1 of at least 12 output
-    columns on a small plane (rlx_dw_r512_use, read and written in place);
+    columns (rlx_dw_r512_use: on a small plane, or on a larger one with
+    rows of at most 384 inputs and at least 8 planes; read and written in
+    place);
     else blocks of 8 or 16 channels of one image on small planes
     (rlx_dw_cb_use); else output rows of all (image, channel) planes, counted
     plane after plane, at stride 1, whole planes at stride 2 -- are cut into

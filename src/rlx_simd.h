@@ -1379,8 +1379,11 @@ RLX_TARGET_AVX512 static void rlx_dw_cb_items_avx512(const float* x, ptrdiff_t x
  * behind at 7 (C960 7x7 0.59-0.72), where 9 of 16 lanes idle; so from
  * RLX_DW_R512_MIN_W output columns.  5x5 stays on the channel-block kernel:
  * with 25 weights in registers, 4 rows' sums do not fit, and 2 rows per step
- * measured 0.82-0.93 on 14x14 and 28x28 (0.49 on 7x7).  Planes above
- * 64x64 keep the row kernel rlx_dw_s1_rows (C96 112x112 0.96-0.99 there). */
+ * measured 0.82-0.93 on 14x14 and 28x28 (0.49 on 7x7).  Planes above 64x64
+ * run here too, in the row kernel's order (rlx_dw_r512_use mode 2, EO: the
+ * even and the odd kernel rows in two chains, then their sum, then the
+ * bias), where it beats that kernel (rlx_dw_s1_rows, which copies each row
+ * into a padded ring and runs 8-lane blocks). */
 #define RLX_DW_R512_MIN_W 12
 
 /* the lanes l < 16 whose column c0 + l lies in a row [0, W) */
@@ -1402,11 +1405,12 @@ RLX_INLINE_AVX512 __m512 rlx_dw_r512_shift(__m512 lo, __m512 hi, const int kj) {
 
 RLX_INLINE_AVX512 void rlx_dw_r512_step(const float* xp, const __m512* wv, __m512 vb, float* yp,
                                         const rlx_conv_geom* g, ptrdiff_t ho, ptrdiff_t j0,
-                                        const __mmask16* mk, __mmask16 ms, const int K, const int RH) {
+                                        const __mmask16* mk, __mmask16 ms, const int K, const int RH,
+                                        const int EO) {
     const ptrdiff_t H = g->h, W = g->w, Wo = g->w_out;
-    __m512 acc[4];
+    __m512 acc[4], odd[4];
 #pragma GCC unroll 4
-    for (int r = 0; r < RH; ++r) acc[r] = _mm512_setzero_ps();
+    for (int r = 0; r < RH; ++r) acc[r] = odd[r] = _mm512_setzero_ps();
 #pragma GCC unroll 8
     for (int i = 0; i < RH + K - 1; ++i) {
         const ptrdiff_t hi = ho + i - g->ph;
@@ -1422,16 +1426,20 @@ RLX_INLINE_AVX512 void rlx_dw_r512_step(const float* xp, const __m512* wv, __m51
 #pragma GCC unroll 4
             for (int r = 0; r < RH; ++r) {
                 const int ki = i - r;
-                if (ki >= 0 && ki < K) acc[r] = _mm512_fmadd_ps(wv[ki * K + kj], v, acc[r]);
+                if (ki < 0 || ki >= K) continue;
+                if (EO && (ki & 1)) odd[r] = _mm512_fmadd_ps(wv[ki * K + kj], v, odd[r]);
+                else acc[r] = _mm512_fmadd_ps(wv[ki * K + kj], v, acc[r]);
             }
         }
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < RH; ++r) _mm512_mask_storeu_ps(yp + (ho + r) * Wo + j0, ms, _mm512_add_ps(acc[r], vb));
+    for (int r = 0; r < RH; ++r)
+        _mm512_mask_storeu_ps(yp + (ho + r) * Wo + j0, ms,
+                              _mm512_add_ps(EO ? _mm512_add_ps(acc[r], odd[r]) : acc[r], vb));
 }
 
 RLX_INLINE_AVX512 void rlx_dw_r512_plane(const float* xp, const float* w, float b, float* yp,
-                                         const rlx_conv_geom* g, const int K) {
+                                         const rlx_conv_geom* g, const int K, const int EO) {
     const ptrdiff_t Ho = g->h_out, Wo = g->w_out;
     const __m512 vb = _mm512_set1_ps(b);
     __m512 wv[9];
@@ -1445,15 +1453,15 @@ RLX_INLINE_AVX512 void rlx_dw_r512_plane(const float* xp, const float* w, float 
         mk[1] = rlx_dw_r512_mask(j0 + 16 - g->pw, g->w);
         const __mmask16 ms = (__mmask16)((1u << nl) - 1u);
         ptrdiff_t ho = 0;
-        for (; ho + 4 <= Ho; ho += 4) rlx_dw_r512_step(xp, wv, vb, yp, g, ho, j0, mk, ms, K, 4);
-        for (; ho < Ho; ++ho) rlx_dw_r512_step(xp, wv, vb, yp, g, ho, j0, mk, ms, K, 1);
+        for (; ho + 4 <= Ho; ho += 4) rlx_dw_r512_step(xp, wv, vb, yp, g, ho, j0, mk, ms, K, 4, EO);
+        for (; ho < Ho; ++ho) rlx_dw_r512_step(xp, wv, vb, yp, g, ho, j0, mk, ms, K, 1, EO);
     }
 }
 
 RLX_TARGET_AVX512 static void rlx_dw_r512_items(const float* x, ptrdiff_t x_len, const float* wt,
                                                 const float* bias, float* y, ptrdiff_t y_len,
                                                 const rlx_conv_geom* g, const rlx_epilogue* e, ptrdiff_t i0,
-                                                ptrdiff_t i1) {
+                                                ptrdiff_t i1, int eo) {
     const ptrdiff_t HW = g->h * g->w, P = g->h_out * g->w_out;
     (void)x_len;
     (void)y_len;
@@ -1462,7 +1470,8 @@ RLX_TARGET_AVX512 static void rlx_dw_r512_items(const float* x, ptrdiff_t x_len,
         RLX_CHECK_RANGE(it * HW, (it + 1) * HW, x_len, "depthwise rows x");
         RLX_CHECK_RANGE(it * P, (it + 1) * P, y_len, "depthwise rows y");
         const float b = bias ? bias[c] : 0.0f;
-        rlx_dw_r512_plane(x + it * HW, wt + c * 9, b, y + it * P, g, 3);
+        if (eo) rlx_dw_r512_plane(x + it * HW, wt + c * 9, b, y + it * P, g, 3, 1);
+        else rlx_dw_r512_plane(x + it * HW, wt + c * 9, b, y + it * P, g, 3, 0);
         if (e) {
             if (e->res) RLX_CHECK_RANGE(it * P, (it + 1) * P, e->res_len, "depthwise rows residual");
             rlx_epilogue_span_in(y + it * P, it * P, P, 0.0f, e, 1);
@@ -1471,13 +1480,24 @@ RLX_TARGET_AVX512 static void rlx_dw_r512_items(const float* x, ptrdiff_t x_len,
 }
 #endif
 
-/* 1: this depthwise geometry runs rlx_dw_r512_run (AVX-512, 3x3 at stride
- * 1, a plane the channel-block kernel would take, at least
- * RLX_DW_R512_MIN_W output columns). */
+/* Nonzero: this depthwise geometry runs rlx_dw_r512_run (AVX-512, 3x3 at
+ * stride 1, at least RLX_DW_R512_MIN_W output columns): 1 on a plane the
+ * channel-block kernel would take (its bits: one chain per output); 2 on a
+ * larger plane whose rows are at most RLX_DW_R512_MAX_W inputs wide, with at
+ * least RLX_DW_R512_MIN_PLANES (image, channel) planes to spread over the
+ * threads (the stride-1 row kernel's bits: the even and the odd kernel rows
+ * in two chains, as on the AVX2 level, where that kernel runs them).  Against
+ * the row kernel there, 1 thread, A/B: see the CHANGELOG.  Wider rows stay on
+ * the row kernel: a column strip walks rows 4 KiB apart at W 1024, which
+ * share their L1 sets (C4 1024x1024 4.5 ms against 2.3); fewer planes too,
+ * since whole planes are the work units here. */
+#define RLX_DW_R512_MAX_W 384
+#define RLX_DW_R512_MIN_PLANES 8
 static int rlx_dw_r512_use(const rlx_conv_geom* g) {
 #if RLX_X86_DISPATCH
-    if (rlx_simd_level() < 2 || g->sh != 1 || g->sw != 1 || g->kh != 3 || !rlx_dw_cb_use(g)) return 0;
-    return g->w_out >= RLX_DW_R512_MIN_W;
+    if (rlx_simd_level() < 2 || g->sh != 1 || g->sw != 1 || g->kh != 3 || g->w_out < RLX_DW_R512_MIN_W) return 0;
+    if (rlx_dw_cb_use(g)) return 1;
+    return g->w <= RLX_DW_R512_MAX_W && g->n * g->c_out >= RLX_DW_R512_MIN_PLANES ? 2 : 0;
 #else
     (void)g;
     return 0;
@@ -1491,7 +1511,7 @@ static void rlx_dw_r512_run(const float* x, ptrdiff_t x_len, const float* wt, co
                             float* y, ptrdiff_t y_len, const rlx_conv_geom* g, const rlx_epilogue* e,
                             ptrdiff_t i0, ptrdiff_t i1) {
 #if RLX_X86_DISPATCH
-    rlx_dw_r512_items(x, x_len, wt, bias, y, y_len, g, e, i0, i1);
+    rlx_dw_r512_items(x, x_len, wt, bias, y, y_len, g, e, i0, i1, rlx_dw_r512_use(g) == 2);
 #else
     (void)x; (void)x_len; (void)wt; (void)bias; (void)y; (void)y_len; (void)g; (void)e; (void)i0; (void)i1;
 #endif

@@ -375,10 +375,25 @@ ROWS512_CASES = [
     (2, 32, 14, 14, ((1, 1), (1, 1))),
     (1, 8, 40, 20, ((1, 2), (2, 1))),
 ]
+# ... and on planes past 64x64 outputs, in the row kernel's order (even and
+# odd kernel rows in two chains): at least 8 (image, channel) planes, input
+# rows of at most 384: 8 planes from batch 2, rows of exactly 384, output
+# row counts not multiples of 4, padding that covers whole rows and columns,
+# a tall plane
+ROWS512_WIDE_CASES = [
+    (1, 8, 70, 69, ((1, 1), (1, 1))),
+    (2, 4, 66, 80, ((1, 1), (1, 1))),
+    (1, 8, 67, 384, ((1, 1), (1, 1))),
+    (1, 9, 65, 100, ((0, 2), (2, 0))),
+    (1, 8, 66, 70, ((3, 3), (4, 4))),
+    (1, 8, 130, 45, ((1, 1), (1, 1))),
+]
 # ... and what it leaves to the other kernels: 11 output columns, a 5x5,
-# stride 2, fewer than 8 channels, a plane of more than 64x64 outputs
+# stride 2, fewer than 8 channels; past 64x64 outputs, fewer than 8 planes
+# or rows wider than 384
 NOT_ROWS512 = [((1, 8, 11, 11), 3, 1, 1), ((1, 16, 14, 14), 5, 1, 2), ((1, 16, 28, 28), 3, 2, 1),
-               ((1, 7, 14, 14), 3, 1, 1), ((1, 8, 70, 70), 3, 1, 1)]
+               ((1, 7, 14, 14), 3, 1, 1), ((1, 7, 70, 70), 3, 1, 1), ((1, 8, 70, 385), 3, 1, 1),
+               ((1, 8, 70, 70), 5, 1, 2)]
 
 
 def _rows512_dims(n, c, h, w, k, s, pads):
@@ -388,19 +403,19 @@ def _rows512_dims(n, c, h, w, k, s, pads):
 
 
 def test_depthwise_rows512_runs_where_it_should():
-    for n, c, h, w, pads in ROWS512_CASES:
+    for n, c, h, w, pads in ROWS512_CASES + ROWS512_WIDE_CASES:
         assert rlx_cpu._conv2d.depthwise_rows512(_rows512_dims(n, c, h, w, 3, 1, pads)) == (
             rlx_cpu._conv2d.simd_level() == 2), (n, c, h, w, pads)
     for (n, c, h, w), k, s, p in NOT_ROWS512:
         assert not rlx_cpu._conv2d.depthwise_rows512(_rows512_dims(n, c, h, w, k, s, ((p, p), (p, p)))), (c, h, k, s)
 
 
-@pytest.mark.parametrize("i", range(len(ROWS512_CASES)))
+@pytest.mark.parametrize("i", range(len(ROWS512_CASES + ROWS512_WIDE_CASES)))
 def test_depthwise_rows512_match_reference_and_thread_counts(i):
     """With its fused epilogues (ReLU6, residual + ReLU, residual + hard
     swish, bias alone), at 1, 2 and 3 threads; on other SIMD levels the same
     graphs run the channel-block or row kernels."""
-    n, c, h, w, pads = ROWS512_CASES[i]
+    n, c, h, w, pads = (ROWS512_CASES + ROWS512_WIDE_CASES)[i]
     act, bias, residual = CB_EPILOGUES[i % len(CB_EPILOGUES)]
     rng = np.random.default_rng(50 + i)
     x = rng.standard_normal((n, c, h, w)).astype(np.float32)
@@ -416,11 +431,11 @@ CB_BITS_SCRIPT = """
 import sys
 import numpy as np
 import rlx_cpu
-from test_depthwise import CB_CASES, ROWS512_CASES, S1_CASES, S2_CASES
+from test_depthwise import CB_CASES, ROWS512_CASES, ROWS512_WIDE_CASES, S1_CASES, S2_CASES
 cases = list(CB_CASES) + [(1, 120, 28, 28, 5, 1, ((2, 2), (2, 2))), (1, 960, 7, 7, 3, 1, ((1, 1), (1, 1))),
                           (1, 40, 56, 56, 3, 2, ((1, 1), (1, 1))), (2, 24, 14, 14, 5, 2, ((2, 2), (2, 2))),
                           (1, 384, 14, 14, 3, 1, ((1, 1), (1, 1))), (1, 144, 56, 56, 3, 1, ((1, 1), (1, 1)))]
-cases += [(n, c, h, w, 3, 1, pads) for n, c, h, w, pads in ROWS512_CASES]
+cases += [(n, c, h, w, 3, 1, pads) for n, c, h, w, pads in ROWS512_CASES + ROWS512_WIDE_CASES]
 # the row kernel (under 8 channels, or planes past 64x64): 3x3 in groups of
 # four output rows on the AVX-512 level, of two on AVX2
 cases += [(n, c, h, w, k, 1, pads) for n, c, h, w, k, pads in S1_CASES]
