@@ -1458,10 +1458,93 @@ RLX_INLINE_AVX512 void rlx_dw_r512_plane(const float* xp, const float* w, float 
     }
 }
 
+/* Stride 2 (3x3 or 5x5), the same scheme: 16 output columns per zmm, RH
+ * output rows per step.  Input row i of a step holds columns c0 = 2 j0 - pw
+ * .. c0 + 47 in three masked loads A, B, C; tap kj's 16 columns c0 + kj +
+ * 2l are the even lanes of A:B (kj 0), the odd ones (kj 1), and those
+ * shifted up by kj / 2 lanes with the first even / odd lanes of C entering
+ * (valignd).  Each output is the channel-block kernel's chain: from 0, the
+ * taps in (ki, kj) order (padding taps add w * 0), then the bias. */
+RLX_INLINE_AVX512 void rlx_dw_r512s2_step(const float* xp, const float* w, __m512 vb, float* yp,
+                                          const rlx_conv_geom* g, ptrdiff_t ho, const ptrdiff_t* j0,
+                                          const __mmask16 (*mk)[3], const __mmask16* ms, const int K, const int RH,
+                                          const int NB) {
+    const ptrdiff_t H = g->h, W = g->w, Wo = g->w_out;
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    __m512 acc[2][4];
+#pragma GCC unroll 2
+    for (int q = 0; q < NB; ++q)
+#pragma GCC unroll 4
+        for (int r = 0; r < RH; ++r) acc[q][r] = _mm512_setzero_ps();
+#pragma GCC unroll 12
+    for (int i = 0; i < 2 * (RH - 1) + K; ++i) {
+        const ptrdiff_t hi = 2 * ho + i - g->ph;
+        const int inside = hi >= 0 && hi < H;
+#pragma GCC unroll 2
+        for (int q = 0; q < NB; ++q) {
+            const float* row = xp + hi * W + 2 * j0[q] - g->pw;
+            const __m512 a = inside ? _mm512_maskz_loadu_ps(mk[q][0], row) : _mm512_setzero_ps();
+            const __m512 b = inside ? _mm512_maskz_loadu_ps(mk[q][1], row + 16) : _mm512_setzero_ps();
+            const __m512 c = inside ? _mm512_maskz_loadu_ps(mk[q][2], row + 32) : _mm512_setzero_ps();
+            __m512 v[5];
+            v[0] = _mm512_permutex2var_ps(a, even, b);
+            v[1] = _mm512_permutex2var_ps(a, odd, b);
+            const __m512i ce = _mm512_castps_si512(_mm512_permutexvar_ps(even, c));
+            v[2] = _mm512_castsi512_ps(_mm512_alignr_epi32(ce, _mm512_castps_si512(v[0]), 1));
+            if (K == 5) {
+                const __m512i co = _mm512_castps_si512(_mm512_permutexvar_ps(odd, c));
+                v[3] = _mm512_castsi512_ps(_mm512_alignr_epi32(co, _mm512_castps_si512(v[1]), 1));
+                v[4] = _mm512_castsi512_ps(_mm512_alignr_epi32(ce, _mm512_castps_si512(v[0]), 2));
+            }
+#pragma GCC unroll 5
+            for (int kj = 0; kj < K; ++kj)
+#pragma GCC unroll 4
+                for (int r = 0; r < RH; ++r) {
+                    const int ki = i - 2 * r;
+                    if (ki >= 0 && ki < K)
+                        acc[q][r] = _mm512_fmadd_ps(_mm512_set1_ps(w[ki * K + kj]), v[kj], acc[q][r]);
+                }
+        }
+    }
+#pragma GCC unroll 2
+    for (int q = 0; q < NB; ++q)
+#pragma GCC unroll 4
+        for (int r = 0; r < RH; ++r)
+            _mm512_mask_storeu_ps(yp + (ho + r) * Wo + j0[q], ms[q], _mm512_add_ps(acc[q][r], vb));
+}
+
+RLX_INLINE_AVX512 void rlx_dw_r512s2_plane(const float* xp, const float* w, float b, float* yp,
+                                           const rlx_conv_geom* g, const int K) {
+    const ptrdiff_t Ho = g->h_out, Wo = g->w_out;
+    const __m512 vb = _mm512_set1_ps(b);
+    for (ptrdiff_t jb = 0; jb < Wo; jb += 32) {
+        /* two blocks of 16 columns at a time (8 FMA chains), or the last one alone */
+        const int nb = Wo - jb > 16 ? 2 : 1;
+        ptrdiff_t j0[2];
+        __mmask16 mk[2][3], ms[2];
+        for (int q = 0; q < nb; ++q) {
+            j0[q] = jb + 16 * q;
+            const int nl = Wo - j0[q] < 16 ? (int)(Wo - j0[q]) : 16;
+            /* columns 2 j0 - pw .. + 47 that lie in the row */
+            for (int t = 0; t < 3; ++t) mk[q][t] = rlx_dw_r512_mask(2 * j0[q] - g->pw + 16 * t, g->w);
+            ms[q] = (__mmask16)((1u << nl) - 1u);
+        }
+        ptrdiff_t ho = 0;
+        if (nb == 2) {
+            for (; ho + 4 <= Ho; ho += 4) rlx_dw_r512s2_step(xp, w, vb, yp, g, ho, j0, mk, ms, K, 4, 2);
+            for (; ho < Ho; ++ho) rlx_dw_r512s2_step(xp, w, vb, yp, g, ho, j0, mk, ms, K, 1, 2);
+        } else {
+            for (; ho + 4 <= Ho; ho += 4) rlx_dw_r512s2_step(xp, w, vb, yp, g, ho, j0, mk, ms, K, 4, 1);
+            for (; ho < Ho; ++ho) rlx_dw_r512s2_step(xp, w, vb, yp, g, ho, j0, mk, ms, K, 1, 1);
+        }
+    }
+}
+
 RLX_TARGET_AVX512 static void rlx_dw_r512_items(const float* x, ptrdiff_t x_len, const float* wt,
                                                 const float* bias, float* y, ptrdiff_t y_len,
                                                 const rlx_conv_geom* g, const rlx_epilogue* e, ptrdiff_t i0,
-                                                ptrdiff_t i1, int eo) {
+                                                ptrdiff_t i1, int mode) {
     const ptrdiff_t HW = g->h * g->w, P = g->h_out * g->w_out;
     (void)x_len;
     (void)y_len;
@@ -1470,7 +1553,9 @@ RLX_TARGET_AVX512 static void rlx_dw_r512_items(const float* x, ptrdiff_t x_len,
         RLX_CHECK_RANGE(it * HW, (it + 1) * HW, x_len, "depthwise rows x");
         RLX_CHECK_RANGE(it * P, (it + 1) * P, y_len, "depthwise rows y");
         const float b = bias ? bias[c] : 0.0f;
-        if (eo) rlx_dw_r512_plane(x + it * HW, wt + c * 9, b, y + it * P, g, 3, 1);
+        if (mode == 3) rlx_dw_r512s2_plane(x + it * HW, wt + c * 9, b, y + it * P, g, 3);
+        else if (mode == 4) rlx_dw_r512s2_plane(x + it * HW, wt + c * 25, b, y + it * P, g, 5);
+        else if (mode == 2) rlx_dw_r512_plane(x + it * HW, wt + c * 9, b, y + it * P, g, 3, 1);
         else rlx_dw_r512_plane(x + it * HW, wt + c * 9, b, y + it * P, g, 3, 0);
         if (e) {
             if (e->res) RLX_CHECK_RANGE(it * P, (it + 1) * P, e->res_len, "depthwise rows residual");
@@ -1480,8 +1565,12 @@ RLX_TARGET_AVX512 static void rlx_dw_r512_items(const float* x, ptrdiff_t x_len,
 }
 #endif
 
-/* Nonzero: this depthwise geometry runs rlx_dw_r512_run (AVX-512, 3x3 at
- * stride 1, at least RLX_DW_R512_MIN_W output columns): 1 on a plane the
+/* Nonzero: this depthwise geometry runs rlx_dw_r512_run (AVX-512).  At
+ * stride 2, on a plane the channel-block kernel would take (its bits): 3
+ * for a 3x3 of at least RLX_DW_R512S2_MIN_W3 output columns, 4 for a 5x5 of
+ * at least RLX_DW_R512S2_MIN_W5 whose 16-column blocks are at least 85%
+ * outputs (measurements: the CHANGELOG).  At stride 1, 3x3, at least
+ * RLX_DW_R512_MIN_W output columns: 1 on a plane the
  * channel-block kernel would take (its bits: one chain per output); 2 on a
  * larger plane whose rows are at most RLX_DW_R512_MAX_W inputs wide, with at
  * least RLX_DW_R512_MIN_PLANES (image, channel) planes to spread over the
@@ -1493,8 +1582,18 @@ RLX_TARGET_AVX512 static void rlx_dw_r512_items(const float* x, ptrdiff_t x_len,
  * since whole planes are the work units here. */
 #define RLX_DW_R512_MAX_W 384
 #define RLX_DW_R512_MIN_PLANES 8
+#define RLX_DW_R512S2_MIN_W3 10
+#define RLX_DW_R512S2_MIN_W5 14
 static int rlx_dw_r512_use(const rlx_conv_geom* g) {
 #if RLX_X86_DISPATCH
+    if (rlx_simd_level() >= 2 && g->sh == 2 && g->sw == 2 && rlx_dw_cb_use(g)) {
+        /* stride 2 on a channel-block plane: 3x3 from 10 output columns; 5x5 where at least 85% of the
+         * blocks' lanes are outputs (a 16-block and a few columns ran behind the channel blocks) */
+        const ptrdiff_t Wo = g->w_out, lanes = (Wo + 15) / 16 * 16;
+        if (g->kh == 3 && Wo >= RLX_DW_R512S2_MIN_W3) return 3;
+        if (g->kh == 5 && Wo >= RLX_DW_R512S2_MIN_W5 && 100 * Wo >= 85 * lanes) return 4;
+        return 0;
+    }
     if (rlx_simd_level() < 2 || g->sh != 1 || g->sw != 1 || g->kh != 3 || g->w_out < RLX_DW_R512_MIN_W) return 0;
     if (rlx_dw_cb_use(g)) return 1;
     return g->w <= RLX_DW_R512_MAX_W && g->n * g->c_out >= RLX_DW_R512_MIN_PLANES ? 2 : 0;
@@ -1511,7 +1610,7 @@ static void rlx_dw_r512_run(const float* x, ptrdiff_t x_len, const float* wt, co
                             float* y, ptrdiff_t y_len, const rlx_conv_geom* g, const rlx_epilogue* e,
                             ptrdiff_t i0, ptrdiff_t i1) {
 #if RLX_X86_DISPATCH
-    rlx_dw_r512_items(x, x_len, wt, bias, y, y_len, g, e, i0, i1, rlx_dw_r512_use(g) == 2);
+    rlx_dw_r512_items(x, x_len, wt, bias, y, y_len, g, e, i0, i1, rlx_dw_r512_use(g));
 #else
     (void)x; (void)x_len; (void)wt; (void)bias; (void)y; (void)y_len; (void)g; (void)e; (void)i0; (void)i1;
 #endif

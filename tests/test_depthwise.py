@@ -339,9 +339,13 @@ def test_depthwise_channel_blocks_match_reference_and_thread_counts(i):
     dims = (n, c, h, w, c, h_out, w_out, k, k, s, s, pads[0][0], pads[1][0], 1, 1, c)
     cb = rlx_cpu._conv2d.depthwise_channel_blocks(dims)
     if rlx_cpu._conv2d.depthwise_rows512(dims):
-        # AVX-512, 3x3 at stride 1, 12 output columns or more: the row kernel
-        # runs it instead (test_depthwise_rows512_*), with the same bits
-        assert cb is None and rlx_cpu._conv2d.simd_level() == 2 and k == 3 and s == 1 and w_out >= 12
+        # AVX-512: the row kernel runs it instead (test_depthwise_rows512_*), with the same bits: 3x3
+        # at stride 1 from 12 output columns; at stride 2 3x3 from 10, 5x5 from 14 when at least 85%
+        # of its 16-column blocks are outputs
+        lanes = -(-w_out // 16) * 16
+        assert cb is None and rlx_cpu._conv2d.simd_level() == 2
+        assert (k == 3 and s == 1 and w_out >= 12) or (k == 3 and s == 2 and w_out >= 10) or (
+            k == 5 and s == 2 and w_out >= 14 and w_out >= 0.85 * lanes), (k, s, w_out)
     elif rlx_cpu._conv2d.simd_level() > 0 and c >= 8:
         assert cb is not None
         lanes = 16 if rlx_cpu._conv2d.simd_level() == 2 else 8
@@ -388,10 +392,27 @@ ROWS512_WIDE_CASES = [
     (1, 8, 66, 70, ((3, 3), (4, 4))),
     (1, 8, 130, 45, ((1, 1), (1, 1))),
 ]
-# ... and what it leaves to the other kernels: 11 output columns, a 5x5,
-# stride 2, fewer than 8 channels; past 64x64 outputs, fewer than 8 planes
-# or rows wider than 384
-NOT_ROWS512 = [((1, 8, 11, 11), 3, 1, 1), ((1, 16, 14, 14), 5, 1, 2), ((1, 16, 28, 28), 3, 2, 1),
+# ... and at stride 2 on the channel-block planes (in their order: one chain
+# from 0 over the taps, padding taps included): 3x3 and 5x5, (batch,
+# channels, H, W, kernel, pads); two blocks of 16 columns with 12 outputs in
+# the second (28), 10 output columns (3x3), 15 (5x5), odd output row counts
+# (steps of 4 rows, then single rows), no padding, asymmetric padding,
+# padding wider than the kernel reaches, batch 2, 9 and 10 channels
+ROWS512_S2_CASES = [
+    (1, 16, 56, 56, 5, ((2, 2), (2, 2))),
+    (1, 8, 21, 20, 3, ((1, 1), (1, 1))),
+    (2, 9, 30, 29, 5, ((2, 2), (2, 2))),
+    (1, 24, 64, 64, 3, ((0, 0), (0, 0))),
+    (1, 8, 33, 64, 3, ((1, 0), (0, 1))),
+    (1, 10, 19, 26, 5, ((4, 4), (4, 4))),
+    (1, 12, 57, 57, 3, ((1, 1), (1, 1))),
+]
+# ... and what it leaves to the other kernels: 11 output columns, a 5x5
+# at stride 1, fewer than 8 channels; past 64x64 outputs, fewer than 8
+# planes or rows wider than 384; at stride 2 a 3x3 of 9 output columns and
+# 5x5s of 12 and of 20 (16 + 4: 62% of the lanes)
+NOT_ROWS512 = [((1, 8, 11, 11), 3, 1, 1), ((1, 16, 14, 14), 5, 1, 2), ((1, 16, 18, 18), 3, 2, 1),
+               ((1, 16, 24, 24), 5, 2, 2), ((1, 16, 40, 40), 5, 2, 2),
                ((1, 7, 14, 14), 3, 1, 1), ((1, 7, 70, 70), 3, 1, 1), ((1, 8, 70, 385), 3, 1, 1),
                ((1, 8, 70, 70), 5, 1, 2)]
 
@@ -408,6 +429,21 @@ def test_depthwise_rows512_runs_where_it_should():
             rlx_cpu._conv2d.simd_level() == 2), (n, c, h, w, pads)
     for (n, c, h, w), k, s, p in NOT_ROWS512:
         assert not rlx_cpu._conv2d.depthwise_rows512(_rows512_dims(n, c, h, w, k, s, ((p, p), (p, p)))), (c, h, k, s)
+    for n, c, h, w, k, pads in ROWS512_S2_CASES:
+        assert rlx_cpu._conv2d.depthwise_rows512(_rows512_dims(n, c, h, w, k, 2, pads)) == (
+            rlx_cpu._conv2d.simd_level() == 2), (n, c, h, w, k, pads)
+
+
+@pytest.mark.parametrize("i", range(len(ROWS512_S2_CASES)))
+def test_depthwise_rows512_stride2_match_reference_and_thread_counts(i):
+    """As below, at stride 2."""
+    n, c, h, w, k, pads = ROWS512_S2_CASES[i]
+    act, bias, residual = CB_EPILOGUES[i % len(CB_EPILOGUES)]
+    rng = np.random.default_rng(70 + i)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((c, 1, k, k)).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32) if bias else None
+    _check_fused_epilogue(x, wt, b, 2, pads, act, residual, rng)
 
 
 @pytest.mark.parametrize("i", range(len(ROWS512_CASES + ROWS512_WIDE_CASES)))
@@ -431,11 +467,12 @@ CB_BITS_SCRIPT = """
 import sys
 import numpy as np
 import rlx_cpu
-from test_depthwise import CB_CASES, ROWS512_CASES, ROWS512_WIDE_CASES, S1_CASES, S2_CASES
+from test_depthwise import CB_CASES, ROWS512_CASES, ROWS512_S2_CASES, ROWS512_WIDE_CASES, S1_CASES, S2_CASES
 cases = list(CB_CASES) + [(1, 120, 28, 28, 5, 1, ((2, 2), (2, 2))), (1, 960, 7, 7, 3, 1, ((1, 1), (1, 1))),
                           (1, 40, 56, 56, 3, 2, ((1, 1), (1, 1))), (2, 24, 14, 14, 5, 2, ((2, 2), (2, 2))),
                           (1, 384, 14, 14, 3, 1, ((1, 1), (1, 1))), (1, 144, 56, 56, 3, 1, ((1, 1), (1, 1)))]
 cases += [(n, c, h, w, 3, 1, pads) for n, c, h, w, pads in ROWS512_CASES + ROWS512_WIDE_CASES]
+cases += [(n, c, h, w, k, 2, pads) for n, c, h, w, k, pads in ROWS512_S2_CASES]
 # the row kernel (under 8 channels, or planes past 64x64): 3x3 in groups of
 # four output rows on the AVX-512 level, of two on AVX2
 cases += [(n, c, h, w, k, 1, pads) for n, c, h, w, k, pads in S1_CASES]
