@@ -1458,17 +1458,20 @@ RLX_INLINE_AVX512 void rlx_dw_r512_plane(const float* xp, const float* w, float 
     }
 }
 
-/* Stride 2 (3x3 or 5x5), the same scheme: 16 output columns per zmm, RH
- * output rows per step.  Input row i of a step holds columns c0 = 2 j0 - pw
- * .. c0 + 47 in three masked loads A, B, C; tap kj's 16 columns c0 + kj +
- * 2l are the even lanes of A:B (kj 0), the odd ones (kj 1), and those
- * shifted up by kj / 2 lanes with the first even / odd lanes of C entering
- * (valignd).  Each output is the channel-block kernel's chain: from 0, the
- * taps in (ki, kj) order (padding taps add w * 0), then the bias. */
+/* Stride 2 (3x3 or 5x5; S = 1 runs the 5x5s at stride 1), the same scheme
+ * with the weights read from memory (25 of them would fill the registers):
+ * 16 output columns per zmm, RH output rows per step, NB column blocks at a
+ * time.  At stride 2 input row i of a step holds columns c0 = 2 j0 - pw ..
+ * c0 + 47 in three masked loads A, B, C; tap kj's 16 columns c0 + kj + 2l
+ * are the even lanes of A:B (kj 0), the odd ones (kj 1), and those shifted
+ * up by kj / 2 lanes with the first even / odd lanes of C entering
+ * (valignd); at stride 1 lanes kj .. of A:B.  Each output is the
+ * channel-block kernel's chain: from 0, the taps in (ki, kj) order (padding
+ * taps add w * 0), then the bias. */
 RLX_INLINE_AVX512 void rlx_dw_r512s2_step(const float* xp, const float* w, __m512 vb, float* yp,
                                           const rlx_conv_geom* g, ptrdiff_t ho, const ptrdiff_t* j0,
                                           const __mmask16 (*mk)[3], const __mmask16* ms, const int K, const int RH,
-                                          const int NB) {
+                                          const int NB, const int S) {
     const ptrdiff_t H = g->h, W = g->w, Wo = g->w_out;
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
@@ -1478,30 +1481,42 @@ RLX_INLINE_AVX512 void rlx_dw_r512s2_step(const float* xp, const float* w, __m51
 #pragma GCC unroll 4
         for (int r = 0; r < RH; ++r) acc[q][r] = _mm512_setzero_ps();
 #pragma GCC unroll 12
-    for (int i = 0; i < 2 * (RH - 1) + K; ++i) {
-        const ptrdiff_t hi = 2 * ho + i - g->ph;
+    for (int i = 0; i < S * (RH - 1) + K; ++i) {
+        const ptrdiff_t hi = S * ho + i - g->ph;
         const int inside = hi >= 0 && hi < H;
 #pragma GCC unroll 2
         for (int q = 0; q < NB; ++q) {
-            const float* row = xp + hi * W + 2 * j0[q] - g->pw;
+            const float* row = xp + hi * W + S * j0[q] - g->pw;
             const __m512 a = inside ? _mm512_maskz_loadu_ps(mk[q][0], row) : _mm512_setzero_ps();
             const __m512 b = inside ? _mm512_maskz_loadu_ps(mk[q][1], row + 16) : _mm512_setzero_ps();
-            const __m512 c = inside ? _mm512_maskz_loadu_ps(mk[q][2], row + 32) : _mm512_setzero_ps();
             __m512 v[5];
-            v[0] = _mm512_permutex2var_ps(a, even, b);
-            v[1] = _mm512_permutex2var_ps(a, odd, b);
-            const __m512i ce = _mm512_castps_si512(_mm512_permutexvar_ps(even, c));
-            v[2] = _mm512_castsi512_ps(_mm512_alignr_epi32(ce, _mm512_castps_si512(v[0]), 1));
-            if (K == 5) {
-                const __m512i co = _mm512_castps_si512(_mm512_permutexvar_ps(odd, c));
-                v[3] = _mm512_castsi512_ps(_mm512_alignr_epi32(co, _mm512_castps_si512(v[1]), 1));
-                v[4] = _mm512_castsi512_ps(_mm512_alignr_epi32(ce, _mm512_castps_si512(v[0]), 2));
+            if (S == 1) {
+                /* tap kj: lanes kj .. of a:b */
+                const __m512i ai = _mm512_castps_si512(a), bi = _mm512_castps_si512(b);
+                v[0] = a;
+                v[1] = _mm512_castsi512_ps(_mm512_alignr_epi32(bi, ai, 1));
+                v[2] = _mm512_castsi512_ps(_mm512_alignr_epi32(bi, ai, 2));
+                if (K == 5) {
+                    v[3] = _mm512_castsi512_ps(_mm512_alignr_epi32(bi, ai, 3));
+                    v[4] = _mm512_castsi512_ps(_mm512_alignr_epi32(bi, ai, 4));
+                }
+            } else {
+                const __m512 c = inside ? _mm512_maskz_loadu_ps(mk[q][2], row + 32) : _mm512_setzero_ps();
+                v[0] = _mm512_permutex2var_ps(a, even, b);
+                v[1] = _mm512_permutex2var_ps(a, odd, b);
+                const __m512i ce = _mm512_castps_si512(_mm512_permutexvar_ps(even, c));
+                v[2] = _mm512_castsi512_ps(_mm512_alignr_epi32(ce, _mm512_castps_si512(v[0]), 1));
+                if (K == 5) {
+                    const __m512i co = _mm512_castps_si512(_mm512_permutexvar_ps(odd, c));
+                    v[3] = _mm512_castsi512_ps(_mm512_alignr_epi32(co, _mm512_castps_si512(v[1]), 1));
+                    v[4] = _mm512_castsi512_ps(_mm512_alignr_epi32(ce, _mm512_castps_si512(v[0]), 2));
+                }
             }
 #pragma GCC unroll 5
             for (int kj = 0; kj < K; ++kj)
 #pragma GCC unroll 4
                 for (int r = 0; r < RH; ++r) {
-                    const int ki = i - 2 * r;
+                    const int ki = i - S * r;
                     if (ki >= 0 && ki < K)
                         acc[q][r] = _mm512_fmadd_ps(_mm512_set1_ps(w[ki * K + kj]), v[kj], acc[q][r]);
                 }
@@ -1515,7 +1530,7 @@ RLX_INLINE_AVX512 void rlx_dw_r512s2_step(const float* xp, const float* w, __m51
 }
 
 RLX_INLINE_AVX512 void rlx_dw_r512s2_plane(const float* xp, const float* w, float b, float* yp,
-                                           const rlx_conv_geom* g, const int K) {
+                                           const rlx_conv_geom* g, const int K, const int S) {
     const ptrdiff_t Ho = g->h_out, Wo = g->w_out;
     const __m512 vb = _mm512_set1_ps(b);
     for (ptrdiff_t jb = 0; jb < Wo; jb += 32) {
@@ -1527,16 +1542,16 @@ RLX_INLINE_AVX512 void rlx_dw_r512s2_plane(const float* xp, const float* w, floa
             j0[q] = jb + 16 * q;
             const int nl = Wo - j0[q] < 16 ? (int)(Wo - j0[q]) : 16;
             /* columns 2 j0 - pw .. + 47 that lie in the row */
-            for (int t = 0; t < 3; ++t) mk[q][t] = rlx_dw_r512_mask(2 * j0[q] - g->pw + 16 * t, g->w);
+            for (int t = 0; t < 3; ++t) mk[q][t] = rlx_dw_r512_mask(S * j0[q] - g->pw + 16 * t, g->w);
             ms[q] = (__mmask16)((1u << nl) - 1u);
         }
         ptrdiff_t ho = 0;
         if (nb == 2) {
-            for (; ho + 4 <= Ho; ho += 4) rlx_dw_r512s2_step(xp, w, vb, yp, g, ho, j0, mk, ms, K, 4, 2);
-            for (; ho < Ho; ++ho) rlx_dw_r512s2_step(xp, w, vb, yp, g, ho, j0, mk, ms, K, 1, 2);
+            for (; ho + 4 <= Ho; ho += 4) rlx_dw_r512s2_step(xp, w, vb, yp, g, ho, j0, mk, ms, K, 4, 2, S);
+            for (; ho < Ho; ++ho) rlx_dw_r512s2_step(xp, w, vb, yp, g, ho, j0, mk, ms, K, 1, 2, S);
         } else {
-            for (; ho + 4 <= Ho; ho += 4) rlx_dw_r512s2_step(xp, w, vb, yp, g, ho, j0, mk, ms, K, 4, 1);
-            for (; ho < Ho; ++ho) rlx_dw_r512s2_step(xp, w, vb, yp, g, ho, j0, mk, ms, K, 1, 1);
+            for (; ho + 4 <= Ho; ho += 4) rlx_dw_r512s2_step(xp, w, vb, yp, g, ho, j0, mk, ms, K, 4, 1, S);
+            for (; ho < Ho; ++ho) rlx_dw_r512s2_step(xp, w, vb, yp, g, ho, j0, mk, ms, K, 1, 1, S);
         }
     }
 }
@@ -1553,8 +1568,9 @@ RLX_TARGET_AVX512 static void rlx_dw_r512_items(const float* x, ptrdiff_t x_len,
         RLX_CHECK_RANGE(it * HW, (it + 1) * HW, x_len, "depthwise rows x");
         RLX_CHECK_RANGE(it * P, (it + 1) * P, y_len, "depthwise rows y");
         const float b = bias ? bias[c] : 0.0f;
-        if (mode == 3) rlx_dw_r512s2_plane(x + it * HW, wt + c * 9, b, y + it * P, g, 3);
-        else if (mode == 4) rlx_dw_r512s2_plane(x + it * HW, wt + c * 25, b, y + it * P, g, 5);
+        if (mode == 3) rlx_dw_r512s2_plane(x + it * HW, wt + c * 9, b, y + it * P, g, 3, 2);
+        else if (mode == 4) rlx_dw_r512s2_plane(x + it * HW, wt + c * 25, b, y + it * P, g, 5, 2);
+        else if (mode == 5) rlx_dw_r512s2_plane(x + it * HW, wt + c * 25, b, y + it * P, g, 5, 1);
         else if (mode == 2) rlx_dw_r512_plane(x + it * HW, wt + c * 9, b, y + it * P, g, 3, 1);
         else rlx_dw_r512_plane(x + it * HW, wt + c * 9, b, y + it * P, g, 3, 0);
         if (e) {
@@ -1565,8 +1581,13 @@ RLX_TARGET_AVX512 static void rlx_dw_r512_items(const float* x, ptrdiff_t x_len,
 }
 #endif
 
-/* Nonzero: this depthwise geometry runs rlx_dw_r512_run (AVX-512).  At
- * stride 2, on a plane the channel-block kernel would take (its bits): 3
+/* Nonzero: this depthwise geometry runs rlx_dw_r512_run (AVX-512).  5 for a
+ * 5x5 at stride 1 on a channel-block plane (its bits) of at least 32 output
+ * columns whose planes lie a multiple of 4 KiB apart: there the channel-block
+ * transposes' 16 loads and stores, one per plane, share their L1 sets (C64
+ * 32x32 0.064 ms against 0.047-0.053 here, C32 64x64 0.139 against 0.093;
+ * elsewhere the channel blocks stay ahead, C48 48x48 0.072 against 0.077).
+ * At stride 2, on a plane the channel-block kernel would take (its bits): 3
  * for a 3x3 of at least RLX_DW_R512S2_MIN_W3 output columns, 4 for a 5x5 of
  * at least RLX_DW_R512S2_MIN_W5 whose 16-column blocks are at least 85%
  * outputs (measurements: the CHANGELOG).  At stride 1, 3x3, at least
@@ -1594,6 +1615,9 @@ static int rlx_dw_r512_use(const rlx_conv_geom* g) {
         if (g->kh == 5 && Wo >= RLX_DW_R512S2_MIN_W5 && 100 * Wo >= 85 * lanes) return 4;
         return 0;
     }
+    if (rlx_simd_level() >= 2 && g->sh == 1 && g->sw == 1 && g->kh == 5 && rlx_dw_cb_use(g)
+        && (g->h * g->w) % 1024 == 0 && g->w_out >= 32)
+        return 5;
     if (rlx_simd_level() < 2 || g->sh != 1 || g->sw != 1 || g->kh != 3 || g->w_out < RLX_DW_R512_MIN_W) return 0;
     if (rlx_dw_cb_use(g)) return 1;
     return g->w <= RLX_DW_R512_MAX_W && g->n * g->c_out >= RLX_DW_R512_MIN_PLANES ? 2 : 0;

@@ -341,11 +341,12 @@ def test_depthwise_channel_blocks_match_reference_and_thread_counts(i):
     if rlx_cpu._conv2d.depthwise_rows512(dims):
         # AVX-512: the row kernel runs it instead (test_depthwise_rows512_*), with the same bits: 3x3
         # at stride 1 from 12 output columns; at stride 2 3x3 from 10, 5x5 from 14 when at least 85%
-        # of its 16-column blocks are outputs
+        # of its 16-column blocks are outputs; 5x5 at stride 1 from 32 on planes 4 KiB apart
         lanes = -(-w_out // 16) * 16
         assert cb is None and rlx_cpu._conv2d.simd_level() == 2
         assert (k == 3 and s == 1 and w_out >= 12) or (k == 3 and s == 2 and w_out >= 10) or (
-            k == 5 and s == 2 and w_out >= 14 and w_out >= 0.85 * lanes), (k, s, w_out)
+            k == 5 and s == 2 and w_out >= 14 and w_out >= 0.85 * lanes) or (
+            k == 5 and s == 1 and w_out >= 32 and h * w % 1024 == 0), (k, s, w_out)
     elif rlx_cpu._conv2d.simd_level() > 0 and c >= 8:
         assert cb is not None
         lanes = 16 if rlx_cpu._conv2d.simd_level() == 2 else 8
@@ -400,6 +401,7 @@ ROWS512_WIDE_CASES = [
 # padding wider than the kernel reaches, batch 2, 9 and 10 channels
 ROWS512_S2_CASES = [
     (1, 16, 56, 56, 5, ((2, 2), (2, 2))),
+    (2, 8, 64, 64, 3, ((1, 1), (1, 1))),
     (1, 8, 21, 20, 3, ((1, 1), (1, 1))),
     (2, 9, 30, 29, 5, ((2, 2), (2, 2))),
     (1, 24, 64, 64, 3, ((0, 0), (0, 0))),
@@ -407,11 +409,21 @@ ROWS512_S2_CASES = [
     (1, 10, 19, 26, 5, ((4, 4), (4, 4))),
     (1, 12, 57, 57, 3, ((1, 1), (1, 1))),
 ]
+# ... and 5x5s at stride 1 on planes a multiple of 4 KiB apart, from 32
+# output columns (the channel-block order): 32x32 and 64x64 planes, padding
+# that widens the output to 36 columns, batch 2, 9 channels
+ROWS512_K5_CASES = [
+    (1, 16, 32, 32, ((2, 2), (2, 2))),
+    (2, 9, 64, 64, ((2, 2), (2, 2))),
+    (1, 12, 32, 32, ((4, 4), (4, 4))),
+    (1, 8, 16, 64, ((1, 3), (2, 2))),
+]
 # ... and what it leaves to the other kernels: 11 output columns, a 5x5
-# at stride 1, fewer than 8 channels; past 64x64 outputs, fewer than 8
+# at stride 1 elsewhere, fewer than 8 channels; past 64x64 outputs, fewer than 8
 # planes or rows wider than 384; at stride 2 a 3x3 of 9 output columns and
 # 5x5s of 12 and of 20 (16 + 4: 62% of the lanes)
-NOT_ROWS512 = [((1, 8, 11, 11), 3, 1, 1), ((1, 16, 14, 14), 5, 1, 2), ((1, 16, 18, 18), 3, 2, 1),
+NOT_ROWS512 = [((1, 8, 11, 11), 3, 1, 1), ((1, 16, 14, 14), 5, 1, 2), ((1, 16, 48, 48), 5, 1, 2),
+               ((1, 16, 16, 16), 5, 1, 2), ((1, 16, 18, 18), 3, 2, 1),
                ((1, 16, 24, 24), 5, 2, 2), ((1, 16, 40, 40), 5, 2, 2),
                ((1, 7, 14, 14), 3, 1, 1), ((1, 7, 70, 70), 3, 1, 1), ((1, 8, 70, 385), 3, 1, 1),
                ((1, 8, 70, 70), 5, 1, 2)]
@@ -429,21 +441,26 @@ def test_depthwise_rows512_runs_where_it_should():
             rlx_cpu._conv2d.simd_level() == 2), (n, c, h, w, pads)
     for (n, c, h, w), k, s, p in NOT_ROWS512:
         assert not rlx_cpu._conv2d.depthwise_rows512(_rows512_dims(n, c, h, w, k, s, ((p, p), (p, p)))), (c, h, k, s)
-    for n, c, h, w, k, pads in ROWS512_S2_CASES:
-        assert rlx_cpu._conv2d.depthwise_rows512(_rows512_dims(n, c, h, w, k, 2, pads)) == (
-            rlx_cpu._conv2d.simd_level() == 2), (n, c, h, w, k, pads)
+    for n, c, h, w, k, s, pads in _rows512_more():
+        assert rlx_cpu._conv2d.depthwise_rows512(_rows512_dims(n, c, h, w, k, s, pads)) == (
+            rlx_cpu._conv2d.simd_level() == 2), (n, c, h, w, k, s, pads)
 
 
-@pytest.mark.parametrize("i", range(len(ROWS512_S2_CASES)))
-def test_depthwise_rows512_stride2_match_reference_and_thread_counts(i):
-    """As below, at stride 2."""
-    n, c, h, w, k, pads = ROWS512_S2_CASES[i]
+def _rows512_more():
+    return [(n, c, h, w, k, 2, pads) for n, c, h, w, k, pads in ROWS512_S2_CASES] + [
+        (n, c, h, w, 5, 1, pads) for n, c, h, w, pads in ROWS512_K5_CASES]
+
+
+@pytest.mark.parametrize("i", range(len(ROWS512_S2_CASES) + len(ROWS512_K5_CASES)))
+def test_depthwise_rows512_stride2_and_5x5_match_reference_and_thread_counts(i):
+    """As below, at stride 2 and for the 5x5s at stride 1."""
+    n, c, h, w, k, s, pads = _rows512_more()[i]
     act, bias, residual = CB_EPILOGUES[i % len(CB_EPILOGUES)]
     rng = np.random.default_rng(70 + i)
     x = rng.standard_normal((n, c, h, w)).astype(np.float32)
     wt = rng.standard_normal((c, 1, k, k)).astype(np.float32)
     b = rng.standard_normal(c).astype(np.float32) if bias else None
-    _check_fused_epilogue(x, wt, b, 2, pads, act, residual, rng)
+    _check_fused_epilogue(x, wt, b, s, pads, act, residual, rng)
 
 
 @pytest.mark.parametrize("i", range(len(ROWS512_CASES + ROWS512_WIDE_CASES)))
@@ -467,12 +484,12 @@ CB_BITS_SCRIPT = """
 import sys
 import numpy as np
 import rlx_cpu
-from test_depthwise import CB_CASES, ROWS512_CASES, ROWS512_S2_CASES, ROWS512_WIDE_CASES, S1_CASES, S2_CASES
+from test_depthwise import CB_CASES, ROWS512_CASES, ROWS512_WIDE_CASES, S1_CASES, S2_CASES, _rows512_more
 cases = list(CB_CASES) + [(1, 120, 28, 28, 5, 1, ((2, 2), (2, 2))), (1, 960, 7, 7, 3, 1, ((1, 1), (1, 1))),
                           (1, 40, 56, 56, 3, 2, ((1, 1), (1, 1))), (2, 24, 14, 14, 5, 2, ((2, 2), (2, 2))),
                           (1, 384, 14, 14, 3, 1, ((1, 1), (1, 1))), (1, 144, 56, 56, 3, 1, ((1, 1), (1, 1)))]
 cases += [(n, c, h, w, 3, 1, pads) for n, c, h, w, pads in ROWS512_CASES + ROWS512_WIDE_CASES]
-cases += [(n, c, h, w, k, 2, pads) for n, c, h, w, k, pads in ROWS512_S2_CASES]
+cases += _rows512_more()
 # the row kernel (under 8 channels, or planes past 64x64): 3x3 in groups of
 # four output rows on the AVX-512 level, of two on AVX2
 cases += [(n, c, h, w, k, 1, pads) for n, c, h, w, k, pads in S1_CASES]
