@@ -1458,7 +1458,8 @@ RLX_INLINE_AVX512 void rlx_dw_r512_plane(const float* xp, const float* w, float 
     }
 }
 
-/* Stride 2 (3x3 or 5x5; S = 1 runs the 5x5s at stride 1), the same scheme
+/* Stride 2 (3x3 or 5x5; S = 1 runs the 5x5s at stride 1; KJ: in the
+ * per-plane stride-2 kernel's order, padding rows skipped), the same scheme
  * with the weights read from memory (25 of them would fill the registers):
  * 16 output columns per zmm, RH output rows per step, NB column blocks at a
  * time.  At stride 2 input row i of a step holds columns c0 = 2 j0 - pw ..
@@ -1472,19 +1473,27 @@ RLX_INLINE_AVX512 void rlx_dw_r512_plane(const float* xp, const float* w, float 
 RLX_INLINE_AVX512 void rlx_dw_r512s2_step(const float* xp, const float* w, __m512 vb, float* yp,
                                           const rlx_conv_geom* g, ptrdiff_t ho, const ptrdiff_t* j0,
                                           const __mmask16 (*mk)[3], const __mmask16* ms, const int K, const int RH,
-                                          const int NB, const int S) {
+                                          const int NB, const int S, const int KJ) {
     const ptrdiff_t H = g->h, W = g->w, Wo = g->w_out;
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    __m512 acc[2][4];
+    __m512 acc[2][4], akj[2][4][5];
 #pragma GCC unroll 2
     for (int q = 0; q < NB; ++q)
 #pragma GCC unroll 4
         for (int r = 0; r < RH; ++r) acc[q][r] = _mm512_setzero_ps();
+    if (KJ)
+#pragma GCC unroll 2
+        for (int q = 0; q < NB; ++q)
+#pragma GCC unroll 4
+            for (int r = 0; r < RH; ++r)
+#pragma GCC unroll 5
+                for (int kj = 0; kj < K; ++kj) akj[q][r][kj] = _mm512_setzero_ps();
 #pragma GCC unroll 12
     for (int i = 0; i < S * (RH - 1) + K; ++i) {
         const ptrdiff_t hi = S * ho + i - g->ph;
         const int inside = hi >= 0 && hi < H;
+        if (KJ && !inside) continue;        /* the per-plane kernel's order skips the padding rows */
 #pragma GCC unroll 2
         for (int q = 0; q < NB; ++q) {
             const float* row = xp + hi * W + S * j0[q] - g->pw;
@@ -1525,11 +1534,21 @@ RLX_INLINE_AVX512 void rlx_dw_r512s2_step(const float* xp, const float* w, __m51
 #pragma GCC unroll 4
                 for (int r = 0; r < RH; ++r) {
                     const int ki = i - S * r;
-                    if (ki >= 0 && ki < K)
-                        acc[q][r] = _mm512_fmadd_ps(_mm512_set1_ps(w[ki * K + kj]), v[kj], acc[q][r]);
+                    if (ki < 0 || ki >= K) continue;
+                    if (KJ) akj[q][r][kj] = _mm512_fmadd_ps(_mm512_set1_ps(w[ki * K + kj]), v[kj], akj[q][r][kj]);
+                    else acc[q][r] = _mm512_fmadd_ps(_mm512_set1_ps(w[ki * K + kj]), v[kj], acc[q][r]);
                 }
         }
     }
+    if (KJ)
+#pragma GCC unroll 2
+        for (int q = 0; q < NB; ++q)
+#pragma GCC unroll 4
+            for (int r = 0; r < RH; ++r) {
+                acc[q][r] = akj[q][r][0];
+#pragma GCC unroll 4
+                for (int kj = 1; kj < K; ++kj) acc[q][r] = _mm512_add_ps(acc[q][r], akj[q][r][kj]);
+            }
 #pragma GCC unroll 2
     for (int q = 0; q < NB; ++q)
 #pragma GCC unroll 4
@@ -1538,12 +1557,13 @@ RLX_INLINE_AVX512 void rlx_dw_r512s2_step(const float* xp, const float* w, __m51
 }
 
 RLX_INLINE_AVX512 void rlx_dw_r512s2_plane(const float* xp, const float* w, float b, float* yp,
-                                           const rlx_conv_geom* g, const int K, const int S) {
+                                           const rlx_conv_geom* g, const int K, const int S, const int KJ) {
     const ptrdiff_t Ho = g->h_out, Wo = g->w_out;
     const __m512 vb = _mm512_set1_ps(b);
-    for (ptrdiff_t jb = 0; jb < Wo; jb += 32) {
-        /* two blocks of 16 columns at a time (8 FMA chains), or the last one alone */
-        const int nb = Wo - jb > 16 ? 2 : 1;
+    for (ptrdiff_t jb = 0; jb < Wo; jb += KJ && K == 5 ? 16 : 32) {
+        /* two blocks of 16 columns at a time (8 FMA chains), or the last one alone; one for a 5x5
+         * with KJ (K chains per output) */
+        const int nb = !(KJ && K == 5) && Wo - jb > 16 ? 2 : 1;
         ptrdiff_t j0[2];
         __mmask16 mk[2][3], ms[2];
         for (int q = 0; q < nb; ++q) {
@@ -1554,12 +1574,18 @@ RLX_INLINE_AVX512 void rlx_dw_r512s2_plane(const float* xp, const float* w, floa
             ms[q] = (__mmask16)((1u << nl) - 1u);
         }
         ptrdiff_t ho = 0;
-        if (nb == 2) {
-            for (; ho + 4 <= Ho; ho += 4) rlx_dw_r512s2_step(xp, w, vb, yp, g, ho, j0, mk, ms, K, 4, 2, S);
-            for (; ho < Ho; ++ho) rlx_dw_r512s2_step(xp, w, vb, yp, g, ho, j0, mk, ms, K, 1, 2, S);
+        if (nb == 2 && KJ) {
+            for (; ho + 4 <= Ho; ho += 4) rlx_dw_r512s2_step(xp, w, vb, yp, g, ho, j0, mk, ms, K, 4, 2, S, 1);
+            for (; ho < Ho; ++ho) rlx_dw_r512s2_step(xp, w, vb, yp, g, ho, j0, mk, ms, K, 1, 2, S, 1);
+        } else if (nb == 2) {
+            for (; ho + 4 <= Ho; ho += 4) rlx_dw_r512s2_step(xp, w, vb, yp, g, ho, j0, mk, ms, K, 4, 2, S, 0);
+            for (; ho < Ho; ++ho) rlx_dw_r512s2_step(xp, w, vb, yp, g, ho, j0, mk, ms, K, 1, 2, S, 0);
+        } else if (KJ) {
+            for (; ho + 4 <= Ho; ho += 4) rlx_dw_r512s2_step(xp, w, vb, yp, g, ho, j0, mk, ms, K, 4, 1, S, 1);
+            for (; ho < Ho; ++ho) rlx_dw_r512s2_step(xp, w, vb, yp, g, ho, j0, mk, ms, K, 1, 1, S, 1);
         } else {
-            for (; ho + 4 <= Ho; ho += 4) rlx_dw_r512s2_step(xp, w, vb, yp, g, ho, j0, mk, ms, K, 4, 1, S);
-            for (; ho < Ho; ++ho) rlx_dw_r512s2_step(xp, w, vb, yp, g, ho, j0, mk, ms, K, 1, 1, S);
+            for (; ho + 4 <= Ho; ho += 4) rlx_dw_r512s2_step(xp, w, vb, yp, g, ho, j0, mk, ms, K, 4, 1, S, 0);
+            for (; ho < Ho; ++ho) rlx_dw_r512s2_step(xp, w, vb, yp, g, ho, j0, mk, ms, K, 1, 1, S, 0);
         }
     }
 }
@@ -1576,9 +1602,11 @@ RLX_TARGET_AVX512 static void rlx_dw_r512_items(const float* x, ptrdiff_t x_len,
         RLX_CHECK_RANGE(it * HW, (it + 1) * HW, x_len, "depthwise rows x");
         RLX_CHECK_RANGE(it * P, (it + 1) * P, y_len, "depthwise rows y");
         const float b = bias ? bias[c] : 0.0f;
-        if (mode == 3) rlx_dw_r512s2_plane(x + it * HW, wt + c * 9, b, y + it * P, g, 3, 2);
-        else if (mode == 4) rlx_dw_r512s2_plane(x + it * HW, wt + c * 25, b, y + it * P, g, 5, 2);
-        else if (mode == 5) rlx_dw_r512s2_plane(x + it * HW, wt + c * 25, b, y + it * P, g, 5, 1);
+        if (mode == 3) rlx_dw_r512s2_plane(x + it * HW, wt + c * 9, b, y + it * P, g, 3, 2, 0);
+        else if (mode == 4) rlx_dw_r512s2_plane(x + it * HW, wt + c * 25, b, y + it * P, g, 5, 2, 0);
+        else if (mode == 5) rlx_dw_r512s2_plane(x + it * HW, wt + c * 25, b, y + it * P, g, 5, 1, 0);
+        else if (mode == 6) rlx_dw_r512s2_plane(x + it * HW, wt + c * 9, b, y + it * P, g, 3, 2, 1);
+        else if (mode == 7) rlx_dw_r512s2_plane(x + it * HW, wt + c * 25, b, y + it * P, g, 5, 2, 1);
         else if (mode == 2) rlx_dw_r512_plane(x + it * HW, wt + c * 9, b, y + it * P, g, 3, 1);
         else rlx_dw_r512_plane(x + it * HW, wt + c * 9, b, y + it * P, g, 3, 0);
         if (e) {
@@ -1598,7 +1626,12 @@ RLX_TARGET_AVX512 static void rlx_dw_r512_items(const float* x, ptrdiff_t x_len,
  * At stride 2, on a plane the channel-block kernel would take (its bits): 3
  * for a 3x3 of at least RLX_DW_R512S2_MIN_W3 output columns, 4 for a 5x5 of
  * at least RLX_DW_R512S2_MIN_W5 whose 16-column blocks are at least 85%
- * outputs (measurements: the CHANGELOG).  At stride 1, 3x3, at least
+ * outputs (measurements: the CHANGELOG); 6 and 7 for the same on a larger
+ * plane with rows of at most RLX_DW_R512S2_MAX_W inputs and at least
+ * RLX_DW_R512_MIN_PLANES planes, in the per-plane stride-2 kernel's order
+ * (KJ: a chain per kernel column over the kernel rows inside the input,
+ * then their sum in kj order, then the bias: what AVX2 runs there).  At
+ * stride 1, 3x3, at least
  * RLX_DW_R512_MIN_W output columns: 1 on a plane the
  * channel-block kernel would take (its bits: one chain per output); 2 on a
  * larger plane whose rows are at most RLX_DW_R512_MAX_W inputs wide, with at
@@ -1613,6 +1646,7 @@ RLX_TARGET_AVX512 static void rlx_dw_r512_items(const float* x, ptrdiff_t x_len,
 #define RLX_DW_R512_MIN_PLANES 8
 #define RLX_DW_R512S2_MIN_W3 10
 #define RLX_DW_R512S2_MIN_W5 14
+#define RLX_DW_R512S2_MAX_W 512
 static int rlx_dw_r512_use(const rlx_conv_geom* g) {
 #if RLX_X86_DISPATCH
     if (rlx_simd_level() >= 2 && g->sh == 2 && g->sw == 2 && rlx_dw_cb_use(g)) {
@@ -1621,6 +1655,14 @@ static int rlx_dw_r512_use(const rlx_conv_geom* g) {
         const ptrdiff_t Wo = g->w_out, lanes = (Wo + 15) / 16 * 16;
         if (g->kh == 3 && Wo >= RLX_DW_R512S2_MIN_W3) return 3;
         if (g->kh == 5 && Wo >= RLX_DW_R512S2_MIN_W5 && 100 * Wo >= 85 * lanes) return 4;
+        return 0;
+    }
+    if (rlx_simd_level() >= 2 && g->sh == 2 && g->sw == 2 && g->w <= RLX_DW_R512S2_MAX_W
+        && g->n * g->c_out >= RLX_DW_R512_MIN_PLANES) {
+        /* stride 2 on larger planes, in the per-plane stride-2 kernel's order */
+        const ptrdiff_t Wo = g->w_out, lanes = (Wo + 15) / 16 * 16;
+        if (g->kh == 3 && Wo >= RLX_DW_R512S2_MIN_W3) return 6;
+        if (g->kh == 5 && Wo >= RLX_DW_R512S2_MIN_W5 && 100 * Wo >= 85 * lanes) return 7;
         return 0;
     }
     if (rlx_simd_level() >= 2 && g->sh == 1 && g->sw == 1 && g->kh == 5 && rlx_dw_cb_use(g)

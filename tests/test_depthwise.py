@@ -408,6 +408,12 @@ ROWS512_S2_CASES = [
     (1, 8, 33, 64, 3, ((1, 0), (0, 1))),
     (1, 10, 19, 26, 5, ((4, 4), (4, 4))),
     (1, 12, 57, 57, 3, ((1, 1), (1, 1))),
+    # past 64x64 outputs (the per-plane kernel's order): 3x3 and 5x5, batch 2,
+    # asymmetric padding, padding wider than the kernel reaches
+    (1, 8, 150, 141, 3, ((1, 1), (1, 1))),
+    (2, 4, 140, 160, 5, ((2, 2), (2, 2))),
+    (1, 9, 131, 200, 3, ((0, 1), (1, 0))),
+    (1, 8, 133, 140, 5, ((4, 4), (4, 4))),
 ]
 # ... and 5x5s at stride 1 on planes a multiple of 4 KiB apart, from 32
 # output columns (the channel-block order): 32x32 and 64x64 planes, padding
@@ -420,11 +426,13 @@ ROWS512_K5_CASES = [
 ]
 # ... and what it leaves to the other kernels: 11 output columns, a 5x5
 # at stride 1 elsewhere, fewer than 8 channels; past 64x64 outputs, fewer than 8
-# planes or rows wider than 384; at stride 2 a 3x3 of 9 output columns and
-# 5x5s of 12 and of 20 (16 + 4: 62% of the lanes)
+# planes or rows wider than 384; at stride 2 a 3x3 of 9 output columns,
+# 5x5s of 12 and of 20 (16 + 4: 62% of the lanes), and past 64x64 outputs 7
+# planes or rows of 600
 NOT_ROWS512 = [((1, 8, 11, 11), 3, 1, 1), ((1, 16, 14, 14), 5, 1, 2), ((1, 16, 48, 48), 5, 1, 2),
                ((1, 16, 16, 16), 5, 1, 2), ((1, 16, 18, 18), 3, 2, 1),
-               ((1, 16, 24, 24), 5, 2, 2), ((1, 16, 40, 40), 5, 2, 2),
+               ((1, 16, 24, 24), 5, 2, 2), ((1, 16, 40, 40), 5, 2, 2), ((1, 7, 150, 150), 3, 2, 1),
+               ((1, 8, 150, 600), 3, 2, 1),
                ((1, 7, 14, 14), 3, 1, 1), ((1, 7, 70, 70), 3, 1, 1), ((1, 8, 70, 385), 3, 1, 1),
                ((1, 8, 70, 70), 5, 1, 2)]
 
