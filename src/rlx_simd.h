@@ -1628,13 +1628,15 @@ RLX_TARGET_AVX512 static void rlx_dw_r512_items(const float* x, ptrdiff_t x_len,
  * at least RLX_DW_R512S2_MIN_W5 whose 16-column blocks are at least 85%
  * outputs (measurements: the CHANGELOG); 6 and 7 for the same on a larger
  * plane with rows of at most RLX_DW_R512S2_MAX_W inputs and at least
- * RLX_DW_R512_MIN_PLANES planes, in the per-plane stride-2 kernel's order
+ * RLX_DW_R512_MIN_PLANES planes (the 3x3s an input of at most
+ * RLX_DW_R512_MAX_FLOATS), in the per-plane stride-2 kernel's order
  * (KJ: a chain per kernel column over the kernel rows inside the input,
  * then their sum in kj order, then the bias: what AVX2 runs there).  At
  * stride 1, 3x3, at least
  * RLX_DW_R512_MIN_W output columns: 1 on a plane the
  * channel-block kernel would take (its bits: one chain per output); 2 on a
- * larger plane whose rows are at most RLX_DW_R512_MAX_W inputs wide, with at
+ * larger plane whose rows are at most RLX_DW_R512_MAX_W inputs wide, an input
+ * of at most RLX_DW_R512_MAX_FLOATS, with at
  * least RLX_DW_R512_MIN_PLANES (image, channel) planes to spread over the
  * threads (the stride-1 row kernel's bits: the even and the odd kernel rows
  * in two chains, as on the AVX2 level, where that kernel runs them).  Against
@@ -1643,6 +1645,14 @@ RLX_TARGET_AVX512 static void rlx_dw_r512_items(const float* x, ptrdiff_t x_len,
  * share their L1 sets (C4 1024x1024 4.5 ms against 2.3); fewer planes too,
  * since whole planes are the work units here. */
 #define RLX_DW_R512_MAX_W 384
+/* ... and, for the 3x3s on those larger planes, inputs of at most 4 MiB: the
+ * column strips read a plane's rows a few lines at a time, which the
+ * hardware prefetch serves poorly from beyond the L2.  Inputs flushed from
+ * the caches between runs, 1 thread: C128 112x112 stride 1 0.46-0.49 ms on
+ * the row kernel against 0.62-0.83 here, C32 224x224 stride 2 0.48-0.64
+ * against 0.54-0.76 (the 5x5s stay ahead: C32 224x224 0.70-1.24 against
+ * 0.57-1.03), while C32 112x112 stride 1 ran 0.113 against 0.100. */
+#define RLX_DW_R512_MAX_FLOATS (1 << 20)
 #define RLX_DW_R512_MIN_PLANES 8
 #define RLX_DW_R512S2_MIN_W3 10
 #define RLX_DW_R512S2_MIN_W5 14
@@ -1661,7 +1671,8 @@ static int rlx_dw_r512_use(const rlx_conv_geom* g) {
         && g->n * g->c_out >= RLX_DW_R512_MIN_PLANES) {
         /* stride 2 on larger planes, in the per-plane stride-2 kernel's order */
         const ptrdiff_t Wo = g->w_out, lanes = (Wo + 15) / 16 * 16;
-        if (g->kh == 3 && Wo >= RLX_DW_R512S2_MIN_W3) return 6;
+        if (g->kh == 3 && Wo >= RLX_DW_R512S2_MIN_W3 && g->n * g->c_out * g->h * g->w <= RLX_DW_R512_MAX_FLOATS)
+            return 6;
         if (g->kh == 5 && Wo >= RLX_DW_R512S2_MIN_W5 && 100 * Wo >= 85 * lanes) return 7;
         return 0;
     }
@@ -1670,7 +1681,8 @@ static int rlx_dw_r512_use(const rlx_conv_geom* g) {
         return 5;
     if (rlx_simd_level() < 2 || g->sh != 1 || g->sw != 1 || g->kh != 3 || g->w_out < RLX_DW_R512_MIN_W) return 0;
     if (rlx_dw_cb_use(g)) return 1;
-    return g->w <= RLX_DW_R512_MAX_W && g->n * g->c_out >= RLX_DW_R512_MIN_PLANES ? 2 : 0;
+    return g->w <= RLX_DW_R512_MAX_W && g->n * g->c_out >= RLX_DW_R512_MIN_PLANES
+           && g->n * g->c_out * g->h * g->w <= RLX_DW_R512_MAX_FLOATS ? 2 : 0;
 #else
     (void)g;
     return 0;

@@ -426,13 +426,14 @@ ROWS512_K5_CASES = [
 ]
 # ... and what it leaves to the other kernels: 11 output columns, a 5x5
 # at stride 1 elsewhere, fewer than 8 channels; past 64x64 outputs, fewer than 8
-# planes or rows wider than 384; at stride 2 a 3x3 of 9 output columns,
-# 5x5s of 12 and of 20 (16 + 4: 62% of the lanes), and past 64x64 outputs 7
-# planes or rows of 600
+# planes, rows wider than 384 or a 3x3 input of more than 2^20 floats; at
+# stride 2 a 3x3 of 9 output columns, 5x5s of 12 and of 20 (16 + 4: 62% of
+# the lanes), and past 64x64 outputs 7 planes, rows of 600, or a 3x3 input of
+# more than 2^20 floats (a 5x5's still runs there)
 NOT_ROWS512 = [((1, 8, 11, 11), 3, 1, 1), ((1, 16, 14, 14), 5, 1, 2), ((1, 16, 48, 48), 5, 1, 2),
                ((1, 16, 16, 16), 5, 1, 2), ((1, 16, 18, 18), 3, 2, 1),
                ((1, 16, 24, 24), 5, 2, 2), ((1, 16, 40, 40), 5, 2, 2), ((1, 7, 150, 150), 3, 2, 1),
-               ((1, 8, 150, 600), 3, 2, 1),
+               ((1, 8, 150, 600), 3, 2, 1), ((1, 64, 130, 130), 3, 1, 1), ((1, 64, 130, 130), 3, 2, 1),
                ((1, 7, 14, 14), 3, 1, 1), ((1, 7, 70, 70), 3, 1, 1), ((1, 8, 70, 385), 3, 1, 1),
                ((1, 8, 70, 70), 5, 1, 2)]
 
@@ -449,7 +450,7 @@ def test_depthwise_rows512_runs_where_it_should():
             rlx_cpu._conv2d.simd_level() == 2), (n, c, h, w, pads)
     for (n, c, h, w), k, s, p in NOT_ROWS512:
         assert not rlx_cpu._conv2d.depthwise_rows512(_rows512_dims(n, c, h, w, k, s, ((p, p), (p, p)))), (c, h, k, s)
-    for n, c, h, w, k, s, pads in _rows512_more():
+    for n, c, h, w, k, s, pads in _rows512_more() + [(1, 64, 130, 159, 5, 2, ((2, 2), (2, 2)))]:
         assert rlx_cpu._conv2d.depthwise_rows512(_rows512_dims(n, c, h, w, k, s, pads)) == (
             rlx_cpu._conv2d.simd_level() == 2), (n, c, h, w, k, s, pads)
 
