@@ -460,30 +460,23 @@ def _rows512_more():
         (n, c, h, w, 5, 1, pads) for n, c, h, w, pads in ROWS512_K5_CASES]
 
 
-@pytest.mark.parametrize("i", range(len(ROWS512_S2_CASES) + len(ROWS512_K5_CASES)))
-def test_depthwise_rows512_stride2_and_5x5_match_reference_and_thread_counts(i):
-    """As below, at stride 2 and for the 5x5s at stride 1."""
-    n, c, h, w, k, s, pads = _rows512_more()[i]
-    act, bias, residual = CB_EPILOGUES[i % len(CB_EPILOGUES)]
-    rng = np.random.default_rng(70 + i)
-    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
-    wt = rng.standard_normal((c, 1, k, k)).astype(np.float32)
-    b = rng.standard_normal(c).astype(np.float32) if bias else None
-    _check_fused_epilogue(x, wt, b, s, pads, act, residual, rng)
+def _rows512_all():
+    """(batch, channels, H, W, kernel, stride, pads) of every case the AVX-512 row kernel runs."""
+    return [(n, c, h, w, 3, 1, pads) for n, c, h, w, pads in ROWS512_CASES + ROWS512_WIDE_CASES] + _rows512_more()
 
 
-@pytest.mark.parametrize("i", range(len(ROWS512_CASES + ROWS512_WIDE_CASES)))
+@pytest.mark.parametrize("i", range(len(_rows512_all())))
 def test_depthwise_rows512_match_reference_and_thread_counts(i):
     """With its fused epilogues (ReLU6, residual + ReLU, residual + hard
     swish, bias alone), at 1, 2 and 3 threads; on other SIMD levels the same
     graphs run the channel-block or row kernels."""
-    n, c, h, w, pads = (ROWS512_CASES + ROWS512_WIDE_CASES)[i]
+    n, c, h, w, k, s, pads = _rows512_all()[i]
     act, bias, residual = CB_EPILOGUES[i % len(CB_EPILOGUES)]
     rng = np.random.default_rng(50 + i)
     x = rng.standard_normal((n, c, h, w)).astype(np.float32)
-    wt = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
+    wt = rng.standard_normal((c, 1, k, k)).astype(np.float32)
     b = rng.standard_normal(c).astype(np.float32) if bias else None
-    _check_fused_epilogue(x, wt, b, 1, pads, act, residual, rng)
+    _check_fused_epilogue(x, wt, b, s, pads, act, residual, rng)
 
 
 # The channel-block cases above, the row kernel's, and MobileNet / EfficientNet
@@ -493,12 +486,11 @@ CB_BITS_SCRIPT = """
 import sys
 import numpy as np
 import rlx_cpu
-from test_depthwise import CB_CASES, ROWS512_CASES, ROWS512_WIDE_CASES, S1_CASES, S2_CASES, _rows512_more
+from test_depthwise import CB_CASES, S1_CASES, S2_CASES, _rows512_all
 cases = list(CB_CASES) + [(1, 120, 28, 28, 5, 1, ((2, 2), (2, 2))), (1, 960, 7, 7, 3, 1, ((1, 1), (1, 1))),
                           (1, 40, 56, 56, 3, 2, ((1, 1), (1, 1))), (2, 24, 14, 14, 5, 2, ((2, 2), (2, 2))),
                           (1, 384, 14, 14, 3, 1, ((1, 1), (1, 1))), (1, 144, 56, 56, 3, 1, ((1, 1), (1, 1)))]
-cases += [(n, c, h, w, 3, 1, pads) for n, c, h, w, pads in ROWS512_CASES + ROWS512_WIDE_CASES]
-cases += _rows512_more()
+cases += _rows512_all()
 # the row kernel (under 8 channels, or planes past 64x64): 3x3 in groups of
 # four output rows on the AVX-512 level, of two on AVX2
 cases += [(n, c, h, w, k, 1, pads) for n, c, h, w, k, pads in S1_CASES]
