@@ -909,10 +909,11 @@ cdef int conv_depthwise(const float[::1] x, const float[::1] wt, const float[::1
     """Depthwise (groups == c_in == c_out) 3x3/5x5 conv at stride 1 or 2,
     bias fused, and the epilogue e (NULL: none) on each row, plane or channel
     block as soon as it is written.  The work units -- on AVX-512 whole
-    (image, channel) planes for a 3x3 at stride 1 of at least 12 output
-    columns (rlx_dw_r512_use: on a small plane, or on a larger one with
-    rows of at most 384 inputs and at least 8 planes; read and written in
-    place);
+    (image, channel) planes for the convs the zmm row kernel takes
+    (rlx_dw_r512_use: most 3x3s of at least 12 output columns at stride 1
+    and of 10 at stride 2, the 5x5s at stride 2 whose 16-column blocks are
+    mostly outputs, and the 5x5s at stride 1 on planes 4 KiB apart; read
+    and written in place);
     else blocks of 8 or 16 channels of one image on small planes
     (rlx_dw_cb_use); else output rows of all (image, channel) planes, counted
     plane after plane, at stride 1, whole planes at stride 2 -- are cut into

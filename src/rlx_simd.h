@@ -1380,7 +1380,7 @@ RLX_TARGET_AVX512 static void rlx_dw_cb_items_avx512(const float* x, ptrdiff_t x
  * RLX_DW_R512_MIN_W output columns.  5x5 stays on the channel-block kernel:
  * with 25 weights in registers, 4 rows' sums do not fit, and 2 rows per step
  * measured 0.82-0.93 on 14x14 and 28x28 (0.49 on 7x7).  Planes above 64x64
- * run here too, in the row kernel's order (rlx_dw_r512_use mode 2, EO: the
+ * run here too, in the row kernel's order (RLX_R512_S1_EO: the
  * even and the odd kernel rows in two chains, then their sum, then the
  * bias), where it beats that kernel (rlx_dw_s1_rows, which copies each row
  * into a padded ring and runs 8-lane blocks). */
@@ -1590,6 +1590,18 @@ RLX_INLINE_AVX512 void rlx_dw_r512s2_plane(const float* xp, const float* w, floa
     }
 }
 
+#endif
+
+/* What rlx_dw_r512_use picks (0: another kernel): the stride-1 3x3s in the
+ * channel-block order or the row kernel's (EO); the stride-2 3x3s and 5x5s
+ * in the channel-block order or the per-plane kernel's (KJ); the stride-1
+ * 5x5s on planes 4 KiB apart in the channel-block order. */
+enum {
+    RLX_R512_S1_CB = 1, RLX_R512_S1_EO, RLX_R512_S2_CB3, RLX_R512_S2_CB5, RLX_R512_S1_CB5, RLX_R512_S2_KJ3,
+    RLX_R512_S2_KJ5
+};
+
+#if RLX_X86_DISPATCH
 RLX_TARGET_AVX512 static void rlx_dw_r512_items(const float* x, ptrdiff_t x_len, const float* wt,
                                                 const float* bias, float* y, ptrdiff_t y_len,
                                                 const rlx_conv_geom* g, const rlx_epilogue* e, ptrdiff_t i0,
@@ -1602,13 +1614,17 @@ RLX_TARGET_AVX512 static void rlx_dw_r512_items(const float* x, ptrdiff_t x_len,
         RLX_CHECK_RANGE(it * HW, (it + 1) * HW, x_len, "depthwise rows x");
         RLX_CHECK_RANGE(it * P, (it + 1) * P, y_len, "depthwise rows y");
         const float b = bias ? bias[c] : 0.0f;
-        if (mode == 3) rlx_dw_r512s2_plane(x + it * HW, wt + c * 9, b, y + it * P, g, 3, 2, 0);
-        else if (mode == 4) rlx_dw_r512s2_plane(x + it * HW, wt + c * 25, b, y + it * P, g, 5, 2, 0);
-        else if (mode == 5) rlx_dw_r512s2_plane(x + it * HW, wt + c * 25, b, y + it * P, g, 5, 1, 0);
-        else if (mode == 6) rlx_dw_r512s2_plane(x + it * HW, wt + c * 9, b, y + it * P, g, 3, 2, 1);
-        else if (mode == 7) rlx_dw_r512s2_plane(x + it * HW, wt + c * 25, b, y + it * P, g, 5, 2, 1);
-        else if (mode == 2) rlx_dw_r512_plane(x + it * HW, wt + c * 9, b, y + it * P, g, 3, 1);
-        else rlx_dw_r512_plane(x + it * HW, wt + c * 9, b, y + it * P, g, 3, 0);
+        const float* xp = x + it * HW;
+        float* yp = y + it * P;
+        switch (mode) {
+        case RLX_R512_S2_CB3: rlx_dw_r512s2_plane(xp, wt + c * 9, b, yp, g, 3, 2, 0); break;
+        case RLX_R512_S2_CB5: rlx_dw_r512s2_plane(xp, wt + c * 25, b, yp, g, 5, 2, 0); break;
+        case RLX_R512_S1_CB5: rlx_dw_r512s2_plane(xp, wt + c * 25, b, yp, g, 5, 1, 0); break;
+        case RLX_R512_S2_KJ3: rlx_dw_r512s2_plane(xp, wt + c * 9, b, yp, g, 3, 2, 1); break;
+        case RLX_R512_S2_KJ5: rlx_dw_r512s2_plane(xp, wt + c * 25, b, yp, g, 5, 2, 1); break;
+        case RLX_R512_S1_EO: rlx_dw_r512_plane(xp, wt + c * 9, b, yp, g, 3, 1); break;
+        default: rlx_dw_r512_plane(xp, wt + c * 9, b, yp, g, 3, 0); break;
+        }
         if (e) {
             if (e->res) RLX_CHECK_RANGE(it * P, (it + 1) * P, e->res_len, "depthwise rows residual");
             rlx_epilogue_span_in(y + it * P, it * P, P, 0.0f, e, 1);
@@ -1617,24 +1633,26 @@ RLX_TARGET_AVX512 static void rlx_dw_r512_items(const float* x, ptrdiff_t x_len,
 }
 #endif
 
-/* Nonzero: this depthwise geometry runs rlx_dw_r512_run (AVX-512).  5 for a
- * 5x5 at stride 1 on a channel-block plane (its bits) of at least 32 output
+/* Nonzero (a RLX_R512_* mode): this depthwise geometry runs rlx_dw_r512_run
+ * (AVX-512).  RLX_R512_S1_CB5 for a 5x5 at stride 1 on a channel-block plane (its bits) of at least 32 output
  * columns whose planes lie a multiple of 4 KiB apart: there the channel-block
  * transposes' 16 loads and stores, one per plane, share their L1 sets (C64
  * 32x32 0.064 ms against 0.047-0.053 here, C32 64x64 0.139 against 0.093;
  * elsewhere the channel blocks stay ahead, C48 48x48 0.072 against 0.077).
- * At stride 2, on a plane the channel-block kernel would take (its bits): 3
- * for a 3x3 of at least RLX_DW_R512S2_MIN_W3 output columns, 4 for a 5x5 of
- * at least RLX_DW_R512S2_MIN_W5 whose 16-column blocks are at least 85%
- * outputs (measurements: the CHANGELOG); 6 and 7 for the same on a larger
+ * At stride 2, on a plane the channel-block kernel would take (its bits):
+ * RLX_R512_S2_CB3 for a 3x3 of at least RLX_DW_R512S2_MIN_W3 output columns,
+ * RLX_R512_S2_CB5 for a 5x5 of at least RLX_DW_R512S2_MIN_W5 whose 16-column
+ * blocks are at least 85% outputs (measurements: the CHANGELOG);
+ * RLX_R512_S2_KJ3 and RLX_R512_S2_KJ5 for the same on a larger
  * plane with rows of at most RLX_DW_R512S2_MAX_W inputs and at least
  * RLX_DW_R512_MIN_PLANES planes (the 3x3s an input of at most
  * RLX_DW_R512_MAX_FLOATS), in the per-plane stride-2 kernel's order
  * (KJ: a chain per kernel column over the kernel rows inside the input,
  * then their sum in kj order, then the bias: what AVX2 runs there).  At
  * stride 1, 3x3, at least
- * RLX_DW_R512_MIN_W output columns: 1 on a plane the
- * channel-block kernel would take (its bits: one chain per output); 2 on a
+ * RLX_DW_R512_MIN_W output columns: RLX_R512_S1_CB on a plane the
+ * channel-block kernel would take (its bits: one chain per output);
+ * RLX_R512_S1_EO on a
  * larger plane whose rows are at most RLX_DW_R512_MAX_W inputs wide, an input
  * of at most RLX_DW_R512_MAX_FLOATS, with at
  * least RLX_DW_R512_MIN_PLANES (image, channel) planes to spread over the
@@ -1663,8 +1681,8 @@ static int rlx_dw_r512_use(const rlx_conv_geom* g) {
         /* stride 2 on a channel-block plane: 3x3 from 10 output columns; 5x5 where at least 85% of the
          * blocks' lanes are outputs (a 16-block and a few columns ran behind the channel blocks) */
         const ptrdiff_t Wo = g->w_out, lanes = (Wo + 15) / 16 * 16;
-        if (g->kh == 3 && Wo >= RLX_DW_R512S2_MIN_W3) return 3;
-        if (g->kh == 5 && Wo >= RLX_DW_R512S2_MIN_W5 && 100 * Wo >= 85 * lanes) return 4;
+        if (g->kh == 3 && Wo >= RLX_DW_R512S2_MIN_W3) return RLX_R512_S2_CB3;
+        if (g->kh == 5 && Wo >= RLX_DW_R512S2_MIN_W5 && 100 * Wo >= 85 * lanes) return RLX_R512_S2_CB5;
         return 0;
     }
     if (rlx_simd_level() >= 2 && g->sh == 2 && g->sw == 2 && g->w <= RLX_DW_R512S2_MAX_W
@@ -1672,17 +1690,17 @@ static int rlx_dw_r512_use(const rlx_conv_geom* g) {
         /* stride 2 on larger planes, in the per-plane stride-2 kernel's order */
         const ptrdiff_t Wo = g->w_out, lanes = (Wo + 15) / 16 * 16;
         if (g->kh == 3 && Wo >= RLX_DW_R512S2_MIN_W3 && g->n * g->c_out * g->h * g->w <= RLX_DW_R512_MAX_FLOATS)
-            return 6;
-        if (g->kh == 5 && Wo >= RLX_DW_R512S2_MIN_W5 && 100 * Wo >= 85 * lanes) return 7;
+            return RLX_R512_S2_KJ3;
+        if (g->kh == 5 && Wo >= RLX_DW_R512S2_MIN_W5 && 100 * Wo >= 85 * lanes) return RLX_R512_S2_KJ5;
         return 0;
     }
     if (rlx_simd_level() >= 2 && g->sh == 1 && g->sw == 1 && g->kh == 5 && rlx_dw_cb_use(g)
         && (g->h * g->w) % 1024 == 0 && g->w_out >= 32)
-        return 5;
+        return RLX_R512_S1_CB5;
     if (rlx_simd_level() < 2 || g->sh != 1 || g->sw != 1 || g->kh != 3 || g->w_out < RLX_DW_R512_MIN_W) return 0;
-    if (rlx_dw_cb_use(g)) return 1;
+    if (rlx_dw_cb_use(g)) return RLX_R512_S1_CB;
     return g->w <= RLX_DW_R512_MAX_W && g->n * g->c_out >= RLX_DW_R512_MIN_PLANES
-           && g->n * g->c_out * g->h * g->w <= RLX_DW_R512_MAX_FLOATS ? 2 : 0;
+           && g->n * g->c_out * g->h * g->w <= RLX_DW_R512_MAX_FLOATS ? RLX_R512_S1_EO : 0;
 #else
     (void)g;
     return 0;
