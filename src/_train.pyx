@@ -33,6 +33,7 @@ cdef extern from "rlx_simd.h":
 cdef extern from "rlx_elem.h":
     # op: E_RELU / E_RELU_BACKWARD / E_ADD below (the same codes)
     void rlx_elem_span(int op, const float* a, const float* b, float* y, Py_ssize_t n) noexcept nogil
+    void rlx_elem_add_scalar(const float* a, float s, float* y, Py_ssize_t n) noexcept nogil
 
 # The SIMD variant is chosen here, at import, before any kernel runs.
 rlx_simd_init()
@@ -53,20 +54,22 @@ cdef class BiasAddLaunch(Launch):
     cdef Py_ssize_t n, c, s
 
     def __init__(self, x, bias, y, Py_ssize_t n, Py_ssize_t c, Py_ssize_t s, int max_threads):
+        if n < 0 or c < 0 or s < 0 or x.shape[0] < n * c * s or y.shape[0] < n * c * s or bias.shape[0] < c:
+            raise ValueError(f"bias_add: buffers of {x.shape[0]} / {bias.shape[0]} / {y.shape[0]} entries for "
+                             f"x [{n}, {c}, {s}]")
         self.x, self.bias, self.y = x, bias, y
         self.n, self.c, self.s = n, c, s
         self.max_threads = max(1, max_threads)
 
     cdef int run(self, int nthreads) except -1 nogil:
         cdef int t = small_work_threads(self.n * self.c * self.s, effective_threads(nthreads, self.max_threads), PARALLEL_MIN)
-        cdef Py_ssize_t plane, i, base
-        cdef float b
+        cdef Py_ssize_t plane
+        if self.s <= 0:
+            return 0
         for plane in prange(self.n * self.c, num_threads=t, schedule='static'):
             work_note(1)
-            b = self.bias[plane % self.c]
-            base = plane * self.s
-            for i in range(self.s):
-                self.y[base + i] = self.x[base + i] + b
+            rlx_elem_add_scalar(&self.x[plane * self.s], self.bias[plane % self.c], &self.y[plane * self.s],
+                                self.s)
         # end: prange
         return 0
 

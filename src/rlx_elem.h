@@ -55,6 +55,33 @@ static void rlx_elem_span(int op, const float* a, const float* b, float* y, ptrd
     for (ptrdiff_t i = 0; i < n; ++i) y[i] = rlx_elem_one(op, a[i], b[i]);
 }
 
+/* y[0, n) = a[0, n) + s: the bias add's plane (one rounding per element, as
+ * the scalar loop) */
+#if RLX_X86_DISPATCH
+RLX_TARGET_AVX2 static void rlx_elem_add_scalar_avx2(const float* a, float s, float* y, ptrdiff_t n) {
+    const __m256 v = _mm256_set1_ps(s);
+    ptrdiff_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(a + i), v));
+        _mm256_storeu_ps(y + i + 8, _mm256_add_ps(_mm256_loadu_ps(a + i + 8), v));
+        _mm256_storeu_ps(y + i + 16, _mm256_add_ps(_mm256_loadu_ps(a + i + 16), v));
+        _mm256_storeu_ps(y + i + 24, _mm256_add_ps(_mm256_loadu_ps(a + i + 24), v));
+    }
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(a + i), v));
+    for (; i < n; ++i) y[i] = a[i] + s;
+}
+#endif
+
+static void rlx_elem_add_scalar(const float* a, float s, float* y, ptrdiff_t n) {
+#if RLX_X86_DISPATCH
+    if (rlx_simd_level()) {
+        rlx_elem_add_scalar_avx2(a, s, y, n);
+        return;
+    }
+#endif
+    for (ptrdiff_t i = 0; i < n; ++i) y[i] = a[i] + s;
+}
+
 /* The blocked layout's per-channel operand (squeeze-excitation's gate
  * [N, C, 1, 1] times a blocked [N, C/8, H, W, 8] map): over npix pixels of
  * one 8-channel block, y[p][c] = x[p][c] (op) g[c], or g[c] (op) x[p][c]
