@@ -32,9 +32,13 @@ forward with indices and then the backward (`from x` rows).  The `from
 indices` rows time rlx_cpu's backward from a forward's indices alone (the
 plan's one kernel of that kind, its buffers' bytes; no `run ms`) against
 torch's backward from indices.
-Each runtime's timed call comes after 100 ms of busy waiting and one untimed
-call (rlx_cpu/timing.py), so no other runtime's spinning pool shares its
-cores; the same at every thread count.
+Each runtime's timed sample comes after 100 ms of busy waiting and 5 ms of
+untimed calls (rlx_cpu/timing.py), so no other runtime's spinning pool shares
+its cores; the same at every thread count.  A sample is the mean of a batch
+of calls lasting about SAMPLE_BATCH_S (one call for the slower ones), the
+same for every runtime: timed one call at a time, the 0.02-0.2 ms kernels
+read as much of the machine's jitter as of the call (the kernel and the
+run_into of one plan, which do the same work, came 1.5x apart).
 `--json PATH` also writes every row.  Timings on a shared machine are noisy:
 compare within one run.
 """
@@ -338,6 +342,10 @@ for _c, _hw in ((120, 28), (480, 14), (960, 7)):
     SHAPES[f"dw5_{_c}_{_hw}"] = _dw_s1_spec(_c, _hw, 5)
 
 
+# Seconds of calls one timed sample averages (rlx_cpu.timing.interleaved_samples' batch_s).
+SAMPLE_BATCH_S = 0.002
+
+
 def bench_shape(name, spec, threads, repeat, torch, ort):
     """The shape's rows, one per thread count.  Every thread count is timed
     in the same rounds (the kernels and memcpy in one round-robin, then the
@@ -391,8 +399,9 @@ def bench_shape(name, spec, threads, repeat, torch, ort):
     # the kernels and their bandwidth reference interleaved, so all see the same machine
     src = np.ones(max(1, max(nbytes.values()) // 4), np.float32)
     dst = np.empty_like(src)
-    km = interleaved_medians({**kernels, "memcpy": lambda: np.copyto(dst, src)}, repeat, settle=DEFAULT_SETTLE_S)
-    timed = interleaved_medians(runs, repeat, settle=DEFAULT_SETTLE_S) if runs else {}
+    km = interleaved_medians({**kernels, "memcpy": lambda: np.copyto(dst, src)}, repeat, settle=DEFAULT_SETTLE_S,
+                             batch_s=SAMPLE_BATCH_S)
+    timed = interleaved_medians(runs, repeat, settle=DEFAULT_SETTLE_S, batch_s=SAMPLE_BATCH_S) if runs else {}
     rows = []
     for t in threads:
         ms = km[f"kernel{t}"]

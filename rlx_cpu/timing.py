@@ -49,27 +49,48 @@ def wake(fn, seconds=DEFAULT_WAKE_S):
         fn()
 
 
-def interleaved_samples(fns, repeat, warmup=2, settle=0.0, wake_s=DEFAULT_WAKE_S):
-    """{name: [seconds]} of `repeat` timed calls of each callable in
+# The most calls one batched sample times (interleaved_samples' batch_s).
+MAX_BATCH_CALLS = 1000
+
+
+def batch_calls(fn, batch_s):
+    """How many calls of fn one sample of about batch_s seconds holds (at
+    least 1, at most MAX_BATCH_CALLS), from the length of one call."""
+    t0 = time.perf_counter()
+    fn()
+    one = time.perf_counter() - t0
+    return max(1, min(MAX_BATCH_CALLS, int(batch_s / one) if one > 0 else MAX_BATCH_CALLS))
+
+
+def interleaved_samples(fns, repeat, warmup=2, settle=0.0, wake_s=DEFAULT_WAKE_S, batch_s=0.0):
+    """{name: [seconds]} of `repeat` timed samples of each callable in
     fns (a dict name -> zero-argument callable), round-robin; with a
-    settle, each timed call follows the settle and `wake_s` seconds of
-    untimed calls (at least one)."""
-    for fn in fns.values():
+    settle, each timed sample follows the settle and `wake_s` seconds of
+    untimed calls (at least one).  A sample is one call, or with batch_s >
+    0 the mean of a batch of calls timed together, as many as last about
+    batch_s (batch_calls, counted once per callable after its warm-up): a
+    single call of a few microseconds reads the clock's and the machine's
+    jitter as much as the call."""
+    counts = {}
+    for name, fn in fns.items():
         for _ in range(warmup):
             fn()
+        counts[name] = batch_calls(fn, batch_s) if batch_s > 0 else 1
     ts = {name: [] for name in fns}
     for _ in range(repeat):
         for name, fn in fns.items():
             if settle > 0:
                 busy_wait(settle)
                 wake(fn, wake_s)
+            n = counts[name]
             t0 = time.perf_counter()
-            fn()
-            ts[name].append(time.perf_counter() - t0)
+            for _ in range(n):
+                fn()
+            ts[name].append((time.perf_counter() - t0) / n)
     return ts
 
 
-def interleaved_medians(fns, repeat, warmup=2, settle=0.0, wake_s=DEFAULT_WAKE_S):
+def interleaved_medians(fns, repeat, warmup=2, settle=0.0, wake_s=DEFAULT_WAKE_S, batch_s=0.0):
     """{name: median ms} of interleaved_samples."""
     return {name: 1e3 * statistics.median(v)
-            for name, v in interleaved_samples(fns, repeat, warmup, settle, wake_s).items()}
+            for name, v in interleaved_samples(fns, repeat, warmup, settle, wake_s, batch_s).items()}

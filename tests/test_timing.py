@@ -48,3 +48,22 @@ def test_wake_calls_a_slow_function_once():
     calls = []
     timing.wake(lambda: (calls.append(1), timing.busy_wait(0.004)), seconds=0.002)
     assert len(calls) == 1
+
+
+def test_batched_samples_time_a_batch_and_report_its_mean(monkeypatch):
+    clock = _StepClock()
+    monkeypatch.setattr(timing, "time", clock)
+    calls = []
+    fns = {name: (lambda name=name: calls.append(name)) for name in ("a", "b")}
+    # one call reads as one clock step (2 readings around it, 1 step apart),
+    # so a batch of 4.5 steps holds 4 calls
+    ts = timing.interleaved_samples(fns, repeat=2, warmup=1, batch_s=4.5 * _StepClock.STEP)
+    # warm-up, the counting call, then per round a batch of 4 of each, round-robin
+    assert calls == ["a", "a", "b", "b"] + (["a"] * 4 + ["b"] * 4) * 2
+    # each sample: its two readings one step apart, over the batch's 4 calls
+    assert ts == {"a": [_StepClock.STEP / 4] * 2, "b": [_StepClock.STEP / 4] * 2}
+
+
+def test_batch_calls_bounds():
+    assert timing.batch_calls(lambda: timing.busy_wait(0.004), 0.001) == 1
+    assert timing.batch_calls(lambda: None, 10.0) == timing.MAX_BATCH_CALLS
