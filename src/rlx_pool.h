@@ -1491,7 +1491,12 @@ RLX_INLINE void rlx_pool_lines_body(const float* x, ptrdiff_t x_len, float* y, p
         }
         return;
     }
-    if (avx2 && g->D == 1 && g->OD == 1 && g->kh == 3 && g->dh == 1 && g->kw == 3 && g->sw == 2 && g->pw == 1) {
+    /* (the 2-D shortcuts below: one plane, D = OD = 1, and a window of one
+     * depth tap on it, kd = 1 without depth padding before it -- a 3-D pool
+     * over one slice whose depth window reaches into the padding counts the
+     * padded taps, or reads only padding, which these do not) */
+    if (avx2 && g->D == 1 && g->OD == 1 && g->kd == 1 && g->pd == 0 && g->kh == 3 && g->dh == 1 && g->kw == 3
+        && g->sw == 2 && g->pw == 1) {
         /* 3x3 windows, stride 2 along w, w padding 1 (2-D): the line's input rows straight from
          * (plane, oh) and the row count of the divisor from h alone; lines with fewer than two rows
          * in the plane take the general line.  The general line's set-up per line was a third of
@@ -1537,8 +1542,8 @@ RLX_INLINE void rlx_pool_lines_body(const float* x, ptrdiff_t x_len, float* y, p
         }
         return;
     }
-    if (avx2 && g->D == 1 && g->OD == 1 && g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->dh == 1
-        && g->ph == 0 && g->pw == 0 && 2 * g->OH <= g->H && 2 * g->OW <= g->W) {
+    if (avx2 && g->D == 1 && g->OD == 1 && g->kd == 1 && g->pd == 0 && g->kh == 2 && g->kw == 2 && g->sh == 2
+        && g->sw == 2 && g->dh == 1 && g->ph == 0 && g->pw == 0 && 2 * g->OH <= g->H && 2 * g->OW <= g->W) {
         /* 2x2 stride 2 (2-D), every window inside the plane: rows 2 oh and 2 oh + 1 straight from
          * (plane, oh), and the divisor is 4 (or the override) on every line.  The general line's
          * set-up per line was most of the time of these short lines: N8 C64 56x56, 1 thread,

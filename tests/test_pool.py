@@ -223,6 +223,29 @@ def test_regression_global_pool_stays_inside_each_plane():
     assert ref.rel_error(av, ref.global_pool(x, "avg")) <= 1e-7
 
 
+@pytest.mark.parametrize("kernel,stride,pads", [
+    ((2, 2, 2), (2, 2, 2), (0, 0, 0, 1, 0, 0)),       # the 2x2 stride-2 plane shortcut
+    ((2, 2, 2), (1, 2, 2), (1, 0, 0, 0, 0, 0)),
+    ((3, 3, 3), (2, 2, 2), (1, 0, 1, 1, 1, 0)),       # the 3x3 stride-2, w padding 1 shortcut
+    ((3, 3, 3), (1, 2, 2), (1, 1, 1, 1, 1, 1)),
+    ((1, 2, 2), (1, 2, 2), (0, 0, 0, 0, 0, 0)),       # one depth tap: the shortcuts' own case
+    ((1, 3, 3), (1, 2, 2), (0, 1, 1, 0, 1, 1)),
+])
+@pytest.mark.parametrize("include_pad", [True, False])
+def test_avg_pool3d_over_one_slice_counts_the_depth_padding(kernel, stride, pads, include_pad):
+    # A 3-D pool over a single depth slice ran the 2-D plane shortcuts, which
+    # count the window's rows in h alone: with count_include_pad the padded
+    # depth taps were left out of the divisor (k2 s2: the sum over 4, not 8).
+    # Found by tests/fuzz_targets.py cnn_graph.
+    x = _data(np.random.default_rng(3), (2, 3, 1, 8, 9))
+    for threads in (1, 2):
+        (got,) = _run(lambda g, x: g.avg_pool(x, kernel, stride, pads, count_include_pad=include_pad), {"x": x},
+                      num_threads=threads)
+        want = ref.avg_pool_nd(x, kernel, stride, pads[:3], pads[3:], 1, False, include_pad)
+        assert got.shape == want.shape
+        assert ref.rel_error(got, want) <= 1e-7, (threads, ref.rel_error(got, want))
+
+
 # --- regressions of upstream defects --------------------------------------------
 
 def test_regression_ceil_overhang_neither_reads_out_of_bounds_nor_divides_by_full_window():
