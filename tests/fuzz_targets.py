@@ -431,8 +431,111 @@ def thread_counts(data):
             os.environ["RLX_NUM_THREADS"] = saved
 
 
+# ---------------------------------------------------------------------------
+# compiled CNN graphs: chains of 2-D convs (dense, grouped, depthwise, 1x1,
+# strided, dilated, padded), pools, fused activations and residual adds, so
+# that the compile passes put them on the blocked layout and its kernels
+# (stem, 1x1, dense, depthwise, blocked pools, fused epilogues) at 1-3 threads
+# ---------------------------------------------------------------------------
+
+_ACTS = {None: lambda v: v, "relu": ref.relu, "clip6": lambda v: ref.clip(v, 0.0, 6.0),
+         "hard_swish": ref.hard_swish}
+
+
+def _act(g, kind, v):
+    if kind == "relu":
+        return g.relu(v)
+    if kind == "clip6":
+        return g.clip(v, 0.0, 6.0)
+    if kind == "hard_swish":
+        return g.hard_swish(v)
+    return v
+
+
+def cnn_graph(data):
+    nsp = data.draw(st.sampled_from([1, 2, 2, 2, 3]), label="rank")
+    n = data.draw(st.integers(1, 2), label="N")
+    c = data.draw(st.sampled_from([3, 8, 16, 32]), label="input channels")
+    size = list(_axes(data, nsp, 4, 24 if nsp < 3 else 9, "size"))
+    if nsp == 1:
+        size = [4 * size[0]]
+    nthreads = data.draw(st.integers(1, 3), label="threads")
+    rng = _rng(data)
+    x = rng.standard_normal((n, c, *size)).astype(np.float32)
+    g = rlx_cpu.Graph()
+    cur = g.input("x", x.shape)
+    want = x.astype(np.float64)
+    conv_fn, convt_fn = getattr(g, f"conv{nsp}d"), getattr(g, f"conv_transpose{nsp}d")
+    for li in range(data.draw(st.integers(2, 5), label="layers")):
+        kind = data.draw(st.sampled_from(["conv", "conv", "depthwise", "pool", "transposed"]), label=f"layer {li}")
+        if kind == "depthwise" and nsp != 2:
+            kind = "conv"
+        if kind == "pool":
+            k = data.draw(st.integers(2, 3), label="pool kernel")
+            s = data.draw(st.integers(1, 2), label="pool stride")
+            pb = tuple(data.draw(st.integers(0, k // 2), label="pool pad") for _ in range(nsp))
+            pe = tuple(data.draw(st.integers(0, k // 2), label="pool pad") for _ in range(nsp))
+            outs = [ref.pool_out_size(sz, k, s, pb[i], pe[i], 1, False) for i, sz in enumerate(size)]
+            if min(outs) < 1:
+                continue
+            if data.draw(st.booleans(), label="max pool"):
+                cur = g.max_pool(cur, (k,) * nsp, (s,) * nsp, pb + pe)
+                want = ref.max_pool_nd(want, (k,) * nsp, (s,) * nsp, pb, pe)[0]
+            else:
+                inc = data.draw(st.booleans(), label="count_include_pad")
+                cur = g.avg_pool(cur, (k,) * nsp, (s,) * nsp, pb + pe, count_include_pad=inc)
+                want = ref.avg_pool_nd(want, (k,) * nsp, (s,) * nsp, pb, pe, 1, False, inc)
+            size = outs
+            continue
+        transposed = kind == "transposed"
+        k = data.draw(st.sampled_from([1, 3, 5] if kind == "conv" else [2, 3, 4] if transposed else [3, 5]),
+                      label="kernel")
+        s = data.draw(st.integers(1, 2), label="stride")
+        d = data.draw(st.sampled_from([1, 1, 2]), label="dilation") if kind != "depthwise" and k > 1 else 1
+        if kind == "depthwise":
+            co, groups = c, c
+        else:
+            co = data.draw(st.sampled_from([8, 16, 24, 32, 64]), label="output channels")
+            groups = data.draw(st.sampled_from([q for q in (1, 2, 4, 8) if c % q == 0 and co % q == 0]),
+                               label="groups")
+        reach = d * (k - 1)
+        if data.draw(st.booleans(), label="same padding"):
+            pb = pe = (reach // 2,) * nsp
+        else:
+            pb = tuple(data.draw(st.integers(0, reach), label="pad begin") for _ in range(nsp))
+            pe = tuple(data.draw(st.integers(0, reach), label="pad end") for _ in range(nsp))
+        b = rng.standard_normal(co).astype(np.float32) if data.draw(st.booleans(), label="bias") else None
+        act = data.draw(st.sampled_from(list(_ACTS)), label="activation")
+        if transposed:
+            op = data.draw(st.integers(0, max(s, d) - 1), label="output_padding")
+            outs = [(sz - 1) * s - pb[i] - pe[i] + reach + op + 1 for i, sz in enumerate(size)]
+            if min(outs) < 1 or max(outs) > 64:
+                continue
+            wt = (rng.standard_normal((c, co // groups, *(k,) * nsp)) / np.sqrt(c // groups * k ** nsp)).astype(
+                np.float32)
+            y = convt_fn(cur, wt, b, stride=s, padding=tuple(zip(pb, pe)), output_padding=op, groups=groups,
+                         dilation=d)
+            ywant = ref.conv_transpose_nd(want, wt.astype(np.float64), b, s, pb, pe, d, groups, op)
+        else:
+            outs = [_out(sz, k, s, pb[i], pe[i], d) for i, sz in enumerate(size)]
+            if min(outs) < 1:
+                continue
+            wt = (rng.standard_normal((co, c // groups, *(k,) * nsp)) / np.sqrt(c // groups * k ** nsp)).astype(
+                np.float32)
+            y = conv_fn(cur, wt, b, stride=s, padding=tuple(zip(pb, pe)), dilation=d, groups=groups)
+            ywant = ref.conv_nd(want, wt.astype(np.float64), b, s, pb, pe, d, groups)
+        if co == c and outs == size and data.draw(st.booleans(), label="residual"):
+            y, ywant = g.add(y, cur), ywant + want
+        cur, want = _act(g, act, y), _ACTS[act](ywant)
+        c, size = co, outs
+    g.output(cur)
+    got = rlx_cpu.compile(g, num_threads=nthreads).run({"x": x})[0]
+    assert got.shape == want.shape, (got.shape, want.shape)
+    assert ref.rel_error(got, want) < CONV_TOL, ref.rel_error(got, want)
+
+
 TARGETS = {f.__name__: f for f in (conv, conv_transpose, conv_backward, pool, patches, resize, invalid_attrs,
-                                   size_overflow, thread_counts)}
+                                   size_overflow, thread_counts, cnn_graph)}
 
 
 def limit_memory():

@@ -3,8 +3,9 @@
 Each target in tests/fuzz_targets.py (conv1d/2d/3d over every algorithm,
 conv-transpose, conv gradients, max/avg pooling with ceil_mode, padding and
 dilation, im2col/col2im, nearest interpolate, hostile attribute values, size
-overflow, thread counts) runs a bounded hypothesis loop in its own Python
-process, so a segfault or an abort is a failed test here, not a dead runner.
+overflow, thread counts, and compiled CNN graphs on the blocked layout) runs
+a bounded hypothesis loop in its own Python process, so a segfault or an
+abort is a failed test here, not a dead runner.
 Valid draws are compared with tests/reference.py (float64); invalid draws
 must raise the documented exceptions.
 
@@ -22,7 +23,7 @@ import rlx_cpu
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TARGETS = ["conv", "conv_transpose", "conv_backward", "pool", "patches", "resize", "invalid_attrs",
-           "size_overflow", "thread_counts"]
+           "size_overflow", "thread_counts", "cnn_graph"]
 EXAMPLES = int(os.environ.get("RLX_FUZZ_EXAMPLES", "50"))
 SEED = int(os.environ.get("RLX_FUZZ_SEED", "0"))
 
