@@ -8,7 +8,8 @@ hypothesis's falsifying example, and a crash kills only this process.
 
 Valid draws must match tests/reference.py's float64 reference (tolerance
 1e-4 relative to the result's magnitude for the GEMM/Winograd conv paths,
-1e-6 for pooling sums, exact for gathers and max); invalid draws must raise
+1e-6 for pooling sums, exact for gathers and max) -- onnx_graph's ONNX
+models match ONNX Runtime instead, within 1e-4; invalid draws must raise
 the documented exception types (ValueError, TypeError, and for sizes past
 Py_ssize_t MemoryError).  Validity is decided here by an independent
 predicate (output size >= 1 on every axis, algorithm eligibility as
@@ -534,8 +535,151 @@ def cnn_graph(data):
     assert ref.rel_error(got, want) < CONV_TOL, ref.rel_error(got, want)
 
 
+# ---------------------------------------------------------------------------
+# random ONNX CNN graphs through rlx_cpu.InferenceSession against ONNX Runtime:
+# the importer's op mapping, the graph passes (constant folding, batch-norm
+# folding, epilogue fusion with residual adds, squeeze-excitation gates, the
+# blocked layout, in-place elementwise ops) and the kernels under them
+# ---------------------------------------------------------------------------
+
+def onnx_graph(data):
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+    rng = _rng(data)
+    n = data.draw(st.integers(1, 2), label="N")
+    c = data.draw(st.sampled_from([3, 8, 16]), label="input channels")
+    h, w = data.draw(st.integers(5, 20), label="H"), data.draw(st.integers(5, 20), label="W")
+    nthreads = data.draw(st.integers(1, 3), label="threads")
+    nodes, inits, avail = [], [], [("x", (n, c, h, w))]
+    names = iter(f"t{i}" for i in range(10 ** 6))
+
+    def const(arr):
+        name = next(names)
+        inits.append(numpy_helper.from_array(np.asarray(arr), name))
+        return name
+
+    def node(op, inputs, **attrs):
+        out = next(names)
+        nodes.append(helper.make_node(op, inputs, [out], **attrs))
+        return out
+
+    def conv(src, c, h, w, co, k, s, d, g, pads):
+        wt = (rng.standard_normal((co, c // g, k, k)) / np.sqrt(c // g * k * k)).astype(np.float32)
+        ins = [src, const(wt)] + ([const(rng.standard_normal(co).astype(np.float32))]
+                                  if data.draw(st.booleans(), label="conv bias") else [])
+        return node("Conv", ins, kernel_shape=[k, k], strides=[s, s], dilations=[d, d], group=g, pads=pads)
+
+    cur, shape = "x", (n, c, h, w)
+    for li in range(data.draw(st.integers(2, 7), label="nodes")):
+        n_, c, h, w = shape
+        kind = data.draw(st.sampled_from(["conv", "conv", "depthwise", "bn", "act", "act", "add", "se", "pool",
+                                          "concat", "resize", "convtranspose", "pad"]), label=f"node {li}")
+        if kind in ("conv", "depthwise"):
+            k = data.draw(st.sampled_from([1, 3, 5] if kind == "conv" else [3, 5]), label="kernel")
+            s = data.draw(st.integers(1, 2), label="stride")
+            d = data.draw(st.sampled_from([1, 1, 2]), label="dilation") if k > 1 else 1
+            if kind == "depthwise":
+                co, g = c, c
+            else:
+                co = data.draw(st.sampled_from([8, 16, 24, 32]), label="output channels")
+                g = data.draw(st.sampled_from([q for q in (1, 2, 4, 8) if c % q == 0 and co % q == 0]), label="group")
+            pads = [data.draw(st.integers(0, d * (k - 1) // 2 + 1), label="pad") for _ in range(4)]
+            ho, wo = (_out(h, k, s, pads[0], pads[2], d), _out(w, k, s, pads[1], pads[3], d))
+            if min(ho, wo) < 1:
+                continue
+            cur, shape = conv(cur, c, h, w, co, k, s, d, g, pads), (n_, co, ho, wo)
+        elif kind == "bn":
+            p = [rng.standard_normal(c).astype(np.float32), rng.standard_normal(c).astype(np.float32),
+                 rng.standard_normal(c).astype(np.float32), (rng.random(c) + 0.5).astype(np.float32)]
+            cur = node("BatchNormalization", [cur] + [const(v) for v in p], epsilon=1e-5)
+        elif kind == "act":
+            op = data.draw(st.sampled_from(["Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu",
+                                            "Tanh"]), label="activation")
+            if op == "Clip":
+                cur = node("Clip", [cur, const(np.float32(0.0)), const(np.float32(6.0))])
+            elif op == "LeakyRelu":
+                cur = node("LeakyRelu", [cur], alpha=0.1)
+            else:
+                cur = node(op, [cur])
+        elif kind == "add":
+            same = [a for a, sh in avail if sh == shape and a != cur]
+            if same:
+                other = data.draw(st.sampled_from(same), label="residual")
+                cur = node(data.draw(st.sampled_from(["Add", "Mul"]), label="binary"), [cur, other])
+            else:
+                cur = node("Add", [cur, const(rng.standard_normal((1, c, 1, 1)).astype(np.float32))])
+        elif kind == "se":
+            mid = max(1, c // 4)
+            gp = node("GlobalAveragePool", [cur])
+            r = node("Relu", [conv(gp, c, 1, 1, mid, 1, 1, 1, 1, [0, 0, 0, 0])])
+            gate = node(data.draw(st.sampled_from(["Sigmoid", "HardSigmoid"]), label="gate"),
+                        [conv(r, mid, 1, 1, c, 1, 1, 1, 1, [0, 0, 0, 0])])
+            cur = node("Mul", [cur, gate])
+        elif kind == "pool":
+            k = data.draw(st.integers(2, 3), label="pool kernel")
+            s = data.draw(st.integers(1, 2), label="pool stride")
+            pads = [data.draw(st.integers(0, k // 2), label="pool pad") for _ in range(4)]
+            ho, wo = ref.pool_out_size(h, k, s, pads[0], pads[2], 1, False), ref.pool_out_size(
+                w, k, s, pads[1], pads[3], 1, False)
+            if min(ho, wo) < 1:
+                continue
+            if data.draw(st.booleans(), label="max"):
+                cur = node("MaxPool", [cur], kernel_shape=[k, k], strides=[s, s], pads=pads)
+            else:
+                cur = node("AveragePool", [cur], kernel_shape=[k, k], strides=[s, s], pads=pads,
+                           count_include_pad=int(data.draw(st.booleans(), label="count_include_pad")))
+            shape = (n_, c, ho, wo)
+        elif kind == "concat":
+            same = [(a, sh) for a, sh in avail if sh[0] == n_ and sh[2:] == (h, w) and a != cur]
+            if not same:
+                continue
+            other, osh = data.draw(st.sampled_from(same), label="concat with")
+            cur, shape = node("Concat", [cur, other], axis=1), (n_, c + osh[1], h, w)
+        elif kind == "resize":
+            if h * w > 200:
+                continue
+            mode = data.draw(st.sampled_from(["nearest", "linear"]), label="resize mode")
+            ctm = data.draw(st.sampled_from(["half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"]),
+                            label="coordinate mode")
+            if mode == "nearest":
+                ctm = "asymmetric" if ctm == "align_corners" else ctm
+            cur = node("Resize", [cur, "", const(np.array([1, 1, 2, 2], np.float32))], mode=mode,
+                       coordinate_transformation_mode=ctm)
+            shape = (n_, c, 2 * h, 2 * w)
+        elif kind == "convtranspose":
+            if h * w > 200:
+                continue
+            k = data.draw(st.integers(2, 4), label="transposed kernel")
+            co = data.draw(st.sampled_from([8, 16]), label="transposed channels")
+            p = data.draw(st.integers(0, (k - 1) // 2), label="transposed pad")
+            wt = (rng.standard_normal((c, co, k, k)) / np.sqrt(c * k * k)).astype(np.float32)
+            cur = node("ConvTranspose", [cur, const(wt)], kernel_shape=[k, k], strides=[2, 2], pads=[p] * 4)
+            shape = (n_, co, (h - 1) * 2 - 2 * p + k, (w - 1) * 2 - 2 * p + k)
+        else:
+            mode = data.draw(st.sampled_from(["constant", "reflect", "edge"]), label="pad mode")
+            pv = [data.draw(st.integers(0, min(2, h - 1, w - 1)), label="pad") for _ in range(4)]
+            cur = node("Pad", [cur, const(np.array([0, 0, pv[0], pv[1], 0, 0, pv[2], pv[3]], np.int64))], mode=mode)
+            shape = (n_, c, h + pv[0] + pv[2], w + pv[1] + pv[3])
+        avail.append((cur, shape))
+    if data.draw(st.booleans(), label="classifier head"):
+        flat = node("Flatten", [node("GlobalAveragePool", [cur])])
+        wt = rng.standard_normal((10, shape[1])).astype(np.float32)
+        cur = node("Gemm", [flat, const(wt), const(rng.standard_normal(10).astype(np.float32))], transB=1)
+    graph = helper.make_graph(nodes, "fuzz", [helper.make_tensor_value_info("x", TensorProto.FLOAT, avail[0][1])],
+                              [helper.make_tensor_value_info(cur, TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    blob = model.SerializeToString()
+    x = rng.standard_normal(avail[0][1]).astype(np.float32)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    want = ort.InferenceSession(blob, so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = rlx_cpu.InferenceSession(blob, num_threads=nthreads).run(None, {"x": x})[0]
+    assert got.shape == want.shape, (got.shape, want.shape)
+    assert ref.rel_error(got, want) < CONV_TOL, ref.rel_error(got, want)
+
+
 TARGETS = {f.__name__: f for f in (conv, conv_transpose, conv_backward, pool, patches, resize, invalid_attrs,
-                                   size_overflow, thread_counts, cnn_graph)}
+                                   size_overflow, thread_counts, cnn_graph, onnx_graph)}
 
 
 def limit_memory():

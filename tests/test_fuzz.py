@@ -3,9 +3,10 @@
 Each target in tests/fuzz_targets.py (conv1d/2d/3d over every algorithm,
 conv-transpose, conv gradients, max/avg pooling with ceil_mode, padding and
 dilation, im2col/col2im, nearest interpolate, hostile attribute values, size
-overflow, thread counts, and compiled CNN graphs on the blocked layout) runs
-a bounded hypothesis loop in its own Python process, so a segfault or an
-abort is a failed test here, not a dead runner.
+overflow, thread counts, compiled CNN graphs on the blocked layout, and random
+ONNX CNN graphs against ONNX Runtime) runs a bounded hypothesis loop in its
+own Python process, so a segfault or an abort is a failed test here, not a
+dead runner.
 Valid draws are compared with tests/reference.py (float64); invalid draws
 must raise the documented exceptions.
 
@@ -23,13 +24,18 @@ import rlx_cpu
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TARGETS = ["conv", "conv_transpose", "conv_backward", "pool", "patches", "resize", "invalid_attrs",
-           "size_overflow", "thread_counts", "cnn_graph"]
+           "size_overflow", "thread_counts", "cnn_graph", "onnx_graph"]
+# targets that compare with a peer: they run where it is installed (the
+# `test` extra, which .ci/run installs)
+PEERS = {"onnx_graph": "onnxruntime"}
 EXAMPLES = int(os.environ.get("RLX_FUZZ_EXAMPLES", "50"))
 SEED = int(os.environ.get("RLX_FUZZ_SEED", "0"))
 
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_fuzz(target):
+    if target in PEERS:
+        pytest.importorskip(PEERS[target], reason=f"{PEERS[target]} is not installed (part of the `test` extra)")
     env = dict(os.environ)
     # The worker imports the rlx_cpu this test process imported (source tree
     # or installed wheel), whatever the working directory.
